@@ -1,0 +1,48 @@
+# ccvl-tf: the two commands are `make demo` (main job) and `make test` (test suite).
+# Both create .venv from requirements.txt (the lock file) when it is missing or stale.
+PYTHON ?= python3.11
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.ccvl-installed
+export TF_USE_LEGACY_KERAS := 1
+export TF_CPP_MIN_LOG_LEVEL := 2
+
+.PHONY: venv demo test bench gridworld lock clean-venv
+
+venv: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	@command -v $(PYTHON) >/dev/null 2>&1 || { \
+	  echo "error: '$(PYTHON)' was not found on PATH. ccvl-tf needs Python 3.11 exactly:" >&2; \
+	  echo "  dm-reverb-nightly (the only Reverb build that loads into TF 2.16) ships cp311 wheels only." >&2; \
+	  echo "  Install it (pyenv install 3.11 / apt-get install python3.11) or pass make PYTHON=/path/to/python3.11." >&2; \
+	  echo "  See BUILD.md." >&2; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else 1)' || { \
+	  echo "error: '$(PYTHON)' is Python $$($(PYTHON) -c 'import platform; print(platform.python_version())'), but ccvl-tf needs 3.11 exactly" >&2; \
+	  echo "  (dm-reverb-nightly ships cp311 wheels only). Pass make PYTHON=/path/to/python3.11. See BUILD.md." >&2; exit 1; }
+	@test -x $(PY) || { echo "creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
+	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
+	$(PY) -m pip install --disable-pip-version-check -q --no-deps --no-build-isolation -e .
+	@touch $(STAMP)
+
+# The main job on a default that needs no downloaded data.
+demo: $(STAMP)
+	$(PY) binaries/gridworld.py --output_dir=results/gridworld
+
+test: $(STAMP)
+	$(PY) -m pytest tests
+
+bench: $(STAMP)
+	$(PY) binaries/benchmark.py --output=results/benchmark.json
+
+gridworld: $(STAMP)
+	$(PY) binaries/gridworld.py --output_dir=results/gridworld
+
+# Re-resolve the lock from requirements.in (direct dependencies) in a scratch venv.
+lock:
+	rm -rf /tmp/ccvl-lock && $(PYTHON) -m venv /tmp/ccvl-lock
+	/tmp/ccvl-lock/bin/pip install -q -r requirements.in
+	{ head -n 4 requirements.txt; /tmp/ccvl-lock/bin/pip freeze; } > requirements.txt.new && mv requirements.txt.new requirements.txt
+
+clean-venv:
+	rm -rf $(VENV)

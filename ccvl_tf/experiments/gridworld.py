@@ -1,0 +1,282 @@
+"""The paper's illustrative gridworld experiment (Sec. "Illustrative Example on Gridworld").
+
+Reproduces, on the layout of `ccvl_tf.envs.gridworld` (data at p = 0.3, evaluation at p = 0.15):
+  * Fig. 1 left  - normalized return of CQL, CCVL (confidence-adaptive) and Fixed-CCVL against
+                   alpha (`alpha_sweep.csv`, `alpha_sweep.png`);
+  * Fig. 1 right - the delta CCVL acts with over the evaluation episodes at one alpha
+                   (`delta_adaptation.csv`, `delta_adaptation.png`);
+  * Fig. 2       - the paths CQL and CCVL take, drawn on the grid (`trajectories.png`);
+  * Theorem 1    - coverage of the bonus-form CCVL lower bound over resampled datasets
+                   (`coverage.csv`, `coverage.png`).
+
+Protocol (fixed before any result was seen):
+  * seed i -> dataset `make_gridworld_dataset(seed=i)` (2,500 transitions) and an evaluation
+    random stream seeded by (i, alpha index);
+  * CCVL uses the regularized update Eq. (cql update), as the paper's experiments do, on a grid
+    of K deltas; CQL uses Eq. (cql); both solved exactly (`ccvl_tf.tabular.learners`);
+    "CCVL-bonus" is the explicit-bonus update Eq. (update) with the same adaptive policy;
+  * normalized return = episode discounted return / optimal expected return at p = 0.15;
+    CQL and Fixed-CCVL are Markov policies, scored by their exact expected return; CCVL adapts,
+    so it is scored by the mean of its sampled evaluation episodes (the paper: "the average score
+    across the adaptation process"), with the belief kept across those episodes;
+  * Fixed-CCVL acts with the grid delta of lowest mean Bellman error on the offline data;
+  * the belief temperature is set from the offline data (`auto_temperature`), never from
+    evaluation returns.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import os
+import time
+
+import numpy as np
+
+from ccvl_tf import belief
+from ccvl_tf.envs.gridworld import DATA_SLIP_PROB, EVAL_SLIP_PROB, GridWorld
+from ccvl_tf.tabular import dataset as dataset_lib
+from ccvl_tf.tabular import evaluation as ev_lib
+from ccvl_tf.tabular import learners
+from ccvl_tf.tabular import value_iteration as vi
+
+DEFAULT_ALPHAS = (0.01, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
+# CQL: Eq. (cql). CCVL: Eq. (cql update) + confidence-adaptive policy (the paper's method).
+# Fixed-CCVL: Eq. (cql update) at the delta of lowest Bellman error on the data.
+# CCVL-bonus: Eq. (update) (explicit bonuses, Theorem 1) + the same adaptive policy.
+METHODS = ("CQL", "Fixed-CCVL", "CCVL", "CCVL-bonus")
+
+
+@dataclasses.dataclass
+class Config:
+  """Settings of one run; defaults reproduce the paper's setup (see module docstring)."""
+  output_dir: str
+  seeds: int = 10
+  alphas: tuple = DEFAULT_ALPHAS
+  num_deltas: int = 10  # K, the quantized delta grid (midpoints of K bins of (0, 1))
+  eval_episodes: int = 10  # evaluation episodes per seed (the belief adapts across them)
+  adaptation_alpha: float = 0.2  # Fig. 1 right
+  trajectory_alpha: float = 1.0  # Fig. 2 ("for large settings of alpha")
+  coverage_datasets: int = 200  # resampled datasets for the Theorem 1 study
+  coverage_alpha: float = 0.2  # a practical alpha, shown beside the theorem's alpha
+  num_transitions: int = dataset_lib.NUM_TRANSITIONS
+  delta_select: str = "sample"  # how the adaptive policy picks delta from its belief
+
+  def validate(self):
+    if int(self.seeds) != self.seeds or self.seeds < 1:
+      raise ValueError(f"--seeds must be an integer >= 1, got {self.seeds!r}")
+    if not self.alphas:
+      raise ValueError("--alphas must name at least one alpha")
+    for a in (*self.alphas, self.adaptation_alpha, self.trajectory_alpha, self.coverage_alpha):
+      if not (np.isfinite(a) and a >= 0):
+        raise ValueError(f"alpha must be a finite number >= 0, got {a!r}")
+    for name in ("num_deltas", "eval_episodes", "coverage_datasets", "num_transitions"):
+      v = getattr(self, name)
+      if int(v) != v or v < 1:
+        raise ValueError(f"--{name} must be an integer >= 1, got {v!r}")
+    if self.delta_select not in ("sample", "argmax"):
+      raise ValueError(f"--delta_select must be 'sample' or 'argmax', got {self.delta_select!r}")
+
+
+def theorem1_alpha(delta: float, num_pairs: int, value_range: float = 1.0) -> float:
+  """The alpha with which the bonus alpha*sqrt(log(1/delta)/n) covers Hoeffding's deviation.
+
+  Theorem 1 needs b(s, a, delta) >= |B* Q* - B^* Q*|(s, a) for all (s, a) at once with
+  probability 1 - delta. Each empirical backup is a mean of n targets r + gamma V*(s') in an
+  interval of width `value_range` (here [0, 1]: reward 1 ends the episode, V* <= 1), so with a
+  union bound over `num_pairs` pairs, Hoeffding gives the deviation
+      sqrt(log(2 * num_pairs / delta) / (2 n)),
+  and alpha * sqrt(log(1/delta) / n) covers it iff
+      alpha >= value_range * sqrt(1/2 + log(2 * num_pairs) / (2 log(1/delta))).
+  This is the paper's sqrt(iota) made explicit; it grows as delta -> 1 (log(1/delta) -> 0).
+  """
+  return float(value_range * np.sqrt(0.5 + np.log(2.0 * num_pairs) / (2.0 * np.log(1.0 / delta))))
+
+
+def _write_csv(path, header, rows):
+  with open(path, "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(header)
+    w.writerows(rows)
+
+
+class _Progress:
+  """Prints 'label done/total, elapsed, ETA' about every 10% (one line each: logs stay readable)."""
+
+  def __init__(self, total, label, log):
+    self.total, self.label, self.log, self.done, self.t0 = total, label, log, 0, time.time()
+    self.next_report = 1
+
+  def step(self, n=1):
+    self.done += n
+    if self.done >= self.next_report or self.done == self.total:
+      el = time.time() - self.t0
+      eta = el / self.done * (self.total - self.done)
+      self.log(f"[{self.label}] {self.done}/{self.total}  {el:5.1f}s elapsed  ETA {eta:5.1f}s")
+      self.next_report = self.done + max(1, self.total // 10)
+
+
+def run(cfg: Config, log=print) -> dict:
+  """Runs every part of the experiment, writes the CSV/PNG/JSON files, returns the summary."""
+  cfg.validate()
+  os.makedirs(cfg.output_dir, exist_ok=True)
+  t0 = time.time()
+  data_env = GridWorld(slip_prob=DATA_SLIP_PROB)
+  eval_env = GridWorld(slip_prob=EVAL_SLIP_PROB)
+  grid = belief.delta_grid(cfg.num_deltas)
+  v_opt = ev_lib.optimal_return(eval_env)
+  alphas = sorted(set(map(float, cfg.alphas)) | {float(cfg.adaptation_alpha),
+                                                 float(cfg.trajectory_alpha)})
+  sweep_rows, adapt_rows, detail = [], [], {}
+  prog = _Progress(cfg.seeds * len(alphas), "alpha sweep", log)
+  for seed in range(cfg.seeds):
+    data = dataset_lib.make_gridworld_dataset(seed, cfg.num_transitions, data_env)
+    model = learners.empirical_model(data, data_env.num_states, data_env.num_actions)
+    for ai, alpha in enumerate(alphas):
+      q_cql = learners.cql_q(model, data_env.gamma, alpha)
+      q_ccvl = learners.ccvl_regularized_q(model, data_env.gamma, alpha, grid)
+      errors = learners.data_bellman_errors(q_ccvl, data, data_env.gamma)
+      k_fixed = int(np.argmin(errors))
+      rng = np.random.default_rng([seed, ai])
+      episodes, log_b = ev_lib.run_adaptive(eval_env, q_ccvl, cfg.eval_episodes,
+                                            ev_lib.auto_temperature(errors), rng,
+                                            cfg.delta_select)
+      # The bonus form, Eq. (update) (the one Theorem 1 covers), acted with the same adaptive
+      # policy: a reference for what the regularizer changes.
+      q_bonus = learners.ccvl_bonus_q(model, data_env.gamma, alpha, grid)
+      errors_bonus = learners.data_bellman_errors(q_bonus, data, data_env.gamma)
+      episodes_bonus, _ = ev_lib.run_adaptive(eval_env, q_bonus, cfg.eval_episodes,
+                                              ev_lib.auto_temperature(errors_bonus), rng,
+                                              cfg.delta_select)
+      scores = {
+          "CQL": ev_lib.expected_return(eval_env, q_cql) / v_opt,
+          "Fixed-CCVL": ev_lib.expected_return(eval_env, q_ccvl[k_fixed]) / v_opt,
+          "CCVL": float(np.mean([e.discounted_return for e in episodes])) / v_opt,
+          "CCVL-bonus": float(np.mean([e.discounted_return for e in episodes_bonus])) / v_opt,
+      }
+      for method, score in scores.items():
+        sweep_rows.append((method, alpha, seed, round(score, 6)))
+      if alpha == cfg.adaptation_alpha:
+        adapt_rows += [(seed, i + 1, round(float(grid[e.delta_index]), 4))
+                       for i, e in enumerate(episodes)]
+      if alpha == cfg.trajectory_alpha and seed == 0:
+        detail = dict(q_cql=q_cql, q_ccvl=q_ccvl, episodes=episodes, k_fixed=k_fixed,
+                      log_b=log_b, data=data)
+      prog.step()
+  # Only the requested alphas go into the sweep table (the extra ones fed Fig. 1 right / Fig. 2).
+  requested = set(map(float, cfg.alphas))
+  _write_csv(os.path.join(cfg.output_dir, "alpha_sweep.csv"),
+             ("method", "alpha", "seed", "normalized_return"),
+             [r for r in sweep_rows if r[1] in requested])
+  _write_csv(os.path.join(cfg.output_dir, "delta_adaptation.csv"), ("seed", "episode", "delta"),
+             adapt_rows)
+
+  coverage_rows = run_coverage(cfg, data_env, grid, log)
+  _write_csv(os.path.join(cfg.output_dir, "coverage.csv"),
+             ("delta", "coverage", "n_datasets", "alpha", "alpha_kind", "target"), coverage_rows)
+
+  summary = summarize(sweep_rows, adapt_rows, coverage_rows, cfg, requested)
+  summary["optimal_return_eval"] = v_opt
+  summary["routes"] = {
+      "CQL@alpha=%g" % cfg.trajectory_alpha: data_env.route_name(vi.greedy_policy(detail["q_cql"])),
+      "CCVL@alpha=%g,final_delta=%g" % (cfg.trajectory_alpha,
+                                        grid[detail["episodes"][-1].delta_index]):
+          data_env.route_name(vi.greedy_policy(detail["q_ccvl"][detail["episodes"][-1].delta_index])),
+  }
+  from ccvl_tf.experiments import gridworld_plots as plots  # matplotlib only when writing
+  plots.alpha_sweep(sweep_rows, requested, os.path.join(cfg.output_dir, "alpha_sweep.png"))
+  plots.delta_adaptation(adapt_rows, cfg.adaptation_alpha,
+                         os.path.join(cfg.output_dir, "delta_adaptation.png"))
+  plots.trajectories(eval_env, detail, grid, cfg.trajectory_alpha,
+                     os.path.join(cfg.output_dir, "trajectories.png"))
+  plots.coverage(coverage_rows, os.path.join(cfg.output_dir, "coverage.png"))
+  summary["wall_time_s"] = round(time.time() - t0, 1)
+  with open(os.path.join(cfg.output_dir, "summary.json"), "w") as f:
+    json.dump(summary, f, indent=2)
+  log(format_summary(summary))
+  return summary
+
+
+def run_coverage(cfg: Config, env: GridWorld, grid: np.ndarray, log=print) -> list:
+  """Theorem 1: for each grid delta, the fraction of resampled datasets on which the bonus-form
+  CCVL Q(s, a, delta) <= Q*(s, a) at every (s, a) visited in that dataset.
+
+  Two alphas: the theorem's (per delta, `theorem1_alpha`, union bound over the decision pairs),
+  and `cfg.coverage_alpha` for contrast. The datasets are drawn exactly as the offline dataset
+  (2,500 transitions, same behavior policy, p = 0.3), from seeds disjoint from the sweep's.
+  """
+  q_star, _ = vi.value_iteration(env.P, env.R, env.gamma)
+  decision = ~env.terminal_mask
+  decision[env.wall_states] = False
+  num_pairs = int(decision.sum()) * env.num_actions
+  thm_alpha = np.array([theorem1_alpha(d, num_pairs) for d in grid])
+  datasets = dataset_lib.collect(env, dataset_lib.behavior_policy(env), cfg.num_transitions,
+                                 seed=10_000 + cfg.seeds, num_datasets=cfg.coverage_datasets)
+  alphas = np.concatenate([thm_alpha, [cfg.coverage_alpha]])  # [K + 1]
+  held = np.zeros((2, len(grid)), np.int64)  # [theorem / practical, K]
+  prog = _Progress(cfg.coverage_datasets, "coverage", log)
+  for i in range(cfg.coverage_datasets):
+    model = learners.empirical_model(datasets.dataset(i), env.num_states, env.num_actions)
+    q = learners.ccvl_bonus_q(model, env.gamma, alphas, grid)  # [K + 1, K, S, A]
+    ok = np.all((q <= q_star + 1e-9) | ~model.seen_sa, axis=(-2, -1))  # [K + 1, K]
+    held[0] += np.diag(ok[:-1])  # delta_k judged with the theorem's alpha for delta_k
+    held[1] += ok[-1]
+    prog.step()
+  n = cfg.coverage_datasets
+  rows = []
+  for k, d in enumerate(grid):
+    rows.append((round(float(d), 4), held[0, k] / n, n, round(float(thm_alpha[k]), 4), "theorem1",
+                 round(1 - float(d), 4)))
+  for k, d in enumerate(grid):
+    rows.append((round(float(d), 4), held[1, k] / n, n, cfg.coverage_alpha, "fixed",
+                 round(1 - float(d), 4)))
+  return rows
+
+
+def summarize(sweep_rows, adapt_rows, coverage_rows, cfg, requested) -> dict:
+  table = {}
+  for method, alpha, _, score in sweep_rows:
+    if alpha in requested:
+      table.setdefault(method, {}).setdefault(alpha, []).append(score)
+  stats = {m: {f"{a:g}": {"mean": float(np.mean(v)), "std": float(np.std(v)), "n": len(v)}
+               for a, v in sorted(by.items())} for m, by in table.items()}
+  deltas = np.array([r[2] for r in adapt_rows]).reshape(cfg.seeds, cfg.eval_episodes)
+  return {
+      "alpha_sweep": stats,
+      "delta_adaptation": {"alpha": cfg.adaptation_alpha,
+                           "mean_delta_per_episode": [round(float(x), 4) for x in deltas.mean(0)]},
+      "coverage": [dict(zip(("delta", "coverage", "n_datasets", "alpha", "alpha_kind", "target"),
+                            map(lambda x: x.item() if hasattr(x, "item") else x, r)))
+                   for r in coverage_rows],
+      "config": {k: v for k, v in dataclasses.asdict(cfg).items() if k != "output_dir"},
+  }
+
+
+def format_summary(summary: dict) -> str:
+  """The summary table printed at the end of a run (markdown)."""
+  sweep = summary["alpha_sweep"]
+  alphas = list(next(iter(sweep.values())).keys())
+  lines = ["", "Normalized return at p = 0.15 (mean +- std over seeds)", "",
+           "| method | " + " | ".join(f"alpha={a}" for a in alphas) + " |",
+           "|---|" + "---|" * len(alphas)]
+  for m in METHODS:
+    if m in sweep:
+      lines.append(f"| {m} | " + " | ".join(
+          f"{sweep[m][a]['mean']:.3f} +- {sweep[m][a]['std']:.3f}" for a in alphas) + " |")
+  da = summary["delta_adaptation"]
+  lines += ["", f"CCVL delta per evaluation episode at alpha={da['alpha']:g} (mean over seeds): "
+            + ", ".join(f"{d:.2f}" for d in da["mean_delta_per_episode"])]
+  cov = summary["coverage"]
+  lines += ["", "Theorem 1 coverage: P[Q(s,a,delta) <= Q*(s,a) for all visited (s,a)]", "",
+            "| delta | target 1-delta | coverage (theorem alpha) | theorem alpha | "
+            f"coverage (alpha={cov[-1]['alpha']:g}) |", "|---|---|---|---|---|"]
+  half = len(cov) // 2
+  for a, b in zip(cov[:half], cov[half:]):
+    lines.append(f"| {a['delta']:.2f} | {a['target']:.2f} | {a['coverage']:.3f} | "
+                 f"{a['alpha']:.2f} | {b['coverage']:.3f} |")
+  if "routes" in summary:
+    lines += ["", "Routes (no-slip path of the greedy policy, seed 0): "
+              + ", ".join(f"{k}: {v}" for k, v in summary["routes"].items())]
+  if "wall_time_s" in summary:
+    lines += [f"Wall time: {summary['wall_time_s']} s"]
+  return "\n".join(lines)

@@ -1,0 +1,285 @@
+"""Exact tabular offline learners on the empirical MDP of a dataset.
+
+Every learner iterates an empirical Bellman update to its fixed point, computing each
+iterate's arg-min *exactly* (in closed form for the bonus updates; by Newton's method for the
+regularized ones, whose per-state problems are strictly convex). Notation of the paper:
+
+  n(s, a), n(s)   visitation counts in the dataset D; n ^ 1 = max(n, 1)
+  B^ Q(s, a)      empirical Bellman optimality backup: mean over the transitions (s, a, r, s')
+                  in D of r + gamma * (1 - terminal) * max_a' Q(s', a')
+  delta           a confidence level in (0, 1), on a sorted grid (`ccvl_tf.belief.delta_grid`)
+
+Pairs (s, a) never seen in D have no empirical backup. The bonus learners treat them with the
+pessimistic prior "reward 0, no continuation" (0 is the smallest possible return here, so it
+is a valid lower bound) and subtract the bonus with n ^ 1 = 1. The regularized learners follow
+the exact CQL solution: an action never taken at a visited state is pushed to -inf by the
+penalty (nothing anchors it), and a state never visited keeps its initial value 0.
+
+Sign convention: Eq. (anti_exploration) and Eq. (update) in the paper are printed as
+(Q - B^Q - alpha*bonus)^2, whose minimizer *adds* the bonus; anti-exploration bonuses are
+subtracted (Rezaeifar et al. 2021, and the paper's own lower-bound claims), so we implement
+Q = B^Q - alpha * bonus.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ccvl_tf.tabular.dataset import Transitions
+
+NEG_INF = -np.inf
+
+
+class EmpiricalModel(NamedTuple):
+  """Counts and the empirical MDP of a dataset.
+
+  n_sa [S, A], n_s [S], r_hat [S, A] (mean reward), p_cont [S, A, S'] (mean of
+  (1 - terminal) * 1[s' = .]; a row sums to 1 - the empirical termination probability).
+  """
+  n_sa: np.ndarray
+  n_s: np.ndarray
+  r_hat: np.ndarray
+  p_cont: np.ndarray
+
+  @property
+  def seen_sa(self) -> np.ndarray:
+    return self.n_sa > 0
+
+  @property
+  def seen_s(self) -> np.ndarray:
+    return self.n_s > 0
+
+  def backup(self, v: np.ndarray, gamma: float) -> np.ndarray:
+    """B^ applied to state values v [..., S] -> [..., S, A] (0 where (s, a) is unseen)."""
+    s, a = self.r_hat.shape
+    # [..., S'] @ [S', S*A] -> [..., S*A] -> [..., S, A]  (a BLAS matmul, not an einsum)
+    flat = np.matmul(v, self.p_cont.reshape(s * a, s).T)
+    return self.r_hat + gamma * flat.reshape(v.shape[:-1] + (s, a))
+
+
+def counts(data: Transitions, num_states: int, num_actions: int) -> tuple:
+  """Exact visitation counts (n(s, a) [S, A], n(s) [S]) of a dataset."""
+  n_sa = np.zeros((num_states, num_actions), np.int64)
+  np.add.at(n_sa, (np.asarray(data.state), np.asarray(data.action)), 1)
+  return n_sa, n_sa.sum(axis=1)
+
+
+def empirical_model(data: Transitions, num_states: int, num_actions: int) -> EmpiricalModel:
+  """The empirical MDP of `data` (a single dataset, arrays [N])."""
+  if np.ndim(data.state) != 1:
+    raise ValueError(f"expected one dataset with arrays [N], got shape {np.shape(data.state)}")
+  s, a = np.asarray(data.state), np.asarray(data.action)
+  for name, x, hi in (("state", s, num_states), ("action", a, num_actions),
+                      ("next_state", np.asarray(data.next_state), num_states)):
+    if x.size and (x.min() < 0 or x.max() >= hi):
+      raise ValueError(f"dataset {name} values must be in [0, {hi}), got [{x.min()}, {x.max()}]")
+  n_sa, n_s = counts(data, num_states, num_actions)
+  denom = np.maximum(n_sa, 1).astype(np.float64)
+  r_sum = np.zeros((num_states, num_actions))
+  np.add.at(r_sum, (s, a), np.asarray(data.reward, np.float64))
+  p_cont = np.zeros((num_states, num_actions, num_states))
+  np.add.at(p_cont, (s, a, np.asarray(data.next_state)), 1.0 - np.asarray(data.terminal, np.float64))
+  return EmpiricalModel(n_sa, n_s, r_sum / denom, p_cont / denom[..., None])
+
+
+def _check_alpha(alpha):
+  if not np.all(np.asarray(alpha) >= 0) or not np.all(np.isfinite(alpha)):
+    raise ValueError(f"alpha must be >= 0 and finite, got {alpha!r}")
+
+
+def check_deltas(deltas) -> np.ndarray:
+  deltas = np.asarray(deltas, np.float64)
+  if deltas.ndim != 1 or deltas.size < 1:
+    raise ValueError(f"deltas must be a non-empty 1-D grid, got shape {deltas.shape}")
+  if not np.all((deltas > 0) & (deltas < 1)):
+    raise ValueError(f"every delta must be in (0, 1), got {deltas.tolist()}")
+  if np.any(np.diff(deltas) <= 0):
+    raise ValueError(f"the delta grid must be strictly increasing, got {deltas.tolist()}")
+  return deltas
+
+
+def _iterate(step, q0, tol, max_iters, name):
+  q = q0
+  for _ in range(max_iters):
+    q_new = step(q)
+    finite = np.isfinite(q_new)
+    if np.array_equal(finite, np.isfinite(q)) and np.max(
+        np.abs(np.where(finite, q_new - np.where(finite, q, 0), 0)), initial=0) < tol:
+      return q_new
+    q = q_new
+  raise RuntimeError(f"{name} did not converge to {tol} in {max_iters} iterations")
+
+
+def _state_values(q):
+  """max_a Q(s, a) over [..., S, A] (-inf only if every action is -inf)."""
+  return q.max(axis=-1)
+
+
+# ----------------------------------------------------------------------------------------------
+# Bonus updates: Eq. (anti_exploration) and Eq. (update)
+# ----------------------------------------------------------------------------------------------
+def anti_exploration_q(model: EmpiricalModel, gamma: float, alpha: float,
+                       tol: float = 1e-8, max_iters: int = 10_000) -> np.ndarray:
+  """Q-learning with anti-exploration bonuses, Eq. (anti_exploration):
+  Q^{k+1}(s, a) = B^ Q^k(s, a) - alpha * sqrt(1 / (n(s, a) ^ 1)). Returns Q [S, A]."""
+  _check_alpha(alpha)
+  bonus = alpha * np.sqrt(1.0 / np.maximum(model.n_sa, 1))
+  step = lambda q: model.backup(_state_values(q), gamma) - bonus
+  return _iterate(step, np.zeros(model.n_sa.shape), tol, max_iters, "anti-exploration")
+
+
+def ccvl_bonus_q(model: EmpiricalModel, gamma: float, alpha, deltas,
+                 tol: float = 1e-8, max_iters: int = 10_000) -> np.ndarray:
+  """CCVL with explicit bonuses, Eq. (update), on a sorted delta grid:
+
+    Q^{k+1}(s, a, delta) = max_{delta2 <= delta} B^ Q^k(s, a, delta2)
+                           - alpha * sqrt(log(1 / delta1*) / (n(s, a) ^ 1)),
+
+  where the max over delta1 <= delta of -alpha*sqrt(log(1/delta1)/n) is attained at delta1 = delta
+  (the bonus shrinks as delta1 grows), and the max over delta2 is taken over the grid points
+  <= delta (a running max along the grid), which makes Q nondecreasing in delta (Lemma 1).
+
+  Args:
+    alpha: a scalar, or an array [C] of alphas solved together (returns [C, K, S, A]).
+    deltas: the sorted grid [K].
+  Returns:
+    Q [K, S, A] (or [C, K, S, A] for an array alpha).
+  """
+  _check_alpha(alpha)
+  deltas = check_deltas(deltas)
+  alpha_arr = np.atleast_1d(np.asarray(alpha, np.float64))
+  # bonus [C, K, S, A] = alpha * sqrt(log(1/delta) / (n ^ 1))
+  bonus = (alpha_arr[:, None, None, None]
+           * np.sqrt(np.log(1.0 / deltas)[None, :, None, None]
+                     / np.maximum(model.n_sa, 1)[None, None]))
+
+  def step(q):  # q [C, K, S, A]
+    b = model.backup(_state_values(q), gamma)  # [C, K, S, A]: B^ Q(., ., delta2) for every delta2
+    return np.maximum.accumulate(b, axis=1) - bonus  # max over delta2 <= delta, minus the bonus
+
+  q = _iterate(step, np.zeros(bonus.shape), tol, max_iters, "CCVL (bonus)")
+  return q if np.ndim(alpha) else q[0]
+
+
+# ----------------------------------------------------------------------------------------------
+# Regularized updates: Eq. (cql) and Eq. (cql update)
+# ----------------------------------------------------------------------------------------------
+def _regularized_argmin(weight, beta, seen, target, q0, newton_steps):
+  """Per state, the exact minimizer over q in R^A of
+
+      weight * (logsumexp_a q_a - sum_a beta_a q_a) + 1/2 sum_a beta_a (q_a - target_a)^2
+
+  (the CQL(H) objective of one state divided by n(s): beta = n(s, a) / n(s), the max over pi
+  with entropy regularizer R(pi) = H(pi) gives the logsumexp). Actions with beta_a = 0 are
+  pushed to -inf when weight > 0 and keep q0 when weight = 0. Strictly convex in the seen
+  actions, so Newton's method converges; at the optimum
+      q_a = target_a - weight * (softmax(q)_a / beta_a - 1)      (Kumar et al. 2020, Thm 3.2).
+
+  Shapes: weight [..., S], beta/seen [S, A], target/q0 [..., S, A].
+  """
+  w = weight[..., None]  # [..., S, 1]
+  pos = w > 0
+  unseen = ~seen
+  eye = np.eye(beta.shape[-1])
+  blocked = unseen[..., :, None] | unseen[..., None, :]  # [S, A, A]: rows/cols of unseen actions
+
+  def objective(q):
+    z = np.where(seen, q, NEG_INF)
+    m = z.max(axis=-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    lse = m[..., 0] + np.log(np.maximum(np.exp(z - m).sum(-1), 1e-300))
+    quad = 0.5 * (beta * np.where(seen, q - target, 0.0) ** 2).sum(-1)
+    return weight * (lse - (beta * np.where(seen, q, 0.0)).sum(-1)) + quad
+
+  q = np.where(seen & np.isfinite(q0), q0, target)
+  for _ in range(newton_steps):
+    z = np.where(seen, q, NEG_INF)
+    z = z - np.where(seen.any(-1, keepdims=True), z.max(axis=-1, keepdims=True), 0.0)
+    p = np.where(seen, np.exp(z), 0.0)
+    p = p / np.maximum(p.sum(-1, keepdims=True), 1e-300)
+    grad = np.where(seen, w * (p - beta) + beta * (q - target), 0.0)
+    hess = (w[..., None] * (p[..., :, None] * eye - p[..., :, None] * p[..., None, :])
+            + beta[..., :, None] * eye)
+    hess = np.where(blocked, eye, hess)  # unseen actions: identity rows/cols, zero gradient
+    step = np.linalg.solve(hess, grad[..., None])[..., 0]
+    # Damped Newton: halve the step where the objective would increase.
+    f0, t = objective(q), np.ones(weight.shape)
+    for _ in range(20):
+      worse = objective(q - t[..., None] * step) > f0 + 1e-15
+      if not worse.any():
+        break
+      t = np.where(worse, 0.5 * t, t)
+    q = q - t[..., None] * step
+  q = np.where(seen, q, np.where(pos, NEG_INF, q0))
+  return q
+
+
+def _regularized_fixed_point(model, gamma, weight, deltas_axis, tol, max_iters, newton_steps,
+                             name):
+  seen_sa = model.seen_sa
+  beta = model.n_sa / np.maximum(model.n_s, 1)[:, None]  # pi_beta^(a|s), [S, A]
+  seen_s = model.seen_s
+
+  def step(q):
+    v = _state_values(np.where(seen_s[:, None], q, 0.0))  # unvisited states keep value 0
+    target = model.backup(v, gamma)  # [..., S, A]
+    if deltas_axis is not None:  # max over delta2 <= delta along the grid
+      target = np.maximum.accumulate(target, axis=deltas_axis)
+    q_new = _regularized_argmin(weight, beta, seen_sa, target, q, newton_steps)
+    return np.where(seen_s[:, None], q_new, 0.0)
+
+  q0 = np.zeros(weight.shape + (model.n_sa.shape[1],))
+  return _iterate(step, q0, tol, max_iters, name)
+
+
+def cql_q(model: EmpiricalModel, gamma: float, alpha: float, tol: float = 1e-8,
+          max_iters: int = 10_000, newton_steps: int = 3) -> np.ndarray:
+  """Tabular CQL(H), Eq. (cql): each iterate exactly minimizes
+  alpha (E_{s~D} logsumexp_a Q(s, a) - E_{s,a~D} Q(s, a)) + 1/2 E_D (Q - B^ Q^k)^2. Q [S, A]."""
+  _check_alpha(alpha)
+  weight = np.full(model.n_s.shape, float(alpha))
+  return _regularized_fixed_point(model, gamma, weight, None, tol, max_iters, newton_steps, "CQL")
+
+
+def ccvl_regularized_q(model: EmpiricalModel, gamma: float, alpha: float, deltas,
+                       tol: float = 1e-8, max_iters: int = 10_000,
+                       newton_steps: int = 3) -> np.ndarray:
+  """CCVL with the regularizer, Eq. (cql update), on a sorted delta grid. Q [K, S, A].
+
+  Each iterate exactly minimizes, per delta,
+    alpha * sqrt(log(1/delta1) / (n(s) ^ 1)) * (E_{s~D} logsumexp_a Q - E_{s,a~D} Q)
+    + 1/2 E_D (Q(s, a, delta) - max_{delta2 <= delta} B^ Q^k(s, a, delta2))^2.
+
+  The max over delta1 <= delta: read literally as a max of the *loss*, it is unbounded (the
+  CQL gap logsumexp - E_D Q is >= 0, so the loss grows without bound as delta1 -> 0). We read
+  it as the paper's proof of Lemma 1 does, as the max over the resulting lower bounds, and take
+  delta1 = delta: the smallest penalty the confidence delta allows. The max over delta2 is the
+  running max of the backed-up targets along the grid, as in `ccvl_bonus_q`.
+  """
+  _check_alpha(alpha)
+  deltas = check_deltas(deltas)
+  # weight [K, S] = alpha * sqrt(log(1/delta) / (n(s) ^ 1))
+  weight = alpha * np.sqrt(np.log(1.0 / deltas)[:, None] / np.maximum(model.n_s, 1)[None, :])
+  return _regularized_fixed_point(model, gamma, weight, 0, tol, max_iters, newton_steps,
+                                  "CCVL (regularized)")
+
+
+# ----------------------------------------------------------------------------------------------
+# Using the learned Q(s, a, delta)
+# ----------------------------------------------------------------------------------------------
+def data_bellman_errors(q_delta: np.ndarray, data: Transitions, gamma: float) -> np.ndarray:
+  """Mean squared Bellman error on the data for each grid delta, [K]:
+  mean_i (Q(s_i, a_i, delta) - r_i - gamma (1 - t_i) max_a' Q(s'_i, a', delta))^2."""
+  from ccvl_tf import belief  # TensorFlow; imported lazily so the tabular core stays numpy-only
+  s, a, s2 = np.asarray(data.state), np.asarray(data.action), np.asarray(data.next_state)
+  q_sa = np.moveaxis(q_delta[:, s, a], 0, -1)  # [K, N] -> [N, K]
+  next_v = np.moveaxis(_state_values(q_delta[:, s2]), 0, -1)  # [N, K]
+  disc = gamma * (1.0 - np.asarray(data.terminal, np.float64))
+  err = belief.bellman_sq_errors(q_sa, data.reward, disc, next_v).numpy()
+  return err.mean(axis=0)
+
+
+def fixed_delta_index(q_delta: np.ndarray, data: Transitions, gamma: float) -> int:
+  """Fixed-CCVL: the grid index of the delta with the lowest mean Bellman error on `data`."""
+  return int(np.argmin(data_bellman_errors(q_delta, data, gamma)))

@@ -1,0 +1,673 @@
+"""DQN Replay Dataset (Dopamine replay checkpoints): reader, writer, subsets.
+
+File format (exactly what Dopamine's ``OutOfGraphReplayBuffer.save`` and
+batch_rl's ``OutOfGraphLoggedReplayBuffer._log_buffer`` write): for a suffix N,
+one gzip file per attribute, ``<name>_ckpt.N.gz``, each holding one
+``np.save(..., allow_pickle=False)`` array:
+
+  ``$store$_observation_ckpt.N.gz``  uint8   [C, 84, 84]  one frame per slot
+  ``$store$_action_ckpt.N.gz``       int32   [C]
+  ``$store$_reward_ckpt.N.gz``       float32 [C]          (clipped to [-1, 1])
+  ``$store$_terminal_ckpt.N.gz``     uint8   [C]          1 on the last transition
+                                                         of an episode
+  ``add_count_ckpt.N.gz``            int     []           transitions ever added,
+                                                         blank padding included
+  ``invalid_range_ckpt.N.gz``        int     [stack+horizon] slots around the cursor
+  ``episode_end_indices_ckpt.N.gz``  (newer Dopamine only) a pickled ``set`` of slots
+
+C is the replay capacity (1,000,000 in the DQN Replay Dataset). Slot ``i`` holds
+(frame s_i, action a_i, reward r_i, terminal t_i): the frame *before* the action.
+The next state of slot ``i`` is the stack ending at slot ``i + 1``. Every episode
+starts with ``stack_size - 1`` all-zero padding transitions, so the first states
+of an episode are stacks like [0, 0, 0, s_0]. The buffer is circular: the next
+write goes to ``cursor = add_count % C``.
+
+Which slots are transitions (Dopamine ``sample_index_batch`` +
+``is_valid_transition``, reproduced by :func:`valid_indices`): with ``K`` the
+stack size and ``n`` the update horizon (1 here),
+  * not full (``add_count < C``): ``K - 1 <= i < cursor - n``;
+  * full: ``i`` in ``[cursor - C + K - 1, cursor - n)`` taken modulo C;
+  * ``i`` not in ``invalid_range`` (``cursor - n ... cursor + K - 1``, mod C);
+  * no terminal flag among the ``K - 1`` slots before ``i`` (``terminal[i]``
+    itself may be 1: that is a terminal transition, whose next state is unused).
+  * newer Dopamine: a slot in ``episode_end_indices`` with terminal 0 (an episode
+    truncated by the time limit) is not a transition either. We also reject stacks
+    that contain such a truncated end (Dopamine does not check this; it keeps our
+    promise that stacks never cross episodes).
+
+Subsets used by the offline Atari literature (:data:`SUBSETS`):
+  * ``"1%"`` / ``"5%"``: the first 10,000 / 50,000 slots of every checkpoint of a
+    run (50 checkpoints x 10k = 500k transitions = 1% of the ~50M-transition run).
+    Papers: the CCVL paper (Sec. 6.2) and DR3 (Kumar et al., ICLR 2022) call these
+    "1% and 5% of samples uniformly drawn from the DQN Replay Dataset", following
+    CQL (Kumar et al., NeurIPS 2020, Atari "1%" / "10%"), which builds on the data
+    and code of Agarwal, Schuurmans & Norouzi, "An Optimistic Perspective on
+    Offline RL" (ICML 2020, the DQN Replay / REM paper). Code: the CQL Atari code
+    (github.com/aviralkumar2907/CQL, ``atari/README.md``: "subsampling the first
+    10000 samples from each of [the 50 buffers]"; ``fixed_replay_buffer.py``
+    sets ``replay_capacity = 10000`` and then loads the full 1M-slot checkpoint
+    arrays, so Dopamine's sampler only addresses slots ``[0, 10000)`` with
+    ``cursor = add_count % 10000``). "Uniform" in the papers therefore means
+    uniform sampling over this per-checkpoint prefix, which is spread uniformly
+    over training time. We reproduce the capacity trick exactly
+    (``valid_indices(..., replay_capacity=10_000)``), including the few slots it
+    leaves out next to its artificial cursor. batch_rl/CQL load every suffix whose
+    6 or 7 files are present; we use every suffix present too (the published runs
+    hold 50 logged buffers plus, when present, the final partial one).
+  * ``"initial10%"``: the first 10% of the run = the first 20M frames = 5M
+    transitions = the first 5 checkpoints (suffixes 0-4) whole. CCVL paper Sec.
+    6.2 ("10% of the initial samples ... the first 20M observations during online
+    DQN"), DR3; the CQL code's ``_load_replay_buffers_initial(num_load=5,
+    num_buffers=5)`` draws from suffixes 0-4. We use the 5 smallest suffixes
+    present.
+  * ``"all"``: every suffix whole.
+
+Public API: :func:`iterate_transitions`, :func:`load_checkpoint`,
+:func:`valid_indices`, :func:`list_suffixes`, :func:`subset_plan`,
+:class:`DopamineReplayWriter`, :func:`collect`.
+"""
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import os
+import pickle
+import re
+import time
+import zlib
+from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
+
+import numpy as np
+
+STORE_PREFIX = "$store$_"
+STORE_ARRAYS = ("observation", "action", "reward", "terminal")
+REQUIRED_NAMES = tuple(STORE_PREFIX + a for a in STORE_ARRAYS) + ("add_count", "invalid_range")
+OPTIONAL_NAMES = ("episode_end_indices",)
+METADATA_FILENAME = "ccvl_dataset.json"
+STACK_SIZE = 4
+UPDATE_HORIZON = 1
+DQN_REPLAY_CAPACITY = 1_000_000
+STREAM_BLOCK_ROWS = 4096  # frames decompressed at a time by iterate_transitions
+_CKPT_RE = re.compile(r"^(?P<name>.+)_ckpt\.(?P<suffix>\d+)\.gz$")
+
+# subset name -> (number of leading slots per checkpoint or None for all,
+#                 number of leading checkpoints or None for all)
+SUBSETS: Dict[str, Tuple[Optional[int], Optional[int]]] = {
+    "1%": (10_000, None),
+    "5%": (50_000, None),
+    "initial10%": (None, 5),
+    "all": (None, None),
+}
+
+
+class DatasetError(ValueError):
+  """A replay directory or file that cannot be read as a Dopamine checkpoint."""
+
+
+class Transition(NamedTuple):
+  """One transition; also indexable by field name (``t['observation']``)."""
+  observation: np.ndarray       # uint8 [84, 84, 4], oldest frame first
+  action: int
+  reward: float
+  next_observation: np.ndarray  # uint8 [84, 84, 4]; equals observation if terminal
+  terminal: bool
+
+  def __getitem__(self, key):  # type: ignore[override]
+    if isinstance(key, str):
+      return getattr(self, key)
+    return tuple.__getitem__(self, key)
+
+
+@dataclasses.dataclass
+class ReplayCheckpoint:
+  """The arrays of one suffix, validated. ``observation`` may hold only a prefix."""
+  replay_dir: str
+  suffix: int
+  observation: np.ndarray   # uint8 [R, H, W], R <= capacity rows read
+  action: np.ndarray        # int32 [C]
+  reward: np.ndarray        # float32 [C]
+  terminal: np.ndarray      # uint8 [C]
+  add_count: int
+  invalid_range: np.ndarray  # int64
+  episode_end_indices: Optional[np.ndarray] = None
+
+  @property
+  def capacity(self) -> int:
+    return int(self.terminal.shape[0])
+
+  def valid_indices(self, replay_capacity: Optional[int] = None,
+                    stack_size: int = STACK_SIZE) -> np.ndarray:
+    return valid_indices(self.terminal, self.add_count, self.invalid_range,
+                         replay_capacity=replay_capacity, stack_size=stack_size,
+                         episode_end_indices=self.episode_end_indices)
+
+
+# ----------------------------------------------------------------------------- files
+
+def checkpoint_path(replay_dir: str, name: str, suffix: int) -> str:
+  """Dopamine's ``_generate_filename``: ``<dir>/<name>_ckpt.<suffix>.gz``."""
+  return os.path.join(replay_dir, "{}_ckpt.{}.gz".format(name, suffix))
+
+
+def resolve_replay_dir(path: str) -> str:
+  """``path`` itself, or ``path/replay_logs`` when ``path`` is a run directory
+  laid out like the DQN Replay Dataset (``<game>/<run>/replay_logs``)."""
+  logs = os.path.join(path, "replay_logs")
+  if os.path.isdir(path) and os.path.isdir(logs) and not any(
+      _CKPT_RE.match(n) for n in os.listdir(path)):
+    return logs
+  return path
+
+
+def _check_dir(replay_dir: str) -> List[str]:
+  if not os.path.isdir(replay_dir):
+    raise DatasetError("replay directory does not exist: {}".format(replay_dir))
+  names = os.listdir(replay_dir)
+  if not any(_CKPT_RE.match(n) for n in names):
+    raise DatasetError(
+        "replay directory {} holds no Dopamine checkpoint files "
+        "('$store$_observation_ckpt.N.gz' ...)".format(replay_dir))
+  return names
+
+
+def list_suffixes(replay_dir: str) -> List[int]:
+  """Sorted suffixes with a complete set of checkpoint files.
+
+  Raises DatasetError for a missing/empty directory, or when a suffix has some
+  files but misses a required one (naming the missing file).
+  """
+  replay_dir = resolve_replay_dir(replay_dir)
+  names = _check_dir(replay_dir)
+  found: Dict[int, set] = {}
+  for n in names:
+    m = _CKPT_RE.match(n)
+    if m:
+      found.setdefault(int(m.group("suffix")), set()).add(m.group("name"))
+  for suffix, present in sorted(found.items()):
+    missing = [r for r in REQUIRED_NAMES if r not in present]
+    if missing:
+      raise DatasetError("suffix {} in {} is incomplete: missing {}".format(
+          suffix, replay_dir,
+          ", ".join(checkpoint_path(replay_dir, m, suffix) for m in missing)))
+  return sorted(found)
+
+
+class _RestrictedUnpickler(pickle.Unpickler):
+  """Only what a pickled ``set`` of (numpy) ints needs."""
+  _ALLOWED = {("builtins", "set"), ("builtins", "frozenset"), ("builtins", "int"),
+              ("numpy", "dtype"), ("numpy.core.multiarray", "scalar"),
+              ("numpy._core.multiarray", "scalar")}
+
+  def find_class(self, module, name):
+    if (module, name) in self._ALLOWED:
+      return super().find_class(module, name)
+    raise pickle.UnpicklingError("refusing to unpickle {}.{}".format(module, name))
+
+
+def _open_array(path: str, max_rows: Optional[int] = None, allow_set: bool = False,
+                full_rows: Optional[list] = None):
+  """np.load of a gzipped .npy (optionally only the first max_rows rows; then the
+  stored row count is appended to ``full_rows``)."""
+  if not os.path.exists(path):
+    raise DatasetError("missing file: {}".format(path))
+  try:
+    with gzip.open(path, "rb") as f:
+      magic = f.read(6)
+      f.seek(0)
+      if magic != b"\x93NUMPY":
+        if allow_set:
+          return np.array(sorted(int(x) for x in _RestrictedUnpickler(f).load()),
+                          dtype=np.int64)
+        raise DatasetError("{} is not a numpy .npy array inside gzip".format(path))
+      if max_rows is None:
+        return np.load(f, allow_pickle=False)
+      version = np.lib.format.read_magic(f)
+      shape, fortran, dtype = np.lib.format._read_array_header(f, version)  # pylint: disable=protected-access
+      if fortran or dtype.hasobject:
+        raise DatasetError("{}: unsupported array layout".format(path))
+      if full_rows is not None:
+        full_rows.append(shape[0] if shape else 0)
+      rows = min(max_rows, shape[0]) if shape else 0
+      row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+      buf = f.read(rows * row_bytes)
+      if len(buf) != rows * row_bytes:
+        raise EOFError("file ended after {} of {} bytes".format(len(buf), rows * row_bytes))
+      return np.frombuffer(buf, dtype=dtype).reshape((rows,) + tuple(shape[1:])).copy()
+  except DatasetError:
+    raise
+  except (OSError, EOFError, zlib.error, ValueError, pickle.UnpicklingError) as e:
+    raise DatasetError("cannot read {} (corrupt or truncated gzip/npy?): {}: {}".format(
+        path, type(e).__name__, e)) from e
+
+
+def load_checkpoint(replay_dir: str, suffix: int, *, max_rows: Optional[int] = None,
+                    num_actions: Optional[int] = None,
+                    observation_shape: Tuple[int, int] = (84, 84)) -> ReplayCheckpoint:
+  """Reads and validates one suffix. ``max_rows`` reads only the first rows of
+  the observation array (the big one), e.g. for the 1%/5% subsets.
+
+  ``num_actions``: if given, every action must be in ``[0, num_actions)`` (the
+  game's minimal action set); a ``ccvl_dataset.json`` written by our writer must
+  also agree. Raises DatasetError naming the offending file.
+  """
+  replay_dir = resolve_replay_dir(replay_dir)
+  _check_dir(replay_dir)
+  paths = {n: checkpoint_path(replay_dir, n, suffix) for n in REQUIRED_NAMES}
+  missing = [p for p in paths.values() if not os.path.exists(p)]
+  if missing:
+    raise DatasetError("suffix {} in {}: missing {}".format(suffix, replay_dir,
+                                                            ", ".join(missing)))
+  obs_path = paths[STORE_PREFIX + "observation"]
+  full_rows: list = []
+  obs = _open_array(obs_path, max_rows=max_rows, full_rows=full_rows)
+  stored_rows = full_rows[0] if full_rows else obs.shape[0]
+  arrays = {a: _open_array(paths[STORE_PREFIX + a]) for a in ("action", "reward", "terminal")}
+  add_count = _open_array(paths["add_count"])
+  inv = _open_array(paths["invalid_range"])
+  eei_path = checkpoint_path(replay_dir, "episode_end_indices", suffix)
+  eei = _open_array(eei_path, allow_set=True) if os.path.exists(eei_path) else None
+
+  if obs.ndim != 3 or tuple(obs.shape[1:]) != tuple(observation_shape) or obs.dtype != np.uint8:
+    raise DatasetError("{}: expected uint8 frames [N, {}, {}], got {} {}".format(
+        obs_path, observation_shape[0], observation_shape[1], obs.dtype, obs.shape))
+  capacity = None
+  for a, arr in arrays.items():
+    p = paths[STORE_PREFIX + a]
+    if arr.ndim != 1:
+      raise DatasetError("{}: expected a 1-D array, got shape {}".format(p, arr.shape))
+    if capacity is None:
+      capacity = arr.shape[0]
+    elif arr.shape[0] != capacity:
+      raise DatasetError("arrays of different lengths in suffix {}: {} has {} entries, "
+                         "{} has {}".format(suffix, paths[STORE_PREFIX + "action"], capacity,
+                                            p, arr.shape[0]))
+  if stored_rows != capacity:
+    raise DatasetError("arrays of different lengths in suffix {}: {} has {} frames, {} has "
+                       "{} entries".format(suffix, obs_path, stored_rows,
+                                           paths[STORE_PREFIX + "action"], capacity))
+  if add_count.size != 1:
+    raise DatasetError("{}: add_count must be a scalar".format(paths["add_count"]))
+  action = arrays["action"]
+  if not np.issubdtype(action.dtype, np.integer):
+    raise DatasetError("{}: actions must be integers, got {}".format(
+        paths[STORE_PREFIX + "action"], action.dtype))
+  ckpt = ReplayCheckpoint(replay_dir=replay_dir, suffix=suffix, observation=obs,
+                          action=action.astype(np.int32), reward=arrays["reward"].astype(np.float32),
+                          terminal=arrays["terminal"].astype(np.uint8),
+                          add_count=int(add_count.reshape(())),
+                          invalid_range=np.asarray(inv).astype(np.int64).reshape(-1),
+                          episode_end_indices=eei)
+  if num_actions is not None:
+    check_actions(ckpt, num_actions)
+  return ckpt
+
+
+def read_metadata(replay_dir: str) -> Optional[dict]:
+  path = os.path.join(replay_dir, METADATA_FILENAME)
+  if not os.path.exists(path):
+    return None
+  try:
+    with open(path) as f:
+      return json.load(f)
+  except (OSError, ValueError) as e:
+    raise DatasetError("cannot read {}: {}".format(path, e)) from e
+
+
+def check_actions(ckpt: ReplayCheckpoint, num_actions: int) -> None:
+  """Actions must index the game's minimal action set [0, num_actions)."""
+  path = checkpoint_path(ckpt.replay_dir, STORE_PREFIX + "action", ckpt.suffix)
+  meta = read_metadata(ckpt.replay_dir)
+  if meta is not None and meta.get("num_actions") not in (None, num_actions):
+    raise DatasetError(
+        "{} describes a dataset of game {!r} with {} actions, but this game has {} actions "
+        "(dataset of another game?)".format(os.path.join(ckpt.replay_dir, METADATA_FILENAME),
+                                             meta.get("game"), meta.get("num_actions"),
+                                             num_actions))
+  # Only slots that were ever written matter (np.empty slots are garbage).
+  written = ckpt.action[:min(ckpt.add_count, ckpt.capacity)]
+  if written.size and (written.min() < 0 or written.max() >= num_actions):
+    bad = written[(written < 0) | (written >= num_actions)]
+    raise DatasetError(
+        "{}: actions outside the game's action set [0, {}): found {} (min {}, max {}); "
+        "is this a dataset of another game?".format(path, num_actions, bad.size,
+                                                    int(written.min()), int(written.max())))
+
+
+# ---------------------------------------------------------------------- validity
+
+def valid_indices(terminal: np.ndarray, add_count: int, invalid_range: np.ndarray, *,
+                  replay_capacity: Optional[int] = None, stack_size: int = STACK_SIZE,
+                  update_horizon: int = UPDATE_HORIZON,
+                  episode_end_indices: Optional[np.ndarray] = None) -> np.ndarray:
+  """Slots Dopamine's sampler can return, sorted (storage order), int64.
+
+  Vectorized ``OutOfGraphReplayBuffer.sample_index_batch`` candidate range and
+  ``is_valid_transition``. ``replay_capacity`` smaller than the arrays reproduces
+  batch_rl's subset trick (only slots ``[0, replay_capacity)`` are addressable).
+  """
+  terminal = np.asarray(terminal)
+  cap = int(terminal.shape[0] if replay_capacity is None else replay_capacity)
+  if cap > terminal.shape[0] or cap < stack_size + update_horizon:
+    raise ValueError("replay_capacity {} must be in [{}, {}]".format(
+        cap, stack_size + update_horizon, terminal.shape[0]))
+  term = terminal[:cap] != 0
+  add_count = int(add_count)
+  cursor = add_count % cap
+  if add_count >= cap:  # is_full()
+    min_id = cursor - cap + stack_size - 1
+    max_id = cursor - update_horizon
+  else:
+    min_id = stack_size - 1
+    max_id = cursor - update_horizon
+  if max_id <= min_id:
+    return np.zeros((0,), np.int64)
+  cand = np.arange(min_id, max_id, dtype=np.int64) % cap
+  keep = ~np.isin(cand, np.asarray(invalid_range, np.int64))
+  # No terminal in the stack except possibly its last frame.
+  prev = (cand[:, None] - np.arange(stack_size - 1, 0, -1)[None, :]) % cap
+  keep &= ~term[prev].any(axis=1)
+  if episode_end_indices is not None and len(episode_end_indices):
+    ends = np.zeros(cap, bool)
+    e = np.asarray(episode_end_indices, np.int64)
+    ends[e[(e >= 0) & (e < cap)]] = True
+    truncated = ends & ~term
+    traj = (cand[:, None] + np.arange(update_horizon)[None, :]) % cap
+    keep &= ~truncated[traj].any(axis=1)   # Dopamine's rule
+    keep &= ~truncated[prev].any(axis=1)   # ours: never a stack across a truncation
+  return np.sort(cand[keep])
+
+
+def transition_arrays(ckpt: ReplayCheckpoint, indices: np.ndarray,
+                      stack_size: int = STACK_SIZE,
+                      replay_capacity: Optional[int] = None) -> Dict[str, np.ndarray]:
+  """Builds stacked transitions at ``indices`` (e.g. from ``valid_indices``).
+
+  observation[b] = frames [i-K+1, ..., i] (mod capacity) moved to the last axis;
+  next_observation[b] = frames [i-K+2, ..., i+1], or a copy of observation when
+  the transition is terminal (its next state belongs to the next episode and is
+  multiplied by 0 in any TD target).
+  """
+  cap = ckpt.capacity if replay_capacity is None else replay_capacity
+  idx = np.asarray(indices, np.int64)
+  offs = np.arange(-stack_size + 1, 1)
+  term = ckpt.terminal[idx] != 0
+  nxt = np.where(term, idx, idx + 1)
+  obs_i = (idx[:, None] + offs) % cap
+  nxt_i = (nxt[:, None] + offs) % cap
+  if max(obs_i.max(initial=0), nxt_i.max(initial=0)) >= ckpt.observation.shape[0]:
+    raise DatasetError("suffix {}: frames beyond the rows read were needed".format(ckpt.suffix))
+  return dict(observation=np.moveaxis(ckpt.observation[obs_i], 1, -1),
+              action=ckpt.action[idx], reward=ckpt.reward[idx],
+              next_observation=np.moveaxis(ckpt.observation[nxt_i], 1, -1),
+              terminal=term)
+
+
+def iterate_transitions(replay_dir: str, suffix: int, *, replay_capacity: Optional[int] = None,
+                        num_actions: Optional[int] = None,
+                        stack_size: int = STACK_SIZE) -> Iterator[Transition]:
+  """Yields, in storage order, exactly the transitions Dopamine's sampler treats
+  as valid in ``<replay_dir>/*_ckpt.<suffix>.gz``.
+
+  Each record: ``observation`` uint8 [84, 84, 4] (oldest frame first), ``action``
+  int, ``reward`` float (as stored, i.e. clipped), ``next_observation`` uint8
+  [84, 84, 4] (a copy of ``observation`` for terminal transitions), ``terminal``
+  bool. ``replay_capacity`` < stored capacity restricts to the batch_rl subset.
+  The frames are streamed from the gzip file (memory: a few thousand frames),
+  unless some stack wraps around the circular buffer; so a corrupt observation
+  file raises ``DatasetError`` when the iteration reaches the damage.
+  """
+  replay_dir = resolve_replay_dir(replay_dir)
+  ckpt = load_checkpoint(replay_dir, suffix, max_rows=0, num_actions=num_actions)
+  if replay_capacity is not None and replay_capacity >= ckpt.capacity:
+    replay_capacity = None
+  cap = ckpt.capacity if replay_capacity is None else replay_capacity
+  idx = ckpt.valid_indices(replay_capacity=replay_capacity, stack_size=stack_size)
+  if idx.size == 0:
+    return
+  obs_path = checkpoint_path(replay_dir, STORE_PREFIX + "observation", suffix)
+  wraps = bool(idx.min() < stack_size - 1 or idx.max() + 1 >= cap)
+  if wraps:
+    # Some stacks wrap around the circular buffer: read the frames whole.
+    ckpt.observation = _open_array(obs_path, max_rows=cap)
+    blocks = [(ckpt.observation, 0)]
+  else:
+    # Common case (every published checkpoint): stream the frames, holding only
+    # a block of rows (+ the stack overlap) in memory.
+    blocks = _stream_rows(obs_path, int(idx.max()) + 2, STREAM_BLOCK_ROWS)
+  term_all = ckpt.terminal
+  win, w0, pos = None, 0, 0
+  for block, start in blocks:
+    if win is None:
+      win, w0 = block, start
+    else:
+      keep = win[-stack_size:]
+      win, w0 = np.concatenate([keep, block]), start - keep.shape[0]
+    w1 = w0 + win.shape[0]
+    # emit i with i + 1 < w1 (all of them when the whole buffer is in memory)
+    end = idx.size if wraps else int(np.searchsorted(idx, w1 - 1, side="left"))
+    for i in idx[pos:end]:
+      i = int(i)
+      terminal = bool(term_all[i])
+      obs = np.stack([win[(i - k) % cap - w0] for k in range(stack_size - 1, -1, -1)], axis=-1)
+      nxt = obs if terminal else np.stack(
+          [win[(i + 1 - k) % cap - w0] for k in range(stack_size - 1, -1, -1)], axis=-1)
+      yield Transition(observation=obs, action=int(ckpt.action[i]),
+                       reward=float(ckpt.reward[i]),
+                       next_observation=nxt.copy() if terminal else nxt, terminal=terminal)
+    pos = end
+
+
+def _stream_rows(path: str, rows: int, block_rows: int = 4096):
+  """Yields (block [n, H, W], first row) reading the first ``rows`` rows of a
+  gzipped .npy sequentially."""
+  try:
+    with gzip.open(path, "rb") as f:
+      version = np.lib.format.read_magic(f)
+      shape, _, dtype = np.lib.format._read_array_header(f, version)  # pylint: disable=protected-access
+      row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
+      done = 0
+      while done < rows:
+        n = min(block_rows, rows - done)
+        buf = f.read(n * row_bytes)
+        if len(buf) != n * row_bytes:
+          raise EOFError("file ended inside row {}".format(done + len(buf) // row_bytes))
+        yield np.frombuffer(buf, dtype=dtype).reshape((n,) + tuple(shape[1:])), done
+        done += n
+  except (OSError, EOFError, zlib.error, ValueError) as e:
+    raise DatasetError("cannot read {} (corrupt or truncated gzip/npy?): {}: {}".format(
+        path, type(e).__name__, e)) from e
+
+
+def subset_plan(replay_dir: str, subset: str = "all") -> List[Tuple[int, Optional[int]]]:
+  """[(suffix, replay_capacity or None for whole checkpoint)] for a subset name."""
+  if subset not in SUBSETS:
+    raise ValueError("unknown subset {!r}; valid: {}".format(subset, ", ".join(SUBSETS)))
+  rows, n_ckpt = SUBSETS[subset]
+  suffixes = list_suffixes(replay_dir)
+  if n_ckpt is not None:
+    suffixes = suffixes[:n_ckpt]
+  return [(s, rows) for s in suffixes]
+
+
+# ------------------------------------------------------------------------- writer
+
+def _save_gz(path: str, value) -> None:
+  """Writes ``np.save`` into a gzip file like Dopamine, atomically; never
+  overwrites an existing file."""
+  if os.path.exists(path):
+    raise FileExistsError("refusing to overwrite {}".format(path))
+  tmp = path + ".tmp"
+  with open(tmp, "wb") as f:
+    with gzip.GzipFile(fileobj=f, mode="wb", compresslevel=6) as out:
+      if isinstance(value, np.ndarray):
+        np.save(out, value, allow_pickle=False)
+      else:
+        pickle.dump(value, out)
+  os.replace(tmp, path)
+
+
+class DopamineReplayWriter:
+  """Writes Dopamine replay checkpoints the way the DQN Replay Dataset was made.
+
+  Mirrors batch_rl ``OutOfGraphLoggedReplayBuffer`` on Dopamine's
+  ``OutOfGraphReplayBuffer``: circular storage of ``replay_capacity`` slots;
+  ``add`` pads an episode start with ``stack_size - 1`` zero transitions; the
+  buffer is logged to suffix ``log_count`` whenever ``add_count % capacity ==
+  capacity - 1``; :meth:`close` logs the final (partial) buffer with
+  ``add_count`` set to the cursor. Refuses to write into a directory that already
+  holds checkpoint files.
+  """
+
+  def __init__(self, output_dir: str, replay_capacity: int = DQN_REPLAY_CAPACITY,
+               stack_size: int = STACK_SIZE, observation_shape=(84, 84),
+               metadata: Optional[dict] = None):
+    if replay_capacity < stack_size + UPDATE_HORIZON:
+      raise ValueError("replay_capacity too small")
+    os.makedirs(output_dir, exist_ok=True)
+    existing = sorted(n for n in os.listdir(output_dir)
+                      if _CKPT_RE.match(n) or n == METADATA_FILENAME)
+    if existing:
+      raise FileExistsError("{} already holds a dataset ({} ...); refusing to write over "
+                            "it".format(output_dir, existing[0]))
+    self._dir = output_dir
+    self._cap = replay_capacity
+    self._k = stack_size
+    self._obs = np.zeros((replay_capacity,) + tuple(observation_shape), np.uint8)
+    self._action = np.zeros((replay_capacity,), np.int32)
+    self._reward = np.zeros((replay_capacity,), np.float32)
+    self._terminal = np.zeros((replay_capacity,), np.uint8)
+    self.add_count = 0
+    self.invalid_range = np.zeros((stack_size,))
+    self.log_count = 0
+    self._metadata = dict(metadata or {})
+    self._closed = False
+    self.written_suffixes: List[int] = []
+
+  def cursor(self) -> int:
+    return self.add_count % self._cap
+
+  def _add(self, obs, action, reward, terminal) -> None:
+    c = self.cursor()
+    self._obs[c] = obs
+    self._action[c] = action
+    self._reward[c] = reward
+    self._terminal[c] = terminal
+    self.add_count += 1
+    c = self.cursor()
+    self.invalid_range = np.array([(c - UPDATE_HORIZON + i) % self._cap
+                                   for i in range(self._k + UPDATE_HORIZON)])
+
+  def add(self, frame: np.ndarray, action: int, reward: float, terminal: bool) -> None:
+    """One transition: the single frame *before* ``action`` and its outcome."""
+    if self._closed:
+      raise RuntimeError("writer is closed")
+    if self.add_count == 0 or self._terminal[self.cursor() - 1] == 1:
+      for _ in range(self._k - 1):
+        self._add(0, 0, 0.0, 0)
+    self._add(frame, action, reward, 1 if terminal else 0)
+    if self.add_count % self._cap == self._cap - 1:
+      self._log()
+
+  def _log(self, add_count: Optional[int] = None) -> None:
+    suffix = self.log_count
+    ac = self.add_count if add_count is None else add_count
+    items = [(STORE_PREFIX + "observation", self._obs), (STORE_PREFIX + "action", self._action),
+             (STORE_PREFIX + "reward", self._reward), (STORE_PREFIX + "terminal", self._terminal),
+             ("add_count", np.array(ac)), ("invalid_range", np.asarray(self.invalid_range))]
+    for name, arr in items:
+      _save_gz(checkpoint_path(self._dir, name, suffix), arr)
+    self.written_suffixes.append(suffix)
+    self.log_count += 1
+
+  def close(self) -> List[int]:
+    """Logs the final buffer (batch_rl ``log_final_buffer``) and the metadata.
+    Returns the suffixes written."""
+    if self._closed:
+      return self.written_suffixes
+    if self.add_count % self._cap != self._cap - 1 or not self.written_suffixes:
+      self._log(add_count=self.cursor())
+    meta = dict(self._metadata, replay_capacity=self._cap, stack_size=self._k,
+                suffixes=self.written_suffixes, format="dopamine_replay_v1")
+    path = os.path.join(self._dir, METADATA_FILENAME)
+    with open(path + ".tmp", "w") as f:
+      json.dump(meta, f, indent=1, sort_keys=True)
+    os.replace(path + ".tmp", path)
+    self._closed = True
+    return self.written_suffixes
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.close()
+
+
+# ------------------------------------------------------------------- collection
+
+def random_policy(num_actions: int, seed: int = 0) -> Callable:
+  rng = np.random.default_rng(seed)
+  return lambda time_step: int(rng.integers(num_actions))
+
+
+def saved_model_policy(policy_dir: str) -> Callable:
+  """A TF-Agents PolicySaver export as a callable ``time_step -> action``.
+
+  Loads with ``tf.saved_model.load`` and calls ``get_initial_state(1)`` at each
+  episode start and ``action(TimeStep(step_type, reward, discount, observation),
+  policy_state)`` (batch of 1) each step, carrying the policy state.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tf_agents.trajectories import time_step as ts_lib  # pylint: disable=g-import-not-at-top
+  if not os.path.isdir(policy_dir):
+    raise ValueError("--policy must be 'random' or a SavedModel directory; {} does not "
+                     "exist".format(policy_dir))
+  policy = tf.saved_model.load(policy_dir)
+  state = {"s": None}
+
+  def act(time_step) -> int:
+    if time_step.is_first() or state["s"] is None:
+      state["s"] = policy.get_initial_state(batch_size=1)
+    batched = ts_lib.TimeStep(
+        step_type=tf.constant([time_step.step_type], tf.int32),
+        reward=tf.constant([time_step.reward], tf.float32),
+        discount=tf.constant([time_step.discount], tf.float32),
+        observation=tf.constant(np.asarray(time_step.observation)[None]))
+    step = policy.action(batched, state["s"])
+    state["s"] = step.state
+    return int(np.asarray(step.action).reshape(-1)[0])
+  return act
+
+
+def collect(env, policy: Callable, num_steps: int, writer: DopamineReplayWriter, *,
+            progress: Optional[Callable[[dict], None]] = None,
+            progress_every: int = 1000) -> dict:
+  """Runs ``policy`` in ``env`` (an :class:`ccvl_tf.envs.atari.AtariEnvironment`)
+  for ``num_steps`` agent steps and adds each transition to ``writer`` the way
+  Dopamine's DQN agent stores it: (latest single frame before the action, action,
+  clipped reward, terminal) with terminal = 1 at every episode end (game over or
+  the 27k-step cap, as in the DQN Replay Dataset). Episodes cut off by
+  ``num_steps`` end without a terminal flag. Returns a summary dict.
+  """
+  t0 = time.time()
+  time_step = env.reset()
+  episode_returns: List[float] = []
+  for step in range(num_steps):
+    frame = np.asarray(time_step.observation)[..., -1]
+    action = policy(time_step)
+    next_ts = env.step(action)
+    done = bool(next_ts.is_last())
+    writer.add(frame, action, float(next_ts.reward), done)
+    if done:
+      episode_returns.append(env.episode_raw_return)
+      time_step = env.reset()
+    else:
+      time_step = next_ts
+    if progress is not None and ((step + 1) % progress_every == 0 or step + 1 == num_steps):
+      el = time.time() - t0
+      progress(dict(step=step + 1, num_steps=num_steps, steps_per_s=(step + 1) / max(el, 1e-9),
+                    eta_s=(num_steps - step - 1) * el / (step + 1),
+                    episodes=len(episode_returns),
+                    mean_return=float(np.mean(episode_returns)) if episode_returns else None))
+  return dict(steps=num_steps, episodes=len(episode_returns),
+              episode_returns=episode_returns, seconds=time.time() - t0)

@@ -1,0 +1,235 @@
+"""A frame store: every 84x84 frame held once (uint8), stacks built at sample time.
+
+Layout: one contiguous uint8 array ``frames [N, 84, 84]`` with the Dopamine slots
+of each loaded checkpoint (or subset) one after another, in chronological order,
+padding frames included; per-slot ``action``/``reward``/``terminal``; and
+``valid [M]``, the slots that are transitions (Dopamine's rule, see
+:func:`ccvl_tf.data.dqn_replay.valid_indices`). For every valid slot ``i`` the
+frames ``i-3 .. i+1`` lie in the same checkpoint chunk and no episode boundary
+lies inside the stack ``i-3 .. i``, so stacks never cross episodes (the episode
+start's zero padding takes the place of missing history, as in Dopamine).
+
+Memory: 7,056 bytes per frame + 9 bytes per slot (action int32, reward float32,
+terminal uint8) + 8 bytes per valid slot (int64 index) ~= 7,073 bytes per
+transition; 500k frames ~= 3.54 GB.
+"""
+from __future__ import annotations
+
+import gzip
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ccvl_tf.data import dqn_replay
+
+FRAME_SHAPE = (84, 84)
+
+
+class FrameStore:
+  """Frames + per-slot arrays + valid transition slots.
+
+  Args:
+    frames: uint8 [N, H, W].
+    action, reward, terminal: [N] per slot.
+    valid: int64 [M] slots i with ``stack_size - 1 <= i`` and ``i + 1 < N`` whose
+      stack holds no episode boundary (callers use the Dopamine rule).
+  """
+
+  def __init__(self, frames: np.ndarray, action: np.ndarray, reward: np.ndarray,
+               terminal: np.ndarray, valid: np.ndarray, stack_size: int = dqn_replay.STACK_SIZE):
+    n = frames.shape[0]
+    if frames.dtype != np.uint8 or frames.ndim != 3:
+      raise ValueError("frames must be uint8 [N, H, W], got {} {}".format(frames.dtype,
+                                                                         frames.shape))
+    for name, a in (("action", action), ("reward", reward), ("terminal", terminal)):
+      if a.shape != (n,):
+        raise ValueError("{} must have shape ({},), got {}".format(name, n, a.shape))
+    valid = np.asarray(valid, np.int64)
+    if valid.size == 0:
+      raise ValueError("the frame store holds no valid transition")
+    if valid.min() < stack_size - 1 or valid.max() + 1 >= n:
+      raise ValueError("valid slots must lie in [{}, {})".format(stack_size - 1, n - 1))
+    term = terminal != 0
+    prev = valid[:, None] - np.arange(stack_size - 1, 0, -1)[None, :]
+    if term[prev].any():
+      raise ValueError("a valid slot's stack crosses an episode boundary")
+    self.frames = frames
+    self.action = action.astype(np.int32, copy=False)
+    self.reward = reward.astype(np.float32, copy=False)
+    self.terminal = term.astype(np.uint8)
+    self.valid = valid
+    self.stack_size = stack_size
+
+  # ----------------------------------------------------------------- building
+  @classmethod
+  def from_replay(cls, replay_dir: str, subset: str = "all", *,
+                  num_actions: Optional[int] = None,
+                  suffixes: Optional[Sequence[int]] = None,
+                  progress: Optional[Callable[[str], None]] = None) -> "FrameStore":
+    """Loads a Dopamine replay directory (one run) or a subset of it.
+
+    ``subset``: one of :data:`ccvl_tf.data.dqn_replay.SUBSETS` ("1%", "5%",
+    "initial10%", "all"). ``suffixes`` restricts to some checkpoints.
+    ``num_actions`` checks every action against the game's action set.
+    Frames are decompressed straight into the store (peak memory ~ the store).
+    """
+    replay_dir = dqn_replay.resolve_replay_dir(replay_dir)
+    plan = dqn_replay.subset_plan(replay_dir, subset)
+    if suffixes is not None:
+      wanted = set(int(s) for s in suffixes)
+      plan = [p for p in plan if p[0] in wanted]
+      if not plan:
+        raise dqn_replay.DatasetError("none of suffixes {} in {}".format(sorted(wanted),
+                                                                         replay_dir))
+    return cls.from_plan(replay_dir, plan, num_actions=num_actions, progress=progress)
+
+  @classmethod
+  def from_plan(cls, replay_dir: str, plan: List[Tuple[int, Optional[int]]], *,
+                num_actions: Optional[int] = None,
+                progress: Optional[Callable[[str], None]] = None) -> "FrameStore":
+    replay_dir = dqn_replay.resolve_replay_dir(replay_dir)
+    # Pass 1: small arrays + validity per checkpoint (frames not read yet).
+    chunks = []
+    for suffix, rows in plan:
+      meta = _load_small(replay_dir, suffix, num_actions)
+      cap = meta.capacity if rows is None or rows >= meta.capacity else rows
+      idx = dqn_replay.valid_indices(meta.terminal, meta.add_count, meta.invalid_range,
+                                     replay_capacity=cap,
+                                     episode_end_indices=meta.episode_end_indices)
+      k = dqn_replay.STACK_SIZE
+      cursor = meta.add_count % cap
+      needs_wrap = idx.size > 0 and (idx.min() < k - 1 or idx.max() + 1 >= cap)
+      if needs_wrap:  # reorder the circular buffer chronologically (oldest first)
+        order = (cursor + np.arange(cap)) % cap
+        idx = np.sort((idx - cursor) % cap)
+        nrows = cap
+      else:
+        order = None
+        nrows = int(idx.max()) + 2 if idx.size else 0
+      sel = order if order is not None else slice(0, nrows)
+      # Keep only the per-slot values the store holds (not the 1M-entry arrays).
+      chunks.append((suffix, meta.capacity, order, idx, nrows,
+                     (meta.action[sel].copy(), meta.reward[sel].copy(),
+                      meta.terminal[sel].copy())))
+      del meta
+    total = sum(c[4] for c in chunks)
+    if total == 0:
+      raise dqn_replay.DatasetError("no valid transitions in {} for plan {}".format(
+          replay_dir, plan))
+    need = total * (int(np.prod(FRAME_SHAPE)) + 9) + sum(c[3].size for c in chunks) * 8
+    avail = _available_memory()
+    if avail is not None and need > avail:
+      raise MemoryError(
+          "the frame store for {} ({} frames) needs {:.2f} GB but only {:.2f} GB is "
+          "available; use a smaller subset (e.g. '1%') or fewer suffixes".format(
+              replay_dir, total, need / 1e9, avail / 1e9))
+    frames = np.empty((total,) + FRAME_SHAPE, np.uint8)
+    action = np.empty((total,), np.int32)
+    reward = np.empty((total,), np.float32)
+    terminal = np.empty((total,), np.uint8)
+    valid = []
+    off = 0
+    # Pass 2: frames, decompressed into place.
+    for suffix, stored_rows, order, idx, nrows, (act, rew, term) in chunks:
+      if nrows == 0:
+        continue
+      path = dqn_replay.checkpoint_path(replay_dir, dqn_replay.STORE_PREFIX + "observation",
+                                        suffix)
+      dst = frames[off:off + nrows]
+      _read_frames_into(path, dst, expected_rows=stored_rows)
+      if order is not None:
+        dst[...] = dst[order]
+      sl = slice(off, off + nrows)
+      action[sl], reward[sl], terminal[sl] = act, rew, term
+      valid.append(idx + off)
+      off += nrows
+      if progress is not None:
+        progress("loaded suffix {} ({} transitions, {} frames)".format(suffix, idx.size, nrows))
+    return cls(frames, action, reward, terminal, np.concatenate(valid))
+
+  # ------------------------------------------------------------------ queries
+  @property
+  def num_frames(self) -> int:
+    return int(self.frames.shape[0])
+
+  @property
+  def num_transitions(self) -> int:
+    return int(self.valid.shape[0])
+
+  @property
+  def nbytes(self) -> int:
+    return int(self.frames.nbytes + self.action.nbytes + self.reward.nbytes +
+               self.terminal.nbytes + self.valid.nbytes)
+
+  @property
+  def bytes_per_transition(self) -> float:
+    return self.nbytes / self.num_transitions
+
+  def _stack(self, slots: np.ndarray) -> np.ndarray:
+    """uint8 [B, H, W, K] stacks ending at ``slots`` (oldest frame first)."""
+    k = self.stack_size
+    out = np.empty((slots.shape[0],) + self.frames.shape[1:] + (k,), np.uint8)
+    for j in range(k):  # per-channel strided writes: ~5x faster than moveaxis copies
+      out[..., j] = self.frames[slots - (k - 1 - j)]
+    return out
+
+  def gather(self, positions: np.ndarray) -> Dict[str, np.ndarray]:
+    """Transitions at ``positions`` into ``valid`` (0 <= p < num_transitions).
+
+    Returns the "Transition batches" dict of docs/CONTRACTS.md: observation /
+    next_observation uint8 [B, 84, 84, 4], action int32 [B], reward float32 [B],
+    terminal float32 [B]. For terminal transitions next_observation is a copy of
+    observation (any TD target multiplies it by 0)."""
+    slots = self.valid[np.asarray(positions, np.int64)]
+    term = self.terminal[slots]
+    nxt = slots + (term == 0)
+    return dict(observation=self._stack(slots), action=self.action[slots],
+                reward=self.reward[slots], next_observation=self._stack(nxt),
+                terminal=term.astype(np.float32))
+
+  def sample(self, batch_size: int, rng: np.random.Generator) -> Dict[str, np.ndarray]:
+    """Uniform sample with replacement over valid transitions."""
+    return self.gather(rng.integers(0, self.num_transitions, size=batch_size))
+
+
+def _available_memory() -> Optional[int]:
+  """MemAvailable from /proc/meminfo in bytes (None where unknown)."""
+  try:
+    with open("/proc/meminfo") as f:
+      for line in f:
+        if line.startswith("MemAvailable:"):
+          return int(line.split()[1]) * 1024
+  except (OSError, ValueError):
+    pass
+  return None
+
+
+def _load_small(replay_dir: str, suffix: int, num_actions: Optional[int]):
+  """A ReplayCheckpoint without frames (observation holds 0 rows), validated."""
+  ckpt = dqn_replay.load_checkpoint(replay_dir, suffix, max_rows=0, num_actions=num_actions)
+  return ckpt
+
+
+def _read_frames_into(path: str, dst: np.ndarray, expected_rows: int) -> None:
+  """Decompresses the first ``len(dst)`` frames of a gzipped .npy into ``dst``."""
+  try:
+    with gzip.open(path, "rb") as f:
+      version = np.lib.format.read_magic(f)
+      shape, fortran, dtype = np.lib.format._read_array_header(f, version)  # pylint: disable=protected-access
+      if (fortran or dtype != np.uint8 or tuple(shape[1:]) != dst.shape[1:] or
+          shape[0] != expected_rows):
+        raise dqn_replay.DatasetError(
+            "{}: expected uint8 [{}, {}, {}], got {} {}".format(path, expected_rows,
+                                                                *dst.shape[1:], dtype, shape))
+      view = memoryview(dst.reshape(-1))
+      got = 0
+      while got < view.nbytes:
+        n = f.readinto(view[got:])
+        if not n:
+          raise EOFError("file ended after {} of {} bytes".format(got, view.nbytes))
+        got += n
+  except dqn_replay.DatasetError:
+    raise
+  except (OSError, EOFError, ValueError) as e:
+    raise dqn_replay.DatasetError("cannot read {} (corrupt or truncated gzip/npy?): {}".format(
+        path, e)) from e

@@ -1,0 +1,330 @@
+"""ccvl_tf.data.dqn_replay: the Dopamine replay checkpoint reader, subsets, errors.
+
+Checkpoints are hand-built here with gzip + np.save exactly as Dopamine's
+OutOfGraphReplayBuffer.save does, independent of our writer. Frame values
+identify slots: a real frame at slot s is filled with a value given below, the
+episode-start padding frames are 0.
+"""
+import gzip
+import json
+import os
+
+import numpy as np
+import pytest
+
+import ccvl_tf  # noqa: F401
+from ccvl_tf.data import dqn_replay
+from ccvl_tf.data.dqn_replay import DatasetError
+
+
+def write_ckpt(d, suffix, frame_values, action, reward, terminal, add_count, invalid_range,
+               extra=None):
+  os.makedirs(d, exist_ok=True)
+  obs = np.zeros((len(frame_values), 84, 84), np.uint8)
+  obs[:] = np.asarray(frame_values, np.uint8)[:, None, None]
+  arrays = {"$store$_observation": obs, "$store$_action": np.asarray(action, np.int32),
+            "$store$_reward": np.asarray(reward, np.float32),
+            "$store$_terminal": np.asarray(terminal, np.uint8),
+            "add_count": np.array(add_count), "invalid_range": np.asarray(invalid_range)}
+  arrays.update(extra or {})
+  for name, arr in arrays.items():
+    with open(os.path.join(d, "{}_ckpt.{}.gz".format(name, suffix)), "wb") as f:
+      with gzip.GzipFile(fileobj=f, mode="wb") as out:
+        np.save(out, arr, allow_pickle=False)
+
+
+# Example A, not full (capacity 16, add_count 13, cursor 13):
+# slot:     0  1  2  3  4  5  6  7  8  9 10 11 12 13 14 15
+# frame:    0  0  0 10 11 12  0  0  0 20 21 22 23  -  -  -   (0 = padding)
+# action:   0  0  0  1  2  3  0  0  0  1  0  2  3
+# reward:   0  0  0  0  1 -1  0  0  0  0  1  0  0
+# terminal: 0  0  0  0  0  1  0  0  0  0  0  0  0
+# Episode 1 = slots 3-5 (ends at 5), episode 2 = slots 9-12 (running).
+# invalid_range = (13 - 1 + i) % 16, i < 5 = [12, 13, 14, 15, 0].
+# Dopamine: not full -> 3 <= i < cursor - 1 = 12; minus invalid range; minus a
+# terminal among i-3..i-1: slot 6 (5 in 3,4,5), 7 (5), 8 (5) are out.
+# Valid: 3, 4, 5 (terminal), 9, 10, 11. Slot 12 has no next frame yet.
+A_FRAMES = [0, 0, 0, 10, 11, 12, 0, 0, 0, 20, 21, 22, 23, 0, 0, 0]
+A_ACTION = [0, 0, 0, 1, 2, 3, 0, 0, 0, 1, 0, 2, 3, 0, 0, 0]
+A_REWARD = [0, 0, 0, 0, 1, -1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0]
+A_TERM = [0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+A_EXPECTED = [  # (slot, obs stack, action, reward, next stack, terminal)
+    (3, [0, 0, 0, 10], 1, 0., [0, 0, 10, 11], False),
+    (4, [0, 0, 10, 11], 2, 1., [0, 10, 11, 12], False),
+    (5, [0, 10, 11, 12], 3, -1., [0, 10, 11, 12], True),  # terminal: next = obs
+    (9, [0, 0, 0, 20], 1, 0., [0, 0, 20, 21], False),
+    (10, [0, 0, 20, 21], 0, 1., [0, 20, 21, 22], False),
+    (11, [0, 20, 21, 22], 2, 0., [20, 21, 22, 23], False),
+]
+
+# Example B, full and wrapped (capacity 12, add_count 30, cursor 6):
+# Chronological order from the cursor: 6 7 8 9 10 11 0 1 | 2 3 4 (padding) 5.
+# Episode 1 ends at slot 1 (terminal); slots 2, 3, 4 pad episode 2; slot 5 is its
+# first frame. Real frames: value 100 + slot.
+# invalid_range = (6 - 1 + i) % 12 = [5, 6, 7, 8, 9].
+# Dopamine: full -> candidates randint(6 - 12 + 3, 6 - 1) = -3..4 mod 12 =
+# {9, 10, 11, 0, 1, 2, 3, 4}; minus invalid range (9) -> {10, 11, 0, 1, 2, 3, 4};
+# terminal check: 2 (prev 11, 0, 1), 3 (0, 1, 2), 4 (1, 2, 3) contain slot 1 -> out.
+# Valid in storage order: 0, 1 (terminal), 10, 11. Stacks wrap around the array end.
+B_FRAMES = [100, 101, 0, 0, 0, 105, 106, 107, 108, 109, 110, 111]
+B_ACTION = [0, 1, 0, 0, 0, 2, 3, 0, 1, 2, 3, 1]
+B_TERM = [0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+B_EXPECTED = [
+    (0, [109, 110, 111, 100], 0, [110, 111, 100, 101], False),
+    (1, [110, 111, 100, 101], 1, [110, 111, 100, 101], True),
+    (10, [107, 108, 109, 110], 3, [108, 109, 110, 111], False),
+    (11, [108, 109, 110, 111], 1, [109, 110, 111, 100], False),
+]
+
+
+@pytest.fixture
+def dir_a(tmp_path):
+  d = str(tmp_path / "a")
+  write_ckpt(d, 0, A_FRAMES, A_ACTION, A_REWARD, A_TERM, 13, [12, 13, 14, 15, 0])
+  return d
+
+
+def _stack_values(obs):
+  assert obs.shape == (84, 84, 4) and obs.dtype == np.uint8
+  assert (obs == obs[:1, :1, :]).all()  # every frame constant
+  return [int(v) for v in obs[0, 0, :]]
+
+
+def test_reader_matches_hand_worked_example_with_padding(dir_a):
+  got = list(dqn_replay.iterate_transitions(dir_a, 0))
+  assert len(got) == len(A_EXPECTED)
+  for t, (slot, obs, a, r, nxt, term) in zip(got, A_EXPECTED):
+    assert _stack_values(t.observation) == obs, slot
+    assert _stack_values(t["next_observation"]) == nxt, slot
+    assert (t.action, t.reward, t.terminal) == (a, r, term), slot
+
+
+def test_reader_full_wrapped_buffer_and_invalid_range(tmp_path):
+  d = str(tmp_path / "b")
+  write_ckpt(d, 3, B_FRAMES, B_ACTION, np.zeros(12), B_TERM, 30, [5, 6, 7, 8, 9])
+  ckpt = dqn_replay.load_checkpoint(d, 3)
+  np.testing.assert_array_equal(ckpt.valid_indices(), [0, 1, 10, 11])
+  got = list(dqn_replay.iterate_transitions(d, 3))
+  assert len(got) == 4
+  for t, (slot, obs, a, nxt, term) in zip(got, B_EXPECTED):
+    assert _stack_values(t.observation) == obs, slot
+    assert _stack_values(t.next_observation) == nxt, slot
+    assert (t.action, t.terminal) == (a, term), slot
+
+
+@pytest.mark.parametrize("block_rows", [1, 7, 4096])
+def test_streaming_reader_equals_full_load_on_real_testdata(monkeypatch, block_rows):
+  d = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "testdata",
+                   "dqn_replay", "Breakout", "1", "replay_logs")
+  monkeypatch.setattr(dqn_replay, "STREAM_BLOCK_ROWS", block_rows)
+  ckpt = dqn_replay.load_checkpoint(d, 1)
+  idx = ckpt.valid_indices()
+  ref = dqn_replay.transition_arrays(ckpt, idx)
+  got = list(dqn_replay.iterate_transitions(d, 1))
+  assert len(got) == idx.size > 900
+  np.testing.assert_array_equal(np.stack([t.observation for t in got]), ref["observation"])
+  np.testing.assert_array_equal(np.stack([t.next_observation for t in got]),
+                                ref["next_observation"])
+  np.testing.assert_array_equal([t.action for t in got], ref["action"])
+  np.testing.assert_array_equal([t.terminal for t in got], ref["terminal"])
+  assert sum(t.terminal for t in got) >= 3
+
+
+def test_invalid_range_from_file_is_honoured(tmp_path):
+  # Example A with slot 4 also listed in invalid_range: it disappears.
+  d = str(tmp_path / "a")
+  write_ckpt(d, 0, A_FRAMES, A_ACTION, A_REWARD, A_TERM, 13, [4, 13, 14, 15, 0])
+  assert dqn_replay.load_checkpoint(d, 0).valid_indices().tolist() == [3, 5, 9, 10, 11]
+
+
+def _dopamine_reference(terminal, add_count, invalid_range, cap, k=4, n=1):
+  """Literal transcription of Dopamine's sample_index_batch candidate range and
+  is_valid_transition (loops, get_range wrap-around), enumerating every index."""
+  cursor = add_count % cap
+  full = add_count >= cap
+  if full:
+    min_id, max_id = cursor - cap + k - 1, cursor - n
+  else:
+    min_id, max_id = k - 1, cursor - n
+    if max_id <= min_id:
+      return []
+  out = set()
+  for raw in range(min_id, max_id):
+    index = raw % cap
+    if index < 0 or index >= cap:
+      continue
+    if not full:
+      if index >= cursor - n or index < k - 1:
+        continue
+    if index in set(invalid_range):
+      continue
+    start, end = index - k + 1, index + 1
+    if start % cap < end % cap:
+      stack = terminal[start:end]
+    else:
+      stack = terminal[[(start + i) % cap for i in range(end - start)]]
+    if stack[:-1].any():
+      continue
+    out.add(index)
+  return sorted(out)
+
+
+def test_valid_indices_equals_dopamine_reference_on_random_buffers():
+  rng = np.random.default_rng(0)
+  for trial in range(300):
+    cap = int(rng.integers(6, 40))
+    terminal = (rng.random(cap) < rng.choice([0.05, 0.2, 0.5])).astype(np.uint8)
+    add_count = int(rng.integers(0, 3 * cap))
+    cursor = add_count % cap
+    inv = np.array([(cursor - 1 + i) % cap for i in range(5)])
+    ours = dqn_replay.valid_indices(terminal, add_count, inv).tolist()
+    assert ours == _dopamine_reference(terminal, add_count, inv, cap), trial
+
+
+def test_subset_capacity_reproduces_batch_rl(tmp_path):
+  # A full checkpoint logged like the DQN Replay Dataset: capacity 16, logged at
+  # add_count = 2 * 16 + 15 = 47 (cursor 15), invalid_range [14, 15, 0, 1, 2],
+  # no terminals. Whole checkpoint: slots 3..13.
+  # "Subset" capacity 8 (batch_rl: buffer built with replay_capacity=8, then the
+  # 16-slot arrays loaded): cursor 47 % 8 = 7, candidates randint(7 - 8 + 3, 6) =
+  # 2..5, minus invalid range (2) -> slots 3, 4, 5 of the first 8.
+  d = str(tmp_path / "s")
+  write_ckpt(d, 0, np.arange(16) + 1, np.zeros(16), np.zeros(16), np.zeros(16), 47,
+             [14, 15, 0, 1, 2])
+  ckpt = dqn_replay.load_checkpoint(d, 0)
+  assert ckpt.valid_indices().tolist() == list(range(3, 14))
+  assert ckpt.valid_indices(replay_capacity=8).tolist() == [3, 4, 5]
+  got = list(dqn_replay.iterate_transitions(d, 0, replay_capacity=8))
+  assert [_stack_values(t.observation) for t in got] == [[1, 2, 3, 4], [2, 3, 4, 5],
+                                                         [3, 4, 5, 6]]
+  # Only the first 8 frames are decompressed.
+  assert dqn_replay.load_checkpoint(d, 0, max_rows=8).observation.shape == (8, 84, 84)
+
+
+def test_subset_plans(tmp_path):
+  d = str(tmp_path / "run")
+  for s in range(7):
+    write_ckpt(d, s, A_FRAMES, A_ACTION, A_REWARD, A_TERM, 13, [12, 13, 14, 15, 0])
+  assert dqn_replay.subset_plan(d, "1%") == [(s, 10_000) for s in range(7)]
+  assert dqn_replay.subset_plan(d, "5%") == [(s, 50_000) for s in range(7)]
+  assert dqn_replay.subset_plan(d, "initial10%") == [(s, None) for s in range(5)]
+  assert dqn_replay.subset_plan(d, "all") == [(s, None) for s in range(7)]
+  with pytest.raises(ValueError, match="initial10%"):
+    dqn_replay.subset_plan(d, "10%")
+  # A subset capacity larger than the checkpoint means the whole checkpoint.
+  assert len(list(dqn_replay.iterate_transitions(d, 0, replay_capacity=10_000))) == 6
+
+
+def test_episode_end_indices_truncation(tmp_path):
+  # Newer Dopamine: a pickled set of episode ends. Example A with slot 10 marked as
+  # an episode end without terminal (a time-limit truncation): slot 10 is not a
+  # transition (Dopamine), nor is 11 whose stack would cross it (ours).
+  import pickle
+  d = str(tmp_path / "e")
+  write_ckpt(d, 0, A_FRAMES, A_ACTION, A_REWARD, A_TERM, 13, [12, 13, 14, 15, 0])
+  with gzip.open(os.path.join(d, "episode_end_indices_ckpt.0.gz"), "wb") as f:
+    pickle.dump({5, np.int64(10)}, f)
+  ckpt = dqn_replay.load_checkpoint(d, 0)
+  assert ckpt.episode_end_indices.tolist() == [5, 10]
+  assert ckpt.valid_indices().tolist() == [3, 4, 5, 9]
+
+
+# ------------------------------------------------------------------ writer
+
+def test_writer_pads_episodes_and_logs_like_batch_rl(tmp_path):
+  d = str(tmp_path / "w")
+  w = dqn_replay.DopamineReplayWriter(d, replay_capacity=8, metadata={"game": "Fake",
+                                                                      "num_actions": 4})
+  # Episode 1: frames 1, 2 (terminal). Episode 2: frames 3, 4, 5 ...
+  w.add(np.full((84, 84), 1, np.uint8), 1, 0.5, False)   # pads slots 0-2, slot 3
+  w.add(np.full((84, 84), 2, np.uint8), 2, 1.0, True)    # slot 4, terminal
+  assert w.add_count == 5 and w.written_suffixes == []
+  w.add(np.full((84, 84), 3, np.uint8), 3, 0.0, False)   # pads 5-7, slot 0 (wraps)
+  # add_count 9 -> 9 % 8 = 1; logging happens when add_count % 8 == 7.
+  for v in (4, 5, 6, 7, 8, 9):
+    w.add(np.full((84, 84), v, np.uint8), 0, 0.0, False)  # slots 1..6; add_count 15
+  assert w.written_suffixes == [0]  # logged at add_count 15
+  w.add(np.full((84, 84), 10, np.uint8), 0, 0.0, False)  # slot 7
+  w.add(np.full((84, 84), 11, np.uint8), 0, 0.0, False)  # slot 0, add_count 17
+  assert w.close() == [0, 1]
+  c0 = dqn_replay.load_checkpoint(d, 0)
+  assert c0.add_count == 15
+  np.testing.assert_array_equal(c0.observation[:, 0, 0], [3, 4, 5, 6, 7, 8, 9, 0])
+  np.testing.assert_array_equal(c0.terminal, np.zeros(8))  # slot 4 (terminal) overwritten
+  np.testing.assert_array_equal(c0.action, [3, 0, 0, 0, 0, 0, 0, 0])
+  assert sorted(c0.invalid_range.tolist()) == [0, 1, 2, 6, 7]  # (7 - 1 + i) % 8
+  c1 = dqn_replay.load_checkpoint(d, 1)  # final buffer: add_count = cursor (batch_rl)
+  assert c1.add_count == 17 % 8
+  assert c1.observation[0, 0, 0] == 11 and c1.observation[7, 0, 0] == 10
+  meta = json.load(open(os.path.join(d, dqn_replay.METADATA_FILENAME)))
+  assert meta["num_actions"] == 4 and meta["suffixes"] == [0, 1]
+  with pytest.raises(FileExistsError):
+    dqn_replay.DopamineReplayWriter(d, replay_capacity=8)
+
+
+# ------------------------------------------------------------------ bad input
+
+def _snapshot(d):
+  return {n: open(os.path.join(d, n), "rb").read() for n in sorted(os.listdir(d))}
+
+
+def test_missing_and_empty_directory(tmp_path):
+  missing = str(tmp_path / "nope")
+  with pytest.raises(DatasetError, match="nope"):
+    list(dqn_replay.iterate_transitions(missing, 0))
+  empty = tmp_path / "empty"
+  empty.mkdir()
+  with pytest.raises(DatasetError, match="empty"):
+    dqn_replay.list_suffixes(str(empty))
+  with pytest.raises(DatasetError, match="empty"):
+    dqn_replay.load_checkpoint(str(empty), 0)
+
+
+def test_suffix_with_a_missing_array(dir_a):
+  os.remove(os.path.join(dir_a, "$store$_reward_ckpt.0.gz"))
+  before = _snapshot(dir_a)
+  with pytest.raises(DatasetError, match=r"\$store\$_reward_ckpt\.0\.gz"):
+    dqn_replay.list_suffixes(dir_a)
+  with pytest.raises(DatasetError, match=r"\$store\$_reward_ckpt\.0\.gz"):
+    list(dqn_replay.iterate_transitions(dir_a, 0))
+  assert _snapshot(dir_a) == before
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated"])
+def test_corrupt_or_truncated_gzip(dir_a, damage):
+  for name in ("$store$_terminal_ckpt.0.gz", "$store$_observation_ckpt.0.gz"):
+    path = os.path.join(dir_a, name)
+    good = open(path, "rb").read()
+    bad = b"not a gzip file at all" if damage == "garbage" else good[:len(good) // 2]
+    open(path, "wb").write(bad)
+    before = _snapshot(dir_a)
+    with pytest.raises(DatasetError, match=name.replace("$", r"\$")):
+      list(dqn_replay.iterate_transitions(dir_a, 0))
+    assert _snapshot(dir_a) == before
+    open(path, "wb").write(good)
+
+
+def test_arrays_of_different_lengths(tmp_path):
+  d = str(tmp_path / "l")
+  write_ckpt(d, 0, A_FRAMES, A_ACTION[:15], A_REWARD, A_TERM, 13, [12, 13, 14, 15, 0])
+  with pytest.raises(DatasetError, match="different lengths"):
+    dqn_replay.load_checkpoint(d, 0)
+  d2 = str(tmp_path / "l2")
+  write_ckpt(d2, 0, A_FRAMES[:10], A_ACTION, A_REWARD, A_TERM, 13, [12, 13, 14, 15, 0])
+  with pytest.raises(DatasetError, match=r"observation_ckpt\.0\.gz.*10 frames"):
+    dqn_replay.load_checkpoint(d2, 0)
+
+
+def test_actions_outside_the_action_set(dir_a):
+  assert len(list(dqn_replay.iterate_transitions(dir_a, 0, num_actions=4))) == 6
+  with pytest.raises(DatasetError, match=r"action_ckpt\.0\.gz.*outside.*\[0, 3\)"):
+    list(dqn_replay.iterate_transitions(dir_a, 0, num_actions=3))
+
+
+def test_dataset_of_another_games_action_count(dir_a):
+  with open(os.path.join(dir_a, dqn_replay.METADATA_FILENAME), "w") as f:
+    json.dump({"game": "Seaquest", "num_actions": 18}, f)
+  with pytest.raises(DatasetError, match="Seaquest.*18 actions.*4 actions"):
+    dqn_replay.load_checkpoint(dir_a, 0, num_actions=4)
+  # Same count: fine.
+  dqn_replay.load_checkpoint(dir_a, 0, num_actions=18)

@@ -1,0 +1,487 @@
+"""CCVLAgent: confidence-conditioned value learning as a TF-Agents agent (paper Algorithm 1).
+
+One train step on a batch of transitions (s, a_D, r, s', terminal), B of them:
+
+  1. sample delta ~ U(0, 1) [B, N] and delta_{j,1}, delta_{j,2} ~ U(0, delta) [B, N, M]
+     (ccvl_tf.losses.sample_confidences; stateless, seeded by (seed, train step));
+  2. online network: Q(s, ., delta) [B, N, A] and phi(s) [B, D] (one torso pass);
+  3. target network: Q_target(s', ., delta_{j,2}) at the N*M confidences [B, N*M, A]
+     (one torso pass), TD targets r + gamma (1 - terminal) max_a' Q_target [B, N, M];
+  4. n(s)^-1: linear estimate phi^T (|D| C + lambda I)^-1 phi from ccvl_tf.counts (or an
+     exact tabular function), no gradient;
+  5. loss = mean_{B, N} max_j L_j (ccvl_tf.losses.ccvl_loss) + c_DR3 * mean |phi(s).phi(s')|;
+  6. Adam step -- skipped when the loss or a gradient is NaN/inf (then `train` raises
+     NonFiniteLossError naming the step, and the weights are the last good ones);
+  7. counts updated with phi(s); target network copied every `target_update_period` steps.
+
+Training input: a dict as in docs/CONTRACTS.md "Transition batches"
+(observation, action, reward, next_observation, terminal), via `train_on_batch(batch)` or
+`train(batch)`; a TF-Agents Trajectory [B, 2, ...] is accepted by `train` too.
+
+Defaults follow Dopamine's offline DR3 setup (Adam lr 5e-5, eps 3.125e-4, gamma 0.99, target
+period 2000, batch 32); N, M and delta_entry are justified by measurement in docs/agent.md.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Dict, Iterable, Optional, Sequence, Tuple
+
+import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+
+import keras
+import numpy as np
+import tensorflow as tf
+from tf_agents.agents import tf_agent
+from tf_agents.policies import epsilon_greedy_policy
+from tf_agents.specs import tensor_spec
+from tf_agents.trajectories import trajectory as trajectory_lib
+
+from ccvl_tf import belief
+from ccvl_tf import counts as counts_lib
+from ccvl_tf import losses
+from ccvl_tf import networks
+from ccvl_tf import policies
+
+BATCH_KEYS = ("observation", "action", "reward", "next_observation", "terminal")
+
+
+class NonFiniteLossError(FloatingPointError):
+  """The loss or a gradient was NaN/inf at train step `step`; the update was NOT applied.
+
+  The agent's variables (networks, optimizer, counts, step counter) are exactly as before that
+  step, so the caller may checkpoint them, or keep the last checkpoint it wrote.
+  """
+
+  def __init__(self, step: int, loss: float):
+    self.step = int(step)
+    self.loss = float(loss)
+    super().__init__(
+        f"non-finite CCVL loss ({self.loss}) or gradient at train step {self.step}; the update "
+        f"was not applied and training should stop (keep the last good checkpoint)")
+
+
+@dataclasses.dataclass(frozen=True)
+class CCVLConfig:
+  """Hyperparameters of CCVL, named after the paper's symbols.
+
+  Attributes:
+    num_deltas: N, confidences delta ~ U(0, 1) sampled per transition.
+    num_pairs: M, pairs (delta_1, delta_2) ~ U(0, delta) per delta; the loss takes max_j L_j.
+    alpha: weight of the count-weighted CQL regularizer (>= 0).
+    gamma: discount.
+    td_loss: 'huber' (Dopamine/DR3) or 'squared' (the paper's 1/2 x^2).
+    huber_kappa: Huber threshold.
+    dr3_coef: c, weight of the DR3 term mean |phi(s).phi(s')| (0 disables it and its cost).
+    learning_rate, adam_epsilon: Adam.
+    target_update_period: copy online -> target every this many steps.
+    count_ridge: lambda of the linear n(s)^-1 estimate.
+    count_decay: None (cumulative mean of phi phi^T) or EMA decay in (0, 1); the default
+      0.999 averages over the last ~1000 updates, since phi(s) drifts during training.
+    count_refresh_period: recompute (|D| C + lambda I)^-1 every this many steps.
+    policy_delta: delta of the greedy fixed-delta `policy`.
+    collect_epsilon: epsilon of the epsilon-greedy `collect_policy`.
+    jit_compile: XLA-compile the loss-and-gradient computation.
+    seed: seed of the delta samples (stateless, combined with the train step).
+  """
+  num_deltas: int = 8
+  num_pairs: int = 2
+  alpha: float = 0.1
+  gamma: float = 0.99
+  td_loss: str = "huber"
+  huber_kappa: float = 1.0
+  dr3_coef: float = 0.03
+  learning_rate: float = 5e-5
+  adam_epsilon: float = 3.125e-4
+  target_update_period: int = 2000
+  count_ridge: float = 1.0
+  count_decay: Optional[float] = 0.999
+  count_refresh_period: int = 100
+  policy_delta: float = 0.5
+  collect_epsilon: float = 0.01
+  jit_compile: bool = False
+  seed: int = 0
+
+  def validate(self) -> None:
+    losses.validate_num_samples(self.num_deltas, self.num_pairs)
+    losses.validate_alpha(self.alpha)
+    losses.validate_delta(self.policy_delta, "policy_delta")
+    if not 0.0 <= self.gamma <= 1.0:
+      raise ValueError(f"gamma must be in [0, 1], got {self.gamma!r}")
+    if self.td_loss not in losses.TD_LOSS_TYPES:
+      raise ValueError(f"td_loss must be one of {losses.TD_LOSS_TYPES}, got {self.td_loss!r}")
+    if not self.huber_kappa > 0:
+      raise ValueError(f"huber_kappa must be > 0, got {self.huber_kappa!r}")
+    if not self.dr3_coef >= 0:
+      raise ValueError(f"dr3_coef must be >= 0, got {self.dr3_coef!r}")
+    if not self.learning_rate > 0:
+      raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
+    for name in ("target_update_period", "count_refresh_period"):
+      value = getattr(self, name)
+      if int(value) != value or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    if not 0.0 <= self.collect_epsilon <= 1.0:
+      raise ValueError(f"collect_epsilon must be in [0, 1], got {self.collect_epsilon!r}")
+
+
+def _tf_variables(variables):
+  """Keras 3 variables -> the underlying tf.Variables (what tf.Module / Checkpoint track)."""
+  return [v.value if isinstance(v, keras.Variable) else v for v in variables]
+
+
+def ccvl_objective(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
+                   batch: Dict[str, tf.Tensor], delta: tf.Tensor, delta_1: tf.Tensor,
+                   delta_2: tf.Tensor,
+                   inverse_count_fn: Callable[[tf.Tensor, tf.Tensor], tf.Tensor],
+                   config: CCVLConfig, training: bool = False) -> Dict[str, tf.Tensor]:
+  """The CCVL objective of Algorithm 1 for given confidences (the network plumbing).
+
+  Args:
+    online, target: networks with the same architecture (target gets no gradient).
+    batch: contract transition dict; 'action' already as indices 0..A-1.
+    delta: [B, N]; delta_1, delta_2: [B, N, M] (see losses.sample_confidences).
+    inverse_count_fn: (observation [B, ...], phi(s) [B, D]) -> n(s)^-1 [B].
+    config: CCVLConfig (gamma, alpha, td_loss, huber_kappa, dr3_coef are used).
+
+  Returns:
+    dict of scalars ('loss' = CCVL loss + c * DR3, and the parts) plus 'phi' [B, D].
+  """
+  obs, next_obs = batch["observation"], batch["next_observation"]
+  b = tf.shape(obs)[0]
+  n, m = tf.shape(delta_1)[1], tf.shape(delta_1)[2]
+  out = online.q_and_phi_model({"observation": obs, "delta": delta}, training=training)
+  q, phi = out["q"], out["phi"]                          # [B, N, A], [B, D]
+  # Target network at the N*M confidences delta_2: [B, N, M] -> [B, N*M] (row-major, so
+  # column i*M + j is pair j of delta i).
+  next_q = target.q_model(
+      {"observation": next_obs, "delta": tf.reshape(delta_2, [b, n * m])})  # [B, N*M, A]
+  next_q = tf.stop_gradient(next_q)
+  targets = losses.td_targets(batch["reward"], batch["terminal"], config.gamma,
+                              next_q)                    # [B, N*M]
+  targets = tf.reshape(targets, [b, n, m])               # [B, N*M] -> [B, N, M]
+  inv_count = tf.stop_gradient(inverse_count_fn(obs, phi))  # [B]
+  res = losses.ccvl_loss(q, batch["action"], targets, delta_1, inv_count, config.alpha,
+                         config.td_loss, config.huber_kappa)
+  total = res["loss"]
+  if config.dr3_coef > 0:
+    # A second online torso pass, with gradients (DR3 regularizes both phi(s) and phi(s')).
+    # Measured: one joint call on [s; s'] was slower than this separate call (docs/agent.md).
+    next_phi = online.phi_model({"observation": next_obs}, training=training)  # [B, D]
+    dr3 = losses.dr3_penalty(phi, next_phi)
+    total = total + config.dr3_coef * dr3
+  else:
+    dr3 = tf.zeros([])
+  return {
+      "loss": total,
+      "ccvl_loss": res["loss"],
+      "dr3_penalty": dr3,
+      "td_term": tf.reduce_mean(res["td"]),
+      "regularizer_term": tf.reduce_mean(res["regularizer"]),
+      "cql_gap": tf.reduce_mean(res["gap"]),
+      "q_data": tf.reduce_mean(res["q_sa"]),
+      "inverse_count": tf.reduce_mean(inv_count),
+      "phi": phi,
+  }
+
+
+class CCVLAgent(tf_agent.TFAgent):
+  """Confidence-conditioned value learning (lower bound Q(s, a, delta)), Algorithm 1."""
+
+  def __init__(self, time_step_spec, action_spec,
+               config: CCVLConfig = CCVLConfig(),
+               network_config: networks.QNetworkConfig = networks.QNetworkConfig(),
+               dataset_size: Optional[float] = None,
+               inverse_count_fn: Optional[Callable[[tf.Tensor], tf.Tensor]] = None,
+               train_step_counter: Optional[tf.Variable] = None,
+               name: str = "CCVLAgent"):
+    """
+    Args:
+      time_step_spec: TF-Agents TimeStep spec; its observation spec must suit the torso.
+      action_spec: scalar bounded integer action spec (A = max - min + 1; actions are indices
+        min + a; the batch's 'action' holds the same values).
+      config: CCVLConfig (validated: N, M >= 1, alpha >= 0, policy delta in (0, 1), ...).
+      network_config: networks.QNetworkConfig.
+      dataset_size: |D|, scales the running E[phi phi^T] to Phi^T Phi for the linear n(s)^-1.
+        Required unless `inverse_count_fn` is given.
+      inverse_count_fn: optional observation [B, ...] -> n(s)^-1 [B] (e.g. the tabular
+        counts_lib.ExactInverseCounts(...).inverse_count_one_hot); replaces the linear one.
+      train_step_counter: optional int64 scalar variable.
+    """
+    config.validate()
+    tf.Module.__init__(self, name=name)
+    self._config = config
+    obs_spec = time_step_spec.observation
+    if not isinstance(obs_spec, tf.TypeSpec):
+      raise ValueError(f"CCVLAgent needs a single observation spec, got {obs_spec}")
+    if (not tensor_spec.is_bounded(action_spec) or action_spec.shape.rank != 0
+        or not action_spec.dtype.is_integer):
+      raise ValueError(f"CCVLAgent needs a scalar bounded integer action spec, got "
+                       f"{action_spec}")
+    self._action_min = int(np.asarray(action_spec.minimum))
+    self._num_actions = int(np.asarray(action_spec.maximum)) - self._action_min + 1
+    self._online = networks.build_ccvl_network(
+        obs_spec.shape, obs_spec.dtype, self._num_actions, network_config, name="ccvl_online")
+    self._target = networks.build_ccvl_network(
+        obs_spec.shape, obs_spec.dtype, self._num_actions, network_config, name="ccvl_target")
+    networks.copy_weights(self._online, self._target)
+
+    if inverse_count_fn is None:
+      if dataset_size is None or not dataset_size > 0:
+        raise ValueError(
+            f"dataset_size (|D|, for the linear n(s)^-1 estimate) must be > 0 when no "
+            f"inverse_count_fn is given, got {dataset_size!r}")
+      self._counts = counts_lib.LinearInverseCounts(
+          self._online.phi_dim, dataset_size, ridge=config.count_ridge,
+          decay=config.count_decay)
+    else:
+      self._counts = None
+    self._inverse_count_fn = inverse_count_fn
+
+    self._optimizer = keras.optimizers.Adam(
+        learning_rate=config.learning_rate, epsilon=config.adam_epsilon)
+    self._optimizer.build(self._online.trainable_variables)
+    # tf.Module / tf.train.Checkpoint see tf.Variables in attributes; Keras 3 ones are wrapped.
+    self._online_vars = _tf_variables(self._online.variables)
+    self._target_vars = _tf_variables(self._target.variables)
+    self._optimizer_vars = _tf_variables(self._optimizer.variables)
+
+    if train_step_counter is None:
+      train_step_counter = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                       name="train_step")
+    policy = policies.FixedDeltaPolicy(time_step_spec, action_spec, self._online.q_model,
+                                       delta=config.policy_delta)
+    collect_policy = epsilon_greedy_policy.EpsilonGreedyPolicy(
+        policy, epsilon=config.collect_epsilon, info_fields_to_inherit_from_greedy=("delta",))
+    self._grads_fn = tf.function(self._loss_and_grads, jit_compile=config.jit_compile,
+                                 reduce_retracing=True)
+    super().__init__(time_step_spec, action_spec, policy, collect_policy,
+                     train_sequence_length=2, train_step_counter=train_step_counter)
+    self._train_on_batch_fn = tf.function(self._train_batch, reduce_retracing=True)
+
+  # ---- accessors ---------------------------------------------------------------------------
+  @property
+  def config(self) -> CCVLConfig:
+    return self._config
+
+  @property
+  def online_network(self) -> networks.CCVLNetwork:
+    return self._online
+
+  @property
+  def target_network(self) -> networks.CCVLNetwork:
+    return self._target
+
+  @property
+  def q_network(self) -> keras.Model:
+    """The contract Q-model {'observation', 'delta'} -> Q [B, K, A] (online weights)."""
+    return self._online.q_model
+
+  @property
+  def counts(self) -> Optional[counts_lib.LinearInverseCounts]:
+    return self._counts
+
+  @property
+  def optimizer(self):
+    return self._optimizer
+
+  def make_checkpoint(self, **extra) -> tf.train.Checkpoint:
+    """A tf.train.Checkpoint of everything a restart needs (networks, Adam, counts, step)."""
+    items = dict(online=self._online_vars, target=self._target_vars,
+                 optimizer=self._optimizer_vars, train_step=self.train_step_counter, **extra)
+    if self._counts is not None:
+      items["counts"] = self._counts
+    return tf.train.Checkpoint(**items)
+
+  def q_values(self, observation, delta) -> tf.Tensor:
+    """Q(s, ., delta) [B, K, A] at deltas [B, K] (or a float / [K] broadcast to the batch)."""
+    delta = losses.validate_delta(delta)
+    observation = tf.convert_to_tensor(observation)
+    batch = tf.shape(observation)[0]
+    if delta.ndim < 2:
+      delta = tf.tile(tf.reshape(delta, [1, -1]), [batch, 1])  # [] or [K] -> [B, K]
+    return self._online.q_model({"observation": observation, "delta": delta})
+
+  def _initialize(self):
+    """TFAgent API: target <- online (already done at construction; idempotent)."""
+    for s, t in zip(self._online_vars, self._target_vars):
+      t.assign(s)
+
+  # ---- input handling ------------------------------------------------------------------------
+  def _as_batch(self, experience) -> Dict[str, tf.Tensor]:
+    """A contract batch dict, or a Trajectory [B, 2, ...] converted to one."""
+    if isinstance(experience, dict):
+      missing = [k for k in BATCH_KEYS if k not in experience]
+      if missing:
+        raise ValueError(f"transition batch is missing keys {missing}; it needs {BATCH_KEYS}")
+      batch = {k: tf.convert_to_tensor(experience[k]) for k in BATCH_KEYS}
+    elif isinstance(experience, trajectory_lib.Trajectory):
+      time_steps, policy_steps, next_time_steps = trajectory_lib.to_transition(experience)
+      squeeze = lambda t: tf.nest.map_structure(lambda x: tf.squeeze(x, 1), t)
+      time_steps, policy_steps, next_time_steps = (
+          squeeze(time_steps), squeeze(policy_steps), squeeze(next_time_steps))
+      batch = dict(observation=time_steps.observation, action=policy_steps.action,
+                   reward=next_time_steps.reward, next_observation=next_time_steps.observation,
+                   # TF-Agents marks a true episode end by discount 0 on the next step.
+                   terminal=tf.cast(tf.equal(next_time_steps.discount, 0.0), tf.float32))
+    else:
+      raise TypeError(f"experience must be a transition dict or a Trajectory, got "
+                      f"{type(experience).__name__}")
+    batch["action"] = tf.cast(batch["action"], tf.int32) - self._action_min
+    batch["reward"] = tf.cast(batch["reward"], tf.float32)
+    batch["terminal"] = tf.cast(batch["terminal"], tf.float32)
+    return batch
+
+  def _inverse_counts(self, observation, phi) -> tf.Tensor:
+    if self._inverse_count_fn is not None:
+      return tf.stop_gradient(tf.cast(self._inverse_count_fn(observation), tf.float32))
+    return self._counts.inverse_count(phi)
+
+  # ---- the objective -------------------------------------------------------------------------
+  def _compute_loss(self, batch, seed, training: bool) -> Dict[str, tf.Tensor]:
+    """Loss and metrics of Algorithm 1 on one batch (no variable changes)."""
+    cfg = self._config
+    b = tf.shape(batch["observation"])[0]
+    delta, delta_1, delta_2 = losses.sample_confidences(
+        b, cfg.num_deltas, cfg.num_pairs, seed)          # [B, N], [B, N, M], [B, N, M]
+    return ccvl_objective(self._online, self._target, batch, delta, delta_1, delta_2,
+                          self._inverse_counts, cfg, training=training)
+
+  def _seed(self):
+    return tf.stack([tf.constant(self._config.seed, tf.int64),
+                     tf.cast(self.train_step_counter, tf.int64)])
+
+  def _loss_and_grads(self, batch, seed):
+    with tf.GradientTape() as tape:
+      metrics = self._compute_loss(batch, seed, training=True)
+    variables = self._online.trainable_variables
+    grads = tape.gradient(metrics["loss"], variables)
+    return metrics, grads
+
+  def _loss(self, experience, weights=None, training=False):
+    """TFAgent API: LossInfo(loss, extra=metrics) without changing any variable."""
+    del weights  # uniform transition weights (offline sampling is uniform)
+    batch = self._as_batch(experience)
+    metrics = self._compute_loss(batch, self._seed(), training=training)
+    metrics.pop("phi")
+    return tf_agent.LossInfo(loss=metrics["loss"], extra=metrics)
+
+  def _train_batch(self, batch) -> Dict[str, tf.Tensor]:
+    """One guarded step of Algorithm 1 on a contract batch (inside tf.function)."""
+    cfg = self._config
+    step = self.train_step_counter
+    metrics, grads = self._grads_fn(batch, self._seed())
+    phi = metrics.pop("phi")
+    finite = tf.math.is_finite(metrics["loss"])
+    for g in grads:
+      finite = tf.logical_and(finite, tf.reduce_all(tf.math.is_finite(g)))
+
+    def apply():
+      self._optimizer.apply_gradients(zip(grads, self._online.trainable_variables))
+      if self._counts is not None:
+        self._counts.update(phi)
+        if cfg.count_refresh_period == 1:
+          self._counts.refresh()
+        else:
+          # Refresh right after the first update (step 0), then every period steps.
+          def refresh():
+            self._counts.refresh()
+            return tf.constant(True)
+          tf.cond(tf.equal(step % cfg.count_refresh_period, 0), refresh,
+                  lambda: tf.constant(False))
+      new_step = step.assign_add(1)
+
+      def update_target():
+        for s, t in zip(self._online_vars, self._target_vars):
+          t.assign(s)
+        return tf.constant(True)
+
+      tf.cond(tf.equal(new_step % cfg.target_update_period, 0), update_target,
+              lambda: tf.constant(False))
+      return tf.constant(True)
+
+    tf.cond(finite, apply, lambda: tf.constant(False))
+    metrics["finite"] = finite
+    # The step the metrics belong to (the counter before this call, 0-based).
+    metrics["step"] = tf.identity(step) - tf.cast(finite, tf.int64)
+    return metrics
+
+  def _train(self, experience, weights=None):
+    """TFAgent API (wrapped in tf.function by TFAgent): guarded train step."""
+    del weights
+    metrics = self._train_batch(self._as_batch(experience))
+    return tf_agent.LossInfo(loss=metrics["loss"], extra=metrics)
+
+  # ---- public entry points ---------------------------------------------------------------------
+  def train_on_batch(self, batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """Trains on one contract transition batch; returns the metrics dict.
+
+    Raises:
+      NonFiniteLossError: NaN/inf loss or gradient; no variable was changed (eager mode).
+    """
+    metrics = self._train_on_batch_fn(self._as_batch(batch))
+    self._check_finite(metrics)
+    return metrics
+
+  def train(self, experience, weights=None, **kwargs):
+    """TFAgent.train on a Trajectory [B, 2, ...] or a contract dict; raises on NaN/inf."""
+    loss_info = super().train(experience, weights=weights, **kwargs)
+    self._check_finite(loss_info.extra)
+    return loss_info
+
+  @staticmethod
+  def _check_finite(metrics):
+    if tf.executing_eagerly() and not bool(metrics["finite"]):
+      raise NonFiniteLossError(int(metrics["step"]), float(metrics["loss"]))
+
+
+# ---- Fixed-CCVL: choose one delta by held-out Bellman error ------------------------------------
+def bellman_errors_on_grid(q_model, batches: Iterable[Dict], deltas: Sequence[float],
+                           gamma: float, action_minimum: int = 0) -> np.ndarray:
+  """Mean squared Bellman error of Q(., ., delta) on held-out transitions for each grid delta.
+
+  e(delta) = mean over transitions of (Q(s,a,delta) - r - gamma (1-terminal) max_a' Q(s',a',delta))^2
+  with the same network on both sides (Bellman consistency, as the belief of Eq.
+  delta_selection; ccvl_tf.belief.bellman_sq_errors).
+
+  Args:
+    q_model: contract Q-model.
+    batches: iterable of contract transition dicts (e.g. a finite tf.data.Dataset).
+    deltas: the grid, each in (0, 1).
+    gamma: discount.
+    action_minimum: subtracted from the batch actions to get indices.
+
+  Returns:
+    float64 [K] mean errors.
+  """
+  grid = losses.validate_delta(np.asarray(deltas, np.float32).reshape(-1), "deltas")
+  k = grid.shape[0]
+  total = np.zeros([k], np.float64)
+  count = 0
+  for batch in batches:
+    obs = tf.convert_to_tensor(batch["observation"])
+    b = int(obs.shape[0])
+    d = tf.tile(tf.constant(grid)[None], [b, 1])                  # [K] -> [B, K]
+    both = tf.concat([obs, tf.convert_to_tensor(batch["next_observation"])], 0)  # [2B, ...]
+    q_both = q_model({"observation": both, "delta": tf.concat([d, d], 0)})    # [2B, K, A]
+    q, next_q = q_both[:b], q_both[b:]                            # [B, K, A] each
+    actions = tf.cast(batch["action"], tf.int32) - action_minimum  # [B]
+    q_sa = tf.gather(q, actions, axis=2, batch_dims=1)            # [B, K]
+    discount = gamma * (1.0 - tf.cast(batch["terminal"], tf.float32))  # [B]
+    err = belief.bellman_sq_errors(q_sa, tf.cast(batch["reward"], tf.float32), discount,
+                                   tf.reduce_max(next_q, -1))     # [B, K]
+    total += tf.reduce_sum(err, 0).numpy()
+    count += b
+  if count == 0:
+    raise ValueError("bellman_errors_on_grid got no held-out transitions")
+  return total / count
+
+
+def select_fixed_delta(q_model, batches: Iterable[Dict], deltas: Sequence[float],
+                       gamma: float, action_minimum: int = 0) -> Tuple[float, np.ndarray]:
+  """Fixed-CCVL: the grid delta with the lowest mean held-out Bellman error.
+
+  Returns:
+    (delta, errors [K]); ties go to the first grid entry.
+  """
+  errors = bellman_errors_on_grid(q_model, batches, deltas, gamma, action_minimum)
+  grid = np.asarray(deltas, np.float32).reshape(-1)
+  return float(grid[int(np.argmin(errors))]), errors

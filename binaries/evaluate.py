@@ -1,0 +1,55 @@
+r"""Evaluates an exported CCVL policy (a TF-Agents SavedModel) in the ALE or the gridworld.
+
+  python binaries/evaluate.py --policy_dir=DIR --game=Pong --episodes=100 --seeds=5 \
+      --output_dir=results/eval/pong
+
+Writes returns.csv, delta.csv, summary.json (mean, IQM, 95% stratified bootstrap CI),
+results.csv, returns.png and delta.png to --output_dir (see ccvl_tf.evaluation.evaluate and
+docs/policies.md). --game=gridworld evaluates on the paper's gridworld (evaluation slip 0.15).
+"""
+import sys
+
+from absl import app
+from absl import flags
+
+import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+from ccvl_tf import evaluation
+
+_POLICY_DIR = flags.DEFINE_string("policy_dir", None, "Exported policy (SavedModel) directory.")
+_GAME = flags.DEFINE_string("game", None, "Atari game name (e.g. Pong) or 'gridworld'.")
+_EPISODES = flags.DEFINE_integer("episodes", 100, "Evaluation episodes per seed (paper: 100).")
+_SEEDS = flags.DEFINE_integer("seeds", 1, "Number of evaluation runs (seeds first_seed, ...).")
+_FIRST_SEED = flags.DEFINE_integer("first_seed", 0, "Seed of the first run.")
+_OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Where to write the outputs.")
+_EPSILON = flags.DEFINE_float(
+    "epsilon", 0.001, "Evaluation epsilon-greedy (paper: 0.001); 0 if the export already is.")
+_MAX_EPISODE_STEPS = flags.DEFINE_integer(
+    "max_episode_steps", None, "Cap on agent steps per episode (default: the env's own).")
+_BOOTSTRAP_REPS = flags.DEFINE_integer("bootstrap_reps", 2000, "Bootstrap replications.")
+_METHOD = flags.DEFINE_string("method", "policy", "Method label written to results.csv.")
+_DATASET = flags.DEFINE_string("dataset", "", "Dataset label written to results.csv.")
+flags.mark_flags_as_required(["policy_dir", "game", "output_dir"])
+
+
+def main(argv):
+  del argv
+  try:
+    summary = evaluation.evaluate(
+        _POLICY_DIR.value, _GAME.value, _EPISODES.value, _SEEDS.value, _OUTPUT_DIR.value,
+        epsilon=_EPSILON.value, first_seed=_FIRST_SEED.value,
+        max_episode_steps=_MAX_EPISODE_STEPS.value, bootstrap_reps=_BOOTSTRAP_REPS.value,
+        method=_METHOD.value, dataset=_DATASET.value)
+  except ValueError as e:
+    sys.exit(f"evaluate.py: error: {e}")
+  if "normalized_iqm" in summary:
+    ci = summary["normalized_iqm_ci95"]
+    print(f"{summary['game']}: normalized IQM {summary['normalized_iqm']:.1f} "
+          f"(95% CI {ci[0]:.1f}, {ci[1]:.1f}), mean {summary['normalized_mean']:.1f}, "
+          f"raw mean {summary['raw_return_mean']:.4g} over {summary['num_episodes']} episodes")
+  else:
+    print(f"{summary['game']}: raw mean {summary['raw_return_mean']:.4g}")
+  print(f"outputs in {_OUTPUT_DIR.value}")
+
+
+if __name__ == "__main__":
+  app.run(main)

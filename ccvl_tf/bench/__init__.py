@@ -1,0 +1,1 @@
+"""Measurement code behind binaries/benchmark.py (no flags here; each module has `run()`)."""

@@ -1,0 +1,247 @@
+"""Pure loss functions for CCVL (Algorithm 1, Eq. cql update) and reusable pieces for baselines.
+
+Paper symbols (Hong, Kumar & Levine, ICLR 2023):
+  delta            confidence level in (0, 1) at which Q(s, a, delta) is learned; N of them are
+                   sampled per transition, delta ~ U(0, 1).
+  delta_1, delta_2 for each delta, M pairs (delta_{j,1}, delta_{j,2}) ~ U(0, delta), j = 1..M.
+                   delta_1 sets the weight of the CQL regularizer, delta_2 the confidence of
+                   the bootstrapped target.
+  alpha            weight of the regularizer (alpha >= 0).
+  n(s)^-1          inverse state visitation (n(s) wedge 1 in the paper, i.e. capped at 1),
+                   exact in tabular settings, phi^T (Phi^T Phi)^-1 phi otherwise
+                   (ccvl_tf/counts.py). Treated as a constant here (no gradient).
+  gamma            discount.
+
+Eq. (cql update), inner term for pair j, as in Algorithm 1:
+
+  L_j = alpha * sqrt(log(1/delta_{j,1}) * n(s)^-1) * (logsumexp_a Q(s,a,delta) - Q(s,a_D,delta))
+        + TD(Q(s,a_D,delta) - (r + gamma (1 - terminal) max_a' Q_target(s',a',delta_{j,2})))
+
+with TD(x) = x^2 / 2 (the paper) or Huber(x) (Dopamine / DR3). The CQL "max_pi E_pi Q + R(pi)"
+with the entropy regularizer R is the logsumexp (as in CQL(H)). The CCVL loss is
+mean over the batch and the N deltas of max_j L_j.
+
+Shapes: B batch, N deltas per transition, M pairs per delta, A actions, D feature width.
+Every function takes and returns tensors; none holds state.
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional, Tuple
+
+import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+
+import numpy as np
+import tensorflow as tf
+
+TD_LOSS_TYPES = ("squared", "huber")
+# Sampled confidences are kept in [_EPS, 1 - _EPS] so log(1/delta_1) stays finite.
+_EPS = 1e-6
+
+
+def validate_delta(delta, name: str = "delta") -> np.ndarray:
+  """Checks that every value of `delta` is strictly inside (0, 1); returns it as float32.
+
+  Raises:
+    ValueError naming the first offending value.
+  """
+  arr = np.asarray(delta, dtype=np.float64)
+  bad = ~((arr > 0.0) & (arr < 1.0))  # also catches NaN
+  if np.any(bad):
+    raise ValueError(f"{name} must be in the open interval (0, 1), got {arr[bad].flat[0]!r}"
+                     + (f" (in {arr.tolist()!r})" if arr.size > 1 else ""))
+  return arr.astype(np.float32)
+
+
+def validate_num_samples(num_deltas: int, num_pairs: int) -> None:
+  """N (deltas per transition) and M (pairs per delta) must be integers >= 1."""
+  for name, value in (("N (num_deltas)", num_deltas), ("M (num_pairs)", num_pairs)):
+    if isinstance(value, bool) or int(value) != value or value < 1:
+      raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def validate_alpha(alpha: float) -> None:
+  """alpha, the regularizer weight, must be a finite number >= 0."""
+  if not np.isfinite(alpha) or alpha < 0:
+    raise ValueError(f"alpha must be a finite number >= 0, got {alpha!r}")
+
+
+def sample_confidences(batch_size, num_deltas: int, num_pairs: int,
+                       seed: Optional[tf.Tensor] = None
+                       ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+  """Samples delta ~ U(0,1) [B, N] and delta_{j,1}, delta_{j,2} ~ U(0, delta) [B, N, M].
+
+  Args:
+    batch_size: B (Python int or scalar tensor).
+    num_deltas: N.
+    num_pairs: M.
+    seed: optional stateless seed, int32 [2]; None uses the global generator.
+
+  Returns:
+    (delta [B, N], delta_1 [B, N, M], delta_2 [B, N, M]), all in [1e-6, 1 - 1e-6].
+  """
+  validate_num_samples(num_deltas, num_pairs)
+  shape_d = tf.stack([batch_size, num_deltas])                 # [2]: (B, N)
+  shape_p = tf.stack([batch_size, num_deltas, 2 * num_pairs])  # [3]: (B, N, 2M)
+  if seed is None:
+    u = tf.random.uniform(shape_d)
+    v = tf.random.uniform(shape_p)
+  else:
+    seeds = tf.random.experimental.stateless_split(seed, 2)
+    u = tf.random.stateless_uniform(shape_d, seed=seeds[0])
+    v = tf.random.stateless_uniform(shape_p, seed=seeds[1])
+  delta = _EPS + (1.0 - 2.0 * _EPS) * u                  # [B, N] in (0, 1)
+  # U(0, delta): [B, N, 1] * [B, N, 2M] -> [B, N, 2M], floored at _EPS.
+  pairs = tf.maximum(delta[:, :, None] * v, _EPS)
+  delta_1, delta_2 = tf.split(pairs, 2, axis=-1)          # two [B, N, M]
+  return delta, delta_1, delta_2
+
+
+def td_targets(reward: tf.Tensor, terminal: tf.Tensor, gamma: float,
+               next_q: tf.Tensor) -> tf.Tensor:
+  """Bellman targets r + gamma (1 - terminal) max_a' Q(s', a', delta_2).
+
+  Args:
+    reward: r [B].
+    terminal: 1.0 at a true episode end, [B].
+    gamma: discount.
+    next_q: target-network Q(s', ., delta_2) [B, K, A] for K confidences delta_2.
+
+  Returns:
+    [B, K], with no gradient (the target is a constant of the update).
+  """
+  next_v = tf.reduce_max(next_q, axis=-1)                          # [B, K, A] -> [B, K]
+  discount = gamma * (1.0 - tf.cast(terminal, tf.float32))        # [B]
+  target = tf.cast(reward, tf.float32)[:, None] + discount[:, None] * next_v  # [B, K]
+  return tf.stop_gradient(target)
+
+
+def td_loss(td_error: tf.Tensor, loss_type: str = "squared", huber_kappa: float = 1.0
+            ) -> tf.Tensor:
+  """Elementwise TD loss: x^2 / 2 ('squared', the paper) or Huber_kappa(x) ('huber').
+
+  Huber_kappa(x) = x^2 / 2 if |x| <= kappa else kappa (|x| - kappa / 2), equal to x^2/2 near 0.
+  """
+  if loss_type == "squared":
+    return 0.5 * tf.square(td_error)
+  if loss_type == "huber":
+    abs_x = tf.abs(td_error)
+    quad = tf.minimum(abs_x, huber_kappa)
+    return 0.5 * tf.square(quad) + huber_kappa * (abs_x - quad)
+  raise ValueError(f"td loss type must be one of {TD_LOSS_TYPES}, got {loss_type!r}")
+
+
+def gather_actions(q_values: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
+  """Q(s, a_D): q_values [B, ..., A] indexed by actions [B] -> [B, ...]."""
+  one_hot = tf.one_hot(tf.cast(actions, tf.int32), tf.shape(q_values)[-1],
+                       dtype=q_values.dtype)                     # [B, A]
+  rank = len(q_values.shape)
+  # [B, A] -> [B, 1, ..., 1, A] to broadcast over the middle (e.g. N) axes.
+  one_hot = tf.reshape(one_hot, tf.concat(
+      [tf.shape(one_hot)[:1], tf.ones([rank - 2], tf.int32), tf.shape(one_hot)[1:]], 0))
+  return tf.reduce_sum(q_values * one_hot, axis=-1)            # [B, ...]
+
+
+def cql_gap(q_values: tf.Tensor, actions: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+  """The CQL(H) regularizer logsumexp_a Q(s, a) - Q(s, a_D) (>= 0) and Q(s, a_D).
+
+  Args:
+    q_values: Q(s, ., delta) [B, ..., A] (e.g. [B, N, A], or [B, A] for plain CQL).
+    actions: dataset actions a_D, [B].
+
+  Returns:
+    (gap [B, ...], q_sa [B, ...]).
+  """
+  q_sa = gather_actions(q_values, actions)                       # [B, ...]
+  gap = tf.reduce_logsumexp(q_values, axis=-1) - q_sa            # [B, ...]
+  return gap, q_sa
+
+
+def ccvl_regularizer_weight(delta_1: tf.Tensor, inverse_count: tf.Tensor,
+                            alpha: float) -> tf.Tensor:
+  """alpha * sqrt(log(1/delta_1) * n(s)^-1), the state- and confidence-dependent CQL weight.
+
+  Args:
+    delta_1: [B, N, M] in (0, 1).
+    inverse_count: n(s)^-1 [B] (already capped at 1, i.e. 1 / (n wedge 1)); no gradient.
+    alpha: >= 0.
+
+  Returns:
+    [B, N, M], no gradient.
+  """
+  inv_n = tf.stop_gradient(tf.cast(inverse_count, tf.float32))[:, None, None]  # [B] -> [B,1,1]
+  log_inv_d1 = -tf.math.log(delta_1)                               # log(1/delta_1) [B, N, M]
+  return tf.stop_gradient(alpha * tf.sqrt(log_inv_d1 * inv_n))     # [B, N, M]
+
+
+def ccvl_pair_losses(q_sa: tf.Tensor, gap: tf.Tensor, target: tf.Tensor, delta_1: tf.Tensor,
+                     inverse_count: tf.Tensor, alpha: float, td_loss_type: str = "squared",
+                     huber_kappa: float = 1.0) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+  """L_j for every transition, delta and pair j (inner term of Eq. cql update).
+
+  Args:
+    q_sa: Q(s, a_D, delta) [B, N] (online network).
+    gap: logsumexp_a Q(s, a, delta) - Q(s, a_D, delta) [B, N].
+    target: r + gamma (1 - terminal) max_a' Q_target(s', a', delta_{j,2}) [B, N, M].
+    delta_1: delta_{j,1} [B, N, M].
+    inverse_count: n(s)^-1 [B].
+    alpha: regularizer weight.
+    td_loss_type: 'squared' or 'huber'.
+
+  Returns:
+    (L [B, N, M], regularizer term [B, N, M], TD term [B, N, M]).
+  """
+  weight = ccvl_regularizer_weight(delta_1, inverse_count, alpha)  # [B, N, M]
+  reg = weight * gap[:, :, None]                       # [B, N, 1] broadcast -> [B, N, M]
+  td = td_loss(q_sa[:, :, None] - target, td_loss_type, huber_kappa)  # [B, N, M]
+  return reg + td, reg, td
+
+
+def max_over_pairs(pair_losses: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+  """max_j L_j over the M pairs: [B, N, M] -> ([B, N], argmax j [B, N] int32).
+
+  The gradient of the max flows only through the selected pair (Algorithm 1, line 6).
+  """
+  return (tf.reduce_max(pair_losses, axis=-1),
+          tf.argmax(pair_losses, axis=-1, output_type=tf.int32))
+
+
+def ccvl_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor, delta_1: tf.Tensor,
+              inverse_count: tf.Tensor, alpha: float, td_loss_type: str = "squared",
+              huber_kappa: float = 1.0) -> Dict[str, tf.Tensor]:
+  """The CCVL objective of Algorithm 1: mean over batch and N deltas of max_j L_j.
+
+  Args:
+    q_values: online Q(s, ., delta) [B, N, A] at the N sampled confidences delta.
+    actions: a_D [B].
+    target: TD targets at delta_{j,2} [B, N, M] (see td_targets; reshape [B, N*M] -> [B,N,M]).
+    delta_1: [B, N, M].
+    inverse_count: n(s)^-1 [B].
+    alpha, td_loss_type, huber_kappa: as in ccvl_pair_losses.
+
+  Returns:
+    dict: 'loss' scalar; 'pair_losses' L [B, N, M]; 'max_losses' [B, N]; 'argmax_j' [B, N];
+    'regularizer', 'td' [B, N, M] (the two terms of L); 'gap', 'q_sa' [B, N].
+  """
+  validate_alpha(alpha)
+  gap, q_sa = cql_gap(q_values, actions)                  # [B, N], [B, N]
+  pair, reg, td = ccvl_pair_losses(q_sa, gap, target, delta_1, inverse_count, alpha,
+                                   td_loss_type, huber_kappa)  # [B, N, M] each
+  max_l, arg_j = max_over_pairs(pair)                     # [B, N]
+  return {"loss": tf.reduce_mean(max_l), "pair_losses": pair, "max_losses": max_l,
+          "argmax_j": arg_j, "regularizer": reg, "td": td, "gap": gap, "q_sa": q_sa}
+
+
+def dr3_penalty(phi: tf.Tensor, next_phi: tf.Tensor) -> tf.Tensor:
+  """DR3 (Kumar et al. 2022) implicit-regularizer term mean_i |phi(s_i) . phi(s'_i)|.
+
+  Multiply by the DR3 coefficient c and add to the loss. Both phi(s) and phi(s') come from the
+  online network with gradients (as in DR3).
+
+  Args:
+    phi: phi(s) [B, D].
+    next_phi: phi(s') [B, D].
+
+  Returns:
+    scalar.
+  """
+  return tf.reduce_mean(tf.abs(tf.reduce_sum(phi * next_phi, axis=-1)))  # [B, D] -> [B] -> ()

@@ -1,0 +1,299 @@
+"""Confidence-conditioned Q-networks Q(s, a, delta) in Keras 3 (paper Sec. "Practical Algorithm").
+
+The paper parameterizes Q(s, a, delta) after implicit quantile networks (IQN, Dabney et al.
+2018): a state torso psi(s), a cosine embedding of the confidence delta,
+
+    e_i(delta) = cos(pi * i * delta),   i = 1 .. n_cos          (n_cos = 64 as in IQN)
+    eta(delta) = ReLU(W_e e(delta) + b_e)                         (width = torso width)
+
+the elementwise product psi(s) * eta(delta), then one hidden ReLU layer and one linear output
+per action. The torso runs once per state and is shared by the K deltas of that state.
+
+Where delta enters is a configuration choice (`delta_entry`):
+  * 'features' (default): after the torso's last layer (for the Nature torso: after the
+    3136 -> 512 dense layer). Per delta the head costs a 512x512 + 512xA matmul.
+  * 'conv' (Nature torso only, exactly IQN): on the flattened conv features (3136 wide)
+    before the 3136 -> 512 layer, so every delta pays a 3136x512 matmul.
+  See docs/agent.md for the measured speed of each.
+
+Every model here is a Keras 3 *functional* model with a dict of named inputs, so it saves
+inside a SavedModel (see ../shared/STACK.md, "Traps"). Contract (docs/CONTRACTS.md):
+
+    q_model({'observation': [B, *obs_shape], 'delta': [B, K]}) -> Q [B, K, A] float32
+
+Features phi(s) [B, D] (used by the count estimate n(s)^-1 and by DR3) come from second and
+third functional models sharing the same layers:
+    phi_model(observation) -> phi [B, D]
+    q_and_phi_model({'observation', 'delta'}) -> {'q': [B, K, A], 'phi': [B, D]}
+(one torso pass for both outputs). phi(s) is the last delta-independent representation:
+  * delta_entry='features': the torso output (512 for Nature, the last MLP width for MLP),
+    i.e. exactly the penultimate layer of the Nature DQN that DR3 regularizes;
+  * delta_entry='conv': the head's hidden layer (512) evaluated at a reference confidence
+    `phi_delta` (default 0.5), because the only delta-free layer there is 3136 wide, too wide
+    for a D x D inverse.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Sequence, Tuple
+
+import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+
+import keras
+import numpy as np
+from keras import ops
+
+NATURE_OBSERVATION_SHAPE = (84, 84, 4)
+# The smallest frame the three Nature convolutions (8/4, 4/2, 3/1, 'valid') accept.
+_NATURE_MIN_SIDE = 36
+
+
+def _dopamine_initializer():
+  """Dopamine's Atari initializer: variance scaling, scale 1/sqrt(3), fan_in, uniform."""
+  return keras.initializers.VarianceScaling(
+      scale=1.0 / math.sqrt(3.0), mode="fan_in", distribution="uniform")
+
+
+@keras.saving.register_keras_serializable(package="ccvl_tf")
+class CosineEmbedding(keras.layers.Layer):
+  """e_i(delta) = cos(pi * i * delta) for i = 1..n_cos: [B, K] -> [B, K, n_cos] (no weights)."""
+
+  def __init__(self, n_cos: int = 64, **kwargs):
+    super().__init__(**kwargs)
+    if int(n_cos) != n_cos or n_cos < 1:
+      raise ValueError(f"n_cos must be an integer >= 1, got {n_cos!r}")
+    self.n_cos = int(n_cos)
+
+  def call(self, delta):
+    delta = ops.cast(delta, "float32")
+    # i = 1..n_cos, shape [n_cos]; pi * i as a constant.
+    pi_i = ops.convert_to_tensor(
+        np.pi * np.arange(1, self.n_cos + 1, dtype=np.float32))
+    # [B, K, 1] * [n_cos] -> [B, K, n_cos]
+    return ops.cos(ops.expand_dims(delta, -1) * pi_i)
+
+  def compute_output_shape(self, input_shape):
+    return tuple(input_shape) + (self.n_cos,)
+
+  def get_config(self):
+    return {**super().get_config(), "n_cos": self.n_cos}
+
+
+@keras.saving.register_keras_serializable(package="ccvl_tf")
+class ReferenceDelta(keras.layers.Layer):
+  """A [B, 1] tensor filled with the constant `value`, batch size taken from the input."""
+
+  def __init__(self, value: float = 0.5, **kwargs):
+    super().__init__(**kwargs)
+    self.value = float(value)
+
+  def call(self, features):
+    # features [B, ...] -> [B, 1] of `value`.
+    return ops.ones_like(features[:, :1], dtype="float32") * self.value
+
+  def compute_output_shape(self, input_shape):
+    return (input_shape[0], 1)
+
+  def get_config(self):
+    return {**super().get_config(), "value": self.value}
+
+
+@dataclasses.dataclass(frozen=True)
+class QNetworkConfig:
+  """Architecture of the confidence-conditioned Q-network.
+
+  Attributes:
+    torso: 'nature' (uint8 [84, 84, 4] frames, conv 32-8/4, 64-4/2, 64-3/1, dense 512, inputs
+      scaled by 1/255) or 'mlp' (rank-1 float vectors, e.g. one-hot gridworld states).
+    mlp_units: widths of the MLP torso's ReLU layers (mlp only).
+    torso_units: width of the Nature torso's dense layer (512 in the Nature DQN).
+    n_cos: number of cosine features of delta (64 in IQN).
+    hidden_units: width of the head's hidden ReLU layer after the delta product
+      (delta_entry='features' only; 0 = no hidden layer, Q = W_out (psi * eta) + b).
+    delta_entry: 'features' (after the torso's last layer; default) or 'conv' (IQN placement,
+      on the 3136-wide flattened conv features; Nature torso only).
+    phi_delta: reference confidence at which phi(s) is read when delta_entry='conv'.
+  """
+  torso: str = "nature"
+  mlp_units: Tuple[int, ...] = (256, 256)
+  torso_units: int = 512
+  n_cos: int = 64
+  hidden_units: int = 512
+  delta_entry: str = "features"
+  phi_delta: float = 0.5
+
+  def validate(self) -> None:
+    if self.torso not in ("nature", "mlp"):
+      raise ValueError(f"torso must be 'nature' or 'mlp', got {self.torso!r}")
+    if self.delta_entry not in ("features", "conv"):
+      raise ValueError(
+          f"delta_entry must be 'features' or 'conv', got {self.delta_entry!r}")
+    if self.delta_entry == "conv" and self.torso != "nature":
+      raise ValueError(
+          f"delta_entry='conv' needs the Nature conv torso, got torso={self.torso!r}")
+    if not 0.0 < self.phi_delta < 1.0:
+      raise ValueError(f"phi_delta must be in (0, 1), got {self.phi_delta!r}")
+    for name in ("n_cos", "hidden_units", "torso_units"):
+      value = getattr(self, name)
+      minimum = 0 if name == "hidden_units" and self.delta_entry == "features" else 1
+      if int(value) != value or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+    if self.torso == "mlp" and (not self.mlp_units or
+                                any(int(u) != u or u < 1 for u in self.mlp_units)):
+      raise ValueError(f"mlp_units must be positive integers, got {self.mlp_units!r}")
+
+
+@dataclasses.dataclass
+class CCVLNetwork:
+  """The three functional models over one set of layers (see module docstring)."""
+  q_model: keras.Model
+  phi_model: keras.Model
+  q_and_phi_model: keras.Model
+  config: QNetworkConfig
+  observation_shape: Tuple[int, ...]
+  observation_dtype: str
+  num_actions: int
+  phi_dim: int
+
+  @property
+  def trainable_variables(self):
+    return self.q_and_phi_model.trainable_variables
+
+  @property
+  def variables(self):
+    return self.q_and_phi_model.variables
+
+
+def validate_observation_spec(observation_shape: Sequence[int], observation_dtype,
+                              torso: str) -> Tuple[Tuple[int, ...], str]:
+  """Checks that the torso can take observations of this shape/dtype; returns them normalized.
+
+  Raises:
+    ValueError naming the offending shape or dtype.
+  """
+  try:
+    shape = tuple(int(d) for d in observation_shape)
+  except (TypeError, ValueError) as e:
+    raise ValueError(
+        f"observation shape must be a sequence of ints, got {observation_shape!r}") from e
+  dtype = np.dtype(getattr(observation_dtype, "as_numpy_dtype", observation_dtype)).name
+  if torso == "nature":
+    if len(shape) != 3:
+      raise ValueError(
+          f"the Nature torso takes [H, W, C] frames (e.g. {NATURE_OBSERVATION_SHAPE}), "
+          f"got observation shape {shape}")
+    if min(shape[0], shape[1]) < _NATURE_MIN_SIDE or shape[2] < 1:
+      raise ValueError(
+          f"the Nature torso needs frames at least {_NATURE_MIN_SIDE}x{_NATURE_MIN_SIDE} with "
+          f">= 1 channel, got observation shape {shape}")
+    if dtype != "uint8":
+      raise ValueError(
+          f"the Nature torso takes uint8 frames (it scales by 1/255), got dtype {dtype}")
+  elif torso == "mlp":
+    if len(shape) != 1 or shape[0] < 1:
+      raise ValueError(
+          f"the MLP torso takes rank-1 vectors [D] (e.g. one-hot states), got observation "
+          f"shape {shape}")
+    if not (np.issubdtype(np.dtype(dtype), np.floating) or
+            np.issubdtype(np.dtype(dtype), np.integer)):
+      raise ValueError(f"the MLP torso takes numeric vectors, got dtype {dtype}")
+  else:
+    raise ValueError(f"torso must be 'nature' or 'mlp', got {torso!r}")
+  return shape, dtype
+
+
+def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_actions: int,
+                       config: QNetworkConfig = QNetworkConfig(),
+                       name: str = "ccvl_q") -> CCVLNetwork:
+  """Builds Q(s, a, delta) and its feature models phi(s) (see module docstring).
+
+  Args:
+    observation_shape: per-state observation shape, e.g. (84, 84, 4) or (S,).
+    observation_dtype: uint8 for the Nature torso; any numeric dtype for the MLP torso.
+    num_actions: A, the number of discrete actions.
+    config: QNetworkConfig.
+    name: prefix of the model and layer names (use distinct names for online and target).
+
+  Raises:
+    ValueError: a config value, num_actions or the observation spec the torso cannot take.
+  """
+  config.validate()
+  if int(num_actions) != num_actions or num_actions < 1:
+    raise ValueError(f"num_actions must be an integer >= 1, got {num_actions!r}")
+  num_actions = int(num_actions)
+  shape, dtype = validate_observation_spec(observation_shape, observation_dtype, config.torso)
+  init = _dopamine_initializer()
+
+  observation = keras.Input(shape=shape, dtype=dtype, name="observation")
+  delta = keras.Input(shape=(None,), dtype="float32", name="delta")  # [B, K]
+
+  # ---- torso psi(s): computed once per state --------------------------------------------
+  if config.torso == "nature":
+    x = keras.layers.Rescaling(1.0 / 255.0, name=f"{name}_scale")(observation)
+    x = keras.layers.Conv2D(32, 8, strides=4, activation="relu", kernel_initializer=init,
+                            name=f"{name}_conv1")(x)
+    x = keras.layers.Conv2D(64, 4, strides=2, activation="relu", kernel_initializer=init,
+                            name=f"{name}_conv2")(x)
+    x = keras.layers.Conv2D(64, 3, strides=1, activation="relu", kernel_initializer=init,
+                            name=f"{name}_conv3")(x)
+    conv_features = keras.layers.Flatten(name=f"{name}_flatten")(x)  # [B, 3136] for 84x84
+    torso_dense = keras.layers.Dense(config.torso_units, activation="relu",
+                                     kernel_initializer=init, name=f"{name}_torso_dense")
+    if config.delta_entry == "features":
+      torso_out = torso_dense(conv_features)  # [B, 512]
+    else:
+      torso_out = conv_features  # [B, 3136]; the 512 layer becomes the head's hidden layer
+  else:
+    x = ops.cast(observation, "float32")  # one-hot / vector states, any numeric dtype
+    for i, units in enumerate(config.mlp_units):
+      x = keras.layers.Dense(int(units), activation="relu", kernel_initializer=init,
+                             name=f"{name}_mlp{i}")(x)
+    torso_out = x  # [B, mlp_units[-1]]
+  width = int(torso_out.shape[-1])
+
+  # ---- confidence embedding eta(delta) and the head --------------------------------------
+  cosine = CosineEmbedding(config.n_cos, name=f"{name}_cos")
+  embed = keras.layers.Dense(width, activation="relu", kernel_initializer=init,
+                             name=f"{name}_delta_embed")
+  if config.delta_entry == "conv":
+    hidden = torso_dense  # IQN: 3136 -> 512 applied to psi(s) * eta(delta), once per delta
+  elif config.hidden_units:
+    hidden = keras.layers.Dense(config.hidden_units, activation="relu",
+                                kernel_initializer=init, name=f"{name}_hidden")
+  else:
+    hidden = None  # hidden_units=0: Q = W_out (psi(s) * eta(delta)) + b
+  output = keras.layers.Dense(num_actions, kernel_initializer=init, name=f"{name}_q")
+
+  def head(features, deltas):
+    # features [B, W]; deltas [B, K] -> (Q [B, K, A], penultimate [B, K, H]).
+    eta = embed(cosine(deltas))  # [B, K, n_cos] -> [B, K, W]
+    # [B, W] -> [B, 1, W], broadcast against [B, K, W]: the torso is shared by the K deltas.
+    mixed = ops.expand_dims(features, 1) * eta
+    penultimate = mixed if hidden is None else hidden(mixed)  # [B, K, H]
+    return output(penultimate), penultimate  # [B, K, A], [B, K, H]
+
+  q, _ = head(torso_out, delta)
+  if config.delta_entry == "features":
+    phi = torso_out  # [B, D=W]
+  else:
+    ref = ReferenceDelta(config.phi_delta, name=f"{name}_phi_delta")(torso_out)  # [B, 1]
+    _, pen_ref = head(torso_out, ref)  # [B, 1, H]
+    phi = ops.squeeze(pen_ref, 1)  # [B, 1, H] -> [B, H]
+
+  q_and_phi_model = keras.Model({"observation": observation, "delta": delta},
+                                {"q": q, "phi": phi}, name=f"{name}_q_and_phi")
+  q_model = keras.Model({"observation": observation, "delta": delta}, q, name=name)
+  phi_model = keras.Model({"observation": observation}, phi, name=f"{name}_phi")
+  return CCVLNetwork(q_model=q_model, phi_model=phi_model, q_and_phi_model=q_and_phi_model,
+                     config=config, observation_shape=shape, observation_dtype=dtype,
+                     num_actions=num_actions, phi_dim=int(phi.shape[-1]))
+
+
+def copy_weights(source: CCVLNetwork, target: CCVLNetwork) -> None:
+  """target <- source, variable by variable (same config; used for the target network)."""
+  src, dst = source.variables, target.variables
+  if len(src) != len(dst):
+    raise ValueError(f"networks differ: {len(src)} vs {len(dst)} variables")
+  for s, d in zip(src, dst):
+    d.assign(s)

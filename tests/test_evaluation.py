@@ -1,0 +1,313 @@
+"""Tests for ccvl_tf/evaluation.py: normalization, rliable aggregation, tables, evaluation loop."""
+import io
+import math
+
+import ccvl_tf  # noqa: F401
+
+import numpy as np
+import pytest
+import scipy.stats
+import tensorflow as tf
+from tf_agents.environments import py_environment
+from tf_agents.specs import array_spec
+from tf_agents.trajectories import time_step as ts
+
+from ccvl_tf import belief
+from ccvl_tf import evaluation
+from ccvl_tf import policies
+from tests.test_policies import C3, W3, linear_q_model, specs
+
+
+# ----------------------------------------------------------------------------- normalization
+def test_normalized_score_by_hand():
+  # Breakout: random 1.7, DQN 401.2 -> 1.7 is 0, 401.2 is 100, 201.45 is 50.
+  np.testing.assert_allclose(evaluation.normalized_score("Breakout", [1.7, 401.2, 201.45]),
+                             [0.0, 100.0, 50.0])
+  # Pong: random -20.7, DQN 18.9 -> -0.9 is 100 * 19.8 / 39.6 = 50.
+  assert evaluation.normalized_score("Pong", -0.9) == pytest.approx(50.0)
+  # DoubleDunk: random -18.6, DQN -18.1 -> -13.4 is 100 * 5.2 / 0.5 = 1040.
+  assert evaluation.normalized_score("DoubleDunk", -13.4) == pytest.approx(1040.0)
+  assert evaluation.normalized_score("space_invaders", 148.0) == pytest.approx(0.0)
+
+
+def test_reference_tables_cover_the_papers_games_except_yars_revenge():
+  assert len(evaluation.ATARI_GAMES) == 17
+  assert set(evaluation.RANDOM_SCORES) == set(evaluation.ATARI_GAMES)
+  assert set(evaluation.DQN_SCORES) == set(evaluation.ATARI_GAMES) - {"YarsRevenge"}
+  with pytest.raises(ValueError, match="Nature-DQN.*YarsRevenge"):
+    evaluation.normalized_score("YarsRevenge", 1000.0)
+  with pytest.raises(ValueError, match="random and Nature-DQN"):
+    evaluation.normalized_score("NotAGame", 1.0)
+
+
+# ----------------------------------------------------------------------------- aggregation
+SCORES = np.array([[10., 50., 90., 130.],
+                   [20., 40., 100., 170.],
+                   [0., 60., 80., 110.],
+                   [30., 55., 95., 150.],
+                   [5., 45., 85., 120.]])  # [5 runs, 4 games]
+
+
+def _independent_stratified_bootstrap_iqm(scores, reps, rng):
+  """Resample runs with replacement within each game (stratified), IQM of each resample."""
+  n, m = scores.shape
+  out = np.empty(reps)
+  for i in range(reps):
+    idx = rng.integers(0, n, size=(n, m))
+    out[i] = scipy.stats.trim_mean(scores[idx, np.arange(m)].ravel(), 0.25)
+  return np.percentile(out, [2.5, 97.5])
+
+
+def test_aggregate_scores_against_independent_computation():
+  agg = evaluation.aggregate_scores(SCORES, reps=2000, seed=0)
+  # IQM: 25% trimmed mean of the 20 pooled scores (drops the 5 lowest and 5 highest).
+  assert agg["iqm"].value == pytest.approx(scipy.stats.trim_mean(SCORES.ravel(), 0.25))
+  # By hand: sorted middle 10 = 40 45 50 55 60 80 85 90 95 100 -> 700 / 10 = 70.
+  assert agg["iqm"].value == pytest.approx(70.0)
+  # Mean of per-game means: (13 + 50 + 90 + 136) / 4 = 72.25; median of them: (50+90)/2 = 70.
+  assert agg["mean"].value == pytest.approx(72.25)
+  assert agg["median"].value == pytest.approx(70.0)
+  for a in agg.values():
+    assert a.ci_low <= a.value <= a.ci_high and a.ci_low < a.ci_high
+  lo, hi = _independent_stratified_bootstrap_iqm(SCORES, 4000, np.random.default_rng(123))
+  width = hi - lo
+  assert abs(agg["iqm"].ci_low - lo) < 0.15 * width
+  assert abs(agg["iqm"].ci_high - hi) < 0.15 * width
+
+
+def test_aggregate_scores_is_seeded_and_leaves_global_rng_alone():
+  np.random.seed(99)
+  before = np.random.get_state()[1].copy()
+  a = evaluation.aggregate_scores(SCORES, reps=500, seed=1)
+  assert np.array_equal(np.random.get_state()[1], before)
+  b = evaluation.aggregate_scores(SCORES, reps=500, seed=1)
+  c = evaluation.aggregate_scores(SCORES, reps=500, seed=2)
+  assert a == b
+  assert (a["iqm"].ci_low, a["iqm"].ci_high) != (c["iqm"].ci_low, c["iqm"].ci_high)
+
+
+def test_aggregate_degenerate_runs_give_zero_width_ci():
+  # Every run identical within a game: every stratified resample is the same matrix.
+  scores = np.tile([[1.0, 2.0, 3.0, 4.0]], [3, 1])
+  agg = evaluation.aggregate_scores(scores, reps=200, seed=0)["iqm"]
+  # IQM of [1,1,1,2,2,2,3,3,3,4,4,4] trimmed 3 each side: mean(1,2,2,2,3,3,3,4)... = 2.5.
+  assert agg.value == pytest.approx(2.5)
+  assert agg.ci_low == pytest.approx(2.5) and agg.ci_high == pytest.approx(2.5)
+  with pytest.raises(ValueError, match="num_runs"):
+    evaluation.aggregate_scores(np.ones(3))
+
+
+# ----------------------------------------------------------------------------- tables
+CSV = """method,dataset,game,seed,score
+CQL,1%,Breakout,0,41.6
+CQL,1%,Breakout,1,81.5
+CQL,1%,Breakout,2,121.4
+CQL,1%,Pong,0,-0.9
+CQL,1%,Pong,1,-0.9
+CQL,1%,Pong,2,18.9
+CCVL,1%,Breakout,0,201.45
+CCVL,1%,Breakout,1,201.45
+CCVL,1%,Breakout,2,201.45
+CCVL,1%,Pong,0,18.9
+CCVL,1%,Pong,1,18.9
+CCVL,1%,Pong,2,18.9
+CCVL,1%,YarsRevenge,0,5000
+CCVL,1%,YarsRevenge,1,5000
+CCVL,1%,YarsRevenge,2,5000
+"""
+
+
+def test_per_game_table_by_hand():
+  rows = evaluation.read_results_csv(io.StringIO(CSV))
+  md = evaluation.render_per_game_table(rows, "1%")
+  lines = md.strip().splitlines()
+  assert lines[0] == "| Game | CQL | CCVL |"  # paper's method order
+  # CQL Breakout: mean (41.6 + 81.5 + 121.4) / 3 = 81.5, sample std = 39.9.
+  assert lines[2] == "| Breakout | 81.5 ± 39.9 | 201.4 ± 0.0 |" or \
+      lines[2] == "| Breakout | 81.5 ± 39.9 | 201.5 ± 0.0 |"
+  # Pong CQL: mean (-0.9 -0.9 + 18.9)/3 = 5.7; std = sqrt(((6.6^2)*2 + 13.2^2)/2) = 11.43.
+  assert lines[3] == "| Pong | 5.7 ± 11.4 | 18.9 ± 0.0 |"
+  assert lines[4] == "| YarsRevenge | - | 5000.0 ± 0.0 |"
+
+
+def test_aggregate_table_matches_independent_iqm():
+  rows = evaluation.read_results_csv(io.StringIO(CSV))
+  md = evaluation.render_aggregate_table(rows, reps=300, seed=0)
+  # CQL normalized: Breakout (41.6, 81.5, 121.4) -> (10, 20, 30); Pong (-0.9, -0.9, 18.9) ->
+  # (50, 50, 100). IQM of the 6 pooled [10,20,30,50,50,100], trimmed 1 each side = 37.5.
+  cql = np.array([[10, 50], [20, 50], [30, 100]], float)
+  assert scipy.stats.trim_mean(cql.ravel(), 0.25) == pytest.approx(37.5)
+  # CCVL: Breakout 50 x3, Pong 100 x3 -> IQM of [50,50,50,100,100,100] trimmed = 75.
+  row = md.splitlines()[2]
+  assert row.startswith("| 1% | 37.5 (")
+  assert "| **75.0 (75.0, 75.0)** |" in row  # best is bold; zero-width CI (identical runs)
+  assert "Excluded (no reference score): YarsRevenge" in md
+  with pytest.raises(ValueError, match="lacks columns"):
+    evaluation.read_results_csv(io.StringIO("method,game\nA,Pong\n"))
+
+
+# ----------------------------------------------------------------------------- evaluation loop
+class ScriptedEnv(py_environment.PyEnvironment):
+  """Episodes of fixed observations/rewards regardless of the action; logs executed actions.
+
+  Episode: FIRST s0=[1,0] -> MID s1=[0,0.2] r=0.75 -> LAST s2=[0,0] r=0.5 (terminal).
+  """
+  OBS = np.array([[1.0, 0.0], [0.0, 0.2], [0.0, 0.0]], np.float32)
+  REWARDS = (0.75, 0.5)
+
+  def __init__(self, num_actions=3):
+    super().__init__(handle_auto_reset=True)
+    self._t = 0
+    self.actions = []
+    self._act = array_spec.BoundedArraySpec((), np.int32, 0, num_actions - 1, "action")
+
+  def observation_spec(self):
+    return array_spec.ArraySpec((2,), np.float32, "observation")
+
+  def action_spec(self):
+    return self._act
+
+  def _reset(self):
+    self._t = 0
+    return ts.restart(self.OBS[0])
+
+  def _step(self, action):
+    self.actions.append(int(action))
+    self._t += 1
+    r = np.float32(self.REWARDS[self._t - 1])
+    if self._t == 2:
+      return ts.termination(self.OBS[2], r)
+    return ts.transition(self.OBS[self._t], r)
+
+
+def _adaptive(sample=False):
+  tss, aspec = specs(2, 3)
+  return policies.ConfidenceAdaptivePolicy(tss, aspec, linear_q_model(W3, C3), num_deltas=2,
+                                           gamma=0.5, temperature=1.0, sample_delta=sample)
+
+
+def test_run_episodes_fixed_policy_records():
+  tss, aspec = specs(2, 3)
+  policy = policies.FixedDeltaPolicy(tss, aspec, linear_q_model(W3, C3), delta=0.25)
+  env = ScriptedEnv()
+  seen = []
+  recs = evaluation.run_episodes(policy, env, 3, on_episode=seen.append)
+  assert len(recs) == 3 and seen == recs
+  for i, r in enumerate(recs):
+    assert r.episode == i and r.length == 2
+    assert r.return_ == pytest.approx(1.25) and r.raw_score == pytest.approx(1.25)
+    assert r.deltas == [0.25, 0.25] and math.isnan(r.map_delta) and r.log_belief is None
+  # delta 0.25: Q(s0) = [1, 0, 0.5] -> 0; Q(s1) = [0, 0.2, 0.5] -> 2. The LAST action is not
+  # executed, so 2 actions per episode.
+  assert env.actions == [0, 2] * 3
+  with pytest.raises(ValueError, match="num_episodes"):
+    evaluation.run_episodes(policy, env, 0)
+
+
+def test_run_episodes_carries_belief_across_episodes():
+  # Each episode adds [0, -1.25] to log b (see tests/test_policies.py, hand example): after
+  # episode 1 b(0.25) = 1/(1+e^-1.25) = 0.777300, after episode 2 1/(1+e^-2.5) = 0.924142.
+  recs = evaluation.run_episodes(_adaptive(), ScriptedEnv(), 2)
+  b = [float(np.exp(r.log_belief[0])) for r in recs]
+  assert b[0] == pytest.approx(0.777300, abs=1e-5)
+  assert b[1] == pytest.approx(0.924142, abs=1e-5)
+  assert recs[0].map_delta == 0.25 and recs[0].deltas == [0.25, 0.25]
+
+
+def test_epsilon_actions_are_the_ones_scored_by_the_belief():
+  env = ScriptedEnv()
+  recs = evaluation.run_episodes(_adaptive(), env, 4, epsilon=1.0, seed=3)
+  acts = np.array(env.actions).reshape(4, 2)
+  assert len(set(env.actions)) > 1  # random actions
+  # Replay the executed actions through the belief math independently.
+  grid = belief.delta_grid(2)
+  q = lambda s: np.asarray(s) @ np.asarray(W3) + grid[:, None] * np.asarray(C3)  # [K, A]
+  s0, s1, s2 = ScriptedEnv.OBS
+  log_b = belief.uniform_log_belief(2)
+  for a0, a1 in acts:
+    e1 = belief.bellman_sq_errors(q(s0)[:, a0], 0.75, 0.5, q(s1).max(-1))
+    log_b = belief.update_log_belief(log_b, e1, 1.0)
+    e2 = belief.bellman_sq_errors(q(s1)[:, a1], 0.5, 0.0, q(s2).max(-1))
+    log_b = belief.update_log_belief(log_b, e2, 1.0)
+  np.testing.assert_allclose(recs[-1].log_belief, np.asarray(log_b), atol=1e-5)
+
+
+def test_run_episodes_with_exported_policy(tmp_path):
+  policies.export_policy(_adaptive(), str(tmp_path / "p"))
+  saved, meta = evaluation.load_saved_policy(str(tmp_path / "p"), num_actions=3,
+                                             observation_shape=(2,))
+  assert meta == {"num_actions": 3, "observation_shape": (2,)}
+  recs = evaluation.run_episodes(saved, ScriptedEnv(), 2)
+  assert float(np.exp(recs[1].log_belief[0])) == pytest.approx(0.924142, abs=1e-5)
+  # A stateless export (empty policy state) runs through the same loop.
+  tss, aspec = specs(2, 3)
+  fixed = policies.FixedDeltaPolicy(tss, aspec, linear_q_model(W3, C3), delta=0.25)
+  policies.export_policy(fixed, str(tmp_path / "f"))
+  saved, _ = evaluation.load_saved_policy(str(tmp_path / "f"))
+  env = ScriptedEnv()
+  recs = evaluation.run_episodes(saved, env, 2)
+  assert env.actions == [0, 2, 0, 2] and recs[1].deltas == [0.25, 0.25]
+
+
+def test_plain_policy_saver_export_also_loads_for_evaluation(tmp_path):
+  # PolicySaver directly (as an agent's checkpointing code might): needs TFP at load time,
+  # which load_saved_policy provides.
+  from tf_agents.policies import policy_saver
+  policy_saver.PolicySaver(_adaptive(), batch_size=None).save(str(tmp_path / "plain"))
+  saved, meta = evaluation.load_saved_policy(str(tmp_path / "plain"), num_actions=3)
+  recs = evaluation.run_episodes(saved, ScriptedEnv(), 2)
+  assert float(np.exp(recs[1].log_belief[0])) == pytest.approx(0.924142, abs=1e-5)
+
+
+def test_load_saved_policy_errors(tmp_path):
+  with pytest.raises(ValueError, match="not a directory"):
+    evaluation.load_saved_policy(str(tmp_path / "missing"))
+  (tmp_path / "empty").mkdir()
+  with pytest.raises(ValueError, match="not a SavedModel directory"):
+    evaluation.load_saved_policy(str(tmp_path / "empty"))
+  tss, aspec = specs(2, 3)
+  policies.export_policy(policies.FixedDeltaPolicy(tss, aspec, linear_q_model(W3, C3), 0.5),
+                         str(tmp_path / "fixed"))
+  with pytest.raises(ValueError, match="has 3 actions but the game has 18"):
+    evaluation.load_saved_policy(str(tmp_path / "fixed"), num_actions=18)
+  with pytest.raises(ValueError, match=r"shape \(2,\).*\(84, 84, 4\)"):
+    evaluation.load_saved_policy(str(tmp_path / "fixed"), observation_shape=(84, 84, 4))
+
+
+def test_gridworld_environment_goal_by_hand():
+  pytest.importorskip("ccvl_tf.envs.gridworld")
+  env = evaluation.gridworld_environment(slip_prob=0.0, seed=0)
+  world = env.world
+  # Always 'right' (action 1): Q = delta * c with c = [0, 1, 0, 0].
+  tss = ts.time_step_spec(tf.TensorSpec((world.num_states,), tf.float32, "observation"))
+  aspec = policies.tensor_spec.BoundedTensorSpec((), tf.int32, 0, 3, "action")
+  model = linear_q_model(np.zeros([world.num_states, 4]), [0., 1., 0., 0.])
+  policy = policies.FixedDeltaPolicy(tss, aspec, model, delta=0.5)
+  recs = evaluation.run_episodes(
+      policy, env, 2, raw_score_fn=lambda e: e.get_info()["episode_discounted_return"])
+  # Layout row 6 is "S......G": 7 steps right, reward 1 on arrival, discounted gamma^6.
+  for r in recs:
+    assert r.length == 7 and r.return_ == 1.0
+    assert r.raw_score == pytest.approx(world.gamma ** 6)
+
+
+def test_py_driver_resets_state_on_unbatched_env_unless_run_per_episode():
+  """Backs the ConfidenceAdaptivePolicy docstring: PyDriver on an unbatched env calls
+  get_initial_state at the FIRST step of every episode after its first one."""
+  from tf_agents.drivers import py_driver
+  from tf_agents.policies import py_tf_eager_policy
+  policy = py_tf_eager_policy.PyTFEagerPolicy(_adaptive(), use_tf_function=False)
+  env = ScriptedEnv()
+  # PyDriver acts on the LAST step too (it counts an episode when the step it acted on is
+  # LAST), so each episode adds [0, -1.25] to log b as in the hand example.
+  # One run() over 2 episodes: the belief restarts, and at the end holds only episode 2
+  # (b(0.25) = 0.777300, the one-episode value), not 0.924142.
+  driver = py_driver.PyDriver(env, policy, [], max_episodes=2)
+  t, state = driver.run(env.reset(), policy.get_initial_state(1))
+  assert float(np.exp(state["log_belief"][0, 0])) == pytest.approx(0.777300, abs=1e-5)
+  # One run() per episode, passing the state back in: the belief accumulates.
+  driver = py_driver.PyDriver(env, policy, [], max_episodes=1)
+  t, state = env.reset(), policy.get_initial_state(1)
+  for _ in range(2):
+    t, state = driver.run(t, state)
+  assert float(np.exp(state["log_belief"][0, 0])) == pytest.approx(0.924142, abs=1e-5)

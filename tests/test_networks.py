@@ -1,0 +1,125 @@
+"""ccvl_tf/networks.py: the Q-network contract, shared torso, features, validation, saving."""
+import os
+
+import ccvl_tf  # noqa: F401
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from ccvl_tf import networks
+
+TINY_MLP = networks.QNetworkConfig(torso="mlp", mlp_units=(16,), n_cos=8, hidden_units=16)
+
+
+def _frames(b, seed=0):
+  return np.random.default_rng(seed).integers(0, 256, (b, 84, 84, 4), dtype=np.uint8)
+
+
+@pytest.mark.parametrize("entry", ["features", "conv"])
+def test_nature_contract_shapes(entry):
+  net = networks.build_ccvl_network((84, 84, 4), np.uint8, 6,
+                                    networks.QNetworkConfig(delta_entry=entry))
+  obs = _frames(2)
+  delta = np.array([[0.1, 0.5, 0.9], [0.2, 0.3, 0.4]], np.float32)      # [B=2, K=3]
+  q = net.q_model({"observation": obs, "delta": delta})
+  assert q.shape == (2, 3, 6) and q.dtype == tf.float32
+  out = net.q_and_phi_model({"observation": obs, "delta": delta})
+  assert out["q"].shape == (2, 3, 6) and out["phi"].shape == (2, 512)
+  np.testing.assert_allclose(out["q"].numpy(), q.numpy(), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(net.phi_model({"observation": obs}).numpy(), out["phi"].numpy(),
+                             rtol=1e-5, atol=1e-6)
+  assert set(net.q_model.input.keys()) == {"observation", "delta"}
+  assert net.phi_dim == 512
+
+
+def test_iqn_placement_has_the_3136_wide_embedding():
+  conv = networks.build_ccvl_network((84, 84, 4), np.uint8, 4,
+                                     networks.QNetworkConfig(delta_entry="conv"))
+  feat = networks.build_ccvl_network((84, 84, 4), np.uint8, 4, networks.QNetworkConfig())
+  shapes = lambda n: {v.path.split("/")[0].split("_", 2)[-1]: tuple(v.shape)
+                      for v in n.trainable_variables if v.path.endswith("kernel")}
+  assert shapes(conv)["delta_embed"] == (64, 3136) and shapes(conv)["torso_dense"] == (3136, 512)
+  assert shapes(feat)["delta_embed"] == (64, 512) and shapes(feat)["hidden"] == (512, 512)
+
+
+def test_each_delta_is_computed_independently_of_the_others():
+  # Torso shared over K: Q at delta=0.3 must not depend on which other deltas are asked for.
+  net = networks.build_ccvl_network((5,), np.float32, 3, TINY_MLP)
+  obs = np.eye(5, dtype=np.float32)[:2]
+  q3 = net.q_model({"observation": obs, "delta": np.array([[0.3, 0.7, 0.1]] * 2, np.float32)})
+  q1 = net.q_model({"observation": obs, "delta": np.array([[0.3]] * 2, np.float32)})
+  np.testing.assert_allclose(q3[:, :1].numpy(), q1.numpy(), rtol=1e-6, atol=1e-7)
+  assert not np.allclose(q3[:, 0].numpy(), q3[:, 1].numpy())  # delta matters
+
+
+def test_cosine_embedding_values():
+  emb = networks.CosineEmbedding(3)(np.array([[0.5, 0.25]], np.float32)).numpy()
+  # cos(pi * i * delta), i = 1..3
+  np.testing.assert_allclose(emb[0, 0], np.cos(np.pi * np.array([1, 2, 3]) * 0.5), atol=1e-6)
+  np.testing.assert_allclose(emb[0, 1], np.cos(np.pi * np.array([1, 2, 3]) * 0.25), atol=1e-6)
+
+
+def test_torso_is_evaluated_once_per_state():
+  net = networks.build_ccvl_network((84, 84, 4), np.uint8, 6, networks.QNetworkConfig())
+  graph = tf.function(net.q_model).get_concrete_function(
+      {"observation": tf.TensorSpec([None, 84, 84, 4], tf.uint8),
+       "delta": tf.TensorSpec([None, None], tf.float32)}).graph
+  convs = [op for op in graph.get_operations() if op.type == "Conv2D"]
+  assert len(convs) == 3
+
+
+@pytest.mark.parametrize("shape,dtype,torso,match", [
+    ((84, 84), np.uint8, "nature", r"\(84, 84\)"),
+    ((20, 20, 4), np.uint8, "nature", r"\(20, 20, 4\)"),
+    ((84, 84, 4), np.float32, "nature", "float32"),
+    ((3, 4), np.float32, "mlp", r"\(3, 4\)"),
+    ((0,), np.float32, "mlp", r"\(0,\)"),
+])
+def test_bad_observation_specs_raise_naming_the_value(shape, dtype, torso, match):
+  cfg = networks.QNetworkConfig(torso=torso, mlp_units=(4,))
+  with pytest.raises(ValueError, match=match):
+    networks.build_ccvl_network(shape, dtype, 4, cfg)
+
+
+@pytest.mark.parametrize("cfg,match", [
+    (networks.QNetworkConfig(torso="resnet"), "'resnet'"),
+    (networks.QNetworkConfig(delta_entry="late"), "'late'"),
+    (networks.QNetworkConfig(torso="mlp", delta_entry="conv"), "conv"),
+    (networks.QNetworkConfig(n_cos=0), "n_cos"),
+])
+def test_bad_configs_raise(cfg, match):
+  with pytest.raises(ValueError, match=match):
+    networks.build_ccvl_network((8,), np.float32, 4, cfg)
+
+
+def test_bad_num_actions_raise():
+  with pytest.raises(ValueError, match="num_actions.*0"):
+    networks.build_ccvl_network((8,), np.float32, 0, TINY_MLP)
+
+
+def test_copy_weights_makes_identical_outputs():
+  a = networks.build_ccvl_network((5,), np.float32, 3, TINY_MLP, name="a")
+  b = networks.build_ccvl_network((5,), np.float32, 3, TINY_MLP, name="b")
+  inputs = {"observation": np.eye(5, dtype=np.float32), "delta": np.full((5, 2), 0.4, np.float32)}
+  assert not np.allclose(a.q_model(inputs).numpy(), b.q_model(inputs).numpy())
+  networks.copy_weights(a, b)
+  np.testing.assert_allclose(a.q_model(inputs).numpy(), b.q_model(inputs).numpy())
+
+
+def test_q_model_saves_and_reloads_as_savedmodel(tmp_path):
+  net = networks.build_ccvl_network((5,), np.float32, 3, TINY_MLP)
+  inputs = {"observation": np.eye(5, dtype=np.float32)[:2],
+            "delta": np.array([[0.2, 0.8]] * 2, np.float32)}
+  expected = net.q_model(inputs).numpy()
+  path = os.path.join(tmp_path, "q")
+  net.q_model.export(path)  # Keras 3 -> SavedModel with a serving signature
+  loaded = tf.saved_model.load(path)
+  got = loaded.serve({k: tf.constant(v) for k, v in inputs.items()})
+  np.testing.assert_allclose(got.numpy(), expected, rtol=1e-6)
+  # And the native Keras format round-trips the custom layers.
+  keras_path = os.path.join(tmp_path, "q.keras")
+  net.q_model.save(keras_path)
+  again = keras.models.load_model(keras_path)
+  np.testing.assert_allclose(again(inputs).numpy(), expected, rtol=1e-6)

@@ -1,0 +1,142 @@
+"""The offline training loop: exact resume, checkpoints, summaries, eval.csv, NaN stop."""
+import csv
+import os
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tf_agents.specs import tensor_spec
+from tf_agents.trajectories import time_step as ts
+
+from agents import ccvl_agent
+from ccvl_tf import networks
+from ccvl_tf import training
+
+OBS_DIM, NUM_ACTIONS = 5, 3
+
+
+def _agent(seed=0, lr=1e-3):
+  obs_spec = tensor_spec.TensorSpec([OBS_DIM], tf.float32, "observation")
+  action_spec = tensor_spec.BoundedTensorSpec([], tf.int32, 0, NUM_ACTIONS - 1, "action")
+  keras_seed = 1234 + seed
+  import keras
+  keras.utils.set_random_seed(keras_seed)
+  return ccvl_agent.CCVLAgent(
+      ts.time_step_spec(obs_spec), action_spec,
+      config=ccvl_agent.CCVLConfig(num_deltas=2, num_pairs=2, learning_rate=lr,
+                                   target_update_period=3, dr3_coef=0.0, seed=seed),
+      network_config=networks.QNetworkConfig(torso="mlp", mlp_units=(8,), n_cos=4,
+                                             hidden_units=8),
+      dataset_size=100.0)
+
+
+def _make_dataset(reward_scale=1.0):
+  def make(start):
+    def batch(i):
+      rng = np.random.default_rng([7, i])  # batch i depends only on i: exact resume
+      return dict(observation=rng.normal(size=(4, OBS_DIM)).astype(np.float32),
+                  action=rng.integers(NUM_ACTIONS, size=4).astype(np.int32),
+                  reward=(reward_scale * rng.normal(size=4)).astype(np.float32),
+                  next_observation=rng.normal(size=(4, OBS_DIM)).astype(np.float32),
+                  terminal=np.zeros(4, np.float32))
+    i = start
+    while True:
+      yield batch(i)
+      i += 1
+  return make
+
+
+def _weights(agent):
+  return [v.numpy() for v in agent.online_network.variables]
+
+
+def test_resume_is_exact(tmp_path):
+  # Uninterrupted: 6 steps.
+  a = _agent()
+  training.train(a, _make_dataset(), training.LoopConfig(str(tmp_path / "a"), 6,
+                                                          checkpoint_interval=3), log=lambda s: None)
+  # Interrupted after 3 steps, then a *new* agent object resumes to 6.
+  b = _agent()
+  training.train(b, _make_dataset(), training.LoopConfig(str(tmp_path / "b"), 3,
+                                                          checkpoint_interval=3), log=lambda s: None)
+  c = _agent(seed=0)
+  logs = []
+  out = training.train(c, _make_dataset(), training.LoopConfig(str(tmp_path / "b"), 6,
+                                                                checkpoint_interval=3),
+                       log=logs.append)
+  assert out["resumed_from"] == 3 and out["step"] == 6
+  assert any("Resumed from" in line and "train step 3" in line for line in logs)
+  for wa, wc in zip(_weights(a), _weights(c)):
+    np.testing.assert_allclose(wa, wc, rtol=0, atol=1e-6)
+  # and training really changed the weights
+  assert any(not np.allclose(wa, wf) for wa, wf in zip(_weights(a), _weights(_agent())))
+
+
+def test_outputs_progress_summaries_and_eval(tmp_path):
+  agent = _agent()
+  logs = []
+  evals = []
+  out = training.train(
+      agent, _make_dataset(),
+      training.LoopConfig(str(tmp_path), 4, checkpoint_interval=2, log_interval=2,
+                          summary_interval=1, eval_interval=2),
+      evaluate=lambda step: evals.append(step) or {"mean_return": float(step)}, log=logs.append)
+  assert evals == [2, 4]
+  assert sorted(os.listdir(tmp_path / "checkpoints")) == sorted(
+      ["checkpoint", "ckpt-2.index", "ckpt-2.data-00000-of-00001", "ckpt-4.index",
+       "ckpt-4.data-00000-of-00001"])
+  assert os.listdir(tmp_path / "summaries" / "train")
+  rows = list(csv.reader(open(tmp_path / "eval.csv")))
+  assert rows == [["step", "mean_return"], ["2", "2.0"], ["4", "4.0"]]
+  progress = [l for l in logs if l.startswith("step ")]
+  assert progress and "steps/s" in progress[-1] and "ETA" in progress[-1] and "loss=" in progress[-1]
+  assert np.isfinite(out["last_metrics"]["loss"])
+  # Running again with the same target does nothing.
+  out2 = training.train(agent, _make_dataset(), training.LoopConfig(str(tmp_path), 4),
+                        log=logs.append)
+  assert out2["step"] == 4 and "nothing to do" in logs[-1]
+
+
+def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
+  agent = _agent()
+  make_good = _make_dataset()
+
+  def make(start):
+    it = make_good(start)
+    i = start
+    while True:
+      b = next(it)
+      if i == 3:  # the batch of train step 3 carries a NaN reward
+        b["reward"] = np.full(4, np.nan, np.float32)
+      yield b
+      i += 1
+
+  with pytest.raises(training.TrainingStopped, match="train step 3") as err:
+    training.train(agent, make, training.LoopConfig(str(tmp_path), 6, checkpoint_interval=2),
+                   log=lambda s: None)
+  assert err.value.checkpoint.endswith("ckpt-2")
+  assert sorted(f for f in os.listdir(tmp_path / "checkpoints") if f.endswith(".index")) == [
+      "ckpt-2.index"]
+  # the weights are still finite (the bad update was not applied)
+  assert all(np.all(np.isfinite(w)) for w in _weights(agent))
+
+
+def test_mismatched_checkpoint_is_a_clear_error(tmp_path):
+  training.train(_agent(), _make_dataset(), training.LoopConfig(str(tmp_path), 2),
+                 log=lambda s: None)
+  obs_spec = tensor_spec.TensorSpec([OBS_DIM], tf.float32, "observation")
+  action_spec = tensor_spec.BoundedTensorSpec([], tf.int32, 0, NUM_ACTIONS - 1, "action")
+  other = ccvl_agent.CCVLAgent(
+      ts.time_step_spec(obs_spec), action_spec,
+      config=ccvl_agent.CCVLConfig(num_deltas=2, num_pairs=2),
+      network_config=networks.QNetworkConfig(torso="mlp", mlp_units=(16,), n_cos=4,
+                                             hidden_units=8),
+      dataset_size=100.0)
+  with pytest.raises(ValueError, match="does not match this learner"):
+    training.train(other, _make_dataset(), training.LoopConfig(str(tmp_path), 4),
+                   log=lambda s: None)
+
+
+def test_bad_config():
+  with pytest.raises(ValueError, match="checkpoint_interval"):
+    training.LoopConfig("/tmp/x", 5, checkpoint_interval=0).validate()

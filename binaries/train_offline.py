@@ -1,13 +1,14 @@
 """Offline training of CCVL on Atari from a DQN Replay (Dopamine-format) dataset.
 
   python binaries/train_offline.py --game=Breakout [--dataset_dir=DIR --subset=1%|5%|initial10%]
-      [--agent=ccvl] --num_steps=N --root_dir=DIR
+      [--agent=ccvl|fixed_ccvl|cql|rem|aevl|dqn] --num_steps=N --root_dir=DIR
 
 Without --dataset_dir a small default dataset (uniformly random policy, --default_dataset_steps
 transitions) is collected once in the ALE and cached under root_dir. Progress (steps/s, ETA,
 losses) goes to stdout, TensorBoard summaries to root_dir/summaries, checkpoints to
 root_dir/checkpoints (a rerun resumes exactly where it stopped), the final policies to
-root_dir/policy (confidence-adaptive CCVL) and root_dir/policy_fixed (Fixed-CCVL) as SavedModels.
+root_dir/policy (the agent's evaluation policy; for ccvl the confidence-adaptive CCVL policy, plus
+root_dir/policy_fixed for Fixed-CCVL) as SavedModels.
 Flags -> OfflineConfig -> ccvl_tf.experiments.offline.run (no algorithm code here).
 """
 import sys
@@ -28,7 +29,9 @@ _DATA = flags.DEFINE_string("dataset_dir", None,
                             "layout: <game>/<run>/replay_logs). Default: collect a small one.")
 _SUBSET = flags.DEFINE_enum("subset", _D.subset, ["1%", "5%", "initial10%", "all"],
                             "Which part of the dataset to train on.")
-_AGENT = flags.DEFINE_string("agent", _D.agent, f"One of: {', '.join(offline.AGENTS)}.")
+_AGENT = flags.DEFINE_string(
+    "agent", _D.agent, "Which learner (ccvl_tf.experiments.offline.AGENT_REGISTRY): " + "; ".join(
+        f"{s.name}: {s.description}" for s in offline.AGENT_REGISTRY.values()) + ".")
 _STEPS = flags.DEFINE_integer("num_steps", _D.num_steps, "Gradient steps in total.")
 _BATCH = flags.DEFINE_integer("batch_size", _D.batch_size, "Transitions per batch.")
 _ALPHA = flags.DEFINE_float("alpha", _D.alpha, "alpha, weight of the CCVL regularizer (>= 0).")
@@ -81,7 +84,7 @@ def main(argv):
     # the last good checkpoint): one clear line, no traceback.
     sys.exit(f"train_offline.py: error: {e}")
   print(f"Done: {summary['step']} steps; last evaluation {summary['last_eval']}; "
-        f"policies in {summary['policy_dir']} and {summary['fixed_policy_dir']}.", flush=True)
+        f"policies in {', '.join(summary['exported_policies'].values())}.", flush=True)
 
 
 if __name__ == "__main__":

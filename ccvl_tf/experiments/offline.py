@@ -6,12 +6,14 @@
      dataset is collected once with a uniformly random policy in the ALE and cached under
      `root_dir/default_dataset` (said in the log);
   2. a frame store + tf.data pipeline of transition batches (`ccvl_tf.data`);
-  3. the agent (`agent='ccvl'`: `agents.ccvl_agent.CCVLAgent`, Nature-DQN torso);
+  3. the agent from AGENT_REGISTRY (`agent='ccvl'`: `agents.ccvl_agent.CCVLAgent`; also
+     fixed_ccvl, cql, rem, aevl, dqn), Nature-DQN torso;
   4. `ccvl_tf.training.train`: progress, TensorBoard, checkpoints, exact resume, periodic ALE
      evaluation with epsilon = 0.001 (the paper's evaluation epsilon);
-  5. SavedModel export: `root_dir/policy` (CCVL's confidence-adaptive policy, the paper's
-     method) and `root_dir/policy_fixed` (Fixed-CCVL: the delta of lowest Bellman error on
-     held-out transitions), both loadable with plain `tf.saved_model.load`.
+  5. SavedModel export: `root_dir/policy`, the agent's evaluation policy (ccvl: CCVL's
+     confidence-adaptive policy, plus `root_dir/policy_fixed`, Fixed-CCVL: the delta of lowest
+     Bellman error on held-out transitions; aevl: adaptive over members; others greedy), all
+     loadable with plain `tf.saved_model.load`.
 """
 from __future__ import annotations
 
@@ -19,14 +21,159 @@ import dataclasses
 import json
 import os
 import time
+import warnings
 from typing import Callable, Dict, Optional
 
 import ccvl_tf  # noqa: F401
 
 import numpy as np
 
-AGENTS = ("ccvl",)
 DEFAULT_DATASET_STEPS = 50_000
+
+
+# ---- the agent registry (issue 6): --agent=NAME of train_offline.py and compare.py -------------
+@dataclasses.dataclass
+class AgentSettings:
+  """What an agent builder needs beyond the specs (suite- and run-dependent values).
+
+  None means "the agent config's own default" (docs of agents/*_agent.py).
+  """
+  network_config: object = None                 # ccvl_tf.networks.QNetworkConfig
+  dataset_size: Optional[float] = None          # |D| for CCVL's linear n(s)^-1
+  inverse_count_fn: Optional[Callable] = None   # exact tabular n(s)^-1 (replaces dataset_size)
+  alpha: Optional[float] = None                 # CCVL / CQL / AEVL regularizer weight
+  num_deltas: Optional[int] = None              # CCVL N
+  num_pairs: Optional[int] = None               # CCVL M
+  policy_delta: Optional[float] = None          # CCVL's training-time greedy policy
+  num_heads: Optional[int] = None               # REM H
+  num_members: Optional[int] = None             # AEVL E
+  dr3_coef: Optional[float] = None
+  gamma: Optional[float] = None
+  learning_rate: Optional[float] = None
+  adam_epsilon: Optional[float] = None
+  target_update_period: Optional[int] = None
+  num_grid_deltas: int = 8                      # K of CCVL's adaptive / Fixed-CCVL grid
+  belief_temperature: float = 1.0               # CCVL and AEVL belief temperature
+  reward_clip: Optional[float] = None           # clip rewards when scoring Bellman errors
+  seed: int = 0
+
+  def overrides(self, *names):
+    return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentSpec:
+  """One registered agent.
+
+  Attributes:
+    name: the --agent value.
+    description: one line for --help.
+    train_key: agents with the same key train the same learner (ccvl and fixed_ccvl differ
+      only in the evaluation policy), so a comparison trains it once.
+    build: (time_step_spec, action_spec, AgentSettings) -> learner (ccvl_tf/training.py
+      protocol; has `policy`, `train_step_counter`).
+    policies: (learner, time_step_spec, action_spec, held_out_batches, settings) ->
+      (dict export_name -> TF-Agents policy, dict of extra summary values); the first entry is
+      the method's evaluation policy.
+  """
+  name: str
+  description: str
+  train_key: str
+  build: Callable
+  policies: Callable
+
+
+def _build_ccvl(time_step_spec, action_spec, s: AgentSettings):
+  from agents import ccvl_agent
+  cfg = ccvl_agent.CCVLConfig(seed=s.seed, **s.overrides(
+      "alpha", "num_deltas", "num_pairs", "policy_delta", "dr3_coef", "gamma", "learning_rate",
+      "adam_epsilon", "target_update_period"))
+  kwargs = ({"inverse_count_fn": s.inverse_count_fn} if s.inverse_count_fn is not None
+            else {"dataset_size": s.dataset_size})
+  return ccvl_agent.CCVLAgent(time_step_spec, action_spec, config=cfg,
+                              network_config=s.network_config, **kwargs)
+
+
+def _ccvl_policies(agent, time_step_spec, action_spec, held_out, s: AgentSettings,
+                   primary: str = "adaptive"):
+  """CCVL: the confidence-adaptive policy; Fixed-CCVL: the grid delta of lowest held-out
+  Bellman error (agents.ccvl_agent.select_fixed_delta)."""
+  from agents import ccvl_agent
+  from ccvl_tf import belief, policies
+  grid = belief.delta_grid(s.num_grid_deltas)
+  fixed_delta, errors = ccvl_agent.select_fixed_delta(agent.q_network, held_out, grid,
+                                                      agent.config.gamma)
+  adaptive = policies.ConfidenceAdaptivePolicy(
+      time_step_spec, action_spec, agent.q_network, num_deltas=s.num_grid_deltas,
+      gamma=agent.config.gamma, temperature=s.belief_temperature, seed=s.seed,
+      reward_clip=s.reward_clip)
+  fixed = policies.FixedDeltaPolicy(time_step_spec, action_spec, agent.q_network,
+                                    delta=fixed_delta)
+  extra = dict(fixed_delta=fixed_delta, bellman_errors=[float(e) for e in errors])
+  if primary == "adaptive":
+    return {"policy": adaptive, "policy_fixed": fixed}, extra
+  return {"policy": fixed, "policy_adaptive": adaptive}, extra
+
+
+def _build_cql(time_step_spec, action_spec, s: AgentSettings):
+  from agents import cql_agent
+  cfg = cql_agent.CQLConfig(seed=s.seed, **s.overrides(
+      "alpha", "dr3_coef", "gamma", "learning_rate", "adam_epsilon", "target_update_period"))
+  return cql_agent.CQLAgent(time_step_spec, action_spec, cfg, s.network_config)
+
+
+def _build_rem(time_step_spec, action_spec, s: AgentSettings):
+  from agents import rem_agent
+  cfg = rem_agent.REMConfig(seed=s.seed, **s.overrides(
+      "num_heads", "dr3_coef", "gamma", "learning_rate", "adam_epsilon", "target_update_period"))
+  return rem_agent.REMAgent(time_step_spec, action_spec, cfg, s.network_config)
+
+
+def _build_aevl(time_step_spec, action_spec, s: AgentSettings):
+  from agents import aevl_agent
+  cfg = aevl_agent.AEVLConfig(
+      seed=s.seed, belief_temperature=s.belief_temperature, reward_clip=s.reward_clip,
+      **s.overrides("alpha", "num_members", "dr3_coef", "gamma", "learning_rate",
+                    "adam_epsilon", "target_update_period"))
+  return aevl_agent.AEVLAgent(time_step_spec, action_spec, cfg, s.network_config)
+
+
+def _build_dqn(time_step_spec, action_spec, s: AgentSettings):
+  from agents import dqn_agent
+  cfg = dqn_agent.DQNConfig(seed=s.seed, **s.overrides(
+      "gamma", "learning_rate", "adam_epsilon", "target_update_period"))
+  return dqn_agent.DQNLearner(time_step_spec, action_spec, cfg, s.network_config)
+
+
+def _own_policy(agent, time_step_spec, action_spec, held_out, s: AgentSettings):
+  del time_step_spec, action_spec, held_out
+  return {"policy": agent.evaluation_policy(seed=s.seed)}, {}
+
+
+AGENT_REGISTRY: Dict[str, AgentSpec] = {
+    spec.name: spec for spec in (
+        AgentSpec("ccvl", "CCVL (Algorithm 1) acted with the confidence-adaptive belief policy",
+                  "ccvl", _build_ccvl, _ccvl_policies),
+        AgentSpec("fixed_ccvl", "CCVL trained as --agent=ccvl, acted at the one delta of lowest "
+                  "held-out Bellman error (Fixed-CCVL)", "ccvl", _build_ccvl,
+                  lambda *a: _ccvl_policies(*a, primary="fixed")),
+        AgentSpec("cql", "discrete CQL(H), Huber TD + alpha * CQL gap (+ DR3)", "cql",
+                  _build_cql, _own_policy),
+        AgentSpec("rem", "REM: random convex combination of H heads (batch_rl)", "rem",
+                  _build_rem, _own_policy),
+        AgentSpec("aevl", "AEVL: ensemble of CQL networks, adaptive belief over members", "aevl",
+                  _build_aevl, _own_policy),
+        AgentSpec("dqn", "TF-Agents DqnAgent (offline DQN)", "dqn", _build_dqn, _own_policy),
+    )
+}
+AGENTS = tuple(AGENT_REGISTRY)
+
+
+def get_agent_spec(name: str, flag: str = "--agent") -> AgentSpec:
+  """The registered agent `name`; a ValueError listing the valid names otherwise."""
+  if name not in AGENT_REGISTRY:
+    raise ValueError(f"{flag} must be one of {', '.join(AGENTS)}, got {name!r}")
+  return AGENT_REGISTRY[name]
 
 
 @dataclasses.dataclass
@@ -64,8 +211,7 @@ class OfflineConfig:
   seed: int = 0
 
   def validate(self):
-    if self.agent not in AGENTS:
-      raise ValueError(f"--agent must be one of {', '.join(AGENTS)}, got {self.agent!r}")
+    get_agent_spec(self.agent)  # unknown names: a ValueError listing the valid ones
     from ccvl_tf.data import dqn_replay
     if self.subset not in dqn_replay.SUBSETS and self.subset != "all":
       raise ValueError(f"--subset must be one of {', '.join(list(dqn_replay.SUBSETS) + ['all'])}"
@@ -96,6 +242,9 @@ class _CompiledPolicy:
 
   def __init__(self, policy):
     import tensorflow as tf
+    # AutoGraph's rewrite of TF-Agents' `state is not ()` checks triggers a harmless
+    # SyntaxWarning when the generated code is compiled.
+    warnings.filterwarnings("ignore", message=r'"is not" with a literal', category=SyntaxWarning)
     self._policy = policy
     self.action = tf.function(policy.action)
     self.get_initial_state = policy.get_initial_state
@@ -141,8 +290,7 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
   from tf_agents.specs import tensor_spec
   from tf_agents.trajectories import time_step as ts
 
-  from agents import ccvl_agent
-  from ccvl_tf import belief, evaluation, networks, policies, training
+  from ccvl_tf import evaluation, networks, policies, training
   from ccvl_tf.data import frame_store, pipeline
   from ccvl_tf.envs import atari
 
@@ -161,13 +309,14 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
   obs_spec = tensor_spec.from_spec(probe.observation_spec())
   action_spec = tensor_spec.from_spec(probe.action_spec())
   time_step_spec = ts.time_step_spec(obs_spec)
-  agent = ccvl_agent.CCVLAgent(
-      time_step_spec, action_spec,
-      config=ccvl_agent.CCVLConfig(num_deltas=cfg.num_deltas, num_pairs=cfg.num_pairs,
-                                   alpha=cfg.alpha, policy_delta=cfg.policy_delta,
-                                   seed=cfg.seed),
+  spec = get_agent_spec(cfg.agent)
+  settings = AgentSettings(
       network_config=networks.QNetworkConfig(torso="nature"),
-      dataset_size=float(store.num_transitions))
+      dataset_size=float(store.num_transitions), alpha=cfg.alpha, num_deltas=cfg.num_deltas,
+      num_pairs=cfg.num_pairs, policy_delta=cfg.policy_delta,
+      num_grid_deltas=cfg.num_grid_deltas, belief_temperature=cfg.belief_temperature,
+      reward_clip=1.0, seed=cfg.seed)
+  agent = spec.build(time_step_spec, action_spec, settings)
 
   def make_dataset(start):
     return pipeline.transition_dataset(store, cfg.batch_size, seed=cfg.seed, start_batch=start)
@@ -199,33 +348,26 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
       eval_interval=cfg.eval_interval)
   result = training.train(agent, make_dataset, loop, evaluate=evaluate, log=log)
 
-  # Fixed-CCVL's delta: lowest Bellman error on held-out batches (a pipeline seed the training
-  # never used; with the small default dataset these transitions were seen in training too).
-  grid = belief.delta_grid(cfg.num_grid_deltas)
+  # Exported policies (agent registry). CCVL / Fixed-CCVL: Fixed-CCVL's delta is the lowest
+  # Bellman error on held-out batches (a pipeline seed the training never used; with the small
+  # default dataset these transitions were seen in training too).
   held_out = pipeline.transition_dataset(store, cfg.batch_size, seed=cfg.seed + 777).take(8)
-  fixed_delta, errors = ccvl_agent.select_fixed_delta(agent.q_network, held_out, grid,
-                                                      agent.config.gamma)
-  log(f"Fixed-CCVL delta (lowest held-out Bellman error on the grid): {fixed_delta:.3f}")
-
-  adaptive = policies.ConfidenceAdaptivePolicy(
-      time_step_spec, action_spec, agent.q_network, num_deltas=cfg.num_grid_deltas,
-      gamma=agent.config.gamma, temperature=cfg.belief_temperature, seed=cfg.seed,
-      reward_clip=1.0)
-  fixed = policies.FixedDeltaPolicy(time_step_spec, action_spec, agent.q_network,
-                                    delta=fixed_delta)
-  policy_dir = os.path.join(cfg.root_dir, "policy")
-  fixed_dir = os.path.join(cfg.root_dir, "policy_fixed")
-  policies.export_policy(adaptive, policy_dir, train_step=agent.train_step_counter)
-  policies.export_policy(fixed, fixed_dir, train_step=agent.train_step_counter)
-  log(f"Exported SavedModels: {policy_dir} (confidence-adaptive CCVL), "
-      f"{fixed_dir} (Fixed-CCVL, delta={fixed_delta:.3f}).")
+  exports, extra = spec.policies(agent, time_step_spec, action_spec, held_out, settings)
+  if "fixed_delta" in extra:
+    log(f"Fixed-CCVL delta (lowest held-out Bellman error on the grid): "
+        f"{extra['fixed_delta']:.3f}")
+  dirs = {}
+  for export_name, policy in exports.items():
+    dirs[export_name] = os.path.join(cfg.root_dir, export_name)
+    policies.export_policy(policy, dirs[export_name], train_step=agent.train_step_counter)
+  log("Exported SavedModels: " + ", ".join(f"{d} ({n})" for n, d in dirs.items()) + ".")
+  policy_dir = dirs["policy"]
   summary = dict(game=game, agent=cfg.agent, dataset_dir=replay_dir, subset=cfg.subset,
                  num_transitions=int(store.num_transitions), step=result["step"],
                  resumed_from=result["resumed_from"], last_metrics=result["last_metrics"],
                  last_eval=result["last_eval"], checkpoint=result["checkpoint"],
-                 fixed_delta=fixed_delta, bellman_errors=[float(e) for e in errors],
-                 policy_dir=policy_dir, fixed_policy_dir=fixed_dir,
-                 config=dataclasses.asdict(cfg))
+                 policy_dir=policy_dir, fixed_policy_dir=dirs.get("policy_fixed"),
+                 exported_policies=dirs, config=dataclasses.asdict(cfg), **extra)
   with open(os.path.join(cfg.root_dir, "summary.json"), "w") as f:
     json.dump(summary, f, indent=2, default=float)
   return summary

@@ -245,3 +245,134 @@ def dr3_penalty(phi: tf.Tensor, next_phi: tf.Tensor) -> tf.Tensor:
     scalar.
   """
   return tf.reduce_mean(tf.abs(tf.reduce_sum(phi * next_phi, axis=-1)))  # [B, D] -> [B] -> ()
+
+
+# ---- baselines (issue 6): CQL, REM; shapes B batch, H heads, A actions ------------------------
+def cql_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor, alpha: float,
+             td_loss_type: str = "huber", huber_kappa: float = 1.0) -> Dict[str, tf.Tensor]:
+  """Discrete CQL(H) (Kumar et al. 2020, Eq. 4; the DR3 setup's CQL, without the DR3 term):
+
+    loss = mean_B [ TD(Q(s, a_D) - y) + alpha * (logsumexp_a Q(s, a) - Q(s, a_D)) ]
+
+  Args:
+    q_values: online Q(s, .) [B, A].
+    actions: a_D [B].
+    target: y = r + gamma (1 - terminal) max_a' Q_target(s', a') [B] (td_targets(...)[:, 0]).
+    alpha: CQL weight (>= 0).
+    td_loss_type, huber_kappa: as td_loss (Huber in Dopamine / DR3).
+
+  Returns:
+    dict: 'loss' scalar; 'td', 'gap', 'q_sa' [B].
+  """
+  validate_alpha(alpha)
+  gap, q_sa = cql_gap(q_values, actions)                        # [B], [B]
+  td = td_loss(q_sa - tf.stop_gradient(target), td_loss_type, huber_kappa)  # [B]
+  return {"loss": tf.reduce_mean(td + alpha * gap), "td": td, "gap": gap, "q_sa": q_sa}
+
+
+def rem_weights(num_heads: int, seed: Optional[tf.Tensor] = None) -> tf.Tensor:
+  """REM's random convex combination (Agarwal et al. 2020): alpha_k = u_k / sum_j u_j, u ~ U(0,1).
+
+  As batch_rl's `random_stochastic_matrix(num_heads, num_cols=1)`: one draw per train step,
+  shared by every transition of the batch. Returns [H] float32, nonnegative, summing to 1.
+  `seed`: optional stateless seed int [2] (None: the global generator).
+  """
+  if isinstance(num_heads, bool) or int(num_heads) != num_heads or num_heads < 1:
+    raise ValueError(f"num_heads must be an integer >= 1, got {num_heads!r}")
+  shape = [int(num_heads)]
+  u = (tf.random.uniform(shape) if seed is None
+       else tf.random.stateless_uniform(shape, seed=seed))      # [H]
+  return u / tf.reduce_sum(u)                                      # L1-normalized, [H]
+
+
+def convex_combination(q_heads: tf.Tensor, weights: tf.Tensor) -> tf.Tensor:
+  """sum_k alpha_k Q_k(s, .): q_heads [B, H, A], weights [H] (or [B, H]) -> [B, A]."""
+  weights = tf.cast(weights, q_heads.dtype)
+  if len(weights.shape) == 1:
+    weights = weights[None]                                        # [H] -> [1, H]
+  return tf.einsum("bha,bh->ba", q_heads,
+                   tf.broadcast_to(weights, tf.shape(q_heads)[:2]))  # [B, A]
+
+
+# ---- upper bounds Q_u(s, a, delta) (paper Sec. "Learning Lower- and Upper-Bounds") ----------
+# Reading of Eq. (upper update) for the regularized (neural) form; see docs/online.md.
+#  * Eq. (upper update) is Eq. (update) mirrored: max_{delta_1, delta_2} becomes
+#    min_{delta_1, delta_2} and the anti-exploration bonus flips sign (an upper bound *adds*
+#    the uncertainty). The regularized form of the lower bound, Eq. (cql update), penalizes
+#    max_pi E_pi Q - E_D Q (+ entropy): CQL(H)'s logsumexp_a Q - Q(s, a_D) >= 0.
+#  * Applying that same regularizer to Q' = -Q_u (the lower-bound machinery on the negated
+#    values, which turns the inner max_pi into a min_pi) gives
+#        Q_u(s, a_D, delta) - softmin_a Q_u(s, a, delta),   softmin = -logsumexp(-Q)   (>= 0),
+#    i.e. -(min_pi [E_pi Q_u - H(pi)] - E_D Q_u): the CQL term with the opposite sign, with the
+#    policy minimizing instead of maximizing. It pushes the *lowest* (OOD) actions UP and the
+#    data action down, and is bounded below by 0, like CQL's. This is UPPER_REGULARIZERS[0],
+#    the default.
+#  * The literal opposite sign, -(logsumexp_a Q_u - Q_u(s, a_D)) ('neg_logsumexp'), pushes the
+#    *largest* action up with a gradient that tends to 1 (softmax weight) as it grows: unbounded
+#    below, the OOD Q-values diverge linearly (tests/test_bounds_agent.py shows it on a bandit).
+#    Kept as an option for comparison only.
+UPPER_REGULARIZERS = ("softmin", "neg_logsumexp")
+PAIR_REDUCTIONS = ("min", "max")
+
+
+def upper_gap(q_values: tf.Tensor, actions: tf.Tensor, kind: str = "softmin"
+              ) -> Tuple[tf.Tensor, tf.Tensor]:
+  """The upper-bound regularizer R_u per state and delta, and Q_u(s, a_D).
+
+  Args:
+    q_values: Q_u(s, ., delta) [B, ..., A].
+    actions: dataset actions a_D [B].
+    kind: 'softmin': Q_u(s, a_D) - softmin_a Q_u(s, a) = Q_u(s, a_D) + logsumexp_a(-Q_u) >= 0;
+      'neg_logsumexp': -(logsumexp_a Q_u(s, a) - Q_u(s, a_D)) <= 0 (literal sign flip).
+
+  Returns:
+    (R_u [B, ...], q_sa [B, ...]).
+  """
+  q_sa = gather_actions(q_values, actions)                       # [B, ...]
+  if kind == "softmin":
+    gap = q_sa + tf.reduce_logsumexp(-q_values, axis=-1)          # [B, ...], >= 0
+  elif kind == "neg_logsumexp":
+    gap = q_sa - tf.reduce_logsumexp(q_values, axis=-1)           # [B, ...], <= 0
+  else:
+    raise ValueError(f"upper regularizer must be one of {UPPER_REGULARIZERS}, got {kind!r}")
+  return gap, q_sa
+
+
+def min_over_pairs(pair_losses: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+  """min_j L_j over the M pairs: [B, N, M] -> ([B, N], argmin j [B, N] int32)."""
+  return (tf.reduce_min(pair_losses, axis=-1),
+          tf.argmin(pair_losses, axis=-1, output_type=tf.int32))
+
+
+def ccvl_upper_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor,
+                    delta_1: tf.Tensor, inverse_count: tf.Tensor, alpha: float,
+                    td_loss_type: str = "squared", huber_kappa: float = 1.0,
+                    regularizer: str = "softmin", pair_reduction: str = "min"
+                    ) -> Dict[str, tf.Tensor]:
+  """The upper-bound objective, Eq. (upper update) in the regularized form (see above).
+
+    L^u_j = alpha sqrt(log(1/delta_{j,1}) n(s)^-1) R_u(s, delta)
+            + TD(Q_u(s,a_D,delta) - r - gamma (1-terminal) max_a' Qbar_u(s',a',delta_{j,2}))
+    loss  = mean over B and N of min_j L^u_j   (pair_reduction='min': the min_{delta_1,
+            delta_2} of Eq. upper update; 'max' mirrors the lower bound's max_j instead)
+
+  Args:
+    q_values: Q_u(s, ., delta) [B, N, A] (online upper network).
+    actions: a_D [B] (indices).
+    target: [B, N, M] TD targets from the upper target network at delta_{j,2}.
+    delta_1: [B, N, M]; inverse_count: n(s)^-1 [B]; alpha >= 0.
+    regularizer: one of UPPER_REGULARIZERS; pair_reduction: one of PAIR_REDUCTIONS.
+
+  Returns:
+    dict like `ccvl_loss` ('argmax_j' holds the selected j for either reduction).
+  """
+  validate_alpha(alpha)
+  if pair_reduction not in PAIR_REDUCTIONS:
+    raise ValueError(f"pair_reduction must be one of {PAIR_REDUCTIONS}, got {pair_reduction!r}")
+  gap, q_sa = upper_gap(q_values, actions, regularizer)           # [B, N], [B, N]
+  pair, reg, td = ccvl_pair_losses(q_sa, gap, target, delta_1, inverse_count, alpha,
+                                   td_loss_type, huber_kappa)    # [B, N, M] each
+  reduce = min_over_pairs if pair_reduction == "min" else max_over_pairs
+  sel, arg_j = reduce(pair)                                       # [B, N]
+  return {"loss": tf.reduce_mean(sel), "pair_losses": pair, "max_losses": sel,
+          "argmax_j": arg_j, "regularizer": reg, "td": td, "gap": gap, "q_sa": q_sa}

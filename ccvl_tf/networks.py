@@ -47,6 +47,9 @@ from keras import ops
 NATURE_OBSERVATION_SHAPE = (84, 84, 4)
 # The smallest frame the three Nature convolutions (8/4, 4/2, 3/1, 'valid') accept.
 _NATURE_MIN_SIDE = 36
+# 'minatar': MinAtar's conv 16-3/1 + dense torso for [10, 10, C] {0, 1} grids (added for the
+# MinAtar suite of binaries/compare.py).
+TORSOS = ("nature", "mlp", "minatar")
 
 
 def _dopamine_initializer():
@@ -105,7 +108,8 @@ class QNetworkConfig:
 
   Attributes:
     torso: 'nature' (uint8 [84, 84, 4] frames, conv 32-8/4, 64-4/2, 64-3/1, dense 512, inputs
-      scaled by 1/255) or 'mlp' (rank-1 float vectors, e.g. one-hot gridworld states).
+      scaled by 1/255), 'mlp' (rank-1 float vectors, e.g. one-hot gridworld states) or
+      'minatar' ([10, 10, C] {0, 1} grids: conv 16-3/1, dense `torso_units`; MinAtar uses 128).
     mlp_units: widths of the MLP torso's ReLU layers (mlp only).
     torso_units: width of the Nature torso's dense layer (512 in the Nature DQN).
     n_cos: number of cosine features of delta (64 in IQN).
@@ -124,8 +128,8 @@ class QNetworkConfig:
   phi_delta: float = 0.5
 
   def validate(self) -> None:
-    if self.torso not in ("nature", "mlp"):
-      raise ValueError(f"torso must be 'nature' or 'mlp', got {self.torso!r}")
+    if self.torso not in TORSOS:
+      raise ValueError(f"torso must be one of {', '.join(TORSOS)}, got {self.torso!r}")
     if self.delta_entry not in ("features", "conv"):
       raise ValueError(
           f"delta_entry must be 'features' or 'conv', got {self.delta_entry!r}")
@@ -198,9 +202,55 @@ def validate_observation_spec(observation_shape: Sequence[int], observation_dtyp
     if not (np.issubdtype(np.dtype(dtype), np.floating) or
             np.issubdtype(np.dtype(dtype), np.integer)):
       raise ValueError(f"the MLP torso takes numeric vectors, got dtype {dtype}")
+  elif torso == "minatar":
+    if len(shape) != 3 or min(shape[0], shape[1]) < 3 or shape[2] < 1:
+      raise ValueError(
+          f"the MinAtar torso takes [H, W, C] grids at least 3x3 (e.g. (10, 10, 4)), got "
+          f"observation shape {shape}")
   else:
-    raise ValueError(f"torso must be 'nature' or 'mlp', got {torso!r}")
+    raise ValueError(f"torso must be one of {', '.join(TORSOS)}, got {torso!r}")
   return shape, dtype
+
+
+def _torso(observation, config: QNetworkConfig, name: str, init):
+  """The state torso psi(s) on a Keras input: (torso output, the Nature dense layer or None).
+
+  With delta_entry='conv' (Nature only) the output is the 3136-wide conv features and the
+  returned dense layer is *not* applied (build_ccvl_network uses it as the head's hidden
+  layer). Layer names are `{name}_conv1..3`, `{name}_torso_dense`, `{name}_mlp{i}`.
+  """
+  torso_dense = None
+  if config.torso == "nature":
+    x = keras.layers.Rescaling(1.0 / 255.0, name=f"{name}_scale")(observation)
+    x = keras.layers.Conv2D(32, 8, strides=4, activation="relu", kernel_initializer=init,
+                            name=f"{name}_conv1")(x)
+    x = keras.layers.Conv2D(64, 4, strides=2, activation="relu", kernel_initializer=init,
+                            name=f"{name}_conv2")(x)
+    x = keras.layers.Conv2D(64, 3, strides=1, activation="relu", kernel_initializer=init,
+                            name=f"{name}_conv3")(x)
+    conv_features = keras.layers.Flatten(name=f"{name}_flatten")(x)  # [B, 3136] for 84x84
+    torso_dense = keras.layers.Dense(config.torso_units, activation="relu",
+                                     kernel_initializer=init, name=f"{name}_torso_dense")
+    if config.delta_entry == "features":
+      torso_out = torso_dense(conv_features)  # [B, 512]
+    else:
+      torso_out = conv_features  # [B, 3136]; the 512 layer becomes the head's hidden layer
+  elif config.torso == "minatar":
+    # MinAtar's DQN (Young & Tian 2019): conv 16 3x3 stride 1 ('valid'), dense torso_units
+    # (128 in MinAtar). Observations are {0, 1} channels: no rescaling.
+    x = ops.cast(observation, "float32")
+    x = keras.layers.Conv2D(16, 3, strides=1, activation="relu", kernel_initializer=init,
+                            name=f"{name}_conv1")(x)
+    x = keras.layers.Flatten(name=f"{name}_flatten")(x)  # [B, 8 * 8 * 16] for 10x10
+    torso_out = keras.layers.Dense(config.torso_units, activation="relu",
+                                   kernel_initializer=init, name=f"{name}_torso_dense")(x)
+  else:
+    x = ops.cast(observation, "float32")  # one-hot / vector states, any numeric dtype
+    for i, units in enumerate(config.mlp_units):
+      x = keras.layers.Dense(int(units), activation="relu", kernel_initializer=init,
+                             name=f"{name}_mlp{i}")(x)
+    torso_out = x  # [B, mlp_units[-1]]
+  return torso_out, torso_dense
 
 
 def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_actions: int,
@@ -229,27 +279,7 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
   delta = keras.Input(shape=(None,), dtype="float32", name="delta")  # [B, K]
 
   # ---- torso psi(s): computed once per state --------------------------------------------
-  if config.torso == "nature":
-    x = keras.layers.Rescaling(1.0 / 255.0, name=f"{name}_scale")(observation)
-    x = keras.layers.Conv2D(32, 8, strides=4, activation="relu", kernel_initializer=init,
-                            name=f"{name}_conv1")(x)
-    x = keras.layers.Conv2D(64, 4, strides=2, activation="relu", kernel_initializer=init,
-                            name=f"{name}_conv2")(x)
-    x = keras.layers.Conv2D(64, 3, strides=1, activation="relu", kernel_initializer=init,
-                            name=f"{name}_conv3")(x)
-    conv_features = keras.layers.Flatten(name=f"{name}_flatten")(x)  # [B, 3136] for 84x84
-    torso_dense = keras.layers.Dense(config.torso_units, activation="relu",
-                                     kernel_initializer=init, name=f"{name}_torso_dense")
-    if config.delta_entry == "features":
-      torso_out = torso_dense(conv_features)  # [B, 512]
-    else:
-      torso_out = conv_features  # [B, 3136]; the 512 layer becomes the head's hidden layer
-  else:
-    x = ops.cast(observation, "float32")  # one-hot / vector states, any numeric dtype
-    for i, units in enumerate(config.mlp_units):
-      x = keras.layers.Dense(int(units), activation="relu", kernel_initializer=init,
-                             name=f"{name}_mlp{i}")(x)
-    torso_out = x  # [B, mlp_units[-1]]
+  torso_out, torso_dense = _torso(observation, config, name, init)
   width = int(torso_out.shape[-1])
 
   # ---- confidence embedding eta(delta) and the head --------------------------------------
@@ -292,6 +322,121 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
 
 def copy_weights(source: CCVLNetwork, target: CCVLNetwork) -> None:
   """target <- source, variable by variable (same config; used for the target network)."""
+  src, dst = source.variables, target.variables
+  if len(src) != len(dst):
+    raise ValueError(f"networks differ: {len(src)} vs {len(dst)} variables")
+  for s, d in zip(src, dst):
+    d.assign(s)
+
+
+# ---- plain (delta-free) Q-networks for the baselines: CQL, REM, AEVL (issue 6) ------------------
+@dataclasses.dataclass
+class QEnsembleNetwork:
+  """E independently initialized members, each a torso and H linear heads (no delta input).
+
+    q_model({'observation': [B, ...]})          -> Q [B, E, H, A]
+    q_and_phi_model({'observation': [B, ...]})  -> {'q': [B, E, H, A], 'phi': [B, E, D]}
+    phi_model({'observation': [B, ...]})        -> phi [B, E, D] (each member's torso output)
+
+  CQL: E = H = 1. REM: E = 1, H = 200 heads on one torso. AEVL: E members, H = 1.
+  Not a contract model (no delta input); `contract_q_model` presents it as one.
+  """
+  q_model: keras.Model
+  phi_model: keras.Model
+  q_and_phi_model: keras.Model
+  config: QNetworkConfig
+  observation_shape: Tuple[int, ...]
+  observation_dtype: str
+  num_actions: int
+  num_members: int
+  num_heads: int
+  phi_dim: int
+
+  @property
+  def trainable_variables(self):
+    return self.q_and_phi_model.trainable_variables
+
+  @property
+  def variables(self):
+    return self.q_and_phi_model.variables
+
+
+def build_q_ensemble(observation_shape: Sequence[int], observation_dtype, num_actions: int,
+                     config: QNetworkConfig = QNetworkConfig(), num_members: int = 1,
+                     num_heads: int = 1, name: str = "q") -> QEnsembleNetwork:
+  """Builds E = `num_members` Q-networks of H = `num_heads` heads each (see QEnsembleNetwork).
+
+  Each member is the torso of `config` (Nature / MLP / MinAtar, delta_entry must be
+  'features'; `n_cos`, `hidden_units` are unused) followed by one Dense(H * A) layer: the
+  DQN architecture for H = 1, batch_rl's multi-head network for H > 1. Members have their own
+  layers (`{name}_m{e}_...`), so Keras draws independent initial weights for each.
+  """
+  config.validate()
+  if config.delta_entry != "features":
+    raise ValueError(f"plain Q-networks need delta_entry='features', got {config.delta_entry!r}")
+  for what, value in (("num_actions", num_actions), ("num_members", num_members),
+                      ("num_heads", num_heads)):
+    if isinstance(value, bool) or int(value) != value or value < 1:
+      raise ValueError(f"{what} must be an integer >= 1, got {value!r}")
+  a, e_count, h = int(num_actions), int(num_members), int(num_heads)
+  shape, dtype = validate_observation_spec(observation_shape, observation_dtype, config.torso)
+  observation = keras.Input(shape=shape, dtype=dtype, name="observation")
+  qs, phis = [], []
+  for e in range(e_count):
+    member = f"{name}_m{e}" if e_count > 1 else name
+    # A fresh initializer per member: a Keras 3 initializer instance draws its seed once, so
+    # reusing one instance would give same-shaped layers of all members the same weights.
+    init = _dopamine_initializer()
+    torso_out, _ = _torso(observation, config, member, init)          # [B, D]
+    out = keras.layers.Dense(h * a, kernel_initializer=init, name=f"{member}_q")(torso_out)
+    qs.append(keras.layers.Reshape((1, h, a), name=f"{member}_heads")(out))  # [B, H*A] -> [B, 1, H, A]
+    phis.append(ops.expand_dims(torso_out, 1))                        # [B, 1, D]
+  q = qs[0] if e_count == 1 else keras.layers.Concatenate(axis=1, name=f"{name}_members")(qs)
+  phi = phis[0] if e_count == 1 else ops.concatenate(phis, axis=1)     # [B, E, D]
+  inputs = {"observation": observation}
+  return QEnsembleNetwork(
+      q_model=keras.Model(inputs, q, name=name),
+      phi_model=keras.Model(inputs, phi, name=f"{name}_phi"),
+      q_and_phi_model=keras.Model(inputs, {"q": q, "phi": phi}, name=f"{name}_q_and_phi"),
+      config=config, observation_shape=shape, observation_dtype=dtype, num_actions=a,
+      num_members=e_count, num_heads=h, phi_dim=int(phi.shape[-1]))
+
+
+CONTRACT_MODES = ("mean", "member")
+
+
+def contract_q_model(net: QEnsembleNetwork, mode: str = "mean", name: str = None) -> keras.Model:
+  """Presents a QEnsembleNetwork as a contract Q-model {'observation', 'delta' [B, K]} -> [B, K, A].
+
+  Heads are always averaged (REM acts with the mean of its heads, as batch_rl). Then:
+    * mode='mean': Q(s, a, delta) = mean over members, the same for every delta (the deltas
+      are ignored; K copies). Lets FixedDeltaPolicy act greedily for CQL / REM / DQN-style nets.
+    * mode='member': delta selects a member, e = min(floor(delta * E), E - 1). With the belief
+      grid `belief.delta_grid(E)` = (e + 0.5) / E, grid entry e *is* member e, so
+      `ConfidenceAdaptivePolicy(num_deltas=E)` keeps its belief over the E members (AEVL;
+      PolicyInfo.delta = (e + 0.5) / E names the member acted with).
+  Shares the network's variables (no copy).
+  """
+  if mode not in CONTRACT_MODES:
+    raise ValueError(f"mode must be one of {CONTRACT_MODES}, got {mode!r}")
+  observation = keras.Input(shape=net.observation_shape, dtype=net.observation_dtype,
+                            name="observation")
+  delta = keras.Input(shape=(None,), dtype="float32", name="delta")    # [B, K]
+  q = ops.mean(net.q_model({"observation": observation}), axis=2)     # [B, E, H, A] -> [B, E, A]
+  if mode == "mean":
+    q = ops.mean(q, axis=1, keepdims=True)                              # [B, 1, A]
+    out = q + ops.expand_dims(ops.zeros_like(delta), -1)                # [B, 1, A] + [B, K, 1]
+  else:
+    e_count = net.num_members
+    index = ops.clip(ops.floor(delta * e_count), 0, e_count - 1)        # [B, K]
+    one_hot = ops.one_hot(ops.cast(index, "int32"), e_count)            # [B, K, E]
+    out = ops.einsum("bke,bea->bka", one_hot, q)                        # [B, K, A]
+  return keras.Model({"observation": observation, "delta": delta}, out,
+                     name=name or f"{net.q_model.name}_contract_{mode}")
+
+
+def copy_ensemble_weights(source: QEnsembleNetwork, target: QEnsembleNetwork) -> None:
+  """target <- source, variable by variable (same architecture; target networks)."""
   src, dst = source.variables, target.variables
   if len(src) != len(dst):
     raise ValueError(f"networks differ: {len(src)} vs {len(dst)} variables")

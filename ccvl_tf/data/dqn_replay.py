@@ -62,6 +62,28 @@ Subsets used by the offline Atari literature (:data:`SUBSETS`):
     present.
   * ``"all"``: every suffix whole.
 
+Other observation shapes and stack sizes (e.g. the MinAtar datasets of
+``ccvl_tf.data.minatar_datasets``: one [10, 10, C] observation per slot, no frame
+stacking). Our writer records ``stack_size`` and ``observation_shape`` in
+``ccvl_dataset.json``; the reader, :class:`ccvl_tf.data.frame_store.FrameStore`
+and the pipeline take both from there (defaults without that file: 4 and
+[84, 84], i.e. the DQN Replay Dataset). A slot's frame may be 2-D [H, W] (Atari)
+or 3-D [H, W, C] (MinAtar); a stacked state is [H, W, K] resp. [H, W, K * C]
+(oldest frame's channels first; with K = 1 simply the [H, W, C] observation),
+see :func:`stacked_shape`. With K = 1 there is no episode-start padding and a
+slot is a transition unless it is next to the cursor (``invalid_range``). A
+dataset may also declare what its subsets mean (a ``"subsets"`` table in
+``ccvl_dataset.json``, same form as :data:`SUBSETS`); the MinAtar datasets use
+this for subsets scaled to their run length. Datasets without the table (the
+DQN Replay Dataset) use :data:`SUBSETS`. An entry may carry a third element
+``"prefix"`` (see :data:`PREFIX`): then "the first R slots of a checkpoint" is
+taken literally (:func:`prefix_valid_indices`: the transitions whose state and
+next state both lie in slots ``[0, R)``) instead of through batch_rl's capacity
+trick. The MinAtar datasets need this: with ``stack_size=1`` the trick's
+modular view makes slot ``R - 1`` a transition whose "next state" is slot 0
+(Dopamine's own sampler would return that bogus transition; with 4-stacks the
+trick's cursor lands so that it does not).
+
 Public API: :func:`iterate_transitions`, :func:`load_checkpoint`,
 :func:`valid_indices`, :func:`list_suffixes`, :func:`subset_plan`,
 :class:`DopamineReplayWriter`, :func:`collect`.
@@ -76,7 +98,7 @@ import pickle
 import re
 import time
 import zlib
-from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Tuple
+from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -101,16 +123,19 @@ SUBSETS: Dict[str, Tuple[Optional[int], Optional[int]]] = {
 }
 
 
+PREFIX = "prefix"  # subset-table mode: literal first-R-slots prefixes (see module doc)
+
+
 class DatasetError(ValueError):
   """A replay directory or file that cannot be read as a Dopamine checkpoint."""
 
 
 class Transition(NamedTuple):
   """One transition; also indexable by field name (``t['observation']``)."""
-  observation: np.ndarray       # uint8 [84, 84, 4], oldest frame first
+  observation: np.ndarray       # uint8 [84, 84, 4], oldest frame first (MinAtar: [10, 10, C])
   action: int
   reward: float
-  next_observation: np.ndarray  # uint8 [84, 84, 4]; equals observation if terminal
+  next_observation: np.ndarray  # same shape; equals observation if terminal
   terminal: bool
 
   def __getitem__(self, key):  # type: ignore[override]
@@ -131,16 +156,48 @@ class ReplayCheckpoint:
   add_count: int
   invalid_range: np.ndarray  # int64
   episode_end_indices: Optional[np.ndarray] = None
+  stack_size: int = STACK_SIZE  # from ccvl_dataset.json when present
 
   @property
   def capacity(self) -> int:
     return int(self.terminal.shape[0])
 
+  @property
+  def frame_shape(self) -> Tuple[int, ...]:
+    return tuple(int(d) for d in self.observation.shape[1:])
+
   def valid_indices(self, replay_capacity: Optional[int] = None,
-                    stack_size: int = STACK_SIZE) -> np.ndarray:
+                    stack_size: Optional[int] = None) -> np.ndarray:
     return valid_indices(self.terminal, self.add_count, self.invalid_range,
-                         replay_capacity=replay_capacity, stack_size=stack_size,
+                         replay_capacity=replay_capacity,
+                         stack_size=self.stack_size if stack_size is None else stack_size,
                          episode_end_indices=self.episode_end_indices)
+
+
+def stacked_shape(frame_shape, stack_size: int) -> Tuple[int, ...]:
+  """Shape of a stacked state: [H, W] frames -> [H, W, K]; [H, W, C] -> [H, W, K * C]."""
+  frame_shape = tuple(int(d) for d in frame_shape)
+  if len(frame_shape) == 2:
+    return frame_shape + (int(stack_size),)
+  if len(frame_shape) == 3:
+    return frame_shape[:2] + (int(stack_size) * frame_shape[2],)
+  raise ValueError("frames must be [H, W] or [H, W, C], got shape {}".format(frame_shape))
+
+
+def stack_frames(frames: np.ndarray, frame_ndim: int) -> np.ndarray:
+  """[..., K, *frame] -> [..., *stacked_shape(frame, K)], oldest frame first.
+
+  ``frame_ndim`` = 2: [..., K, H, W] -> [..., H, W, K];
+  ``frame_ndim`` = 3: [..., K, H, W, C] -> [..., H, W, K * C] (frame k's channels
+  at k * C ... k * C + C - 1)."""
+  frames = np.asarray(frames)
+  axis = frames.ndim - frame_ndim - 1          # the K axis
+  if frame_ndim == 2:
+    return np.moveaxis(frames, axis, -1)       # [..., H, W, K]
+  if frame_ndim == 3:
+    moved = np.moveaxis(frames, axis, -2)      # [..., H, W, K, C]
+    return moved.reshape(moved.shape[:-2] + (moved.shape[-2] * moved.shape[-1],))
+  raise ValueError("frames must be [H, W] or [H, W, C], got rank {}".format(frame_ndim))
 
 
 # ----------------------------------------------------------------------------- files
@@ -243,16 +300,23 @@ def _open_array(path: str, max_rows: Optional[int] = None, allow_set: bool = Fal
 
 def load_checkpoint(replay_dir: str, suffix: int, *, max_rows: Optional[int] = None,
                     num_actions: Optional[int] = None,
-                    observation_shape: Tuple[int, int] = (84, 84)) -> ReplayCheckpoint:
+                    observation_shape: Optional[Sequence[int]] = None) -> ReplayCheckpoint:
   """Reads and validates one suffix. ``max_rows`` reads only the first rows of
   the observation array (the big one), e.g. for the 1%/5% subsets.
 
   ``num_actions``: if given, every action must be in ``[0, num_actions)`` (the
   game's minimal action set); a ``ccvl_dataset.json`` written by our writer must
-  also agree. Raises DatasetError naming the offending file.
+  also agree. ``observation_shape``: the shape of one stored frame; by default
+  the ``observation_shape`` of ``ccvl_dataset.json``, else [84, 84] (Atari).
+  The checkpoint's ``stack_size`` comes from ``ccvl_dataset.json`` (else 4).
+  Raises DatasetError naming the offending file.
   """
   replay_dir = resolve_replay_dir(replay_dir)
   _check_dir(replay_dir)
+  info = dataset_format(replay_dir)
+  if observation_shape is None:
+    observation_shape = info["observation_shape"]
+  observation_shape = tuple(int(d) for d in observation_shape)
   paths = {n: checkpoint_path(replay_dir, n, suffix) for n in REQUIRED_NAMES}
   missing = [p for p in paths.values() if not os.path.exists(p)]
   if missing:
@@ -268,9 +332,10 @@ def load_checkpoint(replay_dir: str, suffix: int, *, max_rows: Optional[int] = N
   eei_path = checkpoint_path(replay_dir, "episode_end_indices", suffix)
   eei = _open_array(eei_path, allow_set=True) if os.path.exists(eei_path) else None
 
-  if obs.ndim != 3 or tuple(obs.shape[1:]) != tuple(observation_shape) or obs.dtype != np.uint8:
-    raise DatasetError("{}: expected uint8 frames [N, {}, {}], got {} {}".format(
-        obs_path, observation_shape[0], observation_shape[1], obs.dtype, obs.shape))
+  if (obs.ndim != 1 + len(observation_shape) or tuple(obs.shape[1:]) != observation_shape
+      or obs.dtype != np.uint8):
+    raise DatasetError("{}: expected uint8 frames [N, {}], got {} {}".format(
+        obs_path, ", ".join(str(d) for d in observation_shape), obs.dtype, obs.shape))
   capacity = None
   for a, arr in arrays.items():
     p = paths[STORE_PREFIX + a]
@@ -297,7 +362,7 @@ def load_checkpoint(replay_dir: str, suffix: int, *, max_rows: Optional[int] = N
                           terminal=arrays["terminal"].astype(np.uint8),
                           add_count=int(add_count.reshape(())),
                           invalid_range=np.asarray(inv).astype(np.int64).reshape(-1),
-                          episode_end_indices=eei)
+                          episode_end_indices=eei, stack_size=info["stack_size"])
   if num_actions is not None:
     check_actions(ckpt, num_actions)
   return ckpt
@@ -312,6 +377,36 @@ def read_metadata(replay_dir: str) -> Optional[dict]:
       return json.load(f)
   except (OSError, ValueError) as e:
     raise DatasetError("cannot read {}: {}".format(path, e)) from e
+
+
+def dataset_format(replay_dir: str) -> dict:
+  """``dict(stack_size, observation_shape, subsets)`` of a replay directory: from
+  its ``ccvl_dataset.json`` when present, else the DQN Replay Dataset's
+  (4, (84, 84), :data:`SUBSETS`). Raises DatasetError naming the file if its
+  values are malformed."""
+  replay_dir = resolve_replay_dir(replay_dir)
+  meta = read_metadata(replay_dir) or {}
+  path = os.path.join(replay_dir, METADATA_FILENAME)
+  try:
+    k = int(meta.get("stack_size", STACK_SIZE))
+    shape = tuple(int(d) for d in meta.get("observation_shape", (84, 84)))
+    subsets = dict(SUBSETS)
+    if "subsets" in meta:
+      subsets = {}
+      for n, entry in meta["subsets"].items():
+        r, c = entry[0], entry[1]
+        mode = tuple(entry[2:])
+        if mode not in ((), (PREFIX,)):
+          raise ValueError("subset {!r}: third element must be {!r}, got {!r}".format(
+              n, PREFIX, mode[0]))
+        subsets[str(n)] = (None if r is None else int(r), None if c is None else int(c)) + mode
+  except (TypeError, ValueError, AttributeError, IndexError) as e:
+    raise DatasetError("{}: malformed stack_size / observation_shape / subsets: {}".format(
+        path, e)) from e
+  if k < 1 or len(shape) not in (2, 3) or min(shape) < 1:
+    raise DatasetError("{}: stack_size must be >= 1 and observation_shape [H, W] or "
+                       "[H, W, C], got {} and {}".format(path, k, list(shape)))
+  return dict(stack_size=k, observation_shape=shape, subsets=subsets)
 
 
 def check_actions(ckpt: ReplayCheckpoint, num_actions: int) -> None:
@@ -378,16 +473,35 @@ def valid_indices(terminal: np.ndarray, add_count: int, invalid_range: np.ndarra
   return np.sort(cand[keep])
 
 
+def prefix_valid_indices(terminal: np.ndarray, add_count: int, invalid_range: np.ndarray,
+                         rows: int, *, stack_size: int = STACK_SIZE,
+                         update_horizon: int = UPDATE_HORIZON,
+                         episode_end_indices: Optional[np.ndarray] = None) -> np.ndarray:
+  """The transitions of the checkpoint's first ``rows`` slots, taken literally.
+
+  Dopamine's valid slots (:func:`valid_indices` at the stored capacity) whose
+  whole stack ``i-K+1 .. i`` and next slot ``i+1`` (``i + n``) lie in
+  ``[0, rows)``. Unlike batch_rl's capacity trick (``replay_capacity=rows``), no
+  slot is read modulo ``rows``, so no transition joins two slots that are not
+  consecutive in the real buffer. int64 [M], sorted.
+  """
+  idx = valid_indices(terminal, add_count, invalid_range, stack_size=stack_size,
+                      update_horizon=update_horizon, episode_end_indices=episode_end_indices)
+  return idx[(idx >= stack_size - 1) & (idx + update_horizon < int(rows))]
+
+
 def transition_arrays(ckpt: ReplayCheckpoint, indices: np.ndarray,
-                      stack_size: int = STACK_SIZE,
+                      stack_size: Optional[int] = None,
                       replay_capacity: Optional[int] = None) -> Dict[str, np.ndarray]:
   """Builds stacked transitions at ``indices`` (e.g. from ``valid_indices``).
 
-  observation[b] = frames [i-K+1, ..., i] (mod capacity) moved to the last axis;
-  next_observation[b] = frames [i-K+2, ..., i+1], or a copy of observation when
-  the transition is terminal (its next state belongs to the next episode and is
-  multiplied by 0 in any TD target).
+  observation[b] = frames [i-K+1, ..., i] (mod capacity) stacked on the last axis
+  (:func:`stack_frames`); next_observation[b] = frames [i-K+2, ..., i+1], or a
+  copy of observation when the transition is terminal (its next state belongs to
+  the next episode and is multiplied by 0 in any TD target). ``stack_size``
+  defaults to the checkpoint's.
   """
+  stack_size = ckpt.stack_size if stack_size is None else stack_size
   cap = ckpt.capacity if replay_capacity is None else replay_capacity
   idx = np.asarray(indices, np.int64)
   offs = np.arange(-stack_size + 1, 1)
@@ -397,15 +511,16 @@ def transition_arrays(ckpt: ReplayCheckpoint, indices: np.ndarray,
   nxt_i = (nxt[:, None] + offs) % cap
   if max(obs_i.max(initial=0), nxt_i.max(initial=0)) >= ckpt.observation.shape[0]:
     raise DatasetError("suffix {}: frames beyond the rows read were needed".format(ckpt.suffix))
-  return dict(observation=np.moveaxis(ckpt.observation[obs_i], 1, -1),
+  fdim = ckpt.observation.ndim - 1
+  return dict(observation=stack_frames(ckpt.observation[obs_i], fdim),  # [B, *stacked]
               action=ckpt.action[idx], reward=ckpt.reward[idx],
-              next_observation=np.moveaxis(ckpt.observation[nxt_i], 1, -1),
+              next_observation=stack_frames(ckpt.observation[nxt_i], fdim),
               terminal=term)
 
 
 def iterate_transitions(replay_dir: str, suffix: int, *, replay_capacity: Optional[int] = None,
                         num_actions: Optional[int] = None,
-                        stack_size: int = STACK_SIZE) -> Iterator[Transition]:
+                        stack_size: Optional[int] = None) -> Iterator[Transition]:
   """Yields, in storage order, exactly the transitions Dopamine's sampler treats
   as valid in ``<replay_dir>/*_ckpt.<suffix>.gz``.
 
@@ -413,12 +528,18 @@ def iterate_transitions(replay_dir: str, suffix: int, *, replay_capacity: Option
   int, ``reward`` float (as stored, i.e. clipped), ``next_observation`` uint8
   [84, 84, 4] (a copy of ``observation`` for terminal transitions), ``terminal``
   bool. ``replay_capacity`` < stored capacity restricts to the batch_rl subset.
+  Other datasets: states are ``stacked_shape(frame_shape, stack_size)``, e.g.
+  [10, 10, C] for MinAtar; ``stack_size`` defaults to the dataset's
+  (``ccvl_dataset.json``, else 4).
   The frames are streamed from the gzip file (memory: a few thousand frames),
   unless some stack wraps around the circular buffer; so a corrupt observation
   file raises ``DatasetError`` when the iteration reaches the damage.
   """
   replay_dir = resolve_replay_dir(replay_dir)
   ckpt = load_checkpoint(replay_dir, suffix, max_rows=0, num_actions=num_actions)
+  if stack_size is None:
+    stack_size = ckpt.stack_size
+  fdim = ckpt.observation.ndim - 1
   if replay_capacity is not None and replay_capacity >= ckpt.capacity:
     replay_capacity = None
   cap = ckpt.capacity if replay_capacity is None else replay_capacity
@@ -449,9 +570,10 @@ def iterate_transitions(replay_dir: str, suffix: int, *, replay_capacity: Option
     for i in idx[pos:end]:
       i = int(i)
       terminal = bool(term_all[i])
-      obs = np.stack([win[(i - k) % cap - w0] for k in range(stack_size - 1, -1, -1)], axis=-1)
-      nxt = obs if terminal else np.stack(
-          [win[(i + 1 - k) % cap - w0] for k in range(stack_size - 1, -1, -1)], axis=-1)
+      obs = stack_frames(
+          np.stack([win[(i - k) % cap - w0] for k in range(stack_size - 1, -1, -1)]), fdim)
+      nxt = obs if terminal else stack_frames(
+          np.stack([win[(i + 1 - k) % cap - w0] for k in range(stack_size - 1, -1, -1)]), fdim)
       yield Transition(observation=obs, action=int(ckpt.action[i]),
                        reward=float(ckpt.reward[i]),
                        next_observation=nxt.copy() if terminal else nxt, terminal=terminal)
@@ -479,15 +601,23 @@ def _stream_rows(path: str, rows: int, block_rows: int = 4096):
         path, type(e).__name__, e)) from e
 
 
-def subset_plan(replay_dir: str, subset: str = "all") -> List[Tuple[int, Optional[int]]]:
-  """[(suffix, replay_capacity or None for whole checkpoint)] for a subset name."""
-  if subset not in SUBSETS:
-    raise ValueError("unknown subset {!r}; valid: {}".format(subset, ", ".join(SUBSETS)))
-  rows, n_ckpt = SUBSETS[subset]
+def subset_plan(replay_dir: str, subset: str = "all") -> List[tuple]:
+  """[(suffix, replay_capacity or None for whole checkpoint)] for a subset name.
+
+  The names and their meaning are :data:`SUBSETS`, unless the dataset's
+  ``ccvl_dataset.json`` declares its own ``"subsets"`` table (the MinAtar
+  datasets: the same names scaled to their run length). Entries of a table in
+  :data:`PREFIX` mode are ``(suffix, rows, "prefix")``: the first ``rows`` slots
+  taken literally (:func:`prefix_valid_indices`)."""
+  table = dataset_format(replay_dir)["subsets"]
+  if subset not in table:
+    raise ValueError("unknown subset {!r}; valid: {}".format(subset, ", ".join(table)))
+  rows, n_ckpt = table[subset][:2]
+  mode = tuple(table[subset][2:])
   suffixes = list_suffixes(replay_dir)
   if n_ckpt is not None:
     suffixes = suffixes[:n_ckpt]
-  return [(s, rows) for s in suffixes]
+  return [(s, rows) + (mode if rows is not None else ()) for s in suffixes]
 
 
 # ------------------------------------------------------------------------- writer
@@ -517,6 +647,11 @@ class DopamineReplayWriter:
   capacity - 1``; :meth:`close` logs the final (partial) buffer with
   ``add_count`` set to the cursor. Refuses to write into a directory that already
   holds checkpoint files.
+
+  ``observation_shape`` is the shape of what one slot stores ([84, 84] Atari
+  frames; MinAtar: the whole [10, 10, C] observation with ``stack_size=1``, so
+  no episode-start padding). ``close`` records ``stack_size`` and
+  ``observation_shape`` in ``ccvl_dataset.json`` for the readers.
   """
 
   def __init__(self, output_dir: str, replay_capacity: int = DQN_REPLAY_CAPACITY,
@@ -559,7 +694,8 @@ class DopamineReplayWriter:
                                    for i in range(self._k + UPDATE_HORIZON)])
 
   def add(self, frame: np.ndarray, action: int, reward: float, terminal: bool) -> None:
-    """One transition: the single frame *before* ``action`` and its outcome."""
+    """One transition: the single frame *before* ``action`` (``observation_shape``)
+    and its outcome."""
     if self._closed:
       raise RuntimeError("writer is closed")
     if self.add_count == 0 or self._terminal[self.cursor() - 1] == 1:
@@ -588,6 +724,7 @@ class DopamineReplayWriter:
     if self.add_count % self._cap != self._cap - 1 or not self.written_suffixes:
       self._log(add_count=self.cursor())
     meta = dict(self._metadata, replay_capacity=self._cap, stack_size=self._k,
+                observation_shape=list(self._obs.shape[1:]),
                 suffixes=self.written_suffixes, format="dopamine_replay_v1")
     path = os.path.join(self._dir, METADATA_FILENAME)
     with open(path + ".tmp", "w") as f:

@@ -9,6 +9,11 @@ frames ``i-3 .. i+1`` lie in the same checkpoint chunk and no episode boundary
 lies inside the stack ``i-3 .. i``, so stacks never cross episodes (the episode
 start's zero padding takes the place of missing history, as in Dopamine).
 
+Other datasets (see ``dqn_replay``): frames may be [N, H, W, C] (MinAtar: one
+whole [10, 10, C] observation per slot) and the stack size is the dataset's
+(``ccvl_dataset.json``; MinAtar: 1, so a state is just its slot's frame). Stacked
+states are ``dqn_replay.stacked_shape(frame_shape, stack_size)``.
+
 Memory: 7,056 bytes per frame + 9 bytes per slot (action int32, reward float32,
 terminal uint8) + 8 bytes per valid slot (int64 index) ~= 7,073 bytes per
 transition; 500k frames ~= 3.54 GB.
@@ -29,7 +34,7 @@ class FrameStore:
   """Frames + per-slot arrays + valid transition slots.
 
   Args:
-    frames: uint8 [N, H, W].
+    frames: uint8 [N, H, W] (or [N, H, W, C]).
     action, reward, terminal: [N] per slot.
     valid: int64 [M] slots i with ``stack_size - 1 <= i`` and ``i + 1 < N`` whose
       stack holds no episode boundary (callers use the Dopamine rule).
@@ -38,9 +43,11 @@ class FrameStore:
   def __init__(self, frames: np.ndarray, action: np.ndarray, reward: np.ndarray,
                terminal: np.ndarray, valid: np.ndarray, stack_size: int = dqn_replay.STACK_SIZE):
     n = frames.shape[0]
-    if frames.dtype != np.uint8 or frames.ndim != 3:
-      raise ValueError("frames must be uint8 [N, H, W], got {} {}".format(frames.dtype,
-                                                                         frames.shape))
+    if frames.dtype != np.uint8 or frames.ndim not in (3, 4):
+      raise ValueError("frames must be uint8 [N, H, W] or [N, H, W, C], got {} {}".format(
+          frames.dtype, frames.shape))
+    if stack_size < 1:
+      raise ValueError("stack_size must be >= 1, got {}".format(stack_size))
     for name, a in (("action", action), ("reward", reward), ("terminal", terminal)):
       if a.shape != (n,):
         raise ValueError("{} must have shape ({},), got {}".format(name, n, a.shape))
@@ -69,7 +76,9 @@ class FrameStore:
     """Loads a Dopamine replay directory (one run) or a subset of it.
 
     ``subset``: one of :data:`ccvl_tf.data.dqn_replay.SUBSETS` ("1%", "5%",
-    "initial10%", "all"). ``suffixes`` restricts to some checkpoints.
+    "initial10%", "all"), or of the dataset's own table (``dqn_replay.subset_plan``).
+    ``suffixes`` restricts to some checkpoints. Stack size and frame shape are the
+    dataset's (``dqn_replay.dataset_format``).
     ``num_actions`` checks every action against the game's action set.
     Frames are decompressed straight into the store (peak memory ~ the store).
     """
@@ -84,19 +93,34 @@ class FrameStore:
     return cls.from_plan(replay_dir, plan, num_actions=num_actions, progress=progress)
 
   @classmethod
-  def from_plan(cls, replay_dir: str, plan: List[Tuple[int, Optional[int]]], *,
+  def from_plan(cls, replay_dir: str, plan: List[tuple], *,
                 num_actions: Optional[int] = None,
                 progress: Optional[Callable[[str], None]] = None) -> "FrameStore":
+    """Loads the checkpoints of ``plan`` (``dqn_replay.subset_plan``): entries
+    ``(suffix, rows)`` (rows: batch_rl's capacity trick, None: whole checkpoint)
+    or ``(suffix, rows, "prefix")`` (the first ``rows`` slots taken literally)."""
     replay_dir = dqn_replay.resolve_replay_dir(replay_dir)
+    k = dqn_replay.dataset_format(replay_dir)["stack_size"]
+    frame_shape = None
     # Pass 1: small arrays + validity per checkpoint (frames not read yet).
     chunks = []
-    for suffix, rows in plan:
+    for item in plan:
+      suffix, rows, mode = item[0], item[1], tuple(item[2:])
+      if mode not in ((), (dqn_replay.PREFIX,)):
+        raise ValueError("plan entry {!r}: the third element must be {!r}".format(
+            item, dqn_replay.PREFIX))
       meta = _load_small(replay_dir, suffix, num_actions)
+      frame_shape = meta.frame_shape
       cap = meta.capacity if rows is None or rows >= meta.capacity else rows
-      idx = dqn_replay.valid_indices(meta.terminal, meta.add_count, meta.invalid_range,
-                                     replay_capacity=cap,
-                                     episode_end_indices=meta.episode_end_indices)
-      k = dqn_replay.STACK_SIZE
+      if mode and rows is not None:
+        cap = meta.capacity  # literal prefix: no modular view, slots [0, rows) only
+        idx = dqn_replay.prefix_valid_indices(
+            meta.terminal, meta.add_count, meta.invalid_range, rows, stack_size=k,
+            episode_end_indices=meta.episode_end_indices)
+      else:
+        idx = dqn_replay.valid_indices(meta.terminal, meta.add_count, meta.invalid_range,
+                                       replay_capacity=cap, stack_size=k,
+                                       episode_end_indices=meta.episode_end_indices)
       cursor = meta.add_count % cap
       needs_wrap = idx.size > 0 and (idx.min() < k - 1 or idx.max() + 1 >= cap)
       if needs_wrap:  # reorder the circular buffer chronologically (oldest first)
@@ -116,14 +140,14 @@ class FrameStore:
     if total == 0:
       raise dqn_replay.DatasetError("no valid transitions in {} for plan {}".format(
           replay_dir, plan))
-    need = total * (int(np.prod(FRAME_SHAPE)) + 9) + sum(c[3].size for c in chunks) * 8
+    need = total * (int(np.prod(frame_shape)) + 9) + sum(c[3].size for c in chunks) * 8
     avail = _available_memory()
     if avail is not None and need > avail:
       raise MemoryError(
           "the frame store for {} ({} frames) needs {:.2f} GB but only {:.2f} GB is "
           "available; use a smaller subset (e.g. '1%') or fewer suffixes".format(
               replay_dir, total, need / 1e9, avail / 1e9))
-    frames = np.empty((total,) + FRAME_SHAPE, np.uint8)
+    frames = np.empty((total,) + tuple(frame_shape), np.uint8)
     action = np.empty((total,), np.int32)
     reward = np.empty((total,), np.float32)
     terminal = np.empty((total,), np.uint8)
@@ -145,7 +169,7 @@ class FrameStore:
       off += nrows
       if progress is not None:
         progress("loaded suffix {} ({} transitions, {} frames)".format(suffix, idx.size, nrows))
-    return cls(frames, action, reward, terminal, np.concatenate(valid))
+    return cls(frames, action, reward, terminal, np.concatenate(valid), stack_size=k)
 
   # ------------------------------------------------------------------ queries
   @property
@@ -157,6 +181,16 @@ class FrameStore:
     return int(self.valid.shape[0])
 
   @property
+  def frame_shape(self) -> Tuple[int, ...]:
+    """Shape of one stored frame: (84, 84) Atari, (10, 10, C) MinAtar."""
+    return tuple(int(d) for d in self.frames.shape[1:])
+
+  @property
+  def observation_shape(self) -> Tuple[int, ...]:
+    """Shape of one stacked state: (84, 84, 4) Atari, (10, 10, C) MinAtar."""
+    return dqn_replay.stacked_shape(self.frame_shape, self.stack_size)
+
+  @property
   def nbytes(self) -> int:
     return int(self.frames.nbytes + self.action.nbytes + self.reward.nbytes +
                self.terminal.nbytes + self.valid.nbytes)
@@ -166,8 +200,17 @@ class FrameStore:
     return self.nbytes / self.num_transitions
 
   def _stack(self, slots: np.ndarray) -> np.ndarray:
-    """uint8 [B, H, W, K] stacks ending at ``slots`` (oldest frame first)."""
+    """uint8 [B, *observation_shape] stacks ending at ``slots`` (oldest frame
+    first): [B, H, W, K] for 2-D frames, [B, H, W, K * C] for [H, W, C] frames."""
     k = self.stack_size
+    if self.frames.ndim == 4:
+      if k == 1:
+        return self.frames[slots]  # [B, H, W, C]: the state is the slot's frame
+      c = self.frames.shape[-1]
+      out = np.empty((slots.shape[0],) + self.observation_shape, np.uint8)
+      for j in range(k):  # frame j's channels at j*C .. j*C + C - 1
+        out[..., j * c:(j + 1) * c] = self.frames[slots - (k - 1 - j)]
+      return out
     out = np.empty((slots.shape[0],) + self.frames.shape[1:] + (k,), np.uint8)
     for j in range(k):  # per-channel strided writes: ~5x faster than moveaxis copies
       out[..., j] = self.frames[slots - (k - 1 - j)]
@@ -177,7 +220,8 @@ class FrameStore:
     """Transitions at ``positions`` into ``valid`` (0 <= p < num_transitions).
 
     Returns the "Transition batches" dict of docs/CONTRACTS.md: observation /
-    next_observation uint8 [B, 84, 84, 4], action int32 [B], reward float32 [B],
+    next_observation uint8 [B, 84, 84, 4] (generally [B, *observation_shape];
+    MinAtar [B, 10, 10, C]), action int32 [B], reward float32 [B],
     terminal float32 [B]. For terminal transitions next_observation is a copy of
     observation (any TD target multiplies it by 0)."""
     slots = self.valid[np.asarray(positions, np.int64)]

@@ -1,10 +1,10 @@
 """tf.data pipelines of transition batches sampled from a :class:`FrameStore`.
 
 Each element is the "Transition batches" dict of docs/CONTRACTS.md:
-  observation      uint8   [B, 84, 84, 4]
+  observation      uint8   [B, 84, 84, 4]   (store.observation_shape; MinAtar [B, 10, 10, C])
   action           int32   [B]
   reward           float32 [B]
-  next_observation uint8   [B, 84, 84, 4]
+  next_observation uint8   [B, 84, 84, 4]   (same)
   terminal         float32 [B]   (1.0 at a true episode end)
 
 Batches are sampled uniformly with replacement (as Dopamine's replay) by numpy
@@ -36,7 +36,7 @@ def transition_dataset(store: FrameStore, batch_size: int = 32, *, seed: int = 0
                        start_batch: int = 0, num_parallel_calls: Optional[int] = 2,
                        prefetch: int = tf.data.AUTOTUNE) -> tf.data.Dataset:
   """An infinite ``tf.data.Dataset`` of transition-batch dicts (see module doc)."""
-  frame_shape = tuple(store.frames.shape[1:]) + (store.stack_size,)
+  frame_shape = tuple(store.observation_shape)  # e.g. (84, 84, 4) or (10, 10, C)
 
   def _np_sample(i):
     b = sample_batch(store, batch_size, seed, int(i))
@@ -58,7 +58,8 @@ def transition_dataset(store: FrameStore, batch_size: int = 32, *, seed: int = 0
 
 
 def transition_spec(batch_size: Optional[int] = None, frame_shape=(84, 84, 4)):
-  """The element_spec of ``transition_dataset`` (for tf.function signatures)."""
+  """The element_spec of ``transition_dataset`` (for tf.function signatures);
+  ``frame_shape`` is the stacked state's shape (``store.observation_shape``)."""
   b = (batch_size,)
   return dict(observation=tf.TensorSpec(b + tuple(frame_shape), tf.uint8),
               action=tf.TensorSpec(b, tf.int32), reward=tf.TensorSpec(b, tf.float32),

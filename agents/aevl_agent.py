@@ -1,0 +1,113 @@
+"""AEVLAgent: adaptive ensemble value learning (the paper's ablation; a discrete-action APE-V,
+Ghosh et al. 2022).
+
+E independently initialized Q-networks (each its own torso and output layer, distinct Keras
+layers so each draws its own initial weights), each trained on the same conservative
+objective as CQLAgent, against its own target network:
+
+  loss = sum_e mean_B [ TD(Q_e(s, a_D) - y_e) + alpha (logsumexp_a Q_e(s, a) - Q_e(s, a_D)) ]
+         (+ c_DR3 mean over members of DR3),  y_e = r + gamma (1 - terminal) max_a' Q_target,e
+
+(the sum over members: every member gets the gradient it would get trained alone; pieces from
+`ccvl_tf.losses.cql_loss` / `td_targets` / `dr3_penalty`). All members see the same batches.
+
+Acting: CCVL's belief-based adaptive selection, over members instead of deltas. The ensemble is
+presented as a contract model whose delta input *indexes members*
+(`networks.contract_q_model(mode='member')`: delta -> member min(floor(delta E), E - 1)), and
+`ccvl_tf.policies.ConfidenceAdaptivePolicy(num_deltas=E)` is used unchanged: its grid
+`belief.delta_grid(E)` = (e + 0.5) / E is exactly member e, the belief b(e) is updated with the
+Bellman errors of member e (`belief.bellman_sq_errors` / `update_log_belief`), a member is
+drawn from b every step, and PolicyInfo.delta = (e + 0.5) / E names the member acted with.
+
+Defaults: E = 4 members (an assumption: the paper does not give E; APE-V used small ensembles);
+alpha, c_DR3, Adam, gamma, target period as CQLConfig.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import ccvl_tf  # noqa: F401
+
+import tensorflow as tf
+
+from agents import cql_agent
+from agents import q_agent_base
+from ccvl_tf import losses
+from ccvl_tf import networks
+from ccvl_tf import policies
+
+NonFiniteLossError = q_agent_base.NonFiniteLossError
+
+
+@dataclasses.dataclass(frozen=True)
+class AEVLConfig(cql_agent.CQLConfig):
+  """AEVL hyperparameters: CQL's, plus E (`num_members`) and the belief's temperature.
+
+  Attributes:
+    num_members: E, independently initialized ensemble members.
+    belief_temperature: T of the belief update log b <- log b - e / T.
+    sample_member: draw the member from the belief (True, as CCVL) or take its argmax.
+    reward_clip: clip rewards to [-c, c] when scoring Bellman errors (None: no clipping).
+  """
+  num_members: int = 4
+  belief_temperature: float = 1.0
+  sample_member: bool = True
+  reward_clip: Optional[float] = None
+
+  def validate(self) -> None:
+    super().validate()
+    if isinstance(self.num_members, bool) or int(self.num_members) != self.num_members or \
+        self.num_members < 1:
+      raise ValueError(f"num_members must be an integer >= 1, got {self.num_members!r}")
+    if not self.belief_temperature > 0:
+      raise ValueError(f"belief_temperature must be > 0, got {self.belief_temperature!r}")
+
+
+class AEVLAgent(q_agent_base.OfflineQAgent):
+  """Ensemble of E CQL networks acted with the adaptive belief over members."""
+
+  AGENT_NAME = "AEVL"
+
+  def __init__(self, time_step_spec, action_spec, config: AEVLConfig = AEVLConfig(),
+               network_config: networks.QNetworkConfig = networks.QNetworkConfig(),
+               train_step_counter: Optional[tf.Variable] = None, name: str = "AEVLAgent"):
+    self._setup(time_step_spec, action_spec, config, network_config,
+                num_members=config.num_members, num_heads=1, contract_mode="member",
+                train_step_counter=train_step_counter, name=name)
+
+  def _adaptive(self, time_step_spec, action_spec, seed: Optional[int] = None,
+                temperature: Optional[float] = None):
+    cfg = self._config
+    return policies.ConfidenceAdaptivePolicy(
+        time_step_spec, action_spec, self._contract, num_deltas=cfg.num_members,
+        gamma=cfg.gamma, temperature=cfg.belief_temperature if temperature is None
+        else temperature, sample_delta=cfg.sample_member,
+        seed=cfg.seed if seed is None else seed, reward_clip=cfg.reward_clip)
+
+  def adaptive_policy(self, seed: Optional[int] = None, temperature: Optional[float] = None):
+    """ConfidenceAdaptivePolicy over the E members (see the module docstring)."""
+    return self._adaptive(self.time_step_spec, self.action_spec, seed, temperature)
+
+  def _make_policy(self, time_step_spec, action_spec):
+    return self._adaptive(time_step_spec, action_spec)
+
+  def evaluation_policy(self, seed: Optional[int] = None, temperature: Optional[float] = None,
+                        **unused):
+    return self.adaptive_policy(seed=seed, temperature=temperature)
+
+  def _objective(self, batch, seed, training):
+    del seed
+    cfg = self._config
+    q, phi, next_q = self._forward(batch, training)                     # [B, E, 1, A] each
+    q, next_q = q[:, :, 0], next_q[:, :, 0]                             # [B, E, A]
+    target = losses.td_targets(batch["reward"], batch["terminal"], cfg.gamma, next_q)  # [B, E]
+    res = losses.cql_loss(q, batch["action"], target, cfg.alpha, cfg.td_loss,
+                          cfg.huber_kappa)                              # mean over B and E
+    members = tf.cast(tf.shape(q)[1], tf.float32)
+    ensemble_loss = members * res["loss"]                               # sum_e of member means
+    dr3 = self._dr3(batch, phi, training)
+    return {"loss": ensemble_loss + cfg.dr3_coef * dr3, "cql_loss": ensemble_loss,
+            "td_term": tf.reduce_mean(res["td"]), "cql_gap": tf.reduce_mean(res["gap"]),
+            "q_data": tf.reduce_mean(res["q_sa"]), "dr3_penalty": dr3,
+            "member_q_spread": tf.reduce_mean(tf.math.reduce_std(res["q_sa"], axis=1))}

@@ -1,0 +1,85 @@
+"""CQLAgent: discrete conservative Q-learning (Kumar et al. 2020) in the DR3 setup.
+
+One train step on a batch of B transitions (s, a_D, r, s', terminal):
+
+  y    = r + gamma (1 - terminal) max_a' Q_target(s', a')                  [B]
+  loss = mean_B [ TD(Q(s, a_D) - y) + alpha (logsumexp_a Q(s, a) - Q(s, a_D)) ]
+         + c_DR3 mean_B |phi(s) . phi(s')|                                  (optional)
+
+with TD = Huber (Dopamine / DR3) or x^2 / 2. Pieces: `ccvl_tf.losses.td_targets`,
+`cql_loss` (= `td_loss` + alpha * `cql_gap`), `dr3_penalty`. The network is the DQN
+architecture on the shared torso (`ccvl_tf.networks.build_q_ensemble`, E = H = 1: Nature conv,
+MLP or MinAtar torso + one linear layer), so CQL differs from CCVL's Fixed-delta policy only in
+the objective. The guarded step, checkpointing and Trajectory input come from
+`agents/q_agent_base.py`.
+
+Defaults: alpha = 0.1 and c_DR3 = 0.03 are the values CCVLConfig uses for the same DR3 setup
+(see docs/agent.md: unverified recollections of Kumar et al. 2022, Table E.1; the paper says
+the CQL baseline uses exactly DR3's configuration). Adam lr 5e-5, eps 3.125e-4, gamma 0.99,
+target period 2000 (paper / Dopamine offline).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import ccvl_tf  # noqa: F401
+
+import tensorflow as tf
+
+from agents import q_agent_base
+from ccvl_tf import losses
+from ccvl_tf import networks
+from ccvl_tf import policies
+
+NonFiniteLossError = q_agent_base.NonFiniteLossError
+
+
+@dataclasses.dataclass(frozen=True)
+class CQLConfig(q_agent_base.BaseQConfig):
+  """CQL hyperparameters. alpha: weight of the CQL(H) gap (>= 0); the rest as BaseQConfig."""
+  alpha: float = 0.1
+  dr3_coef: float = 0.03
+
+  def validate(self) -> None:
+    super().validate()
+    losses.validate_alpha(self.alpha)
+
+
+def cql_objective(q, next_q, batch, config, dr3=None):
+  """CQL loss from online Q(s, .) [B, A] and target Q(s', .) [B, A] (the network plumbing).
+
+  Returns dict of scalars: 'loss' (CQL + c * DR3), 'cql_loss', 'td_term', 'cql_gap', 'q_data',
+  'dr3_penalty'.
+  """
+  target = losses.td_targets(batch["reward"], batch["terminal"], config.gamma,
+                             next_q[:, None, :])[:, 0]                   # [B, 1, A] -> [B]
+  res = losses.cql_loss(q, batch["action"], target, config.alpha, config.td_loss,
+                        config.huber_kappa)
+  dr3 = tf.zeros([]) if dr3 is None else dr3
+  return {"loss": res["loss"] + config.dr3_coef * dr3, "cql_loss": res["loss"],
+          "td_term": tf.reduce_mean(res["td"]), "cql_gap": tf.reduce_mean(res["gap"]),
+          "q_data": tf.reduce_mean(res["q_sa"]), "dr3_penalty": dr3}
+
+
+class CQLAgent(q_agent_base.OfflineQAgent):
+  """Discrete CQL(H) with optional DR3 (see the module docstring)."""
+
+  AGENT_NAME = "CQL"
+
+  def __init__(self, time_step_spec, action_spec, config: CQLConfig = CQLConfig(),
+               network_config: networks.QNetworkConfig = networks.QNetworkConfig(),
+               train_step_counter: Optional[tf.Variable] = None, name: str = "CQLAgent"):
+    self._setup(time_step_spec, action_spec, config, network_config, num_members=1,
+                num_heads=1, contract_mode="mean", train_step_counter=train_step_counter,
+                name=name)
+
+  def _make_policy(self, time_step_spec, action_spec):
+    # Greedy in Q(s, .); the contract model ignores delta (0.5 is only what PolicyInfo shows).
+    return policies.FixedDeltaPolicy(time_step_spec, action_spec, self._contract, delta=0.5)
+
+  def _objective(self, batch, seed, training):
+    del seed  # deterministic objective
+    q, phi, next_q = self._forward(batch, training)                     # [B, 1, 1, A] ...
+    return cql_objective(q[:, 0, 0], next_q[:, 0, 0], batch, self._config,
+                         self._dr3(batch, phi, training) if self._config.dr3_coef > 0 else None)

@@ -1,0 +1,169 @@
+"""DQN baseline: TF-Agents' own `DqnAgent`, wrapped to the learner protocol of ccvl_tf/training.py.
+
+`DQNLearner` owns a `tf_agents.agents.dqn.dqn_agent.DqnAgent` with a TF-Agents `QNetwork`
+(tf.keras / Keras 2, as TF-Agents requires) on the same torso choices as our networks:
+  * 'nature': uint8 frames scaled by 1/255, conv (32, 8, 4), (64, 4, 2), (64, 3, 1), fc 512;
+  * 'mlp':    float vectors, fc `mlp_units`;
+  * 'minatar': {0, 1} grids, conv (16, 3, 1), fc `torso_units`.
+Loss: TF-Agents' `element_wise_huber_loss`, target r + gamma (1 - terminal) max_a' Q_target
+(no double DQN), Adam (lr 5e-5, eps 3.125e-4), target period 2000 -- the same Dopamine offline
+settings as the other agents.
+
+Protocol: `train_on_batch(batch)` takes a docs/CONTRACTS.md transition dict, builds the
+Trajectory [B, 2] DqnAgent trains on (reward and discount = 1 - terminal on the first step, as
+`trajectory.to_transition` reads them), first computes the loss with `DqnAgent.loss` (no
+variable change) and raises `NonFiniteLossError` if it is NaN/inf, and only then calls
+`DqnAgent.train`. (Gradients are not checked separately: a finite loss with a non-finite
+gradient would still be applied -- DqnAgent offers no hook between the two.) The check costs one
+extra forward pass per step. Note: TF-Agents 0.19's public `DqnAgent.loss()` computes the loss
+with gamma = 1.0 (its `_loss` default; only `train()` passes the agent's gamma), so the
+pre-check's value differs from the trained loss; only its finiteness is used. The metrics
+returned are `train()`'s (tested in tests/test_dqn_agent.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, Optional
+
+import ccvl_tf  # noqa: F401
+
+import numpy as np
+import tensorflow as tf
+from tf_agents.agents.dqn import dqn_agent
+from tf_agents.networks import q_network
+from tf_agents.trajectories import time_step as ts
+from tf_agents.trajectories import trajectory as trajectory_lib
+from tf_agents.utils import common
+
+from agents import q_agent_base
+from ccvl_tf import networks
+
+NonFiniteLossError = q_agent_base.NonFiniteLossError
+
+
+@dataclasses.dataclass(frozen=True)
+class DQNConfig:
+  """DQN hyperparameters (Dopamine offline defaults)."""
+  gamma: float = 0.99
+  learning_rate: float = 5e-5
+  adam_epsilon: float = 3.125e-4
+  target_update_period: int = 2000
+  collect_epsilon: float = 0.01
+  seed: int = 0
+
+  def validate(self) -> None:
+    if not 0.0 <= self.gamma <= 1.0:
+      raise ValueError(f"gamma must be in [0, 1], got {self.gamma!r}")
+    if not self.learning_rate > 0:
+      raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
+    if int(self.target_update_period) != self.target_update_period or \
+        self.target_update_period < 1:
+      raise ValueError(f"target_update_period must be an integer >= 1, got "
+                       f"{self.target_update_period!r}")
+
+
+def _tf_agents_q_network(observation_spec, action_spec, config: networks.QNetworkConfig):
+  networks.validate_observation_spec(observation_spec.shape, observation_spec.dtype,
+                                     config.torso)
+  if config.torso == "nature":
+    pre = tf.keras.layers.Lambda(lambda x: tf.cast(x, tf.float32) / 255.0)
+    conv, fc = ((32, 8, 4), (64, 4, 2), (64, 3, 1)), (config.torso_units,)
+  elif config.torso == "minatar":
+    pre = tf.keras.layers.Lambda(lambda x: tf.cast(x, tf.float32))
+    conv, fc = ((16, 3, 1),), (config.torso_units,)
+  else:
+    pre = tf.keras.layers.Lambda(lambda x: tf.cast(x, tf.float32))
+    conv, fc = None, tuple(int(u) for u in config.mlp_units)
+  return q_network.QNetwork(observation_spec, action_spec, preprocessing_layers=pre,
+                            conv_layer_params=conv, fc_layer_params=fc)
+
+
+class DQNLearner(tf.Module):
+  """TF-Agents DqnAgent behind train_on_batch / make_checkpoint / train_step_counter."""
+
+  AGENT_NAME = "DQN"
+
+  def __init__(self, time_step_spec, action_spec, config: DQNConfig = DQNConfig(),
+               network_config: networks.QNetworkConfig = networks.QNetworkConfig(),
+               train_step_counter: Optional[tf.Variable] = None, name: str = "DQNLearner"):
+    super().__init__(name=name)
+    config.validate()
+    self._config = config
+    self._action_min, self._num_actions = q_agent_base.num_actions_of(action_spec, "DQN")
+    self._action_dtype = action_spec.dtype
+    if train_step_counter is None:
+      train_step_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step")
+    tf.random.set_seed(config.seed)  # QNetwork's initializers draw from the global seed
+    self._q_net = _tf_agents_q_network(time_step_spec.observation, action_spec, network_config)
+    self._optimizer = tf.keras.optimizers.Adam(learning_rate=config.learning_rate,
+                                               epsilon=config.adam_epsilon)
+    self._agent = dqn_agent.DqnAgent(
+        time_step_spec, action_spec, q_network=self._q_net, optimizer=self._optimizer,
+        epsilon_greedy=config.collect_epsilon, target_update_period=config.target_update_period,
+        td_errors_loss_fn=common.element_wise_huber_loss, gamma=config.gamma,
+        train_step_counter=train_step_counter)
+    self._agent.initialize()
+    self._loss_fn = common.function(self._agent.loss)
+    # TFAgent.train runs eagerly in TF2 unless wrapped (TF-Agents' usual `common.function`).
+    self._train_fn = common.function(self._agent.train)
+
+  @property
+  def agent(self) -> dqn_agent.DqnAgent:
+    return self._agent
+
+  @property
+  def config(self) -> DQNConfig:
+    return self._config
+
+  @property
+  def train_step_counter(self) -> tf.Variable:
+    return self._agent.train_step_counter
+
+  @property
+  def policy(self):
+    """Greedy Q policy (TF-Agents GreedyPolicy)."""
+    return self._agent.policy
+
+  @property
+  def collect_policy(self):
+    return self._agent.collect_policy
+
+  def evaluation_policy(self, **unused):
+    return self._agent.policy
+
+  def make_checkpoint(self, **extra) -> tf.train.Checkpoint:
+    """Q-network, target network, Adam and the train step (TF-Agents' checkpoint layout)."""
+    return tf.train.Checkpoint(agent=self._agent, optimizer=self._optimizer,
+                               train_step=self.train_step_counter, **extra)
+
+  def trajectory(self, batch: Dict) -> trajectory_lib.Trajectory:
+    """A contract transition dict -> the Trajectory [B, 2, ...] DqnAgent trains on."""
+    obs = tf.convert_to_tensor(batch["observation"])
+    next_obs = tf.convert_to_tensor(batch["next_observation"])
+    terminal = tf.cast(tf.convert_to_tensor(batch["terminal"]), tf.float32)      # [B]
+    b = tf.shape(obs)[0]
+    mid = tf.fill([b], ts.StepType.MID)
+    last = tf.where(terminal > 0, tf.fill([b], ts.StepType.LAST), mid)          # [B]
+    action = tf.cast(batch["action"], self._action_dtype)                        # [B]
+    return trajectory_lib.Trajectory(
+        step_type=tf.stack([mid, last], 1),                                      # [B, 2]
+        observation=tf.stack([obs, next_obs], 1),                                # [B, 2, ...]
+        action=tf.stack([action, action], 1),
+        policy_info=(),
+        next_step_type=tf.stack([last, mid], 1),
+        reward=tf.stack([tf.cast(batch["reward"], tf.float32), tf.zeros([b])], 1),
+        discount=tf.stack([1.0 - terminal, tf.ones([b])], 1))
+
+  def train_on_batch(self, batch: Dict) -> Dict[str, tf.Tensor]:
+    """One DqnAgent.train step; raises NonFiniteLossError (no update) on a NaN/inf loss."""
+    for k in q_agent_base.BATCH_KEYS:
+      if k not in batch:
+        raise ValueError(f"transition batch is missing key {k!r}; it needs "
+                         f"{q_agent_base.BATCH_KEYS}")
+    experience = self.trajectory(batch)
+    loss = self._loss_fn(experience).loss
+    if not bool(tf.math.is_finite(loss)):
+      raise NonFiniteLossError(self.AGENT_NAME, int(self.train_step_counter.numpy()),
+                               float(loss))
+    info = self._train_fn(experience)
+    return {"loss": info.loss, "td_loss": info.extra.td_loss}

@@ -1,0 +1,306 @@
+"""Shared plumbing of the delta-free offline Q-learning baselines (CQL, REM, AEVL; issue 6).
+
+`OfflineQAgent` is a TF-Agents `TFAgent` holding an online and a target
+`ccvl_tf.networks.QEnsembleNetwork` (E members x H heads), an Adam optimizer and the guarded
+train step of `agents/ccvl_agent.py`: loss and gradients are computed first, and the update
+(Adam, step counter, periodic target copy) is applied only when the loss and every gradient
+are finite. Otherwise `train_on_batch` / `train` raise `NonFiniteLossError` (a
+`FloatingPointError`) naming the step, with every variable as before the step.
+
+It follows the learner protocol of `ccvl_tf/training.py`
+(`train_on_batch(batch) -> metrics with 'loss'`, `make_checkpoint()`, `train_step_counter`) and
+the batch contract of docs/CONTRACTS.md. Subclasses only define the objective
+(`_objective(batch, seed, training) -> metrics dict with 'loss'`), built from the pure
+functions of `ccvl_tf.losses`, and the evaluation policy.
+
+`q_network` is the contract view of the online network (`networks.contract_q_model`), so the
+policies of `ccvl_tf.policies` act with it unchanged.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, Optional
+
+import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+
+import keras
+import numpy as np
+import tensorflow as tf
+from tf_agents.agents import tf_agent
+from tf_agents.specs import tensor_spec
+from tf_agents.trajectories import trajectory as trajectory_lib
+
+from ccvl_tf import losses
+from ccvl_tf import networks
+from ccvl_tf import policies
+
+BATCH_KEYS = ("observation", "action", "reward", "next_observation", "terminal")
+
+
+class NonFiniteLossError(FloatingPointError):
+  """The loss or a gradient was NaN/inf at train step `step`; the update was NOT applied."""
+
+  def __init__(self, agent: str, step: int, loss: float):
+    self.step = int(step)
+    self.loss = float(loss)
+    super().__init__(
+        f"non-finite {agent} loss ({self.loss}) or gradient at train step {self.step}; the "
+        f"update was not applied and training should stop (keep the last good checkpoint)")
+
+
+@dataclasses.dataclass(frozen=True)
+class BaseQConfig:
+  """Hyperparameters shared by the baselines (Dopamine offline / DR3 setup defaults).
+
+  Attributes:
+    gamma: discount.
+    td_loss: 'huber' (Dopamine / DR3) or 'squared'.
+    huber_kappa: Huber threshold.
+    dr3_coef: c, weight of the DR3 term mean |phi(s).phi(s')| (0 disables it).
+    learning_rate, adam_epsilon: Adam (Dopamine offline: 5e-5, 3.125e-4).
+    target_update_period: copy online -> target every this many steps (paper: 2000).
+    collect_epsilon: epsilon of `collect_policy`.
+    seed: seed of the stateless per-step randomness (combined with the train step).
+  """
+  gamma: float = 0.99
+  td_loss: str = "huber"
+  huber_kappa: float = 1.0
+  dr3_coef: float = 0.0
+  learning_rate: float = 5e-5
+  adam_epsilon: float = 3.125e-4
+  target_update_period: int = 2000
+  collect_epsilon: float = 0.01
+  seed: int = 0
+
+  def validate(self) -> None:
+    if not 0.0 <= self.gamma <= 1.0:
+      raise ValueError(f"gamma must be in [0, 1], got {self.gamma!r}")
+    if self.td_loss not in losses.TD_LOSS_TYPES:
+      raise ValueError(f"td_loss must be one of {losses.TD_LOSS_TYPES}, got {self.td_loss!r}")
+    if not self.huber_kappa > 0:
+      raise ValueError(f"huber_kappa must be > 0, got {self.huber_kappa!r}")
+    if not self.dr3_coef >= 0:
+      raise ValueError(f"dr3_coef must be >= 0, got {self.dr3_coef!r}")
+    if not self.learning_rate > 0:
+      raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
+    if int(self.target_update_period) != self.target_update_period or \
+        self.target_update_period < 1:
+      raise ValueError(f"target_update_period must be an integer >= 1, got "
+                       f"{self.target_update_period!r}")
+    if not 0.0 <= self.collect_epsilon <= 1.0:
+      raise ValueError(f"collect_epsilon must be in [0, 1], got {self.collect_epsilon!r}")
+
+
+def tf_variables(variables):
+  """Keras 3 variables -> the underlying tf.Variables (what tf.Module / Checkpoint track)."""
+  return [v.value if isinstance(v, keras.Variable) else v for v in variables]
+
+
+def num_actions_of(action_spec, agent_name: str):
+  """(minimum, A) of a scalar bounded integer action spec; ValueError otherwise."""
+  if (not tensor_spec.is_bounded(action_spec) or action_spec.shape.rank != 0
+      or not action_spec.dtype.is_integer):
+    raise ValueError(f"{agent_name} needs a scalar bounded integer action spec, got "
+                     f"{action_spec}")
+  minimum = int(np.asarray(action_spec.minimum))
+  return minimum, int(np.asarray(action_spec.maximum)) - minimum + 1
+
+
+def as_transition_batch(experience, action_minimum: int = 0) -> Dict[str, tf.Tensor]:
+  """A contract batch dict (or a Trajectory [B, 2, ...]) -> dict with action indices 0..A-1."""
+  if isinstance(experience, dict):
+    missing = [k for k in BATCH_KEYS if k not in experience]
+    if missing:
+      raise ValueError(f"transition batch is missing keys {missing}; it needs {BATCH_KEYS}")
+    batch = {k: tf.convert_to_tensor(experience[k]) for k in BATCH_KEYS}
+  elif isinstance(experience, trajectory_lib.Trajectory):
+    time_steps, policy_steps, next_time_steps = trajectory_lib.to_transition(experience)
+    squeeze = lambda t: tf.nest.map_structure(lambda x: tf.squeeze(x, 1), t)  # noqa: E731
+    time_steps, policy_steps, next_time_steps = (
+        squeeze(time_steps), squeeze(policy_steps), squeeze(next_time_steps))
+    batch = dict(observation=time_steps.observation, action=policy_steps.action,
+                 reward=next_time_steps.reward, next_observation=next_time_steps.observation,
+                 terminal=tf.cast(tf.equal(next_time_steps.discount, 0.0), tf.float32))
+  else:
+    raise TypeError(f"experience must be a transition dict or a Trajectory, got "
+                    f"{type(experience).__name__}")
+  batch["action"] = tf.cast(batch["action"], tf.int32) - action_minimum
+  batch["reward"] = tf.cast(batch["reward"], tf.float32)
+  batch["terminal"] = tf.cast(batch["terminal"], tf.float32)
+  return batch
+
+
+class OfflineQAgent(tf_agent.TFAgent):
+  """Base of CQLAgent, REMAgent, AEVLAgent (see the module docstring).
+
+  Subclasses set `self._num_members`, `self._num_heads`, `self._contract_mode` before calling
+  `__init__` of this class through `_setup`, and implement `_objective` and `_make_policy`.
+  """
+
+  AGENT_NAME = "Q"
+
+  def _setup(self, time_step_spec, action_spec, config: BaseQConfig,
+             network_config: networks.QNetworkConfig, num_members: int, num_heads: int,
+             contract_mode: str, train_step_counter: Optional[tf.Variable], name: str):
+    config.validate()
+    tf.Module.__init__(self, name=name)
+    self._config = config
+    obs_spec = time_step_spec.observation
+    if not isinstance(obs_spec, tf.TypeSpec):
+      raise ValueError(f"{self.AGENT_NAME} needs a single observation spec, got {obs_spec}")
+    self._action_min, self._num_actions = num_actions_of(action_spec, self.AGENT_NAME)
+    prefix = name.lower()
+    self._online = networks.build_q_ensemble(
+        obs_spec.shape, obs_spec.dtype, self._num_actions, network_config,
+        num_members=num_members, num_heads=num_heads, name=f"{prefix}_online")
+    self._target = networks.build_q_ensemble(
+        obs_spec.shape, obs_spec.dtype, self._num_actions, network_config,
+        num_members=num_members, num_heads=num_heads, name=f"{prefix}_target")
+    networks.copy_ensemble_weights(self._online, self._target)
+    self._contract = networks.contract_q_model(self._online, contract_mode,
+                                               name=f"{prefix}_contract")
+    self._optimizer = keras.optimizers.Adam(learning_rate=config.learning_rate,
+                                            epsilon=config.adam_epsilon)
+    self._optimizer.build(self._online.trainable_variables)
+    self._online_vars = tf_variables(self._online.variables)
+    self._target_vars = tf_variables(self._target.variables)
+    self._optimizer_vars = tf_variables(self._optimizer.variables)
+    if train_step_counter is None:
+      train_step_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step")
+    policy = self._make_policy(time_step_spec, action_spec)
+    collect_policy = policies.epsilon_greedy(policy, config.collect_epsilon)
+    self._grads_fn = tf.function(self._loss_and_grads, reduce_retracing=True)
+    super().__init__(time_step_spec, action_spec, policy, collect_policy,
+                     train_sequence_length=2, train_step_counter=train_step_counter)
+    self._train_on_batch_fn = tf.function(self._train_batch, reduce_retracing=True)
+
+  # ---- to implement ----------------------------------------------------------------------------
+  def _objective(self, batch, seed, training: bool) -> Dict[str, tf.Tensor]:
+    raise NotImplementedError
+
+  def _make_policy(self, time_step_spec, action_spec):
+    raise NotImplementedError
+
+  # ---- accessors ---------------------------------------------------------------------------------
+  @property
+  def config(self):
+    return self._config
+
+  @property
+  def online_network(self) -> networks.QEnsembleNetwork:
+    return self._online
+
+  @property
+  def target_network(self) -> networks.QEnsembleNetwork:
+    return self._target
+
+  @property
+  def q_network(self) -> keras.Model:
+    """Contract view {'observation', 'delta'} -> Q [B, K, A] of the online network."""
+    return self._contract
+
+  @property
+  def optimizer(self):
+    return self._optimizer
+
+  def make_checkpoint(self, **extra) -> tf.train.Checkpoint:
+    """A tf.train.Checkpoint of the networks, Adam state and train step."""
+    return tf.train.Checkpoint(online=self._online_vars, target=self._target_vars,
+                               optimizer=self._optimizer_vars,
+                               train_step=self.train_step_counter, **extra)
+
+  def evaluation_policy(self, **unused):
+    """The policy to evaluate / export (greedy; AEVL: adaptive over members)."""
+    return self.policy
+
+  def _initialize(self):
+    for s, t in zip(self._online_vars, self._target_vars):
+      t.assign(s)
+
+  # ---- shared pieces of the objectives ----------------------------------------------------------
+  def _forward(self, batch, training: bool):
+    """Online Q(s) [B, E, H, A], phi(s) [B, E, D] and target Q(s') [B, E, H, A] (no grad)."""
+    out = self._online.q_and_phi_model({"observation": batch["observation"]}, training=training)
+    next_q = tf.stop_gradient(self._target.q_model({"observation": batch["next_observation"]}))
+    return out["q"], out["phi"], next_q
+
+  def _dr3(self, batch, phi, training: bool):
+    """c * DR3 over members: mean over B and E of |phi_e(s) . phi_e(s')| (0 when c = 0)."""
+    if self._config.dr3_coef <= 0:
+      return tf.zeros([])
+    next_phi = self._online.phi_model({"observation": batch["next_observation"]},
+                                      training=training)                # [B, E, D]
+    d = tf.shape(phi)[-1]
+    return losses.dr3_penalty(tf.reshape(phi, [-1, d]), tf.reshape(next_phi, [-1, d]))
+
+  # ---- the guarded step ---------------------------------------------------------------------------
+  def _seed(self):
+    return tf.stack([tf.constant(self._config.seed, tf.int64),
+                     tf.cast(self.train_step_counter, tf.int64)])
+
+  def _loss_and_grads(self, batch, seed):
+    with tf.GradientTape() as tape:
+      metrics = self._objective(batch, seed, training=True)
+    grads = tape.gradient(metrics["loss"], self._online.trainable_variables)
+    return metrics, grads
+
+  def _loss(self, experience, weights=None, training=False):
+    """TFAgent API: LossInfo(loss, extra=metrics) without changing any variable."""
+    del weights
+    metrics = self._objective(self._as_batch(experience), self._seed(), training=training)
+    return tf_agent.LossInfo(loss=metrics["loss"], extra=metrics)
+
+  def _as_batch(self, experience):
+    return as_transition_batch(experience, self._action_min)
+
+  def _train_batch(self, batch) -> Dict[str, tf.Tensor]:
+    cfg = self._config
+    step = self.train_step_counter
+    metrics, grads = self._grads_fn(batch, self._seed())
+    finite = tf.math.is_finite(metrics["loss"])
+    for g in grads:
+      if g is not None:
+        finite = tf.logical_and(finite, tf.reduce_all(tf.math.is_finite(g)))
+
+    def apply():
+      self._optimizer.apply_gradients(zip(grads, self._online.trainable_variables))
+      new_step = step.assign_add(1)
+
+      def update_target():
+        for s, t in zip(self._online_vars, self._target_vars):
+          t.assign(s)
+        return tf.constant(True)
+
+      tf.cond(tf.equal(new_step % cfg.target_update_period, 0), update_target,
+              lambda: tf.constant(False))
+      return tf.constant(True)
+
+    tf.cond(finite, apply, lambda: tf.constant(False))
+    metrics = dict(metrics)
+    metrics["finite"] = finite
+    metrics["step"] = tf.identity(step) - tf.cast(finite, tf.int64)
+    return metrics
+
+  def _train(self, experience, weights=None):
+    del weights
+    metrics = self._train_batch(self._as_batch(experience))
+    return tf_agent.LossInfo(loss=metrics["loss"], extra=metrics)
+
+  def train_on_batch(self, batch) -> Dict[str, tf.Tensor]:
+    """Trains on one contract transition batch; returns the metrics dict.
+
+    Raises:
+      NonFiniteLossError: NaN/inf loss or gradient; no variable was changed.
+    """
+    metrics = self._train_on_batch_fn(self._as_batch(batch))
+    self._check_finite(metrics)
+    return metrics
+
+  def train(self, experience, weights=None, **kwargs):
+    loss_info = super().train(experience, weights=weights, **kwargs)
+    self._check_finite(loss_info.extra)
+    return loss_info
+
+  def _check_finite(self, metrics):
+    if tf.executing_eagerly() and not bool(metrics["finite"]):
+      raise NonFiniteLossError(self.AGENT_NAME, int(metrics["step"]), float(metrics["loss"]))

@@ -1,0 +1,88 @@
+"""REMAgent: Random Ensemble Mixture (Agarwal, Schuurmans & Norouzi, ICML 2020, "An Optimistic
+Perspective on Offline Reinforcement Learning"; google-research/batch_rl).
+
+A multi-head Q-network Q_k(s, a), k = 1..H, on one torso. Every train step draws one random
+convex combination alpha_k = u_k / sum_j u_j, u_k ~ U(0, 1) (batch_rl's
+`random_stochastic_matrix(H, num_cols=1)`: one draw shared by the batch), and minimizes
+
+  y    = r + gamma (1 - terminal) max_a' sum_k alpha_k Q_target,k(s', a')   [B] (same alpha)
+  loss = mean_B TD(sum_k alpha_k Q_k(s, a_D) - y)    (+ c_DR3 DR3, off by default)
+
+Pieces: `ccvl_tf.losses.rem_weights`, `convex_combination`, `td_targets`, `cql_loss` with
+alpha = 0 (= mean TD). The policy acts greedily in the mean of the heads (the uniform
+combination, as batch_rl's REM network's `q_values`).
+
+Defaults are batch_rl's `batch_rl/fixed_replay/configs/rem.gin` (read from the repository):
+FixedReplayMultiHeadDQNAgent with num_heads = 200, transform_strategy = 'STOCHASTIC', Adam
+lr 5e-5, eps 3.125e-4, gamma 0.99, target_update_period 8000 agent steps at update_period 4
+(= 2000 gradient updates here), Huber loss (Dopamine's DQN loss). DR3 is off (c = 0): plain
+REM as published; set dr3_coef for REM + DR3 (the paper quotes REM numbers from Kumar et al.
+2022).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import ccvl_tf  # noqa: F401
+
+import tensorflow as tf
+
+from agents import q_agent_base
+from ccvl_tf import losses
+from ccvl_tf import networks
+from ccvl_tf import policies
+
+NonFiniteLossError = q_agent_base.NonFiniteLossError
+
+
+@dataclasses.dataclass(frozen=True)
+class REMConfig(q_agent_base.BaseQConfig):
+  """REM hyperparameters. num_heads: H, the heads mixed by the random convex combination."""
+  num_heads: int = 200
+
+  def validate(self) -> None:
+    super().validate()
+    if isinstance(self.num_heads, bool) or int(self.num_heads) != self.num_heads or \
+        self.num_heads < 1:
+      raise ValueError(f"num_heads must be an integer >= 1, got {self.num_heads!r}")
+
+
+def rem_objective(q_heads, next_q_heads, weights, batch, config, dr3=None):
+  """REM loss from online heads [B, H, A], target heads [B, H, A] and alpha [H]."""
+  q = losses.convex_combination(q_heads, weights)                      # [B, A]
+  next_q = losses.convex_combination(next_q_heads, weights)            # [B, A]
+  target = losses.td_targets(batch["reward"], batch["terminal"], config.gamma,
+                             next_q[:, None, :])[:, 0]                  # [B]
+  res = losses.cql_loss(q, batch["action"], target, 0.0, config.td_loss, config.huber_kappa)
+  dr3 = tf.zeros([]) if dr3 is None else dr3
+  return {"loss": res["loss"] + config.dr3_coef * dr3, "td_term": res["loss"],
+          "q_data": tf.reduce_mean(res["q_sa"]), "dr3_penalty": dr3,
+          "max_weight": tf.reduce_max(weights)}
+
+
+class REMAgent(q_agent_base.OfflineQAgent):
+  """Random Ensemble Mixture over H heads (see the module docstring)."""
+
+  AGENT_NAME = "REM"
+
+  def __init__(self, time_step_spec, action_spec, config: REMConfig = REMConfig(),
+               network_config: networks.QNetworkConfig = networks.QNetworkConfig(),
+               train_step_counter: Optional[tf.Variable] = None, name: str = "REMAgent"):
+    self._setup(time_step_spec, action_spec, config, network_config, num_members=1,
+                num_heads=config.num_heads, contract_mode="mean",
+                train_step_counter=train_step_counter, name=name)
+
+  def _make_policy(self, time_step_spec, action_spec):
+    # Greedy in the mean of the heads; delta is ignored by the contract model.
+    return policies.FixedDeltaPolicy(time_step_spec, action_spec, self._contract, delta=0.5)
+
+  def mixture_weights(self, seed) -> tf.Tensor:
+    """alpha [H] of the step with stateless seed `seed` (what `_objective` uses)."""
+    return losses.rem_weights(self._config.num_heads, seed=tf.cast(seed, tf.int64))
+
+  def _objective(self, batch, seed, training):
+    q, phi, next_q = self._forward(batch, training)                     # [B, 1, H, A] ...
+    weights = self.mixture_weights(seed)                                # [H], redrawn per step
+    return rem_objective(q[:, 0], next_q[:, 0], weights, batch, self._config,
+                         self._dr3(batch, phi, training) if self._config.dr3_coef > 0 else None)

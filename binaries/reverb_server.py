@@ -1,0 +1,58 @@
+"""A standalone Reverb server for online fine-tuning (actors and learner connect to it).
+
+  python binaries/reverb_server.py --game=gridworld|Breakout [--agent=ccvl|cql] --port=8000 \
+      [--checkpoint_dir=DIR] [--samples_per_insert=8 --min_replay_size=1000 ...]
+
+Holds the 'replay' and 'variables' tables of ccvl_tf.replay with the signatures of --game
+(the rate-limiter flags must match the learner's). With --checkpoint_dir it restores the latest
+complete Reverb checkpoint at start, and the learner's checkpoints (client.checkpoint()) are
+written there. Prints "Reverb server at localhost:PORT" once serving; stops on SIGTERM/SIGINT.
+"""
+import signal
+import sys
+import threading
+
+from absl import app
+from absl import flags
+from absl import logging
+
+import ccvl_tf  # noqa: F401
+from ccvl_tf.experiments import online
+
+_D = online.OnlineConfig()
+_GAME = flags.DEFINE_string("game", _D.game, "'gridworld' or an Atari game.")
+_AGENT = flags.DEFINE_enum("agent", _D.agent, list(online.AGENTS),
+                           "The learner's --agent (the variables table's signature).")
+_PORT = flags.DEFINE_integer("port", 0, "Port to serve on (0: a free one, printed).")
+_CKPT = flags.DEFINE_string("checkpoint_dir", None, "Reverb checkpoint directory.")
+_SPI = flags.DEFINE_float("samples_per_insert", _D.samples_per_insert, "Rate limiter SPI.")
+_MIN_SIZE = flags.DEFINE_integer("min_replay_size", _D.min_replay_size, "Min items to sample.")
+_CAPACITY = flags.DEFINE_integer("replay_capacity", _D.replay_capacity, "Replay table size.")
+_BATCH = flags.DEFINE_integer("batch_size", _D.batch_size,
+                              "Learner batch (online part), for the rate limiter's buffer.")
+
+
+def main(argv):
+  del argv
+  if not flags.FLAGS["verbosity"].present:
+    logging.set_verbosity(logging.ERROR)
+  from ccvl_tf import replay
+  cfg = online.OnlineConfig(game=_GAME.value, agent=_AGENT.value, samples_per_insert=_SPI.value,
+                            min_replay_size=_MIN_SIZE.value, replay_capacity=_CAPACITY.value,
+                            batch_size=_BATCH.value)
+  try:
+    tables = online.make_server_tables(cfg)
+    server, address = replay.start_server(tables, _PORT.value, _CKPT.value)
+  except (ValueError, RuntimeError) as e:
+    sys.exit(f"reverb_server.py: error: {e}")
+  print(f"Reverb server at {address}", flush=True)
+  done = threading.Event()
+  for sig in (signal.SIGTERM, signal.SIGINT):
+    signal.signal(sig, lambda *_: done.set())
+  while not done.wait(1.0):
+    pass
+  server.stop()
+
+
+if __name__ == "__main__":
+  app.run(main)

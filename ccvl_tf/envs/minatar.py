@@ -1,0 +1,199 @@
+"""MinAtar games (Young & Tian, 2019; ``minatar`` 1.0.15) as TF-Agents PyEnvironments.
+
+MinAtar re-implements five Atari games on a 10x10 grid whose state is a boolean
+tensor [10, 10, C] with one channel per kind of object (C = 4 for Asterix and
+Breakout, 7 for Freeway, 10 for Seaquest, 6 for SpaceInvaders). This wrapper:
+  * observation: uint8 [10, 10, C] with values in {0, 1} (the boolean state; no
+    frame stacking: MinAtar states carry motion in "trail" channels already);
+  * action: int32 scalar in [0, num_actions), an index into the game's minimal
+    action set (``minimal_action_set()``, e.g. Breakout: no-op, left, right);
+    ``action_set`` gives MinAtar's action ids (0..5 = n, l, u, r, d, f);
+  * sticky actions exactly as MinAtar implements them: with probability
+    ``sticky_action_prob`` (MinAtar's default 0.1) the *previous* action is
+    repeated instead of the chosen one. As in MinAtar, the previous action
+    carries over an episode reset (MinAtar keeps ``last_action`` on reset);
+  * difficulty ramping on (MinAtar's default; only Asterix and Seaquest ramp);
+  * reward: MinAtar's per-step reward clipped to [-1, 1] in the TimeStep
+    (``clip_rewards=True``, as Dopamine stores rewards in the DQN Replay
+    Dataset); rewards are non-negative integers and exceed 1 only for Seaquest's
+    surfacing bonus and SpaceInvaders' simultaneous kills. The raw game score is
+    kept in ``last_raw_reward`` / ``episode_raw_return`` / ``get_info()``;
+  * episode end: game over -> termination (discount 0). MinAtar itself has no
+    time limit except Freeway's own 2,500-step game length; we cap episodes at
+    ``max_episode_steps`` = 10,000 agent steps (truncation, discount 1). Why
+    10,000: a learned policy can survive indefinitely in Breakout (ball loops),
+    Asterix and SpaceInvaders, so evaluation needs a bound; 10,000 is 4x
+    Freeway's whole game and the cap plays the role of Atari's 27,000-step cap
+    (one MinAtar step = one frame: no frame skip). It is rarely reached by the
+    policies of our dataset runs (see docs/minatar.md);
+  * determinism: one ``numpy.random.RandomState(seed)`` drives both the sticky
+    actions and the game's randomness (MinAtar's ``Environment.seed``), so a
+    seed and an action sequence fix the whole trajectory.
+"""
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from tf_agents.environments import py_environment
+from tf_agents.specs import array_spec
+from tf_agents.trajectories import time_step as ts
+
+STICKY_ACTION_PROB = 0.1   # MinAtar's Environment default
+MAX_EPISODE_STEPS = 10_000
+GRID = 10
+# CamelCase name -> MinAtar module name (minatar.environments.<module>).
+GAMES: Dict[str, str] = {
+    "Asterix": "asterix",
+    "Breakout": "breakout",
+    "Freeway": "freeway",
+    "Seaquest": "seaquest",
+    "SpaceInvaders": "space_invaders",
+}
+
+
+def valid_game_names() -> List[str]:
+  """The five MinAtar games, CamelCase (as in the DQN Replay Dataset's layout)."""
+  return sorted(GAMES)
+
+
+def canonical_game_name(game: str) -> str:
+  """'Breakout', 'breakout', 'space_invaders', 'SpaceInvaders', 'MinAtar/Breakout-v1'
+  -> the CamelCase name. Raises ValueError listing the valid names."""
+  name = str(game).strip()
+  m = re.match(r"^(?:minatar[/:])?(?P<g>[A-Za-z_ -]+?)(?:-v\d+)?$", name, re.IGNORECASE)
+  key = re.sub(r"[_ -]", "", m.group("g")).lower() if m else None
+  for camel in GAMES:
+    if camel.lower() == key:
+      return camel
+  raise ValueError("unknown MinAtar game {!r}; valid names: {}".format(
+      game, ", ".join(valid_game_names())))
+
+
+def _minatar():
+  import minatar  # pylint: disable=g-import-not-at-top
+  return minatar
+
+
+class MinAtarEnvironment(py_environment.PyEnvironment):
+  """One MinAtar game as a TF-Agents PyEnvironment (see the module docstring).
+
+  Args:
+    game: a name accepted by :func:`canonical_game_name`.
+    seed: seeds MinAtar's RandomState (sticky actions + game randomness).
+    sticky_action_prob: probability of repeating the previous action (MinAtar: 0.1).
+    max_episode_steps: truncate an episode after this many agent steps (None: never).
+    clip_rewards: clip the TimeStep reward to [-1, 1] (the raw score is kept apart).
+    difficulty_ramping: MinAtar's difficulty ramping (Asterix, Seaquest).
+  """
+
+  def __init__(self, game: str, *, seed: int = 0,
+               sticky_action_prob: float = STICKY_ACTION_PROB,
+               max_episode_steps: Optional[int] = MAX_EPISODE_STEPS,
+               clip_rewards: bool = True, difficulty_ramping: bool = True):
+    super().__init__(handle_auto_reset=False)
+    self.game = canonical_game_name(game)
+    if not 0.0 <= float(sticky_action_prob) <= 1.0:
+      raise ValueError("sticky_action_prob must be in [0, 1], got {!r}".format(
+          sticky_action_prob))
+    if max_episode_steps is not None and int(max_episode_steps) < 1:
+      raise ValueError("max_episode_steps must be >= 1 or None, got {!r}".format(
+          max_episode_steps))
+    self._env = _minatar().Environment(GAMES[self.game],
+                                       sticky_action_prob=float(sticky_action_prob),
+                                       difficulty_ramping=bool(difficulty_ramping))
+    self._seed = int(seed)
+    self._env.seed(self._seed)           # one RandomState for sticky actions and the game
+    self._env.last_action = 0           # MinAtar's initial value, explicit
+    self._action_set = [int(a) for a in self._env.minimal_action_set()]
+    self._shape = tuple(int(d) for d in self._env.state_shape())  # (10, 10, C)
+    self._max_steps = None if max_episode_steps is None else int(max_episode_steps)
+    self._clip = bool(clip_rewards)
+    self._steps = 0
+    self._done = True
+    self._truncated = False
+    self._game_over = False
+    self.last_raw_reward = 0.0
+    self.episode_raw_return = 0.0
+    self._obs_spec = array_spec.BoundedArraySpec(self._shape, np.uint8, 0, 1,
+                                                 name="observation")
+    self._act_spec = array_spec.BoundedArraySpec((), np.int32, 0, len(self._action_set) - 1,
+                                                 name="action")
+
+  # --- specs / properties
+  def observation_spec(self):
+    return self._obs_spec
+
+  def action_spec(self):
+    return self._act_spec
+
+  @property
+  def num_actions(self) -> int:
+    return len(self._action_set)
+
+  @property
+  def action_set(self) -> List[int]:
+    """MinAtar action ids of the minimal action set (index = TF-Agents action)."""
+    return list(self._action_set)
+
+  @property
+  def num_channels(self) -> int:
+    return self._shape[-1]
+
+  @property
+  def episode_steps(self) -> int:
+    return self._steps
+
+  @property
+  def minatar_env(self):
+    """The underlying ``minatar.Environment`` (tests, inspection)."""
+    return self._env
+
+  def get_info(self) -> Dict[str, object]:
+    return dict(raw_reward=self.last_raw_reward, episode_raw_return=self.episode_raw_return,
+                episode_steps=self._steps, truncated=self._truncated,
+                game_over=self._game_over,
+                difficulty_ramp=self._env.env.difficulty_ramp())
+
+  # --- dynamics
+  def _observe(self) -> np.ndarray:
+    return self._env.state().astype(np.uint8)  # bool [10, 10, C] -> uint8 {0, 1}
+
+  def _reset(self):
+    self._env.reset()
+    self._steps = 0
+    self._done = False
+    self._truncated = False
+    self._game_over = False
+    self.last_raw_reward = 0.0
+    self.episode_raw_return = 0.0
+    return ts.restart(self._observe())
+
+  def _step(self, action):
+    if self._done:
+      return self.reset()
+    a = int(np.asarray(action).reshape(()))
+    if not 0 <= a < len(self._action_set):
+      raise ValueError("action {} outside [0, {}) for MinAtar {}".format(
+          a, len(self._action_set), self.game))
+    raw, terminal = self._env.act(self._action_set[a])  # sticky actions inside MinAtar
+    self._steps += 1
+    self.last_raw_reward = float(raw)
+    self.episode_raw_return += float(raw)
+    reward = np.float32(np.clip(raw, -1.0, 1.0) if self._clip else raw)
+    obs = self._observe()
+    if terminal:
+      self._done = True
+      self._game_over = True
+      return ts.termination(obs, reward)
+    if self._max_steps is not None and self._steps >= self._max_steps:
+      self._done = True
+      self._truncated = True
+      return ts.truncation(obs, reward)
+    return ts.transition(obs, reward)
+
+
+def make_env(game: str, **kwargs) -> MinAtarEnvironment:
+  return MinAtarEnvironment(game, **kwargs)

@@ -1,0 +1,178 @@
+"""Reverb tables, servers and helpers for online fine-tuning (actors -> Reverb -> learner).
+
+Two tables on one server:
+  'replay'     TF-Agents Trajectory items of 2 steps (what `ReverbAddTrajectoryObserver(
+               sequence_length=2, stride_length=1)` writes), uniform sampling, FIFO removal,
+               rate-limited by `SampleToInsertRatio(samples_per_insert, min_size, error_buffer)`.
+  'variables'  the learner's policy weights, one item (max_size 1), read by actors with
+               TF-Agents' `ReverbVariableContainer` (the variable container pattern).
+
+samples_per_insert (SPI) counts *sampled items* per inserted item. One learner step samples
+`batch_size` items; one env step inserts one item. So SPI = batch_size * (learner steps per
+env step). Default 8 = Dopamine/DQN's batch 32 with one update every 4 env steps.
+
+Failure behaviour: `check_server` turns a dead or unreachable server into a ConnectionError
+naming the address (gRPC would otherwise retry); the learner and the actors call it when a
+sample or an insert fails or times out.
+"""
+from __future__ import annotations
+
+import os
+from typing import Dict, Optional, Sequence
+
+import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+
+import numpy as np
+import tensorflow as tf
+
+REPLAY_TABLE = "replay"
+VARIABLE_TABLE = "variables"  # == tf_agents' reverb_variable_container.DEFAULT_TABLE
+DEFAULT_SAMPLES_PER_INSERT = 8.0
+
+
+def error_buffer(samples_per_insert: float, min_size: int, batch_size: int) -> float:
+  """Reverb's SampleToInsertRatio cushion: how far the sample/insert balance may drift.
+
+  It must exceed one learner step's worth of samples (batch_size) and 2 * max(1, SPI) (Reverb
+  requirement), else learner and actors ping-pong one item at a time; a larger buffer lets the
+  learner run ahead (or behind) by error_buffer / SPI inserts.
+  """
+  return float(max(2.0 * max(1.0, samples_per_insert), 4.0 * batch_size,
+                   0.1 * min_size * samples_per_insert))
+
+
+def make_tables(replay_signature, variable_signature, *, max_size: int, min_size: int,
+                samples_per_insert: float = DEFAULT_SAMPLES_PER_INSERT, batch_size: int = 32):
+  """The 'replay' and 'variables' tables (see module docstring).
+
+  Args:
+    replay_signature: spec of one item: the collect data spec with an outer time dim.
+    variable_signature: nest of TensorSpecs of the variables actors pull.
+    max_size: replay capacity (items = transitions).
+    min_size: items before the first sample (rate limiter's min_size_to_sample).
+    samples_per_insert: SPI (> 0).
+    batch_size: the learner's (online) batch, for the error buffer.
+  """
+  import reverb  # pylint: disable=g-import-not-at-top
+  if not samples_per_insert > 0:
+    raise ValueError(f"samples_per_insert must be > 0, got {samples_per_insert!r}")
+  if int(min_size) != min_size or min_size < 1 or max_size < min_size:
+    raise ValueError(f"need 1 <= min_size <= max_size, got min_size={min_size!r}, "
+                     f"max_size={max_size!r}")
+  replay = reverb.Table(
+      name=REPLAY_TABLE,
+      sampler=reverb.selectors.Uniform(),
+      remover=reverb.selectors.Fifo(),
+      max_size=int(max_size),
+      rate_limiter=reverb.rate_limiters.SampleToInsertRatio(
+          samples_per_insert=float(samples_per_insert), min_size_to_sample=int(min_size),
+          error_buffer=error_buffer(samples_per_insert, min_size, batch_size)),
+      signature=replay_signature)
+  variables = reverb.Table(
+      name=VARIABLE_TABLE,
+      sampler=reverb.selectors.Uniform(),
+      remover=reverb.selectors.Fifo(),
+      rate_limiter=reverb.rate_limiters.MinSize(1),
+      max_size=1,
+      max_times_sampled=0,
+      signature=variable_signature)
+  return [replay, variables]
+
+
+def start_server(tables, port: int = 0, checkpoint_dir: Optional[str] = None):
+  """A reverb.Server on `port` (0: a free one) with the default checkpointer in
+  `checkpoint_dir` (the server loads the latest complete checkpoint found there at start).
+
+  Returns:
+    (server, 'localhost:<port>').
+  """
+  import reverb  # pylint: disable=g-import-not-at-top
+  if not port:
+    import portpicker  # pylint: disable=g-import-not-at-top
+    port = portpicker.pick_unused_port()
+  checkpointer = None
+  if checkpoint_dir:
+    os.makedirs(checkpoint_dir, exist_ok=True)
+    checkpointer = reverb.checkpointers.DefaultCheckpointer(path=checkpoint_dir)
+  try:
+    server = reverb.Server(tables=tables, port=int(port), checkpointer=checkpointer)
+  except Exception as e:  # pylint: disable=broad-except
+    raise RuntimeError(f"could not start a Reverb server on port {port}"
+                       + (f" from the checkpoints in {checkpoint_dir}" if checkpoint_dir else "")
+                       + f": {e}") from e
+  return server, f"localhost:{server.port}"
+
+
+def check_server(address: str, timeout_s: float = 10.0,
+                 tables: Sequence[str] = (REPLAY_TABLE, VARIABLE_TABLE)) -> Dict:
+  """server_info of the Reverb server at `address`, or a ConnectionError naming it.
+
+  Raises:
+    ConnectionError: unreachable / dead server (after `timeout_s`), or a missing table.
+  """
+  import reverb  # pylint: disable=g-import-not-at-top
+  if not address or ":" not in address:
+    raise ValueError(f"--reverb_address must be host:port, got {address!r}")
+  try:
+    info = reverb.Client(address).server_info(timeout=max(1, int(round(timeout_s))))
+  except Exception as e:  # pylint: disable=broad-except
+    raise ConnectionError(
+        f"the Reverb server at {address} is not reachable (no answer within {timeout_s:.0f}s:"
+        f" {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}). Is it running "
+        f"(binaries/reverb_server.py) and is the address right?") from e
+  missing = [t for t in tables if t not in info]
+  if missing:
+    raise ConnectionError(f"the Reverb server at {address} has no table(s) {missing} (it has "
+                          f"{sorted(info)}); start it with binaries/reverb_server.py for the "
+                          f"same --game")
+  return info
+
+
+def trajectory_to_transition(traj) -> Dict[str, tf.Tensor]:
+  """One 2-step Trajectory item (no batch dim) -> a contract transition dict.
+
+  TF-Agents stores reward and discount of the *next* time step at index t, so the transition
+  (s_0, a_0, r, s_1) has r = reward[0] and terminal = (discount[0] == 0) (a time-out keeps
+  discount 1 and bootstraps). Items whose first step is LAST (episode boundary) are not
+  transitions: filter them with `is_transition`.
+  """
+  return {
+      "observation": traj.observation[0],
+      "action": tf.cast(traj.action[0], tf.int32),
+      "reward": tf.cast(traj.reward[0], tf.float32),
+      "next_observation": traj.observation[1],
+      "terminal": tf.cast(tf.equal(traj.discount[0], 0.0), tf.float32),
+  }
+
+
+def is_transition(traj) -> tf.Tensor:
+  """False for boundary items (LAST -> FIRST), which are not (s, a, r, s') transitions."""
+  from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
+  return tf.not_equal(traj.step_type[0], ts.StepType.LAST)
+
+
+def replay_dataset(data_spec, address: str, batch_size: int, *,
+                   rate_limiter_timeout_ms: int = 30_000, prefetch: int = 2) -> tf.data.Dataset:
+  """Batches of contract transitions sampled from the 'replay' table.
+
+  Uses TF-Agents' ReverbReplayBuffer.as_dataset (sequence_length 2). With a finite
+  `rate_limiter_timeout_ms` the dataset ends (StopIteration / OutOfRangeError) when no sample
+  could be drawn for that long: the caller then checks the server and the actors.
+  """
+  from tf_agents.replay_buffers import reverb_replay_buffer  # pylint: disable=g-import-not-at-top
+  buffer = reverb_replay_buffer.ReverbReplayBuffer(
+      data_spec, REPLAY_TABLE, sequence_length=2, server_address=address,
+      rate_limiter_timeout_ms=int(rate_limiter_timeout_ms))
+  ds = buffer.as_dataset(sample_batch_size=None, num_steps=2)  # (Trajectory [2, ...], info)
+  ds = ds.map(lambda traj, info: traj)
+  ds = ds.filter(is_transition).map(trajectory_to_transition)
+  return ds.batch(int(batch_size), drop_remainder=True).prefetch(prefetch)
+
+
+def variable_signature(variables) -> object:
+  """TensorSpecs of a nest of variables (the 'variables' table signature)."""
+  return tf.nest.map_structure(lambda v: tf.TensorSpec(v.shape, v.dtype), variables)
+
+
+def numpy_nest(nest):
+  return tf.nest.map_structure(lambda x: np.asarray(x), nest)

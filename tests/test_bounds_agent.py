@@ -1,0 +1,226 @@
+"""Upper bounds Q_u(s, a, delta): Eq. (upper update) loss by hand, checkpoint layout, policies,
+Q_u >= Q_l on the data after a short training on a tiny chain MDP, and both bounds' train step
+under MirroredStrategy (ccvl_tf/distributed.py) equal to the single-device step."""
+import math
+import os
+import subprocess
+import sys
+
+import ccvl_tf  # noqa: F401
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+from tf_agents.specs import tensor_spec
+from tf_agents.trajectories import time_step as ts
+
+from agents import ccvl_agent
+from agents import ccvl_bounds_agent as cba
+from ccvl_tf import losses
+from ccvl_tf import networks
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TINY = networks.QNetworkConfig(torso="mlp", mlp_units=(16,), n_cos=8, hidden_units=16)
+
+
+def _specs(num_obs, num_actions):
+  obs = tensor_spec.BoundedTensorSpec((num_obs,), tf.float32, 0.0, 1.0)
+  act = tensor_spec.BoundedTensorSpec((), tf.int32, 0, num_actions - 1)
+  return ts.time_step_spec(obs), act
+
+
+def test_upper_loss_by_hand():
+  # B=1, N=1, A=2, M=2. Q_u(s, ., delta) = [1, 3], a_D = 0, targets y = [2, 0.5],
+  # log(1/delta_1) = [1, 4], n(s)^-1 = 0.25, alpha = 2 -> weights 2 sqrt(1 * .25) = 1, 2 sqrt(4 * .25) = 2.
+  q = tf.constant([[[1.0, 3.0]]])
+  a = tf.constant([0])
+  y = tf.constant([[[2.0, 0.5]]])
+  d1 = tf.constant([[[math.exp(-1.0), math.exp(-4.0)]]])
+  inv = tf.constant([0.25])
+  # softmin: R_u = Q(a_D) + logsumexp(-Q) = 1 + log(e^-1 + e^-3) = log(1 + e^-2) = 0.126928
+  r_u = math.log(1.0 + math.exp(-2.0))
+  # L_1 = 1 * R_u + (1 - 2)^2 / 2 = 0.626928 ; L_2 = 2 * R_u + (1 - 0.5)^2 / 2 = 0.378857
+  l1, l2 = r_u + 0.5, 2 * r_u + 0.125
+  res = losses.ccvl_upper_loss(q, a, y, d1, inv, 2.0, "squared")
+  np.testing.assert_allclose(res["gap"].numpy(), [[r_u]], rtol=1e-5)
+  np.testing.assert_allclose(res["pair_losses"].numpy(), [[[l1, l2]]], rtol=1e-5)
+  np.testing.assert_allclose(res["loss"].numpy(), min(l1, l2), rtol=1e-5)   # min over pairs
+  assert int(res["argmax_j"][0, 0]) == 1
+  res_max = losses.ccvl_upper_loss(q, a, y, d1, inv, 2.0, "squared", pair_reduction="max")
+  np.testing.assert_allclose(res_max["loss"].numpy(), max(l1, l2), rtol=1e-5)
+  # Literal sign flip: R = -(logsumexp Q - Q(a_D)) = 1 - (3 + log(1 + e^-2)) = -2.126928
+  res_neg = losses.ccvl_upper_loss(q, a, y, d1, inv, 2.0, "squared", regularizer="neg_logsumexp")
+  r_neg = 1.0 - (3.0 + r_u)
+  np.testing.assert_allclose(res_neg["pair_losses"].numpy(),
+                             [[[r_neg + 0.5, 2 * r_neg + 0.125]]], rtol=1e-5)
+  # The lower-bound CQL gap at the same numbers (logsumexp - Q(a_D) = 2 + log(1 + e^-2)) differs.
+  lower = losses.ccvl_loss(q, a, y, d1, inv, 2.0, "squared")
+  np.testing.assert_allclose(lower["gap"].numpy(), [[2.0 + r_u]], rtol=1e-5)
+
+
+def test_upper_regularizer_pushes_the_lowest_action_up_and_stays_bounded():
+  # Q = [0, 5, -5], a_D = 0. d R / d Q for the softmin form: [1 - w_0, -w_1, -w_2], w = softmin
+  # weights = softmax(-Q); a gradient step (Q -= lr * grad) raises the lowest action most and
+  # barely moves the largest one (w_1 = e^-5 / sum ~ 4.5e-5).
+  q = tf.Variable([[[0.0, 5.0, -5.0]]])
+  for kind, expect in (("softmin", None), ("neg_logsumexp", None)):
+    with tf.GradientTape() as tape:
+      gap, _ = losses.upper_gap(q, tf.constant([0]), kind)
+    g = tape.gradient(gap, q).numpy()[0, 0]
+    if kind == "softmin":
+      w = np.exp(-np.array([0.0, 5.0, -5.0]))
+      w /= w.sum()
+      np.testing.assert_allclose(g, [1 - w[0], -w[1], -w[2]], rtol=1e-5, atol=1e-7)
+      assert g[2] < -0.99 and abs(g[1]) < 1e-4      # lowest up, largest ~untouched
+      assert float(gap[0, 0]) >= 0.0
+    else:
+      p = np.exp(np.array([0.0, 5.0, -5.0]))
+      p /= p.sum()
+      # -(logsumexp - Q_D): d/dQ = [1 - p_0, -p_1, -p_2]: the LARGEST action is pushed up with
+      # weight ~1 however large it already is -- the linear divergence of the literal flip.
+      np.testing.assert_allclose(g, [1 - p[0], -p[1], -p[2]], rtol=1e-5, atol=1e-7)
+      assert g[1] < -0.99
+
+
+def test_config_errors_name_the_value():
+  with pytest.raises(ValueError, match="upper_regularizer.*'bogus'"):
+    cba.BoundsConfig(upper_regularizer="bogus").validate()
+  with pytest.raises(ValueError, match="beta must be > 0"):
+    cba.BoundsConfig(beta=0.0).validate()
+  with pytest.raises(ValueError, match="explore_delta"):
+    cba.BoundsConfig(explore_delta=1.0).validate()
+  with pytest.raises(ValueError, match="pair_reduction"):
+    losses.ccvl_upper_loss(tf.zeros([1, 1, 2]), tf.constant([0]), tf.zeros([1, 1, 1]),
+                           tf.fill([1, 1, 1], 0.5), tf.constant([1.0]), 1.0,
+                           pair_reduction="median")
+
+
+def _chain_data(rng, n):
+  """A 4-state chain, 3 actions: 0 left, 1 right, 2 stay; reward 1 on reaching state 3
+  (terminal). The behaviour policy never takes action 2 in states 0 and 1 (OOD there)."""
+  s = rng.integers(0, 3, n)
+  a = np.where(s < 2, rng.integers(0, 2, n), rng.integers(0, 3, n))
+  s2 = np.clip(np.where(a == 0, s - 1, np.where(a == 1, s + 1, s)), 0, 3)
+  r = (s2 == 3).astype(np.float32)
+  eye = np.eye(4, dtype=np.float32)
+  return {"observation": eye[s], "action": a.astype(np.int32), "reward": r,
+          "next_observation": eye[s2], "terminal": r.copy()}
+
+
+def test_upper_bound_above_lower_bound_on_data_after_training():
+  """400 steps on the chain (~10 s): Q_u(s, a_D, delta) >= Q_l(s, a_D, delta) on the data and
+  max_a Q_u >= max_a Q_l at the data states, for a grid of deltas (measured: all of them, by a
+  margin of ~0.3-1 in value; a random init has no such ordering, checked first)."""
+  keras.utils.set_random_seed(0)
+  cfg = ccvl_agent.CCVLConfig(num_deltas=4, num_pairs=2, alpha=0.5, gamma=0.9, td_loss="squared",
+                              dr3_coef=0.0, learning_rate=3e-3, adam_epsilon=1e-7,
+                              target_update_period=10)
+  agent = cba.CCVLBoundsAgent(*_specs(4, 3), cfg, TINY, dataset_size=2000)
+  rng = np.random.default_rng(0)
+  data = _chain_data(rng, 2000)
+  grid = np.array([0.1, 0.3, 0.5, 0.7, 0.9], np.float32)
+  states = np.eye(4, dtype=np.float32)[:3]
+
+  def gaps():
+    ql = agent.lower.q_values(states, grid).numpy()   # [3, K, A]
+    qu = agent.upper.q_values(states, grid).numpy()
+    return ql, qu
+
+  ql0, qu0 = gaps()
+  assert not np.all(qu0 >= ql0)        # the ordering is learned, not an artefact of the init
+  for step in range(400):
+    idx = rng.integers(0, 2000, 64)
+    agent.train_on_batch({k: v[idx] for k, v in data.items()})
+  assert int(agent.train_step_counter.numpy()) == 400
+  assert int(agent.upper.train_step_counter.numpy()) == 400
+  ql, qu = gaps()
+  seen = np.array([[1, 1, 0], [1, 1, 0], [1, 1, 1]], bool)   # (s, a) pairs in the data
+  for k in range(len(grid)):
+    assert np.all(qu[:, k][seen] >= ql[:, k][seen]), (grid[k], qu[:, k], ql[:, k])
+    assert np.all(qu[:, k].max(-1) >= ql[:, k].max(-1))
+  # OOD action 2 at states 0, 1: the upper bound raises it relative to the lower bound.
+  assert np.all(qu[:2, :, 2] - ql[:2, :, 2] > 0)
+
+
+def test_checkpoint_layout_restores_a_plain_ccvl_checkpoint(tmp_path):
+  keras.utils.set_random_seed(1)
+  cfg = ccvl_agent.CCVLConfig(num_deltas=2, num_pairs=2, dr3_coef=0.0)
+  plain = ccvl_agent.CCVLAgent(*_specs(4, 3), cfg, TINY, dataset_size=100)
+  plain.train_step_counter.assign(7)
+  path = plain.make_checkpoint().save(str(tmp_path / "plain"))
+  bounds = cba.CCVLBoundsAgent(*_specs(4, 3), cfg, TINY, dataset_size=100)
+  bounds.lower.make_checkpoint().restore(path).assert_existing_objects_matched()
+  bounds.copy_lower_to_upper()
+  obs = np.eye(4, dtype=np.float32)
+  np.testing.assert_allclose(bounds.lower.q_values(obs, 0.5), plain.q_values(obs, 0.5))
+  np.testing.assert_allclose(bounds.upper.q_values(obs, 0.5), plain.q_values(obs, 0.5))
+  assert int(bounds.train_step_counter.numpy()) == 7
+  # The bounds checkpoint round-trips both bounds.
+  p2 = bounds.make_checkpoint().save(str(tmp_path / "bounds"))
+  other = cba.CCVLBoundsAgent(*_specs(4, 3), cfg, TINY, dataset_size=100)
+  other.make_checkpoint().restore(p2).assert_consumed()
+  np.testing.assert_allclose(other.upper.q_values(obs, 0.5), plain.q_values(obs, 0.5))
+
+
+def test_exploration_policy_is_eq_upper_policy():
+  keras.utils.set_random_seed(2)
+  agent = cba.CCVLBoundsAgent(*_specs(4, 3), ccvl_agent.CCVLConfig(dr3_coef=0.0), TINY,
+                              cba.BoundsConfig(beta=0.5, explore_delta=0.5, explore_epsilon=0.0),
+                              dataset_size=10)
+  obs = np.eye(4, dtype=np.float32)
+  step = ts.restart(tf.constant(obs), batch_size=4)
+  action = agent.exploration_policy.action(step).action.numpy()
+  ql = agent.lower.q_values(obs, 0.5).numpy()[:, 0]
+  qu = agent.upper.q_values(obs, 0.5).numpy()[:, 0]
+  from ccvl_tf import policies
+  np.testing.assert_array_equal(action, policies.bounds_greedy_index(ql, qu, 0.5).numpy())
+
+
+_MIRRORED_SCRIPT = r"""
+import numpy as np, tensorflow as tf
+import ccvl_tf
+cpu = tf.config.list_physical_devices("CPU")[0]
+tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras
+from ccvl_tf.experiments import online
+strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
+tss, act = online.specs("gridworld")
+bounds = online.OnlineConfig().bounds()
+keras.utils.set_random_seed(0)
+with strategy.scope():
+  dist = online.build_agent("gridworld", tss, act, bounds)
+single = online.build_agent("gridworld", tss, act, bounds)
+for part in ("lower", "upper"):
+  for name in ("_online_vars", "_target_vars"):
+    for a, b in zip(getattr(getattr(dist, part), name), getattr(getattr(single, part), name)):
+      b.assign(a.read_value())
+step = online.make_learner_step(strategy, dist)
+it = online.offline_gridworld_batches(0, 16)
+for i in range(12):
+  half = {k: tf.constant(v) for k, v in next(it).items()}
+  m = step({k: tf.concat([v, v], 0) for k, v in half.items()})   # each replica gets `half`
+  s = single.train_on_batch(half)
+  assert abs(float(m["loss"]) - float(s["loss"])) < 1e-5, (i, float(m["loss"]), float(s["loss"]))
+obs = np.eye(64, dtype=np.float32)
+for part in ("lower", "upper"):
+  d = np.abs(getattr(dist, part).q_values(obs, 0.5) - getattr(single, part).q_values(obs, 0.5))
+  print(part, float(d.max()))
+print("replicas", strategy.num_replicas_in_sync, "step", int(dist.train_step_counter.numpy()),
+      type(dist.lower._online_vars[0]).__name__)
+"""
+
+
+def test_mirrored_step_equals_single_device_step():
+  """MirroredStrategy over two logical CPUs (a subprocess: devices must be split before TF
+  starts). Each replica gets the same half batch, so the averaged gradient equals the
+  single-device gradient on that half: 12 steps of both bounds must give the same weights."""
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+  proc = subprocess.run([sys.executable, "-c", _MIRRORED_SCRIPT], capture_output=True,
+                        text=True, env=env, cwd=REPO, timeout=150)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  lines = dict(l.split(" ", 1) for l in proc.stdout.strip().splitlines())
+  assert float(lines["lower"]) < 1e-5 and float(lines["upper"]) < 1e-5, proc.stdout
+  assert lines["replicas"].startswith("2 step 12 MirroredVariable"), proc.stdout
+

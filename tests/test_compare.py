@@ -1,0 +1,96 @@
+"""binaries/compare.py: a tiny gridworld comparison (every output file, resume / skip), bad
+input (unknown method / suite / dataset kind, a missing MinAtar dataset), the agent registry."""
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import ccvl_tf  # noqa: F401
+from ccvl_tf.experiments import compare, offline
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.join(ROOT, "binaries", "compare.py")
+TINY = ["--suite=gridworld", "--methods=CQL,Fixed-CCVL,CCVL", "--datasets=1%", "--num_steps=3",
+        "--eval_episodes=1", "--eval_max_steps=5", "--num_grid_deltas=2", "--num_deltas=2",
+        "--bootstrap_reps=50", "--batch_size=8"]
+
+
+def _run(args, cwd):
+  env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3")
+  return subprocess.run([sys.executable, BIN, *args], capture_output=True, text=True, env=env,
+                        cwd=cwd, timeout=600)
+
+
+def test_tiny_gridworld_comparison_writes_every_output_and_resumes(tmp_path):
+  out = tmp_path / "cmp"
+  r = _run([*TINY, "--seeds=2", f"--output_dir={out}"], tmp_path)
+  assert r.returncode == 0, r.stderr[-3000:]
+  assert "6 runs; 0 already done (skipped), 6 to run" in r.stdout
+  assert "[6/6] CCVL 1% gridworld seed 1" in r.stdout and "ETA" in r.stdout
+  rows = list(csv.DictReader(open(out / "scores.csv")))
+  assert tuple(rows[0]) == compare.SCORE_COLUMNS
+  assert sorted((x["method"], x["seed"]) for x in rows) == sorted(
+      (m, s) for m in ("CQL", "Fixed-CCVL", "CCVL") for s in ("0", "1"))
+  assert all(x["dataset"] == "1%" and x["game"] == "gridworld" for x in rows)
+  table = (out / "table.md").read_text()
+  assert "| Data | CQL | Fixed-CCVL | CCVL |" in table
+  assert table.count("| 1% |") == 1 and "## Per game, 1%" in table
+  assert "| gridworld |" in (out / "per_game_1pct.md").read_text()
+  assert (out / "iqm.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+  # CCVL and Fixed-CCVL share one trained learner; every run has its own result and log.
+  assert sorted(os.listdir(out / "runs")) == ["ccvl", "cql"]
+  res = json.loads((out / "results" / "fixed-ccvl" / "1pct" / "gridworld" / "seed_0.json")
+                   .read_text())
+  assert 0 < res["fixed_delta"] < 1 and len(res["bellman_errors"]) == 2
+  assert res["train_steps"] == 3
+  assert len(os.listdir(out / "logs")) == 6
+  done = {p: os.path.getmtime(p) for p in (out / "results").rglob("*.json")}
+
+  # Rerun with one more seed: the six finished runs are skipped, only seed 2 is trained.
+  r2 = _run([*TINY, "--seeds=3", f"--output_dir={out}"], tmp_path)
+  assert r2.returncode == 0, r2.stderr[-3000:]
+  assert "9 runs; 6 already done (skipped), 3 to run" in r2.stdout
+  assert "seed 0:" not in r2.stdout and "seed 1:" not in r2.stdout
+  assert all(os.path.getmtime(p) == t for p, t in done.items())
+  assert len(list(csv.DictReader(open(out / "scores.csv")))) == 9
+  # The outputs are a function of the result files alone (what a no-op rerun rewrites).
+  os.remove(out / "table.md")
+  compare.write_outputs(str(out), "gridworld", reps=50)
+  assert "| 1% |" in (out / "table.md").read_text()
+
+
+def test_bad_input_lists_the_valid_names(tmp_path):
+  r = _run(["--suite=gridworld", "--methods=CQL,FOO", f"--output_dir={tmp_path}"], tmp_path)
+  assert r.returncode != 0
+  assert "unknown method 'FOO'" in r.stderr and "REM, CQL, AEVL, Fixed-CCVL, CCVL, DQN" in r.stderr
+  with pytest.raises(ValueError, match="--suite must be one of gridworld, minatar, atari"):
+    compare.CompareConfig(suite="procgen").validate()
+  with pytest.raises(ValueError, match="valid kinds: 1%, 5%, Initial 10%"):
+    compare.parse_datasets("2%")
+  assert compare.parse_methods("fixed_ccvl, rem,CCVL") == ["Fixed-CCVL", "REM", "CCVL"]
+  assert compare.parse_datasets("1%,initial10%") == ["1%", "Initial 10%"]
+
+
+def test_missing_minatar_dataset_says_how_to_make_it(tmp_path):
+  with pytest.raises(ValueError, match="needs --data_dir"):
+    compare.CompareConfig(suite="minatar").validate()
+  cfg = compare.CompareConfig(suite="minatar", data_dir=str(tmp_path / "none"),
+                              games=["Breakout"], output_dir=str(tmp_path / "out"))
+  with pytest.raises(ValueError, match="make_minatar_datasets.py --output_dir=.*none "
+                                       "--games=Breakout"):
+    compare.run(cfg, log=lambda s: None)
+  with pytest.raises(ValueError, match="missing DQN Replay directories"):
+    compare.run(compare.CompareConfig(suite="atari", data_dir=str(tmp_path), games=["Pong"],
+                                      output_dir=str(tmp_path / "out")), log=lambda s: None)
+
+
+def test_registry_has_every_method_and_names_the_valid_agents():
+  assert set(compare.METHODS.values()) == set(offline.AGENTS)
+  assert offline.AGENTS == ("ccvl", "fixed_ccvl", "cql", "rem", "aevl", "dqn")
+  assert offline.get_agent_spec("fixed_ccvl").train_key == offline.get_agent_spec("ccvl").train_key
+  with pytest.raises(ValueError, match="--agent must be one of ccvl, fixed_ccvl, cql, rem, "
+                                       "aevl, dqn, got 'sac'"):
+    offline.OfflineConfig(agent="sac").validate()

@@ -1,0 +1,240 @@
+"""Online fine-tuning on a real Reverb server (localhost, started by the tests themselves).
+
+In process: what the observer writes is what the learner's dataset turns into transitions, the
+variable container round trip, the rate limiter's timeout, clear errors. As subprocesses: a
+tiny end-to-end gridworld fine-tune with two actors, one of which is killed -9 mid-run (the
+run goes on with the other), ending in SavedModels that load with plain TensorFlow; the CQL
+baseline through the same pipeline. (MirroredStrategy: tests/test_bounds_agent.py.)
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import ccvl_tf  # noqa: F401
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from ccvl_tf import replay
+from ccvl_tf.experiments import online
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FINETUNE = os.path.join(REPO, "binaries", "finetune_online.py")
+
+
+@pytest.fixture(scope="module")
+def offline_dir(tmp_path_factory):
+  d = str(tmp_path_factory.mktemp("offline"))
+  online.train_offline_gridworld(d, num_steps=100, seed=0, log=lambda s: None)
+  return d
+
+
+@pytest.fixture()
+def server():
+  cfg = online.OnlineConfig(game="gridworld", min_replay_size=4, samples_per_insert=2.0,
+                            batch_size=4, replay_capacity=1000)
+  srv, address = replay.start_server(online.make_server_tables(cfg))
+  try:
+    yield cfg, address
+  finally:
+    srv.stop()
+
+
+class _ScriptedPolicy:
+  """Actions from a list (a py policy for PyDriver), to know the transitions written."""
+
+  def __init__(self, actions, time_step_spec, action_spec, info_spec):
+    from tf_agents.policies import py_policy
+    from tf_agents.trajectories import policy_step
+    outer = self
+
+    class P(py_policy.PyPolicy):
+      def _action(self, time_step, policy_state):
+        a = np.int32(outer.actions.pop(0))
+        return policy_step.PolicyStep(a, (), outer.info)
+    self.actions = list(actions)
+    self.info = tf.nest.map_structure(lambda s: np.zeros(s.shape, s.dtype.as_numpy_dtype),
+                                      info_spec)
+    self.policy = P(time_step_spec, action_spec, info_spec=info_spec)
+
+
+def test_observer_items_become_the_right_transitions(server):
+  """Gridworld start (6, 0): 'up' x2 leads to (4, 0) with reward 0; a 3-step episode cap
+  (time-out, discount 1) then a new episode. The learner's dataset must yield exactly the
+  non-boundary transitions with terminal 0 (time-out bootstraps)."""
+  import reverb
+  from tf_agents.drivers import py_driver
+  from tf_agents.replay_buffers import reverb_utils
+  from ccvl_tf import evaluation
+  from ccvl_tf.envs import gridworld
+  cfg, address = server
+  world = gridworld.GridWorld(slip_prob=0.0, horizon=3)
+  env = evaluation.GridWorldEnvironment(world, seed=0)
+  agent = online.build_agent("gridworld", *online.specs("gridworld"), cfg.bounds())
+  spec = agent.exploration_policy.trajectory_spec
+  scripted = _ScriptedPolicy([0, 0, 1, 0] * 4, env.time_step_spec(), env.action_spec(),
+                             agent.exploration_policy.info_spec)
+  observer = reverb_utils.ReverbAddTrajectoryObserver(
+      reverb.Client(address), replay.REPLAY_TABLE, sequence_length=2, stride_length=1)
+  py_driver.PyDriver(env, scripted.policy, [observer], max_steps=6).run(env.reset())
+  observer.flush()
+  ds = replay.replay_dataset(spec, address, batch_size=1, rate_limiter_timeout_ms=1000)
+  seen = set()
+  for batch in ds.take(40):
+    s = int(np.argmax(batch["observation"][0]))
+    s2 = int(np.argmax(batch["next_observation"][0]))
+    seen.add((world.cell(s), int(batch["action"][0]), float(batch["reward"][0]), world.cell(s2),
+              float(batch["terminal"][0])))
+  expected = {((6, 0), 0, 0.0, (5, 0), 0.0), ((5, 0), 0, 0.0, (4, 0), 0.0),
+              ((4, 0), 1, 0.0, (4, 1), 0.0)}
+  assert seen == expected, seen
+
+
+def test_variable_container_round_trip_and_rate_limiter_timeout(server):
+  from tf_agents.experimental.distributed import reverb_variable_container
+  cfg, address = server
+  learner = online.build_agent("gridworld", *online.specs("gridworld"), cfg.bounds(), seed=0)
+  actor = online.build_agent("gridworld", *online.specs("gridworld"), cfg.bounds(), seed=1)
+  lv = online._pushed_variables(learner, online._control_variables())
+  av = online._pushed_variables(actor, online._control_variables())
+  lv["train_step"].assign(42)
+  container = reverb_variable_container.ReverbVariableContainer(
+      address, table_names=[replay.VARIABLE_TABLE])
+  container.push(lv)
+  obs = np.eye(64, dtype=np.float32)[:5]
+  assert not np.allclose(actor.upper.q_values(obs, 0.5), learner.upper.q_values(obs, 0.5))
+  container.update(av)
+  assert int(av["train_step"].numpy()) == 42
+  np.testing.assert_allclose(actor.upper.q_values(obs, 0.5), learner.upper.q_values(obs, 0.5))
+  np.testing.assert_allclose(actor.lower.q_values(obs, 0.5), learner.lower.q_values(obs, 0.5))
+  # An empty replay table: the sample waits rate_limiter_timeout_ms, then the dataset ends.
+  ds = replay.replay_dataset(learner.exploration_policy.trajectory_spec, address, 4,
+                             rate_limiter_timeout_ms=300)
+  t = time.monotonic()
+  assert list(ds.take(1)) == []
+  assert time.monotonic() - t < 20
+
+
+def test_unreachable_server_error_names_the_address():
+  import portpicker
+  address = f"localhost:{portpicker.pick_unused_port()}"
+  t = time.monotonic()
+  with pytest.raises(ConnectionError, match=f"Reverb server at {address} is not reachable"):
+    replay.check_server(address, timeout_s=1)
+  assert time.monotonic() - t < 15
+  with pytest.raises(ValueError, match="host:port"):
+    replay.check_server("localhost", 1)
+
+
+def test_config_and_offline_errors(tmp_path, offline_dir):
+  with pytest.raises(ValueError, match="--offline_dir .* is not a directory"):
+    online.OnlineConfig(offline_dir=str(tmp_path / "nope"), root_dir=str(tmp_path)).validate()
+  with pytest.raises(ValueError, match="samples_per_insert"):
+    online.OnlineConfig(offline_dir=offline_dir, root_dir=str(tmp_path),
+                        samples_per_insert=0).validate()
+  cfg = online.OnlineConfig(offline_dir=offline_dir, root_dir=str(tmp_path), num_env_steps=100,
+                            batch_size=32, samples_per_insert=8, offline_fraction=0.25)
+  assert (cfg.online_batch_size, cfg.offline_batch_size, cfg.num_learner_steps) == (24, 8, 34)
+  agent = online.build_agent("gridworld", *online.specs("gridworld"), cfg.bounds())
+  with pytest.raises(ValueError, match="no checkpoint in .*empty"):
+    online.restore_offline(agent, str(tmp_path / "empty"))
+  assert online.restore_offline(agent, offline_dir, log=lambda s: None) == 100
+  with pytest.raises(ValueError, match="ALE|game|Atari|valid"):
+    online.specs("NoSuchGame")
+
+
+def _read(path):
+  with open(path) as f:
+    return f.read()
+
+
+def test_end_to_end_gridworld_two_actors_one_killed(offline_dir, tmp_path):
+  """Learner + in-process server + 2 actor processes; actor 0 is killed -9 once training runs.
+  The learner reaches its budget with the other actor (offline 100 steps + 800 env steps x
+  SPI 4 / batch 16 = 200 learner steps), evaluates, exports. Measured ~45 s here."""
+  root = str(tmp_path / "run")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+  env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+  log_path = str(tmp_path / "learner.log")
+  out = open(log_path, "w")
+  proc = subprocess.Popen(
+      [sys.executable, FINETUNE, "--game=gridworld", f"--offline_dir={offline_dir}",
+       f"--root_dir={root}", "--num_env_steps=800", "--num_actors=2", "--batch_size=16",
+       "--samples_per_insert=4", "--min_replay_size=32", "--replay_capacity=5000",
+       "--checkpoint_interval=50", "--log_interval=10", "--eval_episodes=1",
+       "--eval_max_steps=30", "--actor_update_period=20", "--push_period=5",
+       "--server_timeout_s=3", "--sample_timeout_s=10"],
+      stdout=out, stderr=subprocess.STDOUT, env=env, cwd=REPO)
+  actor_pids = []
+  try:
+    deadline = time.monotonic() + 100   # bounds, not sleeps: ~25 s quiet, ~45 s loaded
+    killed = False
+    while proc.poll() is None and time.monotonic() < deadline:
+      text = _read(log_path)
+      if not killed and "step 120/" in text:      # training is running on both actors
+        actor_pids = json.loads(_read(os.path.join(root, "status.json")))["actor_pids"]
+        os.kill(actor_pids[0], 9)
+        killed = True
+      try:
+        proc.wait(timeout=0.25)
+      except subprocess.TimeoutExpired:
+        pass
+    code = proc.wait(timeout=max(1.0, deadline - time.monotonic() + 30))
+    text = _read(log_path)
+    assert code == 0, text[-3000:]
+    assert killed, text[-3000:]
+    assert f"actor 0 (pid {actor_pids[0]}) exited with code -9; 1 actor(s) left" in text
+    summary = json.loads(_read(os.path.join(root, "summary.json")))
+    assert summary["offline_step"] == 100 and summary["step"] == summary["final_step"] == 300
+    assert summary["replay_items"] >= 32
+    actor1 = _read(os.path.join(root, "actors", "actor_1.log"))
+    assert "collecting into" in actor1
+    # The exported bounds policy loads with TensorFlow alone and acts.
+    saved = tf.saved_model.load(summary["policy_dirs"]["policy_bounds"])
+    from tf_agents.trajectories import time_step as ts
+    step = ts.restart(tf.constant(np.eye(64, dtype=np.float32)[[48]]), batch_size=1)
+    action = saved.action(step, saved.get_initial_state(1)).action.numpy()
+    assert action.shape == (1,) and 0 <= int(action[0]) < 4
+    for name in ("policy", "policy_fixed"):
+      assert os.path.exists(os.path.join(summary["policy_dirs"][name], "saved_model.pb"))
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+    proc.wait(timeout=10)
+    out.close()
+    for pid in actor_pids:
+      try:
+        os.kill(pid, 9)
+      except ProcessLookupError:
+        pass
+
+
+def test_cql_baseline_fine_tunes_through_the_same_pipeline(tmp_path):
+  """--agent=cql: offline CQL on the gridworld data, then the same Reverb/actor pipeline with
+  CQL's greedy policy + epsilon as the exploration policy (1 actor, 100 learner steps)."""
+  offline = str(tmp_path / "offline_cql")
+  summary = online.train_offline_gridworld(offline, num_steps=50, seed=0, log=lambda s: None,
+                                           agent="cql")
+  assert summary["agent"] == "cql"
+  root = str(tmp_path / "run")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+  env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+  proc = subprocess.run(
+      [sys.executable, FINETUNE, "--game=gridworld", "--agent=cql", f"--offline_dir={offline}",
+       f"--root_dir={root}", "--num_env_steps=400", "--batch_size=16", "--samples_per_insert=4",
+       "--min_replay_size=32", "--replay_capacity=5000", "--log_interval=50",
+       "--eval_episodes=1", "--eval_max_steps=10", "--actor_update_period=20",
+       "--server_timeout_s=3", "--sample_timeout_s=10"],
+      capture_output=True, text=True, env=env, cwd=REPO, timeout=150)
+  assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+  result = json.loads(_read(os.path.join(root, "summary.json")))
+  assert result["offline_step"] == 50 and result["step"] == 150
+  assert set(result["last_eval"]) == {"lower_mean_score", "lower_normalized_score"}
+  assert os.path.exists(os.path.join(root, "policy", "saved_model.pb"))
+  # A CCVL fine-tune refuses the CQL offline run, naming both.
+  bad = online.OnlineConfig(offline_dir=offline, root_dir=str(tmp_path / "bad"), agent="ccvl")
+  with pytest.raises(ValueError, match="holds a cql run, not --agent=ccvl"):
+    online.run(bad, log=lambda s: None)

@@ -1,0 +1,186 @@
+"""Fault behaviour of online fine-tuning with real processes on localhost (no sleeps: bounded
+polls on files and process states; every process is killed in a finally block).
+
+* the Reverb server process killed -9 mid-run -> the learner and the actor stop with an error
+  naming the server's address, and the learner's last checkpoint still restores;
+* the learner killed -9 -> its actors exit by themselves; a restart resumes from the last
+  learner checkpoint at exactly its step and finishes.
+(An actor killed mid-run is tested in tests/test_online.py, with the end-to-end run.)
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FINETUNE = os.path.join(REPO, "binaries", "finetune_online.py")
+SERVER = os.path.join(REPO, "binaries", "reverb_server.py")
+SMALL = ["--game=gridworld", "--batch_size=16", "--samples_per_insert=4", "--min_replay_size=32",
+         "--replay_capacity=5000", "--log_interval=10", "--eval_episodes=0",
+         "--noexport_policies", "--actor_update_period=20", "--push_period=5",
+         "--server_timeout_s=3", "--sample_timeout_s=5"]
+
+
+def _env():
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
+  env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
+  return env
+
+
+def _spawn(args, log_path):
+  out = open(log_path, "w")
+  proc = subprocess.Popen([sys.executable] + args, stdout=out, stderr=subprocess.STDOUT,
+                          env=_env(), cwd=REPO)
+  proc._log_file = out  # closed in _cleanup
+  return proc
+
+
+def _read(path):
+  with open(path) as f:
+    return f.read()
+
+
+def _wait_for(cond, timeout, what, procs=()):
+  """Polls `cond` (with a short blocking wait on a process instead of sleeping)."""
+  deadline = time.monotonic() + timeout
+  while time.monotonic() < deadline:
+    value = cond()
+    if value:
+      return value
+    for p in procs:
+      if p.poll() is not None:
+        raise AssertionError(f"process {p.args} exited with {p.returncode} while waiting for "
+                             f"{what}:\n{_read(p._log_file.name)[-3000:]}")
+    if procs:
+      try:
+        procs[0].wait(timeout=0.25)
+      except subprocess.TimeoutExpired:
+        pass
+    else:
+      threading.Event().wait(0.25)
+  raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+
+def _alive(pid):
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  try:  # a zombie child of ours counts as gone
+    with open(f"/proc/{pid}/stat") as f:
+      return f.read().split()[2] != "Z"
+  except FileNotFoundError:
+    return False
+
+
+def _cleanup(procs, extra_pids=()):
+  for p in procs:
+    if p.poll() is None:
+      p.kill()
+    p.wait(timeout=10)
+    p._log_file.close()
+  for pid in extra_pids:
+    if _alive(pid):
+      os.kill(pid, signal.SIGKILL)
+
+
+def _latest_step(ckpt_dir):
+  import tensorflow as tf  # after conftest set TF_USE_LEGACY_KERAS
+  path = tf.train.latest_checkpoint(ckpt_dir)
+  return (int(path.rsplit("-", 1)[1]), path) if path else (None, None)
+
+
+@pytest.fixture(scope="module")
+def offline_dir(tmp_path_factory):
+  from ccvl_tf.experiments import online
+  d = str(tmp_path_factory.mktemp("offline"))
+  online.train_offline_gridworld(d, num_steps=100, seed=0, log=lambda s: None)
+  return d
+
+
+def _actor_pids(root):
+  path = os.path.join(root, "status.json")
+  if not os.path.exists(path):
+    return None
+  return json.loads(_read(path))["actor_pids"]
+
+
+def test_server_killed_stops_learner_and_actor_with_the_address(offline_dir, tmp_path):
+  import portpicker
+  import tensorflow as tf
+  port = portpicker.pick_unused_port()
+  address = f"localhost:{port}"
+  root = str(tmp_path / "run")
+  procs, actor_pids = [], []
+  try:
+    server = _spawn([SERVER, "--game=gridworld", f"--port={port}", "--batch_size=16",
+                     "--samples_per_insert=4", "--min_replay_size=32", "--replay_capacity=5000",
+                     f"--checkpoint_dir={tmp_path / 'reverb'}"], str(tmp_path / "server.log"))
+    procs.append(server)
+    _wait_for(lambda: "Reverb server at" in _read(server._log_file.name), 60,
+              "the server to start", [server])
+    learner = _spawn([FINETUNE, f"--offline_dir={offline_dir}", f"--root_dir={root}",
+                      f"--reverb_address={address}", "--num_env_steps=100000",
+                      "--checkpoint_interval=10"] + SMALL, str(tmp_path / "learner.log"))
+    procs.append(learner)
+    ckpt_dir = os.path.join(root, "checkpoints")
+    _wait_for(lambda: _latest_step(ckpt_dir)[0], 120, "a learner checkpoint", [learner])
+    actor_pids = _actor_pids(root)
+    server.kill()                                   # SIGKILL: no goodbye to the clients
+    server.wait(timeout=10)
+    code = learner.wait(timeout=40)                 # bounded: no hang on the dead server
+    out = _read(learner._log_file.name)
+    assert code != 0
+    assert f"lost the Reverb server at {address}" in out, out[-2000:]
+    _wait_for(lambda: not any(_alive(p) for p in actor_pids), 20, "the actor to exit")
+    actor_log = _read(os.path.join(root, "actors", "actor_0.log"))
+    assert address in actor_log and "Reverb server" in actor_log, actor_log[-2000:]
+    # The learner's checkpoints are intact: the latest restores variable by variable.
+    step, path = _latest_step(ckpt_dir)
+    reader = tf.train.load_checkpoint(path)
+    names = [n for n, _ in tf.train.list_variables(path)]
+    assert any(n.startswith("upper/") for n in names)
+    assert int(reader.get_tensor("train_step/.ATTRIBUTES/VARIABLE_VALUE")) == step
+  finally:
+    _cleanup(procs, actor_pids or [])
+
+
+def test_learner_killed_and_restarted_resumes_at_its_last_checkpoint(offline_dir, tmp_path):
+  root = str(tmp_path / "run")
+  args = [FINETUNE, f"--offline_dir={offline_dir}", f"--root_dir={root}",
+          "--checkpoint_interval=10"] + SMALL
+  procs, actor_pids = [], []
+  try:
+    first = _spawn(args + ["--num_env_steps=100000"], str(tmp_path / "first.log"))
+    procs.append(first)
+    ckpt_dir = os.path.join(root, "checkpoints")
+    _wait_for(lambda: (_latest_step(ckpt_dir)[0] or 0) >= 110, 120, "a learner checkpoint",
+              [first])
+    actor_pids = _actor_pids(root)
+    first.kill()                                     # kill -9
+    first.wait(timeout=10)
+    _wait_for(lambda: not any(_alive(p) for p in actor_pids), 20,
+              "the orphaned actor to exit")
+    step, path = _latest_step(ckpt_dir)
+    # 100 offline steps; the budget of the restart: 400 env steps * 4 / 16 = 100 learner steps.
+    second = _spawn(args + ["--num_env_steps=400"], str(tmp_path / "second.log"))
+    procs.append(second)
+    code = second.wait(timeout=150)
+    out = _read(second._log_file.name)
+    assert code == 0, out[-3000:]
+    assert re.search(rf"Resumed from {re.escape(path)} \(train step {step}\)", out), out[-3000:]
+    assert "Restored the offline checkpoint" not in out
+    # The in-process server came back from its own checkpoint (taken with each learner one).
+    items = int(re.search(r"Reverb replay table at \S+: (\d+) items", out).group(1))
+    assert items >= 32, out[-3000:]
+    summary = json.loads(_read(os.path.join(root, "summary.json")))
+    assert summary["start_step"] == step and summary["offline_step"] == 100
+    assert summary["step"] == max(step, 200)
+  finally:
+    _cleanup(procs, actor_pids or [])

@@ -222,15 +222,15 @@ def _torso(observation, config: QNetworkConfig, name: str, init):
   torso_dense = None
   if config.torso == "nature":
     x = keras.layers.Rescaling(1.0 / 255.0, name=f"{name}_scale")(observation)
-    x = keras.layers.Conv2D(32, 8, strides=4, activation="relu", kernel_initializer=init,
+    x = keras.layers.Conv2D(32, 8, strides=4, activation="relu", kernel_initializer=init(),
                             name=f"{name}_conv1")(x)
-    x = keras.layers.Conv2D(64, 4, strides=2, activation="relu", kernel_initializer=init,
+    x = keras.layers.Conv2D(64, 4, strides=2, activation="relu", kernel_initializer=init(),
                             name=f"{name}_conv2")(x)
-    x = keras.layers.Conv2D(64, 3, strides=1, activation="relu", kernel_initializer=init,
+    x = keras.layers.Conv2D(64, 3, strides=1, activation="relu", kernel_initializer=init(),
                             name=f"{name}_conv3")(x)
     conv_features = keras.layers.Flatten(name=f"{name}_flatten")(x)  # [B, 3136] for 84x84
     torso_dense = keras.layers.Dense(config.torso_units, activation="relu",
-                                     kernel_initializer=init, name=f"{name}_torso_dense")
+                                     kernel_initializer=init(), name=f"{name}_torso_dense")
     if config.delta_entry == "features":
       torso_out = torso_dense(conv_features)  # [B, 512]
     else:
@@ -239,15 +239,15 @@ def _torso(observation, config: QNetworkConfig, name: str, init):
     # MinAtar's DQN (Young & Tian 2019): conv 16 3x3 stride 1 ('valid'), dense torso_units
     # (128 in MinAtar). Observations are {0, 1} channels: no rescaling.
     x = ops.cast(observation, "float32")
-    x = keras.layers.Conv2D(16, 3, strides=1, activation="relu", kernel_initializer=init,
+    x = keras.layers.Conv2D(16, 3, strides=1, activation="relu", kernel_initializer=init(),
                             name=f"{name}_conv1")(x)
     x = keras.layers.Flatten(name=f"{name}_flatten")(x)  # [B, 8 * 8 * 16] for 10x10
     torso_out = keras.layers.Dense(config.torso_units, activation="relu",
-                                   kernel_initializer=init, name=f"{name}_torso_dense")(x)
+                                   kernel_initializer=init(), name=f"{name}_torso_dense")(x)
   else:
     x = ops.cast(observation, "float32")  # one-hot / vector states, any numeric dtype
     for i, units in enumerate(config.mlp_units):
-      x = keras.layers.Dense(int(units), activation="relu", kernel_initializer=init,
+      x = keras.layers.Dense(int(units), activation="relu", kernel_initializer=init(),
                              name=f"{name}_mlp{i}")(x)
     torso_out = x  # [B, mlp_units[-1]]
   return torso_out, torso_dense
@@ -273,7 +273,9 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
     raise ValueError(f"num_actions must be an integer >= 1, got {num_actions!r}")
   num_actions = int(num_actions)
   shape, dtype = validate_observation_spec(observation_shape, observation_dtype, config.torso)
-  init = _dopamine_initializer()
+  # A factory, called once per layer: one Keras 3 initializer instance reused across layers
+  # gives same-shaped layers identical initial weights.
+  init = _dopamine_initializer
 
   observation = keras.Input(shape=shape, dtype=dtype, name="observation")
   delta = keras.Input(shape=(None,), dtype="float32", name="delta")  # [B, K]
@@ -284,16 +286,16 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
 
   # ---- confidence embedding eta(delta) and the head --------------------------------------
   cosine = CosineEmbedding(config.n_cos, name=f"{name}_cos")
-  embed = keras.layers.Dense(width, activation="relu", kernel_initializer=init,
+  embed = keras.layers.Dense(width, activation="relu", kernel_initializer=init(),
                              name=f"{name}_delta_embed")
   if config.delta_entry == "conv":
     hidden = torso_dense  # IQN: 3136 -> 512 applied to psi(s) * eta(delta), once per delta
   elif config.hidden_units:
     hidden = keras.layers.Dense(config.hidden_units, activation="relu",
-                                kernel_initializer=init, name=f"{name}_hidden")
+                                kernel_initializer=init(), name=f"{name}_hidden")
   else:
     hidden = None  # hidden_units=0: Q = W_out (psi(s) * eta(delta)) + b
-  output = keras.layers.Dense(num_actions, kernel_initializer=init, name=f"{name}_q")
+  output = keras.layers.Dense(num_actions, kernel_initializer=init(), name=f"{name}_q")
 
   def head(features, deltas):
     # features [B, W]; deltas [B, K] -> (Q [B, K, A], penultimate [B, K, H]).
@@ -384,11 +386,12 @@ def build_q_ensemble(observation_shape: Sequence[int], observation_dtype, num_ac
   qs, phis = [], []
   for e in range(e_count):
     member = f"{name}_m{e}" if e_count > 1 else name
-    # A fresh initializer per member: a Keras 3 initializer instance draws its seed once, so
-    # reusing one instance would give same-shaped layers of all members the same weights.
-    init = _dopamine_initializer()
+    # A fresh initializer per layer (the factory is called once per layer): a Keras 3
+    # initializer instance draws its seed once, so reusing one instance would give same-shaped
+    # layers of all members the same weights.
+    init = _dopamine_initializer
     torso_out, _ = _torso(observation, config, member, init)          # [B, D]
-    out = keras.layers.Dense(h * a, kernel_initializer=init, name=f"{member}_q")(torso_out)
+    out = keras.layers.Dense(h * a, kernel_initializer=init(), name=f"{member}_q")(torso_out)
     qs.append(keras.layers.Reshape((1, h, a), name=f"{member}_heads")(out))  # [B, H*A] -> [B, 1, H, A]
     phis.append(ops.expand_dims(torso_out, 1))                        # [B, 1, D]
   q = qs[0] if e_count == 1 else keras.layers.Concatenate(axis=1, name=f"{name}_members")(qs)

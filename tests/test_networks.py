@@ -123,3 +123,18 @@ def test_q_model_saves_and_reloads_as_savedmodel(tmp_path):
   net.q_model.save(keras_path)
   again = keras.models.load_model(keras_path)
   np.testing.assert_allclose(again(inputs).numpy(), expected, rtol=1e-6)
+
+
+def test_same_shaped_layers_start_with_different_weights():
+  # One Keras 3 initializer instance shared by layers gives same-shaped layers identical
+  # initial kernels; each layer must get its own initializer.
+  import keras as _keras
+  _keras.utils.set_random_seed(0)
+  net = networks.build_ccvl_network(
+      (6,), "float32", 3,
+      networks.QNetworkConfig(torso="mlp", mlp_units=(8, 8), n_cos=4, hidden_units=8))
+  kernels = [v.numpy() for v in net.variables if v.shape == (8, 8) and "kernel" in v.path]
+  assert len(kernels) >= 2
+  for i in range(len(kernels)):
+    for j in range(i + 1, len(kernels)):
+      assert not np.allclose(kernels[i], kernels[j])

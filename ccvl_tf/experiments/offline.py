@@ -306,6 +306,8 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
   log(f"Frame store: {store.num_transitions} transitions, {store.num_frames} frames, "
       f"{store.nbytes / 2**20:.1f} MiB ({store.bytes_per_transition:.0f} bytes/transition).")
 
+  import keras
+  keras.utils.set_random_seed(cfg.seed)  # initial weights are a function of --seed
   obs_spec = tensor_spec.from_spec(probe.observation_spec())
   action_spec = tensor_spec.from_spec(probe.action_spec())
   time_step_spec = ts.time_step_spec(obs_spec)

@@ -42,22 +42,15 @@ from ccvl_tf import losses
 from ccvl_tf import networks
 from ccvl_tf import policies
 
+from agents import q_agent_base
+
 BATCH_KEYS = ("observation", "action", "reward", "next_observation", "terminal")
 
 
-class NonFiniteLossError(FloatingPointError):
-  """The loss or a gradient was NaN/inf at train step `step`; the update was NOT applied.
-
-  The agent's variables (networks, optimizer, counts, step counter) are exactly as before that
-  step, so the caller may checkpoint them, or keep the last checkpoint it wrote.
-  """
-
-  def __init__(self, step: int, loss: float):
-    self.step = int(step)
-    self.loss = float(loss)
-    super().__init__(
-        f"non-finite CCVL loss ({self.loss}) or gradient at train step {self.step}; the update "
-        f"was not applied and training should stop (keep the last good checkpoint)")
+# One exception and one variable helper for every agent (agents/q_agent_base.py); the names stay
+# importable from here.
+NonFiniteLossError = q_agent_base.NonFiniteLossError
+_tf_variables = q_agent_base.tf_variables
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,11 +114,6 @@ class CCVLConfig:
         raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
     if not 0.0 <= self.collect_epsilon <= 1.0:
       raise ValueError(f"collect_epsilon must be in [0, 1], got {self.collect_epsilon!r}")
-
-
-def _tf_variables(variables):
-  """Keras 3 variables -> the underlying tf.Variables (what tf.Module / Checkpoint track)."""
-  return [v.value if isinstance(v, keras.Variable) else v for v in variables]
 
 
 def ccvl_objective(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
@@ -430,7 +418,7 @@ class CCVLAgent(tf_agent.TFAgent):
   @staticmethod
   def _check_finite(metrics):
     if tf.executing_eagerly() and not bool(metrics["finite"]):
-      raise NonFiniteLossError(int(metrics["step"]), float(metrics["loss"]))
+      raise NonFiniteLossError("CCVL", int(metrics["step"]), float(metrics["loss"]))
 
 
 # ---- Fixed-CCVL: choose one delta by held-out Bellman error ------------------------------------

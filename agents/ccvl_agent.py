@@ -354,43 +354,28 @@ class CCVLAgent(tf_agent.TFAgent):
 
   def _train_batch(self, batch) -> Dict[str, tf.Tensor]:
     """One guarded step of Algorithm 1 on a contract batch (inside tf.function)."""
-    cfg = self._config
-    step = self.train_step_counter
     metrics, grads = self._grads_fn(batch, self._seed())
     phi = metrics.pop("phi")
-    finite = tf.math.is_finite(metrics["loss"])
-    for g in grads:
-      finite = tf.logical_and(finite, tf.reduce_all(tf.math.is_finite(g)))
+    return q_agent_base.guarded_update(
+        metrics, grads, self._online.trainable_variables, self._optimizer,
+        self.train_step_counter, self._online_vars, self._target_vars,
+        self._config.target_update_period, before_step=lambda: self._update_counts(phi))
 
-    def apply():
-      self._optimizer.apply_gradients(zip(grads, self._online.trainable_variables))
-      if self._counts is not None:
-        self._counts.update(phi)
-        if cfg.count_refresh_period == 1:
-          self._counts.refresh()
-        else:
-          # Refresh right after the first update (step 0), then every period steps.
-          def refresh():
-            self._counts.refresh()
-            return tf.constant(True)
-          tf.cond(tf.equal(step % cfg.count_refresh_period, 0), refresh,
-                  lambda: tf.constant(False))
-      new_step = step.assign_add(1)
-
-      def update_target():
-        for s, t in zip(self._online_vars, self._target_vars):
-          t.assign(s)
+  def _update_counts(self, phi) -> None:
+    """After an applied update: phi(s) [B, D] into the running E[phi phi^T]; the inverse is
+    refreshed right after the first update (step 0), then every count_refresh_period steps."""
+    if self._counts is None:
+      return
+    cfg = self._config
+    self._counts.update(phi)
+    if cfg.count_refresh_period == 1:
+      self._counts.refresh()
+    else:
+      def refresh():
+        self._counts.refresh()
         return tf.constant(True)
-
-      tf.cond(tf.equal(new_step % cfg.target_update_period, 0), update_target,
+      tf.cond(tf.equal(self.train_step_counter % cfg.count_refresh_period, 0), refresh,
               lambda: tf.constant(False))
-      return tf.constant(True)
-
-    tf.cond(finite, apply, lambda: tf.constant(False))
-    metrics["finite"] = finite
-    # The step the metrics belong to (the counter before this call, 0-based).
-    metrics["step"] = tf.identity(step) - tf.cast(finite, tf.int64)
-    return metrics
 
   def _train(self, experience, weights=None):
     """TFAgent API (wrapped in tf.function by TFAgent): guarded train step."""
@@ -417,8 +402,7 @@ class CCVLAgent(tf_agent.TFAgent):
 
   @staticmethod
   def _check_finite(metrics):
-    if tf.executing_eagerly() and not bool(metrics["finite"]):
-      raise NonFiniteLossError("CCVL", int(metrics["step"]), float(metrics["loss"]))
+    q_agent_base.check_finite("CCVL", metrics)
 
 
 # ---- Fixed-CCVL: choose one delta by held-out Bellman error ------------------------------------

@@ -19,7 +19,7 @@ policies of `ccvl_tf.policies` act with it unchanged.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Optional
+from typing import Callable, Dict, Optional
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
@@ -94,6 +94,58 @@ class BaseQConfig:
 def tf_variables(variables):
   """Keras 3 variables -> the underlying tf.Variables (what tf.Module / Checkpoint track)."""
   return [v.value if isinstance(v, keras.Variable) else v for v in variables]
+
+
+def all_finite(loss: tf.Tensor, grads) -> tf.Tensor:
+  """True iff the loss and every (non-None) gradient are finite (a bool scalar)."""
+  finite = tf.math.is_finite(loss)
+  for g in grads:
+    if g is not None:
+      finite = tf.logical_and(finite, tf.reduce_all(tf.math.is_finite(g)))
+  return finite
+
+
+def guarded_update(metrics: Dict[str, tf.Tensor], grads, variables, optimizer,
+                   step: tf.Variable, online_vars, target_vars, target_update_period: int,
+                   before_step: Optional[Callable[[], None]] = None) -> Dict[str, tf.Tensor]:
+  """The guarded update every agent shares (inside a tf.function; in cross-replica context
+  under a tf.distribute strategy).
+
+  Only when `metrics['loss']` and every gradient are finite: Adam applies `grads` to
+  `variables`, `before_step()` runs (CCVL: the n(s)^-1 statistics), `step` += 1, and the
+  target variables are copied from the online ones when the new step is a multiple of
+  `target_update_period`. Otherwise nothing changes.
+
+  Returns `metrics` with 'finite' (bool) and 'step' (the 0-based step the metrics belong to,
+  i.e. the counter before this call) added.
+  """
+  finite = all_finite(metrics["loss"], grads)
+
+  def apply():
+    optimizer.apply_gradients(zip(grads, variables))
+    if before_step is not None:
+      before_step()
+    new_step = step.assign_add(1)
+
+    def update_target():
+      for s, t in zip(online_vars, target_vars):
+        t.assign(s)
+      return tf.constant(True)
+
+    tf.cond(tf.equal(new_step % target_update_period, 0), update_target,
+            lambda: tf.constant(False))
+    return tf.constant(True)
+
+  tf.cond(finite, apply, lambda: tf.constant(False))
+  metrics["finite"] = finite
+  metrics["step"] = tf.identity(step) - tf.cast(finite, tf.int64)
+  return metrics
+
+
+def check_finite(agent_name: str, metrics) -> None:
+  """Raises NonFiniteLossError (eager mode) when a guarded step was skipped."""
+  if tf.executing_eagerly() and not bool(metrics["finite"]):
+    raise NonFiniteLossError(agent_name, int(metrics["step"]), float(metrics["loss"]))
 
 
 def num_actions_of(action_spec, agent_name: str):
@@ -254,32 +306,10 @@ class OfflineQAgent(tf_agent.TFAgent):
     return as_transition_batch(experience, self._action_min)
 
   def _train_batch(self, batch) -> Dict[str, tf.Tensor]:
-    cfg = self._config
-    step = self.train_step_counter
     metrics, grads = self._grads_fn(batch, self._seed())
-    finite = tf.math.is_finite(metrics["loss"])
-    for g in grads:
-      if g is not None:
-        finite = tf.logical_and(finite, tf.reduce_all(tf.math.is_finite(g)))
-
-    def apply():
-      self._optimizer.apply_gradients(zip(grads, self._online.trainable_variables))
-      new_step = step.assign_add(1)
-
-      def update_target():
-        for s, t in zip(self._online_vars, self._target_vars):
-          t.assign(s)
-        return tf.constant(True)
-
-      tf.cond(tf.equal(new_step % cfg.target_update_period, 0), update_target,
-              lambda: tf.constant(False))
-      return tf.constant(True)
-
-    tf.cond(finite, apply, lambda: tf.constant(False))
-    metrics = dict(metrics)
-    metrics["finite"] = finite
-    metrics["step"] = tf.identity(step) - tf.cast(finite, tf.int64)
-    return metrics
+    return guarded_update(dict(metrics), grads, self._online.trainable_variables,
+                          self._optimizer, self.train_step_counter, self._online_vars,
+                          self._target_vars, self._config.target_update_period)
 
   def _train(self, experience, weights=None):
     del weights
@@ -302,5 +332,4 @@ class OfflineQAgent(tf_agent.TFAgent):
     return loss_info
 
   def _check_finite(self, metrics):
-    if tf.executing_eagerly() and not bool(metrics["finite"]):
-      raise NonFiniteLossError(self.AGENT_NAME, int(metrics["step"]), float(metrics["loss"]))
+    check_finite(self.AGENT_NAME, metrics)

@@ -1,7 +1,8 @@
 """The paper's method comparison (Table 2): train and evaluate every method on every dataset kind.
 
   python binaries/compare.py --suite=gridworld --seeds=3 --output_dir=results/compare_gridworld
-  python binaries/compare.py --suite=minatar --data_dir=DATASETS --seeds=3 --output_dir=OUT
+  python binaries/compare.py --suite=minatar --data_dir=DATASETS --seeds=3 --workers=2 \
+      --output_dir=OUT
   python binaries/compare.py --suite=atari --data_dir=DQN_REPLAY --seeds=5 --output_dir=OUT  # GPU
 
 Writes OUT/scores.csv, OUT/table.md (normalized IQM, 95% stratified bootstrap CIs, per-game
@@ -50,6 +51,11 @@ _TEMP = flags.DEFINE_float("belief_temperature", _D.belief_temperature,
                            "Belief temperature of CCVL and AEVL.")
 _DR3 = flags.DEFINE_float("dr3_coef", None, "DR3 coefficient for all methods (default: each "
                           "agent's).")
+_WORKERS = flags.DEFINE_integer(
+    "workers", _D.workers, "Trainings run side by side, one process each (1: sequential). "
+    "Use the number of cores for the CPU suites (gridworld, minatar).")
+_THREADS = flags.DEFINE_integer("threads_per_worker", None, "TensorFlow threads per worker "
+                                "(default: cores // workers).")
 _REPS = flags.DEFINE_integer("bootstrap_reps", _D.bootstrap_reps, "rliable bootstrap reps.")
 
 
@@ -69,14 +75,16 @@ def main(argv):
         learning_rate=_LR.value, target_update_period=_TARGET.value, num_heads=_HEADS.value,
         num_members=_MEMBERS.value, num_grid_deltas=_K.value, num_deltas=_N.value,
         num_pairs=_M.value, belief_temperature=_TEMP.value, dr3_coef=_DR3.value,
-        data_dir=_DATA.value, data_run=_RUN.value, bootstrap_reps=_REPS.value)
+        data_dir=_DATA.value, data_run=_RUN.value, bootstrap_reps=_REPS.value,
+        workers=_WORKERS.value, threads_per_worker=_THREADS.value)
     cfg.validate()
   except ValueError as e:
     raise app.UsageError(str(e))
   from ccvl_tf import training  # pylint: disable=g-import-not-at-top
   try:
     compare.run(cfg, log=lambda s: print(s, flush=True))
-  except (ValueError, FileNotFoundError, MemoryError, training.TrainingStopped) as e:
+  except (ValueError, FileNotFoundError, MemoryError, training.TrainingStopped,
+          compare.UnitFailed) as e:
     sys.exit(f"compare.py: error: {e}")
 
 

@@ -1,10 +1,11 @@
 """Build the MinAtar offline datasets (DQN-Replay style) and their reference scores.
 
   python binaries/make_minatar_datasets.py --output_dir=data/minatar \
-      [--games=Asterix,Breakout,Freeway,Seaquest,SpaceInvaders] [--steps=100000] [--seed=0]
+      [--games=Asterix,Breakout,Freeway,Seaquest,SpaceInvaders] [--steps=100000] \
+      [--game_steps=Asterix:300000,Freeway:300000,Seaquest:300000] [--seed=0]
 
 Per game: trains an online DQN (TF-Agents DqnAgent, MinAtar's network and DQN
-baseline hyperparameters) for --steps environment steps and logs every
+baseline hyperparameters) for --steps environment steps (--game_steps per game) and logs every
 transition into --num_checkpoints Dopamine replay checkpoints under
 <output_dir>/<Game>/<seed>/replay_logs; then scores the final DQN (epsilon
 0.001) and a uniformly random policy. Writes <output_dir>/minatar_scores.json:
@@ -29,7 +30,13 @@ from ccvl_tf.envs import minatar  # noqa: E402
 _GAMES = flags.DEFINE_list("games", minatar.valid_game_names(),
                            "MinAtar games: " + ", ".join(minatar.valid_game_names()))
 _STEPS = flags.DEFINE_integer("steps", minatar_datasets.DEFAULT_STEPS,
-                              "Environment steps (= logged transitions) of each DQN run.")
+                              "Environment steps (= logged transitions) of each DQN run, "
+                              "except the games named in --game_steps.")
+_GAME_STEPS = flags.DEFINE_string(
+    "game_steps", ",".join("{}:{}".format(g, n) for g, n in
+                           minatar_datasets.DEFAULT_GAME_STEPS.items()),
+    "Per-game overrides of --steps, Game:steps comma-separated ('' = --steps for all). The "
+    "default gives the games whose DQN learns slowly a longer run (docs/minatar.md).")
 _OUT = flags.DEFINE_string("output_dir", None, "Root directory of the datasets.",
                            required=True)
 _SEED = flags.DEFINE_integer("seed", 0, "Seed of the run (env, network init, exploration, "
@@ -50,6 +57,10 @@ def main(argv):
     games = [minatar.canonical_game_name(g) for g in _GAMES.value]
   except ValueError as e:
     raise app.UsageError("--games: {}".format(e))
+  try:
+    game_steps = minatar_datasets.parse_game_steps(_GAME_STEPS.value)
+  except ValueError as e:
+    raise app.UsageError("--game_steps: {}".format(e))
   for name, flag in (("steps", _STEPS), ("num_checkpoints", _CKPTS),
                      ("eval_episodes", _EVAL), ("random_episodes", _RANDOM),
                      ("progress_every", _EVERY)):
@@ -61,7 +72,7 @@ def main(argv):
     tf.config.threading.set_inter_op_parallelism_threads(_THREADS.value)
   try:
     summaries = minatar_datasets.build_all(
-        _OUT.value, games, num_steps=_STEPS.value, seed=_SEED.value,
+        _OUT.value, games, num_steps=_STEPS.value, game_steps=game_steps, seed=_SEED.value,
         num_checkpoints=_CKPTS.value, eval_episodes=_EVAL.value,
         random_episodes=_RANDOM.value, progress_every=_EVERY.value,
         log=lambda m: print(m, flush=True))

@@ -9,13 +9,14 @@ work the way TF-Agents' `Learner` / Keras do, keeping the guard:
                                      loss and gradients (`agent._loss_and_grads`) and phi(s);
   cross-replica    (the tf.function) gradients are averaged over replicas (= gradient of the
                                      full-batch mean loss for equal slices), metrics averaged,
-                                     phi concatenated; then the same guarded update as
-                                     CCVLAgent._train_batch: Adam, counts, step, target copy.
+                                     phi concatenated; then the guarded update every agent
+                                     uses (`agents.q_agent_base.guarded_update`): Adam,
+                                     counts (`CCVLAgent._update_counts`), step, target copy.
 
 Equal slices make it the same optimization step as the single-device step on the whole batch
 (tested on two logical CPUs: tests/test_online.py::test_mirrored_step_equals_single_device_step).
 It works for `agents.ccvl_agent.CCVLAgent` and its subclass `UpperCCVLAgent`, whose private
-members it uses (keep it in sync with CCVLAgent._train_batch).
+members it uses (`_loss_and_grads`, `_update_counts`, `_seed`, `_as_batch`, `_check_finite`).
 """
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from typing import Callable, Dict
 import ccvl_tf  # noqa: F401
 
 import tensorflow as tf
+
+from agents import q_agent_base
 
 
 def make_train_step(strategy: tf.distribute.Strategy, agent) -> Callable[[Dict], Dict]:
@@ -56,36 +59,10 @@ def make_train_step(strategy: tf.distribute.Strategy, agent) -> Callable[[Dict],
     metrics = {k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
                for k, v in metrics.items()}
     phi = tf.concat(strategy.experimental_local_results(phi), 0)   # [B, D]
-    finite = tf.math.is_finite(metrics["loss"])
-    for g in grads:
-      finite = tf.logical_and(finite, tf.reduce_all(tf.math.is_finite(g)))
-
-    def apply():
-      agent._optimizer.apply_gradients(zip(grads, variables))
-      if agent._counts is not None:
-        agent._counts.update(phi)
-        if cfg.count_refresh_period == 1:
-          agent._counts.refresh()
-        else:
-          def refresh():
-            agent._counts.refresh()
-            return tf.constant(True)
-          tf.cond(tf.equal(counter % cfg.count_refresh_period, 0), refresh,
-                  lambda: tf.constant(False))
-      new_step = counter.assign_add(1)
-
-      def update_target():
-        for s, t in zip(agent._online_vars, agent._target_vars):
-          t.assign(s)
-        return tf.constant(True)
-      tf.cond(tf.equal(new_step % cfg.target_update_period, 0), update_target,
-              lambda: tf.constant(False))
-      return tf.constant(True)
-
-    tf.cond(finite, apply, lambda: tf.constant(False))
-    metrics["finite"] = finite
-    metrics["step"] = tf.identity(counter) - tf.cast(finite, tf.int64)
-    return metrics
+    return q_agent_base.guarded_update(
+        metrics, grads, variables, agent._optimizer, counter, agent._online_vars,
+        agent._target_vars, cfg.target_update_period,
+        before_step=lambda: agent._update_counts(phi))
 
   def run(batch):
     batch = agent._as_batch(batch)

@@ -49,6 +49,17 @@ def test_tiny_gridworld_comparison_writes_every_output_and_resumes(tmp_path):
   assert len(os.listdir(out / "logs")) == 6
   done = {p: os.path.getmtime(p) for p in (out / "results").rglob("*.json")}
 
+  # The same comparison in 2 worker processes (one TF thread each) gives the same scores.
+  par = tmp_path / "par"
+  rp = _run([*TINY, "--seeds=2", "--workers=2", "--threads_per_worker=1",
+             f"--output_dir={par}"], tmp_path)
+  assert rp.returncode == 0, rp.stderr[-3000:]
+  assert "6 to run in 2 worker processes." in rp.stdout and "[6/6]" in rp.stdout
+  key = lambda x: (x["method"], x["seed"])  # noqa: E731
+  assert sorted((key(x), x["score"]) for x in csv.DictReader(open(par / "scores.csv"))) == \
+      sorted((key(x), x["score"]) for x in rows)
+  assert sorted(os.listdir(par / "runs")) == ["ccvl", "cql"]
+
   # Rerun with one more seed: the six finished runs are skipped, only seed 2 is trained.
   r2 = _run([*TINY, "--seeds=3", f"--output_dir={out}"], tmp_path)
   assert r2.returncode == 0, r2.stderr[-3000:]
@@ -60,6 +71,17 @@ def test_tiny_gridworld_comparison_writes_every_output_and_resumes(tmp_path):
   os.remove(out / "table.md")
   compare.write_outputs(str(out), "gridworld", reps=50)
   assert "| 1% |" in (out / "table.md").read_text()
+
+
+def test_training_groups_keep_a_shared_learner_in_one_worker():
+  units = [(d, "g", s, m) for d in ("1%", "5%") for s in (0, 1)
+           for m in ("REM", "Fixed-CCVL", "CQL", "CCVL")]
+  groups = compare.training_groups(units)
+  assert len(groups) == 12  # 2 datasets x 2 seeds x 3 learners (REM, CQL, CCVL)
+  assert sorted(u for g in groups for u in g) == sorted(units)
+  shared = [g for g in groups if len(g) > 1]
+  assert len(shared) == 4 and all([u[3] for u in g] == ["Fixed-CCVL", "CCVL"] for g in shared)
+  assert all(len({u[:3] for u in g}) == 1 for g in groups)
 
 
 def test_bad_input_lists_the_valid_names(tmp_path):

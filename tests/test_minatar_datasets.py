@@ -257,7 +257,8 @@ CH = {"Breakout": 4, "SpaceInvaders": 6}  # MinAtar channels
 def test_binary_builds_caches_and_restarts_an_interrupted_game(tmp_path):
   out = str(tmp_path / "minatar")
   cmd = [sys.executable, os.path.join(ROOT, "binaries", "make_minatar_datasets.py"),
-         "--games=Breakout,space_invaders", "--steps=120", "--num_checkpoints=3",
+         "--games=Breakout,space_invaders", "--steps=120", "--game_steps=SpaceInvaders:130",
+         "--num_checkpoints=3",
          "--eval_episodes=2", "--random_episodes=3", "--progress_every=60",
          "--output_dir=" + out, "--seed=1"]
   res = subprocess.run(cmd, capture_output=True, text=True, timeout=150, cwd=ROOT)
@@ -276,13 +277,15 @@ def test_binary_builds_caches_and_restarts_an_interrupted_game(tmp_path):
         ["{}_ckpt.{}.gz".format(n, s) for n in per_suffix for s in range(3)] +
         ["ccvl_dataset.json"])
     meta = dqn_replay.read_metadata(logs)
-    assert meta["stack_size"] == 1 and meta["replay_capacity"] == 41
+    assert meta["stack_size"] == 1 and meta["replay_capacity"] == {"Breakout": 41,
+                                                                   "SpaceInvaders": 44}[game]
     assert meta["subsets"]["1%"] == [2, None, "prefix"] and meta["game"] == game
     store = FrameStore.from_replay(logs, "all", num_actions=meta["num_actions"])
-    assert store.observation_shape == (10, 10, CH[game]) and 110 <= store.num_transitions <= 120
+    n = {"Breakout": 120, "SpaceInvaders": 130}[game]
+    assert store.observation_shape == (10, 10, CH[game]) and n - 10 <= store.num_transitions <= n
     assert FrameStore.from_replay(logs, "initial10%").num_transitions < store.num_transitions
     summary = json.load(open(os.path.join(rdir, "summary.json")))
-    assert summary["settings"]["steps"] == 120 and len(summary["dqn_eval_returns"]) == 2
+    assert summary["settings"]["steps"] == n and len(summary["dqn_eval_returns"]) == 2
     assert len(summary["random_returns"]) == 3
   scores = json.load(open(os.path.join(out, "minatar_scores.json")))
   assert sorted(scores["games"]) == ["Breakout", "SpaceInvaders"]
@@ -304,7 +307,8 @@ def test_binary_builds_caches_and_restarts_an_interrupted_game(tmp_path):
   open(os.path.join(out, "SpaceInvaders", "1", "replay_logs", "junk.tmp"), "w").write("x")
   msgs = []
   s = md.build_all(out, ["Breakout", "SpaceInvaders"], num_steps=120, seed=1, num_checkpoints=3,
-                   eval_episodes=2, random_episodes=3, log=msgs.append)
+                   game_steps={"space_invaders": 130}, eval_episodes=2, random_episodes=3,
+                   log=msgs.append)
   assert s["Breakout"]["cached"] and not s["SpaceInvaders"]["cached"]
   assert any("interrupted" in m for m in msgs)
   assert not os.path.exists(os.path.join(out, "SpaceInvaders", "1", "replay_logs", "junk.tmp"))
@@ -314,4 +318,18 @@ def test_binary_builds_caches_and_restarts_an_interrupted_game(tmp_path):
   bad = subprocess.run(cmd[:2] + ["--games=Pong", "--output_dir=" + out], capture_output=True,
                        text=True, timeout=60, cwd=ROOT)
   assert bad.returncode != 0 and "Breakout" in bad.stderr and "Pong" in bad.stderr
+  bad = subprocess.run(cmd[:2] + ["--game_steps=Asterix:many", "--output_dir=" + out],
+                       capture_output=True, text=True, timeout=60, cwd=ROOT)
+  assert bad.returncode != 0 and "--game_steps" in bad.stderr and "'Asterix:many'" in bad.stderr
+
+
+def test_per_game_steps_parse_and_default():
+  assert md.parse_game_steps("asterix:300000, Freeway:5") == {"Asterix": 300000, "Freeway": 5}
+  assert md.parse_game_steps("") == {}
+  for bad in ("Asterix", "Asterix:0", "Asterix:1e5"):
+    with pytest.raises(ValueError, match="expected Game:steps"):
+      md.parse_game_steps(bad)
+  with pytest.raises(ValueError, match="Pong"):
+    md.parse_game_steps("Pong:10")
+  assert set(md.DEFAULT_GAME_STEPS) <= set(minatar.valid_game_names())
 

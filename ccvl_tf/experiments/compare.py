@@ -46,7 +46,7 @@ import math
 import os
 import sys
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
@@ -126,6 +126,12 @@ class CompareConfig:
       suite's first, minatar 0 = make_minatar_datasets.py's default seed, atari 1).
     bootstrap_reps: rliable bootstrap replications for the CIs.
     checkpoint_interval: training checkpoints (resume inside one training).
+    workers: trainings run side by side, each in its own process (1: in this process). The
+      small MinAtar / gridworld networks use ~1 core each, so workers = cores is ~cores x
+      faster (docs/compare.md). Methods that share a trained learner (Fixed-CCVL and CCVL)
+      always run in the same worker, one after the other.
+    threads_per_worker: TensorFlow intra/inter-op threads per worker (None: cores // workers,
+      at least 1; only used when workers > 1).
   """
   suite: str = "gridworld"
   output_dir: str = "results/compare"
@@ -151,6 +157,8 @@ class CompareConfig:
   data_run: Optional[int] = None
   bootstrap_reps: int = 2000
   checkpoint_interval: Optional[int] = None
+  workers: int = 1
+  threads_per_worker: Optional[int] = None
 
   def validate(self) -> None:
     if self.suite not in SUITES:
@@ -165,7 +173,8 @@ class CompareConfig:
                          f"{', '.join(DATASET_KINDS)}")
     for name in ("seeds", "num_steps", "eval_episodes", "eval_max_steps", "batch_size",
                  "num_heads", "num_members", "num_grid_deltas", "num_deltas", "num_pairs",
-                 "bootstrap_reps", "checkpoint_interval", "target_update_period"):
+                 "bootstrap_reps", "checkpoint_interval", "target_update_period", "workers",
+                 "threads_per_worker"):
       v = getattr(self, name)
       if v is not None and (isinstance(v, bool) or int(v) != v or v < 1):
         raise ValueError(f"--{name} must be an integer >= 1, got {v!r}")
@@ -700,6 +709,91 @@ def write_outputs(output_dir: str, suite: str, reps: int,
 
 
 # ------------------------------------------------------------------------------------- driver
+Unit = tuple  # (dataset, game, seed, method)
+
+
+def _unit_log_path(output_dir: str, unit: Unit) -> str:
+  dataset, game, seed, method = unit
+  return os.path.join(output_dir, "logs",
+                      f"{slug(method)}_{slug(dataset)}_{game}_seed{seed}.log")
+
+
+def _run_logged(suite: Suite, unit: Unit) -> dict:
+  """run_unit with its training log in logs/<method>_<dataset>_<game>_seed<k>.log."""
+  dataset, game, seed, method = unit
+  with open(_unit_log_path(suite.cfg.output_dir, unit), "a") as lf:
+    def unit_log(s, lf=lf):
+      lf.write(s + "\n")
+      lf.flush()
+    return run_unit(suite, method, dataset, game, seed, unit_log)
+
+
+def training_groups(units: Sequence[Unit]) -> List[List[Unit]]:
+  """Units grouped by the learner they train (dataset, game, seed, AgentSpec.train_key), in
+  order: Fixed-CCVL and CCVL share one trained learner (one checkpoint directory), so they
+  must never train at the same time in two processes."""
+  groups: Dict[tuple, List[Unit]] = {}
+  for u in units:
+    key = (u[0], u[1], u[2], offline.get_agent_spec(METHODS[u[3]]).train_key)
+    groups.setdefault(key, []).append(u)
+  return list(groups.values())
+
+
+_WORKER_SUITE: Optional[Suite] = None
+
+
+def _worker_init(cfg: CompareConfig, threads: int) -> None:
+  """Runs once in each worker process, before TensorFlow executes anything."""
+  global _WORKER_SUITE
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  tf.config.threading.set_intra_op_parallelism_threads(threads)
+  tf.config.threading.set_inter_op_parallelism_threads(threads)
+  from absl import logging  # pylint: disable=g-import-not-at-top
+  logging.set_verbosity(logging.ERROR)
+  _WORKER_SUITE = SUITE_CLASSES[cfg.suite](cfg)
+
+
+def _worker_run(group: List[Unit]) -> List[Tuple[Unit, dict, float]]:
+  out = []
+  for unit in group:
+    t = time.time()
+    out.append((unit, _run_logged(_WORKER_SUITE, unit), time.time() - t))
+  return out
+
+
+class UnitFailed(RuntimeError):
+  """A unit (method/dataset/game/seed) raised in a worker process; names it and its log."""
+
+
+def _run_parallel(cfg: CompareConfig, todo: Sequence[Unit], report) -> None:
+  import concurrent.futures  # pylint: disable=g-import-not-at-top
+  import multiprocessing  # pylint: disable=g-import-not-at-top
+  threads = cfg.threads_per_worker or max(1, (os.cpu_count() or 1) // cfg.workers)
+  groups = training_groups(todo)
+  ctx = multiprocessing.get_context("spawn")  # a fresh TensorFlow per worker (no fork of TF)
+  with concurrent.futures.ProcessPoolExecutor(
+      max_workers=min(cfg.workers, len(groups)), mp_context=ctx, initializer=_worker_init,
+      initargs=(cfg, threads)) as pool:
+    futures = {pool.submit(_worker_run, g): g for g in groups}
+    try:
+      for fut in concurrent.futures.as_completed(futures):
+        try:
+          results = fut.result()
+        except Exception as e:  # pylint: disable=broad-except
+          g = futures[fut]
+          raise UnitFailed(
+              f"{'/'.join(u[3] for u in g)} on {g[0][0]} {g[0][1]} seed {g[0][2]} "
+              f"failed in a worker: "
+              f"{type(e).__name__}: {e}; log: {_unit_log_path(cfg.output_dir, g[0])}. "
+              "Finished units are kept: rerun the same command to resume.") from e
+        for unit, row, seconds in results:
+          report(unit, row, seconds)
+    except BaseException:
+      for f in futures:
+        f.cancel()
+      raise
+
+
 def run(cfg: CompareConfig, log: Callable[[str], None] = print) -> dict:
   """Runs every missing unit, then writes the outputs; returns dict(done, skipped, paths, ...)."""
   cfg.validate()
@@ -711,27 +805,34 @@ def run(cfg: CompareConfig, log: Callable[[str], None] = print) -> dict:
            for m in cfg.methods]
   todo = [u for u in units if not os.path.exists(result_path(cfg.output_dir, u[3], u[0], u[1],
                                                              u[2]))]
+  workers = min(cfg.workers, max(1, len(training_groups(todo))))
   log(f"compare: suite {cfg.suite}, {len(cfg.methods)} methods x {len(cfg.datasets)} dataset "
       f"kinds x {len(games)} games x {cfg.seeds} seeds = {len(units)} runs; "
-      f"{len(units) - len(todo)} already done (skipped), {len(todo)} to run.")
-  logs_dir = os.path.join(cfg.output_dir, "logs")
-  os.makedirs(logs_dir, exist_ok=True)
+      f"{len(units) - len(todo)} already done (skipped), {len(todo)} to run"
+      + (f" in {workers} worker processes." if workers > 1 else "."))
+  os.makedirs(os.path.join(cfg.output_dir, "logs"), exist_ok=True)
   t0 = time.time()
-  for i, (dataset, game, seed, method) in enumerate(todo):
-    t = time.time()
-    log_path = os.path.join(logs_dir, f"{slug(method)}_{slug(dataset)}_{game}_seed{seed}.log")
-    with open(log_path, "a") as lf:
-      def unit_log(s, lf=lf):
-        lf.write(s + "\n")
-        lf.flush()
-      row = run_unit(suite, method, dataset, game, seed, unit_log)
+  finished = [0]
+
+  def report(unit, row, seconds):
+    dataset, game, seed, method = unit
+    finished[0] += 1
+    i = finished[0]
     elapsed = time.time() - t0
-    eta = elapsed / (i + 1) * (len(todo) - i - 1)
-    log(f"[{i + 1}/{len(todo)}] {method} {dataset} {game} seed {seed}: score "
+    eta = elapsed / i * (len(todo) - i)
+    log(f"[{i}/{len(todo)}] {method} {dataset} {game} seed {seed}: score "
         f"{row['score']:.4g} (normalized {row['normalized_score']:.1f}) in "
-        f"{time.time() - t:.1f}s; elapsed {elapsed:.0f}s, ETA {eta:.0f}s")
+        f"{seconds:.1f}s; elapsed {elapsed:.0f}s, ETA {eta:.0f}s")
+
+  if workers > 1:
+    _run_parallel(cfg, todo, report)
+  else:
+    for unit in todo:
+      t = time.time()
+      report(unit, _run_logged(suite, unit), time.time() - t)
   wall = time.time() - t0
   paths = write_outputs(cfg.output_dir, cfg.suite, cfg.bootstrap_reps,
                         wall_seconds=wall if todo else None)
   log(f"compare: wrote {', '.join(paths.values())} ({wall:.0f}s).")
-  return dict(done=len(todo), skipped=len(units) - len(todo), paths=paths, seconds=wall)
+  return dict(done=len(todo), skipped=len(units) - len(todo), paths=paths, seconds=wall,
+              workers=workers)

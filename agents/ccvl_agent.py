@@ -31,10 +31,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 import keras
 import numpy as np
 import tensorflow as tf
-from tf_agents.agents import tf_agent
 from tf_agents.policies import epsilon_greedy_policy
-from tf_agents.specs import tensor_spec
-from tf_agents.trajectories import trajectory as trajectory_lib
 
 from ccvl_tf import belief
 from ccvl_tf import counts as counts_lib
@@ -44,7 +41,7 @@ from ccvl_tf import policies
 
 from agents import q_agent_base
 
-BATCH_KEYS = ("observation", "action", "reward", "next_observation", "terminal")
+BATCH_KEYS = q_agent_base.BATCH_KEYS
 
 
 # One exception and one variable helper for every agent (agents/q_agent_base.py); the names stay
@@ -98,22 +95,11 @@ class CCVLConfig:
     losses.validate_num_samples(self.num_deltas, self.num_pairs)
     losses.validate_alpha(self.alpha)
     losses.validate_delta(self.policy_delta, "policy_delta")
-    if not 0.0 <= self.gamma <= 1.0:
-      raise ValueError(f"gamma must be in [0, 1], got {self.gamma!r}")
-    if self.td_loss not in losses.TD_LOSS_TYPES:
-      raise ValueError(f"td_loss must be one of {losses.TD_LOSS_TYPES}, got {self.td_loss!r}")
-    if not self.huber_kappa > 0:
-      raise ValueError(f"huber_kappa must be > 0, got {self.huber_kappa!r}")
-    if not self.dr3_coef >= 0:
-      raise ValueError(f"dr3_coef must be >= 0, got {self.dr3_coef!r}")
-    if not self.learning_rate > 0:
-      raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
-    for name in ("target_update_period", "count_refresh_period"):
-      value = getattr(self, name)
-      if int(value) != value or value < 1:
-        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
-    if not 0.0 <= self.collect_epsilon <= 1.0:
-      raise ValueError(f"collect_epsilon must be in [0, 1], got {self.collect_epsilon!r}")
+    q_agent_base.validate_shared_settings(self)
+    if int(self.count_refresh_period) != self.count_refresh_period or \
+        self.count_refresh_period < 1:
+      raise ValueError(f"count_refresh_period must be an integer >= 1, got "
+                       f"{self.count_refresh_period!r}")
 
 
 def ccvl_objective(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
@@ -171,8 +157,15 @@ def ccvl_objective(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
   }
 
 
-class CCVLAgent(tf_agent.TFAgent):
-  """Confidence-conditioned value learning (lower bound Q(s, a, delta)), Algorithm 1."""
+class CCVLAgent(q_agent_base.GuardedLearner):
+  """Confidence-conditioned value learning (lower bound Q(s, a, delta)), Algorithm 1.
+
+  The guarded step, checkpoint, accessors and Trajectory input are
+  `agents.q_agent_base.GuardedLearner`'s; this class adds the delta-conditioned network, the
+  n(s)^-1 estimate (updated after each applied step, `_update_hook`) and Algorithm 1's objective.
+  """
+
+  AGENT_NAME = "CCVL"
 
   def __init__(self, time_step_spec, action_spec,
                config: CCVLConfig = CCVLConfig(),
@@ -200,12 +193,7 @@ class CCVLAgent(tf_agent.TFAgent):
     obs_spec = time_step_spec.observation
     if not isinstance(obs_spec, tf.TypeSpec):
       raise ValueError(f"CCVLAgent needs a single observation spec, got {obs_spec}")
-    if (not tensor_spec.is_bounded(action_spec) or action_spec.shape.rank != 0
-        or not action_spec.dtype.is_integer):
-      raise ValueError(f"CCVLAgent needs a scalar bounded integer action spec, got "
-                       f"{action_spec}")
-    self._action_min = int(np.asarray(action_spec.minimum))
-    self._num_actions = int(np.asarray(action_spec.maximum)) - self._action_min + 1
+    self._action_min, self._num_actions = q_agent_base.num_actions_of(action_spec, "CCVLAgent")
     self._online = networks.build_ccvl_network(
         obs_spec.shape, obs_spec.dtype, self._num_actions, network_config, name="ccvl_online")
     self._target = networks.build_ccvl_network(
@@ -224,40 +212,14 @@ class CCVLAgent(tf_agent.TFAgent):
       self._counts = None
     self._inverse_count_fn = inverse_count_fn
 
-    self._optimizer = keras.optimizers.Adam(
-        learning_rate=config.learning_rate, epsilon=config.adam_epsilon)
-    self._optimizer.build(self._online.trainable_variables)
-    # tf.Module / tf.train.Checkpoint see tf.Variables in attributes; Keras 3 ones are wrapped.
-    self._online_vars = _tf_variables(self._online.variables)
-    self._target_vars = _tf_variables(self._target.variables)
-    self._optimizer_vars = _tf_variables(self._optimizer.variables)
-
-    if train_step_counter is None:
-      train_step_counter = tf.Variable(0, dtype=tf.int64, trainable=False,
-                                       name="train_step")
     policy = policies.FixedDeltaPolicy(time_step_spec, action_spec, self._online.q_model,
                                        delta=config.policy_delta)
     collect_policy = epsilon_greedy_policy.EpsilonGreedyPolicy(
         policy, epsilon=config.collect_epsilon, info_fields_to_inherit_from_greedy=("delta",))
-    self._grads_fn = tf.function(self._loss_and_grads, jit_compile=config.jit_compile,
-                                 reduce_retracing=True)
-    super().__init__(time_step_spec, action_spec, policy, collect_policy,
-                     train_sequence_length=2, train_step_counter=train_step_counter)
-    self._train_on_batch_fn = tf.function(self._train_batch, reduce_retracing=True)
+    self._init_learner(time_step_spec, action_spec, policy, collect_policy, train_step_counter,
+                       jit_compile=config.jit_compile)
 
-  # ---- accessors ---------------------------------------------------------------------------
-  @property
-  def config(self) -> CCVLConfig:
-    return self._config
-
-  @property
-  def online_network(self) -> networks.CCVLNetwork:
-    return self._online
-
-  @property
-  def target_network(self) -> networks.CCVLNetwork:
-    return self._target
-
+  # ---- accessors (config, online_network, target_network, optimizer: GuardedLearner) ----
   @property
   def q_network(self) -> keras.Model:
     """The contract Q-model {'observation', 'delta'} -> Q [B, K, A] (online weights)."""
@@ -267,17 +229,11 @@ class CCVLAgent(tf_agent.TFAgent):
   def counts(self) -> Optional[counts_lib.LinearInverseCounts]:
     return self._counts
 
-  @property
-  def optimizer(self):
-    return self._optimizer
-
-  def make_checkpoint(self, **extra) -> tf.train.Checkpoint:
-    """A tf.train.Checkpoint of everything a restart needs (networks, Adam, counts, step)."""
-    items = dict(online=self._online_vars, target=self._target_vars,
-                 optimizer=self._optimizer_vars, train_step=self.train_step_counter, **extra)
+  def _checkpoint_items(self):
+    items = super()._checkpoint_items()
     if self._counts is not None:
       items["counts"] = self._counts
-    return tf.train.Checkpoint(**items)
+    return items
 
   def q_values(self, observation, delta) -> tf.Tensor:
     """Q(s, ., delta) [B, K, A] at deltas [B, K] (or a float / [K] broadcast to the batch)."""
@@ -288,78 +244,29 @@ class CCVLAgent(tf_agent.TFAgent):
       delta = tf.tile(tf.reshape(delta, [1, -1]), [batch, 1])  # [] or [K] -> [B, K]
     return self._online.q_model({"observation": observation, "delta": delta})
 
-  def _initialize(self):
-    """TFAgent API: target <- online (already done at construction; idempotent)."""
-    for s, t in zip(self._online_vars, self._target_vars):
-      t.assign(s)
-
-  # ---- input handling ------------------------------------------------------------------------
-  def _as_batch(self, experience) -> Dict[str, tf.Tensor]:
-    """A contract batch dict, or a Trajectory [B, 2, ...] converted to one."""
-    if isinstance(experience, dict):
-      missing = [k for k in BATCH_KEYS if k not in experience]
-      if missing:
-        raise ValueError(f"transition batch is missing keys {missing}; it needs {BATCH_KEYS}")
-      batch = {k: tf.convert_to_tensor(experience[k]) for k in BATCH_KEYS}
-    elif isinstance(experience, trajectory_lib.Trajectory):
-      time_steps, policy_steps, next_time_steps = trajectory_lib.to_transition(experience)
-      squeeze = lambda t: tf.nest.map_structure(lambda x: tf.squeeze(x, 1), t)
-      time_steps, policy_steps, next_time_steps = (
-          squeeze(time_steps), squeeze(policy_steps), squeeze(next_time_steps))
-      batch = dict(observation=time_steps.observation, action=policy_steps.action,
-                   reward=next_time_steps.reward, next_observation=next_time_steps.observation,
-                   # TF-Agents marks a true episode end by discount 0 on the next step.
-                   terminal=tf.cast(tf.equal(next_time_steps.discount, 0.0), tf.float32))
-    else:
-      raise TypeError(f"experience must be a transition dict or a Trajectory, got "
-                      f"{type(experience).__name__}")
-    batch["action"] = tf.cast(batch["action"], tf.int32) - self._action_min
-    batch["reward"] = tf.cast(batch["reward"], tf.float32)
-    batch["terminal"] = tf.cast(batch["terminal"], tf.float32)
-    return batch
-
   def _inverse_counts(self, observation, phi) -> tf.Tensor:
     if self._inverse_count_fn is not None:
       return tf.stop_gradient(tf.cast(self._inverse_count_fn(observation), tf.float32))
     return self._counts.inverse_count(phi)
 
   # ---- the objective -------------------------------------------------------------------------
-  def _compute_loss(self, batch, seed, training: bool) -> Dict[str, tf.Tensor]:
+  def _objective(self, batch, seed, training: bool) -> Dict[str, tf.Tensor]:
     """Loss and metrics of Algorithm 1 on one batch (no variable changes)."""
     cfg = self._config
     b = tf.shape(batch["observation"])[0]
     delta, delta_1, delta_2 = losses.sample_confidences(
         b, cfg.num_deltas, cfg.num_pairs, seed)          # [B, N], [B, N, M], [B, N, M]
+    return self._objective_at(batch, delta, delta_1, delta_2, training)
+
+  def _objective_at(self, batch, delta, delta_1, delta_2, training: bool):
+    """The objective at sampled confidences (UpperCCVLAgent overrides this)."""
     return ccvl_objective(self._online, self._target, batch, delta, delta_1, delta_2,
-                          self._inverse_counts, cfg, training=training)
+                          self._inverse_counts, self._config, training=training)
 
-  def _seed(self):
-    return tf.stack([tf.constant(self._config.seed, tf.int64),
-                     tf.cast(self.train_step_counter, tf.int64)])
-
-  def _loss_and_grads(self, batch, seed):
-    with tf.GradientTape() as tape:
-      metrics = self._compute_loss(batch, seed, training=True)
-    variables = self._online.trainable_variables
-    grads = tape.gradient(metrics["loss"], variables)
-    return metrics, grads
-
-  def _loss(self, experience, weights=None, training=False):
-    """TFAgent API: LossInfo(loss, extra=metrics) without changing any variable."""
-    del weights  # uniform transition weights (offline sampling is uniform)
-    batch = self._as_batch(experience)
-    metrics = self._compute_loss(batch, self._seed(), training=training)
-    metrics.pop("phi")
-    return tf_agent.LossInfo(loss=metrics["loss"], extra=metrics)
-
-  def _train_batch(self, batch) -> Dict[str, tf.Tensor]:
-    """One guarded step of Algorithm 1 on a contract batch (inside tf.function)."""
-    metrics, grads = self._grads_fn(batch, self._seed())
+  def _update_hook(self, metrics):
+    """phi(s) [B, D] leaves the metrics; after an applied step it updates the counts."""
     phi = metrics.pop("phi")
-    return q_agent_base.guarded_update(
-        metrics, grads, self._online.trainable_variables, self._optimizer,
-        self.train_step_counter, self._online_vars, self._target_vars,
-        self._config.target_update_period, before_step=lambda: self._update_counts(phi))
+    return lambda: self._update_counts(phi)
 
   def _update_counts(self, phi) -> None:
     """After an applied update: phi(s) [B, D] into the running E[phi phi^T]; the inverse is
@@ -376,33 +283,6 @@ class CCVLAgent(tf_agent.TFAgent):
         return tf.constant(True)
       tf.cond(tf.equal(self.train_step_counter % cfg.count_refresh_period, 0), refresh,
               lambda: tf.constant(False))
-
-  def _train(self, experience, weights=None):
-    """TFAgent API (wrapped in tf.function by TFAgent): guarded train step."""
-    del weights
-    metrics = self._train_batch(self._as_batch(experience))
-    return tf_agent.LossInfo(loss=metrics["loss"], extra=metrics)
-
-  # ---- public entry points ---------------------------------------------------------------------
-  def train_on_batch(self, batch: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
-    """Trains on one contract transition batch; returns the metrics dict.
-
-    Raises:
-      NonFiniteLossError: NaN/inf loss or gradient; no variable was changed (eager mode).
-    """
-    metrics = self._train_on_batch_fn(self._as_batch(batch))
-    self._check_finite(metrics)
-    return metrics
-
-  def train(self, experience, weights=None, **kwargs):
-    """TFAgent.train on a Trajectory [B, 2, ...] or a contract dict; raises on NaN/inf."""
-    loss_info = super().train(experience, weights=weights, **kwargs)
-    self._check_finite(loss_info.extra)
-    return loss_info
-
-  @staticmethod
-  def _check_finite(metrics):
-    q_agent_base.check_finite("CCVL", metrics)
 
 
 # ---- Fixed-CCVL: choose one delta by held-out Bellman error ------------------------------------

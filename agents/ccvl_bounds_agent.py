@@ -118,8 +118,8 @@ def ccvl_upper_objective(online: networks.CCVLNetwork, target: networks.CCVLNetw
 class UpperCCVLAgent(ccvl_agent.CCVLAgent):
   """Q_u(s, a, delta): CCVLAgent with the objective of Eq. (upper update) (see module doc).
 
-  Reuses CCVLAgent's guarded train step, counts, target updates and checkpoint; only
-  `_compute_loss` differs. (It overrides a private hook of CCVLAgent: keep the two in sync.)
+  Reuses CCVLAgent's guarded train step, counts, target updates, checkpoint and confidence
+  sampling; only the objective at the sampled confidences (`_objective_at`) differs.
   """
 
   def __init__(self, time_step_spec, action_spec, config=ccvl_agent.CCVLConfig(),
@@ -129,13 +129,10 @@ class UpperCCVLAgent(ccvl_agent.CCVLAgent):
     kwargs.setdefault("name", "UpperCCVLAgent")
     super().__init__(time_step_spec, action_spec, config, network_config, **kwargs)
 
-  def _compute_loss(self, batch, seed, training: bool) -> Dict[str, tf.Tensor]:
-    cfg = self._config
-    b = tf.shape(batch["observation"])[0]
-    delta, delta_1, delta_2 = losses.sample_confidences(
-        b, cfg.num_deltas, cfg.num_pairs, seed)          # [B, N], [B, N, M], [B, N, M]
+  def _objective_at(self, batch, delta, delta_1, delta_2, training: bool):
     return ccvl_upper_objective(self._online, self._target, batch, delta, delta_1, delta_2,
-                                self._inverse_counts, cfg, self._bounds, training=training)
+                                self._inverse_counts, self._config, self._bounds,
+                                training=training)
 
 
 class CCVLBoundsAgent(tf.Module):

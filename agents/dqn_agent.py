@@ -52,14 +52,7 @@ class DQNConfig:
   seed: int = 0
 
   def validate(self) -> None:
-    if not 0.0 <= self.gamma <= 1.0:
-      raise ValueError(f"gamma must be in [0, 1], got {self.gamma!r}")
-    if not self.learning_rate > 0:
-      raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
-    if int(self.target_update_period) != self.target_update_period or \
-        self.target_update_period < 1:
-      raise ValueError(f"target_update_period must be an integer >= 1, got "
-                       f"{self.target_update_period!r}")
+    q_agent_base.validate_shared_settings(self)
 
 
 def _tf_agents_q_network(observation_spec, action_spec, config: networks.QNetworkConfig):

@@ -1,11 +1,14 @@
-"""Shared plumbing of the delta-free offline Q-learning baselines (CQL, REM, AEVL; issue 6).
+"""Shared plumbing of every offline agent here.
 
-`OfflineQAgent` is a TF-Agents `TFAgent` holding an online and a target
-`ccvl_tf.networks.QEnsembleNetwork` (E members x H heads), an Adam optimizer and the guarded
-train step of `agents/ccvl_agent.py`: loss and gradients are computed first, and the update
-(Adam, step counter, periodic target copy) is applied only when the loss and every gradient
-are finite. Otherwise `train_on_batch` / `train` raise `NonFiniteLossError` (a
+`GuardedLearner` (a TF-Agents `TFAgent`) is what CCVLAgent, UpperCCVLAgent and the baselines
+share: Adam, checkpoint, train step counter, Trajectory/contract input and the guarded train
+step (`guarded_update`, also used by `ccvl_tf.distributed`): loss and gradients are computed
+first, and the update (Adam, step counter, periodic target copy) is applied only when the loss
+and every gradient are finite. Otherwise `train_on_batch` / `train` raise `NonFiniteLossError` (a
 `FloatingPointError`) naming the step, with every variable as before the step.
+
+`OfflineQAgent` (the delta-free baselines CQL, REM, AEVL; issue 6) adds an online and a target
+`ccvl_tf.networks.QEnsembleNetwork` (E members x H heads).
 
 It follows the learner protocol of `ccvl_tf/training.py`
 (`train_on_batch(batch) -> metrics with 'loss'`, `make_checkpoint()`, `train_step_counter`) and
@@ -73,22 +76,29 @@ class BaseQConfig:
   seed: int = 0
 
   def validate(self) -> None:
-    if not 0.0 <= self.gamma <= 1.0:
-      raise ValueError(f"gamma must be in [0, 1], got {self.gamma!r}")
-    if self.td_loss not in losses.TD_LOSS_TYPES:
-      raise ValueError(f"td_loss must be one of {losses.TD_LOSS_TYPES}, got {self.td_loss!r}")
-    if not self.huber_kappa > 0:
-      raise ValueError(f"huber_kappa must be > 0, got {self.huber_kappa!r}")
-    if not self.dr3_coef >= 0:
-      raise ValueError(f"dr3_coef must be >= 0, got {self.dr3_coef!r}")
-    if not self.learning_rate > 0:
-      raise ValueError(f"learning_rate must be > 0, got {self.learning_rate!r}")
-    if int(self.target_update_period) != self.target_update_period or \
-        self.target_update_period < 1:
-      raise ValueError(f"target_update_period must be an integer >= 1, got "
-                       f"{self.target_update_period!r}")
-    if not 0.0 <= self.collect_epsilon <= 1.0:
-      raise ValueError(f"collect_epsilon must be in [0, 1], got {self.collect_epsilon!r}")
+    validate_shared_settings(self)
+
+
+def validate_shared_settings(cfg) -> None:
+  """ValueError naming the field, for the settings the agent configs share: gamma,
+  learning_rate, target_update_period, and (where the config has them) td_loss, huber_kappa,
+  dr3_coef, collect_epsilon."""
+  if not 0.0 <= cfg.gamma <= 1.0:
+    raise ValueError(f"gamma must be in [0, 1], got {cfg.gamma!r}")
+  if hasattr(cfg, "td_loss") and cfg.td_loss not in losses.TD_LOSS_TYPES:
+    raise ValueError(f"td_loss must be one of {losses.TD_LOSS_TYPES}, got {cfg.td_loss!r}")
+  if hasattr(cfg, "huber_kappa") and not cfg.huber_kappa > 0:
+    raise ValueError(f"huber_kappa must be > 0, got {cfg.huber_kappa!r}")
+  if hasattr(cfg, "dr3_coef") and not cfg.dr3_coef >= 0:
+    raise ValueError(f"dr3_coef must be >= 0, got {cfg.dr3_coef!r}")
+  if not cfg.learning_rate > 0:
+    raise ValueError(f"learning_rate must be > 0, got {cfg.learning_rate!r}")
+  if int(cfg.target_update_period) != cfg.target_update_period or \
+      cfg.target_update_period < 1:
+    raise ValueError(f"target_update_period must be an integer >= 1, got "
+                     f"{cfg.target_update_period!r}")
+  if hasattr(cfg, "collect_epsilon") and not 0.0 <= cfg.collect_epsilon <= 1.0:
+    raise ValueError(f"collect_epsilon must be in [0, 1], got {cfg.collect_epsilon!r}")
 
 
 def tf_variables(variables):
@@ -182,11 +192,141 @@ def as_transition_batch(experience, action_minimum: int = 0) -> Dict[str, tf.Ten
   return batch
 
 
-class OfflineQAgent(tf_agent.TFAgent):
+class GuardedLearner(tf_agent.TFAgent):
+  """What every offline agent here shares (CCVLAgent, UpperCCVLAgent, CQL, REM, AEVL).
+
+  A subclass builds `self._config` (with learning_rate, adam_epsilon, target_update_period,
+  seed), `self._online` / `self._target` (networks with `trainable_variables` and
+  `variables`) and `self._action_min`, implements `_objective(batch, seed, training) ->
+  metrics with 'loss'`, and then calls `_init_learner(...)`, which adds the Adam optimizer,
+  the checkpointable variable lists, the train step counter, the policies and the guarded step:
+  `train_on_batch(batch)` / `train(experience)` apply Adam, `_update_hook`'s callback (CCVL:
+  the n(s)^-1 statistics), the counter and the periodic target copy only when the loss and
+  every gradient are finite (`guarded_update`), and raise `NonFiniteLossError` otherwise.
+  """
+
+  AGENT_NAME = "Q"
+
+  def _init_learner(self, time_step_spec, action_spec, policy, collect_policy,
+                    train_step_counter: Optional[tf.Variable], jit_compile: bool = False):
+    cfg = self._config
+    self._optimizer = keras.optimizers.Adam(learning_rate=cfg.learning_rate,
+                                            epsilon=cfg.adam_epsilon)
+    self._optimizer.build(self._online.trainable_variables)
+    # tf.Module / tf.train.Checkpoint see tf.Variables in attributes; Keras 3 ones are wrapped.
+    self._online_vars = tf_variables(self._online.variables)
+    self._target_vars = tf_variables(self._target.variables)
+    self._optimizer_vars = tf_variables(self._optimizer.variables)
+    if train_step_counter is None:
+      train_step_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step")
+    self._grads_fn = tf.function(self._loss_and_grads, jit_compile=jit_compile,
+                                 reduce_retracing=True)
+    tf_agent.TFAgent.__init__(self, time_step_spec, action_spec, policy, collect_policy,
+                              train_sequence_length=2, train_step_counter=train_step_counter)
+    self._train_on_batch_fn = tf.function(self._train_batch, reduce_retracing=True)
+
+  # ---- to implement ----------------------------------------------------------------------------
+  def _objective(self, batch, seed, training: bool) -> Dict[str, tf.Tensor]:
+    raise NotImplementedError
+
+  def _update_hook(self, metrics: Dict[str, tf.Tensor]) -> Optional[Callable[[], None]]:
+    """Called with the step's metrics before the guarded update; may pop non-scalar entries
+    and return a callback run right after Adam (only on a finite step). Default: none."""
+    del metrics
+    return None
+
+  # ---- accessors ---------------------------------------------------------------------------------
+  @property
+  def config(self):
+    return self._config
+
+  @property
+  def online_network(self):
+    return self._online
+
+  @property
+  def target_network(self):
+    return self._target
+
+  @property
+  def optimizer(self):
+    return self._optimizer
+
+  def _checkpoint_items(self) -> Dict[str, object]:
+    return dict(online=self._online_vars, target=self._target_vars,
+                optimizer=self._optimizer_vars, train_step=self.train_step_counter)
+
+  def make_checkpoint(self, **extra) -> tf.train.Checkpoint:
+    """A tf.train.Checkpoint of everything a restart needs (networks, Adam state, train step,
+    and the subclass's extras such as CCVL's counts)."""
+    return tf.train.Checkpoint(**self._checkpoint_items(), **extra)
+
+  def _initialize(self):
+    """TFAgent API: target <- online (already done at construction; idempotent)."""
+    for s, t in zip(self._online_vars, self._target_vars):
+      t.assign(s)
+
+  def _as_batch(self, experience):
+    return as_transition_batch(experience, self._action_min)
+
+  # ---- the guarded step ---------------------------------------------------------------------------
+  def _seed(self):
+    return tf.stack([tf.constant(self._config.seed, tf.int64),
+                     tf.cast(self.train_step_counter, tf.int64)])
+
+  def _loss_and_grads(self, batch, seed):
+    with tf.GradientTape() as tape:
+      metrics = self._objective(batch, seed, training=True)
+    grads = tape.gradient(metrics["loss"], self._online.trainable_variables)
+    return metrics, grads
+
+  def _loss(self, experience, weights=None, training=False):
+    """TFAgent API: LossInfo(loss, extra=metrics) without changing any variable."""
+    del weights  # uniform transition weights (offline sampling is uniform)
+    metrics = dict(self._objective(self._as_batch(experience), self._seed(), training=training))
+    self._update_hook(metrics)  # drops non-scalar entries; its callback is not run
+    return tf_agent.LossInfo(loss=metrics["loss"], extra=metrics)
+
+  def _train_batch(self, batch) -> Dict[str, tf.Tensor]:
+    """One guarded step on a contract batch (inside tf.function)."""
+    metrics, grads = self._grads_fn(batch, self._seed())
+    metrics = dict(metrics)
+    after_adam = self._update_hook(metrics)
+    return guarded_update(metrics, grads, self._online.trainable_variables, self._optimizer,
+                          self.train_step_counter, self._online_vars, self._target_vars,
+                          self._config.target_update_period, before_step=after_adam)
+
+  def _train(self, experience, weights=None):
+    """TFAgent API (wrapped in tf.function by TFAgent): guarded train step."""
+    del weights
+    metrics = self._train_batch(self._as_batch(experience))
+    return tf_agent.LossInfo(loss=metrics["loss"], extra=metrics)
+
+  # ---- public entry points ---------------------------------------------------------------------
+  def train_on_batch(self, batch) -> Dict[str, tf.Tensor]:
+    """Trains on one contract transition batch; returns the metrics dict.
+
+    Raises:
+      NonFiniteLossError: NaN/inf loss or gradient; no variable was changed (eager mode).
+    """
+    metrics = self._train_on_batch_fn(self._as_batch(batch))
+    self._check_finite(metrics)
+    return metrics
+
+  def train(self, experience, weights=None, **kwargs):
+    """TFAgent.train on a Trajectory [B, 2, ...] or a contract dict; raises on NaN/inf."""
+    loss_info = super().train(experience, weights=weights, **kwargs)
+    self._check_finite(loss_info.extra)
+    return loss_info
+
+  def _check_finite(self, metrics):
+    check_finite(self.AGENT_NAME, metrics)
+
+
+class OfflineQAgent(GuardedLearner):
   """Base of CQLAgent, REMAgent, AEVLAgent (see the module docstring).
 
-  Subclasses set `self._num_members`, `self._num_heads`, `self._contract_mode` before calling
-  `__init__` of this class through `_setup`, and implement `_objective` and `_make_policy`.
+  Subclasses call `_setup` from their `__init__` and implement `_objective` and `_make_policy`.
   """
 
   AGENT_NAME = "Q"
@@ -211,63 +351,24 @@ class OfflineQAgent(tf_agent.TFAgent):
     networks.copy_ensemble_weights(self._online, self._target)
     self._contract = networks.contract_q_model(self._online, contract_mode,
                                                name=f"{prefix}_contract")
-    self._optimizer = keras.optimizers.Adam(learning_rate=config.learning_rate,
-                                            epsilon=config.adam_epsilon)
-    self._optimizer.build(self._online.trainable_variables)
-    self._online_vars = tf_variables(self._online.variables)
-    self._target_vars = tf_variables(self._target.variables)
-    self._optimizer_vars = tf_variables(self._optimizer.variables)
-    if train_step_counter is None:
-      train_step_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step")
     policy = self._make_policy(time_step_spec, action_spec)
-    collect_policy = policies.epsilon_greedy(policy, config.collect_epsilon)
-    self._grads_fn = tf.function(self._loss_and_grads, reduce_retracing=True)
-    super().__init__(time_step_spec, action_spec, policy, collect_policy,
-                     train_sequence_length=2, train_step_counter=train_step_counter)
-    self._train_on_batch_fn = tf.function(self._train_batch, reduce_retracing=True)
+    self._init_learner(time_step_spec, action_spec, policy,
+                       policies.epsilon_greedy(policy, config.collect_epsilon),
+                       train_step_counter)
 
   # ---- to implement ----------------------------------------------------------------------------
-  def _objective(self, batch, seed, training: bool) -> Dict[str, tf.Tensor]:
-    raise NotImplementedError
-
   def _make_policy(self, time_step_spec, action_spec):
     raise NotImplementedError
 
   # ---- accessors ---------------------------------------------------------------------------------
   @property
-  def config(self):
-    return self._config
-
-  @property
-  def online_network(self) -> networks.QEnsembleNetwork:
-    return self._online
-
-  @property
-  def target_network(self) -> networks.QEnsembleNetwork:
-    return self._target
-
-  @property
   def q_network(self) -> keras.Model:
     """Contract view {'observation', 'delta'} -> Q [B, K, A] of the online network."""
     return self._contract
 
-  @property
-  def optimizer(self):
-    return self._optimizer
-
-  def make_checkpoint(self, **extra) -> tf.train.Checkpoint:
-    """A tf.train.Checkpoint of the networks, Adam state and train step."""
-    return tf.train.Checkpoint(online=self._online_vars, target=self._target_vars,
-                               optimizer=self._optimizer_vars,
-                               train_step=self.train_step_counter, **extra)
-
   def evaluation_policy(self, **unused):
     """The policy to evaluate / export (greedy; AEVL: adaptive over members)."""
     return self.policy
-
-  def _initialize(self):
-    for s, t in zip(self._online_vars, self._target_vars):
-      t.assign(s)
 
   # ---- shared pieces of the objectives ----------------------------------------------------------
   def _forward(self, batch, training: bool):
@@ -284,52 +385,3 @@ class OfflineQAgent(tf_agent.TFAgent):
                                       training=training)                # [B, E, D]
     d = tf.shape(phi)[-1]
     return losses.dr3_penalty(tf.reshape(phi, [-1, d]), tf.reshape(next_phi, [-1, d]))
-
-  # ---- the guarded step ---------------------------------------------------------------------------
-  def _seed(self):
-    return tf.stack([tf.constant(self._config.seed, tf.int64),
-                     tf.cast(self.train_step_counter, tf.int64)])
-
-  def _loss_and_grads(self, batch, seed):
-    with tf.GradientTape() as tape:
-      metrics = self._objective(batch, seed, training=True)
-    grads = tape.gradient(metrics["loss"], self._online.trainable_variables)
-    return metrics, grads
-
-  def _loss(self, experience, weights=None, training=False):
-    """TFAgent API: LossInfo(loss, extra=metrics) without changing any variable."""
-    del weights
-    metrics = self._objective(self._as_batch(experience), self._seed(), training=training)
-    return tf_agent.LossInfo(loss=metrics["loss"], extra=metrics)
-
-  def _as_batch(self, experience):
-    return as_transition_batch(experience, self._action_min)
-
-  def _train_batch(self, batch) -> Dict[str, tf.Tensor]:
-    metrics, grads = self._grads_fn(batch, self._seed())
-    return guarded_update(dict(metrics), grads, self._online.trainable_variables,
-                          self._optimizer, self.train_step_counter, self._online_vars,
-                          self._target_vars, self._config.target_update_period)
-
-  def _train(self, experience, weights=None):
-    del weights
-    metrics = self._train_batch(self._as_batch(experience))
-    return tf_agent.LossInfo(loss=metrics["loss"], extra=metrics)
-
-  def train_on_batch(self, batch) -> Dict[str, tf.Tensor]:
-    """Trains on one contract transition batch; returns the metrics dict.
-
-    Raises:
-      NonFiniteLossError: NaN/inf loss or gradient; no variable was changed.
-    """
-    metrics = self._train_on_batch_fn(self._as_batch(batch))
-    self._check_finite(metrics)
-    return metrics
-
-  def train(self, experience, weights=None, **kwargs):
-    loss_info = super().train(experience, weights=weights, **kwargs)
-    self._check_finite(loss_info.extra)
-    return loss_info
-
-  def _check_finite(self, metrics):
-    check_finite(self.AGENT_NAME, metrics)

@@ -117,7 +117,7 @@ def test_gradients_reach_torso_embedding_and_head_but_not_target_or_counts():
   watched = online + target + [agent.counts.precision, agent.counts.second_moment]
   with tf.GradientTape(persistent=True) as tape:
     tape.watch([v.value if isinstance(v, keras.Variable) else v for v in watched])
-    metrics = agent._compute_loss(batch, agent._seed(), training=True)
+    metrics = agent._objective(batch, agent._seed(), training=True)
   grads = tape.gradient(metrics["loss"], online)
   names = [v.path for v in online]
   for part in ("mlp0", "delta_embed", "hidden", "_q/"):

@@ -28,6 +28,8 @@ from tf_agents.environments import py_environment
 from tf_agents.specs import array_spec
 from tf_agents.trajectories import time_step as ts
 
+from ccvl_tf.envs import episode
+
 STICKY_ACTION_PROB = 0.25
 FRAME_SKIP = 4
 SCREEN_SIZE = 84
@@ -210,19 +212,7 @@ class AtariEnvironment(py_environment.PyEnvironment):
           self._ale.getScreenGrayscale(self._buf[0])
           self._buf[1][...] = self._buf[0]
         break
-    self._steps += 1
-    self.last_raw_reward = float(total)
-    self.episode_raw_return += float(total)
-    reward = np.float32(np.clip(total, -1.0, 1.0) if self._clip else total)
-    obs = self._observe()
-    if game_over:
-      self._done = True
-      return ts.termination(obs, reward)
-    if self._max_steps is not None and self._steps >= self._max_steps:
-      self._done = True
-      self._truncated = True
-      return ts.truncation(obs, reward)
-    return ts.transition(obs, reward)
+    return episode.finish_step(self, total, game_over, self._observe())
 
 
 def make_env(game: str, **kwargs) -> AtariEnvironment:

@@ -41,6 +41,8 @@ from tf_agents.environments import py_environment
 from tf_agents.specs import array_spec
 from tf_agents.trajectories import time_step as ts
 
+from ccvl_tf.envs import episode
+
 STICKY_ACTION_PROB = 0.1   # MinAtar's Environment default
 MAX_EPISODE_STEPS = 10_000
 GRID = 10
@@ -179,20 +181,8 @@ class MinAtarEnvironment(py_environment.PyEnvironment):
       raise ValueError("action {} outside [0, {}) for MinAtar {}".format(
           a, len(self._action_set), self.game))
     raw, terminal = self._env.act(self._action_set[a])  # sticky actions inside MinAtar
-    self._steps += 1
-    self.last_raw_reward = float(raw)
-    self.episode_raw_return += float(raw)
-    reward = np.float32(np.clip(raw, -1.0, 1.0) if self._clip else raw)
-    obs = self._observe()
-    if terminal:
-      self._done = True
-      self._game_over = True
-      return ts.termination(obs, reward)
-    if self._max_steps is not None and self._steps >= self._max_steps:
-      self._done = True
-      self._truncated = True
-      return ts.truncation(obs, reward)
-    return ts.transition(obs, reward)
+    self._game_over = bool(terminal)
+    return episode.finish_step(self, raw, bool(terminal), self._observe())
 
 
 def make_env(game: str, **kwargs) -> MinAtarEnvironment:

@@ -599,6 +599,7 @@ def normalized_score(score: float, game: str, scores: Dict[str, Dict[str, float]
   gap = ref["dqn"] - ref["random"]
   if not gap > 0:
     raise ValueError("the DQN reference score of {} ({}) is not above the random policy's "
-                     "({}); normalized scores would be meaningless (build the dataset with "
-                     "more --steps)".format(name, ref["dqn"], ref["random"]))
+                     "({}); normalized scores would be meaningless (rebuild that game with more "
+                     "steps: make_minatar_datasets.py --game_steps={}:300000 into a fresh "
+                     "--output_dir)".format(name, ref["dqn"], ref["random"], name))
   return (score - ref["random"]) / gap

@@ -187,13 +187,7 @@ class CCVLAgent(q_agent_base.GuardedLearner):
         counts_lib.ExactInverseCounts(...).inverse_count_one_hot); replaces the linear one.
       train_step_counter: optional int64 scalar variable.
     """
-    config.validate()
-    tf.Module.__init__(self, name=name)
-    self._config = config
-    obs_spec = time_step_spec.observation
-    if not isinstance(obs_spec, tf.TypeSpec):
-      raise ValueError(f"CCVLAgent needs a single observation spec, got {obs_spec}")
-    self._action_min, self._num_actions = q_agent_base.num_actions_of(action_spec, "CCVLAgent")
+    obs_spec = self._begin_setup(config, time_step_spec, action_spec, name, "CCVLAgent")
     self._online = networks.build_ccvl_network(
         obs_spec.shape, obs_spec.dtype, self._num_actions, network_config, name="ccvl_online")
     self._target = networks.build_ccvl_network(

@@ -207,6 +207,18 @@ class GuardedLearner(tf_agent.TFAgent):
 
   AGENT_NAME = "Q"
 
+  def _begin_setup(self, config, time_step_spec, action_spec, name: str, label: str):
+    """Validates `config`, initializes the tf.Module, checks the specs; returns the
+    observation spec (the first step of a subclass's `__init__`)."""
+    config.validate()
+    tf.Module.__init__(self, name=name)
+    self._config = config
+    obs_spec = time_step_spec.observation
+    if not isinstance(obs_spec, tf.TypeSpec):
+      raise ValueError(f"{label} needs a single observation spec, got {obs_spec}")
+    self._action_min, self._num_actions = num_actions_of(action_spec, label)
+    return obs_spec
+
   def _init_learner(self, time_step_spec, action_spec, policy, collect_policy,
                     train_step_counter: Optional[tf.Variable], jit_compile: bool = False):
     cfg = self._config
@@ -334,13 +346,7 @@ class OfflineQAgent(GuardedLearner):
   def _setup(self, time_step_spec, action_spec, config: BaseQConfig,
              network_config: networks.QNetworkConfig, num_members: int, num_heads: int,
              contract_mode: str, train_step_counter: Optional[tf.Variable], name: str):
-    config.validate()
-    tf.Module.__init__(self, name=name)
-    self._config = config
-    obs_spec = time_step_spec.observation
-    if not isinstance(obs_spec, tf.TypeSpec):
-      raise ValueError(f"{self.AGENT_NAME} needs a single observation spec, got {obs_spec}")
-    self._action_min, self._num_actions = num_actions_of(action_spec, self.AGENT_NAME)
+    obs_spec = self._begin_setup(config, time_step_spec, action_spec, name, self.AGENT_NAME)
     prefix = name.lower()
     self._online = networks.build_q_ensemble(
         obs_spec.shape, obs_spec.dtype, self._num_actions, network_config,

@@ -753,11 +753,25 @@ def _worker_init(cfg: CompareConfig, threads: int) -> None:
   _WORKER_SUITE = SUITE_CLASSES[cfg.suite](cfg)
 
 
+def _failure_message(unit: Unit, cause: str, output_dir: str) -> str:
+  dataset, game, seed, method = unit
+  return (f"{method} on {dataset} {game} seed {seed} failed in a worker: {cause}; log: "
+          f"{_unit_log_path(output_dir, unit)}. Finished units are kept: rerun the same "
+          "command to resume.")
+
+
 def _worker_run(group: List[Unit]) -> List[Tuple[Unit, dict, float]]:
   out = []
   for unit in group:
     t = time.time()
-    out.append((unit, _run_logged(_WORKER_SUITE, unit), time.time() - t))
+    try:
+      row = _run_logged(_WORKER_SUITE, unit)
+    except Exception as e:  # pylint: disable=broad-except
+      # Re-raised as a plain-message exception: the pool pickles it back to the parent, and
+      # exceptions with their own __init__ (TrainingStopped, NonFiniteLossError) do not unpickle.
+      raise UnitFailed(_failure_message(unit, f"{type(e).__name__}: {e}",
+                                        _WORKER_SUITE.cfg.output_dir)) from None
+    out.append((unit, row, time.time() - t))
   return out
 
 
@@ -779,13 +793,12 @@ def _run_parallel(cfg: CompareConfig, todo: Sequence[Unit], report) -> None:
       for fut in concurrent.futures.as_completed(futures):
         try:
           results = fut.result()
+        except UnitFailed:
+          raise
         except Exception as e:  # pylint: disable=broad-except
-          g = futures[fut]
-          raise UnitFailed(
-              f"{'/'.join(u[3] for u in g)} on {g[0][0]} {g[0][1]} seed {g[0][2]} "
-              f"failed in a worker: "
-              f"{type(e).__name__}: {e}; log: {_unit_log_path(cfg.output_dir, g[0])}. "
-              "Finished units are kept: rerun the same command to resume.") from e
+          # e.g. BrokenProcessPool: the worker died (killed, out of memory) inside this group.
+          raise UnitFailed(_failure_message(futures[fut][0], f"{type(e).__name__}: {e}",
+                                            cfg.output_dir)) from e
         for unit, row, seconds in results:
           report(unit, row, seconds)
     except BaseException:

@@ -219,6 +219,28 @@ def _fmt(x: float, digits: int = 1) -> str:
   return f"{x:.{digits}f}"
 
 
+def iqm_table_lines(datasets: Sequence[str], methods: Sequence[str], cells) -> List[str]:
+  """Markdown lines of a Table-2 style table: header, then one row per dataset with
+  "IQM (CI low, CI high)" per method ("-" where `cells` has no (method, dataset) entry),
+  the best IQM of each row in bold. `cells`: {(method, dataset): aggregate with value,
+  ci_low, ci_high}."""
+  lines = ["| Data | " + " | ".join(methods) + " |",
+           "| --- | " + " | ".join("---" for _ in methods) + " |"]
+  for dataset in datasets:
+    row = {m: cells[(m, dataset)] for m in methods if (m, dataset) in cells}
+    best = max((a.value for a in row.values()), default=None)
+    out = []
+    for m in methods:
+      if m not in row:
+        out.append("-")
+        continue
+      a = row[m]
+      text = f"{_fmt(a.value)} ({_fmt(a.ci_low)}, {_fmt(a.ci_high)})"
+      out.append(f"**{text}**" if a.value == best else text)
+    lines.append(f"| {dataset} | " + " | ".join(out) + " |")
+  return lines
+
+
 def render_aggregate_table(rows: Sequence[dict], reps: int = 2000, seed: int = 0,
                            methods: Optional[Sequence[str]] = None,
                            datasets: Optional[Sequence[str]] = None) -> str:
@@ -234,25 +256,13 @@ def render_aggregate_table(rows: Sequence[dict], reps: int = 2000, seed: int = 0
   games = [g for g in all_games
            if _canonical_game(g) in RANDOM_SCORES and _canonical_game(g) in DQN_SCORES]
   skipped = [g for g in all_games if g not in games]
-  lines = ["| Data | " + " | ".join(methods) + " |",
-           "| --- | " + " | ".join("---" for _ in methods) + " |"]
+  cells = {}
   for dataset in datasets:
-    cells = {}
     for method in methods:
       if any(r["method"] == method and r["dataset"] == dataset for r in rows):
-        agg = aggregate_scores(score_matrix_from_rows(rows, method, dataset, games),
-                               reps=reps, seed=seed)["iqm"]
-        cells[method] = agg
-    best = max((a.value for a in cells.values()), default=None)
-    out = []
-    for method in methods:
-      if method not in cells:
-        out.append("-")
-        continue
-      a = cells[method]
-      text = f"{_fmt(a.value)} ({_fmt(a.ci_low)}, {_fmt(a.ci_high)})"
-      out.append(f"**{text}**" if a.value == best else text)
-    lines.append(f"| {dataset} | " + " | ".join(out) + " |")
+        cells[(method, dataset)] = aggregate_scores(
+            score_matrix_from_rows(rows, method, dataset, games), reps=reps, seed=seed)["iqm"]
+  lines = iqm_table_lines(datasets, methods, cells)
   note = (f"\nNormalized IQM over {len(games)} games x seeds, 95% stratified bootstrap CIs "
           f"(rliable, {reps} reps).")
   if skipped:

@@ -52,6 +52,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import numpy as np
 
+from ccvl_tf import evaluation
 from ccvl_tf.experiments import offline
 
 # Display name (as in the paper's tables) -> agent registry name.
@@ -279,7 +280,6 @@ class GridworldSuite(Suite):
       raise ValueError(f"--games: the gridworld suite has one game, 'gridworld'; got {bad}")
 
   def specs(self, game):
-    from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
     return _specs_of(evaluation.gridworld_environment())
 
   def network_config(self):
@@ -317,7 +317,6 @@ class GridworldSuite(Suite):
     return Data(make_dataset, held_out, n, inverse_count_fn=exact.inverse_count_one_hot)
 
   def eval_env(self, game, seed, max_steps):
-    from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
     ev = evaluation.make_eval_env("gridworld", seed, max_steps)
     return ev.env, ev.raw_score_fn
 
@@ -325,7 +324,6 @@ class GridworldSuite(Suite):
     """100 x score / the optimal expected discounted return at evaluation slip 0.15 and the
     gridworld's own horizon (a fixed reference, whatever --eval_max_steps is)."""
     if self._optimum is None:
-      from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
       from ccvl_tf.tabular import evaluation as tab_eval  # pylint: disable=g-import-not-at-top
       self._optimum = tab_eval.optimal_return(evaluation.make_eval_env("gridworld", 0).env.world)
     return 100.0 * float(score) / self._optimum
@@ -426,7 +424,6 @@ class AtariSuite(_ReplaySuite):
   PAPER_STEPS = {"1%": 6_250_000, "5%": 12_500_000, "Initial 10%": 12_500_000}
 
   def games(self):
-    from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
     return [g for g in evaluation.ATARI_GAMES if g in evaluation.DQN_SCORES]
 
   def replay_dir(self, game):
@@ -460,7 +457,6 @@ class AtariSuite(_ReplaySuite):
     return env, lambda e: e.episode_raw_return
 
   def normalize(self, game, score):
-    from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
     return float(evaluation.normalized_score(game, score))
 
 
@@ -491,7 +487,7 @@ def run_unit(suite: Suite, method: str, dataset: str, game: str, seed: int,
              log: Callable[[str], None]) -> dict:
   """Trains (or resumes / reuses) and evaluates one method/dataset/game/seed; returns the row."""
   import keras  # pylint: disable=g-import-not-at-top
-  from ccvl_tf import evaluation, training  # pylint: disable=g-import-not-at-top
+  from ccvl_tf import training  # pylint: disable=g-import-not-at-top
   cfg = suite.cfg
   spec = offline.get_agent_spec(METHODS[method])
   batch_size = cfg.batch_size or suite.default_batch_size
@@ -575,9 +571,7 @@ def write_scores_csv(path: str, rows: Sequence[dict]) -> None:
                   r["eval_seconds"]])
 
 
-def _ordered(values, preferred):
-  values = list(dict.fromkeys(values))
-  return [v for v in preferred if v in values] + sorted(v for v in values if v not in preferred)
+_ordered = evaluation._ordered  # pylint: disable=protected-access
 
 
 def aggregate(rows: Sequence[dict], reps: int = 2000) -> Dict[tuple, object]:
@@ -586,7 +580,6 @@ def aggregate(rows: Sequence[dict], reps: int = 2000) -> Dict[tuple, object]:
   The score matrix is [seeds, games] of normalized scores (rliable's stratified bootstrap
   resamples seeds within each game). Only seeds present for every game are used.
   """
-  from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
   out = {}
   for method in _ordered([r["method"] for r in rows], list(METHODS)):
     for dataset in _ordered([r["dataset"] for r in rows], DATASET_KINDS):
@@ -612,7 +605,6 @@ PER_GAME_NORMALIZED = {"gridworld": True, "minatar": True, "atari": False}
 def per_game_table(rows: Sequence[dict], dataset: str, suite: str) -> str:
   """Game x method, mean ± std over seeds (evaluation.render_per_game_table) of the raw score,
   or of the normalized score for the suites in PER_GAME_NORMALIZED."""
-  from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
   methods = _ordered([r["method"] for r in rows if r["dataset"] == dataset], list(METHODS))
   if PER_GAME_NORMALIZED.get(suite, False):
     rows = [dict(r, score=r["normalized_score"]) for r in rows]
@@ -636,20 +628,7 @@ def render_table(rows: Sequence[dict], suite: str, reps: int = 2000,
            "Normalized IQM over seeds x games with 95% stratified bootstrap CIs "
            f"(rliable, {reps} reps); best per row in bold. Games: {', '.join(games)}; "
            f"seeds: {', '.join(str(s) for s in seeds)}.", "",
-           "| Data | " + " | ".join(methods) + " |",
-           "| --- | " + " | ".join("---" for _ in methods) + " |"]
-  for dataset in datasets:
-    cells = {m: agg[(m, dataset)] for m in methods if (m, dataset) in agg}
-    best = max((a.value for a in cells.values()), default=None)
-    out = []
-    for m in methods:
-      if m not in cells:
-        out.append("-")
-        continue
-      a = cells[m]
-      text = f"{a.value:.1f} ({a.ci_low:.1f}, {a.ci_high:.1f})"
-      out.append(f"**{text}**" if a.value == best else text)
-    lines.append(f"| {dataset} | " + " | ".join(out) + " |")
+           ] + evaluation.iqm_table_lines(datasets, methods, agg)
   if wall_seconds is not None:
     lines += ["", f"Wall time of the last `compare.py` invocation: {wall_seconds:.0f} s."]
   for dataset in datasets:

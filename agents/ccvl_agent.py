@@ -64,11 +64,20 @@ class CCVLConfig:
     dr3_coef: c, weight of the DR3 term mean |phi(s).phi(s')| (0 disables it and its cost).
     learning_rate, adam_epsilon: Adam.
     target_update_period: copy online -> target every this many steps.
-    count_ridge: lambda of the linear n(s)^-1 estimate.
+    objective: which reading of Eq. (cql update) is trained (ccvl_tf.losses.OBJECTIVES):
+      'algorithm1' (Algorithm 1 literally: max over j of the pair loss), 'bound' (delta_1 =
+      delta, target max over delta_2 <= delta: the proof of Lemma 1), 'bonus' (Eq. update's
+      anti-exploration form with n(s)^-1, no regularizer). docs/agent.md explains each.
+    count_ridge: lambda of the linear n(s)^-1 estimate ('absolute'), or its multiple of the
+      mean eigenvalue trace(|D| C) / D ('relative').
+    count_ridge_mode: 'absolute' or 'relative' (ccvl_tf.counts.RIDGE_MODES).
+    count_normalization: 'none' or 'mean' (n(s)^-1 divided by its running data mean).
     count_decay: None (cumulative mean of phi phi^T) or EMA decay in (0, 1); the default
       0.999 averages over the last ~1000 updates, since phi(s) drifts during training.
     count_refresh_period: recompute (|D| C + lambda I)^-1 every this many steps.
     policy_delta: delta of the greedy fixed-delta `policy`.
+    belief_resample: when the confidence-adaptive policy draws delta from its belief: 'episode'
+      (at the first step of each episode, held for the episode; the default) or 'step'.
     collect_epsilon: epsilon of the epsilon-greedy `collect_policy`.
     jit_compile: XLA-compile the loss-and-gradient computation.
     seed: seed of the delta samples (stateless, combined with the train step).
@@ -83,10 +92,14 @@ class CCVLConfig:
   learning_rate: float = 5e-5
   adam_epsilon: float = 3.125e-4
   target_update_period: int = 2000
+  objective: str = "algorithm1"
   count_ridge: float = 1.0
+  count_ridge_mode: str = "absolute"
+  count_normalization: str = "none"
   count_decay: Optional[float] = 0.999
   count_refresh_period: int = 100
   policy_delta: float = 0.5
+  belief_resample: str = "episode"
   collect_epsilon: float = 0.01
   jit_compile: bool = False
   seed: int = 0
@@ -95,6 +108,18 @@ class CCVLConfig:
     losses.validate_num_samples(self.num_deltas, self.num_pairs)
     losses.validate_alpha(self.alpha)
     losses.validate_delta(self.policy_delta, "policy_delta")
+    losses.validate_objective(self.objective)
+    if self.count_ridge_mode not in counts_lib.RIDGE_MODES:
+      raise ValueError(f"count_ridge_mode must be one of {counts_lib.RIDGE_MODES}, got "
+                       f"{self.count_ridge_mode!r}")
+    if self.count_normalization not in counts_lib.NORMALIZATIONS:
+      raise ValueError(f"count_normalization must be one of {counts_lib.NORMALIZATIONS}, got "
+                       f"{self.count_normalization!r}")
+    if not (np.isfinite(self.count_ridge) and self.count_ridge > 0):
+      raise ValueError(f"count_ridge must be a finite number > 0, got {self.count_ridge!r}")
+    if self.belief_resample not in ("episode", "step"):
+      raise ValueError(f"belief_resample must be 'episode' or 'step', got "
+                       f"{self.belief_resample!r}")
     q_agent_base.validate_shared_settings(self)
     if int(self.count_refresh_period) != self.count_refresh_period or \
         self.count_refresh_period < 1:
@@ -122,6 +147,8 @@ def ccvl_objective(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
   obs, next_obs = batch["observation"], batch["next_observation"]
   b = tf.shape(obs)[0]
   n, m = tf.shape(delta_1)[1], tf.shape(delta_1)[2]
+  delta_2 = losses.objective_delta_2(delta, delta_2, getattr(config, "objective",
+                                                             "algorithm1"))  # [B, N, M]
   out = online.q_and_phi_model({"observation": obs, "delta": delta}, training=training)
   q, phi = out["q"], out["phi"]                          # [B, N, A], [B, D]
   # Target network at the N*M confidences delta_2: [B, N, M] -> [B, N*M] (row-major, so
@@ -133,8 +160,9 @@ def ccvl_objective(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
                               next_q)                    # [B, N*M]
   targets = tf.reshape(targets, [b, n, m])               # [B, N*M] -> [B, N, M]
   inv_count = tf.stop_gradient(inverse_count_fn(obs, phi))  # [B]
-  res = losses.ccvl_loss(q, batch["action"], targets, delta_1, inv_count, config.alpha,
-                         config.td_loss, config.huber_kappa)
+  res = losses.ccvl_objective_loss(
+      getattr(config, "objective", "algorithm1"), q, batch["action"], targets, delta,
+      delta_1, inv_count, config.alpha, config.td_loss, config.huber_kappa)
   total = res["loss"]
   if config.dr3_coef > 0:
     # A second online torso pass, with gradients (DR3 regularizes both phi(s) and phi(s')).
@@ -201,7 +229,8 @@ class CCVLAgent(q_agent_base.GuardedLearner):
             f"inverse_count_fn is given, got {dataset_size!r}")
       self._counts = counts_lib.LinearInverseCounts(
           self._online.phi_dim, dataset_size, ridge=config.count_ridge,
-          decay=config.count_decay)
+          decay=config.count_decay, ridge_mode=config.count_ridge_mode,
+          normalization=config.count_normalization)
     else:
       self._counts = None
     self._inverse_count_fn = inverse_count_fn

@@ -18,6 +18,7 @@ from absl import flags
 from absl import logging
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+from ccvl_tf.experiments import agent_options
 from ccvl_tf.experiments import compare
 
 _D = compare.CompareConfig()
@@ -27,7 +28,10 @@ _METHODS = flags.DEFINE_string("methods", ",".join(compare.PAPER_METHODS),
 _DATASETS = flags.DEFINE_string("datasets", ",".join(compare.DATASET_KINDS),
                                 "Dataset kinds, comma-separated: 1%,5%,initial10%.")
 _GAMES = flags.DEFINE_list("games", None, "Games (default: all of the suite's).")
-_SEEDS = flags.DEFINE_integer("seeds", _D.seeds, "Seeds 0..N-1 per method/dataset/game.")
+_SEEDS = flags.DEFINE_integer("seeds", _D.seeds, "Number of seeds per method/dataset/game: "
+                              "--first_seed .. --first_seed + N - 1.")
+_FIRST = flags.DEFINE_integer("first_seed", _D.first_seed, "First seed (0 for reported tables; "
+                              ">= 100 for a development split, docs/agent.md).")
 _OUT = flags.DEFINE_string("output_dir", None, "Output directory (resumable).")
 _DATA = flags.DEFINE_string("data_dir", None,
                             "minatar: root of binaries/make_minatar_datasets.py output; atari: "
@@ -47,8 +51,11 @@ _MEMBERS = flags.DEFINE_integer("num_members", None, "AEVL members E (default 4)
 _K = flags.DEFINE_integer("num_grid_deltas", _D.num_grid_deltas, "CCVL belief grid K.")
 _N = flags.DEFINE_integer("num_deltas", None, "CCVL N.")
 _M = flags.DEFINE_integer("num_pairs", None, "CCVL M.")
-_TEMP = flags.DEFINE_float("belief_temperature", _D.belief_temperature,
-                           "Belief temperature of CCVL and AEVL.")
+_TEMP = flags.DEFINE_float("belief_temperature", None,
+                           "Belief temperature of CCVL and AEVL (default: CCVL sets it from "
+                           "held-out data, 2 x the smallest mean squared Bellman error over the "
+                           "grid; AEVL uses 1).")
+agent_options.define_flags()  # CCVL's options, generated from agents.ccvl_agent.CCVLConfig
 _DR3 = flags.DEFINE_float("dr3_coef", None, "DR3 coefficient for all methods (default: each "
                           "agent's).")
 _WORKERS = flags.DEFINE_integer(
@@ -70,12 +77,13 @@ def main(argv):
         suite=_SUITE.value, output_dir=_OUT.value,
         methods=compare.parse_methods(_METHODS.value),
         datasets=compare.parse_datasets(_DATASETS.value), games=_GAMES.value,
-        seeds=_SEEDS.value, num_steps=_STEPS.value, eval_episodes=_EPISODES.value,
+        seeds=_SEEDS.value, first_seed=_FIRST.value, num_steps=_STEPS.value, eval_episodes=_EPISODES.value,
         eval_max_steps=_EVAL_MAX.value, batch_size=_BATCH.value, alpha=_ALPHA.value,
         learning_rate=_LR.value, target_update_period=_TARGET.value, num_heads=_HEADS.value,
         num_members=_MEMBERS.value, num_grid_deltas=_K.value, num_deltas=_N.value,
         num_pairs=_M.value, belief_temperature=_TEMP.value, dr3_coef=_DR3.value,
-        data_dir=_DATA.value, data_run=_RUN.value, bootstrap_reps=_REPS.value,
+        ccvl_options=agent_options.from_flags(), data_dir=_DATA.value, data_run=_RUN.value,
+        bootstrap_reps=_REPS.value,
         workers=_WORKERS.value, threads_per_worker=_THREADS.value)
     cfg.validate()
   except ValueError as e:

@@ -18,6 +18,7 @@ from absl import flags
 from absl import logging
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+from ccvl_tf.experiments import agent_options
 from ccvl_tf.experiments import offline
 
 _D = offline.OfflineConfig()
@@ -41,8 +42,11 @@ _PDELTA = flags.DEFINE_float("policy_delta", _D.policy_delta,
                              "delta of the greedy policy evaluated during training.")
 _K = flags.DEFINE_integer("num_grid_deltas", _D.num_grid_deltas,
                           "K, the quantized delta grid of the exported policies.")
-_TEMP = flags.DEFINE_float("belief_temperature", _D.belief_temperature,
-                           "Temperature of the exported adaptive policy's belief update.")
+_TEMP = flags.DEFINE_float("belief_temperature", None,
+                           "Temperature of the exported adaptive policy's belief update "
+                           "(default: set from held-out data, 2 x the smallest mean squared "
+                           "Bellman error over the grid).")
+agent_options.define_flags()  # CCVL's options, generated from agents.ccvl_agent.CCVLConfig
 _CKPT = flags.DEFINE_integer("checkpoint_interval", _D.checkpoint_interval,
                              "Checkpoint every this many steps.")
 _LOG = flags.DEFINE_integer("log_interval", _D.log_interval, "Progress line every N steps.")
@@ -69,7 +73,8 @@ def main(argv):
       num_grid_deltas=_K.value, belief_temperature=_TEMP.value,
       checkpoint_interval=_CKPT.value, log_interval=_LOG.value, summary_interval=_SUMM.value,
       eval_interval=_EVAL.value, eval_episodes=_EPISODES.value, eval_max_steps=_EVAL_MAX.value,
-      default_dataset_steps=_DEF_STEPS.value, seed=_SEED.value)
+      default_dataset_steps=_DEF_STEPS.value, seed=_SEED.value,
+      ccvl_options=agent_options.from_flags())
   try:
     cfg.validate()
     from ccvl_tf.envs import atari

@@ -21,10 +21,22 @@ The inverse (a D x D Cholesky solve) is cached in a variable and refreshed by re
 
 ExactInverseCounts is the tabular version: 1 / max(n(s), 1) from integer states.
 
-TensorFlow Probability is not used: its running statistics
-(tfp.experimental.stats.RunningCovariance/RunningMean) track a *centered* covariance in
-immutable state objects, while this needs the uncentered second moment in tf.Variables that
-tf.train.Checkpoint saves with the agent; it is two lines of plain TF.
+Two scale controls (issue 11; measured in docs/agent.md "Confidence diagnostics"):
+
+* ridge_mode='relative' sets lambda = ridge * trace(|D| C) / D, i.e. relative to the average
+  eigenvalue of |D| C, so the ridge stays below the data's feature directions whatever the
+  feature scale (a fixed lambda = 1 dominates |D| C when DR3 shrinks phi, and then n(s)^-1
+  tracks |phi|^2 instead of visitation). 'absolute' keeps lambda = ridge.
+* normalization='mean' divides n(s)^-1 by its running mean over the data, so that the weight
+  alpha sqrt(log(1/delta) n(s)^-1 / mean n^-1) is alpha sqrt(log(1/delta)) at a typical state
+  (CQL's scale at any |D|) and larger at rarely visited ones. The running mean is TensorFlow
+  Probability's exponential moving mean (`tfp.stats.assign_moving_mean_variance`, with zero
+  debiasing) of the per-batch n(s)^-1 of the training batches, which are dataset states.
+
+The second moment C itself is the uncentered E[phi phi^T] kept in tf.Variables that
+tf.train.Checkpoint saves with the agent (two lines of TF); TFP's running covariance
+(tfp.experimental.stats.RunningCovariance) is the *centered* covariance in immutable state
+objects, without forgetting.
 """
 from __future__ import annotations
 
@@ -34,13 +46,19 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import numpy as np
 import tensorflow as tf
+import tensorflow_probability as tfp
+
+RIDGE_MODES = ("absolute", "relative")
+NORMALIZATIONS = ("none", "mean")
 
 
 class LinearInverseCounts(tf.Module):
   """n(s)^-1 ~ min(1, phi^T (|D| C + ridge I)^-1 phi) with a running C = E[phi phi^T]."""
 
   def __init__(self, feature_dim: int, dataset_size: float, ridge: float = 1.0,
-               decay: Optional[float] = None, name: str = "linear_inverse_counts"):
+               decay: Optional[float] = None, ridge_mode: str = "absolute",
+               normalization: str = "none", normalization_decay: float = 0.99,
+               name: str = "linear_inverse_counts"):
     """
     Args:
       feature_dim: D, the width of phi(s).
@@ -48,6 +66,9 @@ class LinearInverseCounts(tf.Module):
       ridge: lambda > 0 added to the diagonal (an unseen direction gets n^-1 = |phi|^2/lambda).
       decay: None for a cumulative mean of phi phi^T over everything seen; a float in (0, 1)
         for an exponential moving average with that decay per update (forgets old features).
+      ridge_mode: 'absolute' (lambda = ridge) or 'relative' (lambda = ridge * trace(|D| C) / D).
+      normalization: 'none' or 'mean' (divide by the running data mean of n(s)^-1).
+      normalization_decay: decay of that running mean (per update).
     """
     super().__init__(name=name)
     if int(feature_dim) != feature_dim or feature_dim < 1:
@@ -58,6 +79,15 @@ class LinearInverseCounts(tf.Module):
       raise ValueError(f"ridge must be > 0, got {ridge!r}")
     if decay is not None and not 0.0 < decay < 1.0:
       raise ValueError(f"decay must be None or in (0, 1), got {decay!r}")
+    if ridge_mode not in RIDGE_MODES:
+      raise ValueError(f"ridge_mode must be one of {RIDGE_MODES}, got {ridge_mode!r}")
+    if normalization not in NORMALIZATIONS:
+      raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}")
+    if not 0.0 < normalization_decay < 1.0:
+      raise ValueError(f"normalization_decay must be in (0, 1), got {normalization_decay!r}")
+    self.ridge_mode = ridge_mode
+    self.normalization = normalization
+    self.normalization_decay = float(normalization_decay)
     self.feature_dim = int(feature_dim)
     self.dataset_size = float(dataset_size)
     self.ridge = float(ridge)
@@ -67,8 +97,18 @@ class LinearInverseCounts(tf.Module):
     self.second_moment = tf.Variable(tf.zeros([d, d]), trainable=False, name="second_moment")
     # Number of feature vectors folded into C so far (float64 to count past 2^24 exactly).
     self.num_seen = tf.Variable(tf.constant(0.0, tf.float64), trainable=False, name="num_seen")
-    # Cached (|D| C + ridge I)^-1, [D, D]; starts at the prior (ridge I)^-1.
-    self.precision = tf.Variable(tf.eye(d) / self.ridge, trainable=False, name="precision")
+    # Cached (|D| C + lambda I)^-1, [D, D]; starts at the prior (ridge I)^-1 (relative mode: I,
+    # until the first refresh gives C a scale).
+    init = 1.0 / self.ridge if ridge_mode == "absolute" else 1.0
+    self.precision = tf.Variable(tf.eye(d) * init, trainable=False, name="precision")
+    # The lambda of the cached precision (what refresh() used).
+    self.ridge_used = tf.Variable(1.0 / init, trainable=False, name="ridge_used")
+    # Running (EMA) mean of the raw n(s)^-1 over training batches, TFP's moving mean with
+    # zero-debiasing; used by normalization='mean' and reported by the diagnostics.
+    self.mean_inverse = tf.Variable(0.0, trainable=False, name="mean_inverse")
+    self.mean_inverse_var = tf.Variable(0.0, trainable=False, name="mean_inverse_var")
+    self.mean_inverse_debias = tf.Variable(tf.constant(0, tf.int64), trainable=False,
+                                           name="mean_inverse_debias")
 
   def update(self, phi: tf.Tensor) -> None:
     """Folds a batch of features phi [B, D] into C (no gradient flows into phi)."""
@@ -81,21 +121,57 @@ class LinearInverseCounts(tf.Module):
     else:
       # EMA, but a plain mean while fewer than 1/(1-decay) updates' worth have been seen.
       rate = tf.maximum(tf.cast(b / (self.num_seen + b), tf.float32), 1.0 - self.decay)
+    # The raw n(s)^-1 of this batch under the current precision, into the running mean.
+    raw = self.raw_inverse_count(phi)                                 # [B]
+    tfp.stats.assign_moving_mean_variance(
+        raw, self.mean_inverse, self.mean_inverse_var,
+        zero_debias_count=self.mean_inverse_debias, decay=self.normalization_decay, axis=0)
     self.second_moment.assign_add(rate * (batch_moment - self.second_moment))
     self.num_seen.assign_add(b)
 
+  def effective_ridge(self) -> tf.Tensor:
+    """lambda for the current C: `ridge` ('absolute') or ridge * trace(|D| C) / D ('relative',
+    floored at 1e-12 so that the Gram matrix stays positive definite)."""
+    if self.ridge_mode == "absolute":
+      return tf.constant(self.ridge, tf.float32)
+    mean_eig = self.dataset_size * tf.linalg.trace(self.second_moment) / self.feature_dim
+    return tf.maximum(self.ridge * mean_eig, 1e-12)
+
   def refresh(self) -> None:
-    """Recomputes the cached precision (|D| C + ridge I)^-1 (one D x D Cholesky solve)."""
+    """Recomputes the cached precision (|D| C + lambda I)^-1 (one D x D Cholesky solve)."""
     d = self.feature_dim
-    gram = self.dataset_size * self.second_moment + self.ridge * tf.eye(d)  # [D, D]
+    ridge = self.effective_ridge()
+    gram = self.dataset_size * self.second_moment + ridge * tf.eye(d)  # [D, D]
     chol = tf.linalg.cholesky(gram)
     self.precision.assign(tf.linalg.cholesky_solve(chol, tf.eye(d)))
+    self.ridge_used.assign(ridge)
 
-  def inverse_count(self, phi: tf.Tensor) -> tf.Tensor:
-    """n(s)^-1 ~ min(1, phi^T P phi) for phi [B, D] -> [B], no gradient."""
+  def raw_inverse_count(self, phi: tf.Tensor) -> tf.Tensor:
+    """min(1, phi^T P phi) for phi [B, D] -> [B] (before any normalization)."""
     phi = tf.stop_gradient(tf.cast(phi, tf.float32))                   # [B, D]
     quad = tf.reduce_sum(tf.matmul(phi, self.precision) * phi, axis=-1)  # [B, D] -> [B]
-    return tf.stop_gradient(tf.minimum(tf.maximum(quad, 0.0), 1.0))
+    return tf.minimum(tf.maximum(quad, 0.0), 1.0)
+
+  def inverse_count(self, phi: tf.Tensor) -> tf.Tensor:
+    """n(s)^-1 for phi [B, D] -> [B], no gradient.
+
+    normalization='none': min(1, phi^T P phi). 'mean': that divided by its running data mean
+    (before the first update, by the batch's own mean).
+    """
+    raw = self.raw_inverse_count(phi)                                 # [B]
+    if self.normalization == "mean":
+      mean = tf.where(self.mean_inverse_debias > 0, self.running_mean_inverse_count(),
+                      tf.reduce_mean(raw))
+      raw = raw / tf.maximum(mean, 1e-12)
+    return tf.stop_gradient(raw)
+
+  def running_mean_inverse_count(self) -> tf.Tensor:
+    """The zero-debiased running mean of the raw n(s)^-1 over the training batches (0 before
+    the first update)."""
+    mean, _ = tfp.stats.moving_mean_variance_zero_debiased(
+        self.mean_inverse, self.mean_inverse_var, self.mean_inverse_debias,
+        decay=self.normalization_decay)
+    return tf.where(self.mean_inverse_debias > 0, mean, 0.0)
 
 
 class ExactInverseCounts(tf.Module):

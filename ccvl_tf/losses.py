@@ -231,6 +231,103 @@ def ccvl_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor, delta_
           "argmax_j": arg_j, "regularizer": reg, "td": td, "gap": gap, "q_sa": q_sa}
 
 
+# ---- the three readings of Eq. (cql update) / Eq. (update) (issue 11; docs/agent.md) ----------
+# 'algorithm1': Algorithm 1 literally: delta_{j,1}, delta_{j,2} ~ U(0, delta) and the max over j of
+#   the whole pair loss L_j (ccvl_loss above). The max picks the pair whose target lies farthest
+#   from Q and whose weight is largest, which makes the weight depend only weakly on delta.
+# 'bound': the reading of the proof of Lemma 1 (and of ccvl_tf/tabular): the max over
+#   delta_1, delta_2 <= delta is a max over the resulting *bound*, attained at delta_1 = delta
+#   (the weight sqrt(log(1/delta_1)) is smallest there) and at the largest target over
+#   delta_2 <= delta. Loss: w(delta) * gap + TD(Q(s, a_D, delta) - max_j y_j).
+# 'bonus': Eq. (update)'s anti-exploration form with the state estimate n(s)^-1: Q(s, a_D, delta)
+#   regressed on max_j y_j - alpha sqrt(log(1/delta) n(s)^-1), no CQL regularizer. Monotone in
+#   delta by construction (both terms are nondecreasing in delta).
+OBJECTIVES = ("algorithm1", "bound", "bonus")
+
+
+def validate_objective(objective: str) -> None:
+  if objective not in OBJECTIVES:
+    raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+
+
+def confidence_weight(delta: tf.Tensor, inverse_count: tf.Tensor, alpha: float) -> tf.Tensor:
+  """alpha * sqrt(log(1/delta) * n(s)^-1) at delta [B, N] (delta_1 = delta) -> [B, N], no grad."""
+  inv_n = tf.stop_gradient(tf.cast(inverse_count, tf.float32))[:, None]  # [B] -> [B, 1]
+  return tf.stop_gradient(alpha * tf.sqrt(-tf.math.log(delta) * inv_n))  # [B, N]
+
+
+def ccvl_bound_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor,
+                    delta: tf.Tensor, inverse_count: tf.Tensor, alpha: float,
+                    td_loss_type: str = "squared", huber_kappa: float = 1.0
+                    ) -> Dict[str, tf.Tensor]:
+  """objective='bound': mean_{B,N} [ w(delta) gap(s, delta) + TD(Q(s,a_D,delta) - max_j y_j) ].
+
+  Args:
+    q_values: online Q(s, ., delta) [B, N, A].
+    actions: a_D [B].
+    target: candidate TD targets y_j at delta_{j,2} <= delta [B, N, M] (no gradient).
+    delta: [B, N]; the weight uses delta_1 = delta.
+    inverse_count: n(s)^-1 [B].
+    alpha, td_loss_type, huber_kappa: as ccvl_loss.
+
+  Returns:
+    dict like ccvl_loss: 'loss'; 'target' (max_j y_j) [B, N]; 'argmax_j' [B, N]; 'regularizer',
+    'td', 'gap', 'q_sa', 'weight' [B, N].
+  """
+  validate_alpha(alpha)
+  gap, q_sa = cql_gap(q_values, actions)                         # [B, N], [B, N]
+  y = tf.stop_gradient(tf.reduce_max(target, axis=-1))           # [B, N, M] -> [B, N]
+  weight = confidence_weight(delta, inverse_count, alpha)        # [B, N]
+  reg = weight * gap                                              # [B, N]
+  td = td_loss(q_sa - y, td_loss_type, huber_kappa)              # [B, N]
+  return {"loss": tf.reduce_mean(reg + td), "target": y,
+          "argmax_j": tf.argmax(target, axis=-1, output_type=tf.int32),
+          "regularizer": reg, "td": td, "gap": gap, "q_sa": q_sa, "weight": weight}
+
+
+def ccvl_bonus_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor,
+                    delta: tf.Tensor, inverse_count: tf.Tensor, alpha: float,
+                    td_loss_type: str = "squared", huber_kappa: float = 1.0
+                    ) -> Dict[str, tf.Tensor]:
+  """objective='bonus': mean_{B,N} TD(Q(s,a_D,delta) - [max_j y_j - w(delta)]), no regularizer.
+
+  Same arguments and keys as ccvl_bound_loss ('regularizer' is 0; 'gap' is reported only).
+  """
+  validate_alpha(alpha)
+  gap, q_sa = cql_gap(q_values, actions)                         # [B, N], [B, N]
+  weight = confidence_weight(delta, inverse_count, alpha)        # [B, N]
+  y = tf.stop_gradient(tf.reduce_max(target, axis=-1) - weight)  # [B, N, M] -> [B, N]
+  td = td_loss(q_sa - y, td_loss_type, huber_kappa)              # [B, N]
+  return {"loss": tf.reduce_mean(td), "target": y,
+          "argmax_j": tf.argmax(target, axis=-1, output_type=tf.int32),
+          "regularizer": tf.zeros_like(td), "td": td, "gap": gap, "q_sa": q_sa,
+          "weight": weight}
+
+
+def objective_delta_2(delta: tf.Tensor, delta_2: tf.Tensor, objective: str) -> tf.Tensor:
+  """The target confidences each objective bootstraps from, [B, N, M].
+
+  'algorithm1': delta_{j,2} ~ U(0, delta) as sampled. 'bound' / 'bonus': the max over
+  delta_2 <= delta includes delta_2 = delta itself (where a target network that is monotone in
+  delta attains it), so pair 0 uses delta and pairs 1..M-1 keep their U(0, delta) draws.
+  """
+  validate_objective(objective)
+  if objective == "algorithm1":
+    return delta_2
+  return tf.concat([delta[:, :, None], delta_2[:, :, 1:]], axis=-1)  # [B, N, 1] + [B, N, M-1]
+
+
+def ccvl_objective_loss(objective: str, q_values, actions, target, delta, delta_1,
+                        inverse_count, alpha, td_loss_type="squared", huber_kappa=1.0):
+  """Dispatches to ccvl_loss ('algorithm1'), ccvl_bound_loss or ccvl_bonus_loss."""
+  validate_objective(objective)
+  if objective == "algorithm1":
+    return ccvl_loss(q_values, actions, target, delta_1, inverse_count, alpha, td_loss_type,
+                     huber_kappa)
+  fn = ccvl_bound_loss if objective == "bound" else ccvl_bonus_loss
+  return fn(q_values, actions, target, delta, inverse_count, alpha, td_loss_type, huber_kappa)
+
+
 def dr3_penalty(phi: tf.Tensor, next_phi: tf.Tensor) -> tf.Tensor:
   """DR3 (Kumar et al. 2022) implicit-regularizer term mean_i |phi(s_i) . phi(s'_i)|.
 

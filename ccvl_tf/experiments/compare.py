@@ -117,12 +117,17 @@ class CompareConfig:
     methods: display names (METHODS keys).
     datasets: dataset kinds (DATASET_KINDS).
     games: None = the suite's games.
-    seeds: seeds 0..seeds-1 per (method, dataset, game).
+    seeds: number of seeds per (method, dataset, game): first_seed .. first_seed+seeds-1.
+    first_seed: the first seed (0 for reported tables; >= 100 for a development split that
+      chooses defaults, docs/agent.md).
     num_steps: gradient steps per training (None: suite default; atari: 6.25M / 12.5M).
     eval_episodes, eval_max_steps: evaluation episodes per run and their step cap.
     batch_size, alpha, learning_rate, target_update_period: shared training settings.
     num_heads (REM H), num_members (AEVL E), num_grid_deltas (CCVL K), num_deltas (CCVL N),
-      num_pairs (CCVL M), belief_temperature, dr3_coef: method settings.
+      num_pairs (CCVL M), belief_temperature (None: CCVL's from held-out data, AEVL's
+      config default), dr3_coef: method settings.
+    ccvl_options: CCVL's own options (objective, counts, belief_resample), declared once in
+      agents.ccvl_agent.CCVLConfig (experiments/agent_options.py); unset = CCVLConfig's.
     data_dir: minatar / atari dataset root; data_run: which logged run of each game (None: the
       suite's first, minatar 0 = make_minatar_datasets.py's default seed, atari 1).
     bootstrap_reps: rliable bootstrap replications for the CIs.
@@ -140,6 +145,7 @@ class CompareConfig:
   datasets: Sequence[str] = DATASET_KINDS
   games: Optional[Sequence[str]] = None
   seeds: int = 3
+  first_seed: int = 0
   num_steps: Optional[int] = None
   eval_episodes: Optional[int] = None
   eval_max_steps: Optional[int] = None
@@ -152,8 +158,9 @@ class CompareConfig:
   num_grid_deltas: int = 8
   num_deltas: Optional[int] = None
   num_pairs: Optional[int] = None
-  belief_temperature: float = 1.0
+  belief_temperature: Optional[float] = None
   dr3_coef: Optional[float] = None
+  ccvl_options: Dict[str, object] = dataclasses.field(default_factory=dict)
   data_dir: Optional[str] = None
   data_run: Optional[int] = None
   bootstrap_reps: int = 2000
@@ -183,10 +190,17 @@ class CompareConfig:
       v = getattr(self, name)
       if v is not None and not (math.isfinite(v) and v >= 0):
         raise ValueError(f"--{name} must be a finite number >= 0, got {v!r}")
+    if isinstance(self.first_seed, bool) or int(self.first_seed) != self.first_seed or \
+        self.first_seed < 0:
+      raise ValueError(f"--first_seed must be an integer >= 0, got {self.first_seed!r}")
     if self.learning_rate is not None and not self.learning_rate > 0:
       raise ValueError(f"--learning_rate must be > 0, got {self.learning_rate!r}")
-    if not self.belief_temperature > 0:
-      raise ValueError(f"--belief_temperature must be > 0, got {self.belief_temperature!r}")
+    if self.belief_temperature is not None and not (
+        math.isfinite(self.belief_temperature) and self.belief_temperature > 0):
+      raise ValueError(f"--belief_temperature must be a finite number > 0 (or unset), got "
+                       f"{self.belief_temperature!r}")
+    from ccvl_tf.experiments import agent_options  # pylint: disable=g-import-not-at-top
+    agent_options.validate(self.ccvl_options)
     if self.suite in ("minatar", "atari") and not self.data_dir:
       raise ValueError(f"--suite={self.suite} needs --data_dir (the dataset root; "
                        + ("make it with python binaries/make_minatar_datasets.py "
@@ -364,7 +378,9 @@ class MinAtarSuite(_ReplaySuite):
   # Cost-driven (docs/compare.md): measured 90-230 steps/s per method on the shared CPU, so the
   # full suite (5 games x 3 kinds x 3 seeds x 4 trainings) at 5k steps is ~1-2 h of CPU.
   default_steps = 5_000
-  default_eval_episodes = 5
+  # 20 episodes per run (issue 11: the belief needs episodes to adapt over; the paper averages
+  # 100). Was 5 before the confidence work.
+  default_eval_episodes = 20
   default_eval_max_steps = 10_000  # MinAtar env's cap (the reference DQN scores used it too)
   training_overrides = dict(learning_rate=2.5e-4, target_update_period=1000)
 
@@ -502,7 +518,8 @@ def run_unit(suite: Suite, method: str, dataset: str, game: str, seed: int,
       inverse_count_fn=data.inverse_count_fn, alpha=cfg.alpha, num_deltas=cfg.num_deltas,
       num_pairs=cfg.num_pairs, num_heads=cfg.num_heads, num_members=cfg.num_members,
       num_grid_deltas=cfg.num_grid_deltas,
-      belief_temperature=cfg.belief_temperature, reward_clip=suite.reward_clip, seed=seed,
+      belief_temperature=cfg.belief_temperature, ccvl_options=dict(cfg.ccvl_options),
+      reward_clip=suite.reward_clip, seed=seed,
       **over)
   keras.utils.set_random_seed(seed)  # initial weights: a function of the seed
   learner = spec.build(time_step_spec, action_spec, settings)
@@ -534,6 +551,8 @@ def run_unit(suite: Suite, method: str, dataset: str, game: str, seed: int,
                                     seed=seed, raw_score_fn=raw_score_fn)
   raw = np.array([r.raw_score for r in records], np.float64)
   score = float(raw.mean())
+  if method == "CCVL":
+    extra = dict(extra, diagnostics=_diagnostics(suite, learner, data, game, seed, records))
   row = dict(method=method, dataset=dataset, game=game, seed=seed, score=score,
              normalized_score=suite.normalize(game, score), train_steps=steps,
              train_seconds=round(train_seconds, 2), eval_seconds=round(time.time() - t1, 2),
@@ -546,6 +565,19 @@ def run_unit(suite: Suite, method: str, dataset: str, game: str, seed: int,
     json.dump(row, f, indent=1)
   os.replace(path + ".tmp", path)  # atomic: a result file is always complete
   return row
+
+
+def _diagnostics(suite, learner, data, game, seed, records) -> dict:
+  """The confidence diagnostics of a CCVL unit (experiments/confidence_report.py), flat."""
+  from ccvl_tf import belief  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments import confidence_report  # pylint: disable=g-import-not-at-top
+  grid = belief.delta_grid(suite.cfg.num_grid_deltas)
+
+  def env_factory():
+    return suite.eval_env(game, 20_000 + seed, suite.default_eval_max_steps)[0]
+  out = confidence_report.report(learner, data.held_out, grid, None,
+                                 env_factory=env_factory, records=records, seed=seed)
+  return out["summary"]
 
 
 # ------------------------------------------------------------------------------------- outputs
@@ -684,7 +716,43 @@ def write_outputs(output_dir: str, suite: str, reps: int,
       f.write(per_game_table(rows, dataset, suite))
     paths[f"per_game_{slug(dataset)}"] = p
   plot_iqm(paths["iqm"], rows, reps)
+  confidence = confidence_table(rows)
+  if confidence:
+    paths["confidence"] = os.path.join(output_dir, "confidence.md")
+    with open(paths["confidence"], "w") as f:
+      f.write(confidence)
   return paths
+
+
+CONFIDENCE_COLUMNS = (
+    ("family_spread", "delta-family spread / mean abs TD target"),
+    ("lemma1_fraction", "Lemma-1 fraction (V nondecreasing in delta)"),
+    ("count_auc_random_policy", "AUC of n(s)^-1, random-policy vs dataset states"),
+    ("count_auc_shuffled_pixels", "AUC of n(s)^-1, shuffled-pixel vs dataset states"),
+    ("belief_max_shift", "belief: max shift of E[delta] from the prior"),
+    ("belief_final_entropy", "belief: final entropy (nats)"),
+)
+
+
+def confidence_table(rows: Sequence[dict]) -> str:
+  """Markdown: the confidence diagnostics of the CCVL runs (experiments/confidence_report.py),
+  mean [min, max] over games and seeds per dataset kind; '' when no row has them."""
+  rows = [r for r in rows if isinstance(r.get("diagnostics"), dict)]
+  if not rows:
+    return ""
+  lines = ["| Data | runs | " + " | ".join(label for _, label in CONFIDENCE_COLUMNS) + " |",
+           "| --- | --- |" + " --- |" * len(CONFIDENCE_COLUMNS)]
+  for dataset in _ordered([r["dataset"] for r in rows], DATASET_KINDS):
+    sel = [r["diagnostics"] for r in rows if r["dataset"] == dataset]
+    cells = []
+    for key, _ in CONFIDENCE_COLUMNS:
+      v = np.array([d[key] for d in sel if key in d], np.float64)
+      cells.append("n/a" if v.size == 0 else
+                   f"{v.mean():.3g} [{v.min():.3g}, {v.max():.3g}]")
+    lines.append(f"| {dataset} | {len(sel)} | " + " | ".join(cells) + " |")
+  k = len(rows[0].get("bellman_errors", [])) or 8
+  return ("# CCVL confidence diagnostics (mean [min, max] over games and seeds)\n\n"
+          + "\n".join(lines) + f"\n\nPrior entropy of the belief: log K = {np.log(k):.3f}.\n")
 
 
 # ------------------------------------------------------------------------------------- driver
@@ -793,7 +861,8 @@ def run(cfg: CompareConfig, log: Callable[[str], None] = print) -> dict:
   games = list(cfg.games) if cfg.games else suite.games()
   suite.check(games, cfg.datasets)
   os.makedirs(cfg.output_dir, exist_ok=True)
-  units = [(d, g, s, m) for d in cfg.datasets for g in games for s in range(cfg.seeds)
+  seeds = range(cfg.first_seed, cfg.first_seed + cfg.seeds)
+  units = [(d, g, s, m) for d in cfg.datasets for g in games for s in seeds
            for m in cfg.methods]
   todo = [u for u in units if not os.path.exists(result_path(cfg.output_dir, u[3], u[0], u[1],
                                                              u[2]))]

@@ -53,7 +53,11 @@ class AgentSettings:
   adam_epsilon: Optional[float] = None
   target_update_period: Optional[int] = None
   num_grid_deltas: int = 8                      # K of CCVL's adaptive / Fixed-CCVL grid
-  belief_temperature: float = 1.0               # CCVL and AEVL belief temperature
+  # CCVL and AEVL belief temperature; None: CCVL sets it from held-out data
+  # (auto_belief_temperature), AEVL uses its config's default.
+  belief_temperature: Optional[float] = None
+  # CCVL's own options (experiments/agent_options.py: objective, counts, belief_resample).
+  ccvl_options: Dict[str, object] = dataclasses.field(default_factory=dict)
   reward_clip: Optional[float] = None           # clip rewards when scoring Bellman errors
   seed: int = 0
 
@@ -85,7 +89,7 @@ class AgentSpec:
 
 def _build_ccvl(time_step_spec, action_spec, s: AgentSettings):
   from agents import ccvl_agent
-  cfg = ccvl_agent.CCVLConfig(seed=s.seed, **s.overrides(
+  cfg = ccvl_agent.CCVLConfig(seed=s.seed, **s.ccvl_options, **s.overrides(
       "alpha", "num_deltas", "num_pairs", "policy_delta", "dr3_coef", "gamma", "learning_rate",
       "adam_epsilon", "target_update_period"))
   kwargs = ({"inverse_count_fn": s.inverse_count_fn} if s.inverse_count_fn is not None
@@ -94,22 +98,39 @@ def _build_ccvl(time_step_spec, action_spec, s: AgentSettings):
                               network_config=s.network_config, **kwargs)
 
 
+def auto_belief_temperature(errors) -> float:
+  """The belief temperature set from the offline data, as the tabular experiment does
+  (ccvl_tf/experiments/gridworld.py): T = 2 x the smallest held-out mean squared Bellman error
+  over the delta grid, so that one transition of the best-fitting delta moves log b by ~1/2
+  on average and the others by more in proportion to how much worse they fit. Floored at 1e-6."""
+  errors = np.asarray(errors, np.float64)
+  if errors.size == 0 or not np.all(np.isfinite(errors)):
+    raise ValueError(f"held-out Bellman errors must be finite and non-empty, got {errors!r}")
+  return float(max(2.0 * errors.min(), 1e-6))
+
+
 def _ccvl_policies(agent, time_step_spec, action_spec, held_out, s: AgentSettings,
                    primary: str = "adaptive"):
   """CCVL: the confidence-adaptive policy; Fixed-CCVL: the grid delta of lowest held-out
-  Bellman error (agents.ccvl_agent.select_fixed_delta)."""
+  Bellman error (agents.ccvl_agent.select_fixed_delta). The belief temperature is
+  s.belief_temperature, or (None) auto_belief_temperature of the same held-out errors."""
   from agents import ccvl_agent
   from ccvl_tf import belief, policies
   grid = belief.delta_grid(s.num_grid_deltas)
   fixed_delta, errors = ccvl_agent.select_fixed_delta(agent.q_network, held_out, grid,
                                                       agent.config.gamma)
+  temperature = (auto_belief_temperature(errors) if s.belief_temperature is None
+                 else float(s.belief_temperature))
   adaptive = policies.ConfidenceAdaptivePolicy(
       time_step_spec, action_spec, agent.q_network, num_deltas=s.num_grid_deltas,
-      gamma=agent.config.gamma, temperature=s.belief_temperature, seed=s.seed,
-      reward_clip=s.reward_clip)
+      gamma=agent.config.gamma, temperature=temperature, seed=s.seed,
+      reward_clip=s.reward_clip, resample=agent.config.belief_resample)
   fixed = policies.FixedDeltaPolicy(time_step_spec, action_spec, agent.q_network,
                                     delta=fixed_delta)
-  extra = dict(fixed_delta=fixed_delta, bellman_errors=[float(e) for e in errors])
+  extra = dict(fixed_delta=fixed_delta, bellman_errors=[float(e) for e in errors],
+               belief_temperature=temperature,
+               belief_temperature_source="given" if s.belief_temperature is not None
+               else "auto: 2 x min held-out MSBE")
   if primary == "adaptive":
     return {"policy": adaptive, "policy_fixed": fixed}, extra
   return {"policy": fixed, "policy_adaptive": adaptive}, extra
@@ -132,8 +153,7 @@ def _build_rem(time_step_spec, action_spec, s: AgentSettings):
 def _build_aevl(time_step_spec, action_spec, s: AgentSettings):
   from agents import aevl_agent
   cfg = aevl_agent.AEVLConfig(
-      seed=s.seed, belief_temperature=s.belief_temperature, reward_clip=s.reward_clip,
-      **s.overrides("alpha", "num_members", "dr3_coef", "gamma", "learning_rate",
+      seed=s.seed, reward_clip=s.reward_clip, **s.overrides("belief_temperature", "alpha", "num_members", "dr3_coef", "gamma", "learning_rate",
                     "adam_epsilon", "target_update_period"))
   return aevl_agent.AEVLAgent(time_step_spec, action_spec, cfg, s.network_config)
 
@@ -196,7 +216,9 @@ class OfflineConfig:
   num_pairs: int = 2  # M
   policy_delta: float = 0.5
   num_grid_deltas: int = 8  # K of the belief grid of the exported adaptive policy
-  belief_temperature: float = 1.0
+  belief_temperature: Optional[float] = None  # None: from held-out data (auto_belief_temperature)
+  # CCVL's own options, declared once in CCVLConfig (experiments/agent_options.py).
+  ccvl_options: Dict[str, object] = dataclasses.field(default_factory=dict)
   checkpoint_interval: int = 2_500
   log_interval: int = 500
   summary_interval: int = 100
@@ -230,8 +252,12 @@ class OfflineConfig:
       raise ValueError(f"--policy_delta must be in (0, 1), got {self.policy_delta!r}")
     if not 0.0 <= self.eval_epsilon <= 1.0:
       raise ValueError(f"--eval_epsilon must be in [0, 1], got {self.eval_epsilon!r}")
-    if not self.belief_temperature > 0:
-      raise ValueError(f"--belief_temperature must be > 0, got {self.belief_temperature!r}")
+    if self.belief_temperature is not None and not (
+        np.isfinite(self.belief_temperature) and self.belief_temperature > 0):
+      raise ValueError(f"--belief_temperature must be a finite number > 0 (or unset: from the "
+                       f"held-out data), got {self.belief_temperature!r}")
+    from ccvl_tf.experiments import agent_options
+    agent_options.validate(self.ccvl_options)
     if self.dataset_dir is not None and not os.path.isdir(self.dataset_dir):
       raise ValueError(f"--dataset_dir {self.dataset_dir} does not exist (expected a Dopamine "
                        f"replay_logs directory with $store$_observation_ckpt.N.gz files)")
@@ -284,23 +310,62 @@ def ensure_default_dataset(cfg: OfflineConfig, env_factory, log=print) -> str:
   return out
 
 
-def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, object]:
-  """Runs the whole offline pipeline; returns a summary dict (also written to summary.json)."""
-  cfg.validate()
+def _confidence_diagnostics(cfg: OfflineConfig, agent, store, exports, settings, game,
+                            log) -> Dict[str, float]:
+  """Issue 11's diagnostics at the end of a CCVL run: the delta family, the count estimate
+  (dataset vs random-policy and pixel-shuffled frames) and the belief over an evaluation of the
+  adaptive policy (--eval_episodes episodes); files in root_dir/diagnostics, headline numbers
+  in summary.json and TensorBoard (diagnostics/*)."""
+  import tensorflow as tf
+  from ccvl_tf import belief, evaluation
+  from ccvl_tf.data import pipeline
+  from ccvl_tf.envs import atari
+  from ccvl_tf.experiments import confidence_report
+  adaptive = exports.get("policy_adaptive", exports["policy"])
+  env = atari.AtariEnvironment(cfg.game, seed=cfg.seed + 30_000,
+                               max_episode_steps=cfg.eval_max_steps)
+  records = evaluation.run_episodes(
+      _CompiledPolicy(adaptive), env, cfg.eval_episodes, epsilon=cfg.eval_epsilon,
+      seed=cfg.seed + 30_000, raw_score_fn=lambda e: e.episode_raw_return,
+      max_total_steps=cfg.eval_episodes * (cfg.eval_max_steps + 2))
+  held_out = lambda: pipeline.transition_dataset(store, cfg.batch_size,
+                                                 seed=cfg.seed + 778).take(8)
+  out = confidence_report.report(
+      agent, held_out, belief.delta_grid(settings.num_grid_deltas),
+      os.path.join(cfg.root_dir, "diagnostics"),
+      env_factory=lambda: atari.AtariEnvironment(cfg.game, seed=cfg.seed + 40_000,
+                                                 max_episode_steps=cfg.eval_max_steps),
+      records=records, seed=cfg.seed, log=log)
+  summary = dict(out["summary"], adaptive_mean_raw_score=float(
+      np.mean([r.raw_score for r in records])))
+  writer = tf.summary.create_file_writer(os.path.join(cfg.root_dir, "summaries"))
+  with writer.as_default():
+    for k, v in summary.items():
+      tf.summary.scalar(f"diagnostics/{k}", v, step=int(agent.train_step_counter.numpy()))
+  writer.flush()
+  return summary
+
+
+def _setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True):
+  """The dataset, specs, settings and (fresh) agent of an offline run; shared by run() and
+  diagnose(). Returns a dict of them."""
   from tf_agents.specs import tensor_spec
   from tf_agents.trajectories import time_step as ts
 
-  from ccvl_tf import evaluation, networks, policies, training
-  from ccvl_tf.data import frame_store, pipeline
+  from ccvl_tf import networks
+  from ccvl_tf.data import frame_store
   from ccvl_tf.envs import atari
 
   atari.check_game(cfg.game)  # unknown names: a ValueError listing the valid ones
-  os.makedirs(cfg.root_dir, exist_ok=True)
   env_factory = lambda seed: atari.AtariEnvironment(cfg.game, seed=seed)
   probe = env_factory(cfg.seed)
-  game = probe.game  # canonical CamelCase name, e.g. 'Breakout'
   num_actions = probe.num_actions
-  replay_dir = cfg.dataset_dir or ensure_default_dataset(cfg, env_factory, log)
+  if cfg.dataset_dir:
+    replay_dir = cfg.dataset_dir
+  elif collect:
+    replay_dir = ensure_default_dataset(cfg, env_factory, log)
+  else:
+    replay_dir = os.path.join(cfg.root_dir, "default_dataset", cfg.game)
   log(f"Loading {replay_dir} (subset {cfg.subset}) ...")
   store = frame_store.FrameStore.from_replay(replay_dir, cfg.subset, num_actions=num_actions)
   log(f"Frame store: {store.num_transitions} transitions, {store.num_frames} frames, "
@@ -317,8 +382,62 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
       dataset_size=float(store.num_transitions), alpha=cfg.alpha, num_deltas=cfg.num_deltas,
       num_pairs=cfg.num_pairs, policy_delta=cfg.policy_delta,
       num_grid_deltas=cfg.num_grid_deltas, belief_temperature=cfg.belief_temperature,
-      reward_clip=1.0, seed=cfg.seed)
+      ccvl_options=dict(cfg.ccvl_options), reward_clip=1.0, seed=cfg.seed)
   agent = spec.build(time_step_spec, action_spec, settings)
+  return dict(game=probe.game, replay_dir=replay_dir, store=store, spec=spec,
+              settings=settings, agent=agent, time_step_spec=time_step_spec,
+              action_spec=action_spec)
+
+
+def diagnose(root_dir: str, episodes: Optional[int] = None,
+             log: Callable[[str], None] = print) -> Dict[str, float]:
+  """binaries/diagnose.py: the confidence diagnostics of a finished (or interrupted)
+  train_offline CCVL run, from its summary.json and latest checkpoint; writes
+  root_dir/diagnostics and returns the headline numbers."""
+  import tensorflow as tf
+  from ccvl_tf.data import pipeline
+  path = os.path.join(root_dir, "summary.json")
+  if not os.path.exists(path):
+    raise ValueError(f"--root_dir {root_dir} has no summary.json: not a finished "
+                     f"train_offline.py run directory")
+  with open(path) as f:
+    saved = json.load(f)
+  fields = {f.name for f in dataclasses.fields(OfflineConfig)}
+  cfg = OfflineConfig(**{k: v for k, v in saved["config"].items() if k in fields})
+  cfg.root_dir = root_dir
+  if episodes is not None:
+    cfg.eval_episodes = int(episodes)
+  if get_agent_spec(cfg.agent).train_key != "ccvl":
+    raise ValueError(f"{root_dir} is a run of --agent={cfg.agent}; the confidence "
+                     f"diagnostics need a CCVL run (--agent=ccvl or fixed_ccvl)")
+  parts = _setup(cfg, log, collect=False)
+  agent = parts["agent"]
+  ckpt_dir = os.path.join(root_dir, "checkpoints")
+  latest = tf.train.latest_checkpoint(ckpt_dir)
+  if latest is None:
+    raise ValueError(f"no checkpoint under {ckpt_dir}")
+  agent.make_checkpoint().restore(latest).assert_existing_objects_matched()
+  log(f"Restored {latest}.")
+  held_out = pipeline.transition_dataset(parts["store"], cfg.batch_size,
+                                         seed=cfg.seed + 777).take(8)
+  exports, _ = parts["spec"].policies(agent, parts["time_step_spec"], parts["action_spec"],
+                                      held_out, parts["settings"])
+  return _confidence_diagnostics(cfg, agent, parts["store"], exports, parts["settings"],
+                                 parts["game"], log)
+
+
+def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, object]:
+  """Runs the whole offline pipeline; returns a summary dict (also written to summary.json)."""
+  cfg.validate()
+  from ccvl_tf import evaluation, policies, training
+  from ccvl_tf.data import pipeline
+  from ccvl_tf.envs import atari
+
+  os.makedirs(cfg.root_dir, exist_ok=True)
+  parts = _setup(cfg, log)
+  game, replay_dir, store = parts["game"], parts["replay_dir"], parts["store"]
+  spec, settings, agent = parts["spec"], parts["settings"], parts["agent"]
+  time_step_spec, action_spec = parts["time_step_spec"], parts["action_spec"]
 
   def make_dataset(start):
     return pipeline.transition_dataset(store, cfg.batch_size, seed=cfg.seed, start_batch=start)
@@ -364,6 +483,10 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
     policies.export_policy(policy, dirs[export_name], train_step=agent.train_step_counter)
   log("Exported SavedModels: " + ", ".join(f"{d} ({n})" for n, d in dirs.items()) + ".")
   policy_dir = dirs["policy"]
+  diag = None
+  if spec.train_key == "ccvl":
+    diag = _confidence_diagnostics(cfg, agent, store, exports, settings, game, log)
+    extra = dict(extra, diagnostics=diag)
   summary = dict(game=game, agent=cfg.agent, dataset_dir=replay_dir, subset=cfg.subset,
                  num_transitions=int(store.num_transitions), step=result["step"],
                  resumed_from=result["resumed_from"], last_metrics=result["last_metrics"],

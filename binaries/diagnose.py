@@ -1,0 +1,51 @@
+"""The confidence diagnostics of a CCVL run: does Q(s, a, delta) depend on delta, does n(s)^-1
+separate seen from unseen states, does the belief move?
+
+  python binaries/diagnose.py --root_dir=runs/breakout_demo [--episodes=N]
+
+Reads the run's summary.json (its configuration) and latest checkpoint, and writes
+ROOT/diagnostics/: diagnostics.json (every number), delta_family.png (V(s, delta) curves),
+belief.csv and belief.png (expected delta and entropy per evaluation episode). Prints the
+headline numbers: family_spread (mean V(s, top delta) - V(s, bottom delta) over dataset states,
+divided by the mean |TD target|), lemma1_fraction (states where V is nondecreasing in delta),
+count_auc (ROC AUC of n(s)^-1 as a classifier of random-policy states vs dataset states; 0.5 =
+no separation), effective_rank vs mean_inv_count_x_size, belief_max_shift (largest move of the
+belief's expected delta from the prior's) and belief_final_entropy (vs log K).
+train_offline.py computes the same at the end of every CCVL run. See docs/agent.md.
+Flags -> ccvl_tf.experiments.offline.diagnose (no algorithm code here).
+"""
+import sys
+
+from absl import app
+from absl import flags
+from absl import logging
+
+import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+from ccvl_tf.experiments import offline
+
+_ROOT = flags.DEFINE_string("root_dir", None, "A train_offline.py run directory (CCVL).",
+                            required=True)
+_EPISODES = flags.DEFINE_integer("episodes", None, "Evaluation episodes of the adaptive "
+                                 "policy for the belief (default: the run's --eval_episodes).")
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError("unexpected arguments: {}".format(" ".join(argv[1:])))
+  if not flags.FLAGS["verbosity"].present:
+    logging.set_verbosity(logging.ERROR)
+  if _EPISODES.value is not None and _EPISODES.value < 1:
+    raise app.UsageError(f"--episodes must be >= 1, got {_EPISODES.value}")
+  try:
+    summary = offline.diagnose(_ROOT.value, _EPISODES.value,
+                               log=lambda s: print(s, flush=True))
+  except (ValueError, FileNotFoundError) as e:
+    sys.exit(f"diagnose.py: error: {e}")
+  width = max(len(k) for k in summary)
+  for k, v in summary.items():
+    print(f"{k.ljust(width)}  {v:.6g}")
+  print(f"Files: {_ROOT.value}/diagnostics/", flush=True)
+
+
+if __name__ == "__main__":
+  app.run(main)

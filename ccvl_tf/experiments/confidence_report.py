@@ -1,0 +1,136 @@
+"""The confidence diagnostics of one trained CCVL agent (issue 11), as files and one dict.
+
+`report(...)` is what `train_offline.py` and `compare.py` call at the end of a CCVL run and what
+`binaries/diagnose.py` calls on a finished run directory. It measures, with ccvl_tf.diagnostics:
+  * the delta family V(s, delta) = max_a Q(s, a, delta) on `num_states` dataset states over the
+    policy's delta grid: Lemma-1 fraction, spread / mean |TD target|, action gap;
+  * the count estimate n(s)^-1 on those (seen) states against states the data does not cover:
+    frames of a uniformly random policy in the environment ('random_policy', when an
+    environment factory is given) and the dataset frames with their pixels shuffled
+    ('shuffled_pixels'); ROC AUC of n(s)^-1 as a seen/unseen classifier for each; the spectrum
+    of |D| C against the ridge, and |D| * mean n(s)^-1 against the effective rank;
+  * the belief over the evaluation episodes (`records`, ccvl_tf.evaluation.EpisodeRecord):
+    expected delta and entropy per episode.
+Writes OUT/diagnostics.json, OUT/delta_family.png, OUT/belief.csv and OUT/belief.png (when
+there are belief records); returns {'summary': flat headline numbers, ...details}.
+"""
+from __future__ import annotations
+
+import json
+import os
+from typing import Callable, Dict, Iterable, Optional, Sequence
+
+import ccvl_tf  # noqa: F401
+
+import numpy as np
+
+
+def dataset_observations(batches: Iterable[Dict], num_states: int) -> np.ndarray:
+  """The first `num_states` observations of contract batches, [S, ...]."""
+  out, n = [], 0
+  for batch in batches:
+    obs = np.asarray(batch["observation"])
+    out.append(obs)
+    n += obs.shape[0]
+    if n >= num_states:
+      break
+  if not out:
+    raise ValueError("no dataset batches to take diagnostic states from")
+  return np.concatenate(out, 0)[:num_states]
+
+
+def random_policy_observations(env, num_states: int, seed: int) -> np.ndarray:
+  """Observations met by a uniformly random policy in `env` (a PyEnvironment), [S, ...]."""
+  rng = np.random.default_rng(seed)
+  spec = env.action_spec()
+  lo, hi = int(spec.minimum), int(spec.maximum)
+  out = []
+  step = env.reset()
+  while len(out) < num_states:
+    if step.is_last():
+      step = env.reset()
+    out.append(np.asarray(step.observation))
+    step = env.step(np.asarray(rng.integers(lo, hi + 1), dtype=spec.dtype))
+  return np.stack(out, 0)
+
+
+def _phi(agent, observations: np.ndarray, batch: int = 256) -> np.ndarray:
+  phi_model = agent.online_network.phi_model
+  return np.concatenate([np.asarray(phi_model({"observation": observations[i:i + batch]}))
+                         for i in range(0, len(observations), batch)], 0)
+
+
+def report(agent, held_out: Callable[[], Iterable[Dict]], grid: Sequence[float],
+           out_dir: Optional[str], *, env_factory: Optional[Callable[[], object]] = None,
+           records: Optional[Sequence[object]] = None, num_states: int = 256,
+           seed: int = 0, log: Callable[[str], None] = lambda s: None) -> Dict[str, object]:
+  """Measures the delta family, the counts and the belief of a trained CCVLAgent.
+
+  Args:
+    agent: a CCVLAgent (q_network, online_network, counts, config.gamma).
+    held_out: () -> finite iterable of contract batches from the dataset.
+    grid: the adaptive policy's delta grid [K].
+    out_dir: where to write the files (None: write nothing).
+    env_factory: () -> PyEnvironment of the game, for random-policy (unseen) states.
+    records: evaluation EpisodeRecords of the adaptive policy (for the belief), or None.
+    num_states: diagnostic states per set.
+    seed: seeds the unseen-state generators.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from ccvl_tf import diagnostics  # pylint: disable=g-import-not-at-top
+  grid = np.asarray(grid, np.float32)
+  seen = dataset_observations(held_out(), num_states)
+  scale = diagnostics.td_target_scale(agent.q_network, held_out(), grid, agent.config.gamma)
+  family = diagnostics.delta_family(agent.q_network, seen, grid, td_target_scale=scale)
+  out: Dict[str, object] = {"family": {k: v for k, v in family.items() if k != "values"}}
+  separation = spectrum = mean_x_size = None
+  counts = getattr(agent, "counts", None)
+  if counts is not None:
+    unseen = {"shuffled_pixels": diagnostics.unseen_observations(
+        seen, np.random.default_rng(seed), kind="shuffled_pixels")}
+    if env_factory is not None:
+      unseen["random_policy"] = random_policy_observations(env_factory(), num_states, seed)
+    phi_seen = _phi(agent, seen)
+    inv_seen = counts.raw_inverse_count(tf.constant(phi_seen)).numpy()
+    out["counts"] = {}
+    for kind, obs in unseen.items():
+      inv_unseen = counts.raw_inverse_count(tf.constant(_phi(agent, obs))).numpy()
+      out["counts"][kind] = diagnostics.count_separation(inv_seen, inv_unseen)
+    # The headline AUC: random-policy states when there are any (real states the data does
+    # not cover), else shuffled pixels.
+    separation = out["counts"].get("random_policy", out["counts"]["shuffled_pixels"])
+    spectrum = diagnostics.count_spectrum(counts)
+    mean_x_size = float(counts.dataset_size * inv_seen.mean())
+    spectrum = dict(spectrum, mean_inv_count_x_size=mean_x_size,
+                    normalization=counts.normalization, ridge_mode=counts.ridge_mode,
+                    running_mean_inverse_count=float(counts.running_mean_inverse_count()))
+    out["spectrum"] = {k: v for k, v in spectrum.items() if k != "eigenvalues"}
+  movement = trace = None
+  if records:
+    trace = diagnostics.belief_trace(records, grid)
+    if trace:
+      movement = diagnostics.belief_movement(trace, grid)
+      out["belief"] = {"movement": movement, "trace": trace}
+  out["summary"] = diagnostics.summarize(family, separation, spectrum, movement, mean_x_size)
+  if counts is not None:
+    for kind, sep in out["counts"].items():
+      out["summary"][f"count_auc_{kind}"] = float(sep["auc"])
+  if out_dir:
+    os.makedirs(out_dir, exist_ok=True)
+    diagnostics.plot_delta_family(os.path.join(out_dir, "delta_family.png"), family)
+    if trace:
+      diagnostics.write_belief_csv(os.path.join(out_dir, "belief.csv"), trace)
+      diagnostics.plot_belief(os.path.join(out_dir, "belief.png"), trace)
+    with open(os.path.join(out_dir, "diagnostics.json"), "w") as f:
+      json.dump(out, f, indent=1, default=_jsonable)
+  s = out["summary"]
+  log("[diagnostics] " + ", ".join(f"{k}={v:.4g}" for k, v in s.items()))
+  return out
+
+
+def _jsonable(x):
+  if isinstance(x, np.ndarray):
+    return x.tolist()
+  if isinstance(x, (np.floating, np.integer)):
+    return x.item()
+  return str(x)

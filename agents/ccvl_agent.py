@@ -92,10 +92,13 @@ class CCVLConfig:
   learning_rate: float = 5e-5
   adam_epsilon: float = 3.125e-4
   target_update_period: int = 2000
+  # objective and count settings: chosen on the development split by a rule fixed before the
+  # runs (docs/dev_split.md); the pre-issue-11 behaviour is objective='algorithm1',
+  # count_ridge=1.0, count_ridge_mode='absolute', count_normalization='none'.
   objective: str = "algorithm1"
-  count_ridge: float = 1.0
-  count_ridge_mode: str = "absolute"
-  count_normalization: str = "none"
+  count_ridge: float = 1e-3
+  count_ridge_mode: str = "relative"
+  count_normalization: str = "mean"
   count_decay: Optional[float] = 0.999
   count_refresh_period: int = 100
   policy_delta: float = 0.5

@@ -21,6 +21,8 @@ from absl import flags
 from absl import logging
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+from ccvl_tf import quiet  # noqa: E402
+quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 from ccvl_tf.experiments import offline
 
 _ROOT = flags.DEFINE_string("root_dir", None, "A train_offline.py run directory (CCVL).",

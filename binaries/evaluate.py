@@ -13,6 +13,8 @@ from absl import app
 from absl import flags
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+from ccvl_tf import quiet  # noqa: E402
+quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 from ccvl_tf import evaluation
 
 _POLICY_DIR = flags.DEFINE_string("policy_dir", None, "Exported policy (SavedModel) directory.")

@@ -12,6 +12,8 @@ from absl import app
 from absl import flags
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+from ccvl_tf import quiet  # noqa: E402
+quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 from ccvl_tf.experiments import gridworld
 
 _OUT = flags.DEFINE_string("output_dir", None, "Directory for the CSV/PNG/JSON outputs.",

@@ -20,6 +20,8 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import ccvl_tf  # noqa: E402,F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+from ccvl_tf import quiet  # noqa: E402
+quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402

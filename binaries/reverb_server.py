@@ -17,6 +17,8 @@ from absl import flags
 from absl import logging
 
 import ccvl_tf  # noqa: F401
+from ccvl_tf import quiet  # noqa: E402
+quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 from ccvl_tf.experiments import online
 
 _D = online.OnlineConfig()

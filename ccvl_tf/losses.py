@@ -192,7 +192,8 @@ def ccvl_pair_losses(q_sa: tf.Tensor, gap: tf.Tensor, target: tf.Tensor, delta_1
   """
   weight = ccvl_regularizer_weight(delta_1, inverse_count, alpha)  # [B, N, M]
   reg = weight * gap[:, :, None]                       # [B, N, 1] broadcast -> [B, N, M]
-  td = td_loss(q_sa[:, :, None] - target, td_loss_type, huber_kappa)  # [B, N, M]
+  td = td_loss(q_sa[:, :, None] - tf.stop_gradient(target), td_loss_type,
+               huber_kappa)                                        # [B, N, M]
   return reg + td, reg, td
 
 

@@ -9,7 +9,7 @@ from tf_agents.trajectories import time_step as ts
 import ccvl_tf  # noqa: F401
 from agents import aevl_agent
 from ccvl_tf import belief, networks, policies
-from test_cql_agent import LINEAR, Q_HAND, hand_batch, set_linear_q, specs
+from test_cql_agent import LINEAR, Q_HAND, hand_batch, head_gradients, set_linear_q, specs
 
 
 def make(num_members=2, kernels=None, **cfg):
@@ -44,6 +44,26 @@ def test_ensemble_loss_by_hand_is_the_sum_of_member_cql_losses():
   agent = make(kernels=[Q_HAND, [[0.0, 0.0], [0.0, 0.0]]])
   m = agent.loss(hand_batch()).extra
   np.testing.assert_allclose(float(m["loss"]), 2.4504847, rtol=1e-5)
+
+
+def test_ensemble_gradient_by_hand_each_member_gets_its_own_cql_gradient():
+  """The sum over members: member e's head gets exactly the gradient of its own CQL loss
+  (tests/test_cql_agent.py's formula, B = 2, alpha = 1, squared TD, gamma 0.5).
+
+  member 0 (Q_HAND): dL/dQ(s0) = [-0.6344707, 0.1344707], dL/dQ(s1) = [0.0912128, 0.9087872]
+  member 1 (Q = 0):  softmax = [1/2, 1/2] everywhere.
+     t1 (s0, a = 0): y = 1 + 0.5 max(0, 0) = 1, x = -1 -> 1/2 [1/2 - 1 - 1, 1/2] = [-0.75, 0.25]
+     t2 (s1, a = 1): y = 0, x = 0                      -> 1/2 [1/2, 1/2 - 1]     = [0.25, -0.25]
+  No gradient reaches either target network.
+  """
+  agent = make(kernels=[Q_HAND, [[0.0, 0.0], [0.0, 0.0]]])
+  grads, target_grads = head_gradients(agent, hand_batch())
+  expected = ([[-0.6344707, 0.1344707], [0.0912128, 0.9087872]], [[-0.75, 0.25], [0.25, -0.25]])
+  assert len(grads) == 2
+  for (kernel, bias), exp in zip(grads, expected):
+    np.testing.assert_allclose(kernel, exp, rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(bias, np.sum(exp, 0), rtol=1e-5, atol=1e-7)
+  assert target_grads and all(g is None for g in target_grads)
 
 
 def test_the_contract_model_indexes_members_by_delta():

@@ -59,6 +59,33 @@ def test_upper_loss_by_hand():
   np.testing.assert_allclose(lower["gap"].numpy(), [[2.0 + r_u]], rtol=1e-5)
 
 
+def test_upper_loss_gradient_wrt_q_by_hand():
+  """dL/dQ_u on the numbers of the test above (B = N = 1, a_D = 0, alpha = 2, min over pairs).
+
+  L_j = w_j R_u + TD(Q_u(a_D) - y_j), R_u = Q_u(a_D) + logsumexp_a(-Q_u), so
+    dR_u/dQ_u = onehot(a_D) - softmax(-Q_u),
+    dL/dQ_u   = w_j* (onehot(a_D) - softmax(-Q_u)) + (Q_u(a_D) - y_j*) onehot(a_D)
+  with j* = argmin_j L_j = pair 2 (L = [0.6269, 0.3789]): w = 2, x = 1 - 0.5 = 0.5.
+  softmax(-[1, 3]) = [1, e^-2] / (1 + e^-2) = [0.8807971, 0.1192029]:
+    dL/dQ_u = [2 (1 - 0.8807971) + 0.5, -2 (0.1192029)] = [0.7384058, -0.2384058].
+  With pair_reduction='max' (j* = pair 1: w = 1, x = 1 - 2 = -1):
+    [(1 - 0.8807971) - 1, -0.1192029] = [-0.8807971, -0.1192029].
+  No gradient reaches delta_1 or n(s)^-1.
+  """
+  q = tf.constant([[[1.0, 3.0]]])
+  d1 = tf.constant([[[math.exp(-1.0), math.exp(-4.0)]]])
+  inv = tf.constant([0.25])
+  for reduction, expected in (("min", [0.7384058, -0.2384058]),
+                              ("max", [-0.8807971, -0.1192029])):
+    with tf.GradientTape(persistent=True) as tape:
+      tape.watch([q, d1, inv])
+      res = losses.ccvl_upper_loss(q, tf.constant([0]), tf.constant([[[2.0, 0.5]]]), d1, inv,
+                                   2.0, "squared", pair_reduction=reduction)
+    np.testing.assert_allclose(tape.gradient(res["loss"], q).numpy()[0, 0], expected,
+                               rtol=1e-5, err_msg=reduction)
+    assert tape.gradient(res["loss"], d1) is None and tape.gradient(res["loss"], inv) is None
+
+
 def test_upper_regularizer_pushes_the_lowest_action_up_and_stays_bounded():
   # Q = [0, 5, -5], a_D = 0. d R / d Q for the softmin form: [1 - w_0, -w_1, -w_2], w = softmin
   # weights = softmax(-Q); a gradient step (Q -= lr * grad) raises the lowest action most and
@@ -163,18 +190,48 @@ def test_checkpoint_layout_restores_a_plain_ccvl_checkpoint(tmp_path):
   np.testing.assert_allclose(other.upper.q_values(obs, 0.5), plain.q_values(obs, 0.5))
 
 
+# Q(s, ., delta) = TABLE[s] for every delta: identity MLP torso on one-hot states, the delta
+# embedding's kernel 0 and bias 1 (eta(delta) = 1), no hidden layer, output kernel = the table.
+TABLE_NET = networks.QNetworkConfig(torso="mlp", mlp_units=(4,), n_cos=8, hidden_units=0)
+
+
+def _set_q_table(agent, table):
+  table = np.asarray(table, np.float32)                              # [S = 4, A]
+  layers = {l.name.rsplit("_", 1)[-1]: l for l in agent.online_network.q_model.layers
+            if isinstance(l, keras.layers.Dense)}
+  layers["mlp0"].set_weights([np.eye(4, dtype=np.float32), np.zeros(4, np.float32)])
+  layers["embed"].set_weights([np.zeros((8, 4), np.float32), np.ones(4, np.float32)])
+  layers["q"].set_weights([table, np.zeros(table.shape[1], np.float32)])
+
+
 def test_exploration_policy_is_eq_upper_policy():
+  """Eq. upper policy, argmax over A_l = {a : Q_l >= beta max Q_l} (plus argmax Q_l) of Q_u,
+  beta = 0.5, on hand-set tables (rows: states 0..3, columns: actions 0..2):
+
+    s0: Q_l [1, 0.6, 0.2]   beta max = 0.5  -> A_l = {0, 1};  Q_u [1.1, 1.5, 3] -> 1
+    s1: Q_l [0.4, 2, 1.2]   beta max = 1    -> A_l = {1, 2};  Q_u [5, 2.1, 2.5] -> 2
+    s2: Q_l [0.3, 0.1, 0.2] beta max = 0.15 -> A_l = {0, 2};  Q_u [0.5, 0.9, 0.4] -> 0
+    s3: Q_l [-1, -2, -0.5]  beta max = -0.25: no action qualifies, so A_l = {argmax Q_l} = {2}
+                                                               Q_u [3, 4, 0] -> 2
+  Expected [1, 2, 0, 2]: not argmax Q_l ([0, 1, 0, 2]) nor argmax Q_u ([2, 0, 1, 1]).
+  """
+  q_lower = [[1.0, 0.6, 0.2], [0.4, 2.0, 1.2], [0.3, 0.1, 0.2], [-1.0, -2.0, -0.5]]
+  q_upper = [[1.1, 1.5, 3.0], [5.0, 2.1, 2.5], [0.5, 0.9, 0.4], [3.0, 4.0, 0.0]]
   keras.utils.set_random_seed(2)
-  agent = cba.CCVLBoundsAgent(*_specs(4, 3), ccvl_agent.CCVLConfig(dr3_coef=0.0), TINY,
+  agent = cba.CCVLBoundsAgent(*_specs(4, 3), ccvl_agent.CCVLConfig(dr3_coef=0.0), TABLE_NET,
                               cba.BoundsConfig(beta=0.5, explore_delta=0.5, explore_epsilon=0.0),
                               dataset_size=10)
+  _set_q_table(agent.lower, q_lower)
+  _set_q_table(agent.upper, q_upper)
   obs = np.eye(4, dtype=np.float32)
+  for bound, table in ((agent.lower, q_lower), (agent.upper, q_upper)):   # the tables are set
+    np.testing.assert_allclose(bound.q_values(obs, [0.1, 0.5, 0.9]).numpy(),
+                               np.repeat(np.asarray(table)[:, None], 3, 1), rtol=1e-6)
   step = ts.restart(tf.constant(obs), batch_size=4)
-  action = agent.exploration_policy.action(step).action.numpy()
-  ql = agent.lower.q_values(obs, 0.5).numpy()[:, 0]
-  qu = agent.upper.q_values(obs, 0.5).numpy()[:, 0]
-  from ccvl_tf import policies
-  np.testing.assert_array_equal(action, policies.bounds_greedy_index(ql, qu, 0.5).numpy())
+  np.testing.assert_array_equal(agent.exploration_policy.action(step).action.numpy(),
+                                [1, 2, 0, 2])
+  np.testing.assert_array_equal(agent.bounds_policy.action(step).action.numpy(), [1, 2, 0, 2])
+  np.testing.assert_array_equal(agent.policy.action(step).action.numpy(), [0, 1, 0, 2])
 
 
 _MIRRORED_SCRIPT = r"""

@@ -123,8 +123,36 @@ def test_missing_minatar_dataset_says_how_to_make_it(tmp_path):
 
 def test_registry_has_every_method_and_names_the_valid_agents():
   assert set(compare.METHODS.values()) == set(offline.AGENTS)
-  assert offline.AGENTS == ("ccvl", "fixed_ccvl", "cql", "rem", "aevl", "dqn")
+  assert offline.AGENTS == ("ccvl", "fixed_ccvl", "cql", "rem", "aevl", "aevl_td", "dqn")
   assert offline.get_agent_spec("fixed_ccvl").train_key == offline.get_agent_spec("ccvl").train_key
   with pytest.raises(ValueError, match="--agent must be one of ccvl, fixed_ccvl, cql, rem, "
-                                       "aevl, dqn, got 'sac'"):
+                                       "aevl, aevl_td, dqn, got 'sac'"):
     offline.OfflineConfig(agent="sac").validate()
+
+
+def test_aevl_td_members_have_no_cql_term_and_ccvl_options_reach_the_agent():
+  """AEVL-TD (issue 11, item 6) is AEVL with alpha = 0 whatever --alpha says; CCVL's options
+  (experiments/agent_options.py) arrive in CCVLConfig; the temperature defaults to auto."""
+  import tensorflow as tf
+  from tf_agents.specs import tensor_spec
+  from tf_agents.trajectories import time_step as ts
+  from ccvl_tf import networks
+  obs = tensor_spec.TensorSpec([3], tf.float32)
+  act = tensor_spec.BoundedTensorSpec((), tf.int64, 0, 1)
+  net = networks.QNetworkConfig(torso="mlp", mlp_units=(4,), n_cos=4, hidden_units=4)
+  s = offline.AgentSettings(network_config=net, dataset_size=10.0, alpha=0.7, num_members=2,
+                            ccvl_options={"objective": "bonus", "count_normalization": "mean"})
+  aevl = offline.get_agent_spec("aevl_td").build(ts.time_step_spec(obs), act, s)
+  assert aevl.config.alpha == 0.0
+  assert offline.get_agent_spec("aevl").build(ts.time_step_spec(obs), act, s).config.alpha == 0.7
+  ccvl = offline.get_agent_spec("ccvl").build(ts.time_step_spec(obs), act, s)
+  assert ccvl.config.objective == "bonus" and ccvl.counts.normalization == "mean"
+  assert ccvl.config.alpha == 0.7 and s.belief_temperature is None
+  assert compare.METHODS["AEVL-TD"] == "aevl_td"
+
+
+def test_auto_belief_temperature_is_twice_the_smallest_error():
+  assert offline.auto_belief_temperature([0.3, 0.05, 0.2]) == pytest.approx(0.1)
+  assert offline.auto_belief_temperature([0.0, 1.0]) == pytest.approx(1e-6)  # floored
+  with pytest.raises(ValueError, match="finite"):
+    offline.auto_belief_temperature([float("nan")])

@@ -1,4 +1,5 @@
-"""CQLAgent: the loss by hand on a linear network, NaN guard, checkpoint round trip, policy."""
+"""CQLAgent: the loss and its gradient by hand on a linear network, NaN guard, checkpoint round
+trip, policy."""
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -83,6 +84,49 @@ def test_cql_loss_pure_function_and_dr3_term():
   m2 = agent.loss(same).extra
   np.testing.assert_allclose(float(m2["dr3_penalty"]), 1.0, rtol=1e-6)
   np.testing.assert_allclose(float(m2["loss"]), float(m2["cql_loss"]) + 0.5, rtol=1e-6)
+
+
+def head_gradients(agent, batch):
+  """d loss / d (output kernel, output bias) of each member, and the target's gradients.
+
+  The torso is the identity, h(s_i) = onehot(i), so d loss / d kernel[i, a] is the sum over the
+  batch rows at state i of d loss / d Q(s_i, a): with one row per state, the kernel gradient IS
+  the matrix dL/dQ(s, a) (rows = states), and the bias gradient is its column sum.
+  """
+  import keras
+  heads = [l for l in agent.online_network.q_model.layers
+           if isinstance(l, keras.layers.Dense) and l.name.endswith("_q")]
+  target = agent.target_network.trainable_variables
+  with tf.GradientTape(persistent=True) as tape:
+    tape.watch([v.value if isinstance(v, keras.Variable) else v for v in target])
+    loss = agent._objective(agent._as_batch(batch), agent._seed(), training=False)["loss"]
+  grads = [(tape.gradient(loss, h.kernel).numpy(), tape.gradient(loss, h.bias).numpy())
+           for h in heads]
+  return grads, [tape.gradient(loss, v) for v in target]
+
+
+def test_cql_gradient_by_hand_through_the_agent_objective():
+  """hand_batch on Q_HAND, alpha = 1, gamma = 0.5, B = 2:
+
+    dL/dQ(s_b, .) = 1/B [ alpha (softmax(Q(s_b)) - onehot(a_b))
+                          + TD'(Q(s_b, a_b) - y_b) onehot(a_b) ]
+
+  t1 (s0, a = 0): softmax([1, 0]) = [0.7310586, 0.2689414], y = 1 + 0.5 * 2 = 2, x = -1
+  t2 (s1, a = 1): softmax([0.5, 2]) = [0.1824255, 0.8175745], y = 0 (terminal), x = 2
+  squared (TD' = x):    s0: 1/2 [0.7310586 - 1 - 1, 0.2689414]  = [-0.6344707, 0.1344707]
+                        s1: 1/2 [0.1824255, 0.8175745 - 1 + 2] = [ 0.0912128, 0.9087872]
+  Huber kappa = 0.5:    s0: 1/2 [0.7310586 - 1 - 0.5, 0.2689414] = [-0.3844707, 0.1344707]
+  (TD' = clip(x, +-0.5)) s1: 1/2 [0.1824255, 0.8175745 - 1 + 0.5] = [ 0.0912128, 0.1587872]
+  The target network gets no gradient.
+  """
+  for cfg, expected in (
+      (dict(), [[-0.6344707, 0.1344707], [0.0912128, 0.9087872]]),
+      (dict(td_loss="huber", huber_kappa=0.5), [[-0.3844707, 0.1344707], [0.0912128, 0.1587872]])):
+    grads, target_grads = head_gradients(make(**cfg), hand_batch())
+    (kernel, bias), = grads
+    np.testing.assert_allclose(kernel, expected, rtol=1e-5, atol=1e-7, err_msg=str(cfg))
+    np.testing.assert_allclose(bias, np.sum(expected, 0), rtol=1e-5, err_msg=str(cfg))
+    assert target_grads and all(g is None for g in target_grads)
 
 
 def test_training_lowers_the_loss_and_moves_only_online_until_the_target_period():

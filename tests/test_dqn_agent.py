@@ -22,16 +22,27 @@ def make(**cfg):
 
 
 def test_dqn_loss_by_hand_via_the_trajectory():
-  # Q(s0) = [1, 0], Q(s1) = [0.5, 2], gamma 0.5, Huber (kappa 1):
-  # t1: y = 1 + 0.5 * 2 = 2, x = 1 - 2 = -1 -> 0.5;  t2 (terminal): y = 0, x = 2 -> 1.5
-  # loss = (0.5 + 1.5) / 2 = 1.0
-  learner = make()
+  """Q(s0) = [1, 0], Q(s1) = [0.5, 2], gamma 0.5, Huber (kappa 1):
+  t1 (s0, a = 0): y = 1 + 0.5 * 2 = 2, x = 1 - 2 = -1 -> 0.5;  t2 (terminal, s1, a = 1): y = 0,
+  x = 2 -> 1 * (2 - 0.5) = 1.5.  loss = (0.5 + 1.5) / 2 = 1.0.
+
+  The gradient, with the identity torso (h(s_i) = onehot(i)): dL/dQ(s_b, a_b) = Huber'(x_b) / B
+  = clip(x_b, -1, 1) / 2, so d loss / d (output kernel) = [[-0.5, 0], [0, 0.5]] and
+  d loss / d (output bias) = [-0.5, 0.5]. Adam's first step moves every weight by
+  lr * g / (|g| + eps') (m and v are bias-corrected to g and g^2): with lr = 0.1 and a tiny eps,
+  by -0.1 sign(g), and not at all where g = 0:
+    kernel [[1, 0], [0.5, 2]] -> [[1.1, 0], [0.5, 1.9]],  bias [0, 0] -> [0.1, -0.1].
+  """
+  learner = make(learning_rate=0.1, adam_epsilon=1e-10)
+  step = learner.policy.action(ts.restart(tf.constant(np.eye(2, dtype=np.float32)),
+                                          batch_size=2))
+  np.testing.assert_array_equal(step.action.numpy(), [0, 1])   # argmax [1, 0], [0.5, 2]
   m = learner.train_on_batch(hand_batch())   # DqnAgent.train: its loss before the update
   np.testing.assert_allclose(float(m["loss"]), 1.0, rtol=1e-6)
   assert int(learner.train_step_counter.numpy()) == 1
-  step = learner.policy.action(ts.restart(tf.constant(np.eye(2, dtype=np.float32)),
-                                          batch_size=2))
-  assert step.action.shape == (2,)
+  _, _, q_kernel, q_bias = learner.agent._q_network.variables  # pylint: disable=protected-access
+  np.testing.assert_allclose(q_kernel.numpy(), [[1.1, 0.0], [0.5, 1.9]], atol=1e-5)
+  np.testing.assert_allclose(q_bias.numpy(), [0.1, -0.1], atol=1e-5)
 
 
 def test_tf_agents_public_loss_ignores_gamma():

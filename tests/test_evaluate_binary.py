@@ -16,6 +16,7 @@ from tf_agents.trajectories import time_step as ts
 
 from ccvl_tf import evaluation
 from ccvl_tf import policies
+from ccvl_tf.envs import atari
 from tests.test_policies import linear_q_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -99,7 +100,6 @@ def test_evaluate_bad_inputs_fail_fast(tmp_path):
 
 
 def test_evaluate_on_atari_with_a_tiny_policy(tmp_path):
-  atari = pytest.importorskip("ccvl_tf.envs.atari")
   num_actions = atari.make_env("Pong").num_actions  # 6
   obs = keras.Input((84, 84, 4), name="observation", dtype="uint8")
   d = keras.Input((None,), name="delta")

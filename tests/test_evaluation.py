@@ -19,6 +19,19 @@ from tests.test_policies import C3, W3, linear_q_model, specs
 
 
 # ----------------------------------------------------------------------------- normalization
+# (random, Nature DQN) for the paper's 16 games with both scores, typed from Mnih et al. 2015,
+# Extended Data Table 2 ("Random" and "DQN" columns); YarsRevenge (not a Nature-DQN game) has
+# only the Atari-57 random score 3092.9.
+REFERENCE = {
+    "Asterix": (210.0, 6012.0), "Breakout": (1.7, 401.2), "Pong": (-20.7, 18.9),
+    "Seaquest": (68.4, 5286.0), "Qbert": (163.9, 10596.0), "SpaceInvaders": (148.0, 1976.0),
+    "Zaxxon": (32.5, 4977.0), "RoadRunner": (11.5, 18257.0), "MsPacman": (307.3, 2311.0),
+    "BeamRider": (363.9, 6846.0), "Jamesbond": (29.0, 576.7), "Enduro": (0.0, 301.8),
+    "WizardOfWor": (563.5, 3393.0), "IceHockey": (-11.2, -1.6), "DoubleDunk": (-18.6, -18.1),
+    "DemonAttack": (152.1, 9711.0),
+}
+
+
 def test_normalized_score_by_hand():
   # Breakout: random 1.7, DQN 401.2 -> 1.7 is 0, 401.2 is 100, 201.45 is 50.
   np.testing.assert_allclose(evaluation.normalized_score("Breakout", [1.7, 401.2, 201.45]),
@@ -28,6 +41,15 @@ def test_normalized_score_by_hand():
   # DoubleDunk: random -18.6, DQN -18.1 -> -13.4 is 100 * 5.2 / 0.5 = 1040.
   assert evaluation.normalized_score("DoubleDunk", -13.4) == pytest.approx(1040.0)
   assert evaluation.normalized_score("space_invaders", 148.0) == pytest.approx(0.0)
+  # Every reference entry: the literal random score maps to 0, the literal DQN score to 100,
+  # and random + 1.5 (DQN - random) to 150.
+  assert len(REFERENCE) == 16
+  for game, (random, dqn) in REFERENCE.items():
+    np.testing.assert_allclose(
+        evaluation.normalized_score(game, [random, dqn, random + 1.5 * (dqn - random)]),
+        [0.0, 100.0, 150.0], atol=1e-9, err_msg=game)
+    assert (evaluation.RANDOM_SCORES[game], evaluation.DQN_SCORES[game]) == (random, dqn), game
+  assert evaluation.RANDOM_SCORES["YarsRevenge"] == 3092.9
 
 
 def test_reference_tables_cover_the_papers_games_except_yars_revenge():
@@ -275,7 +297,6 @@ def test_load_saved_policy_errors(tmp_path):
 
 
 def test_gridworld_environment_goal_by_hand():
-  pytest.importorskip("ccvl_tf.envs.gridworld")
   env = evaluation.gridworld_environment(slip_prob=0.0, seed=0)
   world = env.world
   # Always 'right' (action 1): Q = delta * c with c = [0, 1, 0, 0].

@@ -1,4 +1,5 @@
-"""Gridworld dynamics and the two layout properties the experiment relies on."""
+"""Gridworld dynamics and the two layout properties the experiment relies on (route values
+derived independently: a model built from the picture, hand-written policies, linear solves)."""
 import numpy as np
 import pytest
 
@@ -71,22 +72,122 @@ def test_goal_reward_and_terminal(data_env):
   assert data_env.terminal_mask.sum() == 9
 
 
+# ---- route values, derived without the code under test ------------------------------------------
+# The map of the paper's gridworld (ccvl_tf/envs/gridworld.py docstring), copied as a picture.
+MAP = ("........",
+       "........",
+       "..####..",
+       "..####..",
+       "..####..",
+       ".#LLLL#.",
+       "S......G",
+       ".#LLLL#.")
+# Optimal policies written out by hand, one character per cell (^ up, > right, v down, < left;
+# '#', 'L', 'G' cells are absorbing or unreachable, their action is irrelevant). Under the data
+# dynamics (p = 0.3) the route goes up the left side, across the top and down the right side
+# (from (6, 1) it steps back to the start rather than walk along the lava); under the
+# evaluation dynamics (p = 0.15) it runs right along row 6 beside the lava. Each is certified
+# optimal below by the policy improvement theorem (no one-step deviation improves V^pi anywhere).
+LONG_ROUTE = (">>>>>>vv",
+              ">>>>>>vv",
+              "^^####vv",
+              "^^####vv",
+              "^^####>v",
+              "^#LLLL#v",
+              "^<>>>>>G",
+              "^#LLLL#^")
+SHORT_ROUTE = (">>>>>>vv",
+               ">>>>>>vv",
+               "^^####vv",
+               "^^####vv",
+               "^^####>v",
+               "v#LLLL#v",
+               ">>>>>>>G",
+               "^#LLLL#^")
+_ARROWS = {"^": 0, ">": 1, "v": 2, "<": 3}
+_STEPS = ((-1, 0), (0, 1), (1, 0), (0, -1))
+START = 6 * 8 + 0                                   # 'S' at (6, 0)
+
+
+def _policy(rows):
+  return np.array([_ARROWS.get(ch, 0) for row in rows for ch in row])
+
+
+def _independent_model(p):
+  """P [S, A, S'] and r(s, a) = P(arrive at G | s, a), straight from the picture: the intended
+  move w.p. 1 - p, each other direction w.p. p / 3; a move off the grid or into '#' stays put;
+  'L', 'G' (and '#') cells are absorbing with reward 0. Cell (row, col) is state 8 row + col."""
+  p_mat, r = np.zeros((64, 4, 64)), np.zeros((64, 4))
+  for s in range(64):
+    row, col = divmod(s, 8)
+    if MAP[row][col] in "LG#":
+      p_mat[s, :, s] = 1.0
+      continue
+    for a in range(4):
+      for d, (dr, dc) in enumerate(_STEPS):
+        nr, nc = row + dr, col + dc
+        if not (0 <= nr < 8 and 0 <= nc < 8) or MAP[nr][nc] == "#":
+          nr, nc = row, col
+        prob = 1.0 - p if d == a else p / 3.0
+        p_mat[s, a, 8 * nr + nc] += prob
+        r[s, a] += prob * (MAP[nr][nc] == "G")
+  return p_mat, r
+
+
+def _value(p_mat, r, pi, gamma=0.95):
+  """V^pi = (I - gamma P_pi)^-1 r_pi, one linear solve."""
+  idx = np.arange(64)
+  return np.linalg.solve(np.eye(64) - gamma * p_mat[idx, pi], r[idx, pi])
+
+
+def _assert_optimal(p_mat, r, v, gamma=0.95):
+  q = r + gamma * p_mat @ v                                          # [S, A]
+  assert np.all(q.max(1) <= v + 1e-12), np.argmax(q.max(1) - v)
+
+
+def test_independent_model_is_the_environments_model(data_env, eval_env):
+  assert MAP[6][0] == "S" and data_env.start_state == START
+  for env, p in ((data_env, 0.3), (eval_env, 0.15)):
+    p_mat, r = _independent_model(p)
+    np.testing.assert_allclose(env.P, p_mat, atol=1e-12)
+    np.testing.assert_allclose(vi.expected_reward(env.P, env.R), r, atol=1e-12)
+
+
 def test_optimal_route_under_data_dynamics_is_long_and_safe(data_env):
+  p_mat, r = _independent_model(0.3)
+  v_long = _value(p_mat, r, _policy(LONG_ROUTE))
+  _assert_optimal(p_mat, r, v_long)                    # LONG_ROUTE is optimal at p = 0.3
+  assert v_long[START] == pytest.approx(0.2514, abs=1e-4)
+  assert _value(p_mat, r, _policy(SHORT_ROUTE))[START] == pytest.approx(0.2114, abs=1e-4)
+  # The code under test: value iteration finds the same values and this very policy.
   q, v = vi.value_iteration(data_env.P, data_env.R, data_env.gamma)
+  np.testing.assert_allclose(v, v_long, atol=1e-8)
   pol = vi.greedy_policy(q)
+  open_cells = ~np.isin(np.arange(64), np.concatenate([data_env.lava_states,
+                                                      data_env.wall_states,
+                                                      [data_env.goal_state]]))
+  np.testing.assert_array_equal(pol[open_cells], _policy(LONG_ROUTE)[open_cells])
   assert data_env.route_name(pol) == "long"
-  assert v[data_env.start_state] == pytest.approx(0.2514, abs=1e-4)
+  assert data_env.route_name(_policy(LONG_ROUTE)) == "long"
 
 
 def test_optimal_route_under_eval_dynamics_is_short_beside_lava(eval_env, data_env):
+  p_mat, r = _independent_model(0.15)
+  v_short = _value(p_mat, r, _policy(SHORT_ROUTE))
+  _assert_optimal(p_mat, r, v_short)                   # SHORT_ROUTE is optimal at p = 0.15
+  v_long = _value(p_mat, r, _policy(LONG_ROUTE))
+  assert v_short[START] == pytest.approx(0.4339, abs=1e-4)
+  assert v_long[START] == pytest.approx(0.3551, abs=1e-4)
+  # The data-optimal (long) route is clearly worse at evaluation: 0.3551 / 0.4339 = 0.818.
+  assert v_long[START] / v_short[START] == pytest.approx(0.818, abs=0.005)
+  # The code under test agrees with the independent solves.
   q, v = vi.value_iteration(eval_env.P, eval_env.R, eval_env.gamma)
-  pol = vi.greedy_policy(q)
-  assert eval_env.route_name(pol) == "short"
-  # The data-optimal (long) route is clearly worse at evaluation: about 0.82 of optimal.
+  np.testing.assert_allclose(v, v_short, atol=1e-8)
+  assert eval_env.route_name(vi.greedy_policy(q)) == "short"
   q30, _ = vi.value_iteration(data_env.P, data_env.R, data_env.gamma)
   long_value = vi.policy_evaluation(eval_env.P, eval_env.R, eval_env.gamma,
-                                    vi.greedy_policy(q30))[eval_env.start_state]
-  assert long_value / v[eval_env.start_state] == pytest.approx(0.818, abs=0.005)
+                                    vi.greedy_policy(q30))
+  np.testing.assert_allclose(long_value, v_long, atol=1e-8)
 
 
 def test_sampling_matches_model(data_env):

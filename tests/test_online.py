@@ -3,8 +3,9 @@
 In process: what the observer writes is what the learner's dataset turns into transitions, the
 variable container round trip, the rate limiter's timeout, clear errors. As subprocesses: a
 tiny end-to-end gridworld fine-tune with two actors, one of which is killed -9 mid-run (the
-run goes on with the other), ending in SavedModels that load with plain TensorFlow; the CQL
-baseline through the same pipeline. (MirroredStrategy: tests/test_bounds_agent.py.)
+run goes on with the other), ending in SavedModels that load with plain TensorFlow and act
+exactly as the learner's policies restored from its checkpoint; the CQL baseline through the
+same pipeline. (MirroredStrategy: tests/test_bounds_agent.py.)
 """
 import json
 import os
@@ -151,6 +152,46 @@ def _read(path):
     return f.read()
 
 
+def _restored_learner(root, offline_dir):
+  """(OnlineConfig, specs, agent) of the run in `root`: the learner built as `online.run`
+  builds it (its online_config.json, the offline run's alpha) and restored from the latest
+  checkpoint with assert_consumed() (every saved value has a home and every variable a value)."""
+  with open(os.path.join(root, "online_config.json")) as f:
+    cfg = online.OnlineConfig(**json.load(f))
+  with open(os.path.join(offline_dir, "summary.json")) as f:
+    offline = json.load(f)
+  alpha = offline.get("alpha", offline.get("config", {}).get("alpha"))
+  tss, act = online.specs(cfg.game, cfg.seed)
+  agent = online.build_agent(cfg.game, tss, act, cfg.bounds(), alpha=alpha, seed=cfg.seed,
+                             agent=cfg.agent)
+  offline_step = tf.Variable(-1, dtype=tf.int64, trainable=False)
+  path = tf.train.latest_checkpoint(os.path.join(root, "checkpoints"))
+  agent.make_checkpoint(offline_step=offline_step).restore(path).assert_consumed()
+  assert int(agent.train_step_counter.numpy()) == int(path.rsplit("-", 1)[1])
+  assert int(offline_step.numpy()) == 100
+  return cfg, (tss, act), agent
+
+
+def _assert_exports_equal_in_process_policies(root, offline_dir, work_dir):
+  from ccvl_tf import policies
+  from tests import policy_compare
+  cfg, (tss, act), agent = _restored_learner(root, offline_dir)
+  built = {  # as online.run exports them
+      "policy": policies.ConfidenceAdaptivePolicy(
+          tss, act, agent.q_network, num_deltas=cfg.num_grid_deltas, gamma=agent.config.gamma,
+          seed=cfg.seed, upper_network=agent.upper_q_network, beta=cfg.beta, reward_clip=None),
+      "policy_fixed": policies.FixedDeltaPolicy(tss, act, agent.q_network, cfg.policy_delta),
+      "policy_bounds": agent.bounds_policy,
+  }
+  # Two streams walking through start-side and goal-side cells of the 8x8 grid.
+  cells = np.array([[48, 55], [40, 47], [32, 39], [24, 31], [48, 23], [49, 54], [50, 48]])
+  data = policy_compare.time_steps(np.eye(64, dtype=np.float32)[cells])
+  child = policy_compare.saved_policy_steps(root, list(built), data, work_dir)
+  for name, policy in built.items():
+    policy_compare.assert_same_steps(child, policy_compare.in_process_steps(policy, data), name)
+
+
+@pytest.mark.slow
 def test_end_to_end_gridworld_two_actors_one_killed(offline_dir, tmp_path):
   """Learner + in-process server + 2 actor processes; actor 0 is killed -9 once training runs.
   The learner reaches its budget with the other actor (offline 100 steps + 800 env steps x
@@ -192,14 +233,10 @@ def test_end_to_end_gridworld_two_actors_one_killed(offline_dir, tmp_path):
     assert summary["replay_items"] >= 32
     actor1 = _read(os.path.join(root, "actors", "actor_1.log"))
     assert "collecting into" in actor1
-    # The exported bounds policy loads with TensorFlow alone and acts.
-    saved = tf.saved_model.load(summary["policy_dirs"]["policy_bounds"])
-    from tf_agents.trajectories import time_step as ts
-    step = ts.restart(tf.constant(np.eye(64, dtype=np.float32)[[48]]), batch_size=1)
-    action = saved.action(step, saved.get_initial_state(1)).action.numpy()
-    assert action.shape == (1,) and 0 <= int(action[0]) < 4
-    for name in ("policy", "policy_fixed"):
-      assert os.path.exists(os.path.join(summary["policy_dirs"][name], "saved_model.pb"))
+    # The three exports, run in a fresh TensorFlow-only process, act (and carry state) exactly
+    # as the learner's policies rebuilt here from its final checkpoint.
+    assert {os.path.dirname(d) for d in summary["policy_dirs"].values()} == {root}
+    _assert_exports_equal_in_process_policies(root, offline_dir, tmp_path)
   finally:
     if proc.poll() is None:
       proc.kill()

@@ -1,4 +1,5 @@
-"""REMAgent: convex weights, the loss by hand on a 2-head linear network, NaN, checkpoints."""
+"""REMAgent: convex weights, the loss and its gradient by hand on a 2-head linear network, NaN,
+checkpoints."""
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -55,6 +56,31 @@ def test_rem_loss_by_hand():
   np.testing.assert_allclose(
       losses.convex_combination(q[:, 0], tf.constant([0.25, 0.75])).numpy(),
       [[2.5, 0.75], [1.5, 0.25]], rtol=1e-6)
+
+
+def test_rem_gradient_by_hand_each_head_gets_its_mixture_weight():
+  """rem_objective on the heads above, alpha = [0.25, 0.75], squared TD, B = 2 (numbers of
+  test_rem_loss_by_hand): loss = 1/B sum_b 1/2 (Q(s_b, a_b) - y_b)^2 on the mixture
+  Q = sum_k alpha_k Q_k, so dL/dQ_k(s_b, a) = alpha_k (1/B) x_b onehot(a_b):
+
+    t1 (s0, a = 0): x = 2.5 - 1.75 = 0.75 -> dL/dQ(s0) = [0.375, 0]
+                    head 0: 0.25 [0.375, 0] = [0.09375, 0]; head 1: 0.75 [0.375, 0] = [0.28125, 0]
+    t2 (s1, a = 1): x = 0.25 - 0 = 0.25   -> dL/dQ(s1) = [0, 0.125]
+                    head 0: [0, 0.03125]; head 1: [0, 0.09375]
+  The target heads get no gradient.
+  """
+  agent = make()
+  batch = agent._as_batch(hand_batch())
+  q, _, next_q = agent._forward(batch, training=False)                # [B, 1, H, A]
+  q, next_q = q[:, 0], next_q[:, 0]
+  with tf.GradientTape(persistent=True) as tape:
+    tape.watch([q, next_q])
+    out = rem_agent.rem_objective(q, next_q, tf.constant([0.25, 0.75]), batch, agent.config)
+  np.testing.assert_allclose(out["loss"].numpy(), 0.15625, rtol=1e-6)
+  np.testing.assert_allclose(tape.gradient(out["loss"], q).numpy(),
+                             [[[0.09375, 0.0], [0.28125, 0.0]],
+                              [[0.0, 0.03125], [0.0, 0.09375]]], rtol=1e-6, atol=1e-8)
+  assert tape.gradient(out["loss"], next_q) is None
 
 
 def test_agent_uses_the_step_weights_for_online_and_target():

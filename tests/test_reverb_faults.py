@@ -2,7 +2,8 @@
 polls on files and process states; every process is killed in a finally block).
 
 * the Reverb server process killed -9 mid-run -> the learner and the actor stop with an error
-  naming the server's address, and the learner's last checkpoint still restores;
+  naming the server's address, and the learner's last checkpoint still restores (into a
+  fresh learner, every object consumed);
 * the learner killed -9 -> its actors exit by themselves; a restart resumes from the last
   learner checkpoint at exactly its step and finishes.
 (An actor killed mid-run is tested in tests/test_online.py, with the end-to-end run.)
@@ -16,6 +17,7 @@ import sys
 import threading
 import time
 
+import numpy as np
 import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -111,6 +113,7 @@ def _actor_pids(root):
   return json.loads(_read(path))["actor_pids"]
 
 
+@pytest.mark.slow
 def test_server_killed_stops_learner_and_actor_with_the_address(offline_dir, tmp_path):
   import portpicker
   import tensorflow as tf
@@ -141,12 +144,30 @@ def test_server_killed_stops_learner_and_actor_with_the_address(offline_dir, tmp
     _wait_for(lambda: not any(_alive(p) for p in actor_pids), 20, "the actor to exit")
     actor_log = _read(os.path.join(root, "actors", "actor_0.log"))
     assert address in actor_log and "Reverb server" in actor_log, actor_log[-2000:]
-    # The learner's checkpoints are intact: the latest restores variable by variable.
+    # The learner's checkpoints are intact: the latest restores into a fresh learner built as
+    # the run builds it, with assert_consumed() (every saved value has a home, every variable of
+    # the learner -- both bounds, Adam, counts, steps -- gets one).
     step, path = _latest_step(ckpt_dir)
-    reader = tf.train.load_checkpoint(path)
     names = [n for n, _ in tf.train.list_variables(path)]
     assert any(n.startswith("upper/") for n in names)
-    assert int(reader.get_tensor("train_step/.ATTRIBUTES/VARIABLE_VALUE")) == step
+    from ccvl_tf.experiments import online
+    with open(os.path.join(root, "online_config.json")) as f:
+      cfg = online.OnlineConfig(**json.load(f))
+    with open(os.path.join(offline_dir, "summary.json")) as f:
+      offline = json.load(f)
+    tss, act = online.specs(cfg.game, cfg.seed)
+    fresh = online.build_agent(cfg.game, tss, act, cfg.bounds(), seed=cfg.seed,
+                               alpha=offline.get("alpha", offline.get("config", {}).get("alpha")))
+    offline_step = tf.Variable(-1, dtype=tf.int64, trainable=False)
+    saved_kernel = tf.train.load_checkpoint(path).get_tensor(
+        "upper/online/0/.ATTRIBUTES/VARIABLE_VALUE")                  # Q_u's first kernel
+    upper_kernel = fresh.upper._online_vars[0]  # pylint: disable=protected-access
+    assert not np.allclose(upper_kernel.numpy(), saved_kernel)        # a fresh initialization
+    fresh.make_checkpoint(offline_step=offline_step).restore(path).assert_consumed()
+    assert int(fresh.train_step_counter.numpy()) == step
+    assert int(fresh.upper.train_step_counter.numpy()) == step
+    assert int(offline_step.numpy()) == 100
+    np.testing.assert_array_equal(upper_kernel.numpy(), saved_kernel)
   finally:
     _cleanup(procs, actor_pids or [])
 

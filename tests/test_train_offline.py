@@ -1,5 +1,6 @@
 """Smoke runs of binaries/train_offline.py: real-format testdata and the default dataset path,
-checkpoints, summaries, exported SavedModels (loaded in a fresh TF-only process), resume."""
+checkpoints, summaries, exported SavedModels (run in a fresh TF-only process and compared step
+for step with the policies rebuilt here from the checkpoint), resume."""
 import json
 import os
 import subprocess
@@ -21,25 +22,58 @@ def _run(args, cwd):
                         cwd=cwd, timeout=600)
 
 
-def _load_in_fresh_tf_process(policy_dir):
-  code = f"""
-import numpy as np, tensorflow as tf
-p = tf.saved_model.load({policy_dir!r})
-state = p.get_initial_state(batch_size=1)
-obs = tf.zeros([1, 84, 84, 4], tf.uint8)
-ts = dict(step_type=tf.constant([0]), reward=tf.constant([0.0]), discount=tf.constant([1.0]),
-          observation=obs)
-import collections
-TimeStep = collections.namedtuple('TimeStep', ['step_type', 'reward', 'discount', 'observation'])
-step = p.action(TimeStep(**ts), state)
-print('ACTION', int(np.asarray(step.action).reshape(-1)[0]))
-"""
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-  env.pop("TF_USE_LEGACY_KERAS", None)
-  return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                        timeout=300)
+def _in_process_policies(root):
+  """The run's two exported policies rebuilt here: a CCVLAgent of the run's settings (the TINY
+  flags; Nature torso) restored from its latest checkpoint with assert_consumed(), then the
+  adaptive policy (K = 3, the belief temperature and seed of the run, Atari reward clip 1) and
+  Fixed-CCVL at the run's selected delta, both read from summary.json."""
+  import numpy as np
+  import tensorflow as tf
+  from tf_agents.specs import tensor_spec
+  from tf_agents.trajectories import time_step as ts
+
+  from agents import ccvl_agent
+  from ccvl_tf import networks, policies
+  from ccvl_tf.envs import atari
+
+  summary = json.loads((root / "summary.json").read_text())
+  env = atari.AtariEnvironment("Breakout", seed=0)
+  tss = ts.time_step_spec(tensor_spec.from_spec(env.observation_spec()))
+  aspec = tensor_spec.from_spec(env.action_spec())
+  cfg = ccvl_agent.CCVLConfig(num_deltas=2, num_pairs=2, seed=0)
+  agent = ccvl_agent.CCVLAgent(tss, aspec, cfg, networks.QNetworkConfig(torso="nature"),
+                               dataset_size=float(summary["num_transitions"]))
+  before = agent.q_values(np.zeros([1, 84, 84, 4], np.uint8), 0.5).numpy()
+  path = tf.train.latest_checkpoint(str(root / "checkpoints"))
+  agent.make_checkpoint().restore(path).assert_consumed()
+  assert int(agent.train_step_counter.numpy()) == summary["step"]
+  assert not np.allclose(agent.q_values(np.zeros([1, 84, 84, 4], np.uint8), 0.5), before)
+  adaptive = policies.ConfidenceAdaptivePolicy(
+      tss, aspec, agent.q_network, num_deltas=3, gamma=cfg.gamma,
+      temperature=summary["belief_temperature"], seed=0, reward_clip=1.0,
+      resample=cfg.belief_resample)
+  fixed = policies.FixedDeltaPolicy(tss, aspec, agent.q_network, delta=summary["fixed_delta"])
+  return {"policy": adaptive, "policy_fixed": fixed}
 
 
+def _assert_exports_equal_in_process_policies(root, work_dir):
+  """Both SavedModels, run in a fresh TensorFlow-only process on 7 steps of 2 streams of random
+  frames (with rewards and episode ends), act, choose deltas and carry state exactly as the
+  policies rebuilt in this process."""
+  import numpy as np
+  from tests import policy_compare
+  frames = np.random.default_rng(0).integers(0, 256, (7, 2, 84, 84, 4), dtype=np.uint8)
+  data = policy_compare.time_steps(frames)
+  built = _in_process_policies(root)
+  child = policy_compare.saved_policy_steps(root, list(built), data, work_dir)
+  for name, policy in built.items():
+    policy_compare.assert_same_steps(child, policy_compare.in_process_steps(policy, data), name,
+                                     rtol=1e-4)
+  actions = np.concatenate([child[f"policy/action/{i}"] for i in range(7)])
+  assert np.all((actions >= 0) & (actions < 4))   # Breakout's minimal action set has 4 actions
+
+
+@pytest.mark.slow
 def test_train_on_testdata_then_resume(tmp_path):
   root = tmp_path / "run"
   r = _run([f"--dataset_dir={TESTDATA}", f"--root_dir={root}", "--num_steps=4", *TINY], tmp_path)
@@ -55,10 +89,7 @@ def test_train_on_testdata_then_resume(tmp_path):
   summary = json.loads((root / "summary.json").read_text())
   assert summary["step"] == 4 and summary["game"] == "Breakout"
   assert 0 < summary["fixed_delta"] < 1 and len(summary["bellman_errors"]) == 3
-  out = _load_in_fresh_tf_process(str(root / "policy"))
-  assert out.returncode == 0, out.stderr[-2000:]
-  action = int(out.stdout.split("ACTION")[-1])
-  assert 0 <= action < 4  # Breakout's minimal action set has 4 actions
+  _assert_exports_equal_in_process_policies(root, tmp_path)
 
   # A second invocation with more steps resumes at the saved step.
   r2 = _run([f"--dataset_dir={TESTDATA}", f"--root_dir={root}", "--num_steps=6", *TINY], tmp_path)

@@ -58,7 +58,7 @@ from ccvl_tf.experiments import offline
 # Display name (as in the paper's tables) -> agent registry name.
 METHODS: Dict[str, str] = {
     "REM": "rem", "CQL": "cql", "AEVL": "aevl", "Fixed-CCVL": "fixed_ccvl", "CCVL": "ccvl",
-    "DQN": "dqn",
+    "DQN": "dqn", "AEVL-TD": "aevl_td",
 }
 PAPER_METHODS = ("REM", "CQL", "AEVL", "Fixed-CCVL", "CCVL")
 SUITES = ("gridworld", "minatar", "atari")

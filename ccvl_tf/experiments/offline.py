@@ -158,6 +158,12 @@ def _build_aevl(time_step_spec, action_spec, s: AgentSettings):
   return aevl_agent.AEVLAgent(time_step_spec, action_spec, cfg, s.network_config)
 
 
+def _build_aevl_td(time_step_spec, action_spec, s: AgentSettings):
+  """AEVL whose members have no CQL term (alpha = 0: Huber TD + DR3 only), the reading under
+  which the paper's AEVL scores track REM's rather than CQL's (issue 11, item 6)."""
+  return _build_aevl(time_step_spec, action_spec, dataclasses.replace(s, alpha=0.0))
+
+
 def _build_dqn(time_step_spec, action_spec, s: AgentSettings):
   from agents import dqn_agent
   cfg = dqn_agent.DQNConfig(seed=s.seed, **s.overrides(
@@ -183,6 +189,8 @@ AGENT_REGISTRY: Dict[str, AgentSpec] = {
                   _build_rem, _own_policy),
         AgentSpec("aevl", "AEVL: ensemble of CQL networks, adaptive belief over members", "aevl",
                   _build_aevl, _own_policy),
+        AgentSpec("aevl_td", "AEVL with members trained without the CQL term (alpha = 0)",
+                  "aevl_td", _build_aevl_td, _own_policy),
         AgentSpec("dqn", "TF-Agents DqnAgent (offline DQN)", "dqn", _build_dqn, _own_policy),
     )
 }

@@ -1,0 +1,49 @@
+"""A quiet start for the binaries: only the project's own lines unless asked otherwise.
+
+Importing TensorFlow, TF-Agents and ale-py prints a dozen lines a user cannot act on: CUDA
+factory registration errors and oneDNN notices (TensorFlow's C++ logging), the Gym
+deprecation banner (TF-Agents imports gym, whose `gym_notices` prints to stderr), AutoGraph's
+SyntaxWarnings about TF-Agents' own `x is ()` checks, and ALE's "A.L.E: ... [Powered by
+Stella]" banner. `quiet_start()` (called by every binary before TensorFlow is imported)
+silences exactly those:
+  * TF_CPP_MIN_LOG_LEVEL=3 unless the environment already sets it;
+  * the gym notice is swallowed while gym is first imported (stderr redirected for that import
+    only);
+  * AutoGraph's `"is" with a literal` SyntaxWarnings are filtered;
+  * ale-py's logger is set to errors only (`ale_py.ALEInterface.setLoggerMode`).
+Set CCVL_VERBOSE=1 to keep all of it (BUILD.md, "A quiet start"); an explicit
+TF_CPP_MIN_LOG_LEVEL in the environment is respected.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+import warnings
+
+
+def verbose_requested() -> bool:
+  return os.environ.get("CCVL_VERBOSE", "") not in ("", "0")
+
+
+def quiet_start() -> None:
+  """Silences the third-party start-up noise (see the module doc); no-op with CCVL_VERBOSE=1."""
+  if verbose_requested():
+    return
+  import ccvl_tf  # pylint: disable=g-import-not-at-top
+  if "tensorflow" not in sys.modules and not ccvl_tf.USER_SET_TF_LOG_LEVEL:
+    os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+  warnings.filterwarnings("ignore", message=r'"is( not)?" with a literal',
+                          category=SyntaxWarning)
+  warnings.filterwarnings("ignore", category=DeprecationWarning)
+  try:
+    with contextlib.redirect_stderr(io.StringIO()):
+      import gym  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
+  except Exception:  # pylint: disable=broad-except
+    pass  # gym missing or broken: the real import later reports it
+  try:
+    import ale_py  # pylint: disable=g-import-not-at-top
+    ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
+  except Exception:  # pylint: disable=broad-except
+    pass

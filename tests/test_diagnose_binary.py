@@ -1,0 +1,63 @@
+"""binaries/diagnose.py on a real (tiny) train_offline run, and its refusals."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TESTDATA = os.path.join(ROOT, "testdata", "dqn_replay", "Breakout", "1", "replay_logs")
+ENV = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3")
+
+
+def _run(binary, args, cwd):
+  return subprocess.run([sys.executable, os.path.join(ROOT, "binaries", binary), *args],
+                        capture_output=True, text=True, env=ENV, cwd=cwd, timeout=600)
+
+
+@pytest.mark.slow
+def test_train_offline_writes_diagnostics_and_diagnose_recomputes_them(tmp_path):
+  root = tmp_path / "run"
+  r = _run("train_offline.py", [
+      f"--dataset_dir={TESTDATA}", f"--root_dir={root}", "--num_steps=4", "--batch_size=4",
+      "--num_deltas=2", "--num_pairs=2", "--log_interval=2", "--checkpoint_interval=2",
+      "--eval_interval=0", "--eval_episodes=1", "--eval_max_steps=20", "--num_grid_deltas=3",
+      "--objective=bound", "--count_ridge_mode=relative", "--count_ridge=1e-3",
+      "--count_normalization=mean"], tmp_path)
+  assert r.returncode == 0, r.stderr[-3000:]
+  assert "[diagnostics]" in r.stdout
+  summary = json.loads((root / "summary.json").read_text())
+  diag = summary["diagnostics"]
+  assert 0.0 <= diag["lemma1_fraction"] <= 1.0
+  assert 0.0 <= diag["count_auc"] <= 1.0
+  assert diag["belief_prior_entropy"] == pytest.approx(1.0986, abs=1e-3)  # log 3
+  assert summary["config"]["ccvl_options"] == {
+      "objective": "bound", "count_ridge_mode": "relative", "count_ridge": 1e-3,
+      "count_normalization": "mean"}
+  for name in ("diagnostics.json", "delta_family.png", "belief.csv", "belief.png"):
+    assert (root / "diagnostics" / name).stat().st_size > 0
+  first = json.loads((root / "diagnostics" / "diagnostics.json").read_text())["summary"]
+
+  r = _run("diagnose.py", [f"--root_dir={root}"], tmp_path)
+  assert r.returncode == 0, r.stderr[-3000:]
+  assert "family_spread" in r.stdout and "count_auc" in r.stdout
+  again = json.loads((root / "diagnostics" / "diagnostics.json").read_text())["summary"]
+  # Same checkpoint, same held-out states and evaluation seeds: the same numbers.
+  for key in ("family_spread", "lemma1_fraction", "count_auc", "effective_rank",
+              "belief_max_shift"):
+    assert again[key] == pytest.approx(first[key], rel=1e-5, abs=1e-7), key
+
+
+def test_diagnose_refuses_a_directory_without_a_run(tmp_path):
+  r = _run("diagnose.py", [f"--root_dir={tmp_path}"], tmp_path)
+  assert r.returncode != 0
+  assert "has no summary.json" in r.stderr and str(tmp_path) in r.stderr
+
+
+def test_bad_ccvl_option_is_refused_naming_the_flag(tmp_path):
+  r = _run("train_offline.py", [f"--dataset_dir={TESTDATA}", f"--root_dir={tmp_path / 'r'}",
+                                "--objective=maximum"], tmp_path)
+  assert r.returncode != 0
+  assert "objective must be one of algorithm1, bound, bonus" in r.stderr
+  assert not (tmp_path / "r").exists()

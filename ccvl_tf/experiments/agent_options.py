@@ -49,7 +49,7 @@ def _fields(names: Sequence[str]):
 def define_flags(names: Sequence[str] = CCVL_OPTIONS, flag_values=None) -> None:
   """Defines one absl flag per CCVLConfig field in `names` (default None = CCVLConfig's)."""
   from absl import flags  # pylint: disable=g-import-not-at-top
-  fv = flag_values or flags.FLAGS
+  fv = flags.FLAGS if flag_values is None else flag_values
   cls, fields = _fields(names)
   docs = field_docs(cls)
   for f in fields:
@@ -67,7 +67,7 @@ def define_flags(names: Sequence[str] = CCVL_OPTIONS, flag_values=None) -> None:
 def from_flags(names: Sequence[str] = CCVL_OPTIONS, flag_values=None) -> Dict[str, object]:
   """The options of `names` the user gave (flags left at None are omitted)."""
   from absl import flags  # pylint: disable=g-import-not-at-top
-  fv = flag_values or flags.FLAGS
+  fv = flags.FLAGS if flag_values is None else flag_values
   return {n: fv[n].value for n in names if fv[n].value is not None}
 
 

@@ -56,7 +56,7 @@ _M = flags.DEFINE_integer("num_pairs", None, "CCVL M.")
 _TEMP = flags.DEFINE_float("belief_temperature", None,
                            "Belief temperature of CCVL and AEVL (default: CCVL sets it from "
                            "held-out data, 2 x the smallest mean squared Bellman error over the "
-                           "grid; AEVL uses 1).")
+                           "grid; AEVL uses 1).", lower_bound=1e-12, upper_bound=1e12)
 agent_options.define_flags()  # CCVL's options, generated from agents.ccvl_agent.CCVLConfig
 _DR3 = flags.DEFINE_float("dr3_coef", None, "DR3 coefficient for all methods (default: each "
                           "agent's).")

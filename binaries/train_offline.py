@@ -47,7 +47,7 @@ _K = flags.DEFINE_integer("num_grid_deltas", _D.num_grid_deltas,
 _TEMP = flags.DEFINE_float("belief_temperature", None,
                            "Temperature of the exported adaptive policy's belief update "
                            "(default: set from held-out data, 2 x the smallest mean squared "
-                           "Bellman error over the grid).")
+                           "Bellman error over the grid).", lower_bound=1e-12, upper_bound=1e12)
 agent_options.define_flags()  # CCVL's options, generated from agents.ccvl_agent.CCVLConfig
 _CKPT = flags.DEFINE_integer("checkpoint_interval", _D.checkpoint_interval,
                              "Checkpoint every this many steps.")
@@ -61,7 +61,12 @@ _EVAL_MAX = flags.DEFINE_integer("eval_max_steps", _D.eval_max_steps,
                                  "Agent-step cap of an evaluation episode.")
 _DEF_STEPS = flags.DEFINE_integer("default_dataset_steps", _D.default_dataset_steps,
                                   "Size of the default dataset collected without --dataset_dir.")
-_SEED = flags.DEFINE_integer("seed", _D.seed, "Seed of data order, deltas and evaluation.")
+_SEED = flags.DEFINE_integer("seed", _D.seed, "Seed of data order, deltas and evaluation.", lower_bound=0)
+_ALLOW = flags.DEFINE_boolean(
+    "allow_config_change", _D.allow_config_change,
+    "Resume the checkpoints in --root_dir although they were trained with another agent, "
+    "learning setting or dataset (by default such a resume is refused, listing the "
+    "differences). num_steps, intervals and evaluation settings may always change.")
 
 
 def main(argv):
@@ -76,7 +81,7 @@ def main(argv):
       checkpoint_interval=_CKPT.value, log_interval=_LOG.value, summary_interval=_SUMM.value,
       eval_interval=_EVAL.value, eval_episodes=_EPISODES.value, eval_max_steps=_EVAL_MAX.value,
       default_dataset_steps=_DEF_STEPS.value, seed=_SEED.value,
-      ccvl_options=agent_options.from_flags())
+      ccvl_options=agent_options.from_flags(), allow_config_change=_ALLOW.value)
   try:
     cfg.validate()
     from ccvl_tf.envs import atari

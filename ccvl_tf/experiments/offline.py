@@ -238,6 +238,8 @@ class OfflineConfig:
   eval_max_steps: int = 2_000
   eval_epsilon: float = 0.001
   default_dataset_steps: int = DEFAULT_DATASET_STEPS
+  # Resume checkpoints although their fingerprint (agent, learning settings, dataset) differs.
+  allow_config_change: bool = False
   seed: int = 0
 
   def validate(self):
@@ -352,6 +354,40 @@ def _confidence_diagnostics(cfg: OfflineConfig, agent, store, exports, settings,
       tf.summary.scalar(f"diagnostics/{k}", v, step=int(agent.train_step_counter.numpy()))
   writer.flush()
   return summary
+
+
+# The OfflineConfig fields the learned function depends on (the run fingerprint); the others
+# (num_steps, intervals, evaluation settings, root_dir) may change between resumes.
+FINGERPRINT_FIELDS = ("game", "agent", "subset", "batch_size", "alpha", "num_deltas",
+                      "num_pairs", "policy_delta", "seed", "ccvl_options",
+                      "default_dataset_steps")
+
+
+def dataset_identity(replay_dir: str) -> Dict[str, object]:
+  """Path, and a hash of the replay directory's listing (file names and sizes) and of its
+  small metadata files, so that another dataset in the same place is noticed without reading
+  the data itself."""
+  import hashlib
+  h = hashlib.sha256()
+  names = sorted(os.listdir(replay_dir)) if os.path.isdir(replay_dir) else []
+  for name in names:
+    path = os.path.join(replay_dir, name)
+    size = os.path.getsize(path) if os.path.isfile(path) else -1
+    h.update(f"{name}:{size}\n".encode())
+    if name.endswith(".json") and 0 <= size < 1_000_000:
+      with open(path, "rb") as f:
+        h.update(f.read())
+  return {"path": os.path.abspath(replay_dir), "files": len(names),
+          "listing_sha256": h.hexdigest()[:16]}
+
+
+def run_fingerprint(cfg: OfflineConfig, replay_dir: str, store) -> Dict[str, object]:
+  """What the checkpoints of this run were trained on (training.check_fingerprint)."""
+  out = {k: getattr(cfg, k) for k in FINGERPRINT_FIELDS}
+  out["ccvl_options"] = dict(sorted(dict(cfg.ccvl_options).items()))
+  out["dataset"] = dataset_identity(replay_dir)
+  out["num_transitions"] = int(store.num_transitions)
+  return out
 
 
 def _setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True):
@@ -475,7 +511,9 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
       root_dir=cfg.root_dir, num_steps=cfg.num_steps, checkpoint_interval=cfg.checkpoint_interval,
       log_interval=cfg.log_interval, summary_interval=cfg.summary_interval,
       eval_interval=cfg.eval_interval)
-  result = training.train(agent, make_dataset, loop, evaluate=evaluate, log=log)
+  result = training.train(agent, make_dataset, loop, evaluate=evaluate, log=log,
+                          fingerprint=run_fingerprint(cfg, replay_dir, store),
+                          allow_config_change=cfg.allow_config_change)
 
   # Exported policies (agent registry). CCVL / Fixed-CCVL: Fixed-CCVL's delta is the lowest
   # Bellman error on held-out batches (a pipeline seed the training never used; with the small

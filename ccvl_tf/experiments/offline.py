@@ -279,9 +279,20 @@ class OfflineConfig:
                        f"held-out data), got {self.belief_temperature!r}")
     from ccvl_tf.experiments import agent_options
     agent_options.validate(self.ccvl_options)
-    if self.dataset_dir is not None and not os.path.isdir(self.dataset_dir):
-      raise ValueError(f"--dataset_dir {self.dataset_dir} does not exist (expected a Dopamine "
-                       f"replay_logs directory with $store$_observation_ckpt.N.gz files)")
+    if self.dataset_dir is not None:
+      # Local paths: os.path.isdir; gs://..., ram://...: tf.io.gfile (dqn_replay.path_isdir).
+      try:
+        found = dqn_replay.path_isdir(self.dataset_dir)
+      except dqn_replay.UnreachableError as e:
+        cause = e.__cause__ or e
+        raise ValueError(f"--dataset_dir {self.dataset_dir} could not be reached "
+                         f"({type(cause).__name__}: {dqn_replay.error_text(cause)}); a gs:// "
+                         f"path needs network access and, for a non-public bucket, Google "
+                         f"credentials (BUILD.md, 'Reading the DQN Replay Dataset from Google "
+                         f"Cloud Storage')") from e
+      if not found:
+        raise ValueError(f"--dataset_dir {self.dataset_dir} does not exist (expected a Dopamine "
+                         f"replay_logs directory with $store$_observation_ckpt.N.gz files)")
 
 
 class _CompiledPolicy:

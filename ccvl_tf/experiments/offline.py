@@ -434,16 +434,21 @@ def dataset_identity(replay_dir: str) -> Dict[str, object]:
   small metadata files, so that another dataset in the same place is noticed without reading
   the data itself."""
   import hashlib
+  from ccvl_tf.data import dqn_replay
   h = hashlib.sha256()
-  names = sorted(os.listdir(replay_dir)) if os.path.isdir(replay_dir) else []
+  remote = dqn_replay.is_remote(replay_dir)
+  names = sorted(dqn_replay.list_dir(replay_dir)) if dqn_replay.path_isdir(replay_dir) else []
   for name in names:
-    path = os.path.join(replay_dir, name)
-    size = os.path.getsize(path) if os.path.isfile(path) else -1
+    path = (replay_dir.rstrip("/") + "/" + name) if remote else os.path.join(replay_dir, name)
+    try:
+      size = dqn_replay.file_stat(path)[0]
+    except Exception:  # pylint: disable=broad-except
+      size = -1  # a sub-directory or an unreadable entry: the name still counts
     h.update(f"{name}:{size}\n".encode())
-    if name.endswith(".json") and 0 <= size < 1_000_000:
+    if not remote and name.endswith(".json") and 0 <= size < 1_000_000:
       with open(path, "rb") as f:
         h.update(f.read())
-  return {"path": os.path.abspath(replay_dir), "files": len(names),
+  return {"path": replay_dir if remote else os.path.abspath(replay_dir), "files": len(names),
           "listing_sha256": h.hexdigest()[:16]}
 
 
@@ -477,7 +482,8 @@ def _setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True)
   else:
     replay_dir = os.path.join(cfg.root_dir, "default_dataset", cfg.game)
   log(f"Loading {replay_dir} (subset {cfg.subset}) ...")
-  store = frame_store.FrameStore.from_replay(replay_dir, cfg.subset, num_actions=num_actions)
+  store = frame_store.FrameStore.from_replay(replay_dir, cfg.subset, num_actions=num_actions,
+                                             progress=log)
   log(f"Frame store: {store.num_transitions} transitions, {store.num_frames} frames, "
       f"{store.nbytes / 2**20:.1f} MiB ({store.bytes_per_transition:.0f} bytes/transition).")
 

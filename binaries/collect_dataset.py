@@ -31,15 +31,15 @@ _GAME = flags.DEFINE_string("game", None, "Atari game, e.g. Breakout.", required
 _POLICY = flags.DEFINE_string("policy", "random",
                               "'random' or the directory of a TF-Agents SavedModel policy.")
 _STEPS = flags.DEFINE_integer("steps", None, "Agent steps (transitions) to collect.",
-                              required=True)
+                              required=True, lower_bound=1)
 _OUT = flags.DEFINE_string("output_dir", None, "Directory for the checkpoint files.",
                            required=True)
 _CAPACITY = flags.DEFINE_integer("replay_capacity", dqn_replay.DQN_REPLAY_CAPACITY,
-                                 "Slots per checkpoint (the DQN Replay Dataset: 1,000,000).")
-_SEED = flags.DEFINE_integer("seed", 0, "Seed of the ALE (sticky actions) and random policy.")
+                                 "Slots per checkpoint (the DQN Replay Dataset: 1,000,000).", lower_bound=4)
+_SEED = flags.DEFINE_integer("seed", 0, "Seed of the ALE (sticky actions) and random policy.", lower_bound=0)
 _STICKY = flags.DEFINE_float("sticky_action_prob", atari.STICKY_ACTION_PROB,
-                             "ALE repeat_action_probability.")
-_EVERY = flags.DEFINE_integer("progress_every", 10_000, "Print progress every N steps.")
+                             "ALE repeat_action_probability.", lower_bound=0.0, upper_bound=1.0)
+_EVERY = flags.DEFINE_integer("progress_every", 10_000, "Print progress every N steps.", lower_bound=1)
 
 
 def _print_progress(p):

@@ -56,15 +56,20 @@ _M = flags.DEFINE_integer("num_pairs", None, "CCVL M.")
 _TEMP = flags.DEFINE_float("belief_temperature", None,
                            "Belief temperature of CCVL and AEVL (default: CCVL sets it from "
                            "held-out data, 2 x the smallest mean squared Bellman error over the "
-                           "grid; AEVL uses 1).")
+                           "grid; AEVL uses 1).", lower_bound=1e-12, upper_bound=1e12)
 agent_options.define_flags()  # CCVL's options, generated from agents.ccvl_agent.CCVLConfig
 _DR3 = flags.DEFINE_float("dr3_coef", None, "DR3 coefficient for all methods (default: each "
                           "agent's).")
 _WORKERS = flags.DEFINE_integer(
     "workers", _D.workers, "Trainings run side by side, one process each (1: sequential). "
     "Use the number of cores for the CPU suites (gridworld, minatar).")
-_THREADS = flags.DEFINE_integer("threads_per_worker", None, "TensorFlow threads per worker "
-                                "(default: cores // workers).")
+_THREADS = flags.DEFINE_integer(
+    "threads_per_worker", _D.threads_per_worker, "TensorFlow intra/inter-op threads of every "
+    "unit, whatever --workers is (the same thread count gives the same numbers; recorded in "
+    "scores.csv as tf_threads).", lower_bound=1)
+_DETERMINISTIC = flags.DEFINE_boolean(
+    "deterministic", _D.deterministic, "tf.config.experimental.enable_op_determinism() in every "
+    "unit's process (recorded as deterministic).")
 _REPS = flags.DEFINE_integer("bootstrap_reps", _D.bootstrap_reps, "rliable bootstrap reps.")
 
 
@@ -86,7 +91,8 @@ def main(argv):
         num_pairs=_M.value, belief_temperature=_TEMP.value, dr3_coef=_DR3.value,
         ccvl_options=agent_options.from_flags(), data_dir=_DATA.value, data_run=_RUN.value,
         bootstrap_reps=_REPS.value,
-        workers=_WORKERS.value, threads_per_worker=_THREADS.value)
+        workers=_WORKERS.value, threads_per_worker=_THREADS.value,
+        deterministic=_DETERMINISTIC.value)
     cfg.validate()
   except ValueError as e:
     raise app.UsageError(str(e))

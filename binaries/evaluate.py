@@ -19,15 +19,15 @@ from ccvl_tf import evaluation
 
 _POLICY_DIR = flags.DEFINE_string("policy_dir", None, "Exported policy (SavedModel) directory.")
 _GAME = flags.DEFINE_string("game", None, "Atari game name (e.g. Pong) or 'gridworld'.")
-_EPISODES = flags.DEFINE_integer("episodes", 100, "Evaluation episodes per seed (paper: 100).")
-_SEEDS = flags.DEFINE_integer("seeds", 1, "Number of evaluation runs (seeds first_seed, ...).")
-_FIRST_SEED = flags.DEFINE_integer("first_seed", 0, "Seed of the first run.")
+_EPISODES = flags.DEFINE_integer("episodes", 100, "Evaluation episodes per seed (paper: 100).", lower_bound=1)
+_SEEDS = flags.DEFINE_integer("seeds", 1, "Number of evaluation runs (seeds first_seed, ...).", lower_bound=1)
+_FIRST_SEED = flags.DEFINE_integer("first_seed", 0, "Seed of the first run.", lower_bound=0)
 _OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Where to write the outputs.")
 _EPSILON = flags.DEFINE_float(
-    "epsilon", 0.001, "Evaluation epsilon-greedy (paper: 0.001); 0 if the export already is.")
+    "epsilon", 0.001, "Evaluation epsilon-greedy (paper: 0.001); 0 if the export already is.", lower_bound=0.0, upper_bound=1.0)
 _MAX_EPISODE_STEPS = flags.DEFINE_integer(
-    "max_episode_steps", None, "Cap on agent steps per episode (default: the env's own).")
-_BOOTSTRAP_REPS = flags.DEFINE_integer("bootstrap_reps", 2000, "Bootstrap replications.")
+    "max_episode_steps", None, "Cap on agent steps per episode (default: the env's own).", lower_bound=1)
+_BOOTSTRAP_REPS = flags.DEFINE_integer("bootstrap_reps", 2000, "Bootstrap replications.", lower_bound=1)
 _METHOD = flags.DEFINE_string("method", "policy", "Method label written to results.csv.")
 _DATASET = flags.DEFINE_string("dataset", "", "Dataset label written to results.csv.")
 flags.mark_flags_as_required(["policy_dir", "game", "output_dir"])

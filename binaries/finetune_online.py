@@ -30,20 +30,20 @@ _AGENT = flags.DEFINE_enum("agent", _D.agent, list(online.AGENTS),
                            "'cql' (baseline: greedy + epsilon exploration).")
 _ROOT = flags.DEFINE_string("root_dir", None, "Run directory (checkpoints, logs, policies).")
 _ENV_STEPS = flags.DEFINE_integer("num_env_steps", _D.num_env_steps,
-                                  "Env steps of online interaction (all actors together).")
+                                  "Env steps of online interaction (all actors together).", lower_bound=1)
 _ADDRESS = flags.DEFINE_string("reverb_address", None,
                                "host:port of a running Reverb server (binaries/reverb_server.py)"
                                "; default: start one in this process.")
-_ACTORS = flags.DEFINE_integer("num_actors", _D.num_actors, "Actor processes to start.")
-_BATCH = flags.DEFINE_integer("batch_size", _D.batch_size, "Transitions per learner step.")
+_ACTORS = flags.DEFINE_integer("num_actors", _D.num_actors, "Actor processes to start.", lower_bound=0)
+_BATCH = flags.DEFINE_integer("batch_size", _D.batch_size, "Transitions per learner step.", lower_bound=1)
 _OFF_FRAC = flags.DEFINE_float("offline_fraction", _D.offline_fraction,
-                               "Share of each batch drawn from the offline data (gridworld).")
+                               "Share of each batch drawn from the offline data (gridworld).", lower_bound=0.0, upper_bound=1.0)
 _SPI = flags.DEFINE_float("samples_per_insert", _D.samples_per_insert,
                           "Rate limiter: sampled items per inserted env step (8 = batch 32, "
-                          "one learner step per 4 env steps).")
+                          "one learner step per 4 env steps).", lower_bound=1e-6, upper_bound=1e6)
 _MIN_SIZE = flags.DEFINE_integer("min_replay_size", _D.min_replay_size,
-                                 "Items in the replay table before the first sample.")
-_CAPACITY = flags.DEFINE_integer("replay_capacity", _D.replay_capacity, "Replay table size.")
+                                 "Items in the replay table before the first sample.", lower_bound=1)
+_CAPACITY = flags.DEFINE_integer("replay_capacity", _D.replay_capacity, "Replay table size.", lower_bound=1)
 _BETA = flags.DEFINE_float("beta", _D.beta, "beta of Eq. upper policy's safe set.")
 _XDELTA = flags.DEFINE_float("explore_delta", _D.explore_delta,
                              "delta of the exploration (bounds) policy.")
@@ -58,25 +58,25 @@ _UPDATE = flags.DEFINE_integer("actor_update_period", _D.actor_update_period,
 _PUSH = flags.DEFINE_integer("push_period", _D.push_period,
                              "Learner steps between weight pushes.")
 _CKPT = flags.DEFINE_integer("checkpoint_interval", _D.checkpoint_interval,
-                             "Learner (and Reverb) checkpoint every N learner steps.")
-_LOG = flags.DEFINE_integer("log_interval", _D.log_interval, "Progress line every N steps.")
+                             "Learner (and Reverb) checkpoint every N learner steps.", lower_bound=1)
+_LOG = flags.DEFINE_integer("log_interval", _D.log_interval, "Progress line every N steps.", lower_bound=1)
 _EPISODES = flags.DEFINE_integer("eval_episodes", _D.eval_episodes,
-                                  "Evaluation episodes at the end (0: none).")
+                                  "Evaluation episodes at the end (0: none).", lower_bound=1)
 _EXPORT = flags.DEFINE_bool("export_policies", True, "Write the SavedModels at the end.")
 _EVAL_MAX = flags.DEFINE_integer("eval_max_steps", _D.eval_max_steps,
-                                 "Step cap of an evaluation episode.")
+                                 "Step cap of an evaluation episode.", lower_bound=1)
 _TIMEOUT = flags.DEFINE_float("sample_timeout_s", _D.sample_timeout_s,
-                              "Seconds without a sample before checking server and actors.")
+                              "Seconds without a sample before checking server and actors.", lower_bound=1e-3, upper_bound=86400.0)
 _SERVER_TIMEOUT = flags.DEFINE_float("server_timeout_s", _D.server_timeout_s,
-                                     "Seconds before an unanswering Reverb server is lost.")
-_PORT = flags.DEFINE_integer("reverb_port", 0, "Port of the in-process server (0: free port).")
+                                     "Seconds before an unanswering Reverb server is lost.", lower_bound=1e-3, upper_bound=86400.0)
+_PORT = flags.DEFINE_integer("reverb_port", 0, "Port of the in-process server (0: free port).", lower_bound=0, upper_bound=65535)
 _PREP = flags.DEFINE_integer("prepare_gridworld_offline", 0,
                              "gridworld only: first train offline CCVL (both bounds) for this "
                              "many steps into --offline_dir if it has no checkpoint.")
 _STRATEGY = flags.DEFINE_enum("strategy", "default", ["default", "mirrored"],
                               "tf.distribute strategy of the learner: 'mirrored' = "
                               "MirroredStrategy over the local GPUs (batch split across them).")
-_SEED = flags.DEFINE_integer("seed", _D.seed, "Seed.")
+_SEED = flags.DEFINE_integer("seed", _D.seed, "Seed.", lower_bound=0)
 
 
 def main(argv):

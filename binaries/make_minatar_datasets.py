@@ -42,19 +42,21 @@ _GAME_STEPS = flags.DEFINE_string(
 _OUT = flags.DEFINE_string("output_dir", None, "Root directory of the datasets.",
                            required=True)
 _SEED = flags.DEFINE_integer("seed", 0, "Seed of the run (env, network init, exploration, "
-                             "replay sampling); also the run directory's name.")
+                             "replay sampling); also the run directory's name.", lower_bound=0)
 _CKPTS = flags.DEFINE_integer("num_checkpoints", minatar_datasets.DEFAULT_NUM_CHECKPOINTS,
                               "Dopamine checkpoints per run (DQN Replay: 50).")
 _EVAL = flags.DEFINE_integer("eval_episodes", 20, "Episodes scoring the final DQN.")
 _RANDOM = flags.DEFINE_integer("random_episodes", 100, "Episodes scoring a random policy.")
 _EVERY = flags.DEFINE_integer("progress_every", 5_000, "Print progress every N steps.")
 _THREADS = flags.DEFINE_integer("tf_threads", 1, "TensorFlow intra/inter-op threads (0: TF's "
-                                "default). One thread is fastest for this tiny network.")
+                                "default). One thread is fastest for this tiny network.", lower_bound=0)
 
 
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError("unexpected arguments: {}".format(" ".join(argv[1:])))
+  if not _GAMES.value:
+    raise app.UsageError("--games is empty; valid games: " + ", ".join(minatar.valid_game_names()))
   try:
     games = [minatar.canonical_game_name(g) for g in _GAMES.value]
   except ValueError as e:

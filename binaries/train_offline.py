@@ -3,8 +3,11 @@
   python binaries/train_offline.py --game=Breakout [--dataset_dir=DIR --subset=1%|5%|initial10%]
       [--agent=ccvl|fixed_ccvl|cql|rem|aevl|dqn] --num_steps=N --root_dir=DIR
 
-Without --dataset_dir a small default dataset (uniformly random policy, --default_dataset_steps
-transitions) is collected once in the ALE and cached under root_dir. Progress (steps/s, ETA,
+Without --dataset_dir a small default dataset (--default_dataset_steps transitions of a
+behaviour policy that plays: for Breakout a scripted paddle/ball tracker mixed with 25% random
+actions; a uniformly random policy for games without a scripted player) is collected once in
+the ALE and cached under root_dir. At the end: the confidence diagnostics and a results table
+(random, behaviour, CCVL, Fixed-CCVL: mean score with 95% bootstrap CI) in results.md/.png. Progress (steps/s, ETA,
 losses) goes to stdout, TensorBoard summaries to root_dir/summaries, checkpoints to
 root_dir/checkpoints (a rerun resumes exactly where it stopped), the final policies to
 root_dir/policy (the agent's evaluation policy; for ccvl the confidence-adaptive CCVL policy, plus
@@ -47,7 +50,7 @@ _K = flags.DEFINE_integer("num_grid_deltas", _D.num_grid_deltas,
 _TEMP = flags.DEFINE_float("belief_temperature", None,
                            "Temperature of the exported adaptive policy's belief update "
                            "(default: set from held-out data, 2 x the smallest mean squared "
-                           "Bellman error over the grid).")
+                           "Bellman error over the grid).", lower_bound=1e-12, upper_bound=1e12)
 agent_options.define_flags()  # CCVL's options, generated from agents.ccvl_agent.CCVLConfig
 _CKPT = flags.DEFINE_integer("checkpoint_interval", _D.checkpoint_interval,
                              "Checkpoint every this many steps.")
@@ -61,7 +64,19 @@ _EVAL_MAX = flags.DEFINE_integer("eval_max_steps", _D.eval_max_steps,
                                  "Agent-step cap of an evaluation episode.")
 _DEF_STEPS = flags.DEFINE_integer("default_dataset_steps", _D.default_dataset_steps,
                                   "Size of the default dataset collected without --dataset_dir.")
-_SEED = flags.DEFINE_integer("seed", _D.seed, "Seed of data order, deltas and evaluation.")
+_BEHAVIOUR = flags.DEFINE_enum(
+    "default_dataset_policy", _D.default_dataset_policy, ["auto", "scripted", "random"],
+    "Behaviour policy of the default dataset (no --dataset_dir): auto = the scripted player "
+    "where the game has one (Breakout: paddle/ball from the ALE RAM), else uniformly random.")
+_BEPS = flags.DEFINE_float("behaviour_epsilon", _D.behaviour_epsilon,
+                           "The scripted player's probability of a uniformly random action.",
+                           lower_bound=0.0, upper_bound=1.0)
+_SEED = flags.DEFINE_integer("seed", _D.seed, "Seed of data order, deltas and evaluation.", lower_bound=0)
+_ALLOW = flags.DEFINE_boolean(
+    "allow_config_change", _D.allow_config_change,
+    "Resume the checkpoints in --root_dir although they were trained with another agent, "
+    "learning setting or dataset (by default such a resume is refused, listing the "
+    "differences). num_steps, intervals and evaluation settings may always change.")
 
 
 def main(argv):
@@ -76,7 +91,8 @@ def main(argv):
       checkpoint_interval=_CKPT.value, log_interval=_LOG.value, summary_interval=_SUMM.value,
       eval_interval=_EVAL.value, eval_episodes=_EPISODES.value, eval_max_steps=_EVAL_MAX.value,
       default_dataset_steps=_DEF_STEPS.value, seed=_SEED.value,
-      ccvl_options=agent_options.from_flags())
+      ccvl_options=agent_options.from_flags(), allow_config_change=_ALLOW.value,
+      default_dataset_policy=_BEHAVIOUR.value, behaviour_epsilon=_BEPS.value)
   try:
     cfg.validate()
     from ccvl_tf.envs import atari

@@ -19,16 +19,33 @@ Layout under `root_dir`:
   checkpoints/      tf.train.CheckpointManager (ckpt-<step>), the last `keep_checkpoints` kept
   summaries/train/  TensorBoard scalars of the learner's metrics (+ steps_per_sec)
   summaries/eval/   TensorBoard scalars of the evaluation results
-  eval.csv          step, then one column per evaluation result
+  eval.csv          step, then one column per evaluation result (rewritten from evals.json)
+  evals.json        the evaluation record: {step: results}, last metrics (written atomically)
+  checkpoints/fingerprint.json  what the checkpoints were trained on (see `train`)
+
+Exactly-once evaluation across kills: every evaluation step is also a checkpoint step (a
+checkpoint is saved first), and an evaluation is recorded in evals.json (atomic replace)
+before eval.csv is rewritten from that record and TensorBoard is written. A run killed after an
+evaluation resumes from that step's checkpoint and finds it recorded; one killed during an
+evaluation resumes from that step's checkpoint, finds it missing and evaluates it (also when the
+step is the last one: a rerun of a finished command runs a missing final evaluation, and
+otherwise returns the recorded one). A kill between the record and the TensorBoard write loses
+that step's TensorBoard scalars only.
+
+Checkpoint fallback: if the latest checkpoint cannot be restored (truncated or missing data
+file, garbage index), the newest intact older one is restored instead and the skipped ones are
+named in the log; only when none restores is there an error, which lists every checkpoint and
+why it failed.
 """
 from __future__ import annotations
 
 import csv
 import dataclasses
+import json
 import math
 import os
 import time
-from typing import Callable, Dict, Iterable, Optional
+from typing import Callable, Dict, Iterable, Mapping, Optional, Sequence
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
@@ -96,38 +113,121 @@ def _format_eta(seconds: float) -> str:
   return f"{seconds // 3600:d}:{seconds % 3600 // 60:02d}:{seconds % 60:02d}"
 
 
-def _append_eval_csv(path: str, step: int, results: Dict[str, float]) -> None:
-  new = not os.path.exists(path)
-  with open(path, "a", newline="") as f:
+EVAL_RECORD = "evals.json"
+FINGERPRINT = "fingerprint.json"
+
+
+def _write_json_atomic(path: str, obj) -> None:
+  with open(path + ".tmp", "w") as f:
+    json.dump(obj, f, indent=1, sort_keys=True, default=float)
+  os.replace(path + ".tmp", path)
+
+
+def load_eval_record(root_dir: str) -> Dict[str, object]:
+  """{'evals': {str(step): results}, 'last_metrics': {...}} of a run (empty if none)."""
+  path = os.path.join(root_dir, EVAL_RECORD)
+  if not os.path.exists(path):
+    return {"evals": {}, "last_metrics": {}}
+  try:
+    with open(path) as f:
+      record = json.load(f)
+  except ValueError as e:
+    raise ValueError(f"{path} is not valid JSON ({e}); it is the run's evaluation record: "
+                     f"delete it to re-evaluate from the checkpoints") from None
+  record.setdefault("evals", {})
+  record.setdefault("last_metrics", {})
+  return record
+
+
+def _write_eval_csv(path: str, evals: Mapping[str, Mapping[str, float]]) -> None:
+  """eval.csv from the record: one row per evaluated step, in step order (atomic rewrite)."""
+  keys = sorted({k for r in evals.values() for k in r})
+  with open(path + ".tmp", "w", newline="") as f:
     w = csv.writer(f)
-    keys = sorted(results)
-    if new:
-      w.writerow(["step"] + keys)
-    w.writerow([step] + [results[k] for k in keys])
+    w.writerow(["step"] + keys)
+    for step in sorted(evals, key=int):
+      w.writerow([int(step)] + [evals[step].get(k, "") for k in keys])
+  os.replace(path + ".tmp", path)
 
 
 def restore_or_initialize(learner, checkpoint_dir: str, keep: int = 3, log=print):
-  """A CheckpointManager for the learner, restored from its latest checkpoint if there is one.
+  """A CheckpointManager for the learner, restored from its newest intact checkpoint.
 
-  Raises a ValueError naming the directory if the checkpoint does not fit the learner (e.g. a
-  different network or game)."""
+  A latest checkpoint that does not restore (truncated / missing data, garbage index) is
+  skipped with a log line naming it and why, and the next older one is tried. Raises a
+  ValueError listing every checkpoint and its failure when none restores (e.g. all written by
+  a learner of another game, agent or network size)."""
   ckpt = learner.make_checkpoint()
   manager = tf.train.CheckpointManager(ckpt, checkpoint_dir, max_to_keep=keep)
-  if manager.latest_checkpoint:
+  candidates = list(reversed(manager.checkpoints))  # newest first
+  failures = []
+  for path in candidates:
     try:
-      ckpt.restore(manager.latest_checkpoint).assert_existing_objects_matched()
-    except (AssertionError, ValueError, tf.errors.OpError) as e:
-      raise ValueError(
-          f"checkpoint {manager.latest_checkpoint} does not match this learner (another game, "
-          f"agent or network size?): {e}. Use a fresh --root_dir.") from e
-    log(f"Resumed from {manager.latest_checkpoint} "
-        f"(train step {int(learner.train_step_counter.numpy())}).")
+      ckpt.restore(path).assert_existing_objects_matched()
+    except Exception as e:  # pylint: disable=broad-except
+      # Truncated data raises IndexError, garbage index OpError/ValueError, a learner of
+      # another shape AssertionError: all mean "not this one".
+      reason = f"{type(e).__name__}: {str(e).splitlines()[0][:200] if str(e) else ''}"
+      failures.append((path, reason))
+      log(f"Skipping checkpoint {path}: it does not restore ({reason}).")
+      ckpt = learner.make_checkpoint()  # a fresh object: nothing left over from the attempt
+      manager = tf.train.CheckpointManager(ckpt, checkpoint_dir, max_to_keep=keep)
+      continue
+    if failures:
+      log(f"Resumed from the older checkpoint {path} (train step "
+          f"{int(learner.train_step_counter.numpy())}); skipped: "
+          + ", ".join(os.path.basename(p) for p, _ in failures) + ".")
+    else:
+      log(f"Resumed from {path} (train step {int(learner.train_step_counter.numpy())}).")
+    return manager
+  if failures:
+    raise ValueError(
+        f"no checkpoint under {checkpoint_dir} restores into this learner: "
+        + "; ".join(f"{os.path.basename(p)}: {r}" for p, r in failures)
+        + ". If they were written by another configuration (game, agent, network size), "
+        f"point --root_dir elsewhere; if they are damaged, the run cannot resume from them.")
   return manager
+
+
+class FingerprintMismatch(ValueError):
+  """Resuming checkpoints that were trained on something else (config or dataset)."""
+
+
+def check_fingerprint(checkpoint_dir: str, fingerprint: Optional[Mapping[str, object]],
+                      allow_change: bool = False, log=print) -> None:
+  """Stores `fingerprint` with the checkpoints, or compares it with the stored one.
+
+  Raises FingerprintMismatch listing the differences (unless allow_change, which logs them and
+  keeps the stored fingerprint)."""
+  if fingerprint is None:
+    return
+  os.makedirs(checkpoint_dir, exist_ok=True)
+  path = os.path.join(checkpoint_dir, FINGERPRINT)
+  fingerprint = json.loads(json.dumps(dict(fingerprint), sort_keys=True, default=str))
+  if not os.path.exists(path):
+    _write_json_atomic(path, fingerprint)
+    return
+  with open(path) as f:
+    stored = json.load(f)
+  diffs = [f"{k}: {stored.get(k)!r} -> {fingerprint.get(k)!r}"
+           for k in sorted(set(stored) | set(fingerprint)) if stored.get(k) != fingerprint.get(k)]
+  if not diffs:
+    return
+  if allow_change:
+    log("Resuming although the run's fingerprint changed (--allow_config_change): "
+        + "; ".join(diffs))
+    return
+  raise FingerprintMismatch(
+      f"the checkpoints in {checkpoint_dir} were trained with another configuration or "
+      f"dataset: " + "; ".join(diffs) + ". Use another --root_dir, or pass "
+      f"--allow_config_change to resume anyway.")
 
 
 def train(learner, make_dataset: Callable[[int], Iterable[Dict]], cfg: LoopConfig, *,
           evaluate: Optional[Callable[[int], Dict[str, float]]] = None,
-          log: Callable[[str], None] = print) -> Dict[str, object]:
+          log: Callable[[str], None] = print,
+          fingerprint: Optional[Mapping[str, object]] = None,
+          allow_config_change: bool = False) -> Dict[str, object]:
   """Trains `learner` to `cfg.num_steps`, resuming from `root_dir/checkpoints` if present.
 
   Args:
@@ -137,6 +237,9 @@ def train(learner, make_dataset: Callable[[int], Iterable[Dict]], cfg: LoopConfi
     evaluate: optional step -> dict of scalar results (e.g. mean return), run every
       `eval_interval` steps and at the end.
     log: where progress lines go.
+    fingerprint: what the learned function depends on (agent, hyperparameters, dataset
+      identity); stored with the checkpoints, and a resume with a different one is refused
+      (FingerprintMismatch) unless allow_config_change.
 
   Returns:
     dict(step=final step, last_metrics=..., last_eval=..., checkpoint=path, resumed_from=step).
@@ -146,33 +249,47 @@ def train(learner, make_dataset: Callable[[int], Iterable[Dict]], cfg: LoopConfi
   """
   cfg.validate()
   os.makedirs(cfg.root_dir, exist_ok=True)
-  manager = restore_or_initialize(learner, os.path.join(cfg.root_dir, "checkpoints"),
-                                  cfg.keep_checkpoints, log)
+  ckpt_dir = os.path.join(cfg.root_dir, "checkpoints")
+  check_fingerprint(ckpt_dir, fingerprint, allow_config_change, log)
+  manager = restore_or_initialize(learner, ckpt_dir, cfg.keep_checkpoints, log)
   counter = learner.train_step_counter
   start = int(counter.numpy())
   train_writer = tf.summary.create_file_writer(os.path.join(cfg.root_dir, "summaries", "train"))
   eval_writer = tf.summary.create_file_writer(os.path.join(cfg.root_dir, "summaries", "eval"))
   eval_csv = os.path.join(cfg.root_dir, "eval.csv")
-  last_metrics: Dict[str, float] = {}
-  last_eval: Dict[str, float] = {}
+  record = load_eval_record(cfg.root_dir)
+  evals = record["evals"]
+  last_metrics: Dict[str, float] = dict(record["last_metrics"])
+
+  def latest_eval() -> Dict[str, float]:
+    return dict(evals[max(evals, key=int)]) if evals else {}
 
   def run_eval(step):
-    nonlocal last_eval
-    if evaluate is None:
+    """Evaluates `step` unless the record has it (exactly once across kills)."""
+    if evaluate is None or str(step) in evals:
       return
     t = time.time()
-    last_eval = dict(evaluate(step))
+    results = {k: float(v) for k, v in dict(evaluate(step)).items()}
+    evals[str(step)] = results
+    _write_json_atomic(os.path.join(cfg.root_dir, EVAL_RECORD), record)  # durable first
+    _write_eval_csv(eval_csv, evals)
     with eval_writer.as_default():
-      for k, v in last_eval.items():
+      for k, v in results.items():
         tf.summary.scalar(k, v, step=step)
-    _append_eval_csv(eval_csv, step, last_eval)
-    log(f"[eval] step {step}: " + ", ".join(f"{k}={v:.4g}" for k, v in sorted(last_eval.items()))
+    eval_writer.flush()
+    log(f"[eval] step {step}: " + ", ".join(f"{k}={v:.4g}" for k, v in sorted(results.items()))
         + f"  ({time.time() - t:.1f}s)")
 
+  def is_eval_step(step):
+    return bool(cfg.eval_interval) and step % cfg.eval_interval == 0
+
+  # An evaluation that a kill interrupted: its checkpoint is the one just restored.
+  if start > 0 and (is_eval_step(start) or start >= cfg.num_steps):
+    run_eval(start)
   if start >= cfg.num_steps:
     log(f"Already trained {start} >= {cfg.num_steps} steps; nothing to do.")
-    return dict(step=start, last_metrics={}, last_eval={}, checkpoint=manager.latest_checkpoint,
-                resumed_from=start)
+    return dict(step=start, last_metrics=last_metrics, last_eval=latest_eval(),
+                checkpoint=manager.latest_checkpoint, resumed_from=start)
   log(f"Training from step {start} to {cfg.num_steps}.")
   iterator = iter(make_dataset(start))
   t0 = time.time()
@@ -204,12 +321,17 @@ def train(learner, make_dataset: Callable[[int], Iterable[Dict]], cfg: LoopConfi
       shown = ", ".join(f"{k}={v:.4g}" for k, v in sorted(last_metrics.items()))
       log(f"step {step}/{cfg.num_steps}  {rate:.1f} steps/s  ETA {_format_eta(eta)}  {shown}")
       t_last, step_last = now, step
-    if step % cfg.checkpoint_interval == 0 or step == cfg.num_steps:
+    # Every evaluation step is a checkpoint step too (exactly-once evaluation).
+    if step % cfg.checkpoint_interval == 0 or step == cfg.num_steps or (
+        is_eval_step(step) and evaluate is not None):
+      if step == cfg.num_steps:
+        record["last_metrics"] = dict(last_metrics)
+        _write_json_atomic(os.path.join(cfg.root_dir, EVAL_RECORD), record)
       manager.save(checkpoint_number=step)
-    if cfg.eval_interval and step % cfg.eval_interval == 0 and step != cfg.num_steps:
+    if is_eval_step(step) and step != cfg.num_steps:
       run_eval(step)
   train_writer.flush()
   run_eval(step)
   eval_writer.flush()
-  return dict(step=step, last_metrics=last_metrics, last_eval=last_eval,
+  return dict(step=step, last_metrics=last_metrics, last_eval=latest_eval(),
               checkpoint=manager.latest_checkpoint, resumed_from=start)

@@ -59,6 +59,14 @@ def test_tiny_gridworld_comparison_writes_every_output_and_resumes(tmp_path):
   assert sorted((key(x), x["score"]) for x in csv.DictReader(open(par / "scores.csv"))) == \
       sorted((key(x), x["score"]) for x in rows)
   assert sorted(os.listdir(par / "runs")) == ["ccvl", "cql"]
+  # Every unit ran with one TF thread in both layouts (recorded), and the trained checkpoints
+  # are bit-identical: a unit's numerics do not depend on --workers.
+  assert {x["tf_threads"] for x in rows} == {"1"}
+  assert {x["tf_threads"] for x in csv.DictReader(open(par / "scores.csv"))} == {"1"}
+  data_files = sorted(p.relative_to(out / "runs") for p in (out / "runs").rglob("*.data-*"))
+  assert data_files
+  for rel in data_files:
+    assert (out / "runs" / rel).read_bytes() == (par / "runs" / rel).read_bytes(), rel
 
   # Rerun with one more seed: the six finished runs are skipped, only seed 2 is trained.
   r2 = _run([*TINY, "--seeds=3", f"--output_dir={out}"], tmp_path)

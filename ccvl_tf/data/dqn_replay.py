@@ -84,18 +84,33 @@ modular view makes slot ``R - 1`` a transition whose "next state" is slot 0
 (Dopamine's own sampler would return that bogus transition; with 4-stacks the
 trick's cursor lands so that it does not).
 
+Where the data lives: a replay directory is a local path or any path with a URL
+scheme (``gs://atari-replay-datasets/dqn/Breakout/1/replay_logs``, TensorFlow's
+in-memory ``ram://...``). Every read (listing, exists/isdir, ``ccvl_dataset.json``,
+the gzipped .npy checkpoints, including the prefix reads of the subsets) goes
+through ``tf.io.gfile`` for the latter (:func:`is_remote`, :func:`open_gzip`):
+the gzip stream is decompressed as it is read, so a subset that needs the first
+R rows of a checkpoint fetches only the start of the remote file (in the file
+system's read blocks; GCS: ``GCS_READ_CACHE_BLOCK_SIZE_MB``, 64 MB by default).
+Local paths keep ``os``/``gzip``. The writer writes local directories only.
+:meth:`ccvl_tf.data.frame_store.FrameStore.from_replay` caches what it builds from
+a remote directory locally (``ccvl_tf.data.store_cache``).
+
 Public API: :func:`iterate_transitions`, :func:`load_checkpoint`,
 :func:`valid_indices`, :func:`list_suffixes`, :func:`subset_plan`,
-:class:`DopamineReplayWriter`, :func:`collect`.
+:func:`inspect_dir`, :class:`DopamineReplayWriter`, :func:`collect`.
 """
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
 import dataclasses
 import gzip
 import json
 import os
 import pickle
 import re
+import sys
 import time
 import zlib
 from typing import Callable, Dict, Iterator, List, NamedTuple, Optional, Sequence, Tuple
@@ -128,6 +143,11 @@ PREFIX = "prefix"  # subset-table mode: literal first-R-slots prefixes (see modu
 
 class DatasetError(ValueError):
   """A replay directory or file that cannot be read as a Dopamine checkpoint."""
+
+
+class UnreachableError(DatasetError):
+  """A remote path whose file system answered with an error other than "not
+  found" (e.g. gs:// without network or without permission)."""
 
 
 class Transition(NamedTuple):
@@ -200,6 +220,141 @@ def stack_frames(frames: np.ndarray, frame_ndim: int) -> np.ndarray:
   raise ValueError("frames must be [H, W] or [H, W, C], got rank {}".format(frame_ndim))
 
 
+# ----------------------------------------------------------------------- file access
+#
+# A replay directory is a local path or any path with a URL scheme ("gs://...",
+# "ram://..."): the latter are read through tf.io.gfile (GFile as the fileobj of
+# gzip.GzipFile; gfile.listdir/exists/isdir/stat), sequentially, so a prefix of a
+# checkpoint costs a prefix of the remote file. Local paths keep os/gzip.
+
+def is_remote(path: str) -> bool:
+  """True for a path with a URL scheme (``gs://bucket/...``, ``ram://...``): read
+  through ``tf.io.gfile``. Local paths are read with ``os``/``gzip``."""
+  return "://" in str(path)
+
+
+def _gfile():
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf.io.gfile
+
+
+def _tf_errors() -> tuple:
+  """(tf.errors.OpError,) once TensorFlow is loaded (remote reads load it), else ()."""
+  tf = sys.modules.get("tensorflow")
+  errors = getattr(tf, "errors", None)
+  return (errors.OpError,) if errors is not None else ()
+
+
+def _tf_not_found() -> tuple:
+  tf = sys.modules.get("tensorflow")
+  errors = getattr(tf, "errors", None)
+  return (errors.NotFoundError,) if errors is not None else ()
+
+
+def not_found_errors() -> tuple:
+  """What opening/reading a missing file raises (local and through tf.io.gfile)."""
+  return (FileNotFoundError,) + _tf_not_found()
+
+
+def read_errors() -> tuple:
+  """What a failed read of a gzipped .npy raises (local and through tf.io.gfile)."""
+  return (OSError, EOFError, zlib.error, ValueError, pickle.UnpicklingError) + _tf_errors()
+
+
+def error_text(e: BaseException) -> str:
+  """The first line of an exception's message (TF errors append long context)."""
+  text = str(getattr(e, "message", None) or e).strip()
+  return text.splitlines()[0] if text else type(e).__name__
+
+
+def _unreachable(path: str, e: BaseException) -> UnreachableError:
+  return UnreachableError(
+      "could not reach {} ({}: {}); a gs:// path needs network access and, for a "
+      "non-public bucket, Google credentials".format(path, type(e).__name__, error_text(e)))
+
+
+def path_exists(path: str) -> bool:
+  """os.path.exists, or tf.io.gfile.exists for a remote path (raises DatasetError
+  saying the path could not be reached when the file system answers with an error
+  other than "not found", e.g. gs:// without network)."""
+  if not is_remote(path):
+    return os.path.exists(path)
+  gfile = _gfile()  # imports TensorFlow: _tf_errors() below is then non-empty
+  try:
+    return bool(gfile.exists(path))
+  except _tf_errors() as e:
+    raise _unreachable(path, e) from e
+
+
+def path_isdir(path: str) -> bool:
+  """os.path.isdir, or (remote) exists + tf.io.gfile.isdir; see :func:`path_exists`."""
+  if not is_remote(path):
+    return os.path.isdir(path)
+  return path_exists(path) and bool(_gfile().isdir(path))
+
+
+def list_dir(path: str) -> List[str]:
+  """os.listdir, or tf.io.gfile.listdir (names without the trailing "/" GCS gives
+  sub-directories)."""
+  if not is_remote(path):
+    return os.listdir(path)
+  try:
+    return [n.rstrip("/") for n in _gfile().listdir(path)]
+  except _tf_errors() as e:
+    if isinstance(e, _tf_not_found()):
+      raise DatasetError("replay directory does not exist: {}".format(path)) from e
+    raise _unreachable(path, e) from e
+
+
+def file_stat(path: str) -> Tuple[int, int]:
+  """(size in bytes, modification time in ns; 0 where the file system has none)."""
+  if not is_remote(path):
+    try:
+      st = os.stat(path)
+    except FileNotFoundError as e:
+      raise DatasetError("missing file: {}".format(path)) from e
+    return int(st.st_size), int(st.st_mtime_ns)
+  try:
+    st = _gfile().stat(path)
+  except _tf_errors() as e:
+    if isinstance(e, _tf_not_found()):
+      raise DatasetError("missing file: {}".format(path)) from e
+    raise _unreachable(path, e) from e
+  return int(st.length), int(st.mtime_nsec)
+
+
+def stat_files(paths: Sequence[str], max_workers: int = 16) -> Dict[str, Tuple[int, int]]:
+  """:func:`file_stat` of many files (remote ones in parallel: one request each)."""
+  paths = list(paths)
+  if not any(is_remote(p) for p in paths):
+    return {p: file_stat(p) for p in paths}
+  with concurrent.futures.ThreadPoolExecutor(max_workers=max_workers) as pool:
+    return dict(zip(paths, pool.map(file_stat, paths)))
+
+
+@contextlib.contextmanager
+def open_binary(path: str):
+  """A binary file object for reading: ``open`` or a ``tf.io.gfile.GFile``."""
+  if not is_remote(path):
+    with open(path, "rb") as f:
+      yield f
+  else:
+    with _gfile().GFile(path, "rb") as f:
+      yield f
+
+
+@contextlib.contextmanager
+def open_gzip(path: str):
+  """A gzip stream of ``path``, decompressed as it is read (a remote file is
+  fetched only as far as the stream is read: prefixes cost prefixes)."""
+  if not is_remote(path):
+    with gzip.open(path, "rb") as f:
+      yield f
+  else:
+    with open_binary(path) as raw, gzip.GzipFile(fileobj=raw, mode="rb") as f:
+      yield f
+
+
 # ----------------------------------------------------------------------------- files
 
 def checkpoint_path(replay_dir: str, name: str, suffix: int) -> str:
@@ -211,16 +366,16 @@ def resolve_replay_dir(path: str) -> str:
   """``path`` itself, or ``path/replay_logs`` when ``path`` is a run directory
   laid out like the DQN Replay Dataset (``<game>/<run>/replay_logs``)."""
   logs = os.path.join(path, "replay_logs")
-  if os.path.isdir(path) and os.path.isdir(logs) and not any(
-      _CKPT_RE.match(n) for n in os.listdir(path)):
+  if path_isdir(path) and path_isdir(logs) and not any(
+      _CKPT_RE.match(n) for n in list_dir(path)):
     return logs
   return path
 
 
 def _check_dir(replay_dir: str) -> List[str]:
-  if not os.path.isdir(replay_dir):
+  if not path_isdir(replay_dir):
     raise DatasetError("replay directory does not exist: {}".format(replay_dir))
-  names = os.listdir(replay_dir)
+  names = list_dir(replay_dir)
   if not any(_CKPT_RE.match(n) for n in names):
     raise DatasetError(
         "replay directory {} holds no Dopamine checkpoint files "
@@ -228,14 +383,29 @@ def _check_dir(replay_dir: str) -> List[str]:
   return names
 
 
-def list_suffixes(replay_dir: str) -> List[int]:
-  """Sorted suffixes with a complete set of checkpoint files.
+@dataclasses.dataclass(frozen=True)
+class DirInfo:
+  """One look at a replay directory (one listing, one read of ccvl_dataset.json),
+  shared by the readers so that a remote directory is listed once per build."""
+  replay_dir: str
+  names: Tuple[str, ...]
+  metadata: Optional[dict]   # ccvl_dataset.json, None when absent
+  stack_size: int
+  observation_shape: Tuple[int, ...]
+  subsets: Dict[str, tuple]
 
-  Raises DatasetError for a missing/empty directory, or when a suffix has some
-  files but misses a required one (naming the missing file).
-  """
+
+def inspect_dir(replay_dir: str) -> DirInfo:
+  """Lists ``replay_dir`` (resolved, see :func:`resolve_replay_dir`) and reads its
+  ``ccvl_dataset.json``. Raises DatasetError for a missing/empty directory."""
   replay_dir = resolve_replay_dir(replay_dir)
-  names = _check_dir(replay_dir)
+  names = tuple(sorted(_check_dir(replay_dir)))
+  meta = read_metadata(replay_dir) if METADATA_FILENAME in names else None
+  fmt = _format_from_metadata(meta, os.path.join(replay_dir, METADATA_FILENAME))
+  return DirInfo(replay_dir=replay_dir, names=names, metadata=meta, **fmt)
+
+
+def _suffixes_from_names(replay_dir: str, names: Sequence[str]) -> List[int]:
   found: Dict[int, set] = {}
   for n in names:
     m = _CKPT_RE.match(n)
@@ -248,6 +418,27 @@ def list_suffixes(replay_dir: str) -> List[int]:
           suffix, replay_dir,
           ", ".join(checkpoint_path(replay_dir, m, suffix) for m in missing)))
   return sorted(found)
+
+
+def list_suffixes(replay_dir: str, dir_info: Optional[DirInfo] = None) -> List[int]:
+  """Sorted suffixes with a complete set of checkpoint files.
+
+  Raises DatasetError for a missing/empty directory, or when a suffix has some
+  files but misses a required one (naming the missing file).
+  """
+  if dir_info is None:
+    replay_dir = resolve_replay_dir(replay_dir)
+    return _suffixes_from_names(replay_dir, _check_dir(replay_dir))
+  return _suffixes_from_names(dir_info.replay_dir, dir_info.names)
+
+
+def checkpoint_files(dir_info: DirInfo, suffix: int) -> List[str]:
+  """The file names of one suffix that the readers open (required + optional ones
+  present)."""
+  names = ["{}_ckpt.{}.gz".format(n, suffix) for n in REQUIRED_NAMES]
+  names += [n for n in ("{}_ckpt.{}.gz".format(o, suffix) for o in OPTIONAL_NAMES)
+            if n in dir_info.names]
+  return names
 
 
 class _RestrictedUnpickler(pickle.Unpickler):
@@ -265,11 +456,10 @@ class _RestrictedUnpickler(pickle.Unpickler):
 def _open_array(path: str, max_rows: Optional[int] = None, allow_set: bool = False,
                 full_rows: Optional[list] = None):
   """np.load of a gzipped .npy (optionally only the first max_rows rows; then the
-  stored row count is appended to ``full_rows``)."""
-  if not os.path.exists(path):
-    raise DatasetError("missing file: {}".format(path))
+  stored row count is appended to ``full_rows``). Local or remote (tf.io.gfile);
+  a prefix read decompresses, and fetches, only the start of the file."""
   try:
-    with gzip.open(path, "rb") as f:
+    with open_gzip(path) as f:
       magic = f.read(6)
       f.seek(0)
       if magic != b"\x93NUMPY":
@@ -293,14 +483,18 @@ def _open_array(path: str, max_rows: Optional[int] = None, allow_set: bool = Fal
       return np.frombuffer(buf, dtype=dtype).reshape((rows,) + tuple(shape[1:])).copy()
   except DatasetError:
     raise
-  except (OSError, EOFError, zlib.error, ValueError, pickle.UnpicklingError) as e:
+  except not_found_errors() as e:
+    raise DatasetError("missing file: {}".format(path)) from e
+  except read_errors() as e:
     raise DatasetError("cannot read {} (corrupt or truncated gzip/npy?): {}: {}".format(
-        path, type(e).__name__, e)) from e
+        path, type(e).__name__, error_text(e))) from e
 
 
 def load_checkpoint(replay_dir: str, suffix: int, *, max_rows: Optional[int] = None,
                     num_actions: Optional[int] = None,
-                    observation_shape: Optional[Sequence[int]] = None) -> ReplayCheckpoint:
+                    observation_shape: Optional[Sequence[int]] = None,
+                    dir_info: Optional[DirInfo] = None,
+                    read_observation: bool = True) -> ReplayCheckpoint:
   """Reads and validates one suffix. ``max_rows`` reads only the first rows of
   the observation array (the big one), e.g. for the 1%/5% subsets.
 
@@ -309,28 +503,37 @@ def load_checkpoint(replay_dir: str, suffix: int, *, max_rows: Optional[int] = N
   also agree. ``observation_shape``: the shape of one stored frame; by default
   the ``observation_shape`` of ``ccvl_dataset.json``, else [84, 84] (Atari).
   The checkpoint's ``stack_size`` comes from ``ccvl_dataset.json`` (else 4).
+  ``dir_info`` (:func:`inspect_dir`) saves listing the directory and reading its
+  metadata again. ``read_observation=False`` does not open the observation file
+  at all (``observation`` holds 0 rows; the caller reads and checks the frames
+  itself, as :class:`ccvl_tf.data.frame_store.FrameStore` does: a remote file is
+  then opened once). Works on local and remote (``gs://``, ``ram://``) paths.
   Raises DatasetError naming the offending file.
   """
-  replay_dir = resolve_replay_dir(replay_dir)
-  _check_dir(replay_dir)
-  info = dataset_format(replay_dir)
+  if dir_info is None:
+    dir_info = inspect_dir(replay_dir)
+  replay_dir = dir_info.replay_dir
   if observation_shape is None:
-    observation_shape = info["observation_shape"]
+    observation_shape = dir_info.observation_shape
   observation_shape = tuple(int(d) for d in observation_shape)
   paths = {n: checkpoint_path(replay_dir, n, suffix) for n in REQUIRED_NAMES}
-  missing = [p for p in paths.values() if not os.path.exists(p)]
+  missing = [p for p in paths.values() if os.path.basename(p) not in dir_info.names]
   if missing:
     raise DatasetError("suffix {} in {}: missing {}".format(suffix, replay_dir,
                                                             ", ".join(missing)))
   obs_path = paths[STORE_PREFIX + "observation"]
   full_rows: list = []
-  obs = _open_array(obs_path, max_rows=max_rows, full_rows=full_rows)
+  if read_observation:
+    obs = _open_array(obs_path, max_rows=max_rows, full_rows=full_rows)
+  else:
+    obs = np.zeros((0,) + observation_shape, np.uint8)
   stored_rows = full_rows[0] if full_rows else obs.shape[0]
   arrays = {a: _open_array(paths[STORE_PREFIX + a]) for a in ("action", "reward", "terminal")}
   add_count = _open_array(paths["add_count"])
   inv = _open_array(paths["invalid_range"])
   eei_path = checkpoint_path(replay_dir, "episode_end_indices", suffix)
-  eei = _open_array(eei_path, allow_set=True) if os.path.exists(eei_path) else None
+  eei = (_open_array(eei_path, allow_set=True)
+         if os.path.basename(eei_path) in dir_info.names else None)
 
   if (obs.ndim != 1 + len(observation_shape) or tuple(obs.shape[1:]) != observation_shape
       or obs.dtype != np.uint8):
@@ -347,7 +550,7 @@ def load_checkpoint(replay_dir: str, suffix: int, *, max_rows: Optional[int] = N
       raise DatasetError("arrays of different lengths in suffix {}: {} has {} entries, "
                          "{} has {}".format(suffix, paths[STORE_PREFIX + "action"], capacity,
                                             p, arr.shape[0]))
-  if stored_rows != capacity:
+  if read_observation and stored_rows != capacity:
     raise DatasetError("arrays of different lengths in suffix {}: {} has {} frames, {} has "
                        "{} entries".format(suffix, obs_path, stored_rows,
                                            paths[STORE_PREFIX + "action"], capacity))
@@ -362,21 +565,22 @@ def load_checkpoint(replay_dir: str, suffix: int, *, max_rows: Optional[int] = N
                           terminal=arrays["terminal"].astype(np.uint8),
                           add_count=int(add_count.reshape(())),
                           invalid_range=np.asarray(inv).astype(np.int64).reshape(-1),
-                          episode_end_indices=eei, stack_size=info["stack_size"])
+                          episode_end_indices=eei, stack_size=dir_info.stack_size)
   if num_actions is not None:
-    check_actions(ckpt, num_actions)
+    check_actions(ckpt, num_actions, metadata=dir_info.metadata)
   return ckpt
 
 
 def read_metadata(replay_dir: str) -> Optional[dict]:
+  """The directory's ``ccvl_dataset.json`` (None when absent); local or remote."""
   path = os.path.join(replay_dir, METADATA_FILENAME)
-  if not os.path.exists(path):
+  if not path_exists(path):
     return None
   try:
-    with open(path) as f:
-      return json.load(f)
-  except (OSError, ValueError) as e:
-    raise DatasetError("cannot read {}: {}".format(path, e)) from e
+    with open_binary(path) as f:
+      return json.loads(f.read())
+  except (ValueError,) + read_errors() as e:
+    raise DatasetError("cannot read {}: {}".format(path, error_text(e))) from e
 
 
 def dataset_format(replay_dir: str) -> dict:
@@ -385,8 +589,12 @@ def dataset_format(replay_dir: str) -> dict:
   (4, (84, 84), :data:`SUBSETS`). Raises DatasetError naming the file if its
   values are malformed."""
   replay_dir = resolve_replay_dir(replay_dir)
-  meta = read_metadata(replay_dir) or {}
-  path = os.path.join(replay_dir, METADATA_FILENAME)
+  return _format_from_metadata(read_metadata(replay_dir) or {},
+                               os.path.join(replay_dir, METADATA_FILENAME))
+
+
+def _format_from_metadata(meta: Optional[dict], path: str) -> dict:
+  meta = meta or {}
   try:
     k = int(meta.get("stack_size", STACK_SIZE))
     shape = tuple(int(d) for d in meta.get("observation_shape", (84, 84)))
@@ -409,10 +617,14 @@ def dataset_format(replay_dir: str) -> dict:
   return dict(stack_size=k, observation_shape=shape, subsets=subsets)
 
 
-def check_actions(ckpt: ReplayCheckpoint, num_actions: int) -> None:
-  """Actions must index the game's minimal action set [0, num_actions)."""
+_UNREAD = object()
+
+
+def check_actions(ckpt: ReplayCheckpoint, num_actions: int, metadata=_UNREAD) -> None:
+  """Actions must index the game's minimal action set [0, num_actions).
+  ``metadata``: the directory's ccvl_dataset.json if already read (None: absent)."""
   path = checkpoint_path(ckpt.replay_dir, STORE_PREFIX + "action", ckpt.suffix)
-  meta = read_metadata(ckpt.replay_dir)
+  meta = read_metadata(ckpt.replay_dir) if metadata is _UNREAD else metadata
   if meta is not None and meta.get("num_actions") not in (None, num_actions):
     raise DatasetError(
         "{} describes a dataset of game {!r} with {} actions, but this game has {} actions "
@@ -535,8 +747,10 @@ def iterate_transitions(replay_dir: str, suffix: int, *, replay_capacity: Option
   unless some stack wraps around the circular buffer; so a corrupt observation
   file raises ``DatasetError`` when the iteration reaches the damage.
   """
-  replay_dir = resolve_replay_dir(replay_dir)
-  ckpt = load_checkpoint(replay_dir, suffix, max_rows=0, num_actions=num_actions)
+  info = inspect_dir(replay_dir)
+  replay_dir = info.replay_dir
+  ckpt = load_checkpoint(replay_dir, suffix, max_rows=0, num_actions=num_actions,
+                         dir_info=info)
   if stack_size is None:
     stack_size = ckpt.stack_size
   fdim = ckpt.observation.ndim - 1
@@ -582,9 +796,9 @@ def iterate_transitions(replay_dir: str, suffix: int, *, replay_capacity: Option
 
 def _stream_rows(path: str, rows: int, block_rows: int = 4096):
   """Yields (block [n, H, W], first row) reading the first ``rows`` rows of a
-  gzipped .npy sequentially."""
+  gzipped .npy sequentially (local or remote: only that prefix is fetched)."""
   try:
-    with gzip.open(path, "rb") as f:
+    with open_gzip(path) as f:
       version = np.lib.format.read_magic(f)
       shape, _, dtype = np.lib.format._read_array_header(f, version)  # pylint: disable=protected-access
       row_bytes = int(np.prod(shape[1:], dtype=np.int64)) * dtype.itemsize
@@ -596,25 +810,31 @@ def _stream_rows(path: str, rows: int, block_rows: int = 4096):
           raise EOFError("file ended inside row {}".format(done + len(buf) // row_bytes))
         yield np.frombuffer(buf, dtype=dtype).reshape((n,) + tuple(shape[1:])), done
         done += n
-  except (OSError, EOFError, zlib.error, ValueError) as e:
+  except not_found_errors() as e:
+    raise DatasetError("missing file: {}".format(path)) from e
+  except read_errors() as e:
     raise DatasetError("cannot read {} (corrupt or truncated gzip/npy?): {}: {}".format(
-        path, type(e).__name__, e)) from e
+        path, type(e).__name__, error_text(e))) from e
 
 
-def subset_plan(replay_dir: str, subset: str = "all") -> List[tuple]:
+def subset_plan(replay_dir: str, subset: str = "all",
+                dir_info: Optional[DirInfo] = None) -> List[tuple]:
   """[(suffix, replay_capacity or None for whole checkpoint)] for a subset name.
 
   The names and their meaning are :data:`SUBSETS`, unless the dataset's
   ``ccvl_dataset.json`` declares its own ``"subsets"`` table (the MinAtar
   datasets: the same names scaled to their run length). Entries of a table in
   :data:`PREFIX` mode are ``(suffix, rows, "prefix")``: the first ``rows`` slots
-  taken literally (:func:`prefix_valid_indices`)."""
-  table = dataset_format(replay_dir)["subsets"]
+  taken literally (:func:`prefix_valid_indices`). ``dir_info``: see
+  :func:`inspect_dir`."""
+  if dir_info is None:
+    dir_info = inspect_dir(replay_dir)
+  table = dir_info.subsets
   if subset not in table:
     raise ValueError("unknown subset {!r}; valid: {}".format(subset, ", ".join(table)))
   rows, n_ckpt = table[subset][:2]
   mode = tuple(table[subset][2:])
-  suffixes = list_suffixes(replay_dir)
+  suffixes = list_suffixes(dir_info.replay_dir, dir_info=dir_info)
   if n_ckpt is not None:
     suffixes = suffixes[:n_ckpt]
   return [(s, rows) + (mode if rows is not None else ()) for s in suffixes]

@@ -20,7 +20,6 @@ transition; 500k frames ~= 3.54 GB.
 """
 from __future__ import annotations
 
-import gzip
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -72,7 +71,8 @@ class FrameStore:
   def from_replay(cls, replay_dir: str, subset: str = "all", *,
                   num_actions: Optional[int] = None,
                   suffixes: Optional[Sequence[int]] = None,
-                  progress: Optional[Callable[[str], None]] = None) -> "FrameStore":
+                  progress: Optional[Callable[[str], None]] = None,
+                  cache_dir: Optional[str] = None) -> "FrameStore":
     """Loads a Dopamine replay directory (one run) or a subset of it.
 
     ``subset``: one of :data:`ccvl_tf.data.dqn_replay.SUBSETS` ("1%", "5%",
@@ -81,26 +81,41 @@ class FrameStore:
     dataset's (``dqn_replay.dataset_format``).
     ``num_actions`` checks every action against the game's action set.
     Frames are decompressed straight into the store (peak memory ~ the store).
+
+    A remote ``replay_dir`` (``gs://...``, ``ram://...``: ``dqn_replay.is_remote``)
+    is read through ``tf.io.gfile``, only the checkpoints and leading rows the
+    subset needs, and the store is cached locally (``ccvl_tf.data.store_cache``:
+    ``cache_dir``, else ``$CCVL_CACHE_DIR``, else ``~/.cache/ccvl_tf``); a second
+    call with the same arguments loads the cache after checking the remote listing
+    and file sizes. Messages about the remote read and the cache go to
+    ``progress`` (default: stderr). Local directories are read directly, uncached.
     """
-    replay_dir = dqn_replay.resolve_replay_dir(replay_dir)
-    plan = dqn_replay.subset_plan(replay_dir, subset)
-    if suffixes is not None:
-      wanted = set(int(s) for s in suffixes)
-      plan = [p for p in plan if p[0] in wanted]
-      if not plan:
-        raise dqn_replay.DatasetError("none of suffixes {} in {}".format(sorted(wanted),
-                                                                         replay_dir))
-    return cls.from_plan(replay_dir, plan, num_actions=num_actions, progress=progress)
+    if dqn_replay.is_remote(replay_dir):
+      from ccvl_tf.data import store_cache  # pylint: disable=g-import-not-at-top
+      return store_cache.load_or_build(replay_dir, subset, num_actions=num_actions,
+                                       suffixes=suffixes, cache_dir=cache_dir,
+                                       progress=progress)
+    info = dqn_replay.inspect_dir(replay_dir)
+    plan = select_plan(info, subset, suffixes)
+    return cls.from_plan(info.replay_dir, plan, num_actions=num_actions, progress=progress,
+                         dir_info=info)
 
   @classmethod
   def from_plan(cls, replay_dir: str, plan: List[tuple], *,
                 num_actions: Optional[int] = None,
-                progress: Optional[Callable[[str], None]] = None) -> "FrameStore":
+                progress: Optional[Callable[[str], None]] = None,
+                dir_info: Optional[dqn_replay.DirInfo] = None) -> "FrameStore":
     """Loads the checkpoints of ``plan`` (``dqn_replay.subset_plan``): entries
     ``(suffix, rows)`` (rows: batch_rl's capacity trick, None: whole checkpoint)
-    or ``(suffix, rows, "prefix")`` (the first ``rows`` slots taken literally)."""
-    replay_dir = dqn_replay.resolve_replay_dir(replay_dir)
-    k = dqn_replay.dataset_format(replay_dir)["stack_size"]
+    or ``(suffix, rows, "prefix")`` (the first ``rows`` slots taken literally).
+
+    Each observation file is opened once and read only as far as its chunk needs
+    (local or remote alike); ``dir_info`` (``dqn_replay.inspect_dir``) saves listing
+    the directory again."""
+    if dir_info is None:
+      dir_info = dqn_replay.inspect_dir(replay_dir)
+    replay_dir = dir_info.replay_dir
+    k = dir_info.stack_size
     frame_shape = None
     # Pass 1: small arrays + validity per checkpoint (frames not read yet).
     chunks = []
@@ -109,7 +124,7 @@ class FrameStore:
       if mode not in ((), (dqn_replay.PREFIX,)):
         raise ValueError("plan entry {!r}: the third element must be {!r}".format(
             item, dqn_replay.PREFIX))
-      meta = _load_small(replay_dir, suffix, num_actions)
+      meta = _load_small(dir_info, suffix, num_actions)
       frame_shape = meta.frame_shape
       cap = meta.capacity if rows is None or rows >= meta.capacity else rows
       if mode and rows is not None:
@@ -248,23 +263,42 @@ def _available_memory() -> Optional[int]:
   return None
 
 
-def _load_small(replay_dir: str, suffix: int, num_actions: Optional[int]):
-  """A ReplayCheckpoint without frames (observation holds 0 rows), validated."""
-  ckpt = dqn_replay.load_checkpoint(replay_dir, suffix, max_rows=0, num_actions=num_actions)
-  return ckpt
+def select_plan(dir_info: dqn_replay.DirInfo, subset: str,
+                suffixes: Optional[Sequence[int]] = None) -> List[tuple]:
+  """``dqn_replay.subset_plan`` of a subset, restricted to ``suffixes`` if given."""
+  plan = dqn_replay.subset_plan(dir_info.replay_dir, subset, dir_info=dir_info)
+  if suffixes is not None:
+    wanted = set(int(s) for s in suffixes)
+    plan = [p for p in plan if p[0] in wanted]
+    if not plan:
+      raise dqn_replay.DatasetError("none of suffixes {} in {}".format(sorted(wanted),
+                                                                       dir_info.replay_dir))
+  return plan
+
+
+def _load_small(dir_info: dqn_replay.DirInfo, suffix: int, num_actions: Optional[int]):
+  """A ReplayCheckpoint without frames (observation holds 0 rows; the observation
+  file is not opened here: :func:`_read_frames_into` reads and checks it), validated."""
+  return dqn_replay.load_checkpoint(dir_info.replay_dir, suffix, max_rows=0,
+                                    num_actions=num_actions, dir_info=dir_info,
+                                    read_observation=False)
 
 
 def _read_frames_into(path: str, dst: np.ndarray, expected_rows: int) -> None:
-  """Decompresses the first ``len(dst)`` frames of a gzipped .npy into ``dst``."""
+  """Decompresses the first ``len(dst)`` frames of a gzipped .npy into ``dst``
+  (local or remote: only that prefix of the file is read). The stored array must
+  be uint8 [expected_rows, *dst.shape[1:]]."""
   try:
-    with gzip.open(path, "rb") as f:
+    with dqn_replay.open_gzip(path) as f:
       version = np.lib.format.read_magic(f)
       shape, fortran, dtype = np.lib.format._read_array_header(f, version)  # pylint: disable=protected-access
-      if (fortran or dtype != np.uint8 or tuple(shape[1:]) != dst.shape[1:] or
-          shape[0] != expected_rows):
+      if fortran or dtype != np.uint8 or tuple(shape[1:]) != dst.shape[1:]:
+        raise dqn_replay.DatasetError("{}: expected uint8 frames [N, {}], got {} {}".format(
+            path, ", ".join(str(d) for d in dst.shape[1:]), dtype, tuple(shape)))
+      if shape[0] != expected_rows:
         raise dqn_replay.DatasetError(
-            "{}: expected uint8 [{}, {}, {}], got {} {}".format(path, expected_rows,
-                                                                *dst.shape[1:], dtype, shape))
+            "arrays of different lengths: {} has {} frames, the suffix's action/reward/"
+            "terminal arrays have {} entries".format(path, shape[0], expected_rows))
       view = memoryview(dst.reshape(-1))
       got = 0
       while got < view.nbytes:
@@ -274,6 +308,8 @@ def _read_frames_into(path: str, dst: np.ndarray, expected_rows: int) -> None:
         got += n
   except dqn_replay.DatasetError:
     raise
-  except (OSError, EOFError, ValueError) as e:
+  except dqn_replay.not_found_errors() as e:
+    raise dqn_replay.DatasetError("missing file: {}".format(path)) from e
+  except dqn_replay.read_errors() as e:
     raise dqn_replay.DatasetError("cannot read {} (corrupt or truncated gzip/npy?): {}".format(
-        path, e)) from e
+        path, dqn_replay.error_text(e))) from e

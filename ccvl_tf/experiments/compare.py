@@ -66,7 +66,7 @@ DATASET_KINDS = ("1%", "5%", "Initial 10%")
 # Dataset kind -> subset name of ccvl_tf.data.dqn_replay (minatar / atari).
 SUBSET_OF_KIND = {"1%": "1%", "5%": "5%", "Initial 10%": "initial10%"}
 SCORE_COLUMNS = ("method", "dataset", "game", "seed", "score", "normalized_score",
-                 "train_steps", "train_seconds", "eval_seconds")
+                 "train_steps", "train_seconds", "eval_seconds", "tf_threads", "deterministic")
 EVAL_EPSILON = 0.001  # the paper's evaluation epsilon
 
 
@@ -136,8 +136,12 @@ class CompareConfig:
       small MinAtar / gridworld networks use ~1 core each, so workers = cores is ~cores x
       faster (docs/compare.md). Methods that share a trained learner (Fixed-CCVL and CCVL)
       always run in the same worker, one after the other.
-    threads_per_worker: TensorFlow intra/inter-op threads per worker (None: cores // workers,
-      at least 1; only used when workers > 1).
+    threads_per_worker: TensorFlow intra/inter-op threads of every unit, whatever `workers`
+      is (default 1), so that a unit's numerics do not depend on the pool size: reductions
+      are ordered differently with another thread count, and with near-tied Q-values the
+      greedy action follows that float noise. Recorded in each result row (`tf_threads`).
+    deterministic: tf.config.experimental.enable_op_determinism() in every unit's process
+      (recorded as `deterministic`); off by default until its cost is measured.
   """
   suite: str = "gridworld"
   output_dir: str = "results/compare"
@@ -166,7 +170,8 @@ class CompareConfig:
   bootstrap_reps: int = 2000
   checkpoint_interval: Optional[int] = None
   workers: int = 1
-  threads_per_worker: Optional[int] = None
+  threads_per_worker: int = 1
+  deterministic: bool = False
 
   def validate(self) -> None:
     if self.suite not in SUITES:
@@ -500,7 +505,8 @@ class _CompiledPolicy:
 
 
 def run_unit(suite: Suite, method: str, dataset: str, game: str, seed: int,
-             log: Callable[[str], None]) -> dict:
+             log: Callable[[str], None],
+             tf_settings: Optional[Dict[str, object]] = None) -> dict:
   """Trains (or resumes / reuses) and evaluates one method/dataset/game/seed; returns the row."""
   import keras  # pylint: disable=g-import-not-at-top
   from ccvl_tf import training  # pylint: disable=g-import-not-at-top
@@ -558,6 +564,7 @@ def run_unit(suite: Suite, method: str, dataset: str, game: str, seed: int,
              train_seconds=round(train_seconds, 2), eval_seconds=round(time.time() - t1, 2),
              episode_scores=raw.tolist(),
              mean_delta=[float(np.mean(r.deltas)) if r.deltas else None for r in records],
+             **dict(tf_settings or {}),
              **{k: v for k, v in extra.items()})
   path = result_path(cfg.output_dir, method, dataset, game, seed)
   os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -600,7 +607,7 @@ def write_scores_csv(path: str, rows: Sequence[dict]) -> None:
     for r in sorted(rows, key=lambda r: (r["method"], r["dataset"], r["game"], r["seed"])):
       w.writerow([r["method"], r["dataset"], r["game"], r["seed"], f"{r['score']:.6g}",
                   f"{r['normalized_score']:.6g}", r["train_steps"], r["train_seconds"],
-                  r["eval_seconds"]])
+                  r["eval_seconds"], r.get("tf_threads", ""), r.get("deterministic", "")])
 
 
 _ordered = evaluation._ordered  # pylint: disable=protected-access
@@ -765,14 +772,17 @@ def _unit_log_path(output_dir: str, unit: Unit) -> str:
                       f"{slug(method)}_{slug(dataset)}_{game}_seed{seed}.log")
 
 
-def _run_logged(suite: Suite, unit: Unit) -> dict:
-  """run_unit with its training log in logs/<method>_<dataset>_<game>_seed<k>.log."""
+def _run_logged(suite: Suite, unit: Unit, tf_settings: Optional[Dict[str, object]] = None
+                ) -> dict:
+  """run_unit with its training log in logs/<method>_<dataset>_<game>_seed<k>.log; the
+  process's TensorFlow settings (threads, determinism) are recorded in the row."""
   dataset, game, seed, method = unit
   with open(_unit_log_path(suite.cfg.output_dir, unit), "a") as lf:
     def unit_log(s, lf=lf):
       lf.write(s + "\n")
       lf.flush()
-    return run_unit(suite, method, dataset, game, seed, unit_log)
+    return run_unit(suite, method, dataset, game, seed, unit_log,
+                    tf_settings=tf_settings)
 
 
 def training_groups(units: Sequence[Unit]) -> List[List[Unit]]:
@@ -789,12 +799,31 @@ def training_groups(units: Sequence[Unit]) -> List[List[Unit]]:
 _WORKER_SUITE: Optional[Suite] = None
 
 
+def configure_tensorflow(threads: int, deterministic: bool, log=None) -> Dict[str, object]:
+  """Sets TensorFlow's intra/inter-op threads (and op determinism) for this process's units,
+  if TensorFlow's runtime has not started yet; returns what is in force (for the rows)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  try:
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+  except RuntimeError:
+    if log is not None and tf.config.threading.get_intra_op_parallelism_threads() != threads:
+      log(f"compare: TensorFlow was already running in this process; its thread count "
+          f"({tf.config.threading.get_intra_op_parallelism_threads() or 'default'}) stays, "
+          f"so scores may differ from a run with {threads} thread(s) per unit")
+  if deterministic:
+    tf.config.experimental.enable_op_determinism()
+  return {"tf_threads": int(tf.config.threading.get_intra_op_parallelism_threads()),
+          "deterministic": bool(deterministic)}
+
+
+_WORKER_TF: Dict[str, object] = {}
+
+
 def _worker_init(cfg: CompareConfig, threads: int) -> None:
   """Runs once in each worker process, before TensorFlow executes anything."""
   global _WORKER_SUITE
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  tf.config.threading.set_intra_op_parallelism_threads(threads)
-  tf.config.threading.set_inter_op_parallelism_threads(threads)
+  _WORKER_TF.update(configure_tensorflow(threads, cfg.deterministic))
   from absl import logging  # pylint: disable=g-import-not-at-top
   logging.set_verbosity(logging.ERROR)
   _WORKER_SUITE = SUITE_CLASSES[cfg.suite](cfg)
@@ -812,7 +841,7 @@ def _worker_run(group: List[Unit]) -> List[Tuple[Unit, dict, float]]:
   for unit in group:
     t = time.time()
     try:
-      row = _run_logged(_WORKER_SUITE, unit)
+      row = _run_logged(_WORKER_SUITE, unit, _WORKER_TF)
     except Exception as e:  # pylint: disable=broad-except
       # Re-raised as a plain-message exception: the pool pickles it back to the parent, and
       # exceptions with their own __init__ (TrainingStopped, NonFiniteLossError) do not unpickle.
@@ -829,7 +858,7 @@ class UnitFailed(RuntimeError):
 def _run_parallel(cfg: CompareConfig, todo: Sequence[Unit], report) -> None:
   import concurrent.futures  # pylint: disable=g-import-not-at-top
   import multiprocessing  # pylint: disable=g-import-not-at-top
-  threads = cfg.threads_per_worker or max(1, (os.cpu_count() or 1) // cfg.workers)
+  threads = cfg.threads_per_worker
   groups = training_groups(todo)
   ctx = multiprocessing.get_context("spawn")  # a fresh TensorFlow per worker (no fork of TF)
   with concurrent.futures.ProcessPoolExecutor(
@@ -888,9 +917,10 @@ def run(cfg: CompareConfig, log: Callable[[str], None] = print) -> dict:
   if workers > 1:
     _run_parallel(cfg, todo, report)
   else:
+    tf_settings = configure_tensorflow(cfg.threads_per_worker, cfg.deterministic, log)
     for unit in todo:
       t = time.time()
-      report(unit, _run_logged(suite, unit), time.time() - t)
+      report(unit, _run_logged(suite, unit, tf_settings), time.time() - t)
   wall = time.time() - t0
   paths = write_outputs(cfg.output_dir, cfg.suite, cfg.bootstrap_reps,
                         wall_seconds=wall if todo else None)

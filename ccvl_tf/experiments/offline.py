@@ -29,6 +29,8 @@ import ccvl_tf  # noqa: F401
 import numpy as np
 
 DEFAULT_DATASET_STEPS = 50_000
+# The scripted behaviour player's probability of a uniformly random action (default dataset).
+DEFAULT_BEHAVIOUR_EPSILON = 0.25
 
 
 # ---- the agent registry (issue 6): --agent=NAME of train_offline.py and compare.py -------------
@@ -238,6 +240,12 @@ class OfflineConfig:
   eval_max_steps: int = 2_000
   eval_epsilon: float = 0.001
   default_dataset_steps: int = DEFAULT_DATASET_STEPS
+  # Behaviour policy of the default dataset: 'auto' (scripted player where the game has one,
+  # else random), 'scripted' or 'random'; and the scripted player's random-action probability.
+  default_dataset_policy: str = "auto"
+  behaviour_epsilon: float = DEFAULT_BEHAVIOUR_EPSILON
+  # Resume checkpoints although their fingerprint (agent, learning settings, dataset) differs.
+  allow_config_change: bool = False
   seed: int = 0
 
   def validate(self):
@@ -258,6 +266,11 @@ class OfflineConfig:
       raise ValueError(f"--alpha must be a finite number >= 0, got {self.alpha!r}")
     if not 0.0 < self.policy_delta < 1.0:
       raise ValueError(f"--policy_delta must be in (0, 1), got {self.policy_delta!r}")
+    if self.default_dataset_policy not in ("auto", "scripted", "random"):
+      raise ValueError(f"--default_dataset_policy must be auto, scripted or random, got "
+                       f"{self.default_dataset_policy!r}")
+    if not 0.0 <= self.behaviour_epsilon <= 1.0:
+      raise ValueError(f"--behaviour_epsilon must be in [0, 1], got {self.behaviour_epsilon!r}")
     if not 0.0 <= self.eval_epsilon <= 1.0:
       raise ValueError(f"--eval_epsilon must be in [0, 1], got {self.eval_epsilon!r}")
     if self.belief_temperature is not None and not (
@@ -266,9 +279,20 @@ class OfflineConfig:
                        f"held-out data), got {self.belief_temperature!r}")
     from ccvl_tf.experiments import agent_options
     agent_options.validate(self.ccvl_options)
-    if self.dataset_dir is not None and not os.path.isdir(self.dataset_dir):
-      raise ValueError(f"--dataset_dir {self.dataset_dir} does not exist (expected a Dopamine "
-                       f"replay_logs directory with $store$_observation_ckpt.N.gz files)")
+    if self.dataset_dir is not None:
+      # Local paths: os.path.isdir; gs://..., ram://...: tf.io.gfile (dqn_replay.path_isdir).
+      try:
+        found = dqn_replay.path_isdir(self.dataset_dir)
+      except dqn_replay.UnreachableError as e:
+        cause = e.__cause__ or e
+        raise ValueError(f"--dataset_dir {self.dataset_dir} could not be reached "
+                         f"({type(cause).__name__}: {dqn_replay.error_text(cause)}); a gs:// "
+                         f"path needs network access and, for a non-public bucket, Google "
+                         f"credentials (BUILD.md, 'Reading the DQN Replay Dataset from Google "
+                         f"Cloud Storage')") from e
+      if not found:
+        raise ValueError(f"--dataset_dir {self.dataset_dir} does not exist (expected a Dopamine "
+                         f"replay_logs directory with $store$_observation_ckpt.N.gz files)")
 
 
 class _CompiledPolicy:
@@ -284,37 +308,80 @@ class _CompiledPolicy:
     self.get_initial_state = policy.get_initial_state
 
 
+def default_behaviour(cfg: "OfflineConfig", env):
+  """(name, description, policy callable) of the default dataset's behaviour policy: the
+  scripted player of ccvl_tf/envs/scripted.py where the game has one (Breakout), mixed with
+  `behaviour_epsilon` uniformly random actions; a uniformly random policy otherwise (or with
+  --default_dataset_policy=random)."""
+  from ccvl_tf.data import dqn_replay
+  from ccvl_tf.envs import scripted
+  factory = scripted.scripted_policies().get(env.game)
+  if cfg.default_dataset_policy == "scripted" and factory is None:
+    raise ValueError(f"--default_dataset_policy=scripted: no scripted player for {env.game} "
+                     f"(have: {', '.join(scripted.scripted_policies())}); use 'auto' or "
+                     f"'random'")
+  if cfg.default_dataset_policy != "random" and factory is not None:
+    eps = cfg.behaviour_epsilon
+    return (f"scripted_eps{eps:g}",
+            f"the scripted {env.game} player (paddle and ball read from the ALE RAM, fires to "
+            f"serve, tracks the ball) taking a uniformly random action with probability {eps:g}",
+            factory(env, epsilon=eps, seed=cfg.seed))
+  return ("random", "a uniformly random policy" + (
+      f" (no scripted player for {env.game})" if factory is None else ""),
+          dqn_replay.random_policy(env.num_actions, seed=cfg.seed))
+
+
 def ensure_default_dataset(cfg: OfflineConfig, env_factory, log=print) -> str:
-  """Collects (once) the default dataset: `default_dataset_steps` transitions of a uniformly
-  random policy, in the Dopamine checkpoint format, under root_dir/default_dataset/<game>.
-  A `COMPLETE` marker makes the cache safe against an interrupted collection."""
+  """Collects (once) the default dataset: `default_dataset_steps` transitions of the default
+  behaviour policy (`default_behaviour`), in the Dopamine checkpoint format, under
+  root_dir/default_dataset/<game>. A `COMPLETE` marker (which also records the behaviour
+  policy and its episode scores) makes the cache safe against an interrupted collection; a
+  cache collected with another policy or size is collected again."""
   from ccvl_tf.data import dqn_replay
   out = os.path.join(cfg.root_dir, "default_dataset", cfg.game)
   marker = os.path.join(out, "COMPLETE")
+  env = env_factory(seed=cfg.seed + 1_000)
+  name, description, policy = default_behaviour(cfg, env)
   if os.path.exists(marker):
-    log(f"Using the cached default dataset {out}.")
-    return out
-  if os.path.isdir(out):  # an interrupted collection: start again
+    with open(marker) as f:
+      info = json.load(f)
+    if info.get("policy", "random") == name and info.get("steps") == cfg.default_dataset_steps:
+      log(f"Using the cached default dataset {out} ({description}; behaviour score "
+          f"{info.get('behaviour_mean_score', float('nan')):.1f}).")
+      return out
+    log(f"The cached default dataset {out} was collected with {info.get('policy', 'random')} "
+        f"/ {info.get('steps')} steps; collecting it again with {name} / "
+        f"{cfg.default_dataset_steps} steps.")
+  if os.path.isdir(out):  # an interrupted or outdated collection: start again
     import shutil
     shutil.rmtree(out)
   log(f"No --dataset_dir given: collecting a default dataset of {cfg.default_dataset_steps} "
-      f"transitions of a uniformly random policy in {cfg.game} into {out} (cached for later "
-      f"runs). Pass --dataset_dir=<.../replay_logs> to train on the DQN Replay Dataset.")
-  env = env_factory(seed=cfg.seed + 1_000)
+      f"transitions of {description} in {cfg.game} into {out} (cached for later runs). Pass "
+      f"--dataset_dir=<.../replay_logs> to train on the DQN Replay Dataset.")
   writer = dqn_replay.DopamineReplayWriter(
       out, metadata=dict(game=env.game, num_actions=env.num_actions, action_set=env.action_set,
-                         policy="random", steps=cfg.default_dataset_steps, seed=cfg.seed))
+                         policy=name, steps=cfg.default_dataset_steps, seed=cfg.seed))
   every = max(1, cfg.default_dataset_steps // 5)
 
   def progress(p):
+    mean = p.get("mean_return")
     log(f"[collect] step {p['step']}/{p['num_steps']}  {p['steps_per_s']:.0f} steps/s  "
-        f"ETA {p['eta_s']:.0f}s  episodes {p['episodes']}")
+        f"ETA {p['eta_s']:.0f}s  episodes {p['episodes']}"
+        + (f"  mean score {mean:.1f}" if mean is not None else ""))
 
-  dqn_replay.collect(env, dqn_replay.random_policy(env.num_actions, seed=cfg.seed),
-                     cfg.default_dataset_steps, writer, progress=progress, progress_every=every)
+  summary = dqn_replay.collect(env, policy, cfg.default_dataset_steps, writer,
+                               progress=progress, progress_every=every)
   writer.close()
-  with open(marker, "w") as f:
-    f.write(json.dumps({"steps": cfg.default_dataset_steps, "time": time.time()}))
+  scores = [float(x) for x in summary["episode_returns"]]
+  info = {"steps": cfg.default_dataset_steps, "policy": name, "description": description,
+          "behaviour_episode_scores": scores,
+          "behaviour_mean_score": float(np.mean(scores)) if scores else float("nan"),
+          "time": time.time()}
+  log(f"Behaviour policy ({name}): mean score {info['behaviour_mean_score']:.1f} over "
+      f"{len(scores)} complete episodes of the collection.")
+  with open(marker + ".tmp", "w") as f:
+    json.dump(info, f)
+  os.replace(marker + ".tmp", marker)
   return out
 
 
@@ -351,7 +418,47 @@ def _confidence_diagnostics(cfg: OfflineConfig, agent, store, exports, settings,
     for k, v in summary.items():
       tf.summary.scalar(f"diagnostics/{k}", v, step=int(agent.train_step_counter.numpy()))
   writer.flush()
+  summary["adaptive_episode_scores"] = [float(r.raw_score) for r in records]
   return summary
+
+
+# The OfflineConfig fields the learned function depends on (the run fingerprint); the others
+# (num_steps, intervals, evaluation settings, root_dir) may change between resumes.
+FINGERPRINT_FIELDS = ("game", "agent", "subset", "batch_size", "alpha", "num_deltas",
+                      "num_pairs", "policy_delta", "seed", "ccvl_options",
+                      "default_dataset_steps", "default_dataset_policy", "behaviour_epsilon")
+
+
+def dataset_identity(replay_dir: str) -> Dict[str, object]:
+  """Path, and a hash of the replay directory's listing (file names and sizes) and of its
+  small metadata files, so that another dataset in the same place is noticed without reading
+  the data itself."""
+  import hashlib
+  from ccvl_tf.data import dqn_replay
+  h = hashlib.sha256()
+  remote = dqn_replay.is_remote(replay_dir)
+  names = sorted(dqn_replay.list_dir(replay_dir)) if dqn_replay.path_isdir(replay_dir) else []
+  for name in names:
+    path = (replay_dir.rstrip("/") + "/" + name) if remote else os.path.join(replay_dir, name)
+    try:
+      size = dqn_replay.file_stat(path)[0]
+    except Exception:  # pylint: disable=broad-except
+      size = -1  # a sub-directory or an unreadable entry: the name still counts
+    h.update(f"{name}:{size}\n".encode())
+    if not remote and name.endswith(".json") and 0 <= size < 1_000_000:
+      with open(path, "rb") as f:
+        h.update(f.read())
+  return {"path": replay_dir if remote else os.path.abspath(replay_dir), "files": len(names),
+          "listing_sha256": h.hexdigest()[:16]}
+
+
+def run_fingerprint(cfg: OfflineConfig, replay_dir: str, store) -> Dict[str, object]:
+  """What the checkpoints of this run were trained on (training.check_fingerprint)."""
+  out = {k: getattr(cfg, k) for k in FINGERPRINT_FIELDS}
+  out["ccvl_options"] = dict(sorted(dict(cfg.ccvl_options).items()))
+  out["dataset"] = dataset_identity(replay_dir)
+  out["num_transitions"] = int(store.num_transitions)
+  return out
 
 
 def _setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True):
@@ -375,7 +482,8 @@ def _setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True)
   else:
     replay_dir = os.path.join(cfg.root_dir, "default_dataset", cfg.game)
   log(f"Loading {replay_dir} (subset {cfg.subset}) ...")
-  store = frame_store.FrameStore.from_replay(replay_dir, cfg.subset, num_actions=num_actions)
+  store = frame_store.FrameStore.from_replay(replay_dir, cfg.subset, num_actions=num_actions,
+                                             progress=log)
   log(f"Frame store: {store.num_transitions} transitions, {store.num_frames} frames, "
       f"{store.nbytes / 2**20:.1f} MiB ({store.bytes_per_transition:.0f} bytes/transition).")
 
@@ -430,8 +538,45 @@ def diagnose(root_dir: str, episodes: Optional[int] = None,
                                          seed=cfg.seed + 777).take(8)
   exports, _ = parts["spec"].policies(agent, parts["time_step_spec"], parts["action_spec"],
                                       held_out, parts["settings"])
-  return _confidence_diagnostics(cfg, agent, parts["store"], exports, parts["settings"],
-                                 parts["game"], log)
+  summary = _confidence_diagnostics(cfg, agent, parts["store"], exports, parts["settings"],
+                                    parts["game"], log)
+  summary.pop("adaptive_episode_scores", None)
+  return summary
+
+
+def _results_table(cfg: OfflineConfig, game, replay_dir, spec, exports, precomputed, log):
+  """random / behaviour / the learned policies, mean raw score with 95% bootstrap CIs
+  (experiments/demo_report.py): root_dir/results.md, results.png, learning_curve.png."""
+  from ccvl_tf.envs import atari, scripted
+  from ccvl_tf.experiments import demo_report
+  env_factory = lambda seed: atari.AtariEnvironment(cfg.game, seed=seed,
+                                                    max_episode_steps=cfg.eval_max_steps)
+  behaviour, behaviour_name, note = None, "behaviour", ""
+  marker = os.path.join(replay_dir, "COMPLETE")
+  info = {}
+  if not cfg.dataset_dir and os.path.exists(marker):
+    with open(marker) as f:
+      info = json.load(f)
+  factory = scripted.scripted_policies().get(game)
+  if info.get("policy", "").startswith("scripted") and factory is not None:
+    behaviour = lambda env: factory(env, epsilon=cfg.behaviour_epsilon, seed=cfg.seed + 7)
+    behaviour_name = f"behaviour (scripted, epsilon {cfg.behaviour_epsilon:g})"
+  elif info.get("policy") == "random":
+    note = "The behaviour policy of this dataset is the random policy (row 'random')."
+  else:
+    note = "The dataset's behaviour policy is not available here (an external dataset)."
+  if spec.train_key == "ccvl":
+    policies = {"CCVL (adaptive)": None,
+                "Fixed-CCVL": exports.get("policy_fixed", exports.get("policy"))}
+  else:
+    policies = {spec.name: exports["policy"]}
+  note = (note + " " if note else "") + (
+      f"{cfg.eval_episodes} episodes per policy, epsilon {cfg.eval_epsilon:g}, at most "
+      f"{cfg.eval_max_steps} agent steps per episode.")
+  return demo_report.report(
+      cfg.root_dir, game, policies, env_factory, cfg.eval_episodes, cfg.eval_max_steps,
+      cfg.eval_epsilon, cfg.seed + 60_000, behaviour=behaviour, behaviour_name=behaviour_name,
+      precomputed=precomputed, note=note, log=log)
 
 
 def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, object]:
@@ -475,7 +620,9 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
       root_dir=cfg.root_dir, num_steps=cfg.num_steps, checkpoint_interval=cfg.checkpoint_interval,
       log_interval=cfg.log_interval, summary_interval=cfg.summary_interval,
       eval_interval=cfg.eval_interval)
-  result = training.train(agent, make_dataset, loop, evaluate=evaluate, log=log)
+  result = training.train(agent, make_dataset, loop, evaluate=evaluate, log=log,
+                          fingerprint=run_fingerprint(cfg, replay_dir, store),
+                          allow_config_change=cfg.allow_config_change)
 
   # Exported policies (agent registry). CCVL / Fixed-CCVL: Fixed-CCVL's delta is the lowest
   # Bellman error on held-out batches (a pipeline seed the training never used; with the small
@@ -492,15 +639,19 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
   log("Exported SavedModels: " + ", ".join(f"{d} ({n})" for n, d in dirs.items()) + ".")
   policy_dir = dirs["policy"]
   diag = None
+  precomputed = {}
   if spec.train_key == "ccvl":
     diag = _confidence_diagnostics(cfg, agent, store, exports, settings, game, log)
+    precomputed["CCVL (adaptive)"] = diag.pop("adaptive_episode_scores")
     extra = dict(extra, diagnostics=diag)
+  results_table = _results_table(cfg, game, replay_dir, spec, exports, precomputed, log)
   summary = dict(game=game, agent=cfg.agent, dataset_dir=replay_dir, subset=cfg.subset,
                  num_transitions=int(store.num_transitions), step=result["step"],
                  resumed_from=result["resumed_from"], last_metrics=result["last_metrics"],
                  last_eval=result["last_eval"], checkpoint=result["checkpoint"],
                  policy_dir=policy_dir, fixed_policy_dir=dirs.get("policy_fixed"),
-                 exported_policies=dirs, config=dataclasses.asdict(cfg), **extra)
+                 exported_policies=dirs, config=dataclasses.asdict(cfg),
+                 results_table=results_table, **extra)
   with open(os.path.join(cfg.root_dir, "summary.json"), "w") as f:
     json.dump(summary, f, indent=2, default=float)
   return summary

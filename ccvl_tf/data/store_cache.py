@@ -1,0 +1,336 @@
+"""A local cache of the frame stores built from remote replay directories.
+
+``FrameStore.from_replay(d, subset, ...)`` with a remote ``d`` (``gs://...``,
+``ram://...``: ``dqn_replay.is_remote``) calls :func:`load_or_build`. The first
+call reads the checkpoints the subset needs through ``tf.io.gfile`` (only their
+leading rows) and writes the store here:
+
+  ``<root>/frame_stores/<key>/``  with ``<root>`` = the ``cache_dir`` argument,
+  else ``$CCVL_CACHE_DIR``, else ``$XDG_CACHE_HOME/ccvl_tf`` (``~/.cache/ccvl_tf``)
+  and ``<key>`` = sha256 of (replay_dir, subset, suffixes, num_actions, the
+  default stack size and update horizon, the cache format), 32 hex digits.
+
+An entry holds ``frames.npy``, ``action.npy``, ``reward.npy``, ``terminal.npy``,
+``valid.npy`` (``np.save``, uncompressed) and ``manifest.json``: the key fields,
+the source identity (resolved replay_dir, subset, plan, the directory's full
+listing, and ``[size, mtime_ns]`` from ``gfile.stat`` of every file the build
+read: the checkpoints of the plan's suffixes and ``ccvl_dataset.json``), the
+store's stack size, and per array its shape, dtype, file size and CRC-32.
+It is written atomically: into ``<root>/frame_stores/.tmp-<key>-<pid>-*/``, files
+fsynced, manifest last, then renamed to ``<key>/``; so an entry that exists is
+complete, and a failed build (e.g. a truncated remote checkpoint) leaves none.
+
+A later call with the same arguments validates the entry, reading nothing remote
+but one listing of the replay directory and one ``stat`` per recorded file:
+
+  * stale: the listing differs (files added or removed), or a recorded file's
+    size or modification time differs, or the directory is gone -> rebuilt;
+  * truncated/corrupt: the manifest is missing or unreadable, an array file is
+    missing, has the wrong size, shape or dtype, or its CRC-32 differs, or the
+    arrays do not make a valid store -> rebuilt.
+
+Each rebuild is announced with the reason (``progress``, default stderr). When
+the remote file system cannot be reached at all (e.g. no network), a complete
+entry is used as is, with a line saying it was not checked against the source.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+import zlib
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+from ccvl_tf.data import dqn_replay
+from ccvl_tf.data import frame_store as frame_store_lib
+
+CACHE_ENV = "CCVL_CACHE_DIR"
+CACHE_FORMAT = 1
+ARRAYS = ("frames", "action", "reward", "terminal", "valid")
+MANIFEST = "manifest.json"
+_CRC_CHUNK = 1 << 26  # bytes per zlib.crc32 call
+
+
+class CacheInvalid(Exception):
+  """An entry that must not be used; ``kind`` is "stale" or "corrupt"."""
+
+  def __init__(self, kind: str, why: str):
+    super().__init__(why)
+    self.kind = kind
+    self.why = why
+
+
+def cache_root(cache_dir: Optional[str] = None) -> str:
+  """``cache_dir``, else ``$CCVL_CACHE_DIR``, else ``$XDG_CACHE_HOME/ccvl_tf``
+  (``~/.cache/ccvl_tf``)."""
+  if cache_dir:
+    return os.path.expanduser(cache_dir)
+  if os.environ.get(CACHE_ENV):
+    return os.path.expanduser(os.environ[CACHE_ENV])
+  base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+  return os.path.join(base, "ccvl_tf")
+
+
+def key_fields(replay_dir: str, subset: str, suffixes: Optional[Sequence[int]] = None,
+               num_actions: Optional[int] = None) -> dict:
+  """What the cached store is a function of (besides the source files themselves,
+  which the manifest identifies)."""
+  return dict(format=CACHE_FORMAT, replay_dir=str(replay_dir).rstrip("/"), subset=str(subset),
+              suffixes=None if suffixes is None else sorted(set(int(s) for s in suffixes)),
+              num_actions=None if num_actions is None else int(num_actions),
+              default_stack_size=dqn_replay.STACK_SIZE,
+              update_horizon=dqn_replay.UPDATE_HORIZON)
+
+
+def entry_dir(fields: dict, cache_dir: Optional[str] = None) -> str:
+  """``<root>/frame_stores/<sha256 of the key fields, 32 hex digits>``."""
+  key = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32]
+  return os.path.join(cache_root(cache_dir), "frame_stores", key)
+
+
+def _stderr(msg: str) -> None:
+  print(msg, file=sys.stderr, flush=True)
+
+
+def _crc32(arr: np.ndarray) -> int:
+  flat = memoryview(np.ascontiguousarray(arr).reshape(-1).view(np.uint8))
+  crc = 0
+  for start in range(0, flat.nbytes, _CRC_CHUNK):
+    crc = zlib.crc32(flat[start:start + _CRC_CHUNK], crc)
+  return crc
+
+
+def _source_files(info: dqn_replay.DirInfo, plan: List[tuple]) -> List[str]:
+  """Names (in ``info.replay_dir``) of the files a build of ``plan`` reads."""
+  names = [n for item in plan for n in dqn_replay.checkpoint_files(info, item[0])]
+  if dqn_replay.METADATA_FILENAME in info.names:
+    names.append(dqn_replay.METADATA_FILENAME)
+  return names
+
+
+def _stats(replay_dir: str, names: Sequence[str]) -> Dict[str, List[int]]:
+  paths = [os.path.join(replay_dir, n) for n in names]
+  stats = dqn_replay.stat_files(paths)
+  return {n: list(stats[p]) for n, p in zip(names, paths)}
+
+
+# ---------------------------------------------------------------------- reading
+
+def _read_manifest(entry: str) -> dict:
+  path = os.path.join(entry, MANIFEST)
+  try:
+    with open(path) as f:
+      manifest = json.load(f)
+  except FileNotFoundError as e:
+    raise CacheInvalid("corrupt", "{} is missing".format(path)) from e
+  except (OSError, ValueError) as e:
+    raise CacheInvalid("corrupt", "{} is unreadable: {}".format(path, e)) from e
+  ok = isinstance(manifest, dict) and isinstance(manifest.get("arrays"), dict)
+  source = manifest.get("source") if ok else None
+  ok = ok and isinstance(source, dict) and isinstance(source.get("replay_dir"), str)
+  ok = ok and isinstance(source.get("listing"), list) and isinstance(source.get("files"), dict)
+  if not ok:
+    raise CacheInvalid("corrupt", "{} is not a frame store manifest".format(path))
+  return manifest
+
+
+def check_source(manifest: dict) -> Optional[str]:
+  """Raises CacheInvalid("stale", why) if the remote source no longer matches the
+  manifest (one listing + one stat per recorded file). Returns a note instead
+  when the source could not be reached (the entry is then used unchecked)."""
+  replay_dir = manifest["source"]["replay_dir"]
+  try:
+    listing = sorted(dqn_replay.list_dir(replay_dir))
+  except dqn_replay.UnreachableError as e:
+    return str(e)
+  except dqn_replay.DatasetError as e:
+    raise CacheInvalid("stale", "the source directory {} is gone ({})".format(replay_dir, e))
+  recorded = manifest["source"]["listing"]
+  if listing != recorded:
+    added = sorted(set(listing) - set(recorded))
+    removed = sorted(set(recorded) - set(listing))
+    parts = []
+    if added:
+      parts.append("{} file(s) added, e.g. {}".format(len(added), added[0]))
+    if removed:
+      parts.append("{} file(s) removed, e.g. {}".format(len(removed), removed[0]))
+    raise CacheInvalid("stale", "the listing of {} changed: {}".format(
+        replay_dir, "; ".join(parts)))
+  files = manifest["source"]["files"]
+  try:
+    now = _stats(replay_dir, sorted(files))
+  except dqn_replay.UnreachableError as e:
+    return str(e)
+  except dqn_replay.DatasetError as e:
+    raise CacheInvalid("stale", str(e))
+  for name in sorted(files):
+    if list(files[name]) != now[name]:
+      raise CacheInvalid("stale", "{} changed (size, mtime_ns {} -> {})".format(
+          os.path.join(replay_dir, name), files[name], now[name]))
+  return None
+
+
+def load_entry(entry: str, manifest: dict) -> "frame_store_lib.FrameStore":
+  """The store of a cache entry; raises CacheInvalid("corrupt", why) for a missing,
+  truncated or altered array file."""
+  arrays = {}
+  for name in ARRAYS:
+    rec = manifest["arrays"].get(name)
+    path = os.path.join(entry, name + ".npy")
+    try:
+      want_bytes, want_shape = int(rec["bytes"]), [int(d) for d in rec["shape"]]
+      want_dtype, want_crc = str(rec["dtype"]), int(rec["crc32"])
+    except (KeyError, TypeError, ValueError) as e:
+      raise CacheInvalid("corrupt", "{} has no valid record of {}".format(
+          os.path.join(entry, MANIFEST), path)) from e
+    try:
+      size = os.path.getsize(path)
+    except OSError as e:
+      raise CacheInvalid("corrupt", "{} is missing".format(path)) from e
+    if size != want_bytes:
+      raise CacheInvalid("corrupt", "{} has {} bytes, the manifest says {} (truncated?)".format(
+          path, size, want_bytes))
+    try:
+      arr = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+      raise CacheInvalid("corrupt", "{} is unreadable: {}".format(path, e)) from e
+    if list(arr.shape) != want_shape or arr.dtype.str != want_dtype:
+      raise CacheInvalid("corrupt", "{} holds {} {}, the manifest says {} {}".format(
+          path, arr.dtype.str, list(arr.shape), want_dtype, want_shape))
+    if _crc32(arr) != want_crc:
+      raise CacheInvalid("corrupt", "{}: CRC-32 mismatch (altered or damaged)".format(path))
+    arrays[name] = arr
+  try:
+    return frame_store_lib.FrameStore(arrays["frames"], arrays["action"], arrays["reward"],
+                                      arrays["terminal"], arrays["valid"],
+                                      stack_size=int(manifest["stack_size"]))
+  except (KeyError, TypeError, ValueError) as e:
+    raise CacheInvalid("corrupt", "{}: the arrays do not make a frame store: {}".format(
+        entry, e)) from e
+
+
+# ---------------------------------------------------------------------- writing
+
+def _fsync_write(path: str, write: Callable) -> None:
+  with open(path, "wb") as f:
+    write(f)
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def _clean_leftovers(parent: str, key: str) -> None:
+  """Removes ``.tmp-<key>-<pid>-*`` directories of processes that are gone
+  (a build killed while writing); never used, only wasted space."""
+  try:
+    names = os.listdir(parent)
+  except OSError:
+    return
+  for n in names:
+    if not n.startswith(".tmp-{}-".format(key)):
+      continue
+    try:
+      pid = int(n.split("-")[2])
+      os.kill(pid, 0)
+      continue  # still running (maybe writing this very entry)
+    except ProcessLookupError:
+      pass
+    except (ValueError, IndexError, PermissionError, OSError):
+      continue
+    shutil.rmtree(os.path.join(parent, n), ignore_errors=True)
+
+
+def write_entry(entry: str, store: "frame_store_lib.FrameStore", manifest: dict,
+                say: Callable[[str], None]) -> bool:
+  """Writes ``store`` + ``manifest`` to ``entry`` atomically (temp dir + rename).
+  Returns False (after saying why) if that was not possible; the run goes on."""
+  parent, key = os.path.split(entry)
+  tmp = None
+  try:
+    os.makedirs(parent, exist_ok=True)
+    _clean_leftovers(parent, key)
+    tmp = tempfile.mkdtemp(prefix=".tmp-{}-{}-".format(key, os.getpid()), dir=parent)
+    records = {}
+    for name in ARRAYS:
+      arr = np.ascontiguousarray(getattr(store, name))
+      path = os.path.join(tmp, name + ".npy")
+      _fsync_write(path, lambda f, a=arr: np.save(f, a, allow_pickle=False))
+      records[name] = dict(file=name + ".npy", shape=list(arr.shape), dtype=arr.dtype.str,
+                           bytes=os.path.getsize(path), crc32=_crc32(arr))
+    manifest = dict(manifest, arrays=records, stack_size=int(store.stack_size))
+    _fsync_write(os.path.join(tmp, MANIFEST),
+                 lambda f: f.write(json.dumps(manifest, indent=1, sort_keys=True).encode()))
+    try:
+      os.rename(tmp, entry)
+    except OSError:
+      if os.path.isdir(entry):  # another process finished the same entry first
+        return True
+      raise
+    tmp = None
+    say("Cached the frame store in {} ({:.1f} MiB).".format(entry, store.nbytes / 2**20))
+    return True
+  except OSError as e:
+    say("Could not write the frame store cache {}: {}; continuing without it.".format(entry, e))
+    return False
+  finally:
+    if tmp is not None:
+      shutil.rmtree(tmp, ignore_errors=True)
+
+
+# ------------------------------------------------------------------------ entry
+
+def load_or_build(replay_dir: str, subset: str = "all", *, num_actions: Optional[int] = None,
+                  suffixes: Optional[Sequence[int]] = None, cache_dir: Optional[str] = None,
+                  progress: Optional[Callable[[str], None]] = None
+                  ) -> "frame_store_lib.FrameStore":
+  """The frame store of ``FrameStore.from_replay(replay_dir, subset, ...)`` for a
+  remote ``replay_dir``: from a valid cache entry, else built (reading through
+  tf.io.gfile) and cached. See the module docstring for what is checked."""
+  say = progress if progress is not None else _stderr
+  fields = key_fields(replay_dir, subset, suffixes, num_actions)
+  entry = entry_dir(fields, cache_dir)
+  if os.path.isdir(entry):
+    try:
+      manifest = _read_manifest(entry)
+      if manifest.get("key") != fields:
+        raise CacheInvalid("corrupt", "{} was made for other settings ({})".format(
+            entry, manifest.get("key")))
+      try:
+        note = check_source(manifest)
+      except (KeyError, TypeError, ValueError) as e:
+        raise CacheInvalid("corrupt", "{}: malformed source record: {!r}".format(
+            os.path.join(entry, MANIFEST), e)) from e
+      t0 = time.time()
+      store = load_entry(entry, manifest)
+      if note is not None:
+        checked = "not checked against the source: {}".format(note)
+      else:
+        checked = "source listing and {} file sizes unchanged".format(
+            len(manifest["source"]["files"]))
+      say("Using the cached frame store {} of {} (subset {}; {} transitions; {}; loaded in "
+          "{:.1f} s).".format(entry, manifest["source"]["replay_dir"], subset,
+                              store.num_transitions, checked, time.time() - t0))
+      return store
+    except CacheInvalid as e:
+      what = "is stale" if e.kind == "stale" else "is truncated or corrupt"
+      say("The frame store cache {} {}: {}; rebuilding it.".format(entry, what, e.why))
+      shutil.rmtree(entry, ignore_errors=True)
+  info = dqn_replay.inspect_dir(replay_dir)
+  plan = frame_store_lib.select_plan(info, subset, suffixes)
+  names = _source_files(info, plan)
+  stats = _stats(info.replay_dir, names)  # before reading: a change while reading shows next time
+  say("Reading {} (subset {}: {} checkpoint(s), only the rows it needs) through tf.io.gfile; "
+      "the frame store will be cached in {}.".format(info.replay_dir, subset, len(plan), entry))
+  store = frame_store_lib.FrameStore.from_plan(info.replay_dir, plan, num_actions=num_actions,
+                                               progress=say, dir_info=info)
+  manifest = dict(key=fields, created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                  source=dict(replay_dir=info.replay_dir, subset=subset,
+                              plan=[list(p) for p in plan], listing=list(info.names),
+                              files=stats))
+  write_entry(entry, store, manifest, say)
+  return store

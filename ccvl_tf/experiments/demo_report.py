@@ -1,0 +1,147 @@
+"""The end-of-run results table of train_offline.py: random, behaviour and learned policies.
+
+`report(...)` evaluates each policy for the same number of episodes in fresh ALE environments
+(evaluation epsilon 0.001, the same episode cap), and writes ROOT/results.md (mean raw score
+and its 95% bootstrap CI over episodes, rliable's percentile bootstrap through
+`ccvl_tf.evaluation.aggregate_scores`), ROOT/results.png (the same as bars with CIs) and
+ROOT/learning_curve.png (the evaluations during training, from evals.json). The CCVL
+(adaptive) row reuses the episodes the confidence diagnostics ran (their belief trace is the
+same evaluation).
+"""
+from __future__ import annotations
+
+import collections
+import json
+import os
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
+
+import ccvl_tf  # noqa: F401
+
+import numpy as np
+
+_Step = collections.namedtuple("_Step", ["action", "state", "info"])
+
+
+class CallablePolicy:
+  """A `time_step -> action index` callable with the policy interface run_episodes uses."""
+
+  def __init__(self, fn: Callable):
+    self._fn = fn
+
+  def get_initial_state(self, batch_size=1):
+    del batch_size
+    return ()
+
+  def action(self, time_step, state):
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    return _Step(tf.constant([self._fn(time_step)], tf.int32), state, ())
+
+
+def score_row(name: str, scores: Sequence[float], reps: int = 2000) -> Dict[str, object]:
+  """Mean raw score of the episodes and its 95% bootstrap CI (rliable)."""
+  from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
+  arr = np.asarray(scores, np.float64)
+  if arr.size == 0:
+    raise ValueError(f"no episodes for {name}")
+  agg = evaluation.aggregate_scores(arr[:, None], reps=reps)["mean"]
+  return {"policy": name, "episodes": int(arr.size), "mean": float(arr.mean()),
+          "ci_low": agg.ci_low, "ci_high": agg.ci_high, "scores": arr.tolist()}
+
+
+def render(rows: Sequence[Mapping[str, object]], game: str, note: str = "") -> str:
+  lines = [f"# {game}: mean raw score per evaluation episode, 95% bootstrap CI (rliable)", "",
+           "| policy | episodes | mean score | 95% CI |", "| --- | --- | --- | --- |"]
+  for r in rows:
+    lines.append(f"| {r['policy']} | {r['episodes']} | {r['mean']:.2f} | "
+                 f"({r['ci_low']:.2f}, {r['ci_high']:.2f}) |")
+  return "\n".join(lines) + ("\n\n" + note if note else "") + "\n"
+
+
+def plot_rows(path: str, rows: Sequence[Mapping[str, object]], game: str) -> None:
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, ax = plt.subplots(figsize=(6, 3.2))
+  y = np.arange(len(rows))
+  means = [r["mean"] for r in rows]
+  err = np.array([[r["mean"] - r["ci_low"] for r in rows], [r["ci_high"] - r["mean"]
+                                                           for r in rows]])
+  ax.barh(y, means, xerr=err, color="C0", alpha=0.7, capsize=4)
+  ax.set_yticks(y, [r["policy"] for r in rows])
+  ax.invert_yaxis()
+  ax.set_xlabel("mean raw score (95% bootstrap CI)")
+  ax.set_title(f"{game}: policies after offline training")
+  ax.grid(axis="x", alpha=0.3)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+
+
+def plot_learning_curve(path: str, evals: Mapping[str, Mapping[str, float]], game: str,
+                        key: str = "mean_raw_score") -> bool:
+  steps = sorted(int(s) for s in evals if key in evals[s])
+  if not steps:
+    return False
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, ax = plt.subplots(figsize=(5, 3.2))
+  ax.plot(steps, [evals[str(s)][key] for s in steps], "o-")
+  ax.set_xlabel("gradient step")
+  ax.set_ylabel(f"{key} (training-time policy)")
+  ax.set_title(f"{game}: evaluation during training")
+  ax.grid(alpha=0.3)
+  fig.tight_layout()
+  fig.savefig(path, dpi=110)
+  plt.close(fig)
+  return True
+
+
+def report(root_dir: str, game: str, policies: Mapping[str, object],
+           env_factory: Callable[[int], object], episodes: int, max_steps: int,
+           epsilon: float, seed: int, *, behaviour: Optional[Callable] = None,
+           behaviour_name: str = "behaviour", precomputed: Optional[Mapping[str, List]] = None,
+           note: str = "", log: Callable[[str], None] = print) -> List[Dict[str, object]]:
+  """Evaluates and tabulates: 'random', the behaviour policy (if `behaviour`, a factory
+  env -> callable), then `policies` (name -> TF-Agents policy, evaluated) or `precomputed`
+  (name -> episode scores already measured). Returns the rows (also in results.json)."""
+  from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.data import dqn_replay  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments import offline  # pylint: disable=g-import-not-at-top
+  precomputed = dict(precomputed or {})
+
+  def scores_of(policy, offset):
+    env = env_factory(seed + offset)
+    recs = evaluation.run_episodes(
+        policy, env, episodes, epsilon=epsilon, seed=seed + offset,
+        raw_score_fn=lambda e: e.episode_raw_return,
+        max_total_steps=episodes * (max_steps + 2))
+    return [r.raw_score for r in recs]
+
+  rows = []
+  probe = env_factory(seed + 50_000)
+  rows.append(score_row("random", scores_of(
+      CallablePolicy(dqn_replay.random_policy(probe.num_actions, seed=seed)), 50_000)))
+  if behaviour is not None:
+    env = env_factory(seed + 51_000)
+    recs = evaluation.run_episodes(
+        CallablePolicy(behaviour(env)), env, episodes, epsilon=epsilon, seed=seed + 51_000,
+        raw_score_fn=lambda e: e.episode_raw_return, max_total_steps=episodes * (max_steps + 2))
+    rows.append(score_row(behaviour_name, [r.raw_score for r in recs]))
+  for i, (name, policy) in enumerate(policies.items()):
+    if name in precomputed:
+      rows.append(score_row(name, precomputed[name]))
+    else:
+      rows.append(score_row(name, scores_of(offline._CompiledPolicy(policy),  # pylint: disable=protected-access
+                                             52_000 + 1_000 * i)))
+  text = render(rows, game, note)
+  with open(os.path.join(root_dir, "results.md"), "w") as f:
+    f.write(text)
+  with open(os.path.join(root_dir, "results.json"), "w") as f:
+    json.dump(rows, f, indent=1)
+  plot_rows(os.path.join(root_dir, "results.png"), rows, game)
+  from ccvl_tf import training  # pylint: disable=g-import-not-at-top
+  plot_learning_curve(os.path.join(root_dir, "learning_curve.png"),
+                      training.load_eval_record(root_dir)["evals"], game)
+  log(text.rstrip())
+  return rows

@@ -1,0 +1,36 @@
+"""train_offline.py refuses to resume checkpoints trained on another configuration (issue 14)."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TESTDATA = os.path.join(ROOT, "testdata", "dqn_replay", "Breakout", "1", "replay_logs")
+TINY = ["--batch_size=4", "--num_deltas=2", "--num_pairs=2", "--log_interval=2",
+        "--checkpoint_interval=2", "--eval_interval=0", "--eval_episodes=1",
+        "--eval_max_steps=10", "--num_grid_deltas=2", f"--dataset_dir={TESTDATA}"]
+
+
+def _run(args, cwd):
+  env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3")
+  return subprocess.run([sys.executable, os.path.join(ROOT, "binaries", "train_offline.py"),
+                         *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
+
+
+@pytest.mark.slow
+def test_resume_with_other_settings_is_refused_unless_allowed(tmp_path):
+  root = tmp_path / "run"
+  r = _run([f"--root_dir={root}", "--num_steps=2", *TINY], tmp_path)
+  assert r.returncode == 0, r.stderr[-3000:]
+  r = _run([f"--root_dir={root}", "--num_steps=4", "--alpha=50", "--seed=7", *TINY], tmp_path)
+  assert r.returncode != 0
+  assert "alpha: 0.1 -> 50.0" in r.stderr and "seed: 0 -> 7" in r.stderr
+  assert "--allow_config_change" in r.stderr
+  assert sorted(f for f in os.listdir(root / "checkpoints") if f.endswith(".index")) == \
+      ["ckpt-2.index"]                                  # nothing trained, nothing lost
+  r = _run([f"--root_dir={root}", "--num_steps=4", "--alpha=50", "--seed=7",
+            "--allow_config_change", *TINY], tmp_path)
+  assert r.returncode == 0, r.stderr[-3000:]
+  assert "Resuming although the run's fingerprint changed" in r.stdout
+  assert "Resumed from" in r.stdout and "Training from step 2 to 4." in r.stdout

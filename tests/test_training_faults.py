@@ -1,0 +1,171 @@
+"""The training loop under faults (issue 14): exactly-once evaluation across SIGKILL, fallback
+to an intact checkpoint, refusal to resume another configuration."""
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from ccvl_tf import training
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# A real training process: the tiny CCVL agent of tests/test_training.py, 4-transition batches
+# that depend only on the batch index (exact resume), evaluations that return a number derived
+# from the step. KILL=phase:step makes the process SIGKILL itself at that point:
+#   'after_eval:S'  when the batch of step S + 1 is requested (the evaluation of S is done),
+#   'during_eval:S' inside the evaluation of step S (before it returns).
+SCRIPT = textwrap.dedent('''
+    import json, os, signal, sys
+    sys.path.insert(0, %(root)r)
+    sys.path.insert(0, os.path.join(%(root)r, "tests"))
+    import ccvl_tf
+    from ccvl_tf import training
+    import test_training as tt
+    root, num_steps = sys.argv[1], int(sys.argv[2])
+    kill = os.environ.get("KILL", "")
+    phase, kill_step = (kill.split(":")[0], int(kill.split(":")[1])) if kill else ("", -1)
+    def die():
+      sys.stdout.flush()
+      os.kill(os.getpid(), signal.SIGKILL)
+    base = tt._make_dataset()
+    def make_dataset(start):
+      for i, b in enumerate(base(start)):
+        if phase == "after_eval" and start + i == kill_step:  # batch of step kill_step + 1
+          die()
+        yield b
+    def evaluate(step):
+      if phase == "during_eval" and step == kill_step:
+        die()
+      return {"score": float(step) / 10.0}
+    agent = tt._agent()
+    out = training.train(agent, make_dataset, training.LoopConfig(
+        root, num_steps, checkpoint_interval=5, log_interval=100, summary_interval=100,
+        eval_interval=3), evaluate=evaluate)
+    print("RESULT", json.dumps({"step": out["step"], "last_eval": out["last_eval"]}))
+''') % {"root": ROOT}
+
+
+def _run(tmp_path, root, num_steps, kill=""):
+  script = tmp_path / "train_script.py"
+  script.write_text(SCRIPT)
+  env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3", KILL=kill)
+  return subprocess.run([sys.executable, str(script), str(root), str(num_steps)],
+                        capture_output=True, text=True, env=env, timeout=300)
+
+
+def _eval_rows(root):
+  with open(os.path.join(root, "eval.csv")) as f:
+    return [(int(r["step"]), float(r["score"])) for r in csv.DictReader(f)]
+
+
+def _result(proc):
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return json.loads(proc.stdout.split("RESULT", 1)[1])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kill, rerun_steps, expected_steps", [
+    # Killed after the evaluation of step 6 (the old loop had no checkpoint at 6, retrained
+    # from 5 and wrote 6 twice); rerun to 15.
+    ("after_eval:6", 15, [3, 6, 9, 12, 15]),
+    # Killed during the evaluation of step 6 (the old loop resumed past it and never
+    # evaluated it).
+    ("during_eval:6", 12, [3, 6, 9, 12]),
+    # Killed during the final evaluation (the old loop said "nothing to do", rc 0, no row).
+    ("during_eval:12", 12, [3, 6, 9, 12]),
+])
+def test_sigkill_then_rerun_gives_each_evaluation_exactly_once(tmp_path, kill, rerun_steps,
+                                                               expected_steps):
+  root = tmp_path / "run"
+  first = _run(tmp_path, root, 12, kill=kill)
+  assert first.returncode == -signal.SIGKILL, first.stderr[-2000:]
+  out = _result(_run(tmp_path, root, rerun_steps))
+  rows = _eval_rows(root)
+  assert rows == [(s, s / 10.0) for s in expected_steps]
+  assert out["step"] == rerun_steps
+  assert out["last_eval"] == {"score": rerun_steps / 10.0}
+  # A rerun of the finished command reports the recorded evaluation and changes nothing.
+  again = _result(_run(tmp_path, root, rerun_steps))
+  assert again["last_eval"] == {"score": rerun_steps / 10.0}
+  assert _eval_rows(root) == rows
+
+
+def _weights(agent):
+  return [v.numpy() for v in agent.online_network.variables]
+
+
+def _train(root, steps, log=lambda s: None, **kwargs):
+  import test_training as tt  # tests/ is on sys.path (pytest rootdir conftest)
+  agent = tt._agent()
+  training.train(agent, tt._make_dataset(), training.LoopConfig(
+      str(root), steps, checkpoint_interval=2, log_interval=100, summary_interval=100),
+      log=log, **kwargs)
+  return agent
+
+
+def _damage(ckpt_dir, step, how):
+  data = [f for f in os.listdir(ckpt_dir) if f.startswith(f"ckpt-{step}.data")]
+  index = os.path.join(ckpt_dir, f"ckpt-{step}.index")
+  if how == "truncated":
+    path = os.path.join(ckpt_dir, data[0])
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:
+      f.truncate(size // 2)
+  elif how == "garbage_index":
+    with open(index, "wb") as f:
+      f.write(b"this is not a checkpoint index" * 10)
+  elif how == "missing_data":
+    for d in data:
+      os.remove(os.path.join(ckpt_dir, d))
+
+
+@pytest.mark.parametrize("how", ["truncated", "garbage_index", "missing_data"])
+def test_corrupt_latest_checkpoint_falls_back_to_the_newest_intact_one(tmp_path, how):
+  sys.path.insert(0, os.path.join(ROOT, "tests"))
+  reference = _train(tmp_path / "ref", 8)              # uninterrupted to 8
+  _train(tmp_path / "run", 6)                          # checkpoints 2, 4, 6
+  _damage(tmp_path / "run" / "checkpoints", 6, how)
+  lines = []
+  resumed = _train(tmp_path / "run", 8, log=lines.append)
+  text = "\n".join(lines)
+  assert "Skipping checkpoint" in text and "ckpt-6" in text
+  assert "Resumed from the older checkpoint" in text and "train step 4" in text
+  assert "Training from step 4 to 8." in text
+  for a, b in zip(_weights(reference), _weights(resumed)):
+    np.testing.assert_array_equal(a, b)                # exact resume from ckpt-4
+
+
+def test_no_intact_checkpoint_is_a_clear_error_listing_each(tmp_path):
+  sys.path.insert(0, os.path.join(ROOT, "tests"))
+  _train(tmp_path / "run", 4)                          # checkpoints 2, 4
+  ckpt_dir = tmp_path / "run" / "checkpoints"
+  _damage(ckpt_dir, 4, "garbage_index")
+  _damage(ckpt_dir, 2, "missing_data")
+  with pytest.raises(ValueError) as e:
+    _train(tmp_path / "run", 6)
+  msg = str(e.value)
+  assert "no checkpoint under" in msg and "ckpt-4:" in msg and "ckpt-2:" in msg
+  assert "fresh --root_dir" not in msg
+
+
+def test_resume_with_another_fingerprint_is_refused_listing_the_differences(tmp_path):
+  sys.path.insert(0, os.path.join(ROOT, "tests"))
+  fp = {"agent": "ccvl", "alpha": 0.1, "dataset": "a"}
+  _train(tmp_path / "run", 2, fingerprint=fp)
+  with pytest.raises(training.FingerprintMismatch) as e:
+    _train(tmp_path / "run", 4, fingerprint=dict(fp, alpha=0.5, dataset="b"))
+  msg = str(e.value)
+  assert "alpha: 0.1 -> 0.5" in msg and "dataset: 'a' -> 'b'" in msg
+  assert "--allow_config_change" in msg
+  lines = []
+  agent = _train(tmp_path / "run", 4, log=lines.append, fingerprint=dict(fp, alpha=0.5),
+                 allow_config_change=True)
+  assert int(agent.train_step_counter.numpy()) == 4
+  assert any("--allow_config_change" in l for l in lines)
+  _train(tmp_path / "run", 6, fingerprint=fp)          # the stored fingerprint is kept

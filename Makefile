@@ -26,7 +26,8 @@ $(STAMP): requirements.txt pyproject.toml
 	@touch $(STAMP)
 
 # The main job on a default that needs no downloaded data: offline CCVL on Breakout from a
-# 50k-transition random-policy dataset it collects once (about 10 minutes on 2 cores).
+# 50k-transition dataset of a scripted player (25% random actions) it collects once; ends with
+# the confidence diagnostics and a results table (random / behaviour / CCVL / Fixed-CCVL).
 demo: $(STAMP)
 	$(PY) binaries/train_offline.py --game=Breakout --root_dir=runs/breakout_demo
 

@@ -67,8 +67,12 @@ def _assert_exports_equal_in_process_policies(root, work_dir):
   built = _in_process_policies(root)
   child = policy_compare.saved_policy_steps(root, list(built), data, work_dir)
   for name, policy in built.items():
+    # rtol 1e-3 on the log-belief: the belief temperature is now set from held-out Bellman
+    # errors (~1e-2 here), so float32 graph-vs-eager differences of the squared errors are
+    # divided by T and the log-beliefs reach the hundreds (measured: 1.6e-4 relative). Actions
+    # and chosen deltas are still compared bit-exactly.
     policy_compare.assert_same_steps(child, policy_compare.in_process_steps(policy, data), name,
-                                     rtol=1e-4)
+                                     rtol=1e-3)
   actions = np.concatenate([child[f"policy/action/{i}"] for i in range(7)])
   assert np.all((actions >= 0) & (actions < 4))   # Breakout's minimal action set has 4 actions
 

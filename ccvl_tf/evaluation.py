@@ -533,6 +533,12 @@ def load_saved_policy(policy_dir: str, num_actions: Optional[int] = None,
     meta["num_actions"] = int(np.asarray(action_spec.maximum) - np.asarray(action_spec.minimum)
                               + 1)
     meta["observation_shape"] = tuple(data_spec.observation.shape.as_list())
+  elif num_actions is not None or observation_shape is not None:
+    raise ValueError(
+        f"{specs_path} is missing, so the policy in {policy_dir!r} cannot be checked against "
+        f"this game's actions and observations (a policy of another game would run and report a "
+        f"meaningless score); re-export it with ccvl_tf.policies.export_policy, which writes "
+        f"the spec file")
   if num_actions is not None and "num_actions" in meta and meta["num_actions"] != num_actions:
     raise ValueError(
         f"the policy in {policy_dir!r} has {meta['num_actions']} actions but the game has "

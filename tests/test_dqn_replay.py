@@ -328,3 +328,21 @@ def test_dataset_of_another_games_action_count(dir_a):
     dqn_replay.load_checkpoint(dir_a, 0, num_actions=4)
   # Same count: fine.
   dqn_replay.load_checkpoint(dir_a, 0, num_actions=18)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), 1e30])
+def test_non_finite_or_absurd_rewards_are_refused_naming_the_file(tmp_path, bad):
+  d = str(tmp_path / "r")
+  reward = np.array(A_REWARD, np.float32)
+  reward[3] = bad
+  write_ckpt(d, 0, A_FRAMES, A_ACTION, reward, A_TERM, 13, [12, 13, 14, 15, 0])
+  with pytest.raises(DatasetError, match=r"reward_ckpt\.0\.gz: rewards must be finite.*index 3"):
+    dqn_replay.load_checkpoint(d, 0)
+
+
+def test_negative_add_count_is_refused_not_read_modulo_the_capacity(tmp_path):
+  d = str(tmp_path / "n")
+  write_ckpt(d, 0, A_FRAMES, A_ACTION, A_REWARD, A_TERM, -3, [12, 13, 14, 15, 0])
+  with pytest.raises(DatasetError, match=r"add_count_ckpt\.0\.gz: add_count must be >= 0 "
+                                         r".*got -3"):
+    dqn_replay.load_checkpoint(d, 0)

@@ -1,6 +1,7 @@
 """Tests for ccvl_tf/evaluation.py: normalization, rliable aggregation, tables, evaluation loop."""
 import io
 import math
+import os
 
 import ccvl_tf  # noqa: F401
 
@@ -269,6 +270,10 @@ def test_run_episodes_with_exported_policy(tmp_path):
   env = ScriptedEnv()
   recs = evaluation.run_episodes(saved, env, 2)
   assert env.actions == [0, 2, 0, 2] and recs[1].deltas == [0.25, 0.25]
+  # Without its spec file a policy cannot be checked against a game: refused, not guessed.
+  os.remove(tmp_path / "f" / "policy_specs.pbtxt")
+  with pytest.raises(ValueError, match=r"policy_specs\.pbtxt is missing.*re-export"):
+    evaluation.load_saved_policy(str(tmp_path / "f"), num_actions=3)
 
 
 def test_plain_policy_saver_export_also_loads_for_evaluation(tmp_path):

@@ -556,10 +556,20 @@ def load_checkpoint(replay_dir: str, suffix: int, *, max_rows: Optional[int] = N
                                            paths[STORE_PREFIX + "action"], capacity))
   if add_count.size != 1:
     raise DatasetError("{}: add_count must be a scalar".format(paths["add_count"]))
+  if int(add_count.reshape(())) < 0:
+    raise DatasetError("{}: add_count must be >= 0 (the number of transitions ever added), "
+                       "got {}".format(paths["add_count"], int(add_count.reshape(()))))
   action = arrays["action"]
   if not np.issubdtype(action.dtype, np.integer):
     raise DatasetError("{}: actions must be integers, got {}".format(
         paths[STORE_PREFIX + "action"], action.dtype))
+  reward = arrays["reward"]
+  bad = ~np.isfinite(reward.astype(np.float64)) | (np.abs(reward.astype(np.float64)) > 1e9)
+  if np.any(bad):
+    i = int(np.flatnonzero(bad)[0])
+    raise DatasetError("{}: rewards must be finite numbers (|r| <= 1e9), got {!r} at index {} "
+                       "({} such entries)".format(paths[STORE_PREFIX + "reward"],
+                                                 float(reward[i]), i, int(bad.sum())))
   ckpt = ReplayCheckpoint(replay_dir=replay_dir, suffix=suffix, observation=obs,
                           action=action.astype(np.int32), reward=arrays["reward"].astype(np.float32),
                           terminal=arrays["terminal"].astype(np.uint8),

@@ -61,7 +61,7 @@ _CKPT = flags.DEFINE_integer("checkpoint_interval", _D.checkpoint_interval,
                              "Learner (and Reverb) checkpoint every N learner steps.", lower_bound=1)
 _LOG = flags.DEFINE_integer("log_interval", _D.log_interval, "Progress line every N steps.", lower_bound=1)
 _EPISODES = flags.DEFINE_integer("eval_episodes", _D.eval_episodes,
-                                  "Evaluation episodes at the end (0: none).", lower_bound=1)
+                                  "Evaluation episodes at the end (0: none).", lower_bound=0)
 _EXPORT = flags.DEFINE_bool("export_policies", True, "Write the SavedModels at the end.")
 _EVAL_MAX = flags.DEFINE_integer("eval_max_steps", _D.eval_max_steps,
                                  "Step cap of an evaluation episode.", lower_bound=1)

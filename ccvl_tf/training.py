@@ -123,6 +123,19 @@ def _write_json_atomic(path: str, obj) -> None:
   os.replace(path + ".tmp", path)
 
 
+def _append_eval_csv(path: str, step: int, results: Dict[str, float]) -> None:
+  """Appends one row to an eval.csv (header first if new). The online fine-tuning runner
+  (experiments/online.py) writes its end-of-run evaluation with it; the offline loop keeps its
+  rows in evals.json and rewrites eval.csv from there (`_write_eval_csv`)."""
+  new = not os.path.exists(path)
+  with open(path, "a", newline="") as f:
+    w = csv.writer(f)
+    keys = sorted(results)
+    if new:
+      w.writerow(["step"] + keys)
+    w.writerow([step] + [results[k] for k in keys])
+
+
 def load_eval_record(root_dir: str) -> Dict[str, object]:
   """{'evals': {str(step): results}, 'last_metrics': {...}} of a run (empty if none)."""
   path = os.path.join(root_dir, EVAL_RECORD)

@@ -110,30 +110,27 @@ def report(root_dir: str, game: str, policies: Mapping[str, object],
   from ccvl_tf.experiments import offline  # pylint: disable=g-import-not-at-top
   precomputed = dict(precomputed or {})
 
-  def scores_of(policy, offset):
+  def scores_of(make_policy, offset):
+    """Raw scores of `episodes` episodes of make_policy(env) in a fresh environment."""
     env = env_factory(seed + offset)
     recs = evaluation.run_episodes(
-        policy, env, episodes, epsilon=epsilon, seed=seed + offset,
+        make_policy(env), env, episodes, epsilon=epsilon, seed=seed + offset,
         raw_score_fn=lambda e: e.episode_raw_return,
         max_total_steps=episodes * (max_steps + 2))
     return [r.raw_score for r in recs]
 
-  rows = []
-  probe = env_factory(seed + 50_000)
-  rows.append(score_row("random", scores_of(
-      CallablePolicy(dqn_replay.random_policy(probe.num_actions, seed=seed)), 50_000)))
+  rows = [score_row("random", scores_of(
+      lambda env: CallablePolicy(dqn_replay.random_policy(env.num_actions, seed=seed)),
+      50_000))]
   if behaviour is not None:
-    env = env_factory(seed + 51_000)
-    recs = evaluation.run_episodes(
-        CallablePolicy(behaviour(env)), env, episodes, epsilon=epsilon, seed=seed + 51_000,
-        raw_score_fn=lambda e: e.episode_raw_return, max_total_steps=episodes * (max_steps + 2))
-    rows.append(score_row(behaviour_name, [r.raw_score for r in recs]))
+    rows.append(score_row(behaviour_name, scores_of(
+        lambda env: CallablePolicy(behaviour(env)), 51_000)))
   for i, (name, policy) in enumerate(policies.items()):
     if name in precomputed:
       rows.append(score_row(name, precomputed[name]))
     else:
-      rows.append(score_row(name, scores_of(offline._CompiledPolicy(policy),  # pylint: disable=protected-access
-                                             52_000 + 1_000 * i)))
+      compiled = offline._CompiledPolicy(policy)  # pylint: disable=protected-access
+      rows.append(score_row(name, scores_of(lambda env, c=compiled: c, 52_000 + 1_000 * i)))
   text = render(rows, game, note)
   with open(os.path.join(root_dir, "results.md"), "w") as f:
     f.write(text)

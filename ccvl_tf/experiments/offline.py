@@ -2,25 +2,27 @@
 
 `run(OfflineConfig(...))` is what `binaries/train_offline.py` calls:
   1. the dataset: `dataset_dir` (a Dopamine replay_logs directory of one run, e.g. the DQN
-     Replay Dataset's `Breakout/1/replay_logs`) restricted to `subset`; without one, a default
-     dataset is collected once with a uniformly random policy in the ALE and cached under
+     Replay Dataset's `Breakout/1/replay_logs`, local or gs://) restricted to `subset`;
+     without one, a default dataset is collected once (experiments/default_dataset.py: a
+     scripted player where the game has one, else a random policy) and cached under
      `root_dir/default_dataset` (said in the log);
   2. a frame store + tf.data pipeline of transition batches (`ccvl_tf.data`);
   3. the agent from AGENT_REGISTRY (`agent='ccvl'`: `agents.ccvl_agent.CCVLAgent`; also
-     fixed_ccvl, cql, rem, aevl, dqn), Nature-DQN torso;
+     fixed_ccvl, cql, rem, aevl, aevl_td, dqn), Nature-DQN torso;
   4. `ccvl_tf.training.train`: progress, TensorBoard, checkpoints, exact resume, periodic ALE
      evaluation with epsilon = 0.001 (the paper's evaluation epsilon);
   5. SavedModel export: `root_dir/policy`, the agent's evaluation policy (ccvl: CCVL's
      confidence-adaptive policy, plus `root_dir/policy_fixed`, Fixed-CCVL: the delta of lowest
      Bellman error on held-out transitions; aevl: adaptive over members; others greedy), all
-     loadable with plain `tf.saved_model.load`.
+     loadable with plain `tf.saved_model.load`;
+  6. CCVL runs: the confidence diagnostics (experiments/confidence_report.py), then the
+     results table of random / behaviour / learned policies (experiments/demo_report.py).
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
-import time
 import warnings
 from typing import Callable, Dict, Optional
 
@@ -28,9 +30,9 @@ import ccvl_tf  # noqa: F401
 
 import numpy as np
 
-DEFAULT_DATASET_STEPS = 50_000
-# The scripted behaviour player's probability of a uniformly random action (default dataset).
-DEFAULT_BEHAVIOUR_EPSILON = 0.25
+from ccvl_tf.experiments.default_dataset import DEFAULT_BEHAVIOUR_EPSILON  # noqa: F401,E402
+from ccvl_tf.experiments.default_dataset import DEFAULT_DATASET_STEPS  # noqa: F401,E402
+from ccvl_tf.experiments.default_dataset import ensure_default_dataset  # noqa: F401,E402
 
 
 # ---- the agent registry (issue 6): --agent=NAME of train_offline.py and compare.py -------------
@@ -306,83 +308,6 @@ class _CompiledPolicy:
     self._policy = policy
     self.action = tf.function(policy.action)
     self.get_initial_state = policy.get_initial_state
-
-
-def default_behaviour(cfg: "OfflineConfig", env):
-  """(name, description, policy callable) of the default dataset's behaviour policy: the
-  scripted player of ccvl_tf/envs/scripted.py where the game has one (Breakout), mixed with
-  `behaviour_epsilon` uniformly random actions; a uniformly random policy otherwise (or with
-  --default_dataset_policy=random)."""
-  from ccvl_tf.data import dqn_replay
-  from ccvl_tf.envs import scripted
-  factory = scripted.scripted_policies().get(env.game)
-  if cfg.default_dataset_policy == "scripted" and factory is None:
-    raise ValueError(f"--default_dataset_policy=scripted: no scripted player for {env.game} "
-                     f"(have: {', '.join(scripted.scripted_policies())}); use 'auto' or "
-                     f"'random'")
-  if cfg.default_dataset_policy != "random" and factory is not None:
-    eps = cfg.behaviour_epsilon
-    return (f"scripted_eps{eps:g}",
-            f"the scripted {env.game} player (paddle and ball read from the ALE RAM, fires to "
-            f"serve, tracks the ball) taking a uniformly random action with probability {eps:g}",
-            factory(env, epsilon=eps, seed=cfg.seed))
-  return ("random", "a uniformly random policy" + (
-      f" (no scripted player for {env.game})" if factory is None else ""),
-          dqn_replay.random_policy(env.num_actions, seed=cfg.seed))
-
-
-def ensure_default_dataset(cfg: OfflineConfig, env_factory, log=print) -> str:
-  """Collects (once) the default dataset: `default_dataset_steps` transitions of the default
-  behaviour policy (`default_behaviour`), in the Dopamine checkpoint format, under
-  root_dir/default_dataset/<game>. A `COMPLETE` marker (which also records the behaviour
-  policy and its episode scores) makes the cache safe against an interrupted collection; a
-  cache collected with another policy or size is collected again."""
-  from ccvl_tf.data import dqn_replay
-  out = os.path.join(cfg.root_dir, "default_dataset", cfg.game)
-  marker = os.path.join(out, "COMPLETE")
-  env = env_factory(seed=cfg.seed + 1_000)
-  name, description, policy = default_behaviour(cfg, env)
-  if os.path.exists(marker):
-    with open(marker) as f:
-      info = json.load(f)
-    if info.get("policy", "random") == name and info.get("steps") == cfg.default_dataset_steps:
-      log(f"Using the cached default dataset {out} ({description}; behaviour score "
-          f"{info.get('behaviour_mean_score', float('nan')):.1f}).")
-      return out
-    log(f"The cached default dataset {out} was collected with {info.get('policy', 'random')} "
-        f"/ {info.get('steps')} steps; collecting it again with {name} / "
-        f"{cfg.default_dataset_steps} steps.")
-  if os.path.isdir(out):  # an interrupted or outdated collection: start again
-    import shutil
-    shutil.rmtree(out)
-  log(f"No --dataset_dir given: collecting a default dataset of {cfg.default_dataset_steps} "
-      f"transitions of {description} in {cfg.game} into {out} (cached for later runs). Pass "
-      f"--dataset_dir=<.../replay_logs> to train on the DQN Replay Dataset.")
-  writer = dqn_replay.DopamineReplayWriter(
-      out, metadata=dict(game=env.game, num_actions=env.num_actions, action_set=env.action_set,
-                         policy=name, steps=cfg.default_dataset_steps, seed=cfg.seed))
-  every = max(1, cfg.default_dataset_steps // 5)
-
-  def progress(p):
-    mean = p.get("mean_return")
-    log(f"[collect] step {p['step']}/{p['num_steps']}  {p['steps_per_s']:.0f} steps/s  "
-        f"ETA {p['eta_s']:.0f}s  episodes {p['episodes']}"
-        + (f"  mean score {mean:.1f}" if mean is not None else ""))
-
-  summary = dqn_replay.collect(env, policy, cfg.default_dataset_steps, writer,
-                               progress=progress, progress_every=every)
-  writer.close()
-  scores = [float(x) for x in summary["episode_returns"]]
-  info = {"steps": cfg.default_dataset_steps, "policy": name, "description": description,
-          "behaviour_episode_scores": scores,
-          "behaviour_mean_score": float(np.mean(scores)) if scores else float("nan"),
-          "time": time.time()}
-  log(f"Behaviour policy ({name}): mean score {info['behaviour_mean_score']:.1f} over "
-      f"{len(scores)} complete episodes of the collection.")
-  with open(marker + ".tmp", "w") as f:
-    json.dump(info, f)
-  os.replace(marker + ".tmp", marker)
-  return out
 
 
 def _confidence_diagnostics(cfg: OfflineConfig, agent, store, exports, settings, game,

@@ -1,0 +1,99 @@
+"""The default dataset of train_offline.py when no --dataset_dir is given (issue 13).
+
+`ensure_default_dataset(cfg, env_factory)` collects, once, `cfg.default_dataset_steps`
+transitions of the default behaviour policy (`default_behaviour`: the scripted player of
+ccvl_tf/envs/scripted.py where the game has one, mixed with `cfg.behaviour_epsilon` uniformly
+random actions; a uniformly random policy otherwise) in the Dopamine checkpoint format under
+root_dir/default_dataset/<game>, and records the behaviour policy and its episode scores in the
+COMPLETE marker. `cfg` is an experiments.offline.OfflineConfig.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import ccvl_tf  # noqa: F401
+
+import numpy as np
+
+DEFAULT_DATASET_STEPS = 50_000
+# The scripted behaviour player's probability of a uniformly random action (default dataset).
+DEFAULT_BEHAVIOUR_EPSILON = 0.25
+
+
+def default_behaviour(cfg, env):
+  """(name, description, policy callable) of the default dataset's behaviour policy: the
+  scripted player of ccvl_tf/envs/scripted.py where the game has one (Breakout), mixed with
+  `behaviour_epsilon` uniformly random actions; a uniformly random policy otherwise (or with
+  --default_dataset_policy=random)."""
+  from ccvl_tf.data import dqn_replay
+  from ccvl_tf.envs import scripted
+  factory = scripted.scripted_policies().get(env.game)
+  if cfg.default_dataset_policy == "scripted" and factory is None:
+    raise ValueError(f"--default_dataset_policy=scripted: no scripted player for {env.game} "
+                     f"(have: {', '.join(scripted.scripted_policies())}); use 'auto' or "
+                     f"'random'")
+  if cfg.default_dataset_policy != "random" and factory is not None:
+    eps = cfg.behaviour_epsilon
+    return (f"scripted_eps{eps:g}",
+            f"the scripted {env.game} player (paddle and ball read from the ALE RAM, fires to "
+            f"serve, tracks the ball) taking a uniformly random action with probability {eps:g}",
+            factory(env, epsilon=eps, seed=cfg.seed))
+  return ("random", "a uniformly random policy" + (
+      f" (no scripted player for {env.game})" if factory is None else ""),
+          dqn_replay.random_policy(env.num_actions, seed=cfg.seed))
+
+
+def ensure_default_dataset(cfg, env_factory, log=print) -> str:
+  """Collects (once) the default dataset: `default_dataset_steps` transitions of the default
+  behaviour policy (`default_behaviour`), in the Dopamine checkpoint format, under
+  root_dir/default_dataset/<game>. A `COMPLETE` marker (which also records the behaviour
+  policy and its episode scores) makes the cache safe against an interrupted collection; a
+  cache collected with another policy or size is collected again."""
+  from ccvl_tf.data import dqn_replay
+  out = os.path.join(cfg.root_dir, "default_dataset", cfg.game)
+  marker = os.path.join(out, "COMPLETE")
+  env = env_factory(seed=cfg.seed + 1_000)
+  name, description, policy = default_behaviour(cfg, env)
+  if os.path.exists(marker):
+    with open(marker) as f:
+      info = json.load(f)
+    if info.get("policy", "random") == name and info.get("steps") == cfg.default_dataset_steps:
+      log(f"Using the cached default dataset {out} ({description}; behaviour score "
+          f"{info.get('behaviour_mean_score', float('nan')):.1f}).")
+      return out
+    log(f"The cached default dataset {out} was collected with {info.get('policy', 'random')} "
+        f"/ {info.get('steps')} steps; collecting it again with {name} / "
+        f"{cfg.default_dataset_steps} steps.")
+  if os.path.isdir(out):  # an interrupted or outdated collection: start again
+    import shutil
+    shutil.rmtree(out)
+  log(f"No --dataset_dir given: collecting a default dataset of {cfg.default_dataset_steps} "
+      f"transitions of {description} in {cfg.game} into {out} (cached for later runs). Pass "
+      f"--dataset_dir=<.../replay_logs> to train on the DQN Replay Dataset.")
+  writer = dqn_replay.DopamineReplayWriter(
+      out, metadata=dict(game=env.game, num_actions=env.num_actions, action_set=env.action_set,
+                         policy=name, steps=cfg.default_dataset_steps, seed=cfg.seed))
+  every = max(1, cfg.default_dataset_steps // 5)
+
+  def progress(p):
+    mean = p.get("mean_return")
+    log(f"[collect] step {p['step']}/{p['num_steps']}  {p['steps_per_s']:.0f} steps/s  "
+        f"ETA {p['eta_s']:.0f}s  episodes {p['episodes']}"
+        + (f"  mean score {mean:.1f}" if mean is not None else ""))
+
+  summary = dqn_replay.collect(env, policy, cfg.default_dataset_steps, writer,
+                               progress=progress, progress_every=every)
+  writer.close()
+  scores = [float(x) for x in summary["episode_returns"]]
+  info = {"steps": cfg.default_dataset_steps, "policy": name, "description": description,
+          "behaviour_episode_scores": scores,
+          "behaviour_mean_score": float(np.mean(scores)) if scores else float("nan"),
+          "time": time.time()}
+  log(f"Behaviour policy ({name}): mean score {info['behaviour_mean_score']:.1f} over "
+      f"{len(scores)} complete episodes of the collection.")
+  with open(marker + ".tmp", "w") as f:
+    json.dump(info, f)
+  os.replace(marker + ".tmp", marker)
+  return out

@@ -99,14 +99,14 @@ class AEVLAgent(q_agent_base.OfflineQAgent):
   def _objective(self, batch, seed, training):
     del seed
     cfg = self._config
-    q, phi, next_q = self._forward(batch, training)                     # [B, E, 1, A] each
+    q, phi, next_q, next_phi = self._forward(batch, training)           # [B, E, 1, A] ...
     q, next_q = q[:, :, 0], next_q[:, :, 0]                             # [B, E, A]
     target = losses.td_targets(batch["reward"], batch["terminal"], cfg.gamma, next_q)  # [B, E]
     res = losses.cql_loss(q, batch["action"], target, cfg.alpha, cfg.td_loss,
                           cfg.huber_kappa)                              # mean over B and E
     members = tf.cast(tf.shape(q)[1], tf.float32)
     ensemble_loss = members * res["loss"]                               # sum_e of member means
-    dr3 = self._dr3(batch, phi, training)
+    dr3 = self._dr3(phi, next_phi)
     return {"loss": ensemble_loss + cfg.dr3_coef * dr3, "cql_loss": ensemble_loss,
             "td_term": tf.reduce_mean(res["td"]), "cql_gap": tf.reduce_mean(res["gap"]),
             "q_data": tf.reduce_mean(res["q_sa"]), "dr3_penalty": dr3,

@@ -4,9 +4,10 @@ One train step on a batch of transitions (s, a_D, r, s', terminal), B of them:
 
   1. sample delta ~ U(0, 1) [B, N] and delta_{j,1}, delta_{j,2} ~ U(0, delta) [B, N, M]
      (ccvl_tf.losses.sample_confidences; stateless, seeded by (seed, train step));
-  2. online network: Q(s, ., delta) [B, N, A] and phi(s) [B, D] (one torso pass);
+  2. online network: Q(s, ., delta) [B, N, A], phi(s) [B, D] and (DR3) phi(s') [B, D] from one
+     torso pass over the 2B frames [s; s'], the delta head on s only;
   3. target network: Q_target(s', ., delta_{j,2}) at the N*M confidences [B, N*M, A]
-     (one torso pass), TD targets r + gamma (1 - terminal) max_a' Q_target [B, N, M];
+     (its own torso pass), TD targets r + gamma (1 - terminal) max_a' Q_target [B, N, M];
   4. n(s)^-1: linear estimate phi^T (|D| C + lambda I)^-1 phi from ccvl_tf.counts (or an
      exact tabular function), no gradient;
   5. loss = mean_{B, N} max_j L_j (ccvl_tf.losses.ccvl_loss) + c_DR3 * mean |phi(s).phi(s')|;
@@ -130,6 +131,35 @@ class CCVLConfig:
                        f"{self.count_refresh_period!r}")
 
 
+def forward_and_targets(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
+                        batch: Dict[str, tf.Tensor], delta: tf.Tensor, delta_2: tf.Tensor,
+                        config, training: bool = False):
+  """The network passes of one CCVL step (shared by the lower and the upper objective).
+
+  Online: Q(s, ., delta) [B, N, A] and phi(s) [B, D]; with DR3 on (config.dr3_coef > 0) also
+  phi(s') [B, D] with gradients, from one torso pass over [s; s'] (networks.q_phi_and_next_phi),
+  else None. Target (no gradient): Q_target(s', ., delta_2) at the N*M confidences and the TD
+  targets r + gamma (1 - terminal) max_a' Q_target [B, N, M].
+  """
+  obs, next_obs = batch["observation"], batch["next_observation"]
+  b = tf.shape(obs)[0]
+  n, m = tf.shape(delta_2)[1], tf.shape(delta_2)[2]
+  if config.dr3_coef > 0:
+    q, phi, next_phi = networks.q_phi_and_next_phi(online, obs, next_obs, delta,
+                                                   training=training)  # [B,N,A], [B,D], [B,D]
+  else:
+    out = online.q_and_phi_model({"observation": obs, "delta": delta}, training=training)
+    q, phi, next_phi = out["q"], out["phi"], None        # [B, N, A], [B, D]
+  # Target network at the N*M confidences delta_2: [B, N, M] -> [B, N*M] (row-major, so
+  # column i*M + j is pair j of delta i).
+  next_q = tf.stop_gradient(target.q_model(
+      {"observation": next_obs, "delta": tf.reshape(delta_2, [b, n * m])}))  # [B, N*M, A]
+  targets = losses.td_targets(batch["reward"], batch["terminal"], config.gamma,
+                              next_q)                    # [B, N*M]
+  targets = tf.reshape(targets, [b, n, m])               # [B, N*M] -> [B, N, M]
+  return q, phi, next_phi, targets
+
+
 def ccvl_objective(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
                    batch: Dict[str, tf.Tensor], delta: tf.Tensor, delta_1: tf.Tensor,
                    delta_2: tf.Tensor,
@@ -147,30 +177,16 @@ def ccvl_objective(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
   Returns:
     dict of scalars ('loss' = CCVL loss + c * DR3, and the parts) plus 'phi' [B, D].
   """
-  obs, next_obs = batch["observation"], batch["next_observation"]
-  b = tf.shape(obs)[0]
-  n, m = tf.shape(delta_1)[1], tf.shape(delta_1)[2]
-  delta_2 = losses.objective_delta_2(delta, delta_2, getattr(config, "objective",
-                                                             "algorithm1"))  # [B, N, M]
-  out = online.q_and_phi_model({"observation": obs, "delta": delta}, training=training)
-  q, phi = out["q"], out["phi"]                          # [B, N, A], [B, D]
-  # Target network at the N*M confidences delta_2: [B, N, M] -> [B, N*M] (row-major, so
-  # column i*M + j is pair j of delta i).
-  next_q = target.q_model(
-      {"observation": next_obs, "delta": tf.reshape(delta_2, [b, n * m])})  # [B, N*M, A]
-  next_q = tf.stop_gradient(next_q)
-  targets = losses.td_targets(batch["reward"], batch["terminal"], config.gamma,
-                              next_q)                    # [B, N*M]
-  targets = tf.reshape(targets, [b, n, m])               # [B, N*M] -> [B, N, M]
-  inv_count = tf.stop_gradient(inverse_count_fn(obs, phi))  # [B]
+  objective = getattr(config, "objective", "algorithm1")
+  delta_2 = losses.objective_delta_2(delta, delta_2, objective)  # [B, N, M]
+  q, phi, next_phi, targets = forward_and_targets(online, target, batch, delta, delta_2,
+                                                  config, training)
+  inv_count = tf.stop_gradient(inverse_count_fn(batch["observation"], phi))  # [B]
   res = losses.ccvl_objective_loss(
-      getattr(config, "objective", "algorithm1"), q, batch["action"], targets, delta,
-      delta_1, inv_count, config.alpha, config.td_loss, config.huber_kappa)
+      objective, q, batch["action"], targets, delta, delta_1, inv_count, config.alpha,
+      config.td_loss, config.huber_kappa)
   total = res["loss"]
-  if config.dr3_coef > 0:
-    # A second online torso pass, with gradients (DR3 regularizes both phi(s) and phi(s')).
-    # Measured: one joint call on [s; s'] was slower than this separate call (docs/agent.md).
-    next_phi = online.phi_model({"observation": next_obs}, training=training)  # [B, D]
+  if next_phi is not None:
     dr3 = losses.dr3_penalty(phi, next_phi)
     total = total + config.dr3_coef * dr3
   else:
@@ -285,22 +301,39 @@ class CCVLAgent(q_agent_base.GuardedLearner):
     return self._objective_at(batch, delta, delta_1, delta_2, training)
 
   def _objective_at(self, batch, delta, delta_1, delta_2, training: bool):
-    """The objective at sampled confidences (UpperCCVLAgent overrides this)."""
+    """The objective at sampled confidences (UpperCCVLAgent overrides `_objective_fn`)."""
+    raw = {}
+
+    def inverse_counts(observation, phi):
+      if self._counts is None:
+        return self._inverse_counts(observation, phi)
+      raw["n_inv"] = self._counts.raw_inverse_count(phi)           # [B], reused by the update
+      return self._counts.normalize(raw["n_inv"])
+
+    metrics = self._objective_fn(batch, delta, delta_1, delta_2, inverse_counts, training)
+    if "n_inv" in raw:
+      metrics["raw_inverse_count"] = raw["n_inv"]
+    return metrics
+
+  def _objective_fn(self, batch, delta, delta_1, delta_2, inverse_count_fn, training: bool):
     return ccvl_objective(self._online, self._target, batch, delta, delta_1, delta_2,
-                          self._inverse_counts, self._config, training=training)
+                          inverse_count_fn, self._config, training=training)
 
   def _update_hook(self, metrics):
-    """phi(s) [B, D] leaves the metrics; after an applied step it updates the counts."""
+    """phi(s) [B, D] (and its raw n(s)^-1 [B]) leave the metrics; after an applied step they
+    update the counts."""
     phi = metrics.pop("phi")
-    return lambda: self._update_counts(phi)
+    raw = metrics.pop("raw_inverse_count", None)
+    return lambda: self._update_counts(phi, raw)
 
-  def _update_counts(self, phi) -> None:
-    """After an applied update: phi(s) [B, D] into the running E[phi phi^T]; the inverse is
+  def _update_counts(self, phi, raw_inverse_count=None) -> None:
+    """After an applied update: phi(s) [B, D] into the running E[phi phi^T] (and the raw
+    n(s)^-1 [B] the objective computed, if given, into its running mean); the inverse is
     refreshed right after the first update (step 0), then every count_refresh_period steps."""
     if self._counts is None:
       return
     cfg = self._config
-    self._counts.update(phi)
+    self._counts.update(phi, raw_inverse_count)
     if cfg.count_refresh_period == 1:
       self._counts.refresh()
     else:

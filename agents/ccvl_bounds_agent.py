@@ -82,27 +82,18 @@ def ccvl_upper_objective(online: networks.CCVLNetwork, target: networks.CCVLNetw
                          bounds: BoundsConfig, training: bool = False) -> Dict[str, tf.Tensor]:
   """Eq. (upper update), regularized form, for given confidences (network plumbing).
 
-  Same shapes and outputs as `agents.ccvl_agent.ccvl_objective` (which it mirrors), with
-  `losses.ccvl_upper_loss` in place of `losses.ccvl_loss`.
+  Same network passes (`agents.ccvl_agent.forward_and_targets`), shapes and outputs as
+  `agents.ccvl_agent.ccvl_objective`, with `losses.ccvl_upper_loss` in place of the lower loss.
   """
-  obs, next_obs = batch["observation"], batch["next_observation"]
-  b = tf.shape(obs)[0]
-  n, m = tf.shape(delta_1)[1], tf.shape(delta_1)[2]
-  out = online.q_and_phi_model({"observation": obs, "delta": delta}, training=training)
-  q, phi = out["q"], out["phi"]                          # [B, N, A], [B, D]
-  next_q = target.q_model(
-      {"observation": next_obs, "delta": tf.reshape(delta_2, [b, n * m])})  # [B, N*M, A]
-  targets = losses.td_targets(batch["reward"], batch["terminal"], config.gamma,
-                              tf.stop_gradient(next_q))  # [B, N*M]
-  targets = tf.reshape(targets, [b, n, m])               # [B, N*M] -> [B, N, M]
-  inv_count = tf.stop_gradient(inverse_count_fn(obs, phi))  # [B]
+  q, phi, next_phi, targets = ccvl_agent.forward_and_targets(online, target, batch, delta,
+                                                             delta_2, config, training)
+  inv_count = tf.stop_gradient(inverse_count_fn(batch["observation"], phi))  # [B]
   alpha = config.alpha if bounds.upper_alpha is None else bounds.upper_alpha
   res = losses.ccvl_upper_loss(q, batch["action"], targets, delta_1, inv_count, alpha,
                                config.td_loss, config.huber_kappa, bounds.upper_regularizer,
                                bounds.pair_reduction)
   total = res["loss"]
-  if config.dr3_coef > 0:
-    next_phi = online.phi_model({"observation": next_obs}, training=training)  # [B, D]
+  if next_phi is not None:
     dr3 = losses.dr3_penalty(phi, next_phi)
     total = total + config.dr3_coef * dr3
   else:
@@ -119,7 +110,7 @@ class UpperCCVLAgent(ccvl_agent.CCVLAgent):
   """Q_u(s, a, delta): CCVLAgent with the objective of Eq. (upper update) (see module doc).
 
   Reuses CCVLAgent's guarded train step, counts, target updates, checkpoint and confidence
-  sampling; only the objective at the sampled confidences (`_objective_at`) differs.
+  sampling; only the objective at the sampled confidences (`_objective_fn`) differs.
   """
 
   def __init__(self, time_step_spec, action_spec, config=ccvl_agent.CCVLConfig(),
@@ -129,9 +120,9 @@ class UpperCCVLAgent(ccvl_agent.CCVLAgent):
     kwargs.setdefault("name", "UpperCCVLAgent")
     super().__init__(time_step_spec, action_spec, config, network_config, **kwargs)
 
-  def _objective_at(self, batch, delta, delta_1, delta_2, training: bool):
+  def _objective_fn(self, batch, delta, delta_1, delta_2, inverse_count_fn, training: bool):
     return ccvl_upper_objective(self._online, self._target, batch, delta, delta_1, delta_2,
-                                self._inverse_counts, self._config, self._bounds,
+                                inverse_count_fn, self._config, self._bounds,
                                 training=training)
 
 

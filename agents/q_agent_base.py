@@ -33,6 +33,7 @@ from tf_agents.agents import tf_agent
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import trajectory as trajectory_lib
 
+from ccvl_tf import fused_adam
 from ccvl_tf import losses
 from ccvl_tf import networks
 from ccvl_tf import policies
@@ -132,7 +133,7 @@ def guarded_update(metrics: Dict[str, tf.Tensor], grads, variables, optimizer,
   finite = all_finite(metrics["loss"], grads)
 
   def apply():
-    optimizer.apply_gradients(zip(grads, variables))
+    fused_adam.apply(optimizer, grads, variables)  # = apply_gradients, one kernel per variable
     if before_step is not None:
       before_step()
     new_step = step.assign_add(1)
@@ -378,16 +379,27 @@ class OfflineQAgent(GuardedLearner):
 
   # ---- shared pieces of the objectives ----------------------------------------------------------
   def _forward(self, batch, training: bool):
-    """Online Q(s) [B, E, H, A], phi(s) [B, E, D] and target Q(s') [B, E, H, A] (no grad)."""
-    out = self._online.q_and_phi_model({"observation": batch["observation"]}, training=training)
-    next_q = tf.stop_gradient(self._target.q_model({"observation": batch["next_observation"]}))
-    return out["q"], out["phi"], next_q
+    """Online Q(s) [B, E, H, A], phi(s) [B, E, D], target Q(s') [B, E, H, A] (no grad) and,
+    with DR3 on, phi(s') [B, E, D] with gradients (else None).
 
-  def _dr3(self, batch, phi, training: bool):
-    """c * DR3 over members: mean over B and E of |phi_e(s) . phi_e(s')| (0 when c = 0)."""
-    if self._config.dr3_coef <= 0:
+    With DR3 the online network runs once over the 2B frames [s; s'] (one torso pass; the
+    Dense(H*A) head on s' is the only extra work); its Q(s') is not used.
+    """
+    obs = batch["observation"]
+    if self._config.dr3_coef > 0:
+      b = tf.shape(obs)[0]
+      both = tf.concat([obs, batch["next_observation"]], 0)                 # [2B, ...]
+      out = self._online.q_and_phi_model({"observation": both}, training=training)
+      q, phi, next_phi = out["q"][:b], out["phi"][:b], out["phi"][b:]
+    else:
+      out = self._online.q_and_phi_model({"observation": obs}, training=training)
+      q, phi, next_phi = out["q"], out["phi"], None
+    next_q = tf.stop_gradient(self._target.q_model({"observation": batch["next_observation"]}))
+    return q, phi, next_q, next_phi
+
+  def _dr3(self, phi, next_phi):
+    """DR3 over members: mean over B and E of |phi_e(s) . phi_e(s')| (0 when DR3 is off)."""
+    if next_phi is None:
       return tf.zeros([])
-    next_phi = self._online.phi_model({"observation": batch["next_observation"]},
-                                      training=training)                # [B, E, D]
     d = tf.shape(phi)[-1]
     return losses.dr3_penalty(tf.reshape(phi, [-1, d]), tf.reshape(next_phi, [-1, d]))

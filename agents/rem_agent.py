@@ -82,7 +82,7 @@ class REMAgent(q_agent_base.OfflineQAgent):
     return losses.rem_weights(self._config.num_heads, seed=tf.cast(seed, tf.int64))
 
   def _objective(self, batch, seed, training):
-    q, phi, next_q = self._forward(batch, training)                     # [B, 1, H, A] ...
+    q, phi, next_q, next_phi = self._forward(batch, training)           # [B, 1, H, A] ...
     weights = self.mixture_weights(seed)                                # [H], redrawn per step
     return rem_objective(q[:, 0], next_q[:, 0], weights, batch, self._config,
-                         self._dr3(batch, phi, training) if self._config.dr3_coef > 0 else None)
+                         self._dr3(phi, next_phi) if next_phi is not None else None)

@@ -110,8 +110,12 @@ class LinearInverseCounts(tf.Module):
     self.mean_inverse_debias = tf.Variable(tf.constant(0, tf.int64), trainable=False,
                                            name="mean_inverse_debias")
 
-  def update(self, phi: tf.Tensor) -> None:
-    """Folds a batch of features phi [B, D] into C (no gradient flows into phi)."""
+  def update(self, phi: tf.Tensor, raw_inverse_count: Optional[tf.Tensor] = None) -> None:
+    """Folds a batch of features phi [B, D] into C (no gradient flows into phi).
+
+    `raw_inverse_count` [B]: `raw_inverse_count(phi)` under the current precision, if the
+    caller already has it (the agent's objective does); computed here otherwise.
+    """
     phi = tf.stop_gradient(tf.cast(phi, tf.float32))                   # [B, D]
     b = tf.cast(tf.shape(phi)[0], tf.float64)
     batch_moment = tf.matmul(phi, phi, transpose_a=True) / tf.cast(b, tf.float32)  # [D, D]
@@ -122,7 +126,8 @@ class LinearInverseCounts(tf.Module):
       # EMA, but a plain mean while fewer than 1/(1-decay) updates' worth have been seen.
       rate = tf.maximum(tf.cast(b / (self.num_seen + b), tf.float32), 1.0 - self.decay)
     # The raw n(s)^-1 of this batch under the current precision, into the running mean.
-    raw = self.raw_inverse_count(phi)                                 # [B]
+    raw = (self.raw_inverse_count(phi) if raw_inverse_count is None
+           else tf.stop_gradient(raw_inverse_count))                  # [B]
     tfp.stats.assign_moving_mean_variance(
         raw, self.mean_inverse, self.mean_inverse_var,
         zero_debias_count=self.mean_inverse_debias, decay=self.normalization_decay, axis=0)
@@ -158,7 +163,10 @@ class LinearInverseCounts(tf.Module):
     normalization='none': min(1, phi^T P phi). 'mean': that divided by its running data mean
     (before the first update, by the batch's own mean).
     """
-    raw = self.raw_inverse_count(phi)                                 # [B]
+    return self.normalize(self.raw_inverse_count(phi))
+
+  def normalize(self, raw: tf.Tensor) -> tf.Tensor:
+    """The normalization of `inverse_count` applied to raw n(s)^-1 [B] -> [B], no gradient."""
     if self.normalization == "mean":
       mean = tf.where(self.mean_inverse_debias > 0, self.running_mean_inverse_count(),
                       tf.reduce_mean(raw))

@@ -49,6 +49,7 @@ def make_train_step(strategy: tf.distribute.Strategy, agent) -> Callable[[Dict],
     part = {k: v[start:start + size] for k, v in batch.items()}  # this replica's slice
     metrics, grads = agent._loss_and_grads(part, seed)
     phi = metrics.pop("phi")
+    metrics.pop("raw_inverse_count", None)  # recomputed by the update from the gathered phi
     return metrics, grads, phi
 
   @tf.function(reduce_retracing=True)

@@ -25,7 +25,11 @@ Features phi(s) [B, D] (used by the count estimate n(s)^-1 and by DR3) come from
 third functional models sharing the same layers:
     phi_model(observation) -> phi [B, D]
     q_and_phi_model({'observation', 'delta'}) -> {'q': [B, K, A], 'phi': [B, D]}
-(one torso pass for both outputs). phi(s) is the last delta-independent representation:
+(one torso pass for both outputs), and two models that split the network at the torso, so a
+learner can run the torso once over [s; s'] (phi(s') for DR3) and the head only on s:
+    torso_model({'observation'}) -> psi [B, W]
+    head_model({'features': psi [B, W], 'delta': [B, K]}) -> {'q': [B, K, A], 'phi': [B, D]}
+(`q_phi_and_next_phi` below). phi(s) is the last delta-independent representation:
   * delta_entry='features': the torso output (512 for Nature, the last MLP width for MLP),
     i.e. exactly the penultimate layer of the Nature DQN that DR3 regularizes;
   * delta_entry='conv': the head's hidden layer (512) evaluated at a reference confidence
@@ -36,7 +40,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Sequence, Tuple
+from typing import Optional, Sequence, Tuple
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
@@ -102,6 +106,23 @@ class ReferenceDelta(keras.layers.Layer):
     return {**super().get_config(), "value": self.value}
 
 
+@keras.saving.register_keras_serializable(package="ccvl_tf")
+class FlatDense(keras.layers.Dense):
+  """keras.layers.Dense that folds the leading axes into one before the matmul:
+  [B, K, W] -> [B*K, W] -> [B*K, U] -> [B, K, U].
+
+  The same function as Dense. On a rank-3 input Dense broadcasts its kernel in a batched
+  matmul, whose kernel gradient is B batched matmuls plus a sum over B; folded, it is one
+  [W, B*K] x [B*K, U] matmul (measured: the CCVL head's backward pass was ~15% of its step).
+  """
+
+  def call(self, inputs, training=None):
+    shape = ops.shape(inputs)                                   # (B, K, W), B and K dynamic
+    flat = ops.reshape(inputs, (-1, shape[-1]))                 # [B*K, W]
+    out = super().call(flat, training=training)                 # [B*K, U]
+    return ops.reshape(out, tuple(shape[:-1]) + (self.units,))  # [B, K, U]
+
+
 @dataclasses.dataclass(frozen=True)
 class QNetworkConfig:
   """Architecture of the confidence-conditioned Q-network.
@@ -159,6 +180,13 @@ class CCVLNetwork:
   observation_dtype: str
   num_actions: int
   phi_dim: int
+  # The network split at the torso (None for hand-built test networks: then learners fall back
+  # to separate passes over s and s').
+  torso_model: Optional[keras.Model] = None
+  head_model: Optional[keras.Model] = None
+  # The head's phi without delta (delta_entry='conv': the hidden layer at phi_delta); None when
+  # phi is the torso output itself (delta_entry='features').
+  features_phi_model: Optional[keras.Model] = None
 
   @property
   def trainable_variables(self):
@@ -167,6 +195,34 @@ class CCVLNetwork:
   @property
   def variables(self):
     return self.q_and_phi_model.variables
+
+  def phi_of_features(self, features, training: bool = False):
+    """phi [B, D] from torso features psi [B, W] (the identity for delta_entry='features')."""
+    if self.features_phi_model is None:
+      return features
+    return self.features_phi_model({"features": features}, training=training)
+
+
+def q_phi_and_next_phi(net: CCVLNetwork, observation, next_observation, delta,
+                       training: bool = False):
+  """Q(s, ., delta) [B, K, A], phi(s) [B, D] and phi(s') [B, D] with one torso pass.
+
+  The torso runs once over the 2B frames [s; s'] (DR3 needs phi(s') with gradients); the head
+  (the K-delta part) runs only on s. Equal, up to float reduction order, to
+  `q_and_phi_model` on s plus `phi_model` on s' (tests/test_networks.py). Networks without the
+  split (`torso_model` None) take those two passes.
+  """
+  if net.torso_model is None or net.head_model is None:
+    out = net.q_and_phi_model({"observation": observation, "delta": delta}, training=training)
+    next_phi = net.phi_model({"observation": next_observation}, training=training)
+    return out["q"], out["phi"], next_phi
+  b = ops.shape(observation)[0]
+  both = ops.concatenate([observation, next_observation], axis=0)      # [2B, ...]
+  features = net.torso_model({"observation": both}, training=training)  # [2B, W]
+  out = net.head_model({"features": features[:b], "delta": delta},
+                       training=training)                               # q [B, K, A], phi [B, D]
+  next_phi = net.phi_of_features(features[b:], training=training)     # [B, D]
+  return out["q"], out["phi"], next_phi
 
 
 def validate_observation_spec(observation_shape: Sequence[int], observation_dtype,
@@ -229,8 +285,10 @@ def _torso(observation, config: QNetworkConfig, name: str, init):
     x = keras.layers.Conv2D(64, 3, strides=1, activation="relu", kernel_initializer=init(),
                             name=f"{name}_conv3")(x)
     conv_features = keras.layers.Flatten(name=f"{name}_flatten")(x)  # [B, 3136] for 84x84
-    torso_dense = keras.layers.Dense(config.torso_units, activation="relu",
-                                     kernel_initializer=init(), name=f"{name}_torso_dense")
+    # With delta_entry='conv' this layer also runs per delta on [B, K, 3136] (FlatDense).
+    dense_cls = FlatDense if config.delta_entry == "conv" else keras.layers.Dense
+    torso_dense = dense_cls(config.torso_units, activation="relu", kernel_initializer=init(),
+                            name=f"{name}_torso_dense")
     if config.delta_entry == "features":
       torso_out = torso_dense(conv_features)  # [B, 512]
     else:
@@ -286,16 +344,16 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
 
   # ---- confidence embedding eta(delta) and the head --------------------------------------
   cosine = CosineEmbedding(config.n_cos, name=f"{name}_cos")
-  embed = keras.layers.Dense(width, activation="relu", kernel_initializer=init(),
-                             name=f"{name}_delta_embed")
+  embed = FlatDense(width, activation="relu", kernel_initializer=init(),
+                    name=f"{name}_delta_embed")
   if config.delta_entry == "conv":
     hidden = torso_dense  # IQN: 3136 -> 512 applied to psi(s) * eta(delta), once per delta
   elif config.hidden_units:
-    hidden = keras.layers.Dense(config.hidden_units, activation="relu",
-                                kernel_initializer=init(), name=f"{name}_hidden")
+    hidden = FlatDense(config.hidden_units, activation="relu", kernel_initializer=init(),
+                       name=f"{name}_hidden")
   else:
     hidden = None  # hidden_units=0: Q = W_out (psi(s) * eta(delta)) + b
-  output = keras.layers.Dense(num_actions, kernel_initializer=init(), name=f"{name}_q")
+  output = FlatDense(num_actions, kernel_initializer=init(), name=f"{name}_q")
 
   def head(features, deltas):
     # features [B, W]; deltas [B, K] -> (Q [B, K, A], penultimate [B, K, H]).
@@ -317,9 +375,26 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
                                 {"q": q, "phi": phi}, name=f"{name}_q_and_phi")
   q_model = keras.Model({"observation": observation, "delta": delta}, q, name=name)
   phi_model = keras.Model({"observation": observation}, phi, name=f"{name}_phi")
+
+  # ---- the same layers split at the torso (one torso pass over [s; s'] in the learners) ----
+  torso_model = keras.Model({"observation": observation}, torso_out, name=f"{name}_torso")
+  features = keras.Input(shape=(width,), dtype="float32", name="features")  # psi [B, W]
+  head_q, _ = head(features, delta)
+  if config.delta_entry == "features":
+    head_phi, features_phi_model = features, None
+  else:
+    ref_f = ReferenceDelta(config.phi_delta, name=f"{name}_phi_delta_f")(features)  # [B, 1]
+    _, pen_f = head(features, ref_f)                                  # [B, 1, H]
+    head_phi = ops.squeeze(pen_f, 1)                                  # [B, H]
+    features_phi_model = keras.Model({"features": features}, head_phi,
+                                     name=f"{name}_features_phi")
+  head_model = keras.Model({"features": features, "delta": delta},
+                           {"q": head_q, "phi": head_phi}, name=f"{name}_head")
   return CCVLNetwork(q_model=q_model, phi_model=phi_model, q_and_phi_model=q_and_phi_model,
                      config=config, observation_shape=shape, observation_dtype=dtype,
-                     num_actions=num_actions, phi_dim=int(phi.shape[-1]))
+                     num_actions=num_actions, phi_dim=int(phi.shape[-1]),
+                     torso_model=torso_model, head_model=head_model,
+                     features_phi_model=features_phi_model)
 
 
 def copy_weights(source: CCVLNetwork, target: CCVLNetwork) -> None:

@@ -49,7 +49,7 @@ def test_rem_loss_by_hand():
   # loss = (0.28125 + 0.03125) / 2 = 0.15625
   agent = make()
   batch = agent._as_batch(hand_batch())
-  q, _, next_q = agent._forward(batch, training=False)                # [B, 1, H, A]
+  q, _, next_q, _ = agent._forward(batch, training=False)             # [B, 1, H, A]
   out = rem_agent.rem_objective(q[:, 0], next_q[:, 0], tf.constant([0.25, 0.75]), batch,
                                 agent.config)
   np.testing.assert_allclose(float(out["loss"]), 0.15625, rtol=1e-6)
@@ -71,7 +71,7 @@ def test_rem_gradient_by_hand_each_head_gets_its_mixture_weight():
   """
   agent = make()
   batch = agent._as_batch(hand_batch())
-  q, _, next_q = agent._forward(batch, training=False)                # [B, 1, H, A]
+  q, _, next_q, _ = agent._forward(batch, training=False)             # [B, 1, H, A]
   q, next_q = q[:, 0], next_q[:, 0]
   with tf.GradientTape(persistent=True) as tape:
     tape.watch([q, next_q])

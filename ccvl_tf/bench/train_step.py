@@ -1,16 +1,20 @@
 """Train-step cost of CCVL vs TF-Agents' own DqnAgent on the Nature-DQN torso, same process.
 
-Both agents train on the same fixed synthetic batch (uint8 84x84x4 frames, batch 32, 6 actions)
-that lives in memory, so only the train step is timed (no input pipeline). Each agent's step is
-a compiled tf.function; after warm-up (tracing), each CCVL variant is timed right after a DQN
-timing of the same length (paired), in several rounds, so load from other processes on the
-shared CPU hits both about equally. Reported: median ms over rounds, the fastest round's ms
-(`*_min`), and the median of the paired ratios ccvl_ms / dqn_ms.
+The agents train on the same fixed synthetic batch (uint8 84x84x4 frames, batch 32, 6 actions)
+that lives in memory, so only the train step is timed (no input pipeline; `end_to_end` below
+times the real input pipeline too). Each step is a compiled tf.function; after warm-up
+(tracing), each CCVL variant is timed right after a DqnAgent and a DqnAgent + DR3 timing of the
+same length (paired), in several rounds, so load from other processes on the shared CPU hits
+all three about equally. Reported: median ms over rounds, the fastest round's ms (`*_min`), and
+the medians of the paired ratios ccvl_ms / dqn_ms and ccvl_ms / dqn_dr3_ms.
 
-Variants (profiling where CCVL's time goes): the defaults; without DR3 (DR3 needs a second
-online torso pass with gradients on s'); without counts (an exact count function instead of
-the D x D linear estimate); XLA jit_compile; the IQN placement of delta (delta_entry='conv',
-3136x512 per delta); and a few (N, M).
+Baselines: TF-Agents `DqnAgent` (no DR3) and `DqnDR3Agent` (ccvl_tf/bench/dqn_dr3.py:
+DqnAgent's loss + DR3 with the same single torso pass over [s; s'] as CCVL, c = 0.03), the
+like-for-like comparison for CCVL's defaults.
+
+Variants (profiling where CCVL's time goes): the defaults; without DR3; without counts (a
+constant n(s)^-1 instead of the D x D linear estimate); XLA jit_compile; the IQN placement of
+delta (delta_entry='conv', 3136x512 per delta); and a few (N, M).
 """
 from __future__ import annotations
 
@@ -33,6 +37,7 @@ from tf_agents.utils import common
 
 from agents import ccvl_agent
 from ccvl_tf import networks
+from ccvl_tf.bench import dqn_dr3
 
 NATURE_CONV = ((32, (8, 8), 4), (64, (4, 4), 2), (64, (3, 3), 1))
 
@@ -70,18 +75,32 @@ def batch_to_trajectory(batch) -> trajectory_lib.Trajectory:
                                    discount=discount)
 
 
-def make_dqn_step(batch, obs_shape, num_actions: int) -> Callable[[], tf.Tensor]:
-  """TF-Agents DqnAgent with a QNetwork on the Nature torso; returns a compiled step()."""
+def make_dqn_step(batch, obs_shape, num_actions: int,
+                  dr3_coef: Optional[float] = None) -> Callable[[], tf.Tensor]:
+  """TF-Agents DqnAgent with a QNetwork on the Nature torso; returns a compiled step().
+
+  dr3_coef: None for the stock DqnAgent (tf_keras Adam); a number (0 allowed) for DqnDR3Agent:
+  DR3 with one torso pass, one target pass and the fused Adam step CCVL's learners use.
+  """
   time_step_spec, action_spec = _specs(obs_shape, num_actions)
-  net = q_network.QNetwork(
+  net_cls = q_network.QNetwork if dr3_coef is None else dqn_dr3.EncoderQNetwork
+  net = net_cls(
       time_step_spec.observation, action_spec,
       preprocessing_layers=tf.keras.layers.Lambda(lambda x: tf.cast(x, tf.float32) / 255.0),
       conv_layer_params=NATURE_CONV, fc_layer_params=(512,))
-  agent = dqn_agent.DqnAgent(
-      time_step_spec, action_spec, q_network=net,
-      optimizer=tf.keras.optimizers.Adam(learning_rate=5e-5, epsilon=3.125e-4),
-      td_errors_loss_fn=common.element_wise_huber_loss, gamma=0.99,
-      target_update_period=2000, train_step_counter=tf.Variable(0, dtype=tf.int64))
+  if dr3_coef is None:
+    optimizer = tf.keras.optimizers.Adam(learning_rate=5e-5, epsilon=3.125e-4)
+  else:  # the optimizer step CCVL uses (fused Adam), so only the loss differs
+    net.create_variables()
+    optimizer = dqn_dr3.FusedAdam(net.trainable_variables, learning_rate=5e-5,
+                                  epsilon=3.125e-4)
+  kwargs = dict(
+      q_network=net, optimizer=optimizer, td_errors_loss_fn=common.element_wise_huber_loss,
+      gamma=0.99, target_update_period=2000, train_step_counter=tf.Variable(0, dtype=tf.int64))
+  if dr3_coef is None:
+    agent = dqn_agent.DqnAgent(time_step_spec, action_spec, **kwargs)
+  else:
+    agent = dqn_dr3.DqnDR3Agent(time_step_spec, action_spec, dr3_coef=dr3_coef, **kwargs)
   agent.initialize()
   experience = batch_to_trajectory(batch)
   train = common.function(agent.train)
@@ -144,14 +163,18 @@ def _time_once(step: Callable[[], tf.Tensor], iters: int) -> float:
   return (time.perf_counter() - t0) * 1000.0 / iters
 
 
+BASELINES = ("dqn", "dqn_dr3")
+
+
 def run(quick: bool = False, batch_size: int = 32, num_actions: int = 6,
         obs_shape: Sequence[int] = networks.NATURE_OBSERVATION_SHAPE,
         iters: Optional[int] = None, rounds: Optional[int] = None, warmup: int = 3,
         variants: Optional[List[Variant]] = None) -> Dict:
-  """Measures train_step_ms for TF-Agents DqnAgent and the CCVL variants; returns a dict.
+  """Measures train_step_ms for DqnAgent, DqnAgent + DR3 and the CCVL variants; returns a dict.
 
-  Keys: 'train_step_ms' {'dqn', 'ccvl'} (ccvl = defaults), 'ratio_ccvl_over_dqn',
-  'variants' {name: {'train_step_ms', 'ratio_over_dqn', 'rounds_ms'}}, and the setup.
+  Keys: 'train_step_ms' {'dqn', 'dqn_dr3', 'ccvl', 'ccvl_no_dr3'} (ccvl = defaults),
+  'ratio_ccvl_over_dqn', 'ratio_ccvl_over_dqn_dr3', 'variants' {name: {'train_step_ms',
+  'ratio_over_dqn', 'ratio_over_dqn_dr3', 'rounds_ms', ...}}, and the setup.
   """
   iters = iters or (2 if quick else 10)
   rounds = rounds or (1 if quick else 5)  # x (number of variants) paired measurements
@@ -161,53 +184,72 @@ def run(quick: bool = False, batch_size: int = 32, num_actions: int = 6,
   obs_shape = tuple(obs_shape)
   tf.random.set_seed(0)
   batch = synthetic_batch(batch_size, obs_shape, num_actions)
-  steps = {"dqn": make_dqn_step(batch, obs_shape, num_actions)}
+  default_cfg = ccvl_agent.CCVLConfig()
+  steps = {"dqn": make_dqn_step(batch, obs_shape, num_actions),
+           "dqn_dr3": make_dqn_step(batch, obs_shape, num_actions,
+                                    dr3_coef=default_cfg.dr3_coef)}
   for v in variants:
     steps[v.name] = make_ccvl_step(batch, obs_shape, num_actions, v.config, v.network_config,
                                    v.exact_counts)
   for step in steps.values():  # trace + warm up
     for _ in range(warmup):
       float(step())
-  # Paired timing: DQN is timed right before each CCVL variant, so both see the same load.
+  # Paired timing: both baselines are timed right before each CCVL variant (same load).
   per_round: Dict[str, List[float]] = {k: [] for k in steps}
-  ratios: Dict[str, List[float]] = {k: [] for k in steps if k != "dqn"}
+  ratios = {base: {k: [] for k in steps if k not in BASELINES} for base in BASELINES}
+  dr3_over_dqn: List[float] = []
   for _ in range(rounds):
     for name, step in steps.items():
-      if name == "dqn":
+      if name in BASELINES:
         continue
-      dqn_ms = _time_once(steps["dqn"], iters)
+      base_ms = {base: _time_once(steps[base], iters) for base in BASELINES}
       ms = _time_once(step, iters)
-      per_round["dqn"].append(dqn_ms)
+      for base in BASELINES:
+        per_round[base].append(base_ms[base])
+        ratios[base][name].append(ms / base_ms[base])
+      dr3_over_dqn.append(base_ms["dqn_dr3"] / base_ms["dqn"])
       per_round[name].append(ms)
-      ratios[name].append(ms / dqn_ms)
   med = {k: statistics.median(v) for k, v in per_round.items()}
   best = {k: min(v) for k, v in per_round.items()}
   default_name = variants[0].name
+  no_dr3 = next((v.name for v in variants if v.name == "ccvl_no_dr3"), None)
   result = {
-      "train_step_ms": {"dqn": med["dqn"], "ccvl": med[default_name]},
-      "train_step_ms_min": {"dqn": best["dqn"], "ccvl": best[default_name]},
-      "ratio_ccvl_over_dqn": statistics.median(ratios[default_name]),
+      "train_step_ms": {"dqn": med["dqn"], "dqn_dr3": med["dqn_dr3"],
+                        "ccvl": med[default_name],
+                        **({"ccvl_no_dr3": med[no_dr3]} if no_dr3 else {})},
+      "train_step_ms_min": {"dqn": best["dqn"], "dqn_dr3": best["dqn_dr3"],
+                            "ccvl": best[default_name]},
+      "ratio_ccvl_over_dqn": statistics.median(ratios["dqn"][default_name]),
+      "ratio_ccvl_over_dqn_dr3": statistics.median(ratios["dqn_dr3"][default_name]),
+      "ratio_dqn_dr3_over_dqn": statistics.median(dr3_over_dqn),
       "ratio_of_min_ms": best[default_name] / best["dqn"],
       "goal_ratio": 1.3,
+      "goal_ratio_dqn_dr3": 1.15,
       "setup": {
           "batch_size": batch_size, "num_actions": num_actions, "obs_shape": list(obs_shape),
           "iters_per_round": iters, "rounds": rounds, "quick": quick,
-          "timing": "median over rounds of paired (DQN, CCVL) timings; *_min: fastest round",
+          "timing": "median over rounds of paired (DQN, DQN+DR3, CCVL) timings; *_min: "
+                    "fastest round",
           "ccvl_default_config": dataclasses.asdict(variants[0].config),
           "ccvl_default_network": dataclasses.asdict(variants[0].network_config),
           "dqn": "tf_agents DqnAgent, QNetwork conv (32,8,4),(64,4,2),(64,3,1), fc 512, "
                  "Huber, Adam lr 5e-5 eps 3.125e-4 (Keras 2 via tf_keras)",
+          "dqn_dr3": "DqnDR3Agent (ccvl_tf/bench/dqn_dr3.py): DqnAgent's loss + 0.03 DR3, "
+                     "one encoder pass over [s; s'], one target pass, fused Adam (the "
+                     "optimizer step of CCVL's learners)",
           "cpu_count": os.cpu_count(),
           "tensorflow": tf.__version__,
       },
       "variants": {
           name: {"train_step_ms": med[name], "train_step_ms_min": best[name],
-                 "ratio_over_dqn": statistics.median(ratios[name]),
+                 "ratio_over_dqn": statistics.median(ratios["dqn"][name]),
+                 "ratio_over_dqn_dr3": statistics.median(ratios["dqn_dr3"][name]),
                  "ratio_of_min_ms": best[name] / best["dqn"],
                  "rounds_ms": [round(x, 3) for x in per_round[name]],
-                 "paired_ratios": [round(x, 3) for x in ratios[name]]}
-          for name in ratios
+                 "paired_ratios": [round(x, 3) for x in ratios["dqn"][name]]}
+          for name in ratios["dqn"]
       },
       "dqn_rounds_ms": [round(x, 3) for x in per_round["dqn"]],
+      "dqn_dr3_rounds_ms": [round(x, 3) for x in per_round["dqn_dr3"]],
   }
   return result

@@ -6,7 +6,8 @@
 Holds the 'replay' and 'variables' tables of ccvl_tf.replay with the signatures of --game
 (the rate-limiter flags must match the learner's). With --checkpoint_dir it restores the latest
 complete Reverb checkpoint at start, and the learner's checkpoints (client.checkpoint()) are
-written there. Prints "Reverb server at localhost:PORT" once serving; stops on SIGTERM/SIGINT.
+written there. Prints "Reverb server at localhost:PORT" once serving, then a one-line security
+note (the port is open on every interface, without authentication); stops on SIGTERM/SIGINT.
 """
 import signal
 import sys
@@ -48,6 +49,7 @@ def main(argv):
   except (ValueError, RuntimeError) as e:
     sys.exit(f"reverb_server.py: error: {e}")
   print(f"Reverb server at {address}", flush=True)
+  print(replay.security_note(server.port), flush=True)
   done = threading.Event()
   for sig in (signal.SIGTERM, signal.SIGINT):
     signal.signal(sig, lambda *_: done.set())

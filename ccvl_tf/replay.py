@@ -79,9 +79,20 @@ def make_tables(replay_signature, variable_signature, *, max_size: int, min_size
   return [replay, variables]
 
 
+def security_note(port: int) -> str:
+  """What anyone who can reach a Reverb port can do (printed by binaries/reverb_server.py)."""
+  return (f"Note: this Reverb server listens on every network interface ([::]:{port}) with no "
+          f"authentication or encryption: anyone who can reach port {port} can insert "
+          f"experience (poisoning the learner) or read the published policy weights. Keep the "
+          f"port on a private network or behind a firewall (docs/online.md, 'Security').")
+
+
 def start_server(tables, port: int = 0, checkpoint_dir: Optional[str] = None):
   """A reverb.Server on `port` (0: a free one) with the default checkpointer in
   `checkpoint_dir` (the server loads the latest complete checkpoint found there at start).
+
+  reverb.Server binds every interface ([::]:port; its Python API has no host option) and has
+  no authentication: see `security_note`.
 
   Returns:
     (server, 'localhost:<port>').

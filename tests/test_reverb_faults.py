@@ -128,6 +128,9 @@ def test_server_killed_stops_learner_and_actor_with_the_address(offline_dir, tmp
     procs.append(server)
     _wait_for(lambda: "Reverb server at" in _read(server._log_file.name), 60,
               "the server to start", [server])
+    # The one-line security note names the port (it is open on every interface).
+    _wait_for(lambda: f"anyone who can reach port {port}" in _read(server._log_file.name), 10,
+              "the server's security note", [server])
     learner = _spawn([FINETUNE, f"--offline_dir={offline_dir}", f"--root_dir={root}",
                       f"--reverb_address={address}", "--num_env_steps=100000",
                       "--checkpoint_interval=10"] + SMALL, str(tmp_path / "learner.log"))

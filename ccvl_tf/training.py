@@ -97,6 +97,28 @@ class LoopConfig:
       raise ValueError(f"eval_interval must be an integer >= 0, got {self.eval_interval!r}")
 
 
+def check_output_dir(path: str, flag: str = "--root_dir") -> None:
+  """ValueError naming `flag` unless `path` is (or can be created as) a writable local
+  directory: not a file, not under a file, and writable where it exists (or its nearest
+  existing parent is)."""
+  if not path:
+    raise ValueError(f"{flag} must be a directory path, got {path!r}")
+  if "://" in path:
+    return  # remote (gs://, ram://): checked by tf.io.gfile when written
+  probe = os.path.abspath(path)
+  if os.path.exists(probe) and not os.path.isdir(probe):
+    raise ValueError(f"{flag} {path} is a file, not a directory")
+  while not os.path.exists(probe):
+    parent = os.path.dirname(probe)
+    if parent == probe:
+      break
+    probe = parent
+  if not os.path.isdir(probe):
+    raise ValueError(f"{flag} {path}: {probe} is a file, so the directory cannot be created")
+  if not os.access(probe, os.W_OK | os.X_OK):
+    raise ValueError(f"{flag} {path}: {probe} is not writable")
+
+
 def _scalars(metrics: Dict) -> Dict[str, float]:
   out = {}
   for k, v in metrics.items():

@@ -333,3 +333,23 @@ def test_per_game_steps_parse_and_default():
     md.parse_game_steps("Pong:10")
   assert set(md.DEFAULT_GAME_STEPS) <= set(minatar.valid_game_names())
 
+
+
+def test_checkpoint_split_is_checked_before_any_game_is_built(tmp_path):
+  """K checkpoints of C = ceil((n + 1) / K) slots hold n + 1 frames in ceil((n + 1) / C) files:
+  n = 10, K = 20 -> C = 2 -> 6 files; n = 10, K = 5 -> C = 3 -> 4 files (not 5); n = 120,
+  K = 3 -> C = 41 -> 3 files; n = 120, K = 6 -> C = 21 -> 6 files; n = 9, K = 6 -> C = 2 ->
+  5 files. A split that does not give K files is refused, naming the game, the counts and a K
+  that works, before anything is written (Breakout's valid split comes first here)."""
+  md.validate_split("Breakout", 120, 3)
+  with pytest.raises(ValueError, match=r"Breakout: 10 steps give 6 checkpoints of 2 slots, "
+                                       r"not --num_checkpoints=20.*--num_checkpoints=6"):
+    md.validate_split("Breakout", 10, 20)
+  with pytest.raises(ValueError, match=r"give 4 checkpoints of 3 slots.*num_checkpoints=4"):
+    md.validate_split("Breakout", 10, 5)
+  out = str(tmp_path / "minatar")
+  md.validate_split("Breakout", 120, 6)
+  with pytest.raises(ValueError, match="SpaceInvaders: 9 steps give 5 checkpoints of 2 slots"):
+    md.build_all(out, ["Breakout", "SpaceInvaders"], num_steps=120, num_checkpoints=6,
+                 game_steps={"SpaceInvaders": 9})
+  assert not os.path.exists(os.path.join(out, "Breakout"))

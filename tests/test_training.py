@@ -140,3 +140,17 @@ def test_mismatched_checkpoint_is_a_clear_error(tmp_path):
 def test_bad_config():
   with pytest.raises(ValueError, match="checkpoint_interval"):
     training.LoopConfig("/tmp/x", 5, checkpoint_interval=0).validate()
+
+
+def test_check_output_dir_refuses_files_and_names_the_flag(tmp_path):
+  a_file = tmp_path / "afile"
+  a_file.write_text("x")
+  with pytest.raises(ValueError, match=r"--root_dir .*afile is a file, not a directory"):
+    training.check_output_dir(str(a_file))
+  with pytest.raises(ValueError, match=r"--output_dir .*afile is a file, so the directory"):
+    training.check_output_dir(str(a_file / "sub" / "run"), "--output_dir")
+  training.check_output_dir(str(tmp_path / "new" / "nested"))  # creatable: fine
+  training.check_output_dir(str(tmp_path))                      # exists: fine
+  assert not (tmp_path / "new").exists()                              # nothing created
+  with pytest.raises(ValueError, match="--root_dir must be a directory path"):
+    training.check_output_dir("")

@@ -390,6 +390,20 @@ def random_policy_returns(game: str, num_episodes: int, *, seed: int = 0,
   return evaluate(env, None, num_episodes, seed=seed)
 
 
+def validate_split(game: str, num_steps: int, num_checkpoints: int) -> None:
+  """ValueError unless `num_steps` adds fill exactly `num_checkpoints` checkpoints of
+  `checkpoint_capacity` slots (too few steps, or a K that the ceil-sized buffers skip)."""
+  capacity = checkpoint_capacity(num_steps, num_checkpoints)
+  written = int(math.ceil((num_steps + 1) / capacity))
+  if written != num_checkpoints:
+    fits = [k for k in range(1, num_checkpoints + 1)
+            if math.ceil((num_steps + 1) / checkpoint_capacity(num_steps, k)) == k]
+    raise ValueError(
+        f"{game}: {num_steps} steps give {written} checkpoints of {capacity} slots, not "
+        f"--num_checkpoints={num_checkpoints} (each checkpoint holds >= 2 transitions); use "
+        f"more steps or --num_checkpoints={fits[-1]}")
+
+
 # ---------------------------------------------------------------------- building
 
 def build_game(output_dir: str, game: str, *, num_steps: int = DEFAULT_STEPS, seed: int = 0,
@@ -407,6 +421,7 @@ def build_game(output_dir: str, game: str, *, num_steps: int = DEFAULT_STEPS, se
   game = minatar_env.canonical_game_name(game)
   if num_steps < 1 or num_checkpoints < 1 or eval_episodes < 1 or random_episodes < 1:
     raise ValueError("steps, num_checkpoints, eval_episodes and random_episodes must be >= 1")
+  validate_split(game, num_steps, num_checkpoints)
   rdir = run_dir(output_dir, game, seed)
   settings = dict(game=game, seed=int(seed), steps=int(num_steps),
                   num_checkpoints=int(num_checkpoints), eval_episodes=int(eval_episodes),
@@ -529,6 +544,9 @@ def build_all(output_dir: str, games: Sequence[str], *, log: Callable[[str], Non
   names = [minatar_env.canonical_game_name(g) for g in games]  # fail fast on a bad name
   per_game = dict(DEFAULT_GAME_STEPS if game_steps is None else
                   {minatar_env.canonical_game_name(g): int(n) for g, n in game_steps.items()})
+  k = kwargs.get("num_checkpoints", DEFAULT_NUM_CHECKPOINTS)
+  for g in names:  # every game's split checked before any game is built
+    validate_split(g, per_game.get(g, num_steps), k)
   out = {}
   for g in names:
     out[g] = build_game(output_dir, g, log=log, num_steps=per_game.get(g, num_steps), **kwargs)

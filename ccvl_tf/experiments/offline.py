@@ -281,6 +281,8 @@ class OfflineConfig:
                        f"held-out data), got {self.belief_temperature!r}")
     from ccvl_tf.experiments import agent_options
     agent_options.validate(self.ccvl_options)
+    from ccvl_tf import training
+    training.check_output_dir(self.root_dir, "--root_dir")
     if self.dataset_dir is not None:
       # Local paths: os.path.isdir; gs://..., ram://...: tf.io.gfile (dqn_replay.path_isdir).
       try:

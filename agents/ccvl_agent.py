@@ -160,11 +160,43 @@ def forward_and_targets(online: networks.CCVLNetwork, target: networks.CCVLNetwo
   return q, phi, next_phi, targets
 
 
+class PairLoss:
+  """The pair loss of the lower bound, Eq. (cql update) in the reading `config.objective`.
+
+  A CCVL objective is the network passes (`forward_and_targets`), n(s)^-1, this pair loss and
+  the DR3 term (`ccvl_objective`); the upper bound (agents.ccvl_bounds_agent.UpperPairLoss)
+  replaces only this part, the way TF-Agents' DdqnAgent replaces only
+  `_compute_next_q_values`. Members:
+    gap_metric: the name the mean regularizer gap is reported under ('cql_gap').
+    target_confidences(delta [B, N], delta_2 [B, N, M]): the delta_2 the target network is
+      evaluated at (losses.objective_delta_2: 'bound' / 'bonus' bootstrap pair 0 at delta).
+    __call__(q [B, N, A], a_D [B], y [B, N, M], delta [B, N], delta_1 [B, N, M], n(s)^-1 [B]):
+      dict of 'loss' (mean over B, N of the pair reduction of L_j) and per-(B, N) 'td',
+      'regularizer', 'gap', 'q_sa' (losses.ccvl_objective_loss).
+  """
+
+  gap_metric = "cql_gap"
+
+  def __init__(self, config):
+    """config: CCVLConfig (objective, alpha, td_loss, huber_kappa are used)."""
+    self.config = config
+    self.objective = getattr(config, "objective", "algorithm1")
+
+  def target_confidences(self, delta: tf.Tensor, delta_2: tf.Tensor) -> tf.Tensor:
+    return losses.objective_delta_2(delta, delta_2, self.objective)  # [B, N, M]
+
+  def __call__(self, q, actions, targets, delta, delta_1, inverse_count) -> Dict[str, tf.Tensor]:
+    c = self.config
+    return losses.ccvl_objective_loss(self.objective, q, actions, targets, delta, delta_1,
+                                      inverse_count, c.alpha, c.td_loss, c.huber_kappa)
+
+
 def ccvl_objective(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
                    batch: Dict[str, tf.Tensor], delta: tf.Tensor, delta_1: tf.Tensor,
                    delta_2: tf.Tensor,
                    inverse_count_fn: Callable[[tf.Tensor, tf.Tensor], tf.Tensor],
-                   config: CCVLConfig, training: bool = False) -> Dict[str, tf.Tensor]:
+                   config: CCVLConfig, training: bool = False,
+                   pair_loss: Optional[PairLoss] = None) -> Dict[str, tf.Tensor]:
   """The CCVL objective of Algorithm 1 for given confidences (the network plumbing).
 
   Args:
@@ -173,18 +205,19 @@ def ccvl_objective(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
     delta: [B, N]; delta_1, delta_2: [B, N, M] (see losses.sample_confidences).
     inverse_count_fn: (observation [B, ...], phi(s) [B, D]) -> n(s)^-1 [B].
     config: CCVLConfig (gamma, alpha, td_loss, huber_kappa, dr3_coef are used).
+    pair_loss: the pair loss L_j and its target confidences; default PairLoss(config), the
+      lower bound Q_l (UpperCCVLAgent passes the upper bound's, Eq. upper update).
 
   Returns:
-    dict of scalars ('loss' = CCVL loss + c * DR3, and the parts) plus 'phi' [B, D].
+    dict of scalars ('loss' = CCVL loss + c * DR3, and the parts; the mean gap under
+    pair_loss.gap_metric) plus 'phi' [B, D].
   """
-  objective = getattr(config, "objective", "algorithm1")
-  delta_2 = losses.objective_delta_2(delta, delta_2, objective)  # [B, N, M]
+  pair_loss = PairLoss(config) if pair_loss is None else pair_loss
+  delta_2 = pair_loss.target_confidences(delta, delta_2)  # [B, N, M]
   q, phi, next_phi, targets = forward_and_targets(online, target, batch, delta, delta_2,
                                                   config, training)
   inv_count = tf.stop_gradient(inverse_count_fn(batch["observation"], phi))  # [B]
-  res = losses.ccvl_objective_loss(
-      objective, q, batch["action"], targets, delta, delta_1, inv_count, config.alpha,
-      config.td_loss, config.huber_kappa)
+  res = pair_loss(q, batch["action"], targets, delta, delta_1, inv_count)
   total = res["loss"]
   if next_phi is not None:
     dr3 = losses.dr3_penalty(phi, next_phi)
@@ -197,7 +230,7 @@ def ccvl_objective(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
       "dr3_penalty": dr3,
       "td_term": tf.reduce_mean(res["td"]),
       "regularizer_term": tf.reduce_mean(res["regularizer"]),
-      "cql_gap": tf.reduce_mean(res["gap"]),
+      pair_loss.gap_metric: tf.reduce_mean(res["gap"]),
       "q_data": tf.reduce_mean(res["q_sa"]),
       "inverse_count": tf.reduce_mean(inv_count),
       "phi": phi,
@@ -301,7 +334,7 @@ class CCVLAgent(q_agent_base.GuardedLearner):
     return self._objective_at(batch, delta, delta_1, delta_2, training)
 
   def _objective_at(self, batch, delta, delta_1, delta_2, training: bool):
-    """The objective at sampled confidences (UpperCCVLAgent overrides `_objective_fn`)."""
+    """The objective at sampled confidences, with this agent's pair loss (`_pair_loss`)."""
     raw = {}
 
     def inverse_counts(observation, phi):
@@ -310,26 +343,29 @@ class CCVLAgent(q_agent_base.GuardedLearner):
       raw["n_inv"] = self._counts.raw_inverse_count(phi)           # [B], reused by the update
       return self._counts.normalize(raw["n_inv"])
 
-    metrics = self._objective_fn(batch, delta, delta_1, delta_2, inverse_counts, training)
+    metrics = ccvl_objective(self._online, self._target, batch, delta, delta_1, delta_2,
+                             inverse_counts, self._config, training=training,
+                             pair_loss=self._pair_loss())
     if "n_inv" in raw:
       metrics["raw_inverse_count"] = raw["n_inv"]
     return metrics
 
-  def _objective_fn(self, batch, delta, delta_1, delta_2, inverse_count_fn, training: bool):
-    return ccvl_objective(self._online, self._target, batch, delta, delta_1, delta_2,
-                          inverse_count_fn, self._config, training=training)
+  def _pair_loss(self) -> PairLoss:
+    """The lower bound's pair loss, Eq. (cql update) (UpperCCVLAgent overrides this only)."""
+    return PairLoss(self._config)
 
   def _update_hook(self, metrics):
     """phi(s) [B, D] (and its raw n(s)^-1 [B]) leave the metrics; after an applied step they
     update the counts."""
     phi = metrics.pop("phi")
     raw = metrics.pop("raw_inverse_count", None)
-    return lambda: self._update_counts(phi, raw)
+    return lambda: self.update_counts(phi, raw)
 
-  def _update_counts(self, phi, raw_inverse_count=None) -> None:
+  def update_counts(self, phi, raw_inverse_count=None) -> None:
     """After an applied update: phi(s) [B, D] into the running E[phi phi^T] (and the raw
     n(s)^-1 [B] the objective computed, if given, into its running mean); the inverse is
-    refreshed right after the first update (step 0), then every count_refresh_period steps."""
+    refreshed right after the first update (step 0), then every count_refresh_period steps.
+    (A no-op with an exact inverse_count_fn.)"""
     if self._counts is None:
       return
     cfg = self._config

@@ -3,8 +3,8 @@ Lower- and Upper-Bounds", Eq. upper update, Eq. upper policy).
 
   * Q_l: `agents.ccvl_agent.CCVLAgent` unchanged (Algorithm 1, Eq. cql update).
   * Q_u: `UpperCCVLAgent`, the same network, counts, guarded Adam step, target network and
-    checkpoint as CCVLAgent (it subclasses it), with the objective replaced by
-    `ccvl_tf.losses.ccvl_upper_loss`:
+    checkpoint and objective (`ccvl_agent.ccvl_objective`) as CCVLAgent (it subclasses it),
+    with only the pair loss replaced (`UpperPairLoss`: `ccvl_tf.losses.ccvl_upper_loss`):
         L^u_j = alpha_u sqrt(log(1/delta_{j,1}) n(s)^-1) (Q_u(s,a_D,delta) - softmin_a Q_u(s,a,delta))
                 + TD(Q_u(s,a_D,delta) - r - gamma (1-terminal) max_a' Qbar_u(s',a',delta_{j,2}))
         loss  = mean_{B,N} min_j L^u_j    (Eq. upper update: min over delta_1, delta_2)
@@ -16,8 +16,10 @@ Lower- and Upper-Bounds", Eq. upper update, Eq. upper policy).
       - `bounds_policy`: Eq. upper policy (ccvl_tf.policies.BoundsPolicy: argmax of Q_u over
         the safe set {a : Q_l >= beta max Q_l}) at `explore_delta`,
       - `exploration_policy`: bounds_policy, epsilon-greedy (what online actors run).
-    It follows the learner protocol of ccvl_tf.training (train_on_batch, make_checkpoint,
-    train_step_counter), so the offline loop can train it too.
+    It implements `agents.learner.Learner` and `OnlineLearner` (train_on_batch, make_checkpoint,
+    train_step_counter, ...; `restore_offline`, `set_learning_rate`, `policy_variables`), so
+    the offline loop trains it too; online fine-tuning builds it through the agent registry
+    ('ccvl_bounds', ccvl_tf/experiments/agent_registry.py).
 
 Checkpoint layout (`make_checkpoint`): the lower agent's items at the top level (online,
 target, optimizer, train_step, counts -- exactly a CCVLAgent checkpoint, so an offline CCVL
@@ -26,7 +28,7 @@ checkpoint restores into it) plus `upper` (a CCVLAgent-layout checkpoint of Q_u)
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, List, Optional
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
@@ -76,41 +78,43 @@ class BoundsConfig:
       raise ValueError(f"explore_epsilon must be in [0, 1], got {self.explore_epsilon!r}")
 
 
-def ccvl_upper_objective(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
-                         batch: Dict[str, tf.Tensor], delta: tf.Tensor, delta_1: tf.Tensor,
-                         delta_2: tf.Tensor, inverse_count_fn, config: ccvl_agent.CCVLConfig,
-                         bounds: BoundsConfig, training: bool = False) -> Dict[str, tf.Tensor]:
-  """Eq. (upper update), regularized form, for given confidences (network plumbing).
+class UpperPairLoss(ccvl_agent.PairLoss):
+  """The pair loss of the upper bound, Eq. (upper update) in its regularized form
+  (losses.ccvl_upper_loss):
 
-  Same network passes (`agents.ccvl_agent.forward_and_targets`), shapes and outputs as
-  `agents.ccvl_agent.ccvl_objective`, with `losses.ccvl_upper_loss` in place of the lower loss.
+    L^u_j = alpha_u sqrt(log(1/delta_{j,1}) n(s)^-1) R_u + TD(Q_u(s,a_D,delta) - y_j),
+    loss  = mean_{B,N} min_j L^u_j   (bounds.pair_reduction; R_u per bounds.upper_regularizer)
+
+  with the targets y_j at the sampled delta_{j,2} ~ U(0, delta) as drawn (config.objective's
+  delta_2 rewrite is the lower bound's, not applied here). Everything else of the objective is
+  `agents.ccvl_agent.ccvl_objective`'s; the gap is reported as 'upper_gap'.
   """
-  q, phi, next_phi, targets = ccvl_agent.forward_and_targets(online, target, batch, delta,
-                                                             delta_2, config, training)
-  inv_count = tf.stop_gradient(inverse_count_fn(batch["observation"], phi))  # [B]
-  alpha = config.alpha if bounds.upper_alpha is None else bounds.upper_alpha
-  res = losses.ccvl_upper_loss(q, batch["action"], targets, delta_1, inv_count, alpha,
-                               config.td_loss, config.huber_kappa, bounds.upper_regularizer,
-                               bounds.pair_reduction)
-  total = res["loss"]
-  if next_phi is not None:
-    dr3 = losses.dr3_penalty(phi, next_phi)
-    total = total + config.dr3_coef * dr3
-  else:
-    dr3 = tf.zeros([])
-  return {
-      "loss": total, "ccvl_loss": res["loss"], "dr3_penalty": dr3,
-      "td_term": tf.reduce_mean(res["td"]), "regularizer_term": tf.reduce_mean(res["regularizer"]),
-      "upper_gap": tf.reduce_mean(res["gap"]), "q_data": tf.reduce_mean(res["q_sa"]),
-      "inverse_count": tf.reduce_mean(inv_count), "phi": phi,
-  }
+
+  gap_metric = "upper_gap"
+
+  def __init__(self, config: ccvl_agent.CCVLConfig, bounds: BoundsConfig):
+    super().__init__(config)
+    self.bounds = bounds
+    self.alpha = config.alpha if bounds.upper_alpha is None else bounds.upper_alpha  # alpha_u
+
+  def target_confidences(self, delta: tf.Tensor, delta_2: tf.Tensor) -> tf.Tensor:
+    del delta
+    return delta_2  # [B, N, M]
+
+  def __call__(self, q, actions, targets, delta, delta_1, inverse_count) -> Dict[str, tf.Tensor]:
+    del delta
+    c, b = self.config, self.bounds
+    return losses.ccvl_upper_loss(q, actions, targets, delta_1, inverse_count, self.alpha,
+                                  c.td_loss, c.huber_kappa, b.upper_regularizer,
+                                  b.pair_reduction)
 
 
 class UpperCCVLAgent(ccvl_agent.CCVLAgent):
-  """Q_u(s, a, delta): CCVLAgent with the objective of Eq. (upper update) (see module doc).
+  """Q_u(s, a, delta): CCVLAgent with the pair loss of Eq. (upper update) (see module doc).
 
-  Reuses CCVLAgent's guarded train step, counts, target updates, checkpoint and confidence
-  sampling; only the objective at the sampled confidences (`_objective_fn`) differs.
+  Reuses CCVLAgent's guarded train step, counts, target updates, checkpoint, confidence
+  sampling and objective (`ccvl_agent.ccvl_objective`); only the pair loss (`_pair_loss`:
+  UpperPairLoss) differs.
   """
 
   def __init__(self, time_step_spec, action_spec, config=ccvl_agent.CCVLConfig(),
@@ -120,10 +124,8 @@ class UpperCCVLAgent(ccvl_agent.CCVLAgent):
     kwargs.setdefault("name", "UpperCCVLAgent")
     super().__init__(time_step_spec, action_spec, config, network_config, **kwargs)
 
-  def _objective_fn(self, batch, delta, delta_1, delta_2, inverse_count_fn, training: bool):
-    return ccvl_upper_objective(self._online, self._target, batch, delta, delta_1, delta_2,
-                                inverse_count_fn, self._config, self._bounds,
-                                training=training)
+  def _pair_loss(self) -> UpperPairLoss:
+    return UpperPairLoss(self._config, self._bounds)
 
 
 class CCVLBoundsAgent(tf.Module):
@@ -179,11 +181,6 @@ class CCVLBoundsAgent(tf.Module):
   def upper_q_network(self):
     return self.upper.q_network
 
-  def policy_variables(self) -> Dict[str, list]:
-    """What actors need: the online weights of both bounds (tf.Variables)."""
-    return {"lower": list(self.lower._online_vars),  # pylint: disable=protected-access
-            "upper": list(self.upper._online_vars)}  # pylint: disable=protected-access
-
   @property
   def time_step_spec(self):
     return self._time_step_spec
@@ -192,10 +189,34 @@ class CCVLBoundsAgent(tf.Module):
   def action_spec(self):
     return self._action_spec
 
+  # ---- the online extension (agents.learner.OnlineLearner); bounds_policy and
+  # exploration_policy are attributes (see __init__) ---------------------------------------------
+  def policy_variables(self) -> Dict[str, List[tf.Variable]]:
+    """What actors need: the online weights of both bounds (tf.Variables)."""
+    return {"lower": list(self.lower.online_variables),
+            "upper": list(self.upper.online_variables)}
+
+  def guarded_learners(self) -> Dict[str, ccvl_agent.CCVLAgent]:
+    """{'': Q_l, 'upper/': Q_u}: both bounds, stepped in this order on each batch."""
+    return {"": self.lower, "upper/": self.upper}
+
   def set_learning_rate(self, lr: float) -> None:
     """Adam learning rate of both bounds (e.g. a smaller one for online fine-tuning)."""
-    for bound in (self.lower, self.upper):
-      bound.optimizer.learning_rate.assign(lr)
+    for bound in self.guarded_learners().values():
+      bound.set_learning_rate(lr)
+
+  def restore_offline(self, path: str) -> str:
+    """Restores an offline checkpoint: a CCVLBoundsAgent one (it has 'upper/' entries)
+    restores both bounds; a plain CCVLAgent one (train_offline.py's) restores Q_l and starts
+    Q_u as a copy of Q_l, at Q_l's train step. Returns which of the two it was."""
+    names = [n for n, _ in tf.train.list_variables(path)]
+    if any(n.startswith("upper/") for n in names):
+      self.make_checkpoint().restore(path).assert_existing_objects_matched()
+      return "lower and upper bounds"
+    self.lower.make_checkpoint().restore(path).assert_existing_objects_matched()
+    self.copy_lower_to_upper()
+    self.upper.train_step_counter.assign(self.train_step_counter)
+    return "lower bound only, Q_u <- Q_l"
 
   def copy_lower_to_upper(self) -> None:
     """Q_u <- Q_l (online and target weights): the start of Q_u when only Q_l was trained."""
@@ -213,7 +234,7 @@ class CCVLBoundsAgent(tf.Module):
       NonFiniteLossError (FloatingPointError) from either bound (Q_l is stepped first: if only
       Q_u fails, Q_l has taken this step and the counters differ by one; stop and restore).
     """
-    metrics = dict(self.lower.train_on_batch(batch))
-    for k, v in self.upper.train_on_batch(batch).items():
-      metrics[f"upper/{k}"] = v
+    metrics = {}
+    for prefix, bound in self.guarded_learners().items():
+      metrics.update({prefix + k: v for k, v in bound.train_on_batch(batch).items()})
     return metrics

@@ -1,4 +1,4 @@
-"""DQN baseline: TF-Agents' own `DqnAgent`, wrapped to the learner protocol of ccvl_tf/training.py.
+"""DQN baseline: TF-Agents' own `DqnAgent`, wrapped to the interface `agents.learner.Learner`.
 
 `DQNLearner` owns a `tf_agents.agents.dqn.dqn_agent.DqnAgent` with a TF-Agents `QNetwork`
 (tf.keras / Keras 2, as TF-Agents requires) on the same torso choices as our networks:

@@ -10,9 +10,9 @@ and every gradient are finite. Otherwise `train_on_batch` / `train` raise `NonFi
 `OfflineQAgent` (the delta-free baselines CQL, REM, AEVL; issue 6) adds an online and a target
 `ccvl_tf.networks.QEnsembleNetwork` (E members x H heads).
 
-It follows the learner protocol of `ccvl_tf/training.py`
-(`train_on_batch(batch) -> metrics with 'loss'`, `make_checkpoint()`, `train_step_counter`) and
-the batch contract of docs/CONTRACTS.md. Subclasses only define the objective
+It implements the learner interface of `agents/learner.py` (`Learner`: `train_on_batch(batch)
+-> metrics with 'loss'`, `make_checkpoint()`, `train_step_counter`, ...; and `OnlineLearner`)
+and the batch contract of docs/CONTRACTS.md. Subclasses only define the objective
 (`_objective(batch, seed, training) -> metrics dict with 'loss'`), built from the pure
 functions of `ccvl_tf.losses`, and the evaluation policy.
 
@@ -22,7 +22,7 @@ policies of `ccvl_tf.policies` act with it unchanged.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, List, Optional
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
@@ -204,6 +204,10 @@ class GuardedLearner(tf_agent.TFAgent):
   `train_on_batch(batch)` / `train(experience)` apply Adam, `_update_hook`'s callback (CCVL:
   the n(s)^-1 statistics), the counter and the periodic target copy only when the loss and
   every gradient are finite (`guarded_update`), and raise `NonFiniteLossError` otherwise.
+
+  It implements `agents.learner.Learner` and `OnlineLearner`. The pieces of the guarded step
+  are public for `ccvl_tf.distributed` and the benchmark: `prepare_batch`, `step_seed`,
+  `loss_and_grads`, `apply_update`, `check_finite` and `compiled_train_step`.
   """
 
   AGENT_NAME = "Q"
@@ -232,7 +236,7 @@ class GuardedLearner(tf_agent.TFAgent):
     self._optimizer_vars = tf_variables(self._optimizer.variables)
     if train_step_counter is None:
       train_step_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step")
-    self._grads_fn = tf.function(self._loss_and_grads, jit_compile=jit_compile,
+    self._grads_fn = tf.function(self.loss_and_grads, jit_compile=jit_compile,
                                  reduce_retracing=True)
     tf_agent.TFAgent.__init__(self, time_step_spec, action_spec, policy, collect_policy,
                               train_sequence_length=2, train_step_counter=train_step_counter)
@@ -265,6 +269,16 @@ class GuardedLearner(tf_agent.TFAgent):
   def optimizer(self):
     return self._optimizer
 
+  @property
+  def online_variables(self) -> List[tf.Variable]:
+    """Every tf.Variable of the online network (what actors pull, checkpoint item 'online')."""
+    return self._online_vars
+
+  @property
+  def target_variables(self) -> List[tf.Variable]:
+    """Every tf.Variable of the target network (checkpoint item 'target')."""
+    return self._target_vars
+
   def _checkpoint_items(self) -> Dict[str, object]:
     return dict(online=self._online_vars, target=self._target_vars,
                 optimizer=self._optimizer_vars, train_step=self.train_step_counter)
@@ -279,40 +293,90 @@ class GuardedLearner(tf_agent.TFAgent):
     for s, t in zip(self._online_vars, self._target_vars):
       t.assign(s)
 
-  def _as_batch(self, experience):
+  def prepare_batch(self, experience) -> Dict[str, tf.Tensor]:
+    """A contract transition dict (or a Trajectory [B, 2, ...]) -> the batch the step takes
+    (tensors; actions as indices 0..A-1)."""
     return as_transition_batch(experience, self._action_min)
 
+  # ---- the online extension (agents.learner.OnlineLearner) ------------------------------------
+  @property
+  def exploration_policy(self):
+    """What online actors run: the collect policy (greedy, epsilon-greedy at
+    config.collect_epsilon)."""
+    return self.collect_policy
+
+  @property
+  def bounds_policy(self):
+    """None: one bound, no Eq. upper policy (CCVLBoundsAgent has one)."""
+    return None
+
+  def policy_variables(self) -> Dict[str, List[tf.Variable]]:
+    """What actors pull: {'q': the online network's variables}."""
+    return {"q": list(self._online_vars)}
+
+  def set_learning_rate(self, lr: float) -> None:
+    """Adam's learning rate (e.g. a smaller one for online fine-tuning)."""
+    self._optimizer.learning_rate.assign(lr)
+
+  def restore_offline(self, path: str) -> str:
+    """Restores a checkpoint of this agent's layout (`make_checkpoint`) from `path`."""
+    self.make_checkpoint().restore(path).assert_existing_objects_matched()
+    return f"{self.AGENT_NAME} learner"
+
+  def guarded_learners(self) -> Dict[str, "GuardedLearner"]:
+    """{'': self}: the one guarded learner stepped on each batch (metrics unprefixed)."""
+    return {"": self}
+
   # ---- the guarded step ---------------------------------------------------------------------------
-  def _seed(self):
+  def step_seed(self) -> tf.Tensor:
+    """The stateless seed of this step's randomness: (config.seed, train step) [2] int64."""
     return tf.stack([tf.constant(self._config.seed, tf.int64),
                      tf.cast(self.train_step_counter, tf.int64)])
 
-  def _loss_and_grads(self, batch, seed):
+  def loss_and_grads(self, batch, seed):
+    """(metrics of `_objective` on a prepared batch, gradients w.r.t. the online network's
+    trainable variables); no variable changes."""
     with tf.GradientTape() as tape:
       metrics = self._objective(batch, seed, training=True)
     grads = tape.gradient(metrics["loss"], self._online.trainable_variables)
     return metrics, grads
 
+  def apply_update(self, metrics: Dict[str, tf.Tensor], grads,
+                   after_adam: Optional[Callable[[], None]] = None) -> Dict[str, tf.Tensor]:
+    """`guarded_update` on this agent's variables: Adam, `after_adam()`, step counter and the
+    periodic target copy, only when the loss and every gradient are finite."""
+    return guarded_update(metrics, grads, self._online.trainable_variables, self._optimizer,
+                          self.train_step_counter, self._online_vars, self._target_vars,
+                          self._config.target_update_period, before_step=after_adam)
+
+  @property
+  def compiled_train_step(self) -> Callable[[Dict[str, tf.Tensor]], Dict[str, tf.Tensor]]:
+    """The tf.function of one guarded step on a `prepare_batch` batch; returns the metrics
+    with 'finite' and 'step' (does not raise: see `check_finite`)."""
+    return self._train_on_batch_fn
+
+  def check_finite(self, metrics) -> None:
+    """Raises NonFiniteLossError (eager mode) when the step of `metrics` was skipped."""
+    check_finite(self.AGENT_NAME, metrics)
+
   def _loss(self, experience, weights=None, training=False):
     """TFAgent API: LossInfo(loss, extra=metrics) without changing any variable."""
     del weights  # uniform transition weights (offline sampling is uniform)
-    metrics = dict(self._objective(self._as_batch(experience), self._seed(), training=training))
+    metrics = dict(self._objective(self.prepare_batch(experience), self.step_seed(),
+                                   training=training))
     self._update_hook(metrics)  # drops non-scalar entries; its callback is not run
     return tf_agent.LossInfo(loss=metrics["loss"], extra=metrics)
 
   def _train_batch(self, batch) -> Dict[str, tf.Tensor]:
     """One guarded step on a contract batch (inside tf.function)."""
-    metrics, grads = self._grads_fn(batch, self._seed())
+    metrics, grads = self._grads_fn(batch, self.step_seed())
     metrics = dict(metrics)
-    after_adam = self._update_hook(metrics)
-    return guarded_update(metrics, grads, self._online.trainable_variables, self._optimizer,
-                          self.train_step_counter, self._online_vars, self._target_vars,
-                          self._config.target_update_period, before_step=after_adam)
+    return self.apply_update(metrics, grads, after_adam=self._update_hook(metrics))
 
   def _train(self, experience, weights=None):
     """TFAgent API (wrapped in tf.function by TFAgent): guarded train step."""
     del weights
-    metrics = self._train_batch(self._as_batch(experience))
+    metrics = self._train_batch(self.prepare_batch(experience))
     return tf_agent.LossInfo(loss=metrics["loss"], extra=metrics)
 
   # ---- public entry points ---------------------------------------------------------------------
@@ -322,18 +386,15 @@ class GuardedLearner(tf_agent.TFAgent):
     Raises:
       NonFiniteLossError: NaN/inf loss or gradient; no variable was changed (eager mode).
     """
-    metrics = self._train_on_batch_fn(self._as_batch(batch))
-    self._check_finite(metrics)
+    metrics = self._train_on_batch_fn(self.prepare_batch(batch))
+    self.check_finite(metrics)
     return metrics
 
   def train(self, experience, weights=None, **kwargs):
     """TFAgent.train on a Trajectory [B, 2, ...] or a contract dict; raises on NaN/inf."""
     loss_info = super().train(experience, weights=weights, **kwargs)
-    self._check_finite(loss_info.extra)
+    self.check_finite(loss_info.extra)
     return loss_info
-
-  def _check_finite(self, metrics):
-    check_finite(self.AGENT_NAME, metrics)
 
 
 class OfflineQAgent(GuardedLearner):

@@ -36,8 +36,9 @@ _DATA = flags.DEFINE_string("dataset_dir", None,
 _SUBSET = flags.DEFINE_enum("subset", _D.subset, ["1%", "5%", "initial10%", "all"],
                             "Which part of the dataset to train on.")
 _AGENT = flags.DEFINE_string(
-    "agent", _D.agent, "Which learner (ccvl_tf.experiments.offline.AGENT_REGISTRY): " + "; ".join(
-        f"{s.name}: {s.description}" for s in offline.AGENT_REGISTRY.values()) + ".")
+    "agent", _D.agent, "Which learner (ccvl_tf.experiments.agent_registry): " + "; ".join(
+        f"{s.name}: {s.description}" for s in offline.AGENT_REGISTRY.values() if s.offline)
+    + ".")
 _STEPS = flags.DEFINE_integer("num_steps", _D.num_steps, "Gradient steps in total.")
 _BATCH = flags.DEFINE_integer("batch_size", _D.batch_size, "Transitions per batch.")
 _ALPHA = flags.DEFINE_float("alpha", _D.alpha, "alpha, weight of the CCVL regularizer (>= 0).")

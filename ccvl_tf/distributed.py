@@ -6,17 +6,19 @@ TensorFlow rejects ("`merge_call` called while defining a new graph ..."). This 
 work the way TF-Agents' `Learner` / Keras do, keeping the guard:
 
   replica context  (strategy.run)    each replica takes its slice of the batch, computes the
-                                     loss and gradients (`agent._loss_and_grads`) and phi(s);
+                                     loss and gradients (`agent.loss_and_grads`) and phi(s);
   cross-replica    (the tf.function) gradients are averaged over replicas (= gradient of the
                                      full-batch mean loss for equal slices), metrics averaged,
                                      phi concatenated; then the guarded update every agent
-                                     uses (`agents.q_agent_base.guarded_update`): Adam,
-                                     counts (`CCVLAgent._update_counts`), step, target copy.
+                                     uses (`agent.apply_update`, i.e.
+                                     `agents.q_agent_base.guarded_update`): Adam, counts
+                                     (`agent.update_counts`), step, target copy.
 
 Equal slices make it the same optimization step as the single-device step on the whole batch
-(tested on two logical CPUs: tests/test_online.py::test_mirrored_step_equals_single_device_step).
-It works for `agents.ccvl_agent.CCVLAgent` and its subclass `UpperCCVLAgent`, whose private
-members it uses (`_loss_and_grads`, `_update_counts`, `_seed`, `_as_batch`, `_check_finite`).
+(tested on two logical CPUs: tests/test_bounds_agent.py::test_mirrored_step_equals_single_device_step).
+It works for `agents.ccvl_agent.CCVLAgent` and its subclass `UpperCCVLAgent` through their
+public step pieces (`prepare_batch`, `step_seed`, `loss_and_grads`, `apply_update`,
+`update_counts`, `check_finite`); other learners raise a ValueError.
 """
 from __future__ import annotations
 
@@ -26,52 +28,50 @@ import ccvl_tf  # noqa: F401
 
 import tensorflow as tf
 
-from agents import q_agent_base
+from agents import ccvl_agent
 
 
 def make_train_step(strategy: tf.distribute.Strategy, agent) -> Callable[[Dict], Dict]:
   """Returns step(batch) -> metrics for a CCVLAgent whose variables were created under
   `strategy.scope()`. The batch size must be divisible by strategy.num_replicas_in_sync.
 
-  Raises (from step): agents.ccvl_agent.NonFiniteLossError on a NaN/inf loss or gradient (no
-  variable changed), as train_on_batch does.
+  Raises:
+    ValueError: `agent` is not a CCVLAgent (or UpperCCVLAgent).
+    (from step) agents.ccvl_agent.NonFiniteLossError on a NaN/inf loss or gradient (no
+      variable changed), as train_on_batch does.
   """
-  # pylint: disable=protected-access
+  if not isinstance(agent, ccvl_agent.CCVLAgent):
+    raise ValueError(f"a tf.distribute strategy other than the default trains CCVL learners "
+                     f"only (CCVLAgent, UpperCCVLAgent), not {type(agent).__name__}; use the "
+                     f"default strategy")
   n = strategy.num_replicas_in_sync
-  cfg = agent._config
-  variables = agent._online.trainable_variables
-  counter = agent.train_step_counter
 
   def replica_fn(batch, seed):
     ctx = tf.distribute.get_replica_context()
     size = tf.shape(batch["observation"])[0] // n
     start = ctx.replica_id_in_sync_group * size
     part = {k: v[start:start + size] for k, v in batch.items()}  # this replica's slice
-    metrics, grads = agent._loss_and_grads(part, seed)
+    metrics, grads = agent.loss_and_grads(part, seed)
     phi = metrics.pop("phi")
     metrics.pop("raw_inverse_count", None)  # recomputed by the update from the gathered phi
     return metrics, grads, phi
 
   @tf.function(reduce_retracing=True)
   def step(batch):
-    seed = agent._seed()
+    seed = agent.step_seed()
     metrics, grads, phi = strategy.run(replica_fn, args=(batch, seed))
     grads = [strategy.reduce(tf.distribute.ReduceOp.SUM, g, axis=None) / n for g in grads]
     metrics = {k: strategy.reduce(tf.distribute.ReduceOp.MEAN, v, axis=None)
                for k, v in metrics.items()}
     phi = tf.concat(strategy.experimental_local_results(phi), 0)   # [B, D]
-    return q_agent_base.guarded_update(
-        metrics, grads, variables, agent._optimizer, counter, agent._online_vars,
-        agent._target_vars, cfg.target_update_period,
-        before_step=lambda: agent._update_counts(phi))
+    return agent.apply_update(metrics, grads, after_adam=lambda: agent.update_counts(phi))
 
   def run(batch):
-    batch = agent._as_batch(batch)
+    batch = agent.prepare_batch(batch)
     b = int(batch["observation"].shape[0])
     if b % n:
       raise ValueError(f"batch size {b} is not divisible by the {n} replicas of {strategy}")
     metrics = step(batch)
-    agent._check_finite(metrics)
+    agent.check_finite(metrics)
     return metrics
-  # pylint: enable=protected-access
   return run

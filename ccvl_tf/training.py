@@ -1,7 +1,8 @@
 """The offline training loop: progress, TensorBoard summaries, checkpoints with exact resume.
 
-Works with any learner that follows the small protocol the agents of `agents/` implement
-(the Acme pattern: the learner owns what gets checkpointed, the loop does logging and counters):
+Works with any `agents.learner.Learner` (the protocol every agent of `agents/` implements; the
+Acme pattern: the learner owns what gets checkpointed, the loop does logging and counters); the
+loop uses:
 
   learner.train_on_batch(batch) -> dict of scalar metrics, with at least 'loss';
       raises FloatingPointError (e.g. agents.ccvl_agent.NonFiniteLossError) on a NaN/inf loss,

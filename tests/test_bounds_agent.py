@@ -123,6 +123,33 @@ def test_config_errors_name_the_value():
                            pair_reduction="median")
 
 
+def test_upper_objective_is_ccvl_objective_with_the_upper_pair_loss():
+  """UpperCCVLAgent's step loss is ccvl_objective's with UpperPairLoss at the step's
+  confidences; it reports 'upper_gap' (the lower: 'cql_gap'), and ignores config.objective's
+  delta_2 rewrite (same loss for 'algorithm1' and 'bound', unlike the lower bound)."""
+  losses_by_objective = {}
+  for objective in ("algorithm1", "bound"):
+    keras.utils.set_random_seed(5)
+    cfg = ccvl_agent.CCVLConfig(num_deltas=3, num_pairs=2, dr3_coef=0.1, objective=objective)
+    upper = cba.UpperCCVLAgent(*_specs(4, 3), cfg, TINY, dataset_size=100)
+    keras.utils.set_random_seed(5)
+    lower = ccvl_agent.CCVLAgent(*_specs(4, 3), cfg, TINY, dataset_size=100)
+    batch = upper.prepare_batch(_chain_data(np.random.default_rng(0), 16))
+    m_upper = upper._objective(batch, upper.step_seed(), training=False)  # pylint: disable=protected-access
+    m_lower = lower._objective(batch, lower.step_seed(), training=False)  # pylint: disable=protected-access
+    assert "upper_gap" in m_upper and "cql_gap" not in m_upper
+    assert "cql_gap" in m_lower and "upper_gap" not in m_lower
+    delta, delta_1, delta_2 = losses.sample_confidences(16, 3, 2, upper.step_seed())
+    by_hand = ccvl_agent.ccvl_objective(
+        upper.online_network, upper.target_network, batch, delta, delta_1, delta_2,
+        lambda obs, phi: upper.counts.inverse_count(phi), cfg,
+        pair_loss=cba.UpperPairLoss(cfg, cba.BoundsConfig()))
+    np.testing.assert_allclose(float(m_upper["loss"]), float(by_hand["loss"]), rtol=1e-6)
+    losses_by_objective[objective] = (float(m_upper["loss"]), float(m_lower["loss"]))
+  assert losses_by_objective["algorithm1"][0] == losses_by_objective["bound"][0]
+  assert losses_by_objective["algorithm1"][1] != losses_by_objective["bound"][1]
+
+
 def _chain_data(rng, n):
   """A 4-state chain, 3 actions: 0 left, 1 right, 2 stay; reward 1 on reaching state 3
   (terminal). The behaviour policy never takes action 2 in states 0 and 1 (OOD there)."""
@@ -249,7 +276,7 @@ with strategy.scope():
   dist = online.build_agent("gridworld", tss, act, bounds)
 single = online.build_agent("gridworld", tss, act, bounds)
 for part in ("lower", "upper"):
-  for name in ("_online_vars", "_target_vars"):
+  for name in ("online_variables", "target_variables"):
     for a, b in zip(getattr(getattr(dist, part), name), getattr(getattr(single, part), name)):
       b.assign(a.read_value())
 step = online.make_learner_step(strategy, dist)
@@ -264,7 +291,7 @@ for part in ("lower", "upper"):
   d = np.abs(getattr(dist, part).q_values(obs, 0.5) - getattr(single, part).q_values(obs, 0.5))
   print(part, float(d.max()))
 print("replicas", strategy.num_replicas_in_sync, "step", int(dist.train_step_counter.numpy()),
-      type(dist.lower._online_vars[0]).__name__)
+      type(dist.lower.online_variables[0]).__name__)
 """
 
 

@@ -156,7 +156,7 @@ def test_objective_gradient_by_hand_on_the_tiny_linear_network():
 
 def test_gradients_reach_torso_embedding_and_head_but_not_target_or_counts():
   agent = _tiny_agent()
-  batch = agent._as_batch(_random_batch(8, 5, 3))
+  batch = agent.prepare_batch(_random_batch(8, 5, 3))
   agent.counts.update(tf.random.stateless_uniform([16, 16], seed=[1, 1]))
   agent.counts.refresh()
   online = agent.online_network.trainable_variables
@@ -164,7 +164,7 @@ def test_gradients_reach_torso_embedding_and_head_but_not_target_or_counts():
   watched = online + target + [agent.counts.precision, agent.counts.second_moment]
   with tf.GradientTape(persistent=True) as tape:
     tape.watch([v.value if isinstance(v, keras.Variable) else v for v in watched])
-    metrics = agent._objective(batch, agent._seed(), training=True)
+    metrics = agent._objective(batch, agent.step_seed(), training=True)
   grads = tape.gradient(metrics["loss"], online)
   names = [v.path for v in online]
   for part in ("mlp0", "delta_embed", "hidden", "_q/"):

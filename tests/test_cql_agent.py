@@ -99,7 +99,8 @@ def head_gradients(agent, batch):
   target = agent.target_network.trainable_variables
   with tf.GradientTape(persistent=True) as tape:
     tape.watch([v.value if isinstance(v, keras.Variable) else v for v in target])
-    loss = agent._objective(agent._as_batch(batch), agent._seed(), training=False)["loss"]
+    loss = agent._objective(agent.prepare_batch(batch), agent.step_seed(),
+                            training=False)["loss"]
   grads = [(tape.gradient(loss, h.kernel).numpy(), tape.gradient(loss, h.bias).numpy())
            for h in heads]
   return grads, [tape.gradient(loss, v) for v in target]

@@ -48,7 +48,7 @@ def test_rem_loss_by_hand():
   # t2: y = 0 (terminal), Q(s1, 1) = 0.25: TD = 0.5 * 0.25^2 = 0.03125
   # loss = (0.28125 + 0.03125) / 2 = 0.15625
   agent = make()
-  batch = agent._as_batch(hand_batch())
+  batch = agent.prepare_batch(hand_batch())
   q, _, next_q, _ = agent._forward(batch, training=False)             # [B, 1, H, A]
   out = rem_agent.rem_objective(q[:, 0], next_q[:, 0], tf.constant([0.25, 0.75]), batch,
                                 agent.config)
@@ -70,7 +70,7 @@ def test_rem_gradient_by_hand_each_head_gets_its_mixture_weight():
   The target heads get no gradient.
   """
   agent = make()
-  batch = agent._as_batch(hand_batch())
+  batch = agent.prepare_batch(hand_batch())
   q, _, next_q, _ = agent._forward(batch, training=False)             # [B, 1, H, A]
   q, next_q = q[:, 0], next_q[:, 0]
   with tf.GradientTape(persistent=True) as tape:
@@ -85,7 +85,7 @@ def test_rem_gradient_by_hand_each_head_gets_its_mixture_weight():
 
 def test_agent_uses_the_step_weights_for_online_and_target():
   agent = make()
-  seed = agent._seed()
+  seed = agent.step_seed()
   w = agent.mixture_weights(seed).numpy()
   np.testing.assert_allclose(w.sum(), 1.0, rtol=1e-6)
   # By hand with these weights: Q(s0) = w0 [1, 0] + w1 [3, 1], Q(s1) = w0 [0, 1] + w1 [2, 0]
@@ -94,7 +94,7 @@ def test_agent_uses_the_step_weights_for_online_and_target():
   expected = (0.5 * (q_s0_a0 - y1) ** 2 + 0.5 * q_s1[1] ** 2) / 2
   np.testing.assert_allclose(float(agent.loss(hand_batch()).loss), expected, rtol=1e-5)
   agent.train_on_batch(hand_batch())
-  assert not np.allclose(agent.mixture_weights(agent._seed()).numpy(), w)  # redrawn
+  assert not np.allclose(agent.mixture_weights(agent.step_seed()).numpy(), w)  # redrawn
 
 
 def test_policy_acts_on_the_mean_of_heads():

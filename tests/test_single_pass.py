@@ -100,7 +100,7 @@ def test_ccvl_objective_single_pass_equals_two_passes(net_config, objective):
   cfg = ccvl_agent.CCVLConfig(num_deltas=3, num_pairs=2, alpha=0.5, dr3_coef=0.5,
                               objective=objective)
   agent = ccvl_agent.CCVLAgent(*_specs(SHAPE, tf.uint8), cfg, net_config, dataset_size=100)
-  batch = agent._as_batch(_batch(SHAPE, tf.uint8))  # pylint: disable=protected-access
+  batch = agent.prepare_batch(_batch(SHAPE, tf.uint8))
   delta, delta_1, delta_2 = losses.sample_confidences(4, 3, 2, tf.constant([3, 4], tf.int64))
   inv = lambda obs, phi: tf.fill([tf.shape(obs)[0]], 0.3)  # noqa: E731
   online, target = agent.online_network, agent.target_network
@@ -118,17 +118,17 @@ def test_upper_objective_single_pass_equals_two_passes():
   cfg = ccvl_agent.CCVLConfig(num_deltas=2, num_pairs=2, alpha=0.5, dr3_coef=0.5)
   agent = ccvl_bounds_agent.UpperCCVLAgent(*_specs(SHAPE, tf.uint8), cfg, SMALL_NATURE,
                                            dataset_size=100)
-  batch = agent._as_batch(_batch(SHAPE, tf.uint8))  # pylint: disable=protected-access
+  batch = agent.prepare_batch(_batch(SHAPE, tf.uint8))
   delta, delta_1, delta_2 = losses.sample_confidences(4, 2, 2, tf.constant([5, 6], tf.int64))
   inv = lambda obs, phi: tf.fill([tf.shape(obs)[0]], 0.3)  # noqa: E731
   bounds = ccvl_bounds_agent.BoundsConfig()
   online, target = agent.online_network, agent.target_network
+  upper = ccvl_bounds_agent.UpperPairLoss(cfg, bounds)
   _assert_same_loss_and_grads(
-      lambda: ccvl_bounds_agent.ccvl_upper_objective(online, target, batch, delta, delta_1,
-                                                     delta_2, inv, cfg, bounds, True),
-      lambda: ccvl_bounds_agent.ccvl_upper_objective(_two_pass_network(online), target, batch,
-                                                     delta, delta_1, delta_2, inv, cfg,
-                                                     bounds, True),
+      lambda: ccvl_agent.ccvl_objective(online, target, batch, delta, delta_1, delta_2, inv,
+                                        cfg, True, pair_loss=upper),
+      lambda: ccvl_agent.ccvl_objective(_two_pass_network(online), target, batch, delta,
+                                        delta_1, delta_2, inv, cfg, True, pair_loss=upper),
       online.trainable_variables)
 
 
@@ -158,7 +158,7 @@ def _baseline_two_pass(agent, batch):
 def test_baseline_single_pass_equals_two_passes(make):
   keras.utils.set_random_seed(4)
   agent = make(_specs((10, 10, 4), tf.float32))
-  batch = agent._as_batch(_batch((10, 10, 4), tf.float32))  # pylint: disable=protected-access
+  batch = agent.prepare_batch(_batch((10, 10, 4), tf.float32))
   seed = tf.constant([0, 0], tf.int64)
   _assert_same_loss_and_grads(
       lambda: agent._objective(batch, seed, training=True),  # pylint: disable=protected-access

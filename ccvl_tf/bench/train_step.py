@@ -120,8 +120,8 @@ def make_ccvl_step(batch, obs_shape, num_actions: int,
     kwargs["dataset_size"] = 1e6
   agent = ccvl_agent.CCVLAgent(time_step_spec, action_spec, config=config,
                                network_config=network_config, **kwargs)
-  prepared = agent._as_batch(batch)  # pylint: disable=protected-access
-  fn = agent._train_on_batch_fn  # pylint: disable=protected-access
+  prepared = agent.prepare_batch(batch)
+  fn = agent.compiled_train_step
   return lambda: fn(prepared)["loss"]
 
 

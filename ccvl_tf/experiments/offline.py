@@ -7,8 +7,9 @@
      scripted player where the game has one, else a random policy) and cached under
      `root_dir/default_dataset` (said in the log);
   2. a frame store + tf.data pipeline of transition batches (`ccvl_tf.data`);
-  3. the agent from AGENT_REGISTRY (`agent='ccvl'`: `agents.ccvl_agent.CCVLAgent`; also
-     fixed_ccvl, cql, rem, aevl, aevl_td, dqn), Nature-DQN torso;
+  3. the agent from AGENT_REGISTRY (experiments/agent_registry.py; `agent='ccvl'`:
+     `agents.ccvl_agent.CCVLAgent`; also fixed_ccvl, cql, rem, aevl, aevl_td, dqn), Nature-DQN
+     torso;
   4. `ccvl_tf.training.train`: progress, TensorBoard, checkpoints, exact resume, periodic ALE
      evaluation with epsilon = 0.001 (the paper's evaluation epsilon);
   5. SavedModel export: `root_dir/policy`, the agent's evaluation policy (ccvl: CCVL's
@@ -35,177 +36,14 @@ from ccvl_tf.experiments.default_dataset import DEFAULT_DATASET_STEPS  # noqa: F
 from ccvl_tf.experiments.default_dataset import ensure_default_dataset  # noqa: F401,E402
 
 
-# ---- the agent registry (issue 6): --agent=NAME of train_offline.py and compare.py -------------
-@dataclasses.dataclass
-class AgentSettings:
-  """What an agent builder needs beyond the specs (suite- and run-dependent values).
-
-  None means "the agent config's own default" (docs of agents/*_agent.py).
-  """
-  network_config: object = None                 # ccvl_tf.networks.QNetworkConfig
-  dataset_size: Optional[float] = None          # |D| for CCVL's linear n(s)^-1
-  inverse_count_fn: Optional[Callable] = None   # exact tabular n(s)^-1 (replaces dataset_size)
-  alpha: Optional[float] = None                 # CCVL / CQL / AEVL regularizer weight
-  num_deltas: Optional[int] = None              # CCVL N
-  num_pairs: Optional[int] = None               # CCVL M
-  policy_delta: Optional[float] = None          # CCVL's training-time greedy policy
-  num_heads: Optional[int] = None               # REM H
-  num_members: Optional[int] = None             # AEVL E
-  dr3_coef: Optional[float] = None
-  gamma: Optional[float] = None
-  learning_rate: Optional[float] = None
-  adam_epsilon: Optional[float] = None
-  target_update_period: Optional[int] = None
-  num_grid_deltas: int = 8                      # K of CCVL's adaptive / Fixed-CCVL grid
-  # CCVL and AEVL belief temperature; None: CCVL sets it from held-out data
-  # (auto_belief_temperature), AEVL uses its config's default.
-  belief_temperature: Optional[float] = None
-  # CCVL's own options (experiments/agent_options.py: objective, counts, belief_resample).
-  ccvl_options: Dict[str, object] = dataclasses.field(default_factory=dict)
-  reward_clip: Optional[float] = None           # clip rewards when scoring Bellman errors
-  seed: int = 0
-
-  def overrides(self, *names):
-    return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
-
-
-@dataclasses.dataclass(frozen=True)
-class AgentSpec:
-  """One registered agent.
-
-  Attributes:
-    name: the --agent value.
-    description: one line for --help.
-    train_key: agents with the same key train the same learner (ccvl and fixed_ccvl differ
-      only in the evaluation policy), so a comparison trains it once.
-    build: (time_step_spec, action_spec, AgentSettings) -> learner (ccvl_tf/training.py
-      protocol; has `policy`, `train_step_counter`).
-    policies: (learner, time_step_spec, action_spec, held_out_batches, settings) ->
-      (dict export_name -> TF-Agents policy, dict of extra summary values); the first entry is
-      the method's evaluation policy.
-  """
-  name: str
-  description: str
-  train_key: str
-  build: Callable
-  policies: Callable
-
-
-def _build_ccvl(time_step_spec, action_spec, s: AgentSettings):
-  from agents import ccvl_agent
-  cfg = ccvl_agent.CCVLConfig(seed=s.seed, **s.ccvl_options, **s.overrides(
-      "alpha", "num_deltas", "num_pairs", "policy_delta", "dr3_coef", "gamma", "learning_rate",
-      "adam_epsilon", "target_update_period"))
-  kwargs = ({"inverse_count_fn": s.inverse_count_fn} if s.inverse_count_fn is not None
-            else {"dataset_size": s.dataset_size})
-  return ccvl_agent.CCVLAgent(time_step_spec, action_spec, config=cfg,
-                              network_config=s.network_config, **kwargs)
-
-
-def auto_belief_temperature(errors) -> float:
-  """The belief temperature set from the offline data, as the tabular experiment does
-  (ccvl_tf/experiments/gridworld.py): T = 2 x the smallest held-out mean squared Bellman error
-  over the delta grid, so that one transition of the best-fitting delta moves log b by ~1/2
-  on average and the others by more in proportion to how much worse they fit. Floored at 1e-6."""
-  errors = np.asarray(errors, np.float64)
-  if errors.size == 0 or not np.all(np.isfinite(errors)):
-    raise ValueError(f"held-out Bellman errors must be finite and non-empty, got {errors!r}")
-  return float(max(2.0 * errors.min(), 1e-6))
-
-
-def _ccvl_policies(agent, time_step_spec, action_spec, held_out, s: AgentSettings,
-                   primary: str = "adaptive"):
-  """CCVL: the confidence-adaptive policy; Fixed-CCVL: the grid delta of lowest held-out
-  Bellman error (agents.ccvl_agent.select_fixed_delta). The belief temperature is
-  s.belief_temperature, or (None) auto_belief_temperature of the same held-out errors."""
-  from agents import ccvl_agent
-  from ccvl_tf import belief, policies
-  grid = belief.delta_grid(s.num_grid_deltas)
-  fixed_delta, errors = ccvl_agent.select_fixed_delta(agent.q_network, held_out, grid,
-                                                      agent.config.gamma)
-  temperature = (auto_belief_temperature(errors) if s.belief_temperature is None
-                 else float(s.belief_temperature))
-  adaptive = policies.ConfidenceAdaptivePolicy(
-      time_step_spec, action_spec, agent.q_network, num_deltas=s.num_grid_deltas,
-      gamma=agent.config.gamma, temperature=temperature, seed=s.seed,
-      reward_clip=s.reward_clip, resample=agent.config.belief_resample)
-  fixed = policies.FixedDeltaPolicy(time_step_spec, action_spec, agent.q_network,
-                                    delta=fixed_delta)
-  extra = dict(fixed_delta=fixed_delta, bellman_errors=[float(e) for e in errors],
-               belief_temperature=temperature,
-               belief_temperature_source="given" if s.belief_temperature is not None
-               else "auto: 2 x min held-out MSBE")
-  if primary == "adaptive":
-    return {"policy": adaptive, "policy_fixed": fixed}, extra
-  return {"policy": fixed, "policy_adaptive": adaptive}, extra
-
-
-def _build_cql(time_step_spec, action_spec, s: AgentSettings):
-  from agents import cql_agent
-  cfg = cql_agent.CQLConfig(seed=s.seed, **s.overrides(
-      "alpha", "dr3_coef", "gamma", "learning_rate", "adam_epsilon", "target_update_period"))
-  return cql_agent.CQLAgent(time_step_spec, action_spec, cfg, s.network_config)
-
-
-def _build_rem(time_step_spec, action_spec, s: AgentSettings):
-  from agents import rem_agent
-  cfg = rem_agent.REMConfig(seed=s.seed, **s.overrides(
-      "num_heads", "dr3_coef", "gamma", "learning_rate", "adam_epsilon", "target_update_period"))
-  return rem_agent.REMAgent(time_step_spec, action_spec, cfg, s.network_config)
-
-
-def _build_aevl(time_step_spec, action_spec, s: AgentSettings):
-  from agents import aevl_agent
-  cfg = aevl_agent.AEVLConfig(
-      seed=s.seed, reward_clip=s.reward_clip, **s.overrides("belief_temperature", "alpha", "num_members", "dr3_coef", "gamma", "learning_rate",
-                    "adam_epsilon", "target_update_period"))
-  return aevl_agent.AEVLAgent(time_step_spec, action_spec, cfg, s.network_config)
-
-
-def _build_aevl_td(time_step_spec, action_spec, s: AgentSettings):
-  """AEVL whose members have no CQL term (alpha = 0: Huber TD + DR3 only), the reading under
-  which the paper's AEVL scores track REM's rather than CQL's (issue 11, item 6)."""
-  return _build_aevl(time_step_spec, action_spec, dataclasses.replace(s, alpha=0.0))
-
-
-def _build_dqn(time_step_spec, action_spec, s: AgentSettings):
-  from agents import dqn_agent
-  cfg = dqn_agent.DQNConfig(seed=s.seed, **s.overrides(
-      "gamma", "learning_rate", "adam_epsilon", "target_update_period"))
-  return dqn_agent.DQNLearner(time_step_spec, action_spec, cfg, s.network_config)
-
-
-def _own_policy(agent, time_step_spec, action_spec, held_out, s: AgentSettings):
-  del time_step_spec, action_spec, held_out
-  return {"policy": agent.evaluation_policy(seed=s.seed)}, {}
-
-
-AGENT_REGISTRY: Dict[str, AgentSpec] = {
-    spec.name: spec for spec in (
-        AgentSpec("ccvl", "CCVL (Algorithm 1) acted with the confidence-adaptive belief policy",
-                  "ccvl", _build_ccvl, _ccvl_policies),
-        AgentSpec("fixed_ccvl", "CCVL trained as --agent=ccvl, acted at the one delta of lowest "
-                  "held-out Bellman error (Fixed-CCVL)", "ccvl", _build_ccvl,
-                  lambda *a: _ccvl_policies(*a, primary="fixed")),
-        AgentSpec("cql", "discrete CQL(H), Huber TD + alpha * CQL gap (+ DR3)", "cql",
-                  _build_cql, _own_policy),
-        AgentSpec("rem", "REM: random convex combination of H heads (batch_rl)", "rem",
-                  _build_rem, _own_policy),
-        AgentSpec("aevl", "AEVL: ensemble of CQL networks, adaptive belief over members", "aevl",
-                  _build_aevl, _own_policy),
-        AgentSpec("aevl_td", "AEVL with members trained without the CQL term (alpha = 0)",
-                  "aevl_td", _build_aevl_td, _own_policy),
-        AgentSpec("dqn", "TF-Agents DqnAgent (offline DQN)", "dqn", _build_dqn, _own_policy),
-    )
-}
-AGENTS = tuple(AGENT_REGISTRY)
-
-
-def get_agent_spec(name: str, flag: str = "--agent") -> AgentSpec:
-  """The registered agent `name`; a ValueError listing the valid names otherwise."""
-  if name not in AGENT_REGISTRY:
-    raise ValueError(f"{flag} must be one of {', '.join(AGENTS)}, got {name!r}")
-  return AGENT_REGISTRY[name]
+# The agent registry (--agent=NAME of train_offline.py and compare.py) lives in
+# experiments/agent_registry.py; its names stay importable from here.
+from ccvl_tf.experiments.agent_registry import AGENT_REGISTRY  # noqa: F401,E402
+from ccvl_tf.experiments.agent_registry import AGENTS  # noqa: F401,E402
+from ccvl_tf.experiments.agent_registry import AgentSettings  # noqa: F401,E402
+from ccvl_tf.experiments.agent_registry import AgentSpec  # noqa: F401,E402
+from ccvl_tf.experiments.agent_registry import auto_belief_temperature  # noqa: F401,E402
+from ccvl_tf.experiments.agent_registry import get_agent_spec  # noqa: F401,E402
 
 
 @dataclasses.dataclass

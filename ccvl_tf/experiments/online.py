@@ -13,7 +13,8 @@ Processes (docs/online.md has the picture and the multi-machine layout):
                   `actor_update_period` env steps with TF-Agents' ReverbVariableContainer.
   learner         restores the offline checkpoint (lower bound Q_l from train_offline's
                   root_dir/checkpoints; Q_u from the same checkpoint when it holds one, else
-                  Q_u <- Q_l), trains `agents.ccvl_bounds_agent.CCVLBoundsAgent` on batches
+                  Q_u <- Q_l), trains `agents.ccvl_bounds_agent.CCVLBoundsAgent` (built
+                  through experiments/agent_registry.py, as 'ccvl_bounds') on batches
                   from the 'replay' table (optionally mixed with offline batches), pushes the
                   weights, checkpoints itself (ccvl_tf.training.restore_or_initialize layout)
                   and the Reverb server (its checkpointer), evaluates, and exports SavedModels.
@@ -42,8 +43,12 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import numpy as np
 
+from ccvl_tf.experiments import agent_registry
+
 GRIDWORLD = "gridworld"
-AGENTS = ("ccvl", "cql")
+# --agent of the fine-tune -> the registered learner it builds (experiments/agent_registry.py).
+REGISTERED = {"ccvl": "ccvl_bounds", "cql": "cql"}
+AGENTS = tuple(REGISTERED)
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -159,30 +164,42 @@ def make_env(game: str, seed: int, max_episode_steps: Optional[int] = None):
   return evaluation.make_eval_env(game, seed, max_episode_steps).env
 
 
-def agent_configs(game: str, alpha: Optional[float] = None, seed: int = 0):
-  """(CCVLConfig, QNetworkConfig) per game: the gridworld's small MLP, or the Atari defaults."""
-  from agents import ccvl_agent
+def agent_settings(game: str, bounds, alpha: Optional[float] = None, seed: int = 0,
+                   dataset_size: float = 2500.0, agent: str = "ccvl",
+                   **more) -> agent_registry.AgentSettings:
+  """The registry settings of the fine-tune's learner: the gridworld's small MLP (one-hot
+  states; N = 4, M = 2, squared TD, no DR3, lr 3e-3, target period 10) or the Atari defaults
+  (Nature torso), with `bounds` (BoundsConfig). CQL explores with its collect policy, so its
+  collect epsilon is bounds.explore_epsilon. `more`: further AgentSettings fields (export:
+  policy_delta, num_grid_deltas)."""
   from ccvl_tf import networks
   from ccvl_tf.envs import gridworld
+  extra = dict(bounds=bounds, seed=seed, dataset_size=dataset_size, **more)
+  if agent == "cql":
+    extra["collect_epsilon"] = bounds.explore_epsilon
   if game.lower() == GRIDWORLD:
-    cfg = ccvl_agent.CCVLConfig(
-        num_deltas=4, num_pairs=2, alpha=0.2 if alpha is None else alpha, gamma=gridworld.GAMMA,
-        td_loss="squared", dr3_coef=0.0, learning_rate=3e-3, adam_epsilon=1e-7,
-        target_update_period=10, collect_epsilon=0.0, seed=seed)
-    return cfg, networks.QNetworkConfig(torso="mlp", mlp_units=(64,), n_cos=16, hidden_units=64)
-  cfg = ccvl_agent.CCVLConfig(alpha=0.1 if alpha is None else alpha, seed=seed)
-  return cfg, networks.QNetworkConfig(torso="nature")
+    extra = dict(dict(num_deltas=4, num_pairs=2, td_loss="squared", dr3_coef=0.0,
+                      learning_rate=3e-3, adam_epsilon=1e-7, target_update_period=10,
+                      collect_epsilon=0.0), **extra)
+    return agent_registry.AgentSettings(
+        network_config=networks.QNetworkConfig(torso="mlp", mlp_units=(64,), n_cos=16,
+                                               hidden_units=64),
+        alpha=0.2 if alpha is None else alpha, gamma=gridworld.GAMMA, **extra)
+  return agent_registry.AgentSettings(network_config=networks.QNetworkConfig(torso="nature"),
+                                      alpha=0.1 if alpha is None else alpha, reward_clip=1.0,
+                                      **extra)
+
+
+def agent_spec(agent: str) -> agent_registry.AgentSpec:
+  """The registered learner of --agent ('ccvl': 'ccvl_bounds', 'cql': 'cql')."""
+  return agent_registry.get_agent_spec(REGISTERED[agent], offline=False)
 
 
 def build_agent(game: str, time_step_spec, action_spec, bounds, alpha=None, seed=0,
                 dataset_size: float = 2500.0, agent: str = "ccvl"):
-  """CCVLBoundsAgent ('ccvl') or the CQL baseline wrapped as `CQLOnline` ('cql')."""
-  from agents import ccvl_bounds_agent
-  cfg, net_cfg = agent_configs(game, alpha, seed)
-  if agent == "cql":
-    return CQLOnline(time_step_spec, action_spec, cfg, net_cfg, bounds.explore_epsilon)
-  return ccvl_bounds_agent.CCVLBoundsAgent(time_step_spec, action_spec, cfg, net_cfg, bounds,
-                                           dataset_size=dataset_size)
+  """The learner of --agent through the registry: CCVLBoundsAgent ('ccvl') or CQLAgent."""
+  settings = agent_settings(game, bounds, alpha, seed, dataset_size, agent)
+  return agent_spec(agent).build(time_step_spec, action_spec, settings)
 
 
 def specs(game: str, seed: int = 0):
@@ -224,51 +241,6 @@ def make_server_tables(cfg: OnlineConfig):
                             min_size=cfg.min_replay_size,
                             samples_per_insert=cfg.samples_per_insert,
                             batch_size=cfg.online_batch_size)
-
-
-class CQLOnline:
-  """The CQL baseline (agents/cql_agent.py) with the interface the online learner uses.
-
-  No upper bound: it explores with its own greedy policy, epsilon-greedy (explore_epsilon),
-  as CQL fine-tuning does in the paper's comparison.
-  """
-
-  def __init__(self, time_step_spec, action_spec, ccvl_config, network_config,
-               explore_epsilon: float):
-    from agents import cql_agent
-    from ccvl_tf import policies
-    c = ccvl_config
-    self.cql = cql_agent.CQLAgent(
-        time_step_spec, action_spec,
-        cql_agent.CQLConfig(alpha=c.alpha, gamma=c.gamma, td_loss=c.td_loss,
-                            huber_kappa=c.huber_kappa, dr3_coef=c.dr3_coef,
-                            learning_rate=c.learning_rate, adam_epsilon=c.adam_epsilon,
-                            target_update_period=c.target_update_period, seed=c.seed),
-        network_config)
-    self.time_step_spec, self.action_spec = time_step_spec, action_spec
-    self.policy = self.cql.policy
-    self.exploration_policy = policies.epsilon_greedy(self.cql.policy, explore_epsilon)
-    self.config = self.cql.config
-
-  @property
-  def train_step_counter(self):
-    return self.cql.train_step_counter
-
-  @property
-  def q_network(self):
-    return self.cql.q_network
-
-  def train_on_batch(self, batch):
-    return self.cql.train_on_batch(batch)
-
-  def make_checkpoint(self, **extra):
-    return self.cql.make_checkpoint(**extra)
-
-  def policy_variables(self):
-    return {"q": list(self.cql._online_vars)}  # pylint: disable=protected-access
-
-  def set_learning_rate(self, lr: float) -> None:
-    self.cql.optimizer.learning_rate.assign(lr)
 
 
 # ---------------------------------------------------------------------------- offline side
@@ -313,10 +285,9 @@ def train_offline_gridworld(root_dir: str, num_steps: int = 1500, seed: int = 0,
 
 
 def restore_offline(agent, offline_dir: str, log=print) -> int:
-  """Loads the offline checkpoint into `agent` (CCVLBoundsAgent); returns its train step.
-
-  A CCVLBoundsAgent checkpoint restores both bounds; a plain CCVLAgent checkpoint (what
-  train_offline.py writes) restores Q_l and starts Q_u as a copy of Q_l.
+  """Loads the offline checkpoint into `agent` (`agent.restore_offline`); returns its train
+  step. CCVLBoundsAgent: a bounds checkpoint restores both bounds; a plain CCVLAgent checkpoint
+  (what train_offline.py writes) restores Q_l and starts Q_u as a copy of Q_l.
   """
   import tensorflow as tf
   ckpt_dir = os.path.join(offline_dir, "checkpoints")
@@ -324,30 +295,13 @@ def restore_offline(agent, offline_dir: str, log=print) -> int:
   if path is None:
     raise ValueError(f"--offline_dir {offline_dir}: no checkpoint in {ckpt_dir} (run "
                      f"train_offline.py with --root_dir={offline_dir} first)")
-  names = [n for n, _ in tf.train.list_variables(path)]
-  has_upper = any(n.startswith("upper/") for n in names)
-  if isinstance(agent, CQLOnline):
-    try:
-      agent.make_checkpoint().restore(path).assert_existing_objects_matched()
-    except (AssertionError, ValueError, tf.errors.OpError) as e:
-      raise ValueError(f"the offline checkpoint {path} is not a CQL checkpoint of this "
-                       f"game/network ({e})") from e
-    step = int(agent.train_step_counter.numpy())
-    log(f"Restored the offline CQL checkpoint {path} (train step {step}).")
-    return step
   try:
-    if has_upper:
-      agent.make_checkpoint().restore(path).assert_existing_objects_matched()
-    else:
-      agent.lower.make_checkpoint().restore(path).assert_existing_objects_matched()
-      agent.copy_lower_to_upper()
-      agent.upper.train_step_counter.assign(agent.train_step_counter)
+    restored = agent.restore_offline(path)
   except (AssertionError, ValueError, tf.errors.OpError) as e:
-    raise ValueError(f"the offline checkpoint {path} does not fit this game/network ({e}); "
-                     f"is --game the game it was trained on?") from e
+    raise ValueError(f"the offline checkpoint {path} does not fit this agent/game/network ({e});"
+                     f" is --game the game it was trained on?") from e
   step = int(agent.train_step_counter.numpy())
-  log(f"Restored the offline checkpoint {path} (train step {step}; "
-      f"{'lower and upper bounds' if has_upper else 'lower bound only, Q_u <- Q_l'}).")
+  log(f"Restored the offline checkpoint {path} (train step {step}; {restored}).")
   return step
 
 
@@ -505,7 +459,7 @@ def _evaluate(cfg: OnlineConfig, agent, step: int) -> Dict[str, float]:
   out = {}
   tss, act = agent.time_step_spec, agent.action_spec
   named = {"lower": policies.FixedDeltaPolicy(tss, act, agent.q_network, cfg.policy_delta)}
-  if not isinstance(agent, CQLOnline):  # CQL: 'lower' is its greedy policy
+  if agent.bounds_policy is not None:  # CQL: none, 'lower' is its greedy policy
     named["bounds"] = agent.bounds_policy
   for name, policy in named.items():
     ev = evaluation.make_eval_env(cfg.game, cfg.seed + 10_000 + step, cfg.eval_max_steps)
@@ -564,8 +518,9 @@ def run(cfg: OnlineConfig, log: Callable[[str], None] = print, strategy=None) ->
   with strategy.scope():
     # alpha of the offline run: top level (gridworld) or in train_offline's 'config'.
     alpha = offline_summary.get("alpha", offline_summary.get("config", {}).get("alpha"))
-    agent = build_agent(cfg.game, tss, act, cfg.bounds(), alpha=alpha, seed=cfg.seed,
-                        agent=cfg.agent)
+    settings = agent_settings(cfg.game, cfg.bounds(), alpha, cfg.seed, agent=cfg.agent,
+                              policy_delta=cfg.policy_delta, num_grid_deltas=cfg.num_grid_deltas)
+    agent = agent_spec(cfg.agent).build(tss, act, settings)
     control = _control_variables()
     offline_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="offline_step")
   learner_step = make_learner_step(strategy, agent)
@@ -700,22 +655,10 @@ def run(cfg: OnlineConfig, log: Callable[[str], None] = print, strategy=None) ->
       last_eval = _evaluate(cfg, agent, step)
       log("[eval] " + ", ".join(f"{k}={v:.4g}" for k, v in sorted(last_eval.items())))
       training._append_eval_csv(os.path.join(cfg.root_dir, "eval.csv"), step, last_eval)  # pylint: disable=protected-access
-    if isinstance(agent, CQLOnline):
-      dirs = {"policy": os.path.join(cfg.root_dir, "policy")}
-      exported = [agent.policy]
-    else:
-      dirs = {name: os.path.join(cfg.root_dir, name)
-              for name in ("policy", "policy_fixed", "policy_bounds")}
-      exported = None
-    adaptive = None if exported else policies.ConfidenceAdaptivePolicy(
-        tss, act, agent.q_network, num_deltas=cfg.num_grid_deltas, gamma=agent.config.gamma,
-        seed=cfg.seed, upper_network=agent.upper_q_network, beta=cfg.beta,
-        reward_clip=None if cfg.game.lower() == GRIDWORLD else 1.0)
-    if exported is None:
-      fixed = policies.FixedDeltaPolicy(tss, act, agent.q_network, cfg.policy_delta)
-      exported = [adaptive, fixed, agent.bounds_policy]
+    exports, _ = agent_spec(cfg.agent).policies(agent, tss, act, None, settings)
+    dirs = {name: os.path.join(cfg.root_dir, name) for name in exports}
     if cfg.export_policies:
-      for name, pol in zip(dirs, exported):
+      for name, pol in exports.items():
         policies.export_policy(pol, dirs[name], train_step=agent.train_step_counter)
       log(f"Exported SavedModels: {', '.join(dirs.values())}.")
     result = dict(game=cfg.game, step=step, start_step=start_step,
@@ -744,15 +687,13 @@ def make_learner_step(strategy, agent) -> Callable[[Dict], Dict]:
   if strategy is tf.distribute.get_strategy():
     return agent.train_on_batch
   from ccvl_tf import distributed
-  if isinstance(agent, CQLOnline):
-    raise ValueError("--agent=cql supports the default strategy only")
-  lower_step = distributed.make_train_step(strategy, agent.lower)
-  upper_step = distributed.make_train_step(strategy, agent.upper)
+  steps = {prefix: distributed.make_train_step(strategy, learner)  # ValueError for CQL
+           for prefix, learner in agent.guarded_learners().items()}
 
   def step(batch):
-    metrics = dict(lower_step(batch))
-    for k, v in upper_step(batch).items():
-      metrics["upper/" + k] = v
+    metrics = {}
+    for prefix, learner_step in steps.items():
+      metrics.update({prefix + k: v for k, v in learner_step(batch).items()})
     return metrics
   return step
 

@@ -1,0 +1,231 @@
+"""The agent registry: every learner of agents/ built from one place (issues 6 and 16).
+
+`AGENT_REGISTRY` maps a name to an `AgentSpec`: a builder (time_step_spec, action_spec,
+AgentSettings) -> learner (agents.learner.Learner) and the policies it is evaluated / exported
+with. Its users: --agent=NAME of train_offline.py (experiments/offline.py) and compare.py
+(the offline names, `AGENTS`), and online fine-tuning (experiments/online.py), which builds
+'ccvl_bounds' (agents.ccvl_bounds_agent.CCVLBoundsAgent, lower and upper bounds) or 'cql'
+here with its own settings (gridworld MLP or Nature torso). `AgentSettings` carries what a
+builder needs beyond the specs; None keeps the agent config's own default.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Dict, Optional
+
+import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+
+import numpy as np
+
+from agents import aevl_agent
+from agents import ccvl_agent
+from agents import ccvl_bounds_agent
+from agents import cql_agent
+from agents import dqn_agent
+from agents import rem_agent
+from ccvl_tf import belief
+from ccvl_tf import policies
+
+
+@dataclasses.dataclass
+class AgentSettings:
+  """What an agent builder needs beyond the specs (suite- and run-dependent values).
+
+  None means "the agent config's own default" (docs of agents/*_agent.py).
+  """
+  network_config: object = None                 # ccvl_tf.networks.QNetworkConfig
+  dataset_size: Optional[float] = None          # |D| for CCVL's linear n(s)^-1
+  inverse_count_fn: Optional[Callable] = None   # exact tabular n(s)^-1 (replaces dataset_size)
+  alpha: Optional[float] = None                 # CCVL / CQL / AEVL regularizer weight
+  num_deltas: Optional[int] = None              # CCVL N
+  num_pairs: Optional[int] = None               # CCVL M
+  policy_delta: Optional[float] = None          # CCVL's training-time greedy policy
+  num_heads: Optional[int] = None               # REM H
+  num_members: Optional[int] = None             # AEVL E
+  dr3_coef: Optional[float] = None
+  gamma: Optional[float] = None
+  learning_rate: Optional[float] = None
+  adam_epsilon: Optional[float] = None
+  target_update_period: Optional[int] = None
+  num_grid_deltas: int = 8                      # K of CCVL's adaptive / Fixed-CCVL grid
+  # CCVL and AEVL belief temperature; None: CCVL sets it from held-out data
+  # (auto_belief_temperature), AEVL uses its config's default.
+  belief_temperature: Optional[float] = None
+  # CCVL's own options (experiments/agent_options.py: objective, counts, belief_resample).
+  ccvl_options: Dict[str, object] = dataclasses.field(default_factory=dict)
+  reward_clip: Optional[float] = None           # clip rewards when scoring Bellman errors
+  td_loss: Optional[str] = None                 # 'huber' or 'squared' (not DQN: Huber)
+  collect_epsilon: Optional[float] = None       # epsilon of collect / exploration policy
+  bounds: object = None                         # ccvl_bounds: BoundsConfig (None: defaults)
+  seed: int = 0
+
+  def overrides(self, *names):
+    return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentSpec:
+  """One registered agent.
+
+  Attributes:
+    name: the --agent value.
+    description: one line for --help.
+    train_key: agents with the same key train the same learner (ccvl and fixed_ccvl differ
+      only in the evaluation policy), so a comparison trains it once.
+    build: (time_step_spec, action_spec, AgentSettings) -> learner (agents.learner.Learner;
+      the GuardedLearners and CCVLBoundsAgent are also agents.learner.OnlineLearners).
+    policies: (learner, time_step_spec, action_spec, held_out_batches, settings) ->
+      (dict export_name -> TF-Agents policy, dict of extra summary values); the first entry is
+      the method's evaluation policy.
+    offline: one of the offline --agent choices (`AGENTS`: train_offline.py, compare.py);
+      False for 'ccvl_bounds', which online fine-tuning builds.
+  """
+  name: str
+  description: str
+  train_key: str
+  build: Callable
+  policies: Callable
+  offline: bool = True
+
+
+_SHARED = ("dr3_coef", "gamma", "learning_rate", "adam_epsilon", "target_update_period",
+           "td_loss", "collect_epsilon")
+
+
+def _ccvl_config(s: AgentSettings) -> ccvl_agent.CCVLConfig:
+  return ccvl_agent.CCVLConfig(seed=s.seed, **s.ccvl_options, **s.overrides(
+      "alpha", "num_deltas", "num_pairs", "policy_delta", *_SHARED))
+
+
+def _count_kwargs(s: AgentSettings):
+  """n(s)^-1: the exact tabular function if given, else the linear estimate at |D|."""
+  return ({"inverse_count_fn": s.inverse_count_fn} if s.inverse_count_fn is not None
+          else {"dataset_size": s.dataset_size})
+
+
+def _build_ccvl(time_step_spec, action_spec, s: AgentSettings):
+  return ccvl_agent.CCVLAgent(time_step_spec, action_spec, config=_ccvl_config(s),
+                              network_config=s.network_config, **_count_kwargs(s))
+
+
+def _build_ccvl_bounds(time_step_spec, action_spec, s: AgentSettings):
+  bounds = ccvl_bounds_agent.BoundsConfig() if s.bounds is None else s.bounds
+  return ccvl_bounds_agent.CCVLBoundsAgent(time_step_spec, action_spec, _ccvl_config(s),
+                                           s.network_config, bounds, **_count_kwargs(s))
+
+
+def _bounds_policies(agent, time_step_spec, action_spec, held_out, s: AgentSettings):
+  """CCVLBoundsAgent: the confidence-adaptive policy over Q_l acting with Eq. upper policy
+  (upper_network=Q_u, beta), Q_l greedy at policy_delta, and Eq. upper policy itself (what
+  online fine-tuning exports as policy/, policy_fixed/, policy_bounds/)."""
+  del held_out
+  adaptive = policies.ConfidenceAdaptivePolicy(
+      time_step_spec, action_spec, agent.q_network, num_deltas=s.num_grid_deltas,
+      gamma=agent.config.gamma, seed=s.seed, upper_network=agent.upper_q_network,
+      beta=agent.bounds.beta, reward_clip=s.reward_clip)
+  fixed = policies.FixedDeltaPolicy(time_step_spec, action_spec, agent.q_network,
+                                    agent.config.policy_delta)
+  return {"policy": adaptive, "policy_fixed": fixed, "policy_bounds": agent.bounds_policy}, {}
+
+
+def auto_belief_temperature(errors) -> float:
+  """The belief temperature set from the offline data, as the tabular experiment does
+  (ccvl_tf/experiments/gridworld.py): T = 2 x the smallest held-out mean squared Bellman error
+  over the delta grid, so that one transition of the best-fitting delta moves log b by ~1/2
+  on average and the others by more in proportion to how much worse they fit. Floored at 1e-6."""
+  errors = np.asarray(errors, np.float64)
+  if errors.size == 0 or not np.all(np.isfinite(errors)):
+    raise ValueError(f"held-out Bellman errors must be finite and non-empty, got {errors!r}")
+  return float(max(2.0 * errors.min(), 1e-6))
+
+
+def _ccvl_policies(agent, time_step_spec, action_spec, held_out, s: AgentSettings,
+                   primary: str = "adaptive"):
+  """CCVL: the confidence-adaptive policy; Fixed-CCVL: the grid delta of lowest held-out
+  Bellman error (agents.ccvl_agent.select_fixed_delta). The belief temperature is
+  s.belief_temperature, or (None) auto_belief_temperature of the same held-out errors."""
+  grid = belief.delta_grid(s.num_grid_deltas)
+  fixed_delta, errors = ccvl_agent.select_fixed_delta(agent.q_network, held_out, grid,
+                                                      agent.config.gamma)
+  temperature = (auto_belief_temperature(errors) if s.belief_temperature is None
+                 else float(s.belief_temperature))
+  adaptive = policies.ConfidenceAdaptivePolicy(
+      time_step_spec, action_spec, agent.q_network, num_deltas=s.num_grid_deltas,
+      gamma=agent.config.gamma, temperature=temperature, seed=s.seed,
+      reward_clip=s.reward_clip, resample=agent.config.belief_resample)
+  fixed = policies.FixedDeltaPolicy(time_step_spec, action_spec, agent.q_network,
+                                    delta=fixed_delta)
+  extra = dict(fixed_delta=fixed_delta, bellman_errors=[float(e) for e in errors],
+               belief_temperature=temperature,
+               belief_temperature_source="given" if s.belief_temperature is not None
+               else "auto: 2 x min held-out MSBE")
+  if primary == "adaptive":
+    return {"policy": adaptive, "policy_fixed": fixed}, extra
+  return {"policy": fixed, "policy_adaptive": adaptive}, extra
+
+
+def _build_cql(time_step_spec, action_spec, s: AgentSettings):
+  cfg = cql_agent.CQLConfig(seed=s.seed, **s.overrides("alpha", *_SHARED))
+  return cql_agent.CQLAgent(time_step_spec, action_spec, cfg, s.network_config)
+
+
+def _build_rem(time_step_spec, action_spec, s: AgentSettings):
+  cfg = rem_agent.REMConfig(seed=s.seed, **s.overrides("num_heads", *_SHARED))
+  return rem_agent.REMAgent(time_step_spec, action_spec, cfg, s.network_config)
+
+
+def _build_aevl(time_step_spec, action_spec, s: AgentSettings):
+  cfg = aevl_agent.AEVLConfig(seed=s.seed, reward_clip=s.reward_clip, **s.overrides(
+      "belief_temperature", "alpha", "num_members", *_SHARED))
+  return aevl_agent.AEVLAgent(time_step_spec, action_spec, cfg, s.network_config)
+
+
+def _build_aevl_td(time_step_spec, action_spec, s: AgentSettings):
+  """AEVL whose members have no CQL term (alpha = 0: Huber TD + DR3 only), the reading under
+  which the paper's AEVL scores track REM's rather than CQL's (issue 11, item 6)."""
+  return _build_aevl(time_step_spec, action_spec, dataclasses.replace(s, alpha=0.0))
+
+
+def _build_dqn(time_step_spec, action_spec, s: AgentSettings):
+  cfg = dqn_agent.DQNConfig(seed=s.seed, **s.overrides(
+      "gamma", "learning_rate", "adam_epsilon", "target_update_period", "collect_epsilon"))
+  return dqn_agent.DQNLearner(time_step_spec, action_spec, cfg, s.network_config)
+
+
+def _own_policy(agent, time_step_spec, action_spec, held_out, s: AgentSettings):
+  del time_step_spec, action_spec, held_out
+  return {"policy": agent.evaluation_policy(seed=s.seed)}, {}
+
+
+AGENT_REGISTRY: Dict[str, AgentSpec] = {
+    spec.name: spec for spec in (
+        AgentSpec("ccvl", "CCVL (Algorithm 1) acted with the confidence-adaptive belief policy",
+                  "ccvl", _build_ccvl, _ccvl_policies),
+        AgentSpec("fixed_ccvl", "CCVL trained as --agent=ccvl, acted at the one delta of lowest "
+                  "held-out Bellman error (Fixed-CCVL)", "ccvl", _build_ccvl,
+                  lambda *a: _ccvl_policies(*a, primary="fixed")),
+        AgentSpec("cql", "discrete CQL(H), Huber TD + alpha * CQL gap (+ DR3)", "cql",
+                  _build_cql, _own_policy),
+        AgentSpec("rem", "REM: random convex combination of H heads (batch_rl)", "rem",
+                  _build_rem, _own_policy),
+        AgentSpec("aevl", "AEVL: ensemble of CQL networks, adaptive belief over members", "aevl",
+                  _build_aevl, _own_policy),
+        AgentSpec("aevl_td", "AEVL with members trained without the CQL term (alpha = 0)",
+                  "aevl_td", _build_aevl_td, _own_policy),
+        AgentSpec("dqn", "TF-Agents DqnAgent (offline DQN)", "dqn", _build_dqn, _own_policy),
+        AgentSpec("ccvl_bounds", "CCVL lower and upper bounds Q_l, Q_u side by side, acted with "
+                  "Eq. upper policy (online fine-tuning's --agent=ccvl)", "ccvl_bounds",
+                  _build_ccvl_bounds, _bounds_policies, offline=False),
+    )
+}
+AGENTS = tuple(name for name, spec in AGENT_REGISTRY.items() if spec.offline)
+
+
+def get_agent_spec(name: str, flag: str = "--agent", offline: bool = True) -> AgentSpec:
+  """The registered agent `name` (offline=True: one of the offline choices, `AGENTS`); a
+  ValueError listing the valid names otherwise."""
+  names = AGENTS if offline else tuple(AGENT_REGISTRY)
+  if name not in names:
+    raise ValueError(f"{flag} must be one of {', '.join(names)}, got {name!r}")
+  return AGENT_REGISTRY[name]
+

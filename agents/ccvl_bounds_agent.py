@@ -13,8 +13,10 @@ Lower- and Upper-Bounds", Eq. upper update, Eq. upper policy).
   * `CCVLBoundsAgent` composes the two (separate networks, no shared torso: measured cost in
     docs/online.md), trains both on every batch and exposes
       - `policy`: Fixed-CCVL greedy in Q_l (acting safely),
-      - `bounds_policy`: Eq. upper policy (ccvl_tf.policies.BoundsPolicy: argmax of Q_u over
-        the safe set {a : Q_l >= beta max Q_l}) at `explore_delta`,
+      - `bounds_policy`: Eq. upper policy, argmax of Q_u over the safe set
+        {a : Q_l >= beta max Q_l}, at delta ~ b(h) from a belief in its policy state updated
+        by Q_l's Bellman errors (ccvl_tf.policies.ConfidenceAdaptivePolicy with upper_network;
+        the default), or at a fixed `explore_delta` (ccvl_tf.policies.BoundsPolicy),
       - `exploration_policy`: bounds_policy, epsilon-greedy (what online actors run).
     It implements `agents.learner.Learner` and `OnlineLearner` (train_on_batch, make_checkpoint,
     train_step_counter, ...; `restore_offline`, `set_learning_rate`, `policy_variables`), so
@@ -32,6 +34,7 @@ from typing import Callable, Dict, List, Optional
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
+import numpy as np
 import tensorflow as tf
 
 from agents import ccvl_agent
@@ -52,15 +55,30 @@ class BoundsConfig:
     beta: beta of Eq. upper policy's safe set A_l = {a : Q_l >= beta max_a' Q_l} (> 0).
       The paper gives no value; 0.5 is a placeholder (with rewards >= 0, beta -> 0 lets Q_u
       choose among all actions, beta = 1 keeps only argmax Q_l).
-    explore_delta: delta at which the exploration policy evaluates Q_l and Q_u.
+    explore_delta: None (default): the exploration policy draws delta from a belief b(h) over
+      `num_grid_deltas` grid confidences carried in its policy state, as Eq. upper policy
+      writes it (delta ~ b(h)): drawn at the first step of each episode (`belief_resample`)
+      and b updated from Q_l's Bellman errors on the transitions it collects
+      (policies.ConfidenceAdaptivePolicy with upper_network=Q_u). A float in (0, 1): Q_l and
+      Q_u at that fixed delta (policies.BoundsPolicy).
     explore_epsilon: epsilon-greedy on top of the bounds policy while collecting.
+    num_grid_deltas: K of the exploration belief's grid (belief.delta_grid).
+    belief_temperature: T of the exploration belief's update (offline CCVL sets it from
+      held-out data; online fine-tuning passes the offline run's value).
+    belief_resample: 'episode' (default) or 'step': when delta is drawn from the belief.
+    reward_clip: None or c > 0: rewards clipped to [-c, c] when scoring Bellman errors (the
+      reward scale Q was trained on; 1.0 for Atari).
   """
   upper_alpha: Optional[float] = None
   upper_regularizer: str = "softmin"
   pair_reduction: str = "min"
   beta: float = 0.5
-  explore_delta: float = 0.5
+  explore_delta: Optional[float] = None
   explore_epsilon: float = 0.01
+  num_grid_deltas: int = 8
+  belief_temperature: float = 1.0
+  belief_resample: str = "episode"
+  reward_clip: Optional[float] = None
 
   def validate(self):
     if self.upper_alpha is not None:
@@ -73,7 +91,18 @@ class BoundsConfig:
                        f"{self.pair_reduction!r}")
     if not self.beta > 0:
       raise ValueError(f"beta must be > 0 (Eq. upper policy), got {self.beta!r}")
-    losses.validate_delta(self.explore_delta, "explore_delta")
+    if self.explore_delta is not None:
+      losses.validate_delta(self.explore_delta, "explore_delta")
+    if int(self.num_grid_deltas) != self.num_grid_deltas or self.num_grid_deltas < 1:
+      raise ValueError(f"num_grid_deltas must be an integer >= 1, got {self.num_grid_deltas!r}")
+    if not (np.isfinite(self.belief_temperature) and self.belief_temperature > 0):
+      raise ValueError(f"belief_temperature must be a finite number > 0, got "
+                       f"{self.belief_temperature!r}")
+    if self.belief_resample not in ("episode", "step"):
+      raise ValueError(f"belief_resample must be 'episode' or 'step', got "
+                       f"{self.belief_resample!r}")
+    if self.reward_clip is not None and not self.reward_clip > 0:
+      raise ValueError(f"reward_clip must be None or > 0, got {self.reward_clip!r}")
     if not 0.0 <= self.explore_epsilon <= 1.0:
       raise ValueError(f"explore_epsilon must be in [0, 1], got {self.explore_epsilon!r}")
 
@@ -149,9 +178,16 @@ class CCVLBoundsAgent(tf.Module):
         network_config, bounds, dataset_size=dataset_size, inverse_count_fn=inverse_count_fn,
         name="upper")
     self._time_step_spec, self._action_spec = time_step_spec, action_spec
-    self.bounds_policy = policies.BoundsPolicy(
-        time_step_spec, action_spec, self.lower.q_network, self.upper.q_network,
-        beta=bounds.beta, delta=bounds.explore_delta)
+    if bounds.explore_delta is None:  # Eq. upper policy with delta ~ b(h)
+      self.bounds_policy = policies.ConfidenceAdaptivePolicy(
+          time_step_spec, action_spec, self.lower.q_network, num_deltas=bounds.num_grid_deltas,
+          gamma=config.gamma, temperature=bounds.belief_temperature, seed=config.seed,
+          reward_clip=bounds.reward_clip, upper_network=self.upper.q_network, beta=bounds.beta,
+          resample=bounds.belief_resample)
+    else:
+      self.bounds_policy = policies.BoundsPolicy(
+          time_step_spec, action_spec, self.lower.q_network, self.upper.q_network,
+          beta=bounds.beta, delta=bounds.explore_delta)
     self.exploration_policy = policies.epsilon_greedy(self.bounds_policy,
                                                       bounds.explore_epsilon)
 

@@ -46,7 +46,14 @@ _MIN_SIZE = flags.DEFINE_integer("min_replay_size", _D.min_replay_size,
 _CAPACITY = flags.DEFINE_integer("replay_capacity", _D.replay_capacity, "Replay table size.", lower_bound=1)
 _BETA = flags.DEFINE_float("beta", _D.beta, "beta of Eq. upper policy's safe set.")
 _XDELTA = flags.DEFINE_float("explore_delta", _D.explore_delta,
-                             "delta of the exploration (bounds) policy.")
+                             "Fixed delta of the exploration (bounds) policy; unset (default): "
+                             "delta ~ the belief b(h) in the policy state, drawn per episode "
+                             "and updated from Q_l's Bellman errors (Eq. upper policy).",
+                             lower_bound=1e-6, upper_bound=1 - 1e-6)
+_XTEMP = flags.DEFINE_float("belief_temperature", None,
+                            "Temperature of the exploration belief (unset: the offline run's, "
+                            "from its summary.json; 1 if it has none).", lower_bound=1e-12,
+                            upper_bound=1e12)
 _XEPS = flags.DEFINE_float("explore_epsilon", _D.explore_epsilon, "Actors' epsilon.")
 _PDELTA = flags.DEFINE_float("policy_delta", _D.policy_delta,
                              "delta of the exported Fixed-CCVL policy (Q_l greedy).")
@@ -98,6 +105,7 @@ def main(argv):
       batch_size=_BATCH.value, offline_fraction=_OFF_FRAC.value,
       samples_per_insert=_SPI.value, min_replay_size=_MIN_SIZE.value,
       replay_capacity=_CAPACITY.value, beta=_BETA.value, explore_delta=_XDELTA.value,
+      belief_temperature=_XTEMP.value,
       explore_epsilon=_XEPS.value, policy_delta=_PDELTA.value, upper_alpha=_UALPHA.value, learning_rate=_LR.value,
       actor_update_period=_UPDATE.value, push_period=_PUSH.value,
       checkpoint_interval=_CKPT.value, log_interval=_LOG.value, eval_episodes=_EPISODES.value, export_policies=_EXPORT.value,

@@ -19,6 +19,7 @@ from agents import ccvl_agent
 from agents import ccvl_bounds_agent as cba
 from ccvl_tf import losses
 from ccvl_tf import networks
+from ccvl_tf import policies
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = networks.QNetworkConfig(torso="mlp", mlp_units=(16,), n_cos=8, hidden_units=16)
@@ -308,3 +309,67 @@ def test_mirrored_step_equals_single_device_step():
   assert float(lines["lower"]) < 1e-5 and float(lines["upper"]) < 1e-5, proc.stdout
   assert lines["replicas"].startswith("2 step 12 MirroredVariable"), proc.stdout
 
+
+
+def _set_delta_dependent_table(agent, table, c=1.0):
+  """Q(s, a, delta) = table[s, a] * eta(delta), eta(delta) = ReLU(1 + c + c cos(pi delta)) (the
+  first cosine feature only): TABLE_NET with the embedding made delta-dependent."""
+  _set_q_table(agent, table)
+  layers = {l.name.rsplit("_", 1)[-1]: l for l in agent.online_network.q_model.layers
+            if isinstance(l, keras.layers.Dense)}
+  kernel = np.zeros((8, 4), np.float32)
+  kernel[0] = c
+  layers["embed"].set_weights([kernel, np.full(4, 1.0 + c, np.float32)])
+
+
+def test_bounds_policy_draws_delta_from_its_belief_and_updates_it_from_q_lower():
+  """Default BoundsConfig (explore_delta None): Eq. upper policy with delta ~ b(h).
+
+  Grid K = 2: delta in {0.25, 0.75}; eta(0.25) = 2 + cos(pi/4) = 2.70711,
+  eta(0.75) = 2 - cos(pi/4) = 1.29289. Q_l(s0) = [1, 0, 0] * eta, Q_l(s1) = 0; Q_u(s0) = [5, 0, 0]:
+  the safe set at s0 is {0} (beta 0.5), so the policy takes a = 0 at s0.
+  1. The delta acted with follows the belief in the state: log b = [0, -50] -> 0.25,
+     [-50, 0] -> 0.75 (drawn at the FIRST step, resample='episode').
+  2. Transition (s0, a=0, r = 2.70711, s1), discount 1, T = 1: Bellman errors of Q_l
+     e = (eta - r)^2 = [0, 2.0] -> b = [1, e^-2] / (1 + e^-2) = [0.880797, 0.119203].
+  """
+  keras.utils.set_random_seed(3)
+  bounds = cba.BoundsConfig(beta=0.5, explore_epsilon=0.0, num_grid_deltas=2,
+                            belief_temperature=1.0)
+  assert bounds.explore_delta is None
+  agent = cba.CCVLBoundsAgent(*_specs(4, 3), ccvl_agent.CCVLConfig(dr3_coef=0.0), TABLE_NET,
+                              bounds, dataset_size=10)
+  assert isinstance(agent.bounds_policy, policies.ConfidenceAdaptivePolicy)
+  zeros = [0.0, 0.0, 0.0]
+  _set_delta_dependent_table(agent.lower, [[1.0, 0.0, 0.0], zeros, zeros, zeros])
+  _set_q_table(agent.upper, [[5.0, 0.0, 0.0], zeros, zeros, zeros])
+  eta = 2.0 + np.cos(np.pi / 4), 2.0 - np.cos(np.pi / 4)
+  np.testing.assert_allclose(agent.lower.q_values(np.eye(4, dtype=np.float32)[:1],
+                                                  [0.25, 0.75]).numpy()[0, :, 0], eta,
+                             rtol=1e-5)
+  policy = agent.bounds_policy
+  s0, s1 = np.eye(4, dtype=np.float32)[None, 0], np.eye(4, dtype=np.float32)[None, 1]
+  first = ts.restart(tf.constant(s0), batch_size=1)
+  for log_b, expected in (([0.0, -50.0], 0.25), ([-50.0, 0.0], 0.75)):
+    state = policy.get_initial_state(1)
+    state["log_belief"] = tf.constant([log_b])
+    step = policy.action(first, state)
+    assert float(step.info.delta[0]) == pytest.approx(expected)
+    assert int(step.action[0]) == 0
+  step = policy.action(first, policy.get_initial_state(1))
+  np.testing.assert_allclose(tf.exp(step.state["log_belief"]).numpy(), [[0.5, 0.5]])
+  mid = ts.transition(tf.constant(s1), reward=tf.constant([eta[0]], tf.float32),
+                      discount=tf.constant([1.0]))
+  step = policy.action(mid, step.state)
+  np.testing.assert_allclose(tf.exp(step.state["log_belief"]).numpy(),
+                             [[0.880797, 0.119203]], atol=1e-5)
+  # The epsilon-greedy exploration policy carries the same state (the belief).
+  assert set(agent.exploration_policy.policy_state_spec) == set(policy.policy_state_spec)
+
+
+def test_fixed_explore_delta_keeps_the_fixed_bounds_policy():
+  agent = cba.CCVLBoundsAgent(*_specs(4, 3), ccvl_agent.CCVLConfig(dr3_coef=0.0), TABLE_NET,
+                              cba.BoundsConfig(explore_delta=0.3), dataset_size=10)
+  assert isinstance(agent.bounds_policy, policies.BoundsPolicy)
+  with pytest.raises(ValueError, match="belief_temperature"):
+    cba.BoundsConfig(belief_temperature=float("inf")).validate()

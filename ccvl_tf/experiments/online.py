@@ -79,8 +79,9 @@ class OnlineConfig:
   min_replay_size: int = 1_000
   replay_capacity: int = 1_000_000
   beta: float = 0.5
-  explore_delta: float = 0.5
+  explore_delta: Optional[float] = None  # None: delta ~ belief b(h), per episode (Eq. upper policy)
   explore_epsilon: float = 0.01
+  belief_temperature: Optional[float] = None  # None: the offline run's (summary.json), else 1
   policy_delta: float = 0.5
   upper_alpha: Optional[float] = None
   upper_regularizer: str = "softmin"
@@ -154,7 +155,10 @@ class OnlineConfig:
     from agents import ccvl_bounds_agent
     return ccvl_bounds_agent.BoundsConfig(
         upper_alpha=self.upper_alpha, upper_regularizer=self.upper_regularizer, beta=self.beta,
-        explore_delta=self.explore_delta, explore_epsilon=self.explore_epsilon)
+        explore_delta=self.explore_delta, explore_epsilon=self.explore_epsilon,
+        num_grid_deltas=self.num_grid_deltas,
+        belief_temperature=1.0 if self.belief_temperature is None else self.belief_temperature,
+        reward_clip=None if self.game.lower() == GRIDWORLD else 1.0)
 
 
 # ---------------------------------------------------------------------------- games and specs
@@ -306,6 +310,23 @@ def restore_offline(agent, offline_dir: str, log=print) -> int:
 
 
 # ---------------------------------------------------------------------------- actor
+def collect_steps(env, policy, observer, time_step, policy_state, num_steps: int):
+  """Runs `policy` for `num_steps` env steps, passing each transition to `observer`; returns
+  the last (time_step, policy_state).
+
+  PyDriver's loop, except that the policy state is carried across episode boundaries: on an
+  unbatched environment PyDriver calls `get_initial_state` at every FIRST step, which would
+  reset the exploration policy's belief each episode (ccvl_tf/policies.py,
+  ConfidenceAdaptivePolicy)."""
+  from tf_agents.trajectories import trajectory  # pylint: disable=g-import-not-at-top
+  for _ in range(num_steps):
+    action_step = policy.action(time_step, policy_state)
+    next_time_step = env.step(action_step.action)
+    observer(trajectory.from_transition(time_step, action_step, next_time_step))
+    time_step, policy_state = next_time_step, action_step.state
+  return time_step, policy_state
+
+
 def actor_main(config_path: str, actor_id: int, address: str, parent_pid: int) -> int:
   """One actor process (see module docstring). Exit codes: 0 finished (learner said so, or
   the learner is gone), 3 the Reverb server was lost (message names the address).
@@ -316,7 +337,6 @@ def actor_main(config_path: str, actor_id: int, address: str, parent_pid: int) -
   """
   import reverb
   import tensorflow as tf
-  from tf_agents.drivers import py_driver
   from tf_agents.experimental.distributed import reverb_variable_container
   from tf_agents.policies import py_tf_eager_policy
   from tf_agents.replay_buffers import reverb_utils
@@ -358,14 +378,14 @@ def actor_main(config_path: str, actor_id: int, address: str, parent_pid: int) -
   observer = reverb_utils.ReverbAddTrajectoryObserver(
       reverb.Client(address), replay.REPLAY_TABLE, sequence_length=2, stride_length=1)
   policy = py_tf_eager_policy.PyTFEagerPolicy(agent.exploration_policy, use_tf_function=True)
-  driver = py_driver.PyDriver(env, policy, [observer], max_steps=cfg.actor_update_period)
   time_step, policy_state = env.reset(), policy.get_initial_state(1)
   steps = 0
   print(f"{tag}: collecting into {address} (learner step {int(control['train_step'].numpy())})",
         flush=True)
   try:
     while True:
-      time_step, policy_state = driver.run(time_step, policy_state)
+      time_step, policy_state = collect_steps(env, policy, observer, time_step, policy_state,
+                                              cfg.actor_update_period)
       steps += cfg.actor_update_period
       container.update(variables)
       if int(control["finished"].numpy()):
@@ -514,6 +534,12 @@ def run(cfg: OnlineConfig, log: Callable[[str], None] = print, strategy=None) ->
     if game.lower() != cfg.game.lower():
       raise ValueError(f"--offline_dir {cfg.offline_dir} was trained on {game!r}, not "
                        f"--game={cfg.game!r}")
+  if cfg.belief_temperature is None and offline_summary.get("belief_temperature"):
+    # The exploration belief updates at the offline run's temperature (set from its data);
+    # resolved before online_config.json is written, so actors use the same one.
+    cfg = dataclasses.replace(cfg, belief_temperature=float(
+        offline_summary["belief_temperature"]))
+    log(f"Exploration belief temperature {cfg.belief_temperature:.4g} (the offline run's).")
   tss, act = specs(cfg.game, cfg.seed)
   with strategy.scope():
     # alpha of the offline run: top level (gridworld) or in train_offline's 'config'.

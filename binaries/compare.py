@@ -25,9 +25,9 @@ from ccvl_tf.experiments import compare
 
 _D = compare.CompareConfig()
 _SUITE = flags.DEFINE_string("suite", _D.suite, f"One of: {', '.join(compare.SUITES)}.")
-_METHODS = flags.DEFINE_string("methods", ",".join(compare.PAPER_METHODS),
+_METHODS = flags.DEFINE_string("methods", ",".join(_D.methods),
                                f"Comma-separated, from: {', '.join(compare.METHODS)}.")
-_DATASETS = flags.DEFINE_string("datasets", ",".join(compare.DATASET_KINDS),
+_DATASETS = flags.DEFINE_string("datasets", ",".join(_D.datasets),
                                 "Dataset kinds, comma-separated: 1%,5%,initial10%.")
 _GAMES = flags.DEFINE_list("games", None, "Games (default: all of the suite's).")
 _SEEDS = flags.DEFINE_integer("seeds", _D.seeds, "Number of seeds per method/dataset/game: "

@@ -1,4 +1,5 @@
-"""Smoke tests of binaries/evaluate.py (one real subprocess run) and its input checks."""
+"""binaries/evaluate.py: real subprocess runs on the gridworld and MinAtar (a small exported
+policy each), its body ccvl_tf.experiments.evaluate on Atari, and the input checks."""
 import csv
 import json
 import os
@@ -14,9 +15,13 @@ import tensorflow as tf
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
-from ccvl_tf import evaluation
 from ccvl_tf import policies
+from ccvl_tf import reporting
 from ccvl_tf.envs import atari
+from ccvl_tf.envs import gridworld_env
+from ccvl_tf.envs import minatar
+from ccvl_tf.experiments import evaluate
+from ccvl_tf.tabular import evaluation as tabular_eval
 from tests.test_policies import linear_q_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -34,10 +39,34 @@ def _export_gridworld_policy(path, num_actions=4):
   return policies.export_policy(policy, str(path))
 
 
+def _export_pixel_policy(path, shape, num_actions):
+  """An adaptive policy on uint8 frames `shape` (a pooled linear Q plus a delta term)."""
+  obs = keras.Input(shape, name="observation", dtype="uint8")
+  d = keras.Input((None,), name="delta")
+  x = keras.layers.Rescaling(1 / 255.0)(obs)
+  if shape[0] > 12:
+    x = keras.layers.AveragePooling2D(12)(x)
+  q = keras.layers.Reshape((1, num_actions))(keras.layers.Dense(num_actions)(
+      keras.layers.Flatten()(x)))
+  qd = keras.layers.Dense(num_actions)(keras.layers.Reshape((-1, 1))(d))
+  model = keras.Model({"observation": obs, "delta": d}, keras.layers.Add()([q, qd]))
+  tss = ts.time_step_spec(tf.TensorSpec(shape, tf.uint8, "observation"))
+  aspec = tensor_spec.BoundedTensorSpec((), tf.int32, 0, num_actions - 1, "action")
+  policy = policies.ConfidenceAdaptivePolicy(tss, aspec, model, num_deltas=4, reward_clip=1.0)
+  return policies.export_policy(policy, str(path))
+
+
 def _run(args):
-  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+  # PYTHONPATH: the binary imports this checkout's ccvl_tf, whatever is installed.
+  path = os.pathsep.join(p for p in (REPO, os.environ.get("PYTHONPATH")) if p)
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=path)
   return subprocess.run([sys.executable, BINARY, *args], capture_output=True, text=True,
                         timeout=180, env=env, cwd=REPO)
+
+
+def _config(policy_dir, game, output_dir, **kw):
+  return evaluate.EvaluateConfig(policy_dir=str(policy_dir), game=game,
+                                 output_dir=str(output_dir), progress=False, **kw)
 
 
 @pytest.mark.slow
@@ -56,8 +85,7 @@ def test_evaluate_binary_end_to_end_on_gridworld(tmp_path):
     rows = list(csv.DictReader(f))
   assert len(rows) == 6 and {r["run"] for r in rows} == {"0", "1"}
   # Normalized = 100 * discounted return / optimal expected discounted return (eval slip 0.15).
-  from ccvl_tf.tabular import evaluation as tabular_eval
-  opt = tabular_eval.optimal_return(evaluation.gridworld_environment().world)
+  opt = tabular_eval.optimal_return(gridworld_env.eval_world())
   for r in rows:
     assert float(r["normalized_score"]) == pytest.approx(100 * float(r["raw_score"]) / opt,
                                                          rel=1e-4, abs=1e-4)
@@ -72,8 +100,46 @@ def test_evaluate_binary_end_to_end_on_gridworld(tmp_path):
     deltas = list(csv.DictReader(f))
   grid = {0.125, 0.375, 0.625, 0.875}
   assert len(deltas) == 6 and all(float(d["map_delta"]) in grid for d in deltas)
-  results = evaluation.read_results_csv(str(out / "results.csv"))
+  results = reporting.read_results_csv(str(out / "results.csv"))
   assert [r["seed"] for r in results] == ["0", "1"]
+  assert {r["game"] for r in results} == {"gridworld"}
+
+
+@pytest.mark.slow
+def test_evaluate_binary_end_to_end_on_minatar(tmp_path):
+  num_actions = minatar.MinAtarEnvironment("Breakout").num_actions  # 3
+  policy_dir = _export_pixel_policy(tmp_path / "policy", (10, 10, 4), num_actions)
+  data = tmp_path / "data"
+  data.mkdir()
+  (data / "minatar_scores.json").write_text(json.dumps(
+      {"games": {"Breakout": {"dqn": 10.5, "random": 0.5}}}))
+  out = tmp_path / "out"
+  proc = _run([f"--policy_dir={policy_dir}", "--game=minatar/Breakout", f"--data_dir={data}",
+               "--episodes=2", "--seeds=1", "--max_episode_steps=40", f"--output_dir={out}",
+               "--bootstrap_reps=50"])
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "minatar/Breakout: normalized IQM" in proc.stdout
+  with open(out / "returns.csv") as f:
+    rows = list(csv.DictReader(f))
+  assert len(rows) == 2 and all(1 <= int(r["length"]) <= 40 for r in rows)
+  # Normalized with the data's references (random 0.5, DQN 10.5), not Atari Breakout's.
+  for r in rows:
+    assert float(r["normalized_score"]) == pytest.approx(
+        100 * (float(r["raw_score"]) - 0.5) / 10.0, rel=1e-4, abs=1e-4)
+  summary = json.loads((out / "summary.json").read_text())
+  assert summary["game"] == "minatar/Breakout" and summary["num_episodes"] == 2
+  assert summary["policy_specs"]["num_actions"] == 3
+  results = reporting.read_results_csv(str(out / "results.csv"))
+  assert [(r["game"], r["seed"]) for r in results] == [("minatar/Breakout", "0")]
+  assert results[0]["score"] == pytest.approx(np.mean([float(r["raw_score"]) for r in rows]),
+                                              rel=1e-5)
+  # Without --data_dir: raw scores only, said in the summary.
+  raw_out = tmp_path / "raw"
+  summary = evaluate.run(_config(policy_dir, "minatar/breakout", raw_out, episodes=1,
+                                 max_episode_steps=5))
+  assert "normalized_iqm" not in summary and "--data_dir" in summary["note"]
+  with open(raw_out / "returns.csv") as f:
+    assert next(csv.DictReader(f))["normalized_score"] == "nan"
 
 
 @pytest.mark.slow
@@ -87,33 +153,35 @@ def test_evaluate_binary_rejects_a_directory_that_is_not_a_saved_model(tmp_path)
 
 def test_evaluate_bad_inputs_fail_fast(tmp_path):
   three_actions = _export_gridworld_policy(tmp_path / "p3", num_actions=3)
+  out = tmp_path / "o"
   with pytest.raises(ValueError, match="has 3 actions but the game has 4"):
-    evaluation.evaluate(three_actions, "gridworld", 1, 1, str(tmp_path / "o"), progress=False)
+    evaluate.run(_config(three_actions, "gridworld", out, episodes=1))
   with pytest.raises(ValueError, match="--episodes must be an integer >= 1"):
-    evaluation.evaluate(three_actions, "gridworld", 0, 1, str(tmp_path / "o"), progress=False)
+    evaluate.run(_config(three_actions, "gridworld", out, episodes=0))
   with pytest.raises(ValueError, match="--seeds must be an integer >= 1"):
-    evaluation.evaluate(three_actions, "gridworld", 1, 0, str(tmp_path / "o"), progress=False)
+    evaluate.run(_config(three_actions, "gridworld", out, episodes=1, seeds=0))
   with pytest.raises(ValueError, match="not a directory"):
-    evaluation.evaluate(str(tmp_path / "nope"), "gridworld", 1, 1, str(tmp_path / "o"),
-                        progress=False)
-  assert not (tmp_path / "o").exists()
+    evaluate.run(_config(tmp_path / "nope", "gridworld", out, episodes=1))
+  with pytest.raises(ValueError, match="--data_dir gives MinAtar reference scores"):
+    evaluate.run(_config(three_actions, "Pong", out, episodes=1, data_dir=str(tmp_path)))
+  # A bad game name lists the valid ones: the gridworld, MinAtar's and the ALE's games.
+  with pytest.raises(ValueError, match=r"unknown game 'Pongg'; valid games: 'gridworld'; "
+                                       r"MinAtar 'minatar/<Game>' with <Game> one of Asterix, "
+                                       r"Breakout, .*; or an Atari game, one of .*Pong"):
+    evaluate.run(_config(three_actions, "Pongg", out, episodes=1))
+  with pytest.raises(ValueError, match="unknown MinAtar game 'minatar/Pong'; valid games"):
+    evaluate.run(_config(three_actions, "minatar/Pong", out, episodes=1))
+  with pytest.raises(FileNotFoundError, match="minatar_scores.json does not exist"):
+    evaluate.run(_config(three_actions, "minatar/Breakout", out, episodes=1,
+                         data_dir=str(tmp_path)))
+  assert not out.exists()
 
 
 def test_evaluate_on_atari_with_a_tiny_policy(tmp_path):
-  num_actions = atari.make_env("Pong").num_actions  # 6
-  obs = keras.Input((84, 84, 4), name="observation", dtype="uint8")
-  d = keras.Input((None,), name="delta")
-  x = keras.layers.Flatten()(keras.layers.AveragePooling2D(12)(
-      keras.layers.Rescaling(1 / 255.0)(obs)))
-  q = keras.layers.Reshape((1, num_actions))(keras.layers.Dense(num_actions)(x))
-  qd = keras.layers.Dense(num_actions)(keras.layers.Reshape((-1, 1))(d))
-  model = keras.Model({"observation": obs, "delta": d}, keras.layers.Add()([q, qd]))
-  tss = ts.time_step_spec(tf.TensorSpec((84, 84, 4), tf.uint8, "observation"))
-  aspec = tensor_spec.BoundedTensorSpec((), tf.int32, 0, num_actions - 1, "action")
-  policy = policies.ConfidenceAdaptivePolicy(tss, aspec, model, num_deltas=4, reward_clip=1.0)
-  policy_dir = policies.export_policy(policy, str(tmp_path / "pong"))
-  summary = evaluation.evaluate(policy_dir, "Pong", 1, 1, str(tmp_path / "out"),
-                                max_episode_steps=30, bootstrap_reps=50, progress=False)
+  num_actions = atari.AtariEnvironment("Pong").num_actions  # 6
+  policy_dir = _export_pixel_policy(tmp_path / "pong", (84, 84, 4), num_actions)
+  summary = evaluate.run(_config(policy_dir, "Pong", tmp_path / "out", episodes=1,
+                                 max_episode_steps=30, bootstrap_reps=50))
   with open(tmp_path / "out" / "returns.csv") as f:
     row = next(csv.DictReader(f))
   assert int(row["length"]) == 30  # truncated by max_episode_steps
@@ -122,4 +190,4 @@ def test_evaluate_on_atari_with_a_tiny_policy(tmp_path):
       100 * (float(row["raw_score"]) + 20.7) / 39.6, rel=1e-4)
   assert summary["game"] == "Pong"
   with pytest.raises(ValueError, match="6 actions but the game has 4"):
-    evaluation.evaluate(policy_dir, "Breakout", 1, 1, str(tmp_path / "o2"), progress=False)
+    evaluate.run(_config(policy_dir, "Breakout", tmp_path / "o2", episodes=1))

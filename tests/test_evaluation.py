@@ -1,5 +1,5 @@
-"""Tests for ccvl_tf/evaluation.py: normalization, rliable aggregation, tables, evaluation loop."""
-import io
+"""Tests for ccvl_tf/evaluation.py: rliable aggregation, the evaluation loop, loading exports
+(normalization: tests/test_scores.py; tables: tests/test_reporting.py)."""
 import math
 import os
 
@@ -16,51 +16,9 @@ from tf_agents.trajectories import time_step as ts
 from ccvl_tf import belief
 from ccvl_tf import evaluation
 from ccvl_tf import policies
+from ccvl_tf.envs import gridworld
+from ccvl_tf.envs import gridworld_env
 from tests.test_policies import C3, W3, linear_q_model, specs
-
-
-# ----------------------------------------------------------------------------- normalization
-# (random, Nature DQN) for the paper's 16 games with both scores, typed from Mnih et al. 2015,
-# Extended Data Table 2 ("Random" and "DQN" columns); YarsRevenge (not a Nature-DQN game) has
-# only the Atari-57 random score 3092.9.
-REFERENCE = {
-    "Asterix": (210.0, 6012.0), "Breakout": (1.7, 401.2), "Pong": (-20.7, 18.9),
-    "Seaquest": (68.4, 5286.0), "Qbert": (163.9, 10596.0), "SpaceInvaders": (148.0, 1976.0),
-    "Zaxxon": (32.5, 4977.0), "RoadRunner": (11.5, 18257.0), "MsPacman": (307.3, 2311.0),
-    "BeamRider": (363.9, 6846.0), "Jamesbond": (29.0, 576.7), "Enduro": (0.0, 301.8),
-    "WizardOfWor": (563.5, 3393.0), "IceHockey": (-11.2, -1.6), "DoubleDunk": (-18.6, -18.1),
-    "DemonAttack": (152.1, 9711.0),
-}
-
-
-def test_normalized_score_by_hand():
-  # Breakout: random 1.7, DQN 401.2 -> 1.7 is 0, 401.2 is 100, 201.45 is 50.
-  np.testing.assert_allclose(evaluation.normalized_score("Breakout", [1.7, 401.2, 201.45]),
-                             [0.0, 100.0, 50.0])
-  # Pong: random -20.7, DQN 18.9 -> -0.9 is 100 * 19.8 / 39.6 = 50.
-  assert evaluation.normalized_score("Pong", -0.9) == pytest.approx(50.0)
-  # DoubleDunk: random -18.6, DQN -18.1 -> -13.4 is 100 * 5.2 / 0.5 = 1040.
-  assert evaluation.normalized_score("DoubleDunk", -13.4) == pytest.approx(1040.0)
-  assert evaluation.normalized_score("space_invaders", 148.0) == pytest.approx(0.0)
-  # Every reference entry: the literal random score maps to 0, the literal DQN score to 100,
-  # and random + 1.5 (DQN - random) to 150.
-  assert len(REFERENCE) == 16
-  for game, (random, dqn) in REFERENCE.items():
-    np.testing.assert_allclose(
-        evaluation.normalized_score(game, [random, dqn, random + 1.5 * (dqn - random)]),
-        [0.0, 100.0, 150.0], atol=1e-9, err_msg=game)
-    assert (evaluation.RANDOM_SCORES[game], evaluation.DQN_SCORES[game]) == (random, dqn), game
-  assert evaluation.RANDOM_SCORES["YarsRevenge"] == 3092.9
-
-
-def test_reference_tables_cover_the_papers_games_except_yars_revenge():
-  assert len(evaluation.ATARI_GAMES) == 17
-  assert set(evaluation.RANDOM_SCORES) == set(evaluation.ATARI_GAMES)
-  assert set(evaluation.DQN_SCORES) == set(evaluation.ATARI_GAMES) - {"YarsRevenge"}
-  with pytest.raises(ValueError, match="Nature-DQN.*YarsRevenge"):
-    evaluation.normalized_score("YarsRevenge", 1000.0)
-  with pytest.raises(ValueError, match="random and Nature-DQN"):
-    evaluation.normalized_score("NotAGame", 1.0)
 
 
 # ----------------------------------------------------------------------------- aggregation
@@ -118,55 +76,6 @@ def test_aggregate_degenerate_runs_give_zero_width_ci():
   assert agg.ci_low == pytest.approx(2.5) and agg.ci_high == pytest.approx(2.5)
   with pytest.raises(ValueError, match="num_runs"):
     evaluation.aggregate_scores(np.ones(3))
-
-
-# ----------------------------------------------------------------------------- tables
-CSV = """method,dataset,game,seed,score
-CQL,1%,Breakout,0,41.6
-CQL,1%,Breakout,1,81.5
-CQL,1%,Breakout,2,121.4
-CQL,1%,Pong,0,-0.9
-CQL,1%,Pong,1,-0.9
-CQL,1%,Pong,2,18.9
-CCVL,1%,Breakout,0,201.45
-CCVL,1%,Breakout,1,201.45
-CCVL,1%,Breakout,2,201.45
-CCVL,1%,Pong,0,18.9
-CCVL,1%,Pong,1,18.9
-CCVL,1%,Pong,2,18.9
-CCVL,1%,YarsRevenge,0,5000
-CCVL,1%,YarsRevenge,1,5000
-CCVL,1%,YarsRevenge,2,5000
-"""
-
-
-def test_per_game_table_by_hand():
-  rows = evaluation.read_results_csv(io.StringIO(CSV))
-  md = evaluation.render_per_game_table(rows, "1%")
-  lines = md.strip().splitlines()
-  assert lines[0] == "| Game | CQL | CCVL |"  # paper's method order
-  # CQL Breakout: mean (41.6 + 81.5 + 121.4) / 3 = 81.5, sample std = 39.9.
-  assert lines[2] == "| Breakout | 81.5 ± 39.9 | 201.4 ± 0.0 |" or \
-      lines[2] == "| Breakout | 81.5 ± 39.9 | 201.5 ± 0.0 |"
-  # Pong CQL: mean (-0.9 -0.9 + 18.9)/3 = 5.7; std = sqrt(((6.6^2)*2 + 13.2^2)/2) = 11.43.
-  assert lines[3] == "| Pong | 5.7 ± 11.4 | 18.9 ± 0.0 |"
-  assert lines[4] == "| YarsRevenge | - | 5000.0 ± 0.0 |"
-
-
-def test_aggregate_table_matches_independent_iqm():
-  rows = evaluation.read_results_csv(io.StringIO(CSV))
-  md = evaluation.render_aggregate_table(rows, reps=300, seed=0)
-  # CQL normalized: Breakout (41.6, 81.5, 121.4) -> (10, 20, 30); Pong (-0.9, -0.9, 18.9) ->
-  # (50, 50, 100). IQM of the 6 pooled [10,20,30,50,50,100], trimmed 1 each side = 37.5.
-  cql = np.array([[10, 50], [20, 50], [30, 100]], float)
-  assert scipy.stats.trim_mean(cql.ravel(), 0.25) == pytest.approx(37.5)
-  # CCVL: Breakout 50 x3, Pong 100 x3 -> IQM of [50,50,50,100,100,100] trimmed = 75.
-  row = md.splitlines()[2]
-  assert row.startswith("| 1% | 37.5 (")
-  assert "| **75.0 (75.0, 75.0)** |" in row  # best is bold; zero-width CI (identical runs)
-  assert "Excluded (no reference score): YarsRevenge" in md
-  with pytest.raises(ValueError, match="lacks columns"):
-    evaluation.read_results_csv(io.StringIO("method,game\nA,Pong\n"))
 
 
 # ----------------------------------------------------------------------------- evaluation loop
@@ -302,8 +211,8 @@ def test_load_saved_policy_errors(tmp_path):
 
 
 def test_gridworld_environment_goal_by_hand():
-  env = evaluation.gridworld_environment(slip_prob=0.0, seed=0)
-  world = env.world
+  world = gridworld.GridWorld(slip_prob=0.0)
+  env = gridworld_env.GridWorldEnvironment(world, seed=0)
   # Always 'right' (action 1): Q = delta * c with c = [0, 1, 0, 0].
   tss = ts.time_step_spec(tf.TensorSpec((world.num_states,), tf.float32, "observation"))
   aspec = policies.tensor_spec.BoundedTensorSpec((), tf.int32, 0, 3, "action")

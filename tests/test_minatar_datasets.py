@@ -227,17 +227,10 @@ def test_epsilon_schedule_and_config_checks():
     md.DQNConfig(min_replay_size=4).validate()
 
 
-def test_scores_normalization_and_missing_scores(tmp_path):
+def test_missing_scores_and_unknown_game(tmp_path):
+  # Normalizing with the loaded scores: tests/test_scores.py.
   with pytest.raises(FileNotFoundError, match="make_minatar_datasets.py"):
     md.load_scores(str(tmp_path))
-  scores = {"Breakout": {"dqn": 10.0, "random": 0.5}}
-  assert md.normalized_score(10.0, "breakout", scores) == 1.0
-  assert md.normalized_score(0.5, "Breakout", scores) == 0.0
-  assert md.normalized_score(5.25, "Breakout", scores) == pytest.approx(0.5)
-  with pytest.raises(ValueError, match="not above the random"):
-    md.normalized_score(1.0, "Asterix", {"Asterix": {"dqn": 0.5, "random": 0.57}})
-  with pytest.raises(KeyError, match="--games=Freeway"):
-    md.normalized_score(1.0, "Freeway", scores)
   with pytest.raises(ValueError, match="valid names"):
     md.build_all(str(tmp_path), ["Pong"])
 

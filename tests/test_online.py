@@ -69,11 +69,11 @@ def test_observer_items_become_the_right_transitions(server):
   import reverb
   from tf_agents.drivers import py_driver
   from tf_agents.replay_buffers import reverb_utils
-  from ccvl_tf import evaluation
   from ccvl_tf.envs import gridworld
+  from ccvl_tf.envs import gridworld_env
   cfg, address = server
   world = gridworld.GridWorld(slip_prob=0.0, horizon=3)
-  env = evaluation.GridWorldEnvironment(world, seed=0)
+  env = gridworld_env.GridWorldEnvironment(world, seed=0)
   agent = online.build_agent("gridworld", *online.specs("gridworld"), cfg.bounds())
   spec = agent.exploration_policy.trajectory_spec
   scripted = _ScriptedPolicy([0, 0, 1, 0] * 4, env.time_step_spec(), env.action_spec(),

@@ -143,10 +143,10 @@ MUTATIONS = (
              ("tests/test_gridworld.py",)),
     Mutation("reference_score_typo",
              "a transposed digit in one Nature-DQN reference score (Qbert)",
-             "ccvl_tf/evaluation.py",
+             "ccvl_tf/scores.py",
              '"Qbert": 10596.0',
              '"Qbert": 10569.0',
-             ("tests/test_evaluation.py::test_normalized_score_by_hand",)),
+             ("tests/test_scores.py::test_normalized_score_by_hand",)),
 )
 
 

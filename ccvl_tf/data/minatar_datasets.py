@@ -19,7 +19,8 @@ an online Nature-DQN run (Dopamine) into 50 replay checkpoints. Here, per game:
    for ``eval_episodes`` episodes: its mean raw return is the "DQN" reference
    score of the game (the Atari tables normalize to Nature DQN); a uniformly
    random policy is scored the same way (``random_episodes`` episodes). Both go
-   to ``minatar_scores.json`` (see :func:`normalized_score`).
+   to ``minatar_scores.json`` (:func:`load_scores` reads them back as the
+   ``references`` of :func:`ccvl_tf.scores.normalized_score`).
 
 Subsets (:func:`subset_table`, written into each dataset's ``ccvl_dataset.json``
 so that ``FrameStore.from_replay(dir, subset)`` / ``dqn_replay.subset_plan``
@@ -46,8 +47,7 @@ Layout under ``output_dir`` (one *run* per game and seed, like DQN Replay's
 Public API: :class:`DQNConfig`, :func:`build_game`, :func:`build_all`,
 :func:`run_dqn`, :func:`evaluate`, :func:`random_policy_returns`,
 :func:`subset_table`, :func:`checkpoint_capacity`, :func:`run_dir`,
-:func:`replay_dir`, :func:`load_scores`, :func:`normalized_score`,
-:func:`write_scores`.
+:func:`replay_dir`, :func:`load_scores`, :func:`write_scores`.
 """
 from __future__ import annotations
 
@@ -601,23 +601,3 @@ def load_scores(output_dir: str) -> Dict[str, Dict[str, float]]:
   with open(path) as f:
     games = json.load(f)["games"]
   return {g: dict(dqn=v["dqn"], random=v["random"]) for g, v in games.items()}
-
-
-def normalized_score(score: float, game: str, scores: Dict[str, Dict[str, float]]) -> float:
-  """(score - random) / (dqn - random) with the game's reference scores.
-
-  Raises ValueError when the DQN reference is not above the random one (a DQN run
-  too short to learn the game): such a normalization would flip or explode."""
-  name = minatar_env.canonical_game_name(game)
-  if name not in scores:
-    raise KeyError("no reference scores for {} (have: {}); build its dataset with "
-                   "binaries/make_minatar_datasets.py --games={}".format(
-                       name, ", ".join(sorted(scores)) or "none", name))
-  ref = scores[name]
-  gap = ref["dqn"] - ref["random"]
-  if not gap > 0:
-    raise ValueError("the DQN reference score of {} ({}) is not above the random policy's "
-                     "({}); normalized scores would be meaningless (rebuild that game with more "
-                     "steps: make_minatar_datasets.py --game_steps={}:300000 into a fresh "
-                     "--output_dir)".format(name, ref["dqn"], ref["random"], name))
-  return (score - ref["random"]) / gap

@@ -213,7 +213,3 @@ class AtariEnvironment(py_environment.PyEnvironment):
           self._buf[1][...] = self._buf[0]
         break
     return episode.finish_step(self, total, game_over, self._observe())
-
-
-def make_env(game: str, **kwargs) -> AtariEnvironment:
-  return AtariEnvironment(game, **kwargs)

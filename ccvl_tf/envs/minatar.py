@@ -183,7 +183,3 @@ class MinAtarEnvironment(py_environment.PyEnvironment):
     raw, terminal = self._env.act(self._action_set[a])  # sticky actions inside MinAtar
     self._game_over = bool(terminal)
     return episode.finish_step(self, raw, bool(terminal), self._observe())
-
-
-def make_env(game: str, **kwargs) -> MinAtarEnvironment:
-  return MinAtarEnvironment(game, **kwargs)

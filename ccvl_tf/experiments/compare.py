@@ -8,11 +8,12 @@ seed, method) it
      exactly; CCVL and Fixed-CCVL share one trained learner, `AgentSpec.train_key`);
   3. evaluates the method's policy (`AgentSpec.policies`; CCVL / AEVL adapt their belief over
      all evaluation episodes of the run, whose average is the score, as in the paper) with
-     `ccvl_tf.evaluation.run_episodes`, epsilon 0.001;
+     `ccvl_tf.evaluation.run_episodes` in the suite's environment (`ccvl_tf.envs.factory`),
+     epsilon 0.001;
   4. writes `results/<method>/<dataset>/<game>/seed_<k>.json`. A result file that exists is
      skipped on a rerun (the resumable unit is method/dataset/game/seed).
 Then it writes, from all result files:
-  scores.csv    method,dataset,game,seed,score (raw, = evaluation.RESULTS_COLUMNS),
+  scores.csv    method,dataset,game,seed,score (raw, = reporting.RESULTS_COLUMNS),
                 normalized_score, train_steps, train_seconds, eval_seconds
   table.md      Table 2: normalized IQM with 95% stratified bootstrap CIs (rliable, via
                 ccvl_tf.evaluation.aggregate_scores) per method and dataset kind, and the
@@ -32,7 +33,8 @@ Suites:
     evaluation slip 0.15; normalized = 100 x score / optimal expected return.
   * minatar: the MinAtar datasets of ccvl_tf.data.minatar_datasets (binaries/
     make_minatar_datasets.py), subsets 1%, 5%, initial10% of DQN run `data_run`; MinAtar torso;
-    normalized = 100 (score - random) / (DQN - random) with that run's reference scores.
+    normalized = 100 (score - random) / (DQN - random) with that run's reference scores
+    (ccvl_tf.scores.normalized_score).
   * atari: DQN Replay directories <data_dir>/<Game>/<run>/replay_logs, Nature torso, subsets
     1%, 5%, initial10%; the paper's protocol by default (6.25M steps on 1%, 12.5M on 5% and
     initial 10%, 100 evaluation episodes of at most 27,000 steps, 5 seeds): GPU scale.
@@ -53,6 +55,10 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 import numpy as np
 
 from ccvl_tf import evaluation
+from ccvl_tf import reporting
+from ccvl_tf import scores
+from ccvl_tf.envs import factory
+from ccvl_tf.envs import gridworld_env
 from ccvl_tf.experiments import offline
 
 # Display name (as in the paper's tables) -> agent registry name.
@@ -60,9 +66,8 @@ METHODS: Dict[str, str] = {
     "REM": "rem", "CQL": "cql", "AEVL": "aevl", "Fixed-CCVL": "fixed_ccvl", "CCVL": "ccvl",
     "DQN": "dqn", "AEVL-TD": "aevl_td",
 }
-PAPER_METHODS = ("REM", "CQL", "AEVL", "Fixed-CCVL", "CCVL")
 SUITES = ("gridworld", "minatar", "atari")
-DATASET_KINDS = ("1%", "5%", "Initial 10%")
+DATASET_KINDS = scores.PAPER_DATASETS
 # Dataset kind -> subset name of ccvl_tf.data.dqn_replay (minatar / atari).
 SUBSET_OF_KIND = {"1%": "1%", "5%": "5%", "Initial 10%": "initial10%"}
 SCORE_COLUMNS = ("method", "dataset", "game", "seed", "score", "normalized_score",
@@ -145,7 +150,7 @@ class CompareConfig:
   """
   suite: str = "gridworld"
   output_dir: str = "results/compare"
-  methods: Sequence[str] = PAPER_METHODS
+  methods: Sequence[str] = scores.PAPER_METHODS
   datasets: Sequence[str] = DATASET_KINDS
   games: Optional[Sequence[str]] = None
   seeds: int = 3
@@ -242,8 +247,13 @@ class Suite:
   def check(self, games: Sequence[str], datasets: Sequence[str]) -> None:
     """Fails fast (ValueError saying how to make it) when a dataset is missing."""
 
+  def env_name(self, game: str) -> str:
+    """The game's name for ccvl_tf.envs.factory.make_env."""
+    return game
+
   def specs(self, game: str):
-    raise NotImplementedError
+    """(time_step_spec, action_spec) of the game's environment."""
+    return _specs_of(self.eval_env(game, 0, None).env)
 
   def network_config(self):
     raise NotImplementedError
@@ -251,12 +261,17 @@ class Suite:
   def data(self, game: str, dataset: str, seed: int, batch_size: int) -> Data:
     raise NotImplementedError
 
-  def eval_env(self, game: str, seed: int, max_steps: Optional[int]):
-    """(unbatched PyEnvironment, raw_score_fn or None)."""
-    raise NotImplementedError
+  def eval_env(self, game: str, seed: int, max_steps: Optional[int]) -> factory.GameEnv:
+    """The evaluation environment and its scoring (max_steps None: the environment's cap)."""
+    return factory.make_env(self.env_name(game), seed, max_steps)
+
+  def references(self) -> Optional[scores.References]:
+    """Reference scores of normalize (None: the Atari tables of ccvl_tf.scores)."""
+    return None
 
   def normalize(self, game: str, score: float) -> float:
-    raise NotImplementedError
+    """100 (score - random) / (DQN - random) with the suite's reference scores."""
+    return float(scores.normalized_score(game, score, self.references()))
 
   def steps(self, dataset: str) -> int:
     return self.cfg.num_steps or self.default_steps
@@ -288,7 +303,6 @@ class GridworldSuite(Suite):
     from ccvl_tf.envs import gridworld  # pylint: disable=g-import-not-at-top
     self.world = gridworld.GridWorld()
     self.training_overrides = dict(self.training_overrides, gamma=self.world.gamma)
-    self._optimum = None
 
   def games(self):
     return ["gridworld"]
@@ -297,9 +311,6 @@ class GridworldSuite(Suite):
     bad = [g for g in games if g != "gridworld"]
     if bad:
       raise ValueError(f"--games: the gridworld suite has one game, 'gridworld'; got {bad}")
-
-  def specs(self, game):
-    return _specs_of(evaluation.gridworld_environment())
 
   def network_config(self):
     from ccvl_tf import networks  # pylint: disable=g-import-not-at-top
@@ -313,15 +324,12 @@ class GridworldSuite(Suite):
 
   def data(self, game, dataset, seed, batch_size):
     from ccvl_tf import counts  # pylint: disable=g-import-not-at-top
+    from ccvl_tf.tabular import dataset as tab  # pylint: disable=g-import-not-at-top
     tr = self.transitions(dataset, seed)
-    eye = np.eye(self.world.num_states, dtype=np.float32)
     n = len(tr)
 
     def batch_at(idx):
-      return dict(observation=eye[tr.state[idx]], action=tr.action[idx].astype(np.int32),
-                  reward=tr.reward[idx].astype(np.float32),
-                  next_observation=eye[tr.next_state[idx]],
-                  terminal=tr.terminal[idx].astype(np.float32))
+      return tab.one_hot_batch(self.world, tr, idx)
 
     def make_dataset(start):
       i = start
@@ -335,17 +343,10 @@ class GridworldSuite(Suite):
     exact = counts.ExactInverseCounts(tr.state, self.world.num_states)
     return Data(make_dataset, held_out, n, inverse_count_fn=exact.inverse_count_one_hot)
 
-  def eval_env(self, game, seed, max_steps):
-    ev = evaluation.make_eval_env("gridworld", seed, max_steps)
-    return ev.env, ev.raw_score_fn
-
   def normalize(self, game, score):
     """100 x score / the optimal expected discounted return at evaluation slip 0.15 and the
     gridworld's own horizon (a fixed reference, whatever --eval_max_steps is)."""
-    if self._optimum is None:
-      from ccvl_tf.tabular import evaluation as tab_eval  # pylint: disable=g-import-not-at-top
-      self._optimum = tab_eval.optimal_return(evaluation.make_eval_env("gridworld", 0).env.world)
-    return 100.0 * float(score) / self._optimum
+    return float(gridworld_env.normalized_return(score, gridworld_env.eval_world()))
 
 
 class _ReplaySuite(Suite):
@@ -393,6 +394,9 @@ class MinAtarSuite(_ReplaySuite):
     from ccvl_tf.envs import minatar  # pylint: disable=g-import-not-at-top
     return minatar.valid_game_names()
 
+  def env_name(self, game):
+    return f"minatar/{game}"
+
   def replay_dir(self, game):
     from ccvl_tf.data import minatar_datasets  # pylint: disable=g-import-not-at-top
     return minatar_datasets.replay_dir(self.cfg.data_dir, game, self.run)
@@ -414,26 +418,24 @@ class MinAtarSuite(_ReplaySuite):
           f"--seed={self.run}")
     self._scores = minatar_datasets.load_scores(self.cfg.data_dir)  # says how to make it
     for g in games:  # unusable reference scores fail here, before any training
-      self.normalize(g, 0.0)
-
-  def specs(self, game):
-    from ccvl_tf.envs import minatar  # pylint: disable=g-import-not-at-top
-    return _specs_of(minatar.MinAtarEnvironment(game, seed=0))
+      try:
+        self.normalize(g, 0.0)
+      except ValueError as e:
+        raise ValueError(
+            f"{e}; rebuild {g} into a fresh --output_dir with binaries/make_minatar_datasets.py "
+            f"--games={g} (with more steps if its DQN did not learn: --game_steps={g}:300000)"
+        ) from e
 
   def network_config(self):
     from ccvl_tf import networks  # pylint: disable=g-import-not-at-top
     return networks.QNetworkConfig(torso="minatar", torso_units=128, n_cos=64, hidden_units=128)
 
-  def eval_env(self, game, seed, max_steps):
-    from ccvl_tf.envs import minatar  # pylint: disable=g-import-not-at-top
-    env = minatar.MinAtarEnvironment(game, seed=seed, max_episode_steps=max_steps)
-    return env, lambda e: e.episode_raw_return
-
-  def normalize(self, game, score):
+  def references(self):
+    """The dataset root's minatar_scores.json (random and data-DQN scores per game)."""
     from ccvl_tf.data import minatar_datasets  # pylint: disable=g-import-not-at-top
     if getattr(self, "_scores", None) is None:
       self._scores = minatar_datasets.load_scores(self.cfg.data_dir)
-    return 100.0 * minatar_datasets.normalized_score(score, game, self._scores)
+    return self._scores
 
 
 class AtariSuite(_ReplaySuite):
@@ -445,7 +447,7 @@ class AtariSuite(_ReplaySuite):
   PAPER_STEPS = {"1%": 6_250_000, "5%": 12_500_000, "Initial 10%": 12_500_000}
 
   def games(self):
-    return [g for g in evaluation.ATARI_GAMES if g in evaluation.DQN_SCORES]
+    return [g for g in scores.ATARI_GAMES if scores.has_reference(g)]
 
   def replay_dir(self, game):
     return os.path.join(self.cfg.data_dir, game, str(self.run), "replay_logs")
@@ -464,21 +466,9 @@ class AtariSuite(_ReplaySuite):
   def steps(self, dataset):
     return self.cfg.num_steps or self.PAPER_STEPS[dataset]
 
-  def specs(self, game):
-    from ccvl_tf.envs import atari  # pylint: disable=g-import-not-at-top
-    return _specs_of(atari.AtariEnvironment(game, seed=0))
-
   def network_config(self):
     from ccvl_tf import networks  # pylint: disable=g-import-not-at-top
     return networks.QNetworkConfig(torso="nature")
-
-  def eval_env(self, game, seed, max_steps):
-    from ccvl_tf.envs import atari  # pylint: disable=g-import-not-at-top
-    env = atari.AtariEnvironment(game, seed=seed, max_episode_steps=max_steps)
-    return env, lambda e: e.episode_raw_return
-
-  def normalize(self, game, score):
-    return float(evaluation.normalized_score(game, score))
 
 
 SUITE_CLASSES = {"gridworld": GridworldSuite, "minatar": MinAtarSuite, "atari": AtariSuite}
@@ -493,15 +483,6 @@ def result_path(output_dir: str, method: str, dataset: str, game: str, seed: int
 def train_dir(output_dir: str, method: str, dataset: str, game: str, seed: int) -> str:
   key = offline.get_agent_spec(METHODS[method]).train_key
   return os.path.join(output_dir, "runs", key, slug(dataset), game, f"seed_{seed}")
-
-
-class _CompiledPolicy:
-  """`action` as one tf.function (run_episodes calls it once per step)."""
-
-  def __init__(self, policy):
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    self.action = tf.function(policy.action)
-    self.get_initial_state = policy.get_initial_state
 
 
 def run_unit(suite: Suite, method: str, dataset: str, game: str, seed: int,
@@ -549,12 +530,12 @@ def run_unit(suite: Suite, method: str, dataset: str, game: str, seed: int,
   t1 = time.time()
   exports, extra = spec.policies(learner, time_step_spec, action_spec, data.held_out(),
                                  settings)
-  policy = _CompiledPolicy(exports["policy"])
+  policy = evaluation.CompiledPolicy(exports["policy"])
   episodes = cfg.eval_episodes or suite.default_eval_episodes
   max_steps = cfg.eval_max_steps or suite.default_eval_max_steps
-  env, raw_score_fn = suite.eval_env(game, 10_000 + seed, max_steps)
-  records = evaluation.run_episodes(policy, env, episodes, run=seed, epsilon=EVAL_EPSILON,
-                                    seed=seed, raw_score_fn=raw_score_fn)
+  ev = suite.eval_env(game, 10_000 + seed, max_steps)
+  records = evaluation.run_episodes(policy, ev.env, episodes, run=seed, epsilon=EVAL_EPSILON,
+                                    seed=seed, raw_score_fn=ev.raw_score_fn)
   raw = np.array([r.raw_score for r in records], np.float64)
   score = float(raw.mean())
   if method == "CCVL":
@@ -581,7 +562,7 @@ def _diagnostics(suite, learner, data, game, seed, records) -> dict:
   grid = belief.delta_grid(suite.cfg.num_grid_deltas)
 
   def env_factory():
-    return suite.eval_env(game, 20_000 + seed, suite.default_eval_max_steps)[0]
+    return suite.eval_env(game, 20_000 + seed, suite.default_eval_max_steps).env
   out = confidence_report.report(learner, data.held_out, grid, None,
                                  env_factory=env_factory, records=records, seed=seed)
   return out["summary"]
@@ -610,7 +591,7 @@ def write_scores_csv(path: str, rows: Sequence[dict]) -> None:
                   r["eval_seconds"], r.get("tf_threads", ""), r.get("deterministic", "")])
 
 
-_ordered = evaluation._ordered  # pylint: disable=protected-access
+_ordered = reporting.ordered
 
 
 def aggregate(rows: Sequence[dict], reps: int = 2000) -> Dict[tuple, object]:
@@ -642,12 +623,12 @@ PER_GAME_NORMALIZED = {"gridworld": True, "minatar": True, "atari": False}
 
 
 def per_game_table(rows: Sequence[dict], dataset: str, suite: str) -> str:
-  """Game x method, mean ± std over seeds (evaluation.render_per_game_table) of the raw score,
+  """Game x method, mean ± std over seeds (reporting.render_per_game_table) of the raw score,
   or of the normalized score for the suites in PER_GAME_NORMALIZED."""
   methods = _ordered([r["method"] for r in rows if r["dataset"] == dataset], list(METHODS))
   if PER_GAME_NORMALIZED.get(suite, False):
     rows = [dict(r, score=r["normalized_score"]) for r in rows]
-  return evaluation.render_per_game_table(rows, dataset, methods)
+  return reporting.render_per_game_table(rows, dataset, methods)
 
 
 def per_game_title(dataset: str, suite: str) -> str:
@@ -667,7 +648,7 @@ def render_table(rows: Sequence[dict], suite: str, reps: int = 2000,
            "Normalized IQM over seeds x games with 95% stratified bootstrap CIs "
            f"(rliable, {reps} reps); best per row in bold. Games: {', '.join(games)}; "
            f"seeds: {', '.join(str(s) for s in seeds)}.", "",
-           ] + evaluation.iqm_table_lines(datasets, methods, agg)
+           ] + reporting.iqm_table_lines(datasets, methods, agg)
   if wall_seconds is not None:
     lines += ["", f"Wall time of the last `compare.py` invocation: {wall_seconds:.0f} s."]
   for dataset in datasets:

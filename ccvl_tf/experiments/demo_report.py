@@ -107,7 +107,6 @@ def report(root_dir: str, game: str, policies: Mapping[str, object],
   (name -> episode scores already measured). Returns the rows (also in results.json)."""
   from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
   from ccvl_tf.data import dqn_replay  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments import offline  # pylint: disable=g-import-not-at-top
   precomputed = dict(precomputed or {})
 
   def scores_of(make_policy, offset):
@@ -129,7 +128,7 @@ def report(root_dir: str, game: str, policies: Mapping[str, object],
     if name in precomputed:
       rows.append(score_row(name, precomputed[name]))
     else:
-      compiled = offline._CompiledPolicy(policy)  # pylint: disable=protected-access
+      compiled = evaluation.CompiledPolicy(policy)
       rows.append(score_row(name, scores_of(lambda env, c=compiled: c, 52_000 + 1_000 * i)))
   text = render(rows, game, note)
   with open(os.path.join(root_dir, "results.md"), "w") as f:

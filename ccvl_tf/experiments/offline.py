@@ -24,7 +24,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import warnings
 from typing import Callable, Dict, Optional
 
 import ccvl_tf  # noqa: F401
@@ -137,19 +136,6 @@ class OfflineConfig:
                          f"replay_logs directory with $store$_observation_ckpt.N.gz files)")
 
 
-class _CompiledPolicy:
-  """A TF-Agents policy whose `action` runs as one tf.function (what run_episodes calls)."""
-
-  def __init__(self, policy):
-    import tensorflow as tf
-    # AutoGraph's rewrite of TF-Agents' `state is not ()` checks triggers a harmless
-    # SyntaxWarning when the generated code is compiled.
-    warnings.filterwarnings("ignore", message=r'"is not" with a literal', category=SyntaxWarning)
-    self._policy = policy
-    self.action = tf.function(policy.action)
-    self.get_initial_state = policy.get_initial_state
-
-
 def _confidence_diagnostics(cfg: OfflineConfig, agent, store, exports, settings, game,
                             log) -> Dict[str, float]:
   """Issue 11's diagnostics at the end of a CCVL run: the delta family, the count estimate
@@ -165,7 +151,7 @@ def _confidence_diagnostics(cfg: OfflineConfig, agent, store, exports, settings,
   env = atari.AtariEnvironment(cfg.game, seed=cfg.seed + 30_000,
                                max_episode_steps=cfg.eval_max_steps)
   records = evaluation.run_episodes(
-      _CompiledPolicy(adaptive), env, cfg.eval_episodes, epsilon=cfg.eval_epsilon,
+      evaluation.CompiledPolicy(adaptive), env, cfg.eval_episodes, epsilon=cfg.eval_epsilon,
       seed=cfg.seed + 30_000, raw_score_fn=lambda e: e.episode_raw_return,
       max_total_steps=cfg.eval_episodes * (cfg.eval_max_steps + 2))
   held_out = lambda: pipeline.transition_dataset(store, cfg.batch_size,
@@ -350,7 +336,7 @@ def _results_table(cfg: OfflineConfig, game, replay_dir, spec, exports, precompu
 def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, object]:
   """Runs the whole offline pipeline; returns a summary dict (also written to summary.json)."""
   cfg.validate()
-  from ccvl_tf import evaluation, policies, training
+  from ccvl_tf import evaluation, policies, scores, training
   from ccvl_tf.data import pipeline
   from ccvl_tf.envs import atari
 
@@ -364,7 +350,7 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
     return pipeline.transition_dataset(store, cfg.batch_size, seed=cfg.seed, start_batch=start)
 
   # policy.action traced once (tf.function) instead of running eagerly: ~5x faster per step.
-  compiled_policy = _CompiledPolicy(agent.policy)
+  compiled_policy = evaluation.CompiledPolicy(agent.policy)
 
   def evaluate(step):
     policy = compiled_policy
@@ -375,11 +361,11 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
         epsilon=cfg.eval_epsilon, seed=cfg.seed + step,
         raw_score_fn=lambda env: env.episode_raw_return,
         max_total_steps=cfg.eval_episodes * (cfg.eval_max_steps + 2))
-    scores = np.array([r.raw_score for r in records])
-    out = {"mean_raw_score": float(scores.mean()), "mean_length": float(
+    raw_scores = np.array([r.raw_score for r in records])
+    out = {"mean_raw_score": float(raw_scores.mean()), "mean_length": float(
         np.mean([r.length for r in records]))}
     try:
-      out["normalized_score"] = float(np.mean(evaluation.normalized_score(game, scores)))
+      out["normalized_score"] = float(np.mean(scores.normalized_score(game, raw_scores)))
     except ValueError:
       pass  # a game without published reference scores
     return out

@@ -163,9 +163,10 @@ class OnlineConfig:
 
 # ---------------------------------------------------------------------------- games and specs
 def make_env(game: str, seed: int, max_episode_steps: Optional[int] = None):
-  """A TF-Agents PyEnvironment: the gridworld at its evaluation slip (0.15), or an Atari game."""
-  from ccvl_tf import evaluation
-  return evaluation.make_eval_env(game, seed, max_episode_steps).env
+  """The game's PyEnvironment (ccvl_tf.envs.factory.make_env: the gridworld at its evaluation
+  slip 0.15, a MinAtar or an Atari game)."""
+  from ccvl_tf.envs import factory
+  return factory.make_env(game, seed, max_episode_steps).env
 
 
 def agent_settings(game: str, bounds, alpha: Optional[float] = None, seed: int = 0,
@@ -256,11 +257,7 @@ def offline_gridworld_batches(seed: int, batch_size: int, data_seed: int = 0):
   data = tds.make_gridworld_dataset(seed=data_seed)
   rng = np.random.default_rng(seed)
   while True:
-    idx = rng.integers(0, len(data), batch_size)
-    yield {"observation": env.one_hot(data.state[idx]), "action": data.action[idx].astype(np.int32),
-           "reward": data.reward[idx].astype(np.float32),
-           "next_observation": env.one_hot(data.next_state[idx]),
-           "terminal": data.terminal[idx].astype(np.float32)}
+    yield tds.one_hot_batch(env, data, rng.integers(0, len(data), batch_size))
 
 
 def train_offline_gridworld(root_dir: str, num_steps: int = 1500, seed: int = 0,
@@ -474,23 +471,18 @@ def _write_status(cfg, **status):
 
 def _evaluate(cfg: OnlineConfig, agent, step: int) -> Dict[str, float]:
   """Mean return of the safe policy (Q_l greedy at policy_delta) and of the bounds policy."""
-  import tensorflow as tf
   from ccvl_tf import evaluation, policies
+  from ccvl_tf.envs import factory
   out = {}
   tss, act = agent.time_step_spec, agent.action_spec
   named = {"lower": policies.FixedDeltaPolicy(tss, act, agent.q_network, cfg.policy_delta)}
   if agent.bounds_policy is not None:  # CQL: none, 'lower' is its greedy policy
     named["bounds"] = agent.bounds_policy
   for name, policy in named.items():
-    ev = evaluation.make_eval_env(cfg.game, cfg.seed + 10_000 + step, cfg.eval_max_steps)
-
-    class _P:  # the policy's action as one tf.function
-      action = tf.function(policy.action)
-      get_initial_state = policy.get_initial_state
-
+    ev = factory.make_env(cfg.game, cfg.seed + 10_000 + step, cfg.eval_max_steps)
     records = evaluation.run_episodes(
-        _P, ev.env, cfg.eval_episodes, epsilon=cfg.eval_epsilon, seed=cfg.seed + step,
-        raw_score_fn=ev.raw_score_fn,
+        evaluation.CompiledPolicy(policy), ev.env, cfg.eval_episodes,
+        epsilon=cfg.eval_epsilon, seed=cfg.seed + step, raw_score_fn=ev.raw_score_fn,
         max_total_steps=cfg.eval_episodes * (cfg.eval_max_steps + 2))
     scores = np.array([r.raw_score for r in records])
     out[f"{name}_mean_score"] = float(scores.mean())

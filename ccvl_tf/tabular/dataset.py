@@ -3,7 +3,7 @@ the optimal action with probability 0.5 and a uniformly random action otherwise)
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Dict, NamedTuple
 
 import numpy as np
 
@@ -92,3 +92,13 @@ def make_gridworld_dataset(seed: int = 0, num_transitions: int = NUM_TRANSITIONS
   gridworld, seeded."""
   env = env or GridWorld()
   return collect(env, behavior_policy(env), num_transitions, seed)
+
+
+def one_hot_batch(env: GridWorld, transitions: Transitions, idx) -> Dict[str, np.ndarray]:
+  """The transitions at indices `idx` [B] as a learner batch: one-hot observation and
+  next_observation float32 [B, S], action int32 [B], reward and terminal float32 [B]."""
+  return dict(observation=env.one_hot(transitions.state[idx]),
+              action=transitions.action[idx].astype(np.int32),
+              reward=transitions.reward[idx].astype(np.float32),
+              next_observation=env.one_hot(transitions.next_state[idx]),
+              terminal=transitions.terminal[idx].astype(np.float32))

@@ -1,0 +1,101 @@
+"""The one environment factory: a game name -> an unbatched TF-Agents PyEnvironment and how to
+score its episodes, for evaluation and for training alike.
+
+Game names (`make_env`):
+  'gridworld'        the paper's lava gridworld (envs/gridworld.py) at its evaluation slip 0.15.
+                     Score: the episode's discounted return; normalized: 100 x score / the
+                     optimal policy's expected discounted return (gridworld_env.normalized_return).
+  'minatar/<Game>'   a MinAtar game (envs/minatar.py; also 'MinAtar/Breakout-v1',
+                     'minatar:breakout'). Score: the raw game score; normalized against the
+                     random policy and the data's DQN when `references` are given
+                     (ccvl_tf.data.minatar_datasets.load_scores), else not normalized.
+  '<Game>'           an Atari game through ale_py (envs/atari.py), e.g. 'Pong',
+                     'space_invaders'. Score: the raw (unclipped) game score; normalized against
+                     random and Nature DQN (ccvl_tf.scores) when the game has both.
+A MinAtar game needs its prefix: 'Breakout' is the Atari game, 'minatar/Breakout' MinAtar's.
+"""
+from __future__ import annotations
+
+import dataclasses
+import functools
+import re
+from typing import Callable, Optional
+
+import numpy as np
+
+from ccvl_tf import scores
+from ccvl_tf.envs import atari
+from ccvl_tf.envs import gridworld_env
+from ccvl_tf.envs import minatar
+
+GRIDWORLD = "gridworld"
+_MINATAR_PREFIX = re.compile(r"^minatar[/:]", re.IGNORECASE)
+
+
+@dataclasses.dataclass
+class GameEnv:
+  """An environment and how to score and normalize its episodes."""
+  env: object                                          # unbatched TF-Agents PyEnvironment
+  game: str                                            # canonical name ('Pong', 'minatar/Breakout')
+  raw_score_fn: Callable[[object], float]              # env -> score of the episode just ended
+  normalize: Optional[Callable[[np.ndarray], np.ndarray]]  # None: no reference scores
+  score_name: str                                      # what the score is (plots, summary)
+
+
+def is_minatar(game: str) -> bool:
+  """Whether `game` names a MinAtar game ('minatar/<Game>')."""
+  return bool(_MINATAR_PREFIX.match(str(game).strip()))
+
+
+def valid_games() -> str:
+  """The valid game names, as a sentence for error messages."""
+  return (f"valid games: '{GRIDWORLD}'; MinAtar 'minatar/<Game>' with <Game> one of "
+          f"{', '.join(minatar.valid_game_names())}; or an Atari game, one of "
+          f"{', '.join(atari.valid_game_names())}")
+
+
+def make_env(game: str, seed: int = 0, max_episode_steps: Optional[int] = None, *,
+             references: Optional[scores.References] = None) -> GameEnv:
+  """The environment of `game` (see the module docstring) with its scoring.
+
+  Args:
+    game: 'gridworld', 'minatar/<Game>' or an Atari game name.
+    seed: the environment's seed.
+    max_episode_steps: cap on agent steps per episode (truncation); None: the environment's own
+      (gridworld 100, MinAtar 10,000, Atari 27,000).
+    references: MinAtar reference scores {Game: {"random": r, "dqn": d}}
+      (minatar_datasets.load_scores); without them MinAtar scores are not normalized. Not used
+      for the gridworld and Atari, whose references are built in.
+
+  Raises:
+    ValueError: for an unknown game, listing the valid names.
+  """
+  game = str(game).strip()
+  if game.lower() == GRIDWORLD:
+    world = (gridworld_env.eval_world() if max_episode_steps is None
+             else gridworld_env.eval_world(horizon=int(max_episode_steps)))
+    return GameEnv(gridworld_env.GridWorldEnvironment(world, seed=seed), GRIDWORLD,
+                   lambda e: e.get_info()["episode_discounted_return"],
+                   functools.partial(gridworld_env.normalized_return, world=world),
+                   "discounted return")
+  kwargs = {} if max_episode_steps is None else {"max_episode_steps": int(max_episode_steps)}
+  if is_minatar(game):
+    try:
+      name = minatar.canonical_game_name(game)
+    except ValueError:
+      raise ValueError(f"unknown MinAtar game {game!r}; {valid_games()}") from None
+    return GameEnv(minatar.MinAtarEnvironment(name, seed=seed, **kwargs), f"minatar/{name}",
+                   _episode_raw_return,
+                   None if references is None else scores.normalizer(name, references),
+                   "game score")
+  try:
+    atari.check_game(game)
+  except ValueError:
+    raise ValueError(f"unknown game {game!r}; {valid_games()}") from None
+  env = atari.AtariEnvironment(game, seed=seed, **kwargs)
+  return GameEnv(env, env.game, _episode_raw_return, scores.normalizer(env.game), "game score")
+
+
+def _episode_raw_return(env) -> float:
+  """The raw (unclipped) score of the episode just ended (MinAtar and Atari environments)."""
+  return env.episode_raw_return

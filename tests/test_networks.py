@@ -138,3 +138,25 @@ def test_same_shaped_layers_start_with_different_weights():
   for i in range(len(kernels)):
     for j in range(i + 1, len(kernels)):
       assert not np.allclose(kernels[i], kernels[j])
+
+
+def test_flat_dense_is_dense_on_rank3_inputs_values_and_gradients():
+  """FlatDense folds [B, K] before the matmul: same outputs and same kernel/bias gradients as
+  keras.layers.Dense on [B, K, W] (sum over B and K of x^T dL/dy either way)."""
+  rng = np.random.default_rng(0)
+  x = tf.constant(rng.normal(size=(3, 5, 4)), tf.float32)                  # [B, K, W]
+  flat = networks.FlatDense(2, activation="relu")
+  dense = keras.layers.Dense(2, activation="relu")
+  flat.build((None, None, 4))
+  dense.build((None, None, 4))
+  dense.set_weights(flat.get_weights())
+  with tf.GradientTape(persistent=True) as tape:
+    y_flat, y_dense = flat(x), dense(x)
+    loss_flat = tf.reduce_sum(tf.square(y_flat - 0.1))
+    loss_dense = tf.reduce_sum(tf.square(y_dense - 0.1))
+  assert y_flat.shape == (3, 5, 2)
+  np.testing.assert_allclose(y_flat.numpy(), y_dense.numpy(), rtol=1e-6, atol=1e-7)
+  for g_f, g_d in zip(tape.gradient(loss_flat, flat.trainable_variables),
+                      tape.gradient(loss_dense, dense.trainable_variables)):
+    np.testing.assert_allclose(g_f.numpy(), g_d.numpy(), rtol=1e-5, atol=1e-6)
+    assert float(tf.reduce_max(tf.abs(g_f))) > 0

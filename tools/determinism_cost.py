@@ -19,6 +19,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def child(deterministic: bool, threads: int, torso: str, steps: int, warmup: int) -> dict:
+  import ccvl_tf  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import  (Keras setup)
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   tf.config.threading.set_intra_op_parallelism_threads(threads)
   tf.config.threading.set_inter_op_parallelism_threads(threads)

@@ -1,0 +1,208 @@
+"""Online fine-tuning's settings (`OnlineConfig`) and what is built from them, shared by the
+learner (experiments/online.py), the actors (experiments/online_actor.py) and
+binaries/reverb_server.py: the game's environment and specs, the registry settings and learner
+of --agent, the variables pushed to the actors and the Reverb tables.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from typing import Optional
+
+import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+
+from ccvl_tf.experiments import agent_registry
+
+GRIDWORLD = "gridworld"
+# --agent of the fine-tune -> the registered learner it builds (experiments/agent_registry.py).
+REGISTERED = {"ccvl": "ccvl_bounds", "cql": "cql"}
+AGENTS = tuple(REGISTERED)
+
+
+@dataclasses.dataclass
+class OnlineConfig:
+  """Settings of one fine-tuning run (the flags of binaries/finetune_online.py).
+
+  Defaults are for Atari at the paper's rate (SPI 8 = batch 32, one update per 4 env steps);
+  the gridworld tests shrink everything.
+  """
+  offline_dir: str = ""
+  game: str = GRIDWORLD
+  root_dir: str = ""
+  num_env_steps: int = 100_000
+  reverb_address: Optional[str] = None
+  num_actors: int = 1
+  batch_size: int = 32
+  offline_fraction: float = 0.0   # share of each batch drawn from the offline data
+  samples_per_insert: float = 8.0
+  min_replay_size: int = 1_000
+  replay_capacity: int = 1_000_000
+  beta: float = 0.5
+  explore_delta: Optional[float] = None  # None: delta ~ belief b(h), per episode (Eq. upper policy)
+  explore_epsilon: float = 0.01
+  belief_temperature: Optional[float] = None  # None: the offline run's (summary.json), else 1
+  policy_delta: float = 0.5
+  upper_alpha: Optional[float] = None
+  upper_regularizer: str = "softmin"
+  learning_rate: Optional[float] = None  # Adam lr of both bounds online (None: the offline one)
+  actor_update_period: int = 100  # env steps between weight pulls (actor)
+  push_period: int = 10           # learner steps between weight pushes
+  checkpoint_interval: int = 1_000
+  log_interval: int = 100
+  eval_episodes: int = 5          # 0: no evaluation at the end
+  export_policies: bool = True
+  eval_max_steps: int = 2_000
+  eval_epsilon: float = 0.001
+  num_grid_deltas: int = 8
+  sample_timeout_s: float = 30.0  # rate-limiter wait before checking server and actors
+  server_timeout_s: float = 10.0
+  reverb_port: int = 0
+  agent: str = "ccvl"             # 'ccvl' (both bounds) or 'cql' (baseline, greedy + epsilon)
+  seed: int = 0
+
+  def validate(self):
+    if self.agent not in AGENTS:
+      raise ValueError(f"--agent must be one of {', '.join(AGENTS)}, got {self.agent!r}")
+    if not self.offline_dir or not os.path.isdir(self.offline_dir):
+      raise ValueError(f"--offline_dir {self.offline_dir!r} is not a directory (pass the "
+                       f"--root_dir of train_offline.py)")
+    if not self.root_dir:
+      raise ValueError("--root_dir is required")
+    for name in ("num_env_steps", "batch_size", "min_replay_size", "replay_capacity",
+                 "actor_update_period", "push_period", "checkpoint_interval", "log_interval",
+                 "eval_max_steps", "num_grid_deltas"):
+      v = getattr(self, name)
+      if int(v) != v or v < 1:
+        raise ValueError(f"--{name} must be an integer >= 1, got {v!r}")
+    if int(self.eval_episodes) != self.eval_episodes or self.eval_episodes < 0:
+      raise ValueError(f"--eval_episodes must be an integer >= 0, got {self.eval_episodes!r}")
+    if int(self.num_actors) != self.num_actors or self.num_actors < 0:
+      raise ValueError(f"--num_actors must be an integer >= 0 (0: actors run elsewhere), got "
+                       f"{self.num_actors!r}")
+    if not 0.0 <= self.offline_fraction < 1.0:
+      raise ValueError(f"--offline_fraction must be in [0, 1), got {self.offline_fraction!r}")
+    if not self.samples_per_insert > 0:
+      raise ValueError(f"--samples_per_insert must be > 0, got {self.samples_per_insert!r}")
+    if self.replay_capacity < self.min_replay_size:
+      raise ValueError(f"--replay_capacity ({self.replay_capacity}) must be >= "
+                       f"--min_replay_size ({self.min_replay_size})")
+    if self.reverb_address is not None and ":" not in self.reverb_address:
+      raise ValueError(f"--reverb_address must be host:port, got {self.reverb_address!r}")
+    if self.learning_rate is not None and not self.learning_rate > 0:
+      raise ValueError(f"--learning_rate must be > 0, got {self.learning_rate!r}")
+    if not self.sample_timeout_s > 0 or not self.server_timeout_s > 0:
+      raise ValueError("--sample_timeout_s and --server_timeout_s must be > 0")
+    self.bounds().validate()
+    if not 0.0 < self.policy_delta < 1.0:
+      raise ValueError(f"--policy_delta must be in (0, 1), got {self.policy_delta!r}")
+
+  @property
+  def online_batch_size(self) -> int:
+    return self.batch_size - self.offline_batch_size
+
+  @property
+  def offline_batch_size(self) -> int:
+    return int(round(self.batch_size * self.offline_fraction))
+
+  @property
+  def num_learner_steps(self) -> int:
+    """Learner steps for `num_env_steps` env steps at `samples_per_insert`."""
+    return max(1, int(math.ceil(self.num_env_steps * self.samples_per_insert
+                                / self.online_batch_size)))
+
+  def bounds(self):
+    from agents import ccvl_bounds_agent
+    return ccvl_bounds_agent.BoundsConfig(
+        upper_alpha=self.upper_alpha, upper_regularizer=self.upper_regularizer, beta=self.beta,
+        explore_delta=self.explore_delta, explore_epsilon=self.explore_epsilon,
+        num_grid_deltas=self.num_grid_deltas,
+        belief_temperature=1.0 if self.belief_temperature is None else self.belief_temperature,
+        reward_clip=None if self.game.lower() == GRIDWORLD else 1.0)
+
+
+def make_env(game: str, seed: int, max_episode_steps: Optional[int] = None):
+  """The game's PyEnvironment (ccvl_tf.envs.factory.make_env: the gridworld at its evaluation
+  slip 0.15, a MinAtar or an Atari game)."""
+  from ccvl_tf.envs import factory
+  return factory.make_env(game, seed, max_episode_steps).env
+
+
+def agent_settings(game: str, bounds, alpha: Optional[float] = None, seed: int = 0,
+                   dataset_size: float = 2500.0, agent: str = "ccvl",
+                   **more) -> agent_registry.AgentSettings:
+  """The registry settings of the fine-tune's learner: the gridworld's small MLP (one-hot
+  states; N = 4, M = 2, squared TD, no DR3, lr 3e-3, target period 10) or the Atari defaults
+  (Nature torso), with `bounds` (BoundsConfig). CQL explores with its collect policy, so its
+  collect epsilon is bounds.explore_epsilon. `more`: further AgentSettings fields (export:
+  policy_delta, num_grid_deltas)."""
+  from ccvl_tf import networks
+  from ccvl_tf.envs import gridworld
+  extra = dict(bounds=bounds, seed=seed, dataset_size=dataset_size, **more)
+  if agent == "cql":
+    extra["collect_epsilon"] = bounds.explore_epsilon
+  if game.lower() == GRIDWORLD:
+    extra = dict(dict(num_deltas=4, num_pairs=2, td_loss="squared", dr3_coef=0.0,
+                      learning_rate=3e-3, adam_epsilon=1e-7, target_update_period=10,
+                      collect_epsilon=0.0), **extra)
+    return agent_registry.AgentSettings(
+        network_config=networks.QNetworkConfig(torso="mlp", mlp_units=(64,), n_cos=16,
+                                               hidden_units=64),
+        alpha=0.2 if alpha is None else alpha, gamma=gridworld.GAMMA, **extra)
+  return agent_registry.AgentSettings(network_config=networks.QNetworkConfig(torso="nature"),
+                                      alpha=0.1 if alpha is None else alpha, reward_clip=1.0,
+                                      **extra)
+
+
+def agent_spec(agent: str) -> agent_registry.AgentSpec:
+  """The registered learner of --agent ('ccvl': 'ccvl_bounds', 'cql': 'cql')."""
+  return agent_registry.get_agent_spec(REGISTERED[agent], offline=False)
+
+
+def build_agent(game: str, time_step_spec, action_spec, bounds, alpha=None, seed=0,
+                dataset_size: float = 2500.0, agent: str = "ccvl"):
+  """The learner of --agent through the registry: CCVLBoundsAgent ('ccvl') or CQLAgent."""
+  settings = agent_settings(game, bounds, alpha, seed, dataset_size, agent)
+  return agent_spec(agent).build(time_step_spec, action_spec, settings)
+
+
+def specs(game: str, seed: int = 0):
+  """(time_step_spec, action_spec) of the game's environment."""
+  from tf_agents.specs import tensor_spec
+  from tf_agents.trajectories import time_step as ts
+  env = make_env(game, seed)
+  obs = tensor_spec.from_spec(env.observation_spec())
+  act = tensor_spec.from_spec(env.action_spec())
+  return ts.time_step_spec(obs), act
+
+
+def server_signatures(game: str, bounds=None, agent_name: str = "ccvl"):
+  """(replay item signature, variables signature) for the game and agent (both tables)."""
+  from tf_agents.specs import tensor_spec
+  from ccvl_tf import replay
+  tss, act = specs(game)
+  cfg = OnlineConfig(game=game)
+  agent = build_agent(game, tss, act, bounds or cfg.bounds(), agent=agent_name)
+  replay_sig = tensor_spec.add_outer_dim(agent.exploration_policy.trajectory_spec)
+  return replay_sig, replay.variable_signature(pushed_variables(agent, control_variables()))
+
+
+def control_variables():
+  import tensorflow as tf
+  return {"train_step": tf.Variable(0, dtype=tf.int64, trainable=False),
+          "finished": tf.Variable(0, dtype=tf.int64, trainable=False)}
+
+
+def pushed_variables(agent, control):
+  """The nest in the 'variables' table: both bounds' online weights, step, finished flag."""
+  return dict(agent.policy_variables(), **control)
+
+
+def make_server_tables(cfg: OnlineConfig):
+  from ccvl_tf import replay
+  replay_sig, var_sig = server_signatures(cfg.game, cfg.bounds(), cfg.agent)
+  return replay.make_tables(replay_sig, var_sig, max_size=cfg.replay_capacity,
+                            min_size=cfg.min_replay_size,
+                            samples_per_insert=cfg.samples_per_insert,
+                            batch_size=cfg.online_batch_size)
+

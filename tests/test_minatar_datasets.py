@@ -177,7 +177,7 @@ class _Recorder:
     return nxt
 
 
-TINY_DQN = md.DQNConfig(batch_size=4, min_replay_size=8, target_update_period=5,
+TINY_DQN = md.BehaviourDQNConfig(batch_size=4, min_replay_size=8, target_update_period=5,
                         replay_capacity=50, epsilon_decay_frames=20)
 
 
@@ -212,19 +212,20 @@ def test_dqn_logs_every_transition_and_is_deterministic(tmp_path):
   for v1, v2 in zip(agent._q_network.variables, agent2._q_network.variables):
     np.testing.assert_array_equal(v1.numpy(), v2.numpy())
   # Another seed (no updates needed to see it: the first 8 steps are random actions).
-  _, _, store3, _ = _tiny_run(str(tmp_path), 1, md.DQNConfig(batch_size=4, min_replay_size=100))
+  _, _, store3, _ = _tiny_run(str(tmp_path), 1,
+                              md.BehaviourDQNConfig(batch_size=4, min_replay_size=100))
   assert not np.array_equal(store.frames, store3.frames)
   assert not np.array_equal(store.action[:8], store3.action[:8])
 
 
 def test_epsilon_schedule_and_config_checks():
-  c = md.DQNConfig()
+  c = md.BehaviourDQNConfig()
   assert c.epsilon(0, 100_000) == 1.0 and c.epsilon(4_999, 100_000) == 1.0
   assert c.epsilon_decay_steps(100_000) == 20_000 and c.epsilon_decay_steps(10_000_000) == 100_000
   assert c.epsilon(5_000 + 10_000, 100_000) == pytest.approx(0.55)
   assert c.epsilon(90_000, 100_000) == pytest.approx(0.1)
   with pytest.raises(ValueError, match="min_replay_size"):
-    md.DQNConfig(min_replay_size=4).validate()
+    md.BehaviourDQNConfig(min_replay_size=4).validate()
 
 
 def test_missing_scores_and_unknown_game(tmp_path):

@@ -8,7 +8,7 @@ an online Nature-DQN run (Dopamine) into 50 replay checkpoints. Here, per game:
    trained for ``num_steps`` environment steps with epsilon-greedy exploration
    and uniform experience replay, with MinAtar's DQN baseline hyperparameters
    except a 4x learning rate, a scaled epsilon decay and clipped rewards
-   (:class:`DQNConfig`; sources and reasons there, measurements in docs/minatar.md);
+   (:class:`BehaviourDQNConfig`; sources and reasons there, measurements in docs/minatar.md);
 2. every transition it takes is written, in order, with
    :class:`ccvl_tf.data.dqn_replay.DopamineReplayWriter` (stack_size 1: a slot
    holds the whole uint8 [10, 10, C] observation before the action, the action,
@@ -44,7 +44,7 @@ Layout under ``output_dir`` (one *run* per game and seed, like DQN Replay's
   <Game>/<seed>/dqn_q_network.npz         the final online Q-network's weights
   <Game>/<seed>/COMPLETE                  written last: the run is finished
 
-Public API: :class:`DQNConfig`, :func:`build_game`, :func:`build_all`,
+Public API: :class:`BehaviourDQNConfig`, :func:`build_game`, :func:`build_all`,
 :func:`run_dqn`, :func:`evaluate`, :func:`random_policy_returns`,
 :func:`subset_table`, :func:`checkpoint_capacity`, :func:`run_dir`,
 :func:`replay_dir`, :func:`load_scores`, :func:`write_scores`.
@@ -85,8 +85,9 @@ SUBSET_FRACTIONS = {
 
 
 @dataclasses.dataclass(frozen=True)
-class DQNConfig:
-  """The online DQN that generates the data.
+class BehaviourDQNConfig:
+  """The online DQN that generates the data (the behaviour policy's learner; not
+  agents.dqn_agent.DQNConfig, the offline DQN baseline).
 
   Source of each value: MinAtar's DQN baseline (Young & Tian 2019, arXiv
   1903.03176; github.com/kenjyoung/MinAtar ``examples/dqn.py`` constants in
@@ -138,13 +139,14 @@ class DQNConfig:
                  "hidden_units"):
       v = getattr(self, name)
       if int(v) != v or v < 1:
-        raise ValueError("DQNConfig.{} must be an integer >= 1, got {!r}".format(name, v))
+        raise ValueError("BehaviourDQNConfig.{} must be an integer >= 1, got {!r}".format(
+            name, v))
     if self.min_replay_size < self.batch_size:
-      raise ValueError("DQNConfig.min_replay_size ({}) must be >= batch_size ({})".format(
-          self.min_replay_size, self.batch_size))
+      raise ValueError("BehaviourDQNConfig.min_replay_size ({}) must be >= batch_size "
+                       "({})".format(self.min_replay_size, self.batch_size))
     for name in ("epsilon_start", "epsilon_end", "gamma"):
       if not 0.0 <= getattr(self, name) <= 1.0:
-        raise ValueError("DQNConfig.{} must be in [0, 1]".format(name))
+        raise ValueError("BehaviourDQNConfig.{} must be in [0, 1]".format(name))
 
 
 # ----------------------------------------------------------------------- layout
@@ -233,7 +235,7 @@ def _init_like_pytorch(variables, rng: np.random.Generator) -> None:
     v.assign(rng.uniform(-bound, bound, size=shape).astype(np.float32))
 
 
-def make_agent(observation_spec, action_spec, config: DQNConfig, seed: int):
+def make_agent(observation_spec, action_spec, config: BehaviourDQNConfig, seed: int):
   """TF-Agents ``DqnAgent`` with the MinAtar network. Returns (agent, q_network)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tf_agents.agents.dqn import dqn_agent  # pylint: disable=g-import-not-at-top
@@ -294,7 +296,8 @@ def _train_fn(agent):
   return train
 
 
-def run_dqn(env, num_steps: int, *, config: DQNConfig = DQNConfig(), seed: int = 0,
+def run_dqn(env, num_steps: int, *, config: BehaviourDQNConfig = BehaviourDQNConfig(),
+            seed: int = 0,
             writer: Optional[dqn_replay.DopamineReplayWriter] = None,
             progress: Optional[Callable[[dict], None]] = None, progress_every: int = 5_000):
   """Trains an online DQN in ``env`` (a MinAtarEnvironment with clip_rewards as
@@ -408,7 +411,7 @@ def validate_split(game: str, num_steps: int, num_checkpoints: int) -> None:
 
 def build_game(output_dir: str, game: str, *, num_steps: int = DEFAULT_STEPS, seed: int = 0,
                num_checkpoints: int = DEFAULT_NUM_CHECKPOINTS, eval_episodes: int = 20,
-               random_episodes: int = 100, config: DQNConfig = DQNConfig(),
+               random_episodes: int = 100, config: BehaviourDQNConfig = BehaviourDQNConfig(),
                sticky_action_prob: float = minatar_env.STICKY_ACTION_PROB,
                max_episode_steps: int = minatar_env.MAX_EPISODE_STEPS,
                log: Callable[[str], None] = print, progress_every: int = 5_000) -> dict:

@@ -12,6 +12,7 @@ from typing import Optional
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
+from agents import ccvl_bounds_agent
 from ccvl_tf.experiments import agent_registry
 
 GRIDWORLD = "gridworld"
@@ -20,10 +21,14 @@ REGISTERED = {"ccvl": "ccvl_bounds", "cql": "cql"}
 AGENTS = tuple(REGISTERED)
 
 
-@dataclasses.dataclass
-class OnlineConfig:
+@dataclasses.dataclass(frozen=True)
+class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
   """Settings of one fine-tuning run (the flags of binaries/finetune_online.py).
 
+  The upper bound's and the exploration policy's settings (upper_alpha, upper_regularizer,
+  beta, explore_delta, explore_epsilon, num_grid_deltas, belief_temperature) are inherited
+  from agents.ccvl_bounds_agent.ExplorationConfig (`bounds()` makes the BoundsConfig), with
+  belief_temperature None here: the offline run's (summary.json), else 1.
   Defaults are for Atari at the paper's rate (SPI 8 = batch 32, one update per 4 env steps);
   the gridworld tests shrink everything.
   """
@@ -38,13 +43,8 @@ class OnlineConfig:
   samples_per_insert: float = 8.0
   min_replay_size: int = 1_000
   replay_capacity: int = 1_000_000
-  beta: float = 0.5
-  explore_delta: Optional[float] = None  # None: delta ~ belief b(h), per episode (Eq. upper policy)
-  explore_epsilon: float = 0.01
   belief_temperature: Optional[float] = None  # None: the offline run's (summary.json), else 1
   policy_delta: float = 0.5
-  upper_alpha: Optional[float] = None
-  upper_regularizer: str = "softmin"
   learning_rate: Optional[float] = None  # Adam lr of both bounds online (None: the offline one)
   actor_update_period: int = 100  # env steps between weight pulls (actor)
   push_period: int = 10           # learner steps between weight pushes
@@ -54,7 +54,6 @@ class OnlineConfig:
   export_policies: bool = True
   eval_max_steps: int = 2_000
   eval_epsilon: float = 0.001
-  num_grid_deltas: int = 8
   sample_timeout_s: float = 30.0  # rate-limiter wait before checking server and actors
   server_timeout_s: float = 10.0
   reverb_port: int = 0
@@ -111,14 +110,15 @@ class OnlineConfig:
     return max(1, int(math.ceil(self.num_env_steps * self.samples_per_insert
                                 / self.online_batch_size)))
 
-  def bounds(self):
-    from agents import ccvl_bounds_agent
+  def bounds(self) -> ccvl_bounds_agent.BoundsConfig:
+    """The BoundsConfig of the fine-tune: the inherited settings, belief temperature 1 when
+    unset, rewards clipped to [-1, 1] except on the gridworld."""
+    shared = {f.name: getattr(self, f.name)
+              for f in dataclasses.fields(ccvl_bounds_agent.ExplorationConfig)}
+    shared["belief_temperature"] = (1.0 if self.belief_temperature is None
+                                    else self.belief_temperature)
     return ccvl_bounds_agent.BoundsConfig(
-        upper_alpha=self.upper_alpha, upper_regularizer=self.upper_regularizer, beta=self.beta,
-        explore_delta=self.explore_delta, explore_epsilon=self.explore_epsilon,
-        num_grid_deltas=self.num_grid_deltas,
-        belief_temperature=1.0 if self.belief_temperature is None else self.belief_temperature,
-        reward_clip=None if self.game.lower() == GRIDWORLD else 1.0)
+        reward_clip=None if self.game.lower() == GRIDWORLD else 1.0, **shared)
 
 
 def make_env(game: str, seed: int, max_episode_steps: Optional[int] = None):

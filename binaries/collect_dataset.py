@@ -10,7 +10,7 @@ of a TF-Agents SavedModel policy (``PolicySaver`` export; it is called with
 ``invalid_range_ckpt.N.gz`` per logged buffer (one every ``--replay_capacity - 1``
 adds, as batch_rl's logger) plus ``ccvl_dataset.json`` (game, action count,
 policy). Refuses to write into a directory that already holds a dataset.
-Flags -> ccvl_tf.data.dqn_replay.collect (no algorithm code here).
+Flags -> ccvl_tf.data.replay_writer.collect (no algorithm code here).
 """
 import os
 import sys
@@ -25,6 +25,7 @@ from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 
 from ccvl_tf.data import dqn_replay  # noqa: E402
+from ccvl_tf.data import replay_writer  # noqa: E402
 from ccvl_tf.envs import atari  # noqa: E402
 
 _GAME = flags.DEFINE_string("game", None, "Atari game, e.g. Breakout.", required=True)
@@ -60,14 +61,14 @@ def main(argv):
   except ValueError as e:
     raise app.UsageError(str(e))
   if _POLICY.value == "random":
-    policy = dqn_replay.random_policy(env.num_actions, seed=_SEED.value)
+    policy = replay_writer.random_policy(env.num_actions, seed=_SEED.value)
   else:
     try:
-      policy = dqn_replay.saved_model_policy(_POLICY.value)
+      policy = replay_writer.saved_model_policy(_POLICY.value)
     except ValueError as e:
       raise app.UsageError(str(e))
   try:
-    writer = dqn_replay.DopamineReplayWriter(
+    writer = replay_writer.DopamineReplayWriter(
         _OUT.value, replay_capacity=_CAPACITY.value,
         metadata=dict(game=env.game, num_actions=env.num_actions, action_set=env.action_set,
                       policy=_POLICY.value, steps=_STEPS.value, seed=_SEED.value,
@@ -76,7 +77,7 @@ def main(argv):
     raise app.UsageError(str(e))
   print("collecting {} steps of {} ({} actions) with policy {} into {}".format(
       _STEPS.value, env.game, env.num_actions, _POLICY.value, _OUT.value), flush=True)
-  summary = dqn_replay.collect(env, policy, _STEPS.value, writer, progress=_print_progress,
+  summary = replay_writer.collect(env, policy, _STEPS.value, writer, progress=_print_progress,
                                progress_every=_EVERY.value)
   suffixes = writer.close()
   print("wrote checkpoints {} ({} complete episodes) to {}".format(

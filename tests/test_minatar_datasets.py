@@ -10,6 +10,7 @@ import pytest
 
 import ccvl_tf  # noqa: F401
 from ccvl_tf.data import dqn_replay
+from ccvl_tf.data import replay_writer
 from ccvl_tf.data import minatar_datasets as md
 from ccvl_tf.data import pipeline
 from ccvl_tf.data.frame_store import FrameStore
@@ -52,7 +53,7 @@ def tiny(tmp_path):
       at the seam, as 4-stacks lose their seam slots in the DQN Replay Dataset.
   add_count 7 % 4 == 3 at close: no final partial buffer."""
   d = str(tmp_path / "Tiny" / "0" / "replay_logs")
-  w = dqn_replay.DopamineReplayWriter(d, replay_capacity=4, stack_size=1,
+  w = replay_writer.DopamineReplayWriter(d, replay_capacity=4, stack_size=1,
                                       observation_shape=SHAPE,
                                       metadata=dict(game="Tiny", num_actions=3))
   for v, a, r, t in [(1, 0, 0, 0), (2, 1, 1, 0), (3, 2, 0, 1), (4, 0, 0, 0), (5, 1, 1, 0),
@@ -127,7 +128,7 @@ def test_subset_table_and_scaled_subsets_on_a_tiny_dataset(tmp_path):
   assert md.subset_table(10, 3)["1%"] == [2, None, "prefix"]  # at least one transition
   # One long episode, value = add index + 1; capacity 20; logs at add_count 19, 39, 59.
   d = str(tmp_path / "run")
-  w = dqn_replay.DopamineReplayWriter(
+  w = replay_writer.DopamineReplayWriter(
       d, replay_capacity=20, stack_size=1, observation_shape=SHAPE,
       metadata=dict(subsets={"1%": [5, None, "prefix"], "initial10%": [None, 1],
                              "all": [None, None]}))
@@ -184,7 +185,7 @@ TINY_DQN = md.BehaviourDQNConfig(batch_size=4, min_replay_size=8, target_update_
 def _tiny_run(tmp, seed, config=TINY_DQN):
   env = _Recorder(minatar.MinAtarEnvironment("Breakout", seed=seed))
   out = os.path.join(tmp, "s{}".format(seed))
-  w = dqn_replay.DopamineReplayWriter(out, replay_capacity=md.checkpoint_capacity(80, 4),
+  w = replay_writer.DopamineReplayWriter(out, replay_capacity=md.checkpoint_capacity(80, 4),
                                       stack_size=1, observation_shape=(10, 10, 4))
   summary, agent, greedy = md.run_dqn(env, 80, config=config, seed=seed, writer=w)
   w.close()

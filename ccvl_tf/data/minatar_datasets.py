@@ -10,7 +10,7 @@ an online Nature-DQN run (Dopamine) into 50 replay checkpoints. Here, per game:
    except a 4x learning rate, a scaled epsilon decay and clipped rewards
    (:class:`BehaviourDQNConfig`; sources and reasons there, measurements in docs/minatar.md);
 2. every transition it takes is written, in order, with
-   :class:`ccvl_tf.data.dqn_replay.DopamineReplayWriter` (stack_size 1: a slot
+   :class:`ccvl_tf.data.replay_writer.DopamineReplayWriter` (stack_size 1: a slot
    holds the whole uint8 [10, 10, C] observation before the action, the action,
    the clipped reward and the terminal flag) into ``num_checkpoints`` (K)
    checkpoints of capacity ``ceil((num_steps + 1) / K)`` slots. As in batch_rl
@@ -62,6 +62,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 from ccvl_tf.data import dqn_replay
+from ccvl_tf.data import replay_writer
 from ccvl_tf.envs import minatar as minatar_env
 
 DEFAULT_STEPS = 100_000
@@ -298,7 +299,7 @@ def _train_fn(agent):
 
 def run_dqn(env, num_steps: int, *, config: BehaviourDQNConfig = BehaviourDQNConfig(),
             seed: int = 0,
-            writer: Optional[dqn_replay.DopamineReplayWriter] = None,
+            writer: Optional[replay_writer.DopamineReplayWriter] = None,
             progress: Optional[Callable[[dict], None]] = None, progress_every: int = 5_000):
   """Trains an online DQN in ``env`` (a MinAtarEnvironment with clip_rewards as
   ``config.clip_rewards``) for ``num_steps`` steps, adding every transition to
@@ -457,7 +458,7 @@ def build_game(output_dir: str, game: str, *, num_steps: int = DEFAULT_STEPS, se
   env = minatar_env.MinAtarEnvironment(game, seed=seed, **env_kwargs)
   capacity = checkpoint_capacity(num_steps, num_checkpoints)
   rlogs = replay_dir(output_dir, game, seed)
-  writer = dqn_replay.DopamineReplayWriter(
+  writer = replay_writer.DopamineReplayWriter(
       rlogs, replay_capacity=capacity, stack_size=1,
       observation_shape=env.observation_spec().shape,
       metadata=dict(game=game, suite="minatar", num_actions=env.num_actions,

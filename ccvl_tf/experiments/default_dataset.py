@@ -27,7 +27,7 @@ def default_behaviour(cfg, env):
   scripted player of ccvl_tf/envs/scripted.py where the game has one (Breakout), mixed with
   `behaviour_epsilon` uniformly random actions; a uniformly random policy otherwise (or with
   --default_dataset_policy=random)."""
-  from ccvl_tf.data import dqn_replay
+  from ccvl_tf.data import replay_writer
   from ccvl_tf.envs import scripted
   factory = scripted.scripted_policies().get(env.game)
   if cfg.default_dataset_policy == "scripted" and factory is None:
@@ -42,7 +42,7 @@ def default_behaviour(cfg, env):
             factory(env, epsilon=eps, seed=cfg.seed))
   return ("random", "a uniformly random policy" + (
       f" (no scripted player for {env.game})" if factory is None else ""),
-          dqn_replay.random_policy(env.num_actions, seed=cfg.seed))
+          replay_writer.random_policy(env.num_actions, seed=cfg.seed))
 
 
 def ensure_default_dataset(cfg, env_factory, log=print) -> str:
@@ -51,7 +51,7 @@ def ensure_default_dataset(cfg, env_factory, log=print) -> str:
   root_dir/default_dataset/<game>. A `COMPLETE` marker (which also records the behaviour
   policy and its episode scores) makes the cache safe against an interrupted collection; a
   cache collected with another policy or size is collected again."""
-  from ccvl_tf.data import dqn_replay
+  from ccvl_tf.data import replay_writer
   out = os.path.join(cfg.root_dir, "default_dataset", cfg.game)
   marker = os.path.join(out, "COMPLETE")
   env = env_factory(seed=cfg.seed + 1_000)
@@ -72,7 +72,7 @@ def ensure_default_dataset(cfg, env_factory, log=print) -> str:
   log(f"No --dataset_dir given: collecting a default dataset of {cfg.default_dataset_steps} "
       f"transitions of {description} in {cfg.game} into {out} (cached for later runs). Pass "
       f"--dataset_dir=<.../replay_logs> to train on the DQN Replay Dataset.")
-  writer = dqn_replay.DopamineReplayWriter(
+  writer = replay_writer.DopamineReplayWriter(
       out, metadata=dict(game=env.game, num_actions=env.num_actions, action_set=env.action_set,
                          policy=name, steps=cfg.default_dataset_steps, seed=cfg.seed))
   every = max(1, cfg.default_dataset_steps // 5)
@@ -83,7 +83,7 @@ def ensure_default_dataset(cfg, env_factory, log=print) -> str:
         f"ETA {p['eta_s']:.0f}s  episodes {p['episodes']}"
         + (f"  mean score {mean:.1f}" if mean is not None else ""))
 
-  summary = dqn_replay.collect(env, policy, cfg.default_dataset_steps, writer,
+  summary = replay_writer.collect(env, policy, cfg.default_dataset_steps, writer,
                                progress=progress, progress_every=every)
   writer.close()
   scores = [float(x) for x in summary["episode_returns"]]

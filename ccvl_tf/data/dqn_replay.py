@@ -1,8 +1,7 @@
+# Over ~500 lines on purpose: the format's description, its file access (local or gfile),
+# reader, validity rules and subset plan must agree with each other (the writer is in
+# replay_writer.py), and tests patch the file access here (issue 16).
 """DQN Replay Dataset (Dopamine replay checkpoints): reader, validity, subsets.
-
-One file over ~500 lines: the format's description below, its file access (local or
-gfile), reader, validity rules and subset plan belong together and must agree with each
-other; the writer that must agree with them is ccvl_tf/data/replay_writer.py.
 
 File format (exactly what Dopamine's ``OutOfGraphReplayBuffer.save`` and
 batch_rl's ``OutOfGraphLoggedReplayBuffer._log_buffer`` write): for a suffix N,
@@ -494,6 +493,8 @@ def _open_array(path: str, max_rows: Optional[int] = None, allow_set: bool = Fal
         path, type(e).__name__, error_text(e))) from e
 
 
+# Over 80 lines with its docstring: the arrays of one checkpoint read and checked in one
+# place, each check naming its file.
 def load_checkpoint(replay_dir: str, suffix: int, *, max_rows: Optional[int] = None,
                     num_actions: Optional[int] = None,
                     observation_shape: Optional[Sequence[int]] = None,

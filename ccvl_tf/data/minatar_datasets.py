@@ -61,6 +61,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from ccvl_tf.config_flags import setting
 from ccvl_tf.data import dqn_replay
 from ccvl_tf.data import minatar_dqn
 from ccvl_tf.data import replay_writer
@@ -90,6 +91,33 @@ SUBSET_FRACTIONS = {
     "all": (None, None),
 }
 
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildConfig:
+  """Settings of binaries/make_minatar_datasets.py (its flags, ccvl_tf/config_flags.py); the
+  binary checks them and calls build_all."""
+  games: Sequence[str] = setting(tuple(minatar_env.valid_game_names()),
+                                 "MinAtar games: " + ", ".join(minatar_env.valid_game_names()),
+                                 kind="list", flag_default=minatar_env.valid_game_names())
+  steps: int = setting(DEFAULT_STEPS, "Environment steps (= logged transitions) of each DQN "
+                       "run, except the games named in --game_steps.")
+  game_steps: str = setting(
+      ",".join("{}:{}".format(g, n) for g, n in DEFAULT_GAME_STEPS.items()),
+      "Per-game overrides of --steps, Game:steps comma-separated ('' = --steps for all). The "
+      "default gives the games whose DQN learns slowly a longer run (docs/minatar.md).")
+  output_dir: str = setting("", "Root directory of the datasets.", flag_default=None,
+                            required=True)
+  seed: int = setting(0, "Seed of the run (env, network init, exploration, "
+                      "replay sampling); also the run directory's name.", lower_bound=0)
+  num_checkpoints: int = setting(DEFAULT_NUM_CHECKPOINTS,
+                                 "Dopamine checkpoints per run (DQN Replay: 50).")
+  eval_episodes: int = setting(20, "Episodes scoring the final DQN.")
+  random_episodes: int = setting(100, "Episodes scoring a random policy.")
+  progress_every: int = setting(5_000, "Print progress every N steps.")
+  tf_threads: int = setting(1, "TensorFlow intra/inter-op threads (0: TF's "
+                            "default). One thread is fastest for this tiny network.",
+                            lower_bound=0)
 
 # ----------------------------------------------------------------------- layout
 

@@ -10,6 +10,7 @@ import math
 from typing import Dict, List, Optional, Sequence
 
 from ccvl_tf import scores
+from ccvl_tf.config_flags import setting
 
 
 # Display name (as in the paper's tables) -> agent registry name.
@@ -65,7 +66,8 @@ def slug(text: str) -> str:
 
 @dataclasses.dataclass
 class CompareConfig:
-  """Settings of one comparison (the binary's flags). None = the suite's default.
+  """Settings of one comparison; the `setting` fields are binaries/compare.py's flags
+  (ccvl_tf/config_flags.py). None = the suite's default.
 
   Attributes:
     suite: one of SUITES.
@@ -99,35 +101,58 @@ class CompareConfig:
     deterministic: tf.config.experimental.enable_op_determinism() in every unit's process
       (recorded as `deterministic`); off by default until its cost is measured.
   """
-  suite: str = "gridworld"
-  output_dir: str = "results/compare"
-  methods: Sequence[str] = scores.PAPER_METHODS
-  datasets: Sequence[str] = DATASET_KINDS
-  games: Optional[Sequence[str]] = None
-  seeds: int = 3
-  first_seed: int = 0
-  num_steps: Optional[int] = None
-  eval_episodes: Optional[int] = None
-  eval_max_steps: Optional[int] = None
-  batch_size: Optional[int] = None
-  alpha: Optional[float] = None
-  learning_rate: Optional[float] = None
-  target_update_period: Optional[int] = None
-  num_heads: Optional[int] = None
-  num_members: Optional[int] = None
-  num_grid_deltas: int = 8
-  num_deltas: Optional[int] = None
-  num_pairs: Optional[int] = None
-  belief_temperature: Optional[float] = None
-  dr3_coef: Optional[float] = None
+  suite: str = setting("gridworld", f"One of: {', '.join(SUITES)}.")
+  output_dir: str = setting("results/compare", "Output directory (resumable).",
+                            flag_default=None)
+  methods: Sequence[str] = setting(scores.PAPER_METHODS,
+                                   f"Comma-separated, from: {', '.join(METHODS)}.",
+                                   kind="csv", parse=parse_methods)
+  datasets: Sequence[str] = setting(DATASET_KINDS,
+                                    "Dataset kinds, comma-separated: 1%,5%,initial10%.",
+                                    kind="csv", parse=parse_datasets)
+  games: Optional[Sequence[str]] = setting(None, "Games (default: all of the suite's).",
+                                           kind="list")
+  seeds: int = setting(3, "Number of seeds per method/dataset/game: "
+                       "--first_seed .. --first_seed + N - 1.")
+  first_seed: int = setting(0, "First seed (0 for reported tables; "
+                            ">= 100 for a development split, docs/agent.md).")
+  num_steps: Optional[int] = setting(None, "Gradient steps per training (default: the "
+                                     "suite's; atari: 6.25M on 1%, 12.5M on 5% / initial 10%).")
+  eval_episodes: Optional[int] = setting(None, "Evaluation episodes per run.")
+  eval_max_steps: Optional[int] = setting(None, "Step cap of an evaluation episode.")
+  batch_size: Optional[int] = setting(None, "Transitions per batch (default 32).")
+  alpha: Optional[float] = setting(None, "alpha of CCVL / CQL / AEVL (default: each agent's).")
+  learning_rate: Optional[float] = setting(None, "Adam step size (default: the suite's).")
+  target_update_period: Optional[int] = setting(None, "Target copy period in steps.")
+  num_heads: Optional[int] = setting(None, "REM heads H (default 200).")
+  num_members: Optional[int] = setting(None, "AEVL members E (default 4).")
+  num_grid_deltas: int = setting(8, "CCVL belief grid K.")
+  num_deltas: Optional[int] = setting(None, "CCVL N.")
+  num_pairs: Optional[int] = setting(None, "CCVL M.")
+  belief_temperature: Optional[float] = setting(
+      None, "Belief temperature of CCVL and AEVL (default: CCVL sets it from "
+      "held-out data, 2 x the smallest mean squared Bellman error over the "
+      "grid; AEVL uses 1).", lower_bound=1e-12, upper_bound=1e12)
+  dr3_coef: Optional[float] = setting(None, "DR3 coefficient for all methods (default: each "
+                                      "agent's).")
   ccvl_options: Dict[str, object] = dataclasses.field(default_factory=dict)
-  data_dir: Optional[str] = None
-  data_run: Optional[int] = None
-  bootstrap_reps: int = 2000
+  data_dir: Optional[str] = setting(
+      None, "minatar: root of binaries/make_minatar_datasets.py output; atari: "
+      "DQN Replay root <data_dir>/<Game>/<run>/replay_logs.")
+  data_run: Optional[int] = setting(None, "Which logged run of each game to use (default: "
+                                    "minatar 0, atari 1).")
+  bootstrap_reps: int = setting(2000, "rliable bootstrap reps.")
   checkpoint_interval: Optional[int] = None
-  workers: int = 1
-  threads_per_worker: int = 1
-  deterministic: bool = False
+  workers: int = setting(
+      1, "Trainings run side by side, one process each (1: sequential). "
+      "Use the number of cores for the CPU suites (gridworld, minatar).")
+  threads_per_worker: int = setting(
+      1, "TensorFlow intra/inter-op threads of every "
+      "unit, whatever --workers is (the same thread count gives the same numbers; recorded in "
+      "scores.csv as tf_threads).", lower_bound=1)
+  deterministic: bool = setting(
+      False, "tf.config.experimental.enable_op_determinism() in every "
+      "unit's process (recorded as deterministic).")
 
   def validate(self) -> None:
     if self.suite not in SUITES:

@@ -9,6 +9,7 @@ COMPLETE marker. `cfg` is an experiments.offline.OfflineConfig.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -17,9 +18,32 @@ import ccvl_tf  # noqa: F401
 
 import numpy as np
 
+from ccvl_tf.config_flags import setting
+from ccvl_tf.data import dqn_replay
+from ccvl_tf.envs import atari
+
 DEFAULT_DATASET_STEPS = 50_000
 # The scripted behaviour player's probability of a uniformly random action (default dataset).
 DEFAULT_BEHAVIOUR_EPSILON = 0.25
+
+
+@dataclasses.dataclass(frozen=True)
+class CollectConfig:
+  """Settings of binaries/collect_dataset.py, which collects a DQN Replay-format dataset with a
+  random or SavedModel policy (its flags, ccvl_tf/config_flags.py)."""
+  game: str = setting("", "Atari game, e.g. Breakout.", flag_default=None, required=True)
+  policy: str = setting("random", "'random' or the directory of a TF-Agents SavedModel policy.")
+  steps: int = setting(0, "Agent steps (transitions) to collect.", flag_default=None,
+                       required=True, lower_bound=1)
+  output_dir: str = setting("", "Directory for the checkpoint files.", flag_default=None,
+                            required=True)
+  replay_capacity: int = setting(dqn_replay.DQN_REPLAY_CAPACITY,
+                                 "Slots per checkpoint (the DQN Replay Dataset: 1,000,000).",
+                                 lower_bound=4)
+  seed: int = setting(0, "Seed of the ALE (sticky actions) and random policy.", lower_bound=0)
+  sticky_action_prob: float = setting(atari.STICKY_ACTION_PROB, "ALE repeat_action_probability.",
+                                      lower_bound=0.0, upper_bound=1.0)
+  progress_every: int = setting(10_000, "Print progress every N steps.", lower_bound=1)
 
 
 def default_behaviour(cfg, env):

@@ -14,6 +14,8 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 from agents import ccvl_bounds_agent
 from ccvl_tf.experiments import agent_registry
+from ccvl_tf.config_flags import FlagSpec
+from ccvl_tf.config_flags import setting
 
 GRIDWORLD = "gridworld"
 # --agent of the fine-tune -> the registered learner it builds (experiments/agent_registry.py).
@@ -23,7 +25,8 @@ AGENTS = tuple(REGISTERED)
 
 @dataclasses.dataclass(frozen=True)
 class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
-  """Settings of one fine-tuning run (the flags of binaries/finetune_online.py).
+  """Settings of one fine-tuning run; its flag fields (`setting`, FLAG_SPECS) are the flags
+  of binaries/finetune_online.py (ccvl_tf/config_flags.py).
 
   The upper bound's and the exploration policy's settings (upper_alpha, upper_regularizer,
   beta, explore_delta, explore_epsilon, num_grid_deltas, belief_temperature) are inherited
@@ -32,33 +35,66 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
   Defaults are for Atari at the paper's rate (SPI 8 = batch 32, one update per 4 env steps);
   the gridworld tests shrink everything.
   """
-  offline_dir: str = ""
-  game: str = GRIDWORLD
-  root_dir: str = ""
-  num_env_steps: int = 100_000
-  reverb_address: Optional[str] = None
-  num_actors: int = 1
-  batch_size: int = 32
-  offline_fraction: float = 0.0   # share of each batch drawn from the offline data
-  samples_per_insert: float = 8.0
-  min_replay_size: int = 1_000
-  replay_capacity: int = 1_000_000
+  offline_dir: str = setting("", "root_dir of the offline run to fine-tune.",
+                             flag_default=None)
+  game: str = setting(GRIDWORLD, "'gridworld' or an Atari game (ALE name).")
+  root_dir: str = setting("", "Run directory (checkpoints, logs, policies).", flag_default=None)
+  num_env_steps: int = setting(100_000, "Env steps of online interaction (all actors "
+                               "together).", lower_bound=1)
+  reverb_address: Optional[str] = setting(
+      None, "host:port of a running Reverb server (binaries/reverb_server.py)"
+      "; default: start one in this process.")
+  num_actors: int = setting(1, "Actor processes to start.", lower_bound=0)
+  batch_size: int = setting(32, "Transitions per learner step.", lower_bound=1)
+  offline_fraction: float = setting(  # share of each batch drawn from the offline data
+      0.0, "Share of each batch drawn from the offline data (gridworld).", lower_bound=0.0,
+      upper_bound=1.0)
+  samples_per_insert: float = setting(
+      8.0, "Rate limiter: sampled items per inserted env step (8 = batch 32, "
+      "one learner step per 4 env steps).", lower_bound=1e-6, upper_bound=1e6)
+  min_replay_size: int = setting(1_000, "Items in the replay table before the first sample.",
+                                 lower_bound=1)
+  replay_capacity: int = setting(1_000_000, "Replay table size.", lower_bound=1)
   belief_temperature: Optional[float] = None  # None: the offline run's (summary.json), else 1
-  policy_delta: float = 0.5
-  learning_rate: Optional[float] = None  # Adam lr of both bounds online (None: the offline one)
-  actor_update_period: int = 100  # env steps between weight pulls (actor)
-  push_period: int = 10           # learner steps between weight pushes
-  checkpoint_interval: int = 1_000
-  log_interval: int = 100
-  eval_episodes: int = 5          # 0: no evaluation at the end
-  export_policies: bool = True
-  eval_max_steps: int = 2_000
+  policy_delta: float = setting(0.5, "delta of the exported Fixed-CCVL policy (Q_l greedy).")
+  learning_rate: Optional[float] = setting(  # None: the offline one
+      None, "Adam learning rate of both bounds online (default: the offline one).")
+  actor_update_period: int = setting(100, "Env steps between an actor's weight pulls.")
+  push_period: int = setting(10, "Learner steps between weight pushes.")
+  checkpoint_interval: int = setting(
+      1_000, "Learner (and Reverb) checkpoint every N learner steps.", lower_bound=1)
+  log_interval: int = setting(100, "Progress line every N steps.", lower_bound=1)
+  eval_episodes: int = setting(5, "Evaluation episodes at the end (0: none).", lower_bound=0)
+  export_policies: bool = setting(True, "Write the SavedModels at the end.")
+  eval_max_steps: int = setting(2_000, "Step cap of an evaluation episode.", lower_bound=1)
   eval_epsilon: float = 0.001
-  sample_timeout_s: float = 30.0  # rate-limiter wait before checking server and actors
-  server_timeout_s: float = 10.0
-  reverb_port: int = 0
-  agent: str = "ccvl"             # 'ccvl' (both bounds) or 'cql' (baseline, greedy + epsilon)
-  seed: int = 0
+  sample_timeout_s: float = setting(  # rate-limiter wait before checking server and actors
+      30.0, "Seconds without a sample before checking server and actors.", lower_bound=1e-3,
+      upper_bound=86400.0)
+  server_timeout_s: float = setting(
+      10.0, "Seconds before an unanswering Reverb server is lost.", lower_bound=1e-3,
+      upper_bound=86400.0)
+  reverb_port: int = setting(0, "Port of the in-process server (0: free port).", lower_bound=0,
+                             upper_bound=65535)
+  agent: str = setting(  # 'ccvl' (both bounds) or 'cql' (baseline, greedy + epsilon)
+      "ccvl", "'ccvl' (lower + upper bounds, Eq. upper policy exploration) or "
+      "'cql' (baseline: greedy + epsilon exploration).", enum_values=AGENTS)
+  seed: int = setting(0, "Seed.", lower_bound=0)
+
+  # The inherited ExplorationConfig fields that are flags (agents/ does not declare flags).
+  FLAG_SPECS = {
+      "beta": FlagSpec("beta of Eq. upper policy's safe set."),
+      "explore_delta": FlagSpec(
+          "Fixed delta of the exploration (bounds) policy; unset (default): "
+          "delta ~ the belief b(h) in the policy state, drawn per episode "
+          "and updated from Q_l's Bellman errors (Eq. upper policy).",
+          lower_bound=1e-6, upper_bound=1 - 1e-6),
+      "belief_temperature": FlagSpec(
+          "Temperature of the exploration belief (unset: the offline run's, "
+          "from its summary.json; 1 if it has none).", lower_bound=1e-12, upper_bound=1e12),
+      "explore_epsilon": FlagSpec("Actors' epsilon."),
+      "upper_alpha": FlagSpec("alpha of the upper bound (default: alpha)."),
+  }
 
   def validate(self):
     if self.agent not in AGENTS:

@@ -44,14 +44,15 @@ from ccvl_tf import policies
 
 
 @dataclasses.dataclass(frozen=True)
-class BoundsConfig:
-  """Settings of the upper bound and of the exploration policy.
+class ExplorationConfig:
+  """The settings of the upper bound and of the exploration policy that online fine-tuning
+  exposes as flags: declared here once, inherited by BoundsConfig and by
+  ccvl_tf.experiments.online_config.OnlineConfig.
 
   Attributes:
     upper_alpha: alpha_u, weight of the upper regularizer (None: the lower alpha).
     upper_regularizer: 'softmin' (default, bounded) or 'neg_logsumexp' (literal sign flip;
       diverges, see losses.UPPER_REGULARIZERS).
-    pair_reduction: 'min' (Eq. upper update's min over delta_1, delta_2) or 'max'.
     beta: beta of Eq. upper policy's safe set A_l = {a : Q_l >= beta max_a' Q_l} (> 0).
       The paper gives no value; 0.5 is a placeholder (with rewards >= 0, beta -> 0 lets Q_u
       choose among all actions, beta = 1 keeps only argmax Q_l).
@@ -65,18 +66,27 @@ class BoundsConfig:
     num_grid_deltas: K of the exploration belief's grid (belief.delta_grid).
     belief_temperature: T of the exploration belief's update (offline CCVL sets it from
       held-out data; online fine-tuning passes the offline run's value).
-    belief_resample: 'episode' (default) or 'step': when delta is drawn from the belief.
-    reward_clip: None or c > 0: rewards clipped to [-c, c] when scoring Bellman errors (the
-      reward scale Q was trained on; 1.0 for Atari).
   """
   upper_alpha: Optional[float] = None
   upper_regularizer: str = "softmin"
-  pair_reduction: str = "min"
   beta: float = 0.5
   explore_delta: Optional[float] = None
   explore_epsilon: float = 0.01
   num_grid_deltas: int = 8
   belief_temperature: float = 1.0
+
+
+@dataclasses.dataclass(frozen=True)
+class BoundsConfig(ExplorationConfig):
+  """Settings of the upper bound and of the exploration policy: ExplorationConfig's and
+
+  Attributes:
+    pair_reduction: 'min' (Eq. upper update's min over delta_1, delta_2) or 'max'.
+    belief_resample: 'episode' (default) or 'step': when delta is drawn from the belief.
+    reward_clip: None or c > 0: rewards clipped to [-c, c] when scoring Bellman errors (the
+      reward scale Q was trained on; 1.0 for Atari).
+  """
+  pair_reduction: str = "min"
   belief_resample: str = "episode"
   reward_clip: Optional[float] = None
 

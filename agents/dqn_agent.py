@@ -42,17 +42,9 @@ NonFiniteLossError = q_agent_base.NonFiniteLossError
 
 
 @dataclasses.dataclass(frozen=True)
-class DQNConfig:
-  """DQN hyperparameters (Dopamine offline defaults)."""
-  gamma: float = 0.99
-  learning_rate: float = 5e-5
-  adam_epsilon: float = 3.125e-4
-  target_update_period: int = 2000
-  collect_epsilon: float = 0.01
-  seed: int = 0
-
-  def validate(self) -> None:
-    q_agent_base.validate_shared_settings(self)
+class DQNConfig(q_agent_base.CommonQConfig):
+  """DQN hyperparameters (Dopamine offline defaults): those of CommonQConfig (TF-Agents'
+  DqnAgent has its own Huber TD loss and no DR3 term)."""
 
 
 def _tf_agents_q_network(observation_spec, action_spec, config: networks.QNetworkConfig):

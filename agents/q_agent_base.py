@@ -53,23 +53,18 @@ class NonFiniteLossError(FloatingPointError):
 
 
 @dataclasses.dataclass(frozen=True)
-class BaseQConfig:
-  """Hyperparameters shared by the baselines (Dopamine offline / DR3 setup defaults).
+class CommonQConfig:
+  """Hyperparameters every agent of agents/ has (Dopamine offline defaults); each is declared
+  here once and inherited (DQNConfig; through BaseQConfig, CQL / REM / AEVL / CCVL).
 
   Attributes:
     gamma: discount.
-    td_loss: 'huber' (Dopamine / DR3) or 'squared'.
-    huber_kappa: Huber threshold.
-    dr3_coef: c, weight of the DR3 term mean |phi(s).phi(s')| (0 disables it).
     learning_rate, adam_epsilon: Adam (Dopamine offline: 5e-5, 3.125e-4).
     target_update_period: copy online -> target every this many steps (paper: 2000).
     collect_epsilon: epsilon of `collect_policy`.
     seed: seed of the stateless per-step randomness (combined with the train step).
   """
   gamma: float = 0.99
-  td_loss: str = "huber"
-  huber_kappa: float = 1.0
-  dr3_coef: float = 0.0
   learning_rate: float = 5e-5
   adam_epsilon: float = 3.125e-4
   target_update_period: int = 2000
@@ -78,6 +73,21 @@ class BaseQConfig:
 
   def validate(self) -> None:
     validate_shared_settings(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class BaseQConfig(CommonQConfig):
+  """Hyperparameters shared by the baselines and CCVL: CommonQConfig's and the TD loss / DR3
+  settings (Dopamine offline / DR3 setup defaults).
+
+  Attributes:
+    td_loss: 'huber' (Dopamine / DR3) or 'squared'.
+    huber_kappa: Huber threshold.
+    dr3_coef: c, weight of the DR3 term mean |phi(s).phi(s')| (0 disables it).
+  """
+  td_loss: str = "huber"
+  huber_kappa: float = 1.0
+  dr3_coef: float = 0.0
 
 
 def validate_shared_settings(cfg) -> None:

@@ -20,19 +20,12 @@ from ccvl_tf import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 
 from absl import app  # noqa: E402
-from absl import flags  # noqa: E402
 from absl import logging  # noqa: E402
 
-_OUTPUT = flags.DEFINE_string("output", None, "Path of the JSON file to write.", required=True)
-_QUICK = flags.DEFINE_bool("quick", False, "Tiny smoke run (batch 4, 2 steps, 2 variants).")
-_ROUNDS = flags.DEFINE_integer("rounds", None, "Interleaved timing rounds (default 5).")
-_ITERS = flags.DEFINE_integer("iters", None, "Train steps per round (default 10).")
-_SKIP_DATA = flags.DEFINE_bool("skip_data", False, "Do not run ccvl_tf.bench.data.")
-_PROFILE = flags.DEFINE_bool("profile", False,
-                             "Also trace a few steps with the TensorFlow profiler and write "
-                             "the top ops per step under 'profile' (ccvl_tf/bench/profile_step).")
-_SKIP_END_TO_END = flags.DEFINE_bool("skip_end_to_end", False,
-                                     "Do not run ccvl_tf.bench.end_to_end.")
+from ccvl_tf import bench  # noqa: E402
+from ccvl_tf import config_flags  # noqa: E402
+
+config_flags.define(bench.BenchmarkConfig)  # the `setting` fields of BenchmarkConfig
 
 
 def _data_run(quick):
@@ -47,24 +40,25 @@ def _data_run(quick):
 
 def main(argv):
   del argv
+  cfg = config_flags.from_flags(bench.BenchmarkConfig)
   from ccvl_tf.bench import train_step  # pylint: disable=g-import-not-at-top
-  result = train_step.run(quick=_QUICK.value, rounds=_ROUNDS.value, iters=_ITERS.value)
+  result = train_step.run(quick=cfg.quick, rounds=cfg.rounds, iters=cfg.iters)
   logging.info("train_step_ms: %s, ratio CCVL/DQN: %.3f", result["train_step_ms"],
                result["ratio_ccvl_over_dqn"])
-  if _PROFILE.value:
+  if cfg.profile:
     from ccvl_tf.bench import profile_step  # pylint: disable=g-import-not-at-top
-    result["profile"] = profile_step.run(steps=3 if _QUICK.value else 10)
-  if not _SKIP_END_TO_END.value:
+    result["profile"] = profile_step.run(steps=3 if cfg.quick else 10)
+  if not cfg.skip_end_to_end:
     from ccvl_tf.bench import end_to_end  # pylint: disable=g-import-not-at-top
-    result["end_to_end"] = end_to_end.run(quick=_QUICK.value)
+    result["end_to_end"] = end_to_end.run(quick=cfg.quick)
     logging.info("end to end: %s", result["end_to_end"])
-  if not _SKIP_DATA.value:
-    data = _data_run(_QUICK.value)
+  if not cfg.skip_data:
+    data = _data_run(cfg.quick)
     if data is not None:
       result["data"] = data
-  out_dir = os.path.dirname(os.path.abspath(_OUTPUT.value))
+  out_dir = os.path.dirname(os.path.abspath(cfg.output))
   os.makedirs(out_dir, exist_ok=True)
-  with open(_OUTPUT.value, "w") as f:
+  with open(cfg.output, "w") as f:
     json.dump(result, f, indent=2, sort_keys=True)
   summary = {k: result[k] for k in ("train_step_ms", "ratio_ccvl_over_dqn",
                                     "ratio_ccvl_over_dqn_dr3", "ratio_dqn_dr3_over_dqn")}

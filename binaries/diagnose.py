@@ -23,12 +23,10 @@ from absl import logging
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from ccvl_tf import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
+from ccvl_tf import config_flags
 from ccvl_tf.experiments import offline
 
-_ROOT = flags.DEFINE_string("root_dir", None, "A train_offline.py run directory (CCVL).",
-                            required=True)
-_EPISODES = flags.DEFINE_integer("episodes", None, "Evaluation episodes of the adaptive "
-                                 "policy for the belief (default: the run's --eval_episodes).")
+config_flags.define(offline.DiagnoseConfig)  # --root_dir, --episodes
 
 
 def main(argv):
@@ -36,17 +34,18 @@ def main(argv):
     raise app.UsageError("unexpected arguments: {}".format(" ".join(argv[1:])))
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.ERROR)
-  if _EPISODES.value is not None and _EPISODES.value < 1:
-    raise app.UsageError(f"--episodes must be >= 1, got {_EPISODES.value}")
+  cfg = config_flags.from_flags(offline.DiagnoseConfig)
+  if cfg.episodes is not None and cfg.episodes < 1:
+    raise app.UsageError(f"--episodes must be >= 1, got {cfg.episodes}")
   try:
-    summary = offline.diagnose(_ROOT.value, _EPISODES.value,
+    summary = offline.diagnose(cfg.root_dir, cfg.episodes,
                                log=lambda s: print(s, flush=True))
   except (ValueError, FileNotFoundError) as e:
     sys.exit(f"diagnose.py: error: {e}")
   width = max(len(k) for k in summary)
   for k, v in summary.items():
     print(f"{k.ljust(width)}  {v:.6g}")
-  print(f"Files: {_ROOT.value}/diagnostics/", flush=True)
+  print(f"Files: {cfg.root_dir}/diagnostics/", flush=True)
 
 
 if __name__ == "__main__":

@@ -21,38 +21,16 @@ from absl import flags
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from ccvl_tf import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
+from ccvl_tf import config_flags
 from ccvl_tf.experiments import evaluate
 
-_POLICY_DIR = flags.DEFINE_string("policy_dir", None, "Exported policy (SavedModel) directory.")
-_GAME = flags.DEFINE_string(
-    "game", None, "'gridworld', a MinAtar game as 'minatar/<Game>' (e.g. minatar/Breakout) or "
-    "an Atari game name (e.g. Pong).")
-_EPISODES = flags.DEFINE_integer("episodes", 100, "Evaluation episodes per seed (paper: 100).", lower_bound=1)
-_SEEDS = flags.DEFINE_integer("seeds", 1, "Number of evaluation runs (seeds first_seed, ...).", lower_bound=1)
-_FIRST_SEED = flags.DEFINE_integer("first_seed", 0, "Seed of the first run.", lower_bound=0)
-_OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Where to write the outputs.")
-_EPSILON = flags.DEFINE_float(
-    "epsilon", 0.001, "Evaluation epsilon-greedy (paper: 0.001); 0 if the export already is.", lower_bound=0.0, upper_bound=1.0)
-_MAX_EPISODE_STEPS = flags.DEFINE_integer(
-    "max_episode_steps", None, "Cap on agent steps per episode (default: the env's own).", lower_bound=1)
-_BOOTSTRAP_REPS = flags.DEFINE_integer("bootstrap_reps", 2000, "Bootstrap replications.", lower_bound=1)
-_METHOD = flags.DEFINE_string("method", "policy", "Method label written to results.csv.")
-_DATASET = flags.DEFINE_string("dataset", "", "Dataset label written to results.csv.")
-_DATA_DIR = flags.DEFINE_string(
-    "data_dir", None, "MinAtar only: the dataset root of make_minatar_datasets.py; its "
-    "minatar_scores.json gives the random and DQN reference scores of the normalized score "
-    "(unset: MinAtar scores are reported raw).")
+config_flags.define(evaluate.EvaluateConfig)  # the `setting` fields of EvaluateConfig
 flags.mark_flags_as_required(["policy_dir", "game", "output_dir"])
 
 
 def main(argv):
   del argv
-  cfg = evaluate.EvaluateConfig(
-      policy_dir=_POLICY_DIR.value, game=_GAME.value, output_dir=_OUTPUT_DIR.value,
-      episodes=_EPISODES.value, seeds=_SEEDS.value, first_seed=_FIRST_SEED.value,
-      epsilon=_EPSILON.value, max_episode_steps=_MAX_EPISODE_STEPS.value,
-      bootstrap_reps=_BOOTSTRAP_REPS.value, method=_METHOD.value, dataset=_DATASET.value,
-      data_dir=_DATA_DIR.value)
+  cfg = config_flags.from_flags(evaluate.EvaluateConfig)
   try:
     summary = evaluate.run(cfg)
   except (ValueError, FileNotFoundError) as e:
@@ -64,7 +42,7 @@ def main(argv):
           f"raw mean {summary['raw_return_mean']:.4g} over {summary['num_episodes']} episodes")
   else:
     print(f"{summary['game']}: raw mean {summary['raw_return_mean']:.4g}")
-  print(f"outputs in {_OUTPUT_DIR.value}")
+  print(f"outputs in {cfg.output_dir}")
 
 
 if __name__ == "__main__":

@@ -20,19 +20,14 @@ from absl import logging
 import ccvl_tf  # noqa: F401
 from ccvl_tf import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
+from ccvl_tf import config_flags
 from ccvl_tf.experiments import online
 
-_D = online.OnlineConfig()
-_GAME = flags.DEFINE_string("game", _D.game, "'gridworld' or an Atari game.")
-_AGENT = flags.DEFINE_enum("agent", _D.agent, list(online.AGENTS),
-                           "The learner's --agent (the variables table's signature).")
+_TABLE_FLAGS = ("game", "agent", "samples_per_insert", "min_replay_size", "replay_capacity",
+                "batch_size")  # what the tables' signatures and rate limiter depend on
+config_flags.define(online.OnlineConfig, _TABLE_FLAGS)
 _PORT = flags.DEFINE_integer("port", 0, "Port to serve on (0: a free one, printed).")
 _CKPT = flags.DEFINE_string("checkpoint_dir", None, "Reverb checkpoint directory.")
-_SPI = flags.DEFINE_float("samples_per_insert", _D.samples_per_insert, "Rate limiter SPI.")
-_MIN_SIZE = flags.DEFINE_integer("min_replay_size", _D.min_replay_size, "Min items to sample.")
-_CAPACITY = flags.DEFINE_integer("replay_capacity", _D.replay_capacity, "Replay table size.")
-_BATCH = flags.DEFINE_integer("batch_size", _D.batch_size,
-                              "Learner batch (online part), for the rate limiter's buffer.")
 
 
 def main(argv):
@@ -40,9 +35,7 @@ def main(argv):
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.ERROR)
   from ccvl_tf import replay
-  cfg = online.OnlineConfig(game=_GAME.value, agent=_AGENT.value, samples_per_insert=_SPI.value,
-                            min_replay_size=_MIN_SIZE.value, replay_capacity=_CAPACITY.value,
-                            batch_size=_BATCH.value)
+  cfg = config_flags.from_flags(online.OnlineConfig, _TABLE_FLAGS)
   try:
     tables = online.make_server_tables(cfg)
     server, address = replay.start_server(tables, _PORT.value, _CKPT.value)

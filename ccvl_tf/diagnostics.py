@@ -1,3 +1,5 @@
+# Over ~500 lines on purpose: the three diagnostics share the grid checks and summarize(),
+# and split apart each would import the others (issue 16).
 """Diagnostics of the confidence dimension: the delta family, the count estimate, the belief.
 
 CCVL's central object is a *family* of value functions indexed by the confidence delta

@@ -1,3 +1,5 @@
+# Over ~500 lines on purpose: CCVL's Q(s, a, delta) and the baselines' ensembles share the
+# torso, initializer and QNetworkConfig: the Q-network contract of docs/CONTRACTS.md (issue 16).
 """Confidence-conditioned Q-networks Q(s, a, delta) in Keras 3 (paper Sec. "Practical Algorithm").
 
 The paper parameterizes Q(s, a, delta) after implicit quantile networks (IQN, Dabney et al.
@@ -311,6 +313,8 @@ def _torso(observation, config: QNetworkConfig, name: str, init):
   return torso_out, torso_dense
 
 
+# Over 80 lines with its docstring: one functional graph (torso, delta embedding, head) and
+# its feature models, built together so that they share layers.
 def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_actions: int,
                        config: QNetworkConfig = QNetworkConfig(),
                        name: str = "ccvl_q") -> CCVLNetwork:

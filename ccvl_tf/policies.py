@@ -1,3 +1,5 @@
+# Over ~500 lines on purpose: every policy shares _CCVLPolicyBase and the Q-network checks,
+# and export_policy / epsilon_greedy wrap them all (issue 16).
 """CCVL policies as TF-Agents `TFPolicy` subclasses (paper Sec. "Confidence-Adaptive Policies").
 
 Every policy here holds one or two Q-networks that follow the Q-network contract of

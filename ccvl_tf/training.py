@@ -259,6 +259,108 @@ def check_fingerprint(checkpoint_dir: str, fingerprint: Optional[Mapping[str, ob
       f"--allow_config_change to resume anyway.")
 
 
+class _Loop:
+  """The state of one `train` call and its phases: exactly-once evaluation (`run_eval`), the
+  train phase (`run_train_phase`), its summaries / progress lines and checkpoints."""
+
+  def __init__(self, learner, cfg: LoopConfig, manager, evaluate, log):
+    self.learner, self.cfg, self.manager, self.evaluate, self.log = (
+        learner, cfg, manager, evaluate, log)
+    self.start = int(learner.train_step_counter.numpy())
+    self.train_writer = tf.summary.create_file_writer(
+        os.path.join(cfg.root_dir, "summaries", "train"))
+    self.eval_writer = tf.summary.create_file_writer(
+        os.path.join(cfg.root_dir, "summaries", "eval"))
+    self.eval_csv = os.path.join(cfg.root_dir, "eval.csv")
+    self.record = load_eval_record(cfg.root_dir)
+    self.evals = self.record["evals"]
+    self.last_metrics: Dict[str, float] = dict(self.record["last_metrics"])
+
+  def latest_eval(self) -> Dict[str, float]:
+    return dict(self.evals[max(self.evals, key=int)]) if self.evals else {}
+
+  def result(self, step: int) -> Dict[str, object]:
+    """What `train` returns."""
+    return dict(step=step, last_metrics=self.last_metrics, last_eval=self.latest_eval(),
+                checkpoint=self.manager.latest_checkpoint, resumed_from=self.start)
+
+  def is_eval_step(self, step: int) -> bool:
+    return bool(self.cfg.eval_interval) and step % self.cfg.eval_interval == 0
+
+  def run_eval(self, step: int) -> None:
+    """Evaluates `step` unless the record has it (exactly once across kills)."""
+    if self.evaluate is None or str(step) in self.evals:
+      return
+    t = time.time()
+    results = {k: float(v) for k, v in dict(self.evaluate(step)).items()}
+    self.evals[str(step)] = results
+    _write_json_atomic(os.path.join(self.cfg.root_dir, EVAL_RECORD), self.record)  # durable first
+    _write_eval_csv(self.eval_csv, self.evals)
+    with self.eval_writer.as_default():
+      for k, v in results.items():
+        tf.summary.scalar(k, v, step=step)
+    self.eval_writer.flush()
+    self.log(f"[eval] step {step}: "
+             + ", ".join(f"{k}={v:.4g}" for k, v in sorted(results.items()))
+             + f"  ({time.time() - t:.1f}s)")
+
+  def _summarize_and_log(self, step: int, metrics, t0: float) -> None:
+    """TensorBoard scalars every summary_interval steps, a progress line every log_interval
+    steps and at the last step."""
+    cfg = self.cfg
+    if step % cfg.summary_interval == 0 or step % cfg.log_interval == 0 or step == cfg.num_steps:
+      self.last_metrics = _scalars(metrics)
+    if step % cfg.summary_interval == 0:
+      with self.train_writer.as_default():
+        for k, v in self.last_metrics.items():
+          tf.summary.scalar(k, v, step=step)
+        tf.summary.scalar("steps_per_sec", (step - self.start) / max(time.time() - t0, 1e-9),
+                          step=step)
+    if step % cfg.log_interval == 0 or step == cfg.num_steps:
+      now = time.time()
+      rate = (step - self._step_last) / max(now - self._t_last, 1e-9)
+      eta = (cfg.num_steps - step) / rate if rate > 0 else float("inf")
+      shown = ", ".join(f"{k}={v:.4g}" for k, v in sorted(self.last_metrics.items()))
+      self.log(f"step {step}/{cfg.num_steps}  {rate:.1f} steps/s  ETA {_format_eta(eta)}  "
+               f"{shown}")
+      self._t_last, self._step_last = now, step
+
+  def _maybe_checkpoint(self, step: int) -> None:
+    """Every evaluation step is a checkpoint step too (exactly-once evaluation); the last
+    step also records the last metrics."""
+    cfg = self.cfg
+    if step % cfg.checkpoint_interval == 0 or step == cfg.num_steps or (
+        self.is_eval_step(step) and self.evaluate is not None):
+      if step == cfg.num_steps:
+        self.record["last_metrics"] = dict(self.last_metrics)
+        _write_json_atomic(os.path.join(cfg.root_dir, EVAL_RECORD), self.record)
+      self.manager.save(checkpoint_number=step)
+
+  def run_train_phase(self, make_dataset: Callable[[int], Iterable[Dict]]) -> int:
+    """Steps from `start` to cfg.num_steps on make_dataset(start); returns the last step."""
+    cfg, start = self.cfg, self.start
+    iterator = iter(make_dataset(start))
+    t0 = time.time()
+    self._t_last, self._step_last = t0, start
+    step = start
+    while step < cfg.num_steps:
+      try:
+        batch = next(iterator)
+      except StopIteration:
+        raise ValueError(f"the dataset ran out of batches at train step {step} (it must be "
+                         f"infinite or hold at least {cfg.num_steps - start} batches)") from None
+      try:
+        metrics = self.learner.train_on_batch(batch)
+      except FloatingPointError as e:
+        raise TrainingStopped(step, self.manager.latest_checkpoint, e) from e
+      step = int(self.learner.train_step_counter.numpy())
+      self._summarize_and_log(step, metrics, t0)
+      self._maybe_checkpoint(step)
+      if self.is_eval_step(step) and step != cfg.num_steps:
+        self.run_eval(step)
+    return step
+
+
 def train(learner, make_dataset: Callable[[int], Iterable[Dict]], cfg: LoopConfig, *,
           evaluate: Optional[Callable[[int], Dict[str, float]]] = None,
           log: Callable[[str], None] = print,
@@ -288,86 +390,17 @@ def train(learner, make_dataset: Callable[[int], Iterable[Dict]], cfg: LoopConfi
   ckpt_dir = os.path.join(cfg.root_dir, "checkpoints")
   check_fingerprint(ckpt_dir, fingerprint, allow_config_change, log)
   manager = restore_or_initialize(learner, ckpt_dir, cfg.keep_checkpoints, log)
-  counter = learner.train_step_counter
-  start = int(counter.numpy())
-  train_writer = tf.summary.create_file_writer(os.path.join(cfg.root_dir, "summaries", "train"))
-  eval_writer = tf.summary.create_file_writer(os.path.join(cfg.root_dir, "summaries", "eval"))
-  eval_csv = os.path.join(cfg.root_dir, "eval.csv")
-  record = load_eval_record(cfg.root_dir)
-  evals = record["evals"]
-  last_metrics: Dict[str, float] = dict(record["last_metrics"])
-
-  def latest_eval() -> Dict[str, float]:
-    return dict(evals[max(evals, key=int)]) if evals else {}
-
-  def run_eval(step):
-    """Evaluates `step` unless the record has it (exactly once across kills)."""
-    if evaluate is None or str(step) in evals:
-      return
-    t = time.time()
-    results = {k: float(v) for k, v in dict(evaluate(step)).items()}
-    evals[str(step)] = results
-    _write_json_atomic(os.path.join(cfg.root_dir, EVAL_RECORD), record)  # durable first
-    _write_eval_csv(eval_csv, evals)
-    with eval_writer.as_default():
-      for k, v in results.items():
-        tf.summary.scalar(k, v, step=step)
-    eval_writer.flush()
-    log(f"[eval] step {step}: " + ", ".join(f"{k}={v:.4g}" for k, v in sorted(results.items()))
-        + f"  ({time.time() - t:.1f}s)")
-
-  def is_eval_step(step):
-    return bool(cfg.eval_interval) and step % cfg.eval_interval == 0
-
+  loop = _Loop(learner, cfg, manager, evaluate, log)
+  start = loop.start
   # An evaluation that a kill interrupted: its checkpoint is the one just restored.
-  if start > 0 and (is_eval_step(start) or start >= cfg.num_steps):
-    run_eval(start)
+  if start > 0 and (loop.is_eval_step(start) or start >= cfg.num_steps):
+    loop.run_eval(start)
   if start >= cfg.num_steps:
     log(f"Already trained {start} >= {cfg.num_steps} steps; nothing to do.")
-    return dict(step=start, last_metrics=last_metrics, last_eval=latest_eval(),
-                checkpoint=manager.latest_checkpoint, resumed_from=start)
+    return loop.result(start)
   log(f"Training from step {start} to {cfg.num_steps}.")
-  iterator = iter(make_dataset(start))
-  t0 = time.time()
-  t_last, step_last = t0, start
-  step = start
-  while step < cfg.num_steps:
-    try:
-      batch = next(iterator)
-    except StopIteration:
-      raise ValueError(f"the dataset ran out of batches at train step {step} (it must be "
-                       f"infinite or hold at least {cfg.num_steps - start} batches)") from None
-    try:
-      metrics = learner.train_on_batch(batch)
-    except FloatingPointError as e:
-      raise TrainingStopped(step, manager.latest_checkpoint, e) from e
-    step = int(counter.numpy())
-    if step % cfg.summary_interval == 0 or step % cfg.log_interval == 0 or step == cfg.num_steps:
-      last_metrics = _scalars(metrics)
-    if step % cfg.summary_interval == 0:
-      with train_writer.as_default():
-        for k, v in last_metrics.items():
-          tf.summary.scalar(k, v, step=step)
-        tf.summary.scalar("steps_per_sec", (step - start) / max(time.time() - t0, 1e-9),
-                          step=step)
-    if step % cfg.log_interval == 0 or step == cfg.num_steps:
-      now = time.time()
-      rate = (step - step_last) / max(now - t_last, 1e-9)
-      eta = (cfg.num_steps - step) / rate if rate > 0 else float("inf")
-      shown = ", ".join(f"{k}={v:.4g}" for k, v in sorted(last_metrics.items()))
-      log(f"step {step}/{cfg.num_steps}  {rate:.1f} steps/s  ETA {_format_eta(eta)}  {shown}")
-      t_last, step_last = now, step
-    # Every evaluation step is a checkpoint step too (exactly-once evaluation).
-    if step % cfg.checkpoint_interval == 0 or step == cfg.num_steps or (
-        is_eval_step(step) and evaluate is not None):
-      if step == cfg.num_steps:
-        record["last_metrics"] = dict(last_metrics)
-        _write_json_atomic(os.path.join(cfg.root_dir, EVAL_RECORD), record)
-      manager.save(checkpoint_number=step)
-    if is_eval_step(step) and step != cfg.num_steps:
-      run_eval(step)
-  train_writer.flush()
-  run_eval(step)
-  eval_writer.flush()
-  return dict(step=step, last_metrics=last_metrics, last_eval=latest_eval(),
-              checkpoint=manager.latest_checkpoint, resumed_from=start)
+  step = loop.run_train_phase(make_dataset)
+  loop.train_writer.flush()
+  loop.run_eval(step)
+  loop.eval_writer.flush()
+  return loop.result(step)

@@ -10,6 +10,7 @@ import pytest
 
 import ccvl_tf  # noqa: F401
 from ccvl_tf.data import dqn_replay
+from ccvl_tf.data import replay_writer
 from ccvl_tf.data.frame_store import FrameStore
 from ccvl_tf.envs import atari
 
@@ -48,9 +49,9 @@ def _key(obs, action):
 def test_writer_reader_round_trip_on_real_breakout(tmp_path):
   env = _Recorder(atari.AtariEnvironment("Breakout", seed=2))
   out = str(tmp_path / "ds")
-  w = dqn_replay.DopamineReplayWriter(out, replay_capacity=256,
+  w = replay_writer.DopamineReplayWriter(out, replay_capacity=256,
                                       metadata=dict(game="Breakout", num_actions=4))
-  summary = dqn_replay.collect(env, dqn_replay.random_policy(4, seed=2), 900, w)
+  summary = replay_writer.collect(env, replay_writer.random_policy(4, seed=2), 900, w)
   suffixes = w.close()
   assert suffixes == [0, 1, 2, 3] and summary["episodes"] >= 1
   recorded = {}  # (obs, action) -> candidates (episode starts repeat the same stack)
@@ -102,14 +103,14 @@ def test_saved_model_policy_is_used(tmp_path):
   pdir = str(tmp_path / "policy")
   policy_saver.PolicySaver(policy, batch_size=None).save(pdir)
   out = str(tmp_path / "ds")
-  w = dqn_replay.DopamineReplayWriter(out, replay_capacity=100)
-  dqn_replay.collect(env, dqn_replay.saved_model_policy(pdir), 40, w)
+  w = replay_writer.DopamineReplayWriter(out, replay_capacity=100)
+  replay_writer.collect(env, replay_writer.saved_model_policy(pdir), 40, w)
   w.close()
   ckpt = dqn_replay.load_checkpoint(out, 0, num_actions=4)
   acts = ckpt.action[ckpt.valid_indices()]
   assert acts.size > 30 and (acts == 2).all()
   with pytest.raises(ValueError, match="SavedModel"):
-    dqn_replay.saved_model_policy(str(tmp_path / "nope"))
+    replay_writer.saved_model_policy(str(tmp_path / "nope"))
 
 
 def test_testdata_is_real_format_breakout():

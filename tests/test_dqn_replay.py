@@ -14,6 +14,7 @@ import pytest
 
 import ccvl_tf  # noqa: F401
 from ccvl_tf.data import dqn_replay
+from ccvl_tf.data import replay_writer
 from ccvl_tf.data.dqn_replay import DatasetError
 
 
@@ -233,7 +234,7 @@ def test_episode_end_indices_truncation(tmp_path):
 
 def test_writer_pads_episodes_and_logs_like_batch_rl(tmp_path):
   d = str(tmp_path / "w")
-  w = dqn_replay.DopamineReplayWriter(d, replay_capacity=8, metadata={"game": "Fake",
+  w = replay_writer.DopamineReplayWriter(d, replay_capacity=8, metadata={"game": "Fake",
                                                                       "num_actions": 4})
   # Episode 1: frames 1, 2 (terminal). Episode 2: frames 3, 4, 5 ...
   w.add(np.full((84, 84), 1, np.uint8), 1, 0.5, False)   # pads slots 0-2, slot 3
@@ -259,7 +260,7 @@ def test_writer_pads_episodes_and_logs_like_batch_rl(tmp_path):
   meta = json.load(open(os.path.join(d, dqn_replay.METADATA_FILENAME)))
   assert meta["num_actions"] == 4 and meta["suffixes"] == [0, 1]
   with pytest.raises(FileExistsError):
-    dqn_replay.DopamineReplayWriter(d, replay_capacity=8)
+    replay_writer.DopamineReplayWriter(d, replay_capacity=8)
 
 
 # ------------------------------------------------------------------ bad input

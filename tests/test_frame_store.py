@@ -6,6 +6,7 @@ import pytest
 
 import ccvl_tf  # noqa: F401
 from ccvl_tf.data import dqn_replay
+from ccvl_tf.data import replay_writer
 from ccvl_tf.data.frame_store import FrameStore
 from tests.test_dqn_replay import (A_ACTION, A_EXPECTED, A_FRAMES, A_REWARD, A_TERM,
                                    B_ACTION, B_EXPECTED, B_FRAMES, B_TERM, write_ckpt)
@@ -50,7 +51,7 @@ def test_store_matches_reader_on_writer_output_and_never_crosses_episodes(tmp_pa
   (episode, step): 1 + (25 * episode + step) % 250; padding is 0."""
   d = str(tmp_path / "w")
   rng = np.random.default_rng(0)
-  w = dqn_replay.DopamineReplayWriter(d, replay_capacity=37)
+  w = replay_writer.DopamineReplayWriter(d, replay_capacity=37)
   for ep in range(40):
     n = int(rng.integers(1, 21))
     for step in range(n):
@@ -78,7 +79,7 @@ def test_store_matches_reader_on_writer_output_and_never_crosses_episodes(tmp_pa
 
 def test_sample_uniform_and_memory_per_transition(tmp_path):
   d = str(tmp_path / "long")
-  w = dqn_replay.DopamineReplayWriter(d, replay_capacity=400)
+  w = replay_writer.DopamineReplayWriter(d, replay_capacity=400)
   for i in range(380):  # one long episode: 3 padding frames only
     w.add(np.full((84, 84), i % 200 + 1, np.uint8), i % 3, 0.0, False)
   w.close()

@@ -10,6 +10,7 @@ import pytest
 
 import ccvl_tf  # noqa: F401
 from ccvl_tf.data import dqn_replay
+from ccvl_tf.data import replay_writer
 from ccvl_tf.data import minatar_datasets as md
 from ccvl_tf.data import pipeline
 from ccvl_tf.data.frame_store import FrameStore
@@ -52,7 +53,7 @@ def tiny(tmp_path):
       at the seam, as 4-stacks lose their seam slots in the DQN Replay Dataset.
   add_count 7 % 4 == 3 at close: no final partial buffer."""
   d = str(tmp_path / "Tiny" / "0" / "replay_logs")
-  w = dqn_replay.DopamineReplayWriter(d, replay_capacity=4, stack_size=1,
+  w = replay_writer.DopamineReplayWriter(d, replay_capacity=4, stack_size=1,
                                       observation_shape=SHAPE,
                                       metadata=dict(game="Tiny", num_actions=3))
   for v, a, r, t in [(1, 0, 0, 0), (2, 1, 1, 0), (3, 2, 0, 1), (4, 0, 0, 0), (5, 1, 1, 0),
@@ -127,7 +128,7 @@ def test_subset_table_and_scaled_subsets_on_a_tiny_dataset(tmp_path):
   assert md.subset_table(10, 3)["1%"] == [2, None, "prefix"]  # at least one transition
   # One long episode, value = add index + 1; capacity 20; logs at add_count 19, 39, 59.
   d = str(tmp_path / "run")
-  w = dqn_replay.DopamineReplayWriter(
+  w = replay_writer.DopamineReplayWriter(
       d, replay_capacity=20, stack_size=1, observation_shape=SHAPE,
       metadata=dict(subsets={"1%": [5, None, "prefix"], "initial10%": [None, 1],
                              "all": [None, None]}))
@@ -177,14 +178,14 @@ class _Recorder:
     return nxt
 
 
-TINY_DQN = md.DQNConfig(batch_size=4, min_replay_size=8, target_update_period=5,
+TINY_DQN = md.BehaviourDQNConfig(batch_size=4, min_replay_size=8, target_update_period=5,
                         replay_capacity=50, epsilon_decay_frames=20)
 
 
 def _tiny_run(tmp, seed, config=TINY_DQN):
   env = _Recorder(minatar.MinAtarEnvironment("Breakout", seed=seed))
   out = os.path.join(tmp, "s{}".format(seed))
-  w = dqn_replay.DopamineReplayWriter(out, replay_capacity=md.checkpoint_capacity(80, 4),
+  w = replay_writer.DopamineReplayWriter(out, replay_capacity=md.checkpoint_capacity(80, 4),
                                       stack_size=1, observation_shape=(10, 10, 4))
   summary, agent, greedy = md.run_dqn(env, 80, config=config, seed=seed, writer=w)
   w.close()
@@ -212,19 +213,20 @@ def test_dqn_logs_every_transition_and_is_deterministic(tmp_path):
   for v1, v2 in zip(agent._q_network.variables, agent2._q_network.variables):
     np.testing.assert_array_equal(v1.numpy(), v2.numpy())
   # Another seed (no updates needed to see it: the first 8 steps are random actions).
-  _, _, store3, _ = _tiny_run(str(tmp_path), 1, md.DQNConfig(batch_size=4, min_replay_size=100))
+  _, _, store3, _ = _tiny_run(str(tmp_path), 1,
+                              md.BehaviourDQNConfig(batch_size=4, min_replay_size=100))
   assert not np.array_equal(store.frames, store3.frames)
   assert not np.array_equal(store.action[:8], store3.action[:8])
 
 
 def test_epsilon_schedule_and_config_checks():
-  c = md.DQNConfig()
+  c = md.BehaviourDQNConfig()
   assert c.epsilon(0, 100_000) == 1.0 and c.epsilon(4_999, 100_000) == 1.0
   assert c.epsilon_decay_steps(100_000) == 20_000 and c.epsilon_decay_steps(10_000_000) == 100_000
   assert c.epsilon(5_000 + 10_000, 100_000) == pytest.approx(0.55)
   assert c.epsilon(90_000, 100_000) == pytest.approx(0.1)
   with pytest.raises(ValueError, match="min_replay_size"):
-    md.DQNConfig(min_replay_size=4).validate()
+    md.BehaviourDQNConfig(min_replay_size=4).validate()
 
 
 def test_missing_scores_and_unknown_game(tmp_path):

@@ -166,6 +166,8 @@ def _time_once(step: Callable[[], tf.Tensor], iters: int) -> float:
 BASELINES = ("dqn", "dqn_dr3")
 
 
+# Over 80 lines: one measurement protocol (warm-up, paired rounds, medians) and the result
+# dict that records its setup.
 def run(quick: bool = False, batch_size: int = 32, num_actions: int = 6,
         obs_shape: Sequence[int] = networks.NATURE_OBSERVATION_SHAPE,
         iters: Optional[int] = None, rounds: Optional[int] = None, warmup: int = 3,

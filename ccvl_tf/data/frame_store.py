@@ -100,6 +100,8 @@ class FrameStore:
     return cls.from_plan(info.replay_dir, plan, num_actions=num_actions, progress=progress,
                          dir_info=info)
 
+  # Over 80 lines with its docstring: two passes over the plan (small arrays and validity,
+  # then frames decompressed into one preallocated array) that share their bookkeeping.
   @classmethod
   def from_plan(cls, replay_dir: str, plan: List[tuple], *,
                 num_actions: Optional[int] = None,

@@ -9,6 +9,7 @@ COMPLETE marker. `cfg` is an experiments.offline.OfflineConfig.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -17,9 +18,32 @@ import ccvl_tf  # noqa: F401
 
 import numpy as np
 
+from ccvl_tf.config_flags import setting
+from ccvl_tf.data import dqn_replay
+from ccvl_tf.envs import atari
+
 DEFAULT_DATASET_STEPS = 50_000
 # The scripted behaviour player's probability of a uniformly random action (default dataset).
 DEFAULT_BEHAVIOUR_EPSILON = 0.25
+
+
+@dataclasses.dataclass(frozen=True)
+class CollectConfig:
+  """Settings of binaries/collect_dataset.py, which collects a DQN Replay-format dataset with a
+  random or SavedModel policy (its flags, ccvl_tf/config_flags.py)."""
+  game: str = setting("", "Atari game, e.g. Breakout.", flag_default=None, required=True)
+  policy: str = setting("random", "'random' or the directory of a TF-Agents SavedModel policy.")
+  steps: int = setting(0, "Agent steps (transitions) to collect.", flag_default=None,
+                       required=True, lower_bound=1)
+  output_dir: str = setting("", "Directory for the checkpoint files.", flag_default=None,
+                            required=True)
+  replay_capacity: int = setting(dqn_replay.DQN_REPLAY_CAPACITY,
+                                 "Slots per checkpoint (the DQN Replay Dataset: 1,000,000).",
+                                 lower_bound=4)
+  seed: int = setting(0, "Seed of the ALE (sticky actions) and random policy.", lower_bound=0)
+  sticky_action_prob: float = setting(atari.STICKY_ACTION_PROB, "ALE repeat_action_probability.",
+                                      lower_bound=0.0, upper_bound=1.0)
+  progress_every: int = setting(10_000, "Print progress every N steps.", lower_bound=1)
 
 
 def default_behaviour(cfg, env):
@@ -27,7 +51,7 @@ def default_behaviour(cfg, env):
   scripted player of ccvl_tf/envs/scripted.py where the game has one (Breakout), mixed with
   `behaviour_epsilon` uniformly random actions; a uniformly random policy otherwise (or with
   --default_dataset_policy=random)."""
-  from ccvl_tf.data import dqn_replay
+  from ccvl_tf.data import replay_writer
   from ccvl_tf.envs import scripted
   factory = scripted.scripted_policies().get(env.game)
   if cfg.default_dataset_policy == "scripted" and factory is None:
@@ -42,7 +66,7 @@ def default_behaviour(cfg, env):
             factory(env, epsilon=eps, seed=cfg.seed))
   return ("random", "a uniformly random policy" + (
       f" (no scripted player for {env.game})" if factory is None else ""),
-          dqn_replay.random_policy(env.num_actions, seed=cfg.seed))
+          replay_writer.random_policy(env.num_actions, seed=cfg.seed))
 
 
 def ensure_default_dataset(cfg, env_factory, log=print) -> str:
@@ -51,7 +75,7 @@ def ensure_default_dataset(cfg, env_factory, log=print) -> str:
   root_dir/default_dataset/<game>. A `COMPLETE` marker (which also records the behaviour
   policy and its episode scores) makes the cache safe against an interrupted collection; a
   cache collected with another policy or size is collected again."""
-  from ccvl_tf.data import dqn_replay
+  from ccvl_tf.data import replay_writer
   out = os.path.join(cfg.root_dir, "default_dataset", cfg.game)
   marker = os.path.join(out, "COMPLETE")
   env = env_factory(seed=cfg.seed + 1_000)
@@ -72,7 +96,7 @@ def ensure_default_dataset(cfg, env_factory, log=print) -> str:
   log(f"No --dataset_dir given: collecting a default dataset of {cfg.default_dataset_steps} "
       f"transitions of {description} in {cfg.game} into {out} (cached for later runs). Pass "
       f"--dataset_dir=<.../replay_logs> to train on the DQN Replay Dataset.")
-  writer = dqn_replay.DopamineReplayWriter(
+  writer = replay_writer.DopamineReplayWriter(
       out, metadata=dict(game=env.game, num_actions=env.num_actions, action_set=env.action_set,
                          policy=name, steps=cfg.default_dataset_steps, seed=cfg.seed))
   every = max(1, cfg.default_dataset_steps // 5)
@@ -83,7 +107,7 @@ def ensure_default_dataset(cfg, env_factory, log=print) -> str:
         f"ETA {p['eta_s']:.0f}s  episodes {p['episodes']}"
         + (f"  mean score {mean:.1f}" if mean is not None else ""))
 
-  summary = dqn_replay.collect(env, policy, cfg.default_dataset_steps, writer,
+  summary = replay_writer.collect(env, policy, cfg.default_dataset_steps, writer,
                                progress=progress, progress_every=every)
   writer.close()
   scores = [float(x) for x in summary["episode_returns"]]

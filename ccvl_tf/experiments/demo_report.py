@@ -106,7 +106,7 @@ def report(root_dir: str, game: str, policies: Mapping[str, object],
   env -> callable), then `policies` (name -> TF-Agents policy, evaluated) or `precomputed`
   (name -> episode scores already measured). Returns the rows (also in results.json)."""
   from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.data import dqn_replay  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.data import replay_writer  # pylint: disable=g-import-not-at-top
   precomputed = dict(precomputed or {})
 
   def scores_of(make_policy, offset):
@@ -119,7 +119,7 @@ def report(root_dir: str, game: str, policies: Mapping[str, object],
     return [r.raw_score for r in recs]
 
   rows = [score_row("random", scores_of(
-      lambda env: CallablePolicy(dqn_replay.random_policy(env.num_actions, seed=seed)),
+      lambda env: CallablePolicy(replay_writer.random_policy(env.num_actions, seed=seed)),
       50_000))]
   if behaviour is not None:
     rows.append(score_row(behaviour_name, scores_of(

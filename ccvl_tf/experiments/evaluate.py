@@ -29,11 +29,13 @@ from ccvl_tf import evaluation
 from ccvl_tf import reporting
 from ccvl_tf.data import minatar_datasets
 from ccvl_tf.envs import factory
+from ccvl_tf.config_flags import setting
 
 
 @dataclasses.dataclass
 class EvaluateConfig:
-  """Settings of one evaluation (the flags of binaries/evaluate.py).
+  """Settings of one evaluation; the `setting` fields are the flags of binaries/evaluate.py
+  (ccvl_tf/config_flags.py).
 
   Attributes:
     policy_dir: the exported policy (SavedModel directory with policy_specs.pbtxt).
@@ -52,18 +54,26 @@ class EvaluateConfig:
       None: MinAtar scores are reported raw.
     progress: a tqdm bar on stderr.
   """
-  policy_dir: str = ""
-  game: str = ""
-  output_dir: str = ""
-  episodes: int = 100
-  seeds: int = 1
-  first_seed: int = 0
-  epsilon: float = 0.001
-  max_episode_steps: Optional[int] = None
-  bootstrap_reps: int = 2000
-  method: str = "policy"
-  dataset: str = ""
-  data_dir: Optional[str] = None
+  policy_dir: str = setting("", "Exported policy (SavedModel) directory.", flag_default=None)
+  game: str = setting(
+      "", "'gridworld', a MinAtar game as 'minatar/<Game>' (e.g. minatar/Breakout) or "
+      "an Atari game name (e.g. Pong).", flag_default=None)
+  output_dir: str = setting("", "Where to write the outputs.", flag_default=None)
+  episodes: int = setting(100, "Evaluation episodes per seed (paper: 100).", lower_bound=1)
+  seeds: int = setting(1, "Number of evaluation runs (seeds first_seed, ...).", lower_bound=1)
+  first_seed: int = setting(0, "Seed of the first run.", lower_bound=0)
+  epsilon: float = setting(
+      0.001, "Evaluation epsilon-greedy (paper: 0.001); 0 if the export already is.",
+      lower_bound=0.0, upper_bound=1.0)
+  max_episode_steps: Optional[int] = setting(
+      None, "Cap on agent steps per episode (default: the env's own).", lower_bound=1)
+  bootstrap_reps: int = setting(2000, "Bootstrap replications.", lower_bound=1)
+  method: str = setting("policy", "Method label written to results.csv.")
+  dataset: str = setting("", "Dataset label written to results.csv.")
+  data_dir: Optional[str] = setting(
+      None, "MinAtar only: the dataset root of make_minatar_datasets.py; its "
+      "minatar_scores.json gives the random and DQN reference scores of the normalized score "
+      "(unset: MinAtar scores are reported raw).")
   progress: bool = True
 
   def validate(self) -> None:

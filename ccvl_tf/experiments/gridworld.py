@@ -35,12 +35,21 @@ import numpy as np
 
 from ccvl_tf import belief
 from ccvl_tf.envs.gridworld import DATA_SLIP_PROB, EVAL_SLIP_PROB, GridWorld
+from ccvl_tf.config_flags import setting
 from ccvl_tf.tabular import dataset as dataset_lib
 from ccvl_tf.tabular import evaluation as ev_lib
 from ccvl_tf.tabular import learners
 from ccvl_tf.tabular import value_iteration as vi
 
 DEFAULT_ALPHAS = (0.01, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
+
+
+def parse_alphas(values) -> tuple:
+  """--alphas (strings) -> a tuple of floats; ValueError naming the flag."""
+  try:
+    return tuple(float(a) for a in values)
+  except ValueError as e:
+    raise ValueError(f"--alphas must be numbers, got {values}: {e}") from None
 # CQL: Eq. (cql). CCVL: Eq. (cql update) + confidence-adaptive policy (the paper's method).
 # Fixed-CCVL: Eq. (cql update) at the delta of lowest Bellman error on the data.
 # CCVL-bonus: Eq. (update) (explicit bonuses, Theorem 1) + the same adaptive policy.
@@ -49,18 +58,27 @@ METHODS = ("CQL", "Fixed-CCVL", "CCVL", "CCVL-bonus")
 
 @dataclasses.dataclass
 class Config:
-  """Settings of one run; defaults reproduce the paper's setup (see module docstring)."""
-  output_dir: str
-  seeds: int = 10
-  alphas: tuple = DEFAULT_ALPHAS
-  num_deltas: int = 10  # K, the quantized delta grid (midpoints of K bins of (0, 1))
-  eval_episodes: int = 10  # evaluation episodes per seed (the belief adapts across them)
-  adaptation_alpha: float = 0.2  # Fig. 1 right
-  trajectory_alpha: float = 1.0  # Fig. 2 ("for large settings of alpha")
-  coverage_datasets: int = 200  # resampled datasets for the Theorem 1 study
-  coverage_alpha: float = 0.2  # a practical alpha, shown beside the theorem's alpha
-  num_transitions: int = dataset_lib.NUM_TRANSITIONS
-  delta_select: str = "sample"  # how the adaptive policy picks delta from its belief
+  """Settings of one run; defaults reproduce the paper's setup (see module docstring). The
+  `setting` fields are binaries/gridworld.py's flags (ccvl_tf/config_flags.py)."""
+  output_dir: str = setting(help="Directory for the CSV/PNG/JSON outputs.", flag_default=None,
+                            required=True)
+  seeds: int = setting(10, "Datasets / evaluation runs per alpha (>= 1).")
+  alphas: tuple = setting(DEFAULT_ALPHAS, "alpha grid of the sweep (Fig. 1 left), each >= 0.",
+                          kind="list", flag_default=[str(a) for a in DEFAULT_ALPHAS],
+                          parse=parse_alphas)
+  num_deltas: int = setting(  # K, the quantized delta grid (midpoints of K bins of (0, 1))
+      10, "K, size of the quantized delta grid.")
+  eval_episodes: int = setting(  # evaluation episodes per seed (the belief adapts across them)
+      10, "Evaluation episodes per seed; CCVL's belief adapts across them.")
+  adaptation_alpha: float = setting(0.2, "alpha of Fig. 1 right.")
+  trajectory_alpha: float = setting(  # Fig. 2 ("for large settings of alpha")
+      1.0, "alpha of Fig. 2.")
+  coverage_datasets: int = setting(200, "Resampled datasets for the Theorem 1 coverage study.")
+  coverage_alpha: float = setting(  # a practical alpha, shown beside the theorem's alpha
+      0.2, "A practical alpha shown beside the theorem's in coverage.csv.")
+  num_transitions: int = setting(dataset_lib.NUM_TRANSITIONS, "Transitions per offline dataset.")
+  delta_select: str = setting("sample", "How the adaptive policy picks delta from its belief.",
+                              enum_values=["sample", "argmax"])
 
   def validate(self):
     if int(self.seeds) != self.seeds or self.seeds < 1:

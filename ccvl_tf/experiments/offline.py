@@ -43,49 +43,78 @@ from ccvl_tf.experiments.agent_registry import AgentSettings  # noqa: F401,E402
 from ccvl_tf.experiments.agent_registry import AgentSpec  # noqa: F401,E402
 from ccvl_tf.experiments.agent_registry import auto_belief_temperature  # noqa: F401,E402
 from ccvl_tf.experiments.agent_registry import get_agent_spec  # noqa: F401,E402
+from ccvl_tf.config_flags import setting  # noqa: E402
+
+
+@dataclasses.dataclass(frozen=True)
+class DiagnoseConfig:
+  """Settings of binaries/diagnose.py (its flags, ccvl_tf/config_flags.py)."""
+  root_dir: str = setting(help="A train_offline.py run directory (CCVL).", flag_default=None,
+                          required=True)
+  episodes: Optional[int] = setting(None, "Evaluation episodes of the adaptive "
+                                    "policy for the belief (default: the run's --eval_episodes).")
 
 
 @dataclasses.dataclass
 class OfflineConfig:
-  """Settings of one offline run (the binary's flags).
+  """Settings of one offline run; the `setting` fields are train_offline.py's flags
+  (ccvl_tf/config_flags.py).
 
   The defaults are the CPU demo (`make demo`, about 10 minutes on 2 cores): 10k gradient steps
   on 50k random-policy transitions. The paper's scale (GPU): a DQN Replay run's 1% subset,
   --num_steps=6250000, --eval_max_steps=27000, --eval_episodes=100 (README "Paper scale").
   """
-  game: str = "Breakout"
-  root_dir: str = "runs/breakout"
-  dataset_dir: Optional[str] = None
-  subset: str = "all"
-  agent: str = "ccvl"
-  num_steps: int = 10_000
-  batch_size: int = 32
-  alpha: float = 0.1
-  num_deltas: int = 8  # N
-  num_pairs: int = 2  # M
-  policy_delta: float = 0.5
-  num_grid_deltas: int = 8  # K of the belief grid of the exported adaptive policy
-  belief_temperature: Optional[float] = None  # None: from held-out data (auto_belief_temperature)
+  game: str = setting("Breakout", "Atari game (ALE name, e.g. Breakout, Pong).")
+  root_dir: str = setting("runs/breakout",
+                          "Run directory: checkpoints, summaries, eval.csv, policies.")
+  dataset_dir: Optional[str] = setting(
+      None, "Dopamine replay_logs directory of one run (DQN Replay Dataset "
+      "layout: <game>/<run>/replay_logs). Default: collect a small one.")
+  subset: str = setting("all", "Which part of the dataset to train on.",
+                        enum_values=["1%", "5%", "initial10%", "all"])
+  agent: str = setting(
+      "ccvl", "Which learner (ccvl_tf.experiments.agent_registry): " + "; ".join(
+          f"{s.name}: {s.description}" for s in AGENT_REGISTRY.values() if s.offline) + ".")
+  num_steps: int = setting(10_000, "Gradient steps in total.")
+  batch_size: int = setting(32, "Transitions per batch.")
+  alpha: float = setting(0.1, "alpha, weight of the CCVL regularizer (>= 0).")
+  num_deltas: int = setting(8, "N, deltas sampled per transition.")
+  num_pairs: int = setting(2, "M, (delta1, delta2) pairs per delta.")
+  policy_delta: float = setting(0.5, "delta of the greedy policy evaluated during training.")
+  num_grid_deltas: int = setting(8, "K, the quantized delta grid of the exported policies.")
+  belief_temperature: Optional[float] = setting(
+      None, "Temperature of the exported adaptive policy's belief update "
+      "(default: set from held-out data, 2 x the smallest mean squared "
+      "Bellman error over the grid).", lower_bound=1e-12, upper_bound=1e12)
   # CCVL's own options, declared once in CCVLConfig (experiments/agent_options.py).
   ccvl_options: Dict[str, object] = dataclasses.field(default_factory=dict)
-  checkpoint_interval: int = 2_500
-  log_interval: int = 500
-  summary_interval: int = 100
-  eval_interval: int = 5_000
-  eval_episodes: int = 5
+  checkpoint_interval: int = setting(2_500, "Checkpoint every this many steps.")
+  log_interval: int = setting(500, "Progress line every N steps.")
+  summary_interval: int = setting(100, "TensorBoard scalars every N steps.")
+  eval_interval: int = setting(5_000, "Evaluate in the ALE every N steps (0: at the end only).")
+  eval_episodes: int = setting(5, "Episodes per evaluation.")
   # Agent steps per evaluation episode. The paper caps episodes at 27,000 (108k frames); the
   # default here is the CPU demo's 2,000 so that a policy that never serves in Breakout cannot
   # stall the demo. Pass --eval_max_steps=27000 for the paper's protocol.
-  eval_max_steps: int = 2_000
+  eval_max_steps: int = setting(2_000, "Agent-step cap of an evaluation episode.")
   eval_epsilon: float = 0.001
-  default_dataset_steps: int = DEFAULT_DATASET_STEPS
+  default_dataset_steps: int = setting(
+      DEFAULT_DATASET_STEPS, "Size of the default dataset collected without --dataset_dir.")
   # Behaviour policy of the default dataset: 'auto' (scripted player where the game has one,
   # else random), 'scripted' or 'random'; and the scripted player's random-action probability.
-  default_dataset_policy: str = "auto"
-  behaviour_epsilon: float = DEFAULT_BEHAVIOUR_EPSILON
+  default_dataset_policy: str = setting(
+      "auto", "Behaviour policy of the default dataset (no --dataset_dir): auto = the scripted "
+      "player where the game has one (Breakout: paddle/ball from the ALE RAM), else uniformly "
+      "random.", enum_values=["auto", "scripted", "random"])
+  behaviour_epsilon: float = setting(
+      DEFAULT_BEHAVIOUR_EPSILON, "The scripted player's probability of a uniformly random "
+      "action.", lower_bound=0.0, upper_bound=1.0)
   # Resume checkpoints although their fingerprint (agent, learning settings, dataset) differs.
-  allow_config_change: bool = False
-  seed: int = 0
+  allow_config_change: bool = setting(
+      False, "Resume the checkpoints in --root_dir although they were trained with another "
+      "agent, learning setting or dataset (by default such a resume is refused, listing the "
+      "differences). num_steps, intervals and evaluation settings may always change.")
+  seed: int = setting(0, "Seed of data order, deltas and evaluation.", lower_bound=0)
 
   def validate(self):
     get_agent_spec(self.agent)  # unknown names: a ValueError listing the valid ones

@@ -1,0 +1,123 @@
+"""Absl flags generated from a run's config dataclass: each setting is declared once.
+
+A config field that is also a flag is declared with `setting(default, help, ...)`: its default,
+its flag's help text, bounds or choices sit in one place, the dataclass. A binary then calls
+`define(Config)` (one absl flag per such field: name, type, default, help, bounds) and
+`from_flags(Config, **more)` (the config back from the parsed flags; `more`: values that are
+not flags of their own, e.g. `ccvl_options=agent_options.from_flags()`). CCVL's own options
+are generated the same way from agents.ccvl_agent.CCVLConfig (experiments/agent_options.py).
+
+A field inherited from a class outside experiments/ (agents/ does not import this module) is
+made a flag by the subclass's `FLAG_SPECS = {name: FlagSpec(...)}` (a ClassVar). Fields
+without either (or with `setting(..., flag=False)`) are not flags. The type of a
+flag is the field's annotation (Optional[X] -> X): int, float, bool, str; `kind="list"` is a
+comma-separated list flag (absl DEFINE_list) and `kind="csv"` a plain string flag whose default
+is the joined default sequence and whose value `parse` turns into the field's value.
+"""
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Callable, Optional, Sequence
+
+from absl import flags
+
+# Flags defined through this module belong to the binary that calls define() (its --helpshort).
+flags.disclaim_key_flags()
+
+_KEY = "ccvl_flag"
+_SAME = object()  # flag default = the field's default
+
+
+@dataclasses.dataclass(frozen=True)
+class FlagSpec:
+  """How a config field appears as a flag (see the module docstring)."""
+  help: str
+  flag_default: object = _SAME
+  lower_bound: Optional[float] = None
+  upper_bound: Optional[float] = None
+  enum_values: Optional[Sequence[str]] = None
+  kind: Optional[str] = None               # None (from the annotation), 'list' or 'csv'
+  parse: Optional[Callable[[object], object]] = None  # flag value -> field value
+  required: bool = False                   # absl's required=True: the flag must be given
+
+
+def setting(default=dataclasses.MISSING, help: str = "", *,  # pylint: disable=redefined-builtin
+            default_factory=dataclasses.MISSING, flag: bool = True, **spec) -> dataclasses.Field:
+  """A dataclass field that is also a flag: dataclasses.field(default, ...) with its FlagSpec
+  (help, flag_default, lower_bound, upper_bound, enum_values, kind, parse) in the metadata.
+  The field itself (name, default, asdict()) is what a plain field would be."""
+  metadata = {_KEY: FlagSpec(help, **spec)} if flag else {}
+  return dataclasses.field(default=default, default_factory=default_factory, metadata=metadata)
+
+
+def flag_fields(cls, names: Optional[Sequence[str]] = None) -> list:
+  """(field, FlagSpec) of the flags of `cls`, in declaration order (`names`: only those)."""
+  extra = getattr(cls, "FLAG_SPECS", {})
+  out = []
+  for f in dataclasses.fields(cls):
+    spec = f.metadata.get(_KEY, extra.get(f.name))
+    if spec is not None and (names is None or f.name in names):
+      out.append((f, spec))
+  if names is not None and len(out) != len(names):
+    raise ValueError(f"not flags of {cls.__name__}: "
+                     f"{sorted(set(names) - {f.name for f, _ in out})}")
+  return out
+
+
+def _flag_type(cls, field) -> type:
+  """The field's annotation without Optional."""
+  hint = typing.get_type_hints(cls)[field.name]
+  args = [a for a in typing.get_args(hint) if a is not type(None)]
+  return args[0] if typing.get_origin(hint) is typing.Union and len(args) == 1 else hint
+
+
+def _default_of(field, spec: FlagSpec):
+  if spec.flag_default is not _SAME:
+    return spec.flag_default
+  default = (field.default_factory() if field.default is dataclasses.MISSING
+             else field.default)
+  if spec.kind == "csv":
+    return ",".join(default)
+  return default
+
+
+def define(cls, names: Optional[Sequence[str]] = None, flag_values=None) -> None:
+  """Defines one absl flag per flag field of the dataclass `cls` (`names`: only those)."""
+  fv = flags.FLAGS if flag_values is None else flag_values
+  for f, spec in flag_fields(cls, names):
+    common = dict(flag_values=fv, required=spec.required)
+    bounds = dict(lower_bound=spec.lower_bound, upper_bound=spec.upper_bound)
+    default = _default_of(f, spec)
+    kind = spec.kind or ("enum" if spec.enum_values is not None else _flag_type(cls, f))
+    if kind == "enum":
+      flags.DEFINE_enum(f.name, default, list(spec.enum_values), spec.help, **common)
+    elif kind == "list":
+      flags.DEFINE_list(f.name, default, spec.help, **common)
+    elif kind in ("csv", str):
+      flags.DEFINE_string(f.name, default, spec.help, **common)
+    elif kind is bool:
+      flags.DEFINE_boolean(f.name, default, spec.help, **common)
+    elif kind is int:
+      flags.DEFINE_integer(f.name, default, spec.help, **common, **bounds)
+    elif kind is float:
+      flags.DEFINE_float(f.name, default, spec.help, **common, **bounds)
+    else:
+      raise TypeError(f"{cls.__name__}.{f.name}: no flag type for {kind!r}; give kind=")
+
+
+def values(cls, names: Optional[Sequence[str]] = None, flag_values=None) -> dict:
+  """{field: value} of the flag fields of `cls` (`names`: only those) from the parsed flags
+  (`parse` applied)."""
+  fv = flags.FLAGS if flag_values is None else flag_values
+  out = {}
+  for f, spec in flag_fields(cls, names):
+    value = fv[f.name].value
+    out[f.name] = spec.parse(value) if spec.parse is not None else value
+  return out
+
+
+def from_flags(cls, names: Optional[Sequence[str]] = None, flag_values=None, **more):
+  """cls(**flag values, **more): the config of the parsed flags (`names`: only those flags,
+  the other fields keep their defaults; `more` adds or overrides)."""
+  return cls(**dict(values(cls, names, flag_values), **more))

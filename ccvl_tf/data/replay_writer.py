@@ -1,0 +1,208 @@
+"""Writing DQN Replay (Dopamine) checkpoints, and collecting them by running a policy.
+
+:class:`DopamineReplayWriter` writes the format :mod:`ccvl_tf.data.dqn_replay` reads (that
+module describes it); :func:`collect` runs a policy in an environment into a writer;
+:func:`random_policy` and :func:`saved_model_policy` are the policies binaries/collect_dataset.py
+offers.
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import pickle
+import time
+from typing import Callable, List, Optional
+
+import numpy as np
+
+from ccvl_tf.data import dqn_replay
+
+
+def _save_gz(path: str, value) -> None:
+  """Writes ``np.save`` into a gzip file like Dopamine, atomically; never
+  overwrites an existing file."""
+  if os.path.exists(path):
+    raise FileExistsError("refusing to overwrite {}".format(path))
+  tmp = path + ".tmp"
+  with open(tmp, "wb") as f:
+    with gzip.GzipFile(fileobj=f, mode="wb", compresslevel=6) as out:
+      if isinstance(value, np.ndarray):
+        np.save(out, value, allow_pickle=False)
+      else:
+        pickle.dump(value, out)
+  os.replace(tmp, path)
+
+
+class DopamineReplayWriter:
+  """Writes Dopamine replay checkpoints the way the DQN Replay Dataset was made.
+
+  Mirrors batch_rl ``OutOfGraphLoggedReplayBuffer`` on Dopamine's
+  ``OutOfGraphReplayBuffer``: circular storage of ``replay_capacity`` slots;
+  ``add`` pads an episode start with ``stack_size - 1`` zero transitions; the
+  buffer is logged to suffix ``log_count`` whenever ``add_count % capacity ==
+  capacity - 1``; :meth:`close` logs the final (partial) buffer with
+  ``add_count`` set to the cursor. Refuses to write into a directory that already
+  holds checkpoint files.
+
+  ``observation_shape`` is the shape of what one slot stores ([84, 84] Atari
+  frames; MinAtar: the whole [10, 10, C] observation with ``stack_size=1``, so
+  no episode-start padding). ``close`` records ``stack_size`` and
+  ``observation_shape`` in ``ccvl_dataset.json`` for the readers.
+  """
+
+  def __init__(self, output_dir: str, replay_capacity: int = dqn_replay.DQN_REPLAY_CAPACITY,
+               stack_size: int = dqn_replay.STACK_SIZE, observation_shape=(84, 84),
+               metadata: Optional[dict] = None):
+    if replay_capacity < stack_size + dqn_replay.UPDATE_HORIZON:
+      raise ValueError("replay_capacity too small")
+    os.makedirs(output_dir, exist_ok=True)
+    existing = sorted(n for n in os.listdir(output_dir)
+                      if dqn_replay._CKPT_RE.match(n) or n == dqn_replay.METADATA_FILENAME)
+    if existing:
+      raise FileExistsError("{} already holds a dataset ({} ...); refusing to write over "
+                            "it".format(output_dir, existing[0]))
+    self._dir = output_dir
+    self._cap = replay_capacity
+    self._k = stack_size
+    self._obs = np.zeros((replay_capacity,) + tuple(observation_shape), np.uint8)
+    self._action = np.zeros((replay_capacity,), np.int32)
+    self._reward = np.zeros((replay_capacity,), np.float32)
+    self._terminal = np.zeros((replay_capacity,), np.uint8)
+    self.add_count = 0
+    self.invalid_range = np.zeros((stack_size,))
+    self.log_count = 0
+    self._metadata = dict(metadata or {})
+    self._closed = False
+    self.written_suffixes: List[int] = []
+
+  def cursor(self) -> int:
+    return self.add_count % self._cap
+
+  def _add(self, obs, action, reward, terminal) -> None:
+    c = self.cursor()
+    self._obs[c] = obs
+    self._action[c] = action
+    self._reward[c] = reward
+    self._terminal[c] = terminal
+    self.add_count += 1
+    c = self.cursor()
+    self.invalid_range = np.array([(c - dqn_replay.UPDATE_HORIZON + i) % self._cap
+                                   for i in range(self._k + dqn_replay.UPDATE_HORIZON)])
+
+  def add(self, frame: np.ndarray, action: int, reward: float, terminal: bool) -> None:
+    """One transition: the single frame *before* ``action`` (``observation_shape``)
+    and its outcome."""
+    if self._closed:
+      raise RuntimeError("writer is closed")
+    if self.add_count == 0 or self._terminal[self.cursor() - 1] == 1:
+      for _ in range(self._k - 1):
+        self._add(0, 0, 0.0, 0)
+    self._add(frame, action, reward, 1 if terminal else 0)
+    if self.add_count % self._cap == self._cap - 1:
+      self._log()
+
+  def _log(self, add_count: Optional[int] = None) -> None:
+    suffix = self.log_count
+    ac = self.add_count if add_count is None else add_count
+    store = dqn_replay.STORE_PREFIX
+    items = [(store + "observation", self._obs), (store + "action", self._action),
+             (store + "reward", self._reward), (store + "terminal", self._terminal),
+             ("add_count", np.array(ac)), ("invalid_range", np.asarray(self.invalid_range))]
+    for name, arr in items:
+      _save_gz(dqn_replay.checkpoint_path(self._dir, name, suffix), arr)
+    self.written_suffixes.append(suffix)
+    self.log_count += 1
+
+  def close(self) -> List[int]:
+    """Logs the final buffer (batch_rl ``log_final_buffer``) and the metadata.
+    Returns the suffixes written."""
+    if self._closed:
+      return self.written_suffixes
+    if self.add_count % self._cap != self._cap - 1 or not self.written_suffixes:
+      self._log(add_count=self.cursor())
+    meta = dict(self._metadata, replay_capacity=self._cap, stack_size=self._k,
+                observation_shape=list(self._obs.shape[1:]),
+                suffixes=self.written_suffixes, format="dopamine_replay_v1")
+    path = os.path.join(self._dir, dqn_replay.METADATA_FILENAME)
+    with open(path + ".tmp", "w") as f:
+      json.dump(meta, f, indent=1, sort_keys=True)
+    os.replace(path + ".tmp", path)
+    self._closed = True
+    return self.written_suffixes
+
+  def __enter__(self):
+    return self
+
+  def __exit__(self, *exc):
+    self.close()
+
+
+# ------------------------------------------------------------------- collection
+
+def random_policy(num_actions: int, seed: int = 0) -> Callable:
+  rng = np.random.default_rng(seed)
+  return lambda time_step: int(rng.integers(num_actions))
+
+
+def saved_model_policy(policy_dir: str) -> Callable:
+  """A TF-Agents PolicySaver export as a callable ``time_step -> action``.
+
+  Loads with ``tf.saved_model.load`` and calls ``get_initial_state(1)`` at each
+  episode start and ``action(TimeStep(step_type, reward, discount, observation),
+  policy_state)`` (batch of 1) each step, carrying the policy state.
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tf_agents.trajectories import time_step as ts_lib  # pylint: disable=g-import-not-at-top
+  if not os.path.isdir(policy_dir):
+    raise ValueError("--policy must be 'random' or a SavedModel directory; {} does not "
+                     "exist".format(policy_dir))
+  policy = tf.saved_model.load(policy_dir)
+  state = {"s": None}
+
+  def act(time_step) -> int:
+    if time_step.is_first() or state["s"] is None:
+      state["s"] = policy.get_initial_state(batch_size=1)
+    batched = ts_lib.TimeStep(
+        step_type=tf.constant([time_step.step_type], tf.int32),
+        reward=tf.constant([time_step.reward], tf.float32),
+        discount=tf.constant([time_step.discount], tf.float32),
+        observation=tf.constant(np.asarray(time_step.observation)[None]))
+    step = policy.action(batched, state["s"])
+    state["s"] = step.state
+    return int(np.asarray(step.action).reshape(-1)[0])
+  return act
+
+
+def collect(env, policy: Callable, num_steps: int, writer: DopamineReplayWriter, *,
+            progress: Optional[Callable[[dict], None]] = None,
+            progress_every: int = 1000) -> dict:
+  """Runs ``policy`` in ``env`` (an :class:`ccvl_tf.envs.atari.AtariEnvironment`)
+  for ``num_steps`` agent steps and adds each transition to ``writer`` the way
+  Dopamine's DQN agent stores it: (latest single frame before the action, action,
+  clipped reward, terminal) with terminal = 1 at every episode end (game over or
+  the 27k-step cap, as in the DQN Replay Dataset). Episodes cut off by
+  ``num_steps`` end without a terminal flag. Returns a summary dict.
+  """
+  t0 = time.time()
+  time_step = env.reset()
+  episode_returns: List[float] = []
+  for step in range(num_steps):
+    frame = np.asarray(time_step.observation)[..., -1]
+    action = policy(time_step)
+    next_ts = env.step(action)
+    done = bool(next_ts.is_last())
+    writer.add(frame, action, float(next_ts.reward), done)
+    if done:
+      episode_returns.append(env.episode_raw_return)
+      time_step = env.reset()
+    else:
+      time_step = next_ts
+    if progress is not None and ((step + 1) % progress_every == 0 or step + 1 == num_steps):
+      el = time.time() - t0
+      progress(dict(step=step + 1, num_steps=num_steps, steps_per_s=(step + 1) / max(el, 1e-9),
+                    eta_s=(num_steps - step - 1) * el / (step + 1),
+                    episodes=len(episode_returns),
+                    mean_return=float(np.mean(episode_returns)) if episode_returns else None))
+  return dict(steps=num_steps, episodes=len(episode_returns),
+              episode_returns=episode_returns, seconds=time.time() - t0)

@@ -1,0 +1,194 @@
+"""The comparison's names and settings: methods, suites, dataset kinds, `CompareConfig`.
+
+What `binaries/compare.py`'s flags become (`parse_methods`, `parse_datasets`, `CompareConfig`),
+and the names every part of the comparison shares (compare.py has the overview).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Dict, List, Optional, Sequence
+
+from ccvl_tf import scores
+from ccvl_tf.config_flags import setting
+
+
+# Display name (as in the paper's tables) -> agent registry name.
+METHODS: Dict[str, str] = {
+    "REM": "rem", "CQL": "cql", "AEVL": "aevl", "Fixed-CCVL": "fixed_ccvl", "CCVL": "ccvl",
+    "DQN": "dqn", "AEVL-TD": "aevl_td",
+}
+SUITES = ("gridworld", "minatar", "atari")
+DATASET_KINDS = scores.PAPER_DATASETS
+# Dataset kind -> subset name of ccvl_tf.data.dqn_replay (minatar / atari).
+SUBSET_OF_KIND = {"1%": "1%", "5%": "5%", "Initial 10%": "initial10%"}
+SCORE_COLUMNS = ("method", "dataset", "game", "seed", "score", "normalized_score",
+                 "train_steps", "train_seconds", "eval_seconds", "tf_threads", "deterministic")
+EVAL_EPSILON = 0.001  # the paper's evaluation epsilon
+
+
+def parse_methods(text: str) -> List[str]:
+  """'REM,cql,fixed_ccvl' -> ['REM', 'CQL', 'Fixed-CCVL'] (display names; case, '-' and '_'
+  insensitive). Raises ValueError listing the valid names for an unknown one."""
+  canon = {k.lower().replace("-", "").replace("_", ""): k for k in METHODS}
+  out = []
+  for name in [t.strip() for t in text.split(",") if t.strip()]:
+    key = name.lower().replace("-", "").replace("_", "")
+    if key not in canon:
+      raise ValueError(f"--methods: unknown method {name!r}; valid methods: "
+                       f"{', '.join(METHODS)}")
+    if canon[key] not in out:
+      out.append(canon[key])
+  if not out:
+    raise ValueError(f"--methods is empty; valid methods: {', '.join(METHODS)}")
+  return out
+
+
+def parse_datasets(text: str) -> List[str]:
+  """'1%,5%,initial10%' -> dataset kinds; ValueError listing the valid ones."""
+  canon = {k.lower().replace(" ", ""): k for k in DATASET_KINDS}
+  out = []
+  for name in [t.strip() for t in text.split(",") if t.strip()]:
+    key = name.lower().replace(" ", "").replace("_", "")
+    if key not in canon:
+      raise ValueError(f"--datasets: unknown dataset kind {name!r}; valid kinds: "
+                       f"{', '.join(DATASET_KINDS)} (initial10% is accepted for Initial 10%)")
+    out.append(canon[key])
+  if not out:
+    raise ValueError(f"--datasets is empty; valid kinds: {', '.join(DATASET_KINDS)}")
+  return out
+
+
+def slug(text: str) -> str:
+  """A file-system name: 'Initial 10%' -> 'initial10pct', 'Fixed-CCVL' -> 'fixed-ccvl'."""
+  return text.lower().replace(" ", "").replace("%", "pct")
+
+
+@dataclasses.dataclass
+class CompareConfig:
+  """Settings of one comparison; the `setting` fields are binaries/compare.py's flags
+  (ccvl_tf/config_flags.py). None = the suite's default.
+
+  Attributes:
+    suite: one of SUITES.
+    output_dir: where runs/, results/, scores.csv, table.md, iqm.png go.
+    methods: display names (METHODS keys).
+    datasets: dataset kinds (DATASET_KINDS).
+    games: None = the suite's games.
+    seeds: number of seeds per (method, dataset, game): first_seed .. first_seed+seeds-1.
+    first_seed: the first seed (0 for reported tables; >= 100 for a development split that
+      chooses defaults, docs/agent.md).
+    num_steps: gradient steps per training (None: suite default; atari: 6.25M / 12.5M).
+    eval_episodes, eval_max_steps: evaluation episodes per run and their step cap.
+    batch_size, alpha, learning_rate, target_update_period: shared training settings.
+    num_heads (REM H), num_members (AEVL E), num_grid_deltas (CCVL K), num_deltas (CCVL N),
+      num_pairs (CCVL M), belief_temperature (None: CCVL's from held-out data, AEVL's
+      config default), dr3_coef: method settings.
+    ccvl_options: CCVL's own options (objective, counts, belief_resample), declared once in
+      agents.ccvl_agent.CCVLConfig (experiments/agent_options.py); unset = CCVLConfig's.
+    data_dir: minatar / atari dataset root; data_run: which logged run of each game (None: the
+      suite's first, minatar 0 = make_minatar_datasets.py's default seed, atari 1).
+    bootstrap_reps: rliable bootstrap replications for the CIs.
+    checkpoint_interval: training checkpoints (resume inside one training).
+    workers: trainings run side by side, each in its own process (1: in this process). The
+      small MinAtar / gridworld networks use ~1 core each, so workers = cores is ~cores x
+      faster (docs/compare.md). Methods that share a trained learner (Fixed-CCVL and CCVL)
+      always run in the same worker, one after the other.
+    threads_per_worker: TensorFlow intra/inter-op threads of every unit, whatever `workers`
+      is (default 1), so that a unit's numerics do not depend on the pool size: reductions
+      are ordered differently with another thread count, and with near-tied Q-values the
+      greedy action follows that float noise. Recorded in each result row (`tf_threads`).
+    deterministic: tf.config.experimental.enable_op_determinism() in every unit's process
+      (recorded as `deterministic`); off by default until its cost is measured.
+  """
+  suite: str = setting("gridworld", f"One of: {', '.join(SUITES)}.")
+  output_dir: str = setting("results/compare", "Output directory (resumable).",
+                            flag_default=None)
+  methods: Sequence[str] = setting(scores.PAPER_METHODS,
+                                   f"Comma-separated, from: {', '.join(METHODS)}.",
+                                   kind="csv", parse=parse_methods)
+  datasets: Sequence[str] = setting(DATASET_KINDS,
+                                    "Dataset kinds, comma-separated: 1%,5%,initial10%.",
+                                    kind="csv", parse=parse_datasets)
+  games: Optional[Sequence[str]] = setting(None, "Games (default: all of the suite's).",
+                                           kind="list")
+  seeds: int = setting(3, "Number of seeds per method/dataset/game: "
+                       "--first_seed .. --first_seed + N - 1.")
+  first_seed: int = setting(0, "First seed (0 for reported tables; "
+                            ">= 100 for a development split, docs/agent.md).")
+  num_steps: Optional[int] = setting(None, "Gradient steps per training (default: the "
+                                     "suite's; atari: 6.25M on 1%, 12.5M on 5% / initial 10%).")
+  eval_episodes: Optional[int] = setting(None, "Evaluation episodes per run.")
+  eval_max_steps: Optional[int] = setting(None, "Step cap of an evaluation episode.")
+  batch_size: Optional[int] = setting(None, "Transitions per batch (default 32).")
+  alpha: Optional[float] = setting(None, "alpha of CCVL / CQL / AEVL (default: each agent's).")
+  learning_rate: Optional[float] = setting(None, "Adam step size (default: the suite's).")
+  target_update_period: Optional[int] = setting(None, "Target copy period in steps.")
+  num_heads: Optional[int] = setting(None, "REM heads H (default 200).")
+  num_members: Optional[int] = setting(None, "AEVL members E (default 4).")
+  num_grid_deltas: int = setting(8, "CCVL belief grid K.")
+  num_deltas: Optional[int] = setting(None, "CCVL N.")
+  num_pairs: Optional[int] = setting(None, "CCVL M.")
+  belief_temperature: Optional[float] = setting(
+      None, "Belief temperature of CCVL and AEVL (default: CCVL sets it from "
+      "held-out data, 2 x the smallest mean squared Bellman error over the "
+      "grid; AEVL uses 1).", lower_bound=1e-12, upper_bound=1e12)
+  dr3_coef: Optional[float] = setting(None, "DR3 coefficient for all methods (default: each "
+                                      "agent's).")
+  ccvl_options: Dict[str, object] = dataclasses.field(default_factory=dict)
+  data_dir: Optional[str] = setting(
+      None, "minatar: root of binaries/make_minatar_datasets.py output; atari: "
+      "DQN Replay root <data_dir>/<Game>/<run>/replay_logs.")
+  data_run: Optional[int] = setting(None, "Which logged run of each game to use (default: "
+                                    "minatar 0, atari 1).")
+  bootstrap_reps: int = setting(2000, "rliable bootstrap reps.")
+  checkpoint_interval: Optional[int] = None
+  workers: int = setting(
+      1, "Trainings run side by side, one process each (1: sequential). "
+      "Use the number of cores for the CPU suites (gridworld, minatar).")
+  threads_per_worker: int = setting(
+      1, "TensorFlow intra/inter-op threads of every "
+      "unit, whatever --workers is (the same thread count gives the same numbers; recorded in "
+      "scores.csv as tf_threads).", lower_bound=1)
+  deterministic: bool = setting(
+      False, "tf.config.experimental.enable_op_determinism() in every "
+      "unit's process (recorded as deterministic).")
+
+  def validate(self) -> None:
+    if self.suite not in SUITES:
+      raise ValueError(f"--suite must be one of {', '.join(SUITES)}, got {self.suite!r}")
+    for m in self.methods:
+      if m not in METHODS:
+        raise ValueError(f"--methods: unknown method {m!r}; valid methods: "
+                         f"{', '.join(METHODS)}")
+    for d in self.datasets:
+      if d not in DATASET_KINDS:
+        raise ValueError(f"--datasets: unknown dataset kind {d!r}; valid kinds: "
+                         f"{', '.join(DATASET_KINDS)}")
+    for name in ("seeds", "num_steps", "eval_episodes", "eval_max_steps", "batch_size",
+                 "num_heads", "num_members", "num_grid_deltas", "num_deltas", "num_pairs",
+                 "bootstrap_reps", "checkpoint_interval", "target_update_period", "workers",
+                 "threads_per_worker"):
+      v = getattr(self, name)
+      if v is not None and (isinstance(v, bool) or int(v) != v or v < 1):
+        raise ValueError(f"--{name} must be an integer >= 1, got {v!r}")
+    for name in ("alpha", "dr3_coef"):
+      v = getattr(self, name)
+      if v is not None and not (math.isfinite(v) and v >= 0):
+        raise ValueError(f"--{name} must be a finite number >= 0, got {v!r}")
+    if isinstance(self.first_seed, bool) or int(self.first_seed) != self.first_seed or \
+        self.first_seed < 0:
+      raise ValueError(f"--first_seed must be an integer >= 0, got {self.first_seed!r}")
+    if self.learning_rate is not None and not self.learning_rate > 0:
+      raise ValueError(f"--learning_rate must be > 0, got {self.learning_rate!r}")
+    if self.belief_temperature is not None and not (
+        math.isfinite(self.belief_temperature) and self.belief_temperature > 0):
+      raise ValueError(f"--belief_temperature must be a finite number > 0 (or unset), got "
+                       f"{self.belief_temperature!r}")
+    from ccvl_tf.experiments import agent_options  # pylint: disable=g-import-not-at-top
+    agent_options.validate(self.ccvl_options)
+    if self.suite in ("minatar", "atari") and not self.data_dir:
+      raise ValueError(f"--suite={self.suite} needs --data_dir (the dataset root; "
+                       + ("make it with python binaries/make_minatar_datasets.py "
+                          "--output_dir=DIR" if self.suite == "minatar" else
+                          "DQN Replay layout <data_dir>/<Game>/<run>/replay_logs") + ")")

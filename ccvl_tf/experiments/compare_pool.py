@@ -1,0 +1,85 @@
+"""The comparison's process pool: training groups run side by side in spawned workers.
+
+Each worker process configures TensorFlow once (`_worker_init`), then runs whole training
+groups (`compare_units.training_groups`: units that share a trained learner stay together);
+a failure comes back as `UnitFailed`, naming the unit and its log.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import multiprocessing
+import time
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from ccvl_tf.experiments import compare_config
+from ccvl_tf.experiments import compare_suites
+from ccvl_tf.experiments import compare_units
+
+
+_WORKER_SUITE: Optional[compare_suites.Suite] = None
+_WORKER_TF: Dict[str, object] = {}
+Unit = compare_units.Unit
+
+
+class UnitFailed(RuntimeError):
+  """A unit (method/dataset/game/seed) raised in a worker process; names it and its log."""
+
+
+def _worker_init(cfg: compare_config.CompareConfig, threads: int) -> None:
+  """Runs once in each worker process, before TensorFlow executes anything."""
+  global _WORKER_SUITE
+  _WORKER_TF.update(compare_units.configure_tensorflow(threads, cfg.deterministic))
+  from absl import logging  # pylint: disable=g-import-not-at-top
+  logging.set_verbosity(logging.ERROR)
+  _WORKER_SUITE = compare_suites.SUITE_CLASSES[cfg.suite](cfg)
+
+
+def _failure_message(unit: Unit, cause: str, output_dir: str) -> str:
+  dataset, game, seed, method = unit
+  return (f"{method} on {dataset} {game} seed {seed} failed in a worker: {cause}; log: "
+          f"{compare_units.unit_log_path(output_dir, unit)}. Finished units are kept: rerun "
+          "the same command to resume.")
+
+
+def _worker_run(group: List[Unit]) -> List[Tuple[Unit, dict, float]]:
+  """Runs one training group in a worker; returns (unit, row, seconds) per unit."""
+  out = []
+  for unit in group:
+    t = time.time()
+    try:
+      row = compare_units.run_logged(_WORKER_SUITE, unit, _WORKER_TF)
+    except Exception as e:  # pylint: disable=broad-except
+      # Re-raised as a plain-message exception: the pool pickles it back to the parent, and
+      # exceptions with their own __init__ (TrainingStopped, NonFiniteLossError) do not unpickle.
+      raise UnitFailed(_failure_message(unit, f"{type(e).__name__}: {e}",
+                                        _WORKER_SUITE.cfg.output_dir)) from None
+    out.append((unit, row, time.time() - t))
+  return out
+
+
+def run_parallel(cfg: compare_config.CompareConfig, todo: Sequence[Unit], report) -> None:
+  """Runs `todo` in min(cfg.workers, groups) spawned processes, one training group per task;
+  calls report(unit, row, seconds) in this process as groups finish."""
+  threads = cfg.threads_per_worker
+  groups = compare_units.training_groups(todo)
+  ctx = multiprocessing.get_context("spawn")  # a fresh TensorFlow per worker (no fork of TF)
+  with concurrent.futures.ProcessPoolExecutor(
+      max_workers=min(cfg.workers, len(groups)), mp_context=ctx, initializer=_worker_init,
+      initargs=(cfg, threads)) as pool:
+    futures = {pool.submit(_worker_run, g): g for g in groups}
+    try:
+      for fut in concurrent.futures.as_completed(futures):
+        try:
+          results = fut.result()
+        except UnitFailed:
+          raise
+        except Exception as e:  # pylint: disable=broad-except
+          # e.g. BrokenProcessPool: the worker died (killed, out of memory) inside this group.
+          raise UnitFailed(_failure_message(futures[fut][0], f"{type(e).__name__}: {e}",
+                                            cfg.output_dir)) from e
+        for unit, row, seconds in results:
+          report(unit, row, seconds)
+    except BaseException:
+      for f in futures:
+        f.cancel()
+      raise

@@ -1,0 +1,190 @@
+"""The comparison's outputs, from all result files: scores.csv, table.md, per-game tables,
+iqm.png and confidence.md (`write_outputs`; compare.py's docstring lists the files).
+"""
+from __future__ import annotations
+
+import csv
+import json
+import os
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+
+from ccvl_tf import evaluation
+from ccvl_tf import reporting
+from ccvl_tf.experiments import compare_config
+
+
+def read_results(output_dir: str) -> List[dict]:
+  """All result rows under output_dir/results."""
+  rows = []
+  base = os.path.join(output_dir, "results")
+  for dirpath, _, files in os.walk(base):
+    for f in sorted(files):
+      if f.endswith(".json"):
+        with open(os.path.join(dirpath, f)) as fh:
+          rows.append(json.load(fh))
+  return rows
+
+
+def write_scores_csv(path: str, rows: Sequence[dict]) -> None:
+  with open(path, "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(compare_config.SCORE_COLUMNS)
+    for r in sorted(rows, key=lambda r: (r["method"], r["dataset"], r["game"], r["seed"])):
+      w.writerow([r["method"], r["dataset"], r["game"], r["seed"], f"{r['score']:.6g}",
+                  f"{r['normalized_score']:.6g}", r["train_steps"], r["train_seconds"],
+                  r["eval_seconds"], r.get("tf_threads", ""), r.get("deterministic", "")])
+
+
+_ordered = reporting.ordered
+
+
+def aggregate(rows: Sequence[dict], reps: int = 2000) -> Dict[tuple, object]:
+  """(method, dataset) -> evaluation.Aggregate of the normalized IQM over seeds x games.
+
+  The score matrix is [seeds, games] of normalized scores (rliable's stratified bootstrap
+  resamples seeds within each game). Only seeds present for every game are used.
+  """
+  out = {}
+  for method in _ordered([r["method"] for r in rows], list(compare_config.METHODS)):
+    for dataset in _ordered([r["dataset"] for r in rows], compare_config.DATASET_KINDS):
+      sel = [r for r in rows if r["method"] == method and r["dataset"] == dataset]
+      if not sel:
+        continue
+      games = sorted({r["game"] for r in sel})
+      seeds = sorted(set.intersection(*[{r["seed"] for r in sel if r["game"] == g}
+                                        for g in games]))
+      if not seeds:
+        continue
+      table = {(r["game"], r["seed"]): r["normalized_score"] for r in sel}
+      matrix = np.array([[table[(g, s)] for g in games] for s in seeds])  # [seeds, games]
+      out[(method, dataset)] = evaluation.aggregate_scores(matrix, reps=reps, seed=0)["iqm"]
+  return out
+
+
+# Suites whose raw scores are small numbers (a discounted return < 1, MinAtar points): their
+# per-game tables show normalized scores; Atari's show raw game scores as the paper's Tables 3-5.
+PER_GAME_NORMALIZED = {"gridworld": True, "minatar": True, "atari": False}
+
+
+def per_game_table(rows: Sequence[dict], dataset: str, suite: str) -> str:
+  """Game x method, mean ± std over seeds (reporting.render_per_game_table) of the raw score,
+  or of the normalized score for the suites in PER_GAME_NORMALIZED."""
+  methods = _ordered([r["method"] for r in rows if r["dataset"] == dataset],
+                     list(compare_config.METHODS))
+  if PER_GAME_NORMALIZED.get(suite, False):
+    rows = [dict(r, score=r["normalized_score"]) for r in rows]
+  return reporting.render_per_game_table(rows, dataset, methods)
+
+
+def per_game_title(dataset: str, suite: str) -> str:
+  what = "normalized score" if PER_GAME_NORMALIZED.get(suite, False) else "raw score"
+  return f"Per game, {dataset} ({what}, mean ± std over seeds)"
+
+
+def render_table(rows: Sequence[dict], suite: str, reps: int = 2000,
+                 wall_seconds: Optional[float] = None) -> str:
+  """table.md: Table 2 (dataset x method, normalized IQM (95% CI)), then per-game tables."""
+  methods = _ordered([r["method"] for r in rows], list(compare_config.METHODS))
+  datasets = _ordered([r["dataset"] for r in rows], compare_config.DATASET_KINDS)
+  agg = aggregate(rows, reps)
+  games = sorted({r["game"] for r in rows})
+  seeds = sorted({r["seed"] for r in rows})
+  lines = [f"# Method comparison, suite `{suite}`", "",
+           "Normalized IQM over seeds x games with 95% stratified bootstrap CIs "
+           f"(rliable, {reps} reps); best per row in bold. Games: {', '.join(games)}; "
+           f"seeds: {', '.join(str(s) for s in seeds)}.", "",
+           ] + reporting.iqm_table_lines(datasets, methods, agg)
+  if wall_seconds is not None:
+    lines += ["", f"Wall time of the last `compare.py` invocation: {wall_seconds:.0f} s."]
+  for dataset in datasets:
+    lines += ["", f"## {per_game_title(dataset, suite)}", "",
+              per_game_table(rows, dataset, suite).rstrip()]
+  return "\n".join(lines) + "\n"
+
+
+def plot_iqm(path: str, rows: Sequence[dict], reps: int = 2000) -> None:
+  """iqm.png: one panel per dataset kind, IQM point and 95% CI bar per method."""
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  agg = aggregate(rows, reps)
+  methods = _ordered([r["method"] for r in rows], list(compare_config.METHODS))
+  datasets = _ordered([r["dataset"] for r in rows], compare_config.DATASET_KINDS)
+  fig, axes = plt.subplots(1, len(datasets), figsize=(3.2 * len(datasets), 0.5 * len(methods)
+                                                      + 1.2), squeeze=False, sharey=True)
+  for ax, dataset in zip(axes[0], datasets):
+    for i, m in enumerate(methods):
+      if (m, dataset) not in agg:
+        continue
+      a = agg[(m, dataset)]
+      ax.plot([a.ci_low, a.ci_high], [i, i], color="C0", lw=6, alpha=0.4,
+              solid_capstyle="butt")
+      ax.plot([a.value], [i], "o", color="C0")
+    ax.set_title(dataset)
+    ax.set_xlabel("normalized IQM")
+    ax.grid(axis="x", alpha=0.3)
+  axes[0][0].set_yticks(range(len(methods)))
+  axes[0][0].set_yticklabels(methods)
+  fig.tight_layout()
+  fig.savefig(path, dpi=100)
+  plt.close(fig)
+
+
+def write_outputs(output_dir: str, suite: str, reps: int,
+                  wall_seconds: Optional[float] = None) -> Dict[str, str]:
+  """scores.csv, table.md, per_game_<dataset>.md, iqm.png from all result files."""
+  rows = read_results(output_dir)
+  if not rows:
+    raise ValueError(f"no results under {os.path.join(output_dir, 'results')}")
+  paths = {"scores": os.path.join(output_dir, "scores.csv"),
+           "table": os.path.join(output_dir, "table.md"),
+           "iqm": os.path.join(output_dir, "iqm.png")}
+  write_scores_csv(paths["scores"], rows)
+  with open(paths["table"], "w") as f:
+    f.write(render_table(rows, suite, reps, wall_seconds))
+  for dataset in _ordered([r["dataset"] for r in rows], compare_config.DATASET_KINDS):
+    p = os.path.join(output_dir, f"per_game_{compare_config.slug(dataset)}.md")
+    with open(p, "w") as f:
+      f.write(f"# {suite}: {per_game_title(dataset, suite)}\n\n")
+      f.write(per_game_table(rows, dataset, suite))
+    paths[f"per_game_{compare_config.slug(dataset)}"] = p
+  plot_iqm(paths["iqm"], rows, reps)
+  confidence = confidence_table(rows)
+  if confidence:
+    paths["confidence"] = os.path.join(output_dir, "confidence.md")
+    with open(paths["confidence"], "w") as f:
+      f.write(confidence)
+  return paths
+
+
+CONFIDENCE_COLUMNS = (
+    ("family_spread", "delta-family spread / mean abs TD target"),
+    ("lemma1_fraction", "Lemma-1 fraction (V nondecreasing in delta)"),
+    ("count_auc_random_policy", "AUC of n(s)^-1, random-policy vs dataset states"),
+    ("count_auc_shuffled_pixels", "AUC of n(s)^-1, shuffled-pixel vs dataset states"),
+    ("belief_max_shift", "belief: max shift of E[delta] from the prior"),
+    ("belief_final_entropy", "belief: final entropy (nats)"),
+)
+
+
+def confidence_table(rows: Sequence[dict]) -> str:
+  """Markdown: the confidence diagnostics of the CCVL runs (experiments/confidence_report.py),
+  mean [min, max] over games and seeds per dataset kind; '' when no row has them."""
+  rows = [r for r in rows if isinstance(r.get("diagnostics"), dict)]
+  if not rows:
+    return ""
+  lines = ["| Data | runs | " + " | ".join(label for _, label in CONFIDENCE_COLUMNS) + " |",
+           "| --- | --- |" + " --- |" * len(CONFIDENCE_COLUMNS)]
+  for dataset in _ordered([r["dataset"] for r in rows], compare_config.DATASET_KINDS):
+    sel = [r["diagnostics"] for r in rows if r["dataset"] == dataset]
+    cells = []
+    for key, _ in CONFIDENCE_COLUMNS:
+      v = np.array([d[key] for d in sel if key in d], np.float64)
+      cells.append("n/a" if v.size == 0 else
+                   f"{v.mean():.3g} [{v.min():.3g}, {v.max():.3g}]")
+    lines.append(f"| {dataset} | {len(sel)} | " + " | ".join(cells) + " |")
+  k = len(rows[0].get("bellman_errors", [])) or 8
+  return ("# CCVL confidence diagnostics (mean [min, max] over games and seeds)\n\n"
+          + "\n".join(lines) + f"\n\nPrior entropy of the belief: log K = {np.log(k):.3f}.\n")

@@ -1,0 +1,215 @@
+"""One unit of the comparison (method, dataset kind, game, seed): train, evaluate, write its row.
+
+`run_unit` has two phases, `train_unit` (build the learner from the agent registry and train
+or resume it) and `evaluate_unit` (the method's policy in the suite's environment, the result
+file); `run_logged` runs a unit with its own log file; `training_groups` says which units share
+a trained learner; `configure_tensorflow` sets a process's threads and determinism.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import time
+from typing import Callable, Dict, List, Optional, Sequence
+
+import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+
+import numpy as np
+
+from ccvl_tf import evaluation
+from ccvl_tf.experiments import compare_config
+from ccvl_tf.experiments import compare_suites
+from ccvl_tf.experiments import offline
+
+Unit = tuple  # (dataset, game, seed, method)
+
+
+@dataclasses.dataclass
+class TrainedUnit:
+  """What the train phase of a unit hands to its evaluation phase."""
+  spec: object                 # agent_registry.AgentSpec of the method
+  settings: object             # agent_registry.AgentSettings the learner was built with
+  learner: object
+  data: compare_suites.Data
+  time_step_spec: object
+  action_spec: object
+  steps: int                   # gradient steps of the training
+  train_seconds: float         # over every call that trained (part of) it
+
+
+def result_path(output_dir: str, method: str, dataset: str, game: str, seed: int) -> str:
+  """results/<method>/<dataset>/<game>/seed_<k>.json (the resumable unit's result file)."""
+  return os.path.join(output_dir, "results", compare_config.slug(method),
+                      compare_config.slug(dataset), game, f"seed_{seed}.json")
+
+
+def train_dir(output_dir: str, method: str, dataset: str, game: str, seed: int) -> str:
+  """runs/<train_key>/<dataset>/<game>/seed_<k>: the training's root (shared by the methods of
+  one train_key)."""
+  key = offline.get_agent_spec(compare_config.METHODS[method]).train_key
+  return os.path.join(output_dir, "runs", key, compare_config.slug(dataset), game,
+                      f"seed_{seed}")
+
+
+def agent_settings(suite: compare_suites.Suite, data: compare_suites.Data,
+                   seed: int) -> offline.AgentSettings:
+  """The registry settings of a unit: the suite's network and training overrides, then the
+  settings given in the CompareConfig."""
+  cfg = suite.cfg
+  over = dict(suite.training_overrides)
+  for name in ("learning_rate", "target_update_period", "dr3_coef"):
+    if getattr(cfg, name) is not None:
+      over[name] = getattr(cfg, name)
+  return offline.AgentSettings(
+      network_config=suite.network_config(), dataset_size=float(data.size),
+      inverse_count_fn=data.inverse_count_fn, alpha=cfg.alpha, num_deltas=cfg.num_deltas,
+      num_pairs=cfg.num_pairs, num_heads=cfg.num_heads, num_members=cfg.num_members,
+      num_grid_deltas=cfg.num_grid_deltas,
+      belief_temperature=cfg.belief_temperature, ccvl_options=dict(cfg.ccvl_options),
+      reward_clip=suite.reward_clip, seed=seed,
+      **over)
+
+
+def train_unit(suite: compare_suites.Suite, method: str, dataset: str, game: str, seed: int,
+               log: Callable[[str], None]) -> TrainedUnit:
+  """The train phase: builds the method's learner and trains it (or resumes it, or reuses a
+  finished training of the same train_key); keeps the training's seconds in
+  <train_dir>/train_seconds.json."""
+  import keras  # pylint: disable=g-import-not-at-top  (TensorFlow loads when a unit runs)
+  from ccvl_tf import training  # pylint: disable=g-import-not-at-top
+  cfg = suite.cfg
+  spec = offline.get_agent_spec(compare_config.METHODS[method])
+  batch_size = cfg.batch_size or suite.default_batch_size
+  data = suite.data(game, dataset, seed, batch_size)
+  time_step_spec, action_spec = suite.specs(game)
+  settings = agent_settings(suite, data, seed)
+  keras.utils.set_random_seed(seed)  # initial weights: a function of the seed
+  learner = spec.build(time_step_spec, action_spec, settings)
+  steps = suite.steps(dataset)
+  root = train_dir(cfg.output_dir, method, dataset, game, seed)
+  loop = training.LoopConfig(
+      root_dir=root, num_steps=steps,
+      checkpoint_interval=cfg.checkpoint_interval or max(1, steps // 4),
+      log_interval=max(1, steps // 4), summary_interval=max(1, steps // 20))
+  t0 = time.time()
+  result = training.train(learner, data.make_dataset, loop, log=log)
+  train_seconds = time.time() - t0
+  meta_path = os.path.join(root, "train_seconds.json")
+  if result["resumed_from"] < steps:  # this call trained (part of) it
+    prev = json.load(open(meta_path))["seconds"] if os.path.exists(meta_path) else 0.0
+    with open(meta_path, "w") as f:
+      json.dump({"seconds": prev + train_seconds, "steps": steps}, f)
+  train_seconds = json.load(open(meta_path))["seconds"] if os.path.exists(meta_path) else \
+      train_seconds
+  return TrainedUnit(spec, settings, learner, data, time_step_spec, action_spec, steps,
+                     train_seconds)
+
+
+def evaluate_unit(suite: compare_suites.Suite, trained: TrainedUnit, method: str,
+                  dataset: str, game: str, seed: int,
+                  tf_settings: Optional[Dict[str, object]] = None) -> dict:
+  """The evaluation phase: the method's policy in the suite's environment (epsilon
+  EVAL_EPSILON), CCVL's confidence diagnostics; writes the result file atomically and returns
+  its row."""
+  cfg = suite.cfg
+  t1 = time.time()
+  exports, extra = trained.spec.policies(trained.learner, trained.time_step_spec,
+                                         trained.action_spec, trained.data.held_out(),
+                                         trained.settings)
+  policy = evaluation.CompiledPolicy(exports["policy"])
+  episodes = cfg.eval_episodes or suite.default_eval_episodes
+  max_steps = cfg.eval_max_steps or suite.default_eval_max_steps
+  ev = suite.eval_env(game, 10_000 + seed, max_steps)
+  records = evaluation.run_episodes(policy, ev.env, episodes, run=seed,
+                                    epsilon=compare_config.EVAL_EPSILON, seed=seed,
+                                    raw_score_fn=ev.raw_score_fn)
+  raw = np.array([r.raw_score for r in records], np.float64)
+  score = float(raw.mean())
+  if method == "CCVL":
+    extra = dict(extra, diagnostics=_diagnostics(suite, trained.learner, trained.data, game,
+                                                 seed, records))
+  row = dict(method=method, dataset=dataset, game=game, seed=seed, score=score,
+             normalized_score=suite.normalize(game, score), train_steps=trained.steps,
+             train_seconds=round(trained.train_seconds, 2),
+             eval_seconds=round(time.time() - t1, 2),
+             episode_scores=raw.tolist(),
+             mean_delta=[float(np.mean(r.deltas)) if r.deltas else None for r in records],
+             **dict(tf_settings or {}),
+             **{k: v for k, v in extra.items()})
+  path = result_path(cfg.output_dir, method, dataset, game, seed)
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path + ".tmp", "w") as f:
+    json.dump(row, f, indent=1)
+  os.replace(path + ".tmp", path)  # atomic: a result file is always complete
+  return row
+
+
+def run_unit(suite: compare_suites.Suite, method: str, dataset: str, game: str, seed: int,
+             log: Callable[[str], None],
+             tf_settings: Optional[Dict[str, object]] = None) -> dict:
+  """Trains (or resumes / reuses) and evaluates one method/dataset/game/seed; returns the row."""
+  trained = train_unit(suite, method, dataset, game, seed, log)
+  return evaluate_unit(suite, trained, method, dataset, game, seed, tf_settings)
+
+
+def _diagnostics(suite, learner, data, game, seed, records) -> dict:
+  """The confidence diagnostics of a CCVL unit (experiments/confidence_report.py), flat."""
+  from ccvl_tf import belief  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments import confidence_report  # pylint: disable=g-import-not-at-top
+  grid = belief.delta_grid(suite.cfg.num_grid_deltas)
+
+  def env_factory():
+    return suite.eval_env(game, 20_000 + seed, suite.default_eval_max_steps).env
+  out = confidence_report.report(learner, data.held_out, grid, None,
+                                 env_factory=env_factory, records=records, seed=seed)
+  return out["summary"]
+
+
+def unit_log_path(output_dir: str, unit: Unit) -> str:
+  """logs/<method>_<dataset>_<game>_seed<k>.log."""
+  dataset, game, seed, method = unit
+  return os.path.join(output_dir, "logs", f"{compare_config.slug(method)}_"
+                      f"{compare_config.slug(dataset)}_{game}_seed{seed}.log")
+
+
+def run_logged(suite: compare_suites.Suite, unit: Unit,
+               tf_settings: Optional[Dict[str, object]] = None) -> dict:
+  """run_unit with its training log in logs/<method>_<dataset>_<game>_seed<k>.log; the
+  process's TensorFlow settings (threads, determinism) are recorded in the row."""
+  dataset, game, seed, method = unit
+  with open(unit_log_path(suite.cfg.output_dir, unit), "a") as lf:
+    def unit_log(s, lf=lf):
+      lf.write(s + "\n")
+      lf.flush()
+    return run_unit(suite, method, dataset, game, seed, unit_log,
+                    tf_settings=tf_settings)
+
+
+def training_groups(units: Sequence[Unit]) -> List[List[Unit]]:
+  """Units grouped by the learner they train (dataset, game, seed, AgentSpec.train_key), in
+  order: Fixed-CCVL and CCVL share one trained learner (one checkpoint directory), so they
+  must never train at the same time in two processes."""
+  groups: Dict[tuple, List[Unit]] = {}
+  for u in units:
+    key = (u[0], u[1], u[2], offline.get_agent_spec(compare_config.METHODS[u[3]]).train_key)
+    groups.setdefault(key, []).append(u)
+  return list(groups.values())
+
+
+def configure_tensorflow(threads: int, deterministic: bool, log=None) -> Dict[str, object]:
+  """Sets TensorFlow's intra/inter-op threads (and op determinism) for this process's units,
+  if TensorFlow's runtime has not started yet; returns what is in force (for the rows)."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  try:
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(threads)
+  except RuntimeError:
+    if log is not None and tf.config.threading.get_intra_op_parallelism_threads() != threads:
+      log(f"compare: TensorFlow was already running in this process; its thread count "
+          f"({tf.config.threading.get_intra_op_parallelism_threads() or 'default'}) stays, "
+          f"so scores may differ from a run with {threads} thread(s) per unit")
+  if deterministic:
+    tf.config.experimental.enable_op_determinism()
+  return {"tf_threads": int(tf.config.threading.get_intra_op_parallelism_threads()),
+          "deterministic": bool(deterministic)}

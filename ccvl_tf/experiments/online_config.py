@@ -1,0 +1,244 @@
+"""Online fine-tuning's settings (`OnlineConfig`) and what is built from them, shared by the
+learner (experiments/online.py), the actors (experiments/online_actor.py) and
+binaries/reverb_server.py: the game's environment and specs, the registry settings and learner
+of --agent, the variables pushed to the actors and the Reverb tables.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from typing import Optional
+
+import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+
+from agents import ccvl_bounds_agent
+from ccvl_tf.experiments import agent_registry
+from ccvl_tf.config_flags import FlagSpec
+from ccvl_tf.config_flags import setting
+
+GRIDWORLD = "gridworld"
+# --agent of the fine-tune -> the registered learner it builds (experiments/agent_registry.py).
+REGISTERED = {"ccvl": "ccvl_bounds", "cql": "cql"}
+AGENTS = tuple(REGISTERED)
+
+
+@dataclasses.dataclass(frozen=True)
+class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
+  """Settings of one fine-tuning run; its flag fields (`setting`, FLAG_SPECS) are the flags
+  of binaries/finetune_online.py (ccvl_tf/config_flags.py).
+
+  The upper bound's and the exploration policy's settings (upper_alpha, upper_regularizer,
+  beta, explore_delta, explore_epsilon, num_grid_deltas, belief_temperature) are inherited
+  from agents.ccvl_bounds_agent.ExplorationConfig (`bounds()` makes the BoundsConfig), with
+  belief_temperature None here: the offline run's (summary.json), else 1.
+  Defaults are for Atari at the paper's rate (SPI 8 = batch 32, one update per 4 env steps);
+  the gridworld tests shrink everything.
+  """
+  offline_dir: str = setting("", "root_dir of the offline run to fine-tune.",
+                             flag_default=None)
+  game: str = setting(GRIDWORLD, "'gridworld' or an Atari game (ALE name).")
+  root_dir: str = setting("", "Run directory (checkpoints, logs, policies).", flag_default=None)
+  num_env_steps: int = setting(100_000, "Env steps of online interaction (all actors "
+                               "together).", lower_bound=1)
+  reverb_address: Optional[str] = setting(
+      None, "host:port of a running Reverb server (binaries/reverb_server.py)"
+      "; default: start one in this process.")
+  num_actors: int = setting(1, "Actor processes to start.", lower_bound=0)
+  batch_size: int = setting(32, "Transitions per learner step.", lower_bound=1)
+  offline_fraction: float = setting(  # share of each batch drawn from the offline data
+      0.0, "Share of each batch drawn from the offline data (gridworld).", lower_bound=0.0,
+      upper_bound=1.0)
+  samples_per_insert: float = setting(
+      8.0, "Rate limiter: sampled items per inserted env step (8 = batch 32, "
+      "one learner step per 4 env steps).", lower_bound=1e-6, upper_bound=1e6)
+  min_replay_size: int = setting(1_000, "Items in the replay table before the first sample.",
+                                 lower_bound=1)
+  replay_capacity: int = setting(1_000_000, "Replay table size.", lower_bound=1)
+  belief_temperature: Optional[float] = None  # None: the offline run's (summary.json), else 1
+  policy_delta: float = setting(0.5, "delta of the exported Fixed-CCVL policy (Q_l greedy).")
+  learning_rate: Optional[float] = setting(  # None: the offline one
+      None, "Adam learning rate of both bounds online (default: the offline one).")
+  actor_update_period: int = setting(100, "Env steps between an actor's weight pulls.")
+  push_period: int = setting(10, "Learner steps between weight pushes.")
+  checkpoint_interval: int = setting(
+      1_000, "Learner (and Reverb) checkpoint every N learner steps.", lower_bound=1)
+  log_interval: int = setting(100, "Progress line every N steps.", lower_bound=1)
+  eval_episodes: int = setting(5, "Evaluation episodes at the end (0: none).", lower_bound=0)
+  export_policies: bool = setting(True, "Write the SavedModels at the end.")
+  eval_max_steps: int = setting(2_000, "Step cap of an evaluation episode.", lower_bound=1)
+  eval_epsilon: float = 0.001
+  sample_timeout_s: float = setting(  # rate-limiter wait before checking server and actors
+      30.0, "Seconds without a sample before checking server and actors.", lower_bound=1e-3,
+      upper_bound=86400.0)
+  server_timeout_s: float = setting(
+      10.0, "Seconds before an unanswering Reverb server is lost.", lower_bound=1e-3,
+      upper_bound=86400.0)
+  reverb_port: int = setting(0, "Port of the in-process server (0: free port).", lower_bound=0,
+                             upper_bound=65535)
+  agent: str = setting(  # 'ccvl' (both bounds) or 'cql' (baseline, greedy + epsilon)
+      "ccvl", "'ccvl' (lower + upper bounds, Eq. upper policy exploration) or "
+      "'cql' (baseline: greedy + epsilon exploration).", enum_values=AGENTS)
+  seed: int = setting(0, "Seed.", lower_bound=0)
+
+  # The inherited ExplorationConfig fields that are flags (agents/ does not declare flags).
+  FLAG_SPECS = {
+      "beta": FlagSpec("beta of Eq. upper policy's safe set."),
+      "explore_delta": FlagSpec(
+          "Fixed delta of the exploration (bounds) policy; unset (default): "
+          "delta ~ the belief b(h) in the policy state, drawn per episode "
+          "and updated from Q_l's Bellman errors (Eq. upper policy).",
+          lower_bound=1e-6, upper_bound=1 - 1e-6),
+      "belief_temperature": FlagSpec(
+          "Temperature of the exploration belief (unset: the offline run's, "
+          "from its summary.json; 1 if it has none).", lower_bound=1e-12, upper_bound=1e12),
+      "explore_epsilon": FlagSpec("Actors' epsilon."),
+      "upper_alpha": FlagSpec("alpha of the upper bound (default: alpha)."),
+  }
+
+  def validate(self):
+    if self.agent not in AGENTS:
+      raise ValueError(f"--agent must be one of {', '.join(AGENTS)}, got {self.agent!r}")
+    if not self.offline_dir or not os.path.isdir(self.offline_dir):
+      raise ValueError(f"--offline_dir {self.offline_dir!r} is not a directory (pass the "
+                       f"--root_dir of train_offline.py)")
+    if not self.root_dir:
+      raise ValueError("--root_dir is required")
+    for name in ("num_env_steps", "batch_size", "min_replay_size", "replay_capacity",
+                 "actor_update_period", "push_period", "checkpoint_interval", "log_interval",
+                 "eval_max_steps", "num_grid_deltas"):
+      v = getattr(self, name)
+      if int(v) != v or v < 1:
+        raise ValueError(f"--{name} must be an integer >= 1, got {v!r}")
+    if int(self.eval_episodes) != self.eval_episodes or self.eval_episodes < 0:
+      raise ValueError(f"--eval_episodes must be an integer >= 0, got {self.eval_episodes!r}")
+    if int(self.num_actors) != self.num_actors or self.num_actors < 0:
+      raise ValueError(f"--num_actors must be an integer >= 0 (0: actors run elsewhere), got "
+                       f"{self.num_actors!r}")
+    if not 0.0 <= self.offline_fraction < 1.0:
+      raise ValueError(f"--offline_fraction must be in [0, 1), got {self.offline_fraction!r}")
+    if not self.samples_per_insert > 0:
+      raise ValueError(f"--samples_per_insert must be > 0, got {self.samples_per_insert!r}")
+    if self.replay_capacity < self.min_replay_size:
+      raise ValueError(f"--replay_capacity ({self.replay_capacity}) must be >= "
+                       f"--min_replay_size ({self.min_replay_size})")
+    if self.reverb_address is not None and ":" not in self.reverb_address:
+      raise ValueError(f"--reverb_address must be host:port, got {self.reverb_address!r}")
+    if self.learning_rate is not None and not self.learning_rate > 0:
+      raise ValueError(f"--learning_rate must be > 0, got {self.learning_rate!r}")
+    if not self.sample_timeout_s > 0 or not self.server_timeout_s > 0:
+      raise ValueError("--sample_timeout_s and --server_timeout_s must be > 0")
+    self.bounds().validate()
+    if not 0.0 < self.policy_delta < 1.0:
+      raise ValueError(f"--policy_delta must be in (0, 1), got {self.policy_delta!r}")
+
+  @property
+  def online_batch_size(self) -> int:
+    return self.batch_size - self.offline_batch_size
+
+  @property
+  def offline_batch_size(self) -> int:
+    return int(round(self.batch_size * self.offline_fraction))
+
+  @property
+  def num_learner_steps(self) -> int:
+    """Learner steps for `num_env_steps` env steps at `samples_per_insert`."""
+    return max(1, int(math.ceil(self.num_env_steps * self.samples_per_insert
+                                / self.online_batch_size)))
+
+  def bounds(self) -> ccvl_bounds_agent.BoundsConfig:
+    """The BoundsConfig of the fine-tune: the inherited settings, belief temperature 1 when
+    unset, rewards clipped to [-1, 1] except on the gridworld."""
+    shared = {f.name: getattr(self, f.name)
+              for f in dataclasses.fields(ccvl_bounds_agent.ExplorationConfig)}
+    shared["belief_temperature"] = (1.0 if self.belief_temperature is None
+                                    else self.belief_temperature)
+    return ccvl_bounds_agent.BoundsConfig(
+        reward_clip=None if self.game.lower() == GRIDWORLD else 1.0, **shared)
+
+
+def make_env(game: str, seed: int, max_episode_steps: Optional[int] = None):
+  """The game's PyEnvironment (ccvl_tf.envs.factory.make_env: the gridworld at its evaluation
+  slip 0.15, a MinAtar or an Atari game)."""
+  from ccvl_tf.envs import factory
+  return factory.make_env(game, seed, max_episode_steps).env
+
+
+def agent_settings(game: str, bounds, alpha: Optional[float] = None, seed: int = 0,
+                   dataset_size: float = 2500.0, agent: str = "ccvl",
+                   **more) -> agent_registry.AgentSettings:
+  """The registry settings of the fine-tune's learner: the gridworld's small MLP (one-hot
+  states; N = 4, M = 2, squared TD, no DR3, lr 3e-3, target period 10) or the Atari defaults
+  (Nature torso), with `bounds` (BoundsConfig). CQL explores with its collect policy, so its
+  collect epsilon is bounds.explore_epsilon. `more`: further AgentSettings fields (export:
+  policy_delta, num_grid_deltas)."""
+  from ccvl_tf import networks
+  from ccvl_tf.envs import gridworld
+  extra = dict(bounds=bounds, seed=seed, dataset_size=dataset_size, **more)
+  if agent == "cql":
+    extra["collect_epsilon"] = bounds.explore_epsilon
+  if game.lower() == GRIDWORLD:
+    extra = dict(dict(num_deltas=4, num_pairs=2, td_loss="squared", dr3_coef=0.0,
+                      learning_rate=3e-3, adam_epsilon=1e-7, target_update_period=10,
+                      collect_epsilon=0.0), **extra)
+    return agent_registry.AgentSettings(
+        network_config=networks.QNetworkConfig(torso="mlp", mlp_units=(64,), n_cos=16,
+                                               hidden_units=64),
+        alpha=0.2 if alpha is None else alpha, gamma=gridworld.GAMMA, **extra)
+  return agent_registry.AgentSettings(network_config=networks.QNetworkConfig(torso="nature"),
+                                      alpha=0.1 if alpha is None else alpha, reward_clip=1.0,
+                                      **extra)
+
+
+def agent_spec(agent: str) -> agent_registry.AgentSpec:
+  """The registered learner of --agent ('ccvl': 'ccvl_bounds', 'cql': 'cql')."""
+  return agent_registry.get_agent_spec(REGISTERED[agent], offline=False)
+
+
+def build_agent(game: str, time_step_spec, action_spec, bounds, alpha=None, seed=0,
+                dataset_size: float = 2500.0, agent: str = "ccvl"):
+  """The learner of --agent through the registry: CCVLBoundsAgent ('ccvl') or CQLAgent."""
+  settings = agent_settings(game, bounds, alpha, seed, dataset_size, agent)
+  return agent_spec(agent).build(time_step_spec, action_spec, settings)
+
+
+def specs(game: str, seed: int = 0):
+  """(time_step_spec, action_spec) of the game's environment."""
+  from tf_agents.specs import tensor_spec
+  from tf_agents.trajectories import time_step as ts
+  env = make_env(game, seed)
+  obs = tensor_spec.from_spec(env.observation_spec())
+  act = tensor_spec.from_spec(env.action_spec())
+  return ts.time_step_spec(obs), act
+
+
+def server_signatures(game: str, bounds=None, agent_name: str = "ccvl"):
+  """(replay item signature, variables signature) for the game and agent (both tables)."""
+  from tf_agents.specs import tensor_spec
+  from ccvl_tf import replay
+  tss, act = specs(game)
+  cfg = OnlineConfig(game=game)
+  agent = build_agent(game, tss, act, bounds or cfg.bounds(), agent=agent_name)
+  replay_sig = tensor_spec.add_outer_dim(agent.exploration_policy.trajectory_spec)
+  return replay_sig, replay.variable_signature(pushed_variables(agent, control_variables()))
+
+
+def control_variables():
+  import tensorflow as tf
+  return {"train_step": tf.Variable(0, dtype=tf.int64, trainable=False),
+          "finished": tf.Variable(0, dtype=tf.int64, trainable=False)}
+
+
+def pushed_variables(agent, control):
+  """The nest in the 'variables' table: both bounds' online weights, step, finished flag."""
+  return dict(agent.policy_variables(), **control)
+
+
+def make_server_tables(cfg: OnlineConfig):
+  from ccvl_tf import replay
+  replay_sig, var_sig = server_signatures(cfg.game, cfg.bounds(), cfg.agent)
+  return replay.make_tables(replay_sig, var_sig, max_size=cfg.replay_capacity,
+                            min_size=cfg.min_replay_size,
+                            samples_per_insert=cfg.samples_per_insert,
+                            batch_size=cfg.online_batch_size)
+

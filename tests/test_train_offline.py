@@ -95,9 +95,12 @@ def test_train_on_testdata_then_resume(tmp_path):
   assert 0 < summary["fixed_delta"] < 1 and len(summary["bellman_errors"]) == 3
   _assert_exports_equal_in_process_policies(root, tmp_path)
 
-  # A second invocation with more steps resumes at the saved step.
-  r2 = _run([f"--dataset_dir={TESTDATA}", f"--root_dir={root}", "--num_steps=6", *TINY], tmp_path)
+  # A second invocation with more steps resumes at the saved step (with op determinism on: a
+  # setting that may change on resume, recorded in summary.json).
+  r2 = _run([f"--dataset_dir={TESTDATA}", f"--root_dir={root}", "--num_steps=6",
+             "--deterministic", *TINY], tmp_path)
   assert r2.returncode == 0, r2.stderr[-3000:]
+  assert json.loads((root / "summary.json").read_text())["config"]["deterministic"] is True
   assert "train step 4" in r2.stdout and "Training from step 4 to 6" in r2.stdout
   assert json.loads((root / "summary.json").read_text())["resumed_from"] == 4
 

@@ -99,7 +99,8 @@ class CompareConfig:
       are ordered differently with another thread count, and with near-tied Q-values the
       greedy action follows that float noise. Recorded in each result row (`tf_threads`).
     deterministic: tf.config.experimental.enable_op_determinism() in every unit's process
-      (recorded as `deterministic`); off by default until its cost is measured.
+      (recorded as `deterministic`); off by default: on CPU it changed no bit at a fixed
+      thread count (BUILD.md, tools/determinism_cost.py).
   """
   suite: str = setting("gridworld", f"One of: {', '.join(SUITES)}.")
   output_dir: str = setting("results/compare", "Output directory (resumable).",

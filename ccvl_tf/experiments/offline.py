@@ -115,6 +115,11 @@ class OfflineConfig:
       "agent, learning setting or dataset (by default such a resume is refused, listing the "
       "differences). num_steps, intervals and evaluation settings may always change.")
   seed: int = setting(0, "Seed of data order, deltas and evaluation.", lower_bound=0)
+  # Off by default: on CPU op determinism changed no bit at a fixed thread count (BUILD.md,
+  # tools/determinism_cost.py); it matters on GPU.
+  deterministic: bool = setting(
+      False, "tf.config.experimental.enable_op_determinism() before training (GPU kernels; "
+      "on CPU results are already deterministic for a fixed thread count).")
 
   def validate(self):
     get_agent_spec(self.agent)  # unknown names: a ValueError listing the valid ones
@@ -365,6 +370,9 @@ def _results_table(cfg: OfflineConfig, game, replay_dir, spec, exports, precompu
 def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, object]:
   """Runs the whole offline pipeline; returns a summary dict (also written to summary.json)."""
   cfg.validate()
+  if cfg.deterministic:
+    import tensorflow as tf  # pylint: disable=g-import-not-at-top
+    tf.config.experimental.enable_op_determinism()
   from ccvl_tf import evaluation, policies, scores, training
   from ccvl_tf.data import pipeline
   from ccvl_tf.envs import atari

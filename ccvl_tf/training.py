@@ -146,17 +146,21 @@ def _write_json_atomic(path: str, obj) -> None:
   os.replace(path + ".tmp", path)
 
 
-def _append_eval_csv(path: str, step: int, results: Dict[str, float]) -> None:
-  """Appends one row to an eval.csv (header first if new). The online fine-tuning runner
-  (experiments/online.py) writes its end-of-run evaluation with it; the offline loop keeps its
-  rows in evals.json and rewrites eval.csv from there (`_write_eval_csv`)."""
-  new = not os.path.exists(path)
-  with open(path, "a", newline="") as f:
-    w = csv.writer(f)
-    keys = sorted(results)
-    if new:
-      w.writerow(["step"] + keys)
-    w.writerow([step] + [results[k] for k in keys])
+def record_evaluation(root_dir: str, step: int, results: Mapping[str, float]) -> None:
+  """Stores `results` of `step` in the run's evaluation record (evals.json, atomic), then
+  rewrites eval.csv from the record: one row per evaluated step, whatever was rerun. The
+  online fine-tuning runner uses it for its end-of-run evaluation; the offline loop below
+  keeps its rows the same way."""
+  record = load_eval_record(root_dir)
+  record["evals"][str(int(step))] = {k: float(v) for k, v in results.items()}
+  _write_json_atomic(os.path.join(root_dir, EVAL_RECORD), record)
+  _write_eval_csv(os.path.join(root_dir, "eval.csv"), record["evals"])
+
+
+def recorded_evaluation(root_dir: str, step: int) -> Optional[Dict[str, float]]:
+  """The recorded results of `step` (record_evaluation), or None if it was not evaluated."""
+  found = load_eval_record(root_dir)["evals"].get(str(int(step)))
+  return None if found is None else dict(found)
 
 
 def load_eval_record(root_dir: str) -> Dict[str, object]:

@@ -154,3 +154,16 @@ def test_check_output_dir_refuses_files_and_names_the_flag(tmp_path):
   assert not (tmp_path / "new").exists()                              # nothing created
   with pytest.raises(ValueError, match="--root_dir must be a directory path"):
     training.check_output_dir("")
+
+
+def test_record_evaluation_keeps_one_row_per_step(tmp_path):
+  """The online runner's end-of-run evaluation: recording a step twice (a rerun) and another
+  step leaves eval.csv with one row per step, in step order, and the record returns them."""
+  root = str(tmp_path)
+  assert training.recorded_evaluation(root, 40) is None
+  training.record_evaluation(root, 40, {"mean_return": 1.0})
+  training.record_evaluation(root, 40, {"mean_return": 2.0})   # a rerun of the same step
+  training.record_evaluation(root, 20, {"mean_return": 0.5})
+  rows = list(csv.reader(open(tmp_path / "eval.csv")))
+  assert rows == [["step", "mean_return"], ["20", "0.5"], ["40", "2.0"]]
+  assert training.recorded_evaluation(root, 40) == {"mean_return": 2.0}

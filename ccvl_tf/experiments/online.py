@@ -373,12 +373,19 @@ class _Runner:
     self.actors.stop(grace_s=3.0)
 
   def _run_eval_phase(self, step: int) -> Dict[str, float]:
-    """The end-of-run evaluation (none when eval_episodes is 0), appended to eval.csv."""
+    """The end-of-run evaluation (none when eval_episodes is 0), exactly once per step: a
+    rerun of a finished run reports the recorded one (evals.json; eval.csv has one row per
+    evaluated step)."""
     if not self.cfg.eval_episodes:
       return {}
+    recorded = training.recorded_evaluation(self.cfg.root_dir, step)
+    if recorded is not None:
+      self.log(f"[eval] step {step} already evaluated (evals.json): " + ", ".join(
+          f"{k}={v:.4g}" for k, v in sorted(recorded.items())))
+      return recorded
     last_eval = _evaluate(self.cfg, self.agent, step)
     self.log("[eval] " + ", ".join(f"{k}={v:.4g}" for k, v in sorted(last_eval.items())))
-    training._append_eval_csv(os.path.join(self.cfg.root_dir, "eval.csv"), step, last_eval)  # pylint: disable=protected-access
+    training.record_evaluation(self.cfg.root_dir, step, last_eval)
     return last_eval
 
   def _export_and_summarize(self, step: int, last_eval: Dict[str, float]) -> Dict:

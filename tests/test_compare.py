@@ -164,3 +164,32 @@ def test_auto_belief_temperature_is_twice_the_smallest_error():
   assert offline.auto_belief_temperature([0.0, 1.0]) == pytest.approx(1e-6)  # floored
   with pytest.raises(ValueError, match="finite"):
     offline.auto_belief_temperature([float("nan")])
+
+
+@pytest.mark.slow
+def test_minatar_cell_is_bit_identical_with_one_or_two_workers(tmp_path):
+  """The same MinAtar cells (CQL and CCVL, 2 seeds, a tiny real-format dataset built here)
+  with --workers=1 and --workers=2: the same scores and bit-identical checkpoints, every unit
+  on one TF thread (recorded)."""
+  from ccvl_tf.data import minatar_datasets as md  # pylint: disable=g-import-not-at-top
+  data = str(tmp_path / "minatar")
+  md.build_all(data, ["Breakout"], num_steps=120, game_steps={}, seed=0, num_checkpoints=3,
+               eval_episodes=1, random_episodes=2, progress_every=60, log=lambda m: None)
+  args = ["--suite=minatar", f"--data_dir={data}", "--games=Breakout", "--methods=CQL,CCVL",
+          "--datasets=1%", "--seeds=2", "--num_steps=3", "--eval_episodes=1",
+          "--eval_max_steps=5", "--num_grid_deltas=2", "--num_deltas=2", "--bootstrap_reps=50",
+          "--batch_size=4"]
+  outs = {}
+  for workers in (1, 2):
+    outs[workers] = tmp_path / f"workers{workers}"
+    r = _run([*args, f"--workers={workers}", f"--output_dir={outs[workers]}"], tmp_path)
+    assert r.returncode == 0, r.stderr[-3000:]
+  rows = {w: sorted((x["method"], x["seed"], x["score"], x["tf_threads"])
+                    for x in csv.DictReader(open(out / "scores.csv")))
+          for w, out in outs.items()}
+  assert rows[1] == rows[2] and len(rows[1]) == 4
+  assert {r[3] for r in rows[1]} == {"1"}
+  data_files = sorted(p.relative_to(outs[1] / "runs") for p in (outs[1] / "runs").rglob("*.data-*"))
+  assert len(data_files) >= 4
+  for rel in data_files:
+    assert (outs[1] / "runs" / rel).read_bytes() == (outs[2] / "runs" / rel).read_bytes(), rel

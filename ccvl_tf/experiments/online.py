@@ -266,9 +266,14 @@ class _Runner:
     self.container.push(self.variables)
 
   def _save(self, step: int) -> None:
-    """A learner checkpoint, and one of the Reverb server's (its machine, its directory)."""
+    """A learner checkpoint, and one of the Reverb server's (its machine, its directory).
+
+    The server is asked first (ServerInfo with --server_timeout_s): Reverb's checkpoint call
+    has no deadline and blocked forever on a killed server (seen in
+    tests/test_reverb_faults.py), so a dead server is named here instead."""
     self.manager.save(checkpoint_number=step)
     if self.server is not None or self.cfg.reverb_address:
+      self._check_server(step)
       self.client.checkpoint()
 
   def _check_server(self, step: int, error: Optional[Exception] = None) -> None:
@@ -348,6 +353,7 @@ class _Runner:
         step = int(self.agent.train_step_counter.numpy())
         if step % cfg.push_period == 0 or step == final_step:
           self.control["train_step"].assign(step)
+          self._check_server(step)  # the push (an insert) has no deadline either
           self.container.push(self.variables)
         if step % cfg.log_interval == 0 or step == final_step:
           now = time.time()

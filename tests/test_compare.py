@@ -175,6 +175,16 @@ def test_minatar_cell_is_bit_identical_with_one_or_two_workers(tmp_path):
   data = str(tmp_path / "minatar")
   md.build_all(data, ["Breakout"], num_steps=120, game_steps={}, seed=0, num_checkpoints=3,
                eval_episodes=1, random_episodes=2, progress_every=60, log=lambda m: None)
+  # A 120-step DQN does not beat random, and compare refuses such a reference; the
+  # normalization is not what this test checks, so the reference is set by hand.
+  scores_path = os.path.join(data, md.SCORES_FILENAME)
+  with open(scores_path) as f:
+    references = json.load(f)
+  game = references["games"]["Breakout"]
+  for entry in [game] + list(game["runs"].values()):
+    entry["dqn"] = entry["random"] + 1.0
+  with open(scores_path, "w") as f:
+    json.dump(references, f)
   args = ["--suite=minatar", f"--data_dir={data}", "--games=Breakout", "--methods=CQL,CCVL",
           "--datasets=1%", "--seeds=2", "--num_steps=3", "--eval_episodes=1",
           "--eval_max_steps=5", "--num_grid_deltas=2", "--num_deltas=2", "--bootstrap_reps=50",

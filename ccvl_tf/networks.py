@@ -19,7 +19,7 @@ Where delta enters is a configuration choice (`delta_entry`):
   See docs/agent.md for the measured speed of each.
 
 Every model here is a Keras 3 *functional* model with a dict of named inputs, so it saves
-inside a SavedModel (BUILD.md: subclassed models do not). Contract (docs/CONTRACTS.md):
+inside a SavedModel (tests/test_policy_export.py loads it in a fresh process). Contract (docs/CONTRACTS.md):
 
     q_model({'observation': [B, *obs_shape], 'delta': [B, K]}) -> Q [B, K, A] float32
 

@@ -167,6 +167,60 @@ class UpperCCVLAgent(ccvl_agent.CCVLAgent):
     return UpperPairLoss(self._config, self._bounds)
 
 
+def exploration_belief_policy(time_step_spec, action_spec, lower_network, gamma: float,
+                              bounds: BoundsConfig, seed: int, upper_network=None):
+  """The policy that acts with delta ~ b(h) from a belief over `bounds.num_grid_deltas` grid
+  confidences in its policy state, updated from Q_l's Bellman errors (Eq. delta_selection;
+  policies.ConfidenceAdaptivePolicy): greedy in Q_l, or with `upper_network` Eq. upper
+  policy (argmax Q_u over the safe set of Q_l at beta); with `bounds.explore_delta` set, the
+  same at that fixed delta instead (FixedDeltaPolicy / BoundsPolicy)."""
+  if bounds.explore_delta is None:
+    return policies.ConfidenceAdaptivePolicy(
+        time_step_spec, action_spec, lower_network, num_deltas=bounds.num_grid_deltas,
+        gamma=gamma, temperature=bounds.belief_temperature, seed=seed,
+        reward_clip=bounds.reward_clip, upper_network=upper_network,
+        beta=bounds.beta if upper_network is not None else None,
+        resample=bounds.belief_resample)
+  if upper_network is None:
+    return policies.FixedDeltaPolicy(time_step_spec, action_spec, lower_network,
+                                     delta=bounds.explore_delta)
+  return policies.BoundsPolicy(time_step_spec, action_spec, lower_network, upper_network,
+                               beta=bounds.beta, delta=bounds.explore_delta)
+
+
+class LowerCCVLAgent(ccvl_agent.CCVLAgent):
+  """CCVLAgent (Q_l only) for online fine-tuning without an upper bound: the actors explore
+  with the confidence-adaptive policy over Q_l (delta ~ b(h), the belief in the policy state
+  updated from Q_l's Bellman errors), epsilon-greedy at bounds.explore_epsilon -- the
+  'CCVL (lower bound only)' arm of the Table 6 measurement (docs/online.md). Training, the
+  checkpoint and the offline restore are CCVLAgent's."""
+
+  def __init__(self, time_step_spec, action_spec, config=ccvl_agent.CCVLConfig(),
+               network_config=networks.QNetworkConfig(), bounds: BoundsConfig = BoundsConfig(),
+               dataset_size=None, inverse_count_fn=None, name="LowerCCVLAgent"):
+    super().__init__(time_step_spec, action_spec, config, network_config,
+                     dataset_size=dataset_size, inverse_count_fn=inverse_count_fn, name=name)
+    bounds.validate()
+    self._bounds = bounds
+    self._belief_policy = exploration_belief_policy(
+        time_step_spec, action_spec, self.q_network, config.gamma, bounds, config.seed)
+    self._exploration_policy = policies.epsilon_greedy(self._belief_policy,
+                                                       bounds.explore_epsilon)
+
+  @property
+  def bounds(self) -> BoundsConfig:
+    return self._bounds
+
+  @property
+  def adaptive_policy(self):
+    """The confidence-adaptive policy over Q_l that explores (without epsilon)."""
+    return self._belief_policy
+
+  @property
+  def exploration_policy(self):
+    return self._exploration_policy
+
+
 class CCVLBoundsAgent(tf.Module):
   """Lower and upper confidence-conditioned bounds trained side by side (see module doc)."""
 
@@ -188,16 +242,10 @@ class CCVLBoundsAgent(tf.Module):
         network_config, bounds, dataset_size=dataset_size, inverse_count_fn=inverse_count_fn,
         name="upper")
     self._time_step_spec, self._action_spec = time_step_spec, action_spec
-    if bounds.explore_delta is None:  # Eq. upper policy with delta ~ b(h)
-      self.bounds_policy = policies.ConfidenceAdaptivePolicy(
-          time_step_spec, action_spec, self.lower.q_network, num_deltas=bounds.num_grid_deltas,
-          gamma=config.gamma, temperature=bounds.belief_temperature, seed=config.seed,
-          reward_clip=bounds.reward_clip, upper_network=self.upper.q_network, beta=bounds.beta,
-          resample=bounds.belief_resample)
-    else:
-      self.bounds_policy = policies.BoundsPolicy(
-          time_step_spec, action_spec, self.lower.q_network, self.upper.q_network,
-          beta=bounds.beta, delta=bounds.explore_delta)
+    # Eq. upper policy with delta ~ b(h) (or at the fixed explore_delta).
+    self.bounds_policy = exploration_belief_policy(
+        time_step_spec, action_spec, self.lower.q_network, config.gamma, bounds, config.seed,
+        upper_network=self.upper.q_network)
     self.exploration_policy = policies.epsilon_greedy(self.bounds_policy,
                                                       bounds.explore_epsilon)
 

@@ -205,6 +205,12 @@ class CCVLNetwork:
     return self.features_phi_model({"features": features}, training=training)
 
 
+def minatar_network_config() -> QNetworkConfig:
+  """The MinAtar network of the comparison and of MinAtar fine-tuning (one definition): conv
+  16-3/1, dense 128, 64 cosine features of delta, hidden 128."""
+  return QNetworkConfig(torso="minatar", torso_units=128, n_cos=64, hidden_units=128)
+
+
 def q_phi_and_next_phi(net: CCVLNetwork, observation, next_observation, delta,
                        training: bool = False):
   """Q(s, ., delta) [B, K, A], phi(s) [B, D] and phi(s') [B, D] with one torso pass.

@@ -139,6 +139,17 @@ def check_server(address: str, timeout_s: float = 10.0,
   return info
 
 
+def rate_limiter_stats(table_info) -> Dict[str, float]:
+  """Calls a table's rate limiter completed since its server started (a reverb TableInfo,
+  e.g. `client.server_info()[REPLAY_TABLE]`): 'inserts' (items written) and 'samples' (items
+  sampled). This Reverb (dm-reverb-nightly 0.15.0.dev20240214) reports no wait times
+  (RateLimiterCallStats has `completed` only):
+  the time blocked is measured by the callers (experiments/online.py, online_actor.py)."""
+  info = table_info.rate_limiter_info
+  return {"inserts": float(info.insert_stats.completed),
+          "samples": float(info.sample_stats.completed)}
+
+
 def trajectory_to_transition(traj) -> Dict[str, tf.Tensor]:
   """One 2-step Trajectory item (no batch dim) -> a contract transition dict.
 

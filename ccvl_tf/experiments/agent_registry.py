@@ -5,7 +5,8 @@ AgentSettings) -> learner (agents.learner.Learner) and the policies it is evalua
 with. Its users: --agent=NAME of train_offline.py (experiments/offline.py) and compare.py
 (the offline names, `AGENTS`), and online fine-tuning (experiments/online.py), which builds
 'ccvl_bounds' (agents.ccvl_bounds_agent.CCVLBoundsAgent, lower and upper bounds) or 'cql'
-here with its own settings (gridworld MLP or Nature torso). `AgentSettings` carries what a
+('ccvl_lower', Q_l alone) here with its own settings (gridworld MLP, MinAtar network or Nature
+torso). `AgentSettings` carries what a
 builder needs beyond the specs; None keeps the agent config's own default.
 """
 from __future__ import annotations
@@ -128,6 +129,19 @@ def _bounds_policies(agent, time_step_spec, action_spec, held_out, s: AgentSetti
   return {"policy": adaptive, "policy_fixed": fixed, "policy_bounds": agent.bounds_policy}, {}
 
 
+def _build_ccvl_lower(time_step_spec, action_spec, s: AgentSettings):
+  bounds = ccvl_bounds_agent.BoundsConfig() if s.bounds is None else s.bounds
+  return ccvl_bounds_agent.LowerCCVLAgent(time_step_spec, action_spec, _ccvl_config(s),
+                                          s.network_config, bounds, **_count_kwargs(s))
+
+
+def _lower_policies(agent, time_step_spec, action_spec, held_out, s: AgentSettings):
+  """LowerCCVLAgent: the confidence-adaptive policy over Q_l it explores with (without
+  epsilon) and Q_l greedy at policy_delta (policy/, policy_fixed/)."""
+  del time_step_spec, action_spec, held_out, s
+  return {"policy": agent.adaptive_policy, "policy_fixed": agent.policy}, {}
+
+
 def auto_belief_temperature(errors) -> float:
   """The belief temperature set from the offline data, as the tabular experiment does
   (ccvl_tf/experiments/gridworld.py): T = 2 x the smallest held-out mean squared Bellman error
@@ -216,6 +230,9 @@ AGENT_REGISTRY: Dict[str, AgentSpec] = {
         AgentSpec("ccvl_bounds", "CCVL lower and upper bounds Q_l, Q_u side by side, acted with "
                   "Eq. upper policy (online fine-tuning's --agent=ccvl)", "ccvl_bounds",
                   _build_ccvl_bounds, _bounds_policies, offline=False),
+        AgentSpec("ccvl_lower", "CCVL's lower bound Q_l alone, explored with the "
+                  "confidence-adaptive policy (online fine-tuning's --agent=ccvl_lower)",
+                  "ccvl", _build_ccvl_lower, _lower_policies, offline=False),
     )
 }
 AGENTS = tuple(name for name, spec in AGENT_REGISTRY.items() if spec.offline)

@@ -229,7 +229,7 @@ class MinAtarSuite(_ReplaySuite):
 
   def network_config(self):
     from ccvl_tf import networks  # pylint: disable=g-import-not-at-top
-    return networks.QNetworkConfig(torso="minatar", torso_units=128, n_cos=64, hidden_units=128)
+    return networks.minatar_network_config()
 
   def references(self):
     """The dataset root's minatar_scores.json (random and data-DQN scores per game)."""

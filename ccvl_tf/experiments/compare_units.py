@@ -102,8 +102,25 @@ def train_unit(suite: compare_suites.Suite, method: str, dataset: str, game: str
       json.dump({"seconds": prev + train_seconds, "steps": steps}, f)
   train_seconds = json.load(open(meta_path))["seconds"] if os.path.exists(meta_path) else \
       train_seconds
+  write_train_summary(root, suite.env_name(game), spec.train_key, learner, data.size, steps)
   return TrainedUnit(spec, settings, learner, data, time_step_spec, action_spec, steps,
                      train_seconds)
+
+
+def write_train_summary(root: str, game: str, agent: str, learner, num_transitions: int,
+                        steps: int, **more) -> None:
+  """<train_dir>/summary.json: what online fine-tuning (experiments/online.py) reads from an
+  offline run -- game (the environment name), agent (the train_key), alpha, num_transitions
+  (|D|, CCVL's n(s)^-1 scale), step -- merged into the file's existing keys with `more`
+  (e.g. the CCVL evaluation's belief_temperature)."""
+  path = os.path.join(root, "summary.json")
+  summary = json.load(open(path)) if os.path.exists(path) else {}
+  alpha = getattr(getattr(learner, "config", None), "alpha", None)
+  summary.update(game=game, agent=agent, num_transitions=int(num_transitions), step=int(steps),
+                 **({} if alpha is None else {"alpha": float(alpha)}), **more)
+  with open(path + ".tmp", "w") as f:
+    json.dump(summary, f, indent=2)
+  os.replace(path + ".tmp", path)
 
 
 def evaluate_unit(suite: compare_suites.Suite, trained: TrainedUnit, method: str,
@@ -129,6 +146,11 @@ def evaluate_unit(suite: compare_suites.Suite, trained: TrainedUnit, method: str
   if method == "CCVL":
     extra = dict(extra, diagnostics=_diagnostics(suite, trained.learner, trained.data, game,
                                                  seed, records))
+    # The adaptive policy's temperature, for a fine-tune of this run (experiments/online.py).
+    write_train_summary(train_dir(cfg.output_dir, method, dataset, game, seed),
+                        suite.env_name(game), trained.spec.train_key, trained.learner,
+                        trained.data.size, trained.steps,
+                        belief_temperature=float(extra["belief_temperature"]))
   row = dict(method=method, dataset=dataset, game=game, seed=seed, score=score,
              normalized_score=suite.normalize(game, score), train_steps=trained.steps,
              train_seconds=round(trained.train_seconds, 2),

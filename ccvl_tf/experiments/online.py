@@ -52,6 +52,7 @@ from ccvl_tf import training
 from ccvl_tf.envs import factory
 from ccvl_tf.experiments import online_actor
 from ccvl_tf.experiments import online_config
+from ccvl_tf.experiments import online_eval
 
 # Names of online_config and online_actor that binaries, tests and docs use through this module.
 GRIDWORLD = online_config.GRIDWORLD
@@ -145,26 +146,6 @@ def _write_status(cfg, **status):
   os.replace(tmp, path)
 
 
-def _evaluate(cfg: OnlineConfig, agent, step: int) -> Dict[str, float]:
-  """Mean return of the safe policy (Q_l greedy at policy_delta) and of the bounds policy."""
-  out = {}
-  tss, act = agent.time_step_spec, agent.action_spec
-  named = {"lower": policies.FixedDeltaPolicy(tss, act, agent.q_network, cfg.policy_delta)}
-  if agent.bounds_policy is not None:  # CQL: none, 'lower' is its greedy policy
-    named["bounds"] = agent.bounds_policy
-  for name, policy in named.items():
-    ev = factory.make_env(cfg.game, cfg.seed + 10_000 + step, cfg.eval_max_steps)
-    records = evaluation.run_episodes(
-        evaluation.CompiledPolicy(policy), ev.env, cfg.eval_episodes,
-        epsilon=cfg.eval_epsilon, seed=cfg.seed + step, raw_score_fn=ev.raw_score_fn,
-        max_total_steps=cfg.eval_episodes * (cfg.eval_max_steps + 2))
-    scores = np.array([r.raw_score for r in records])
-    out[f"{name}_mean_score"] = float(scores.mean())
-    if ev.normalize is not None:
-      out[f"{name}_normalized_score"] = float(np.mean(ev.normalize(scores)))
-  return out
-
-
 class _Runner:
   """One fine-tuning run of the learner, in Dopamine's runner phases: `_build_learner`,
   `_initialize_checkpointer_and_maybe_resume`, `_connect_replay`, `_run_train_phase`,
@@ -174,6 +155,8 @@ class _Runner:
   def __init__(self, cfg: OnlineConfig, log: Callable[[str], None], strategy):
     self.cfg, self.log, self.strategy = cfg, log, strategy
     self.server = None
+    self.eval_seconds = self.last_eval_seconds = 0.0
+    self.sample_wait_seconds = 0.0  # in next(replay iterator): rate limiter + pipeline
 
   def _resolve_config(self) -> None:
     """Checks the offline run's summary.json against the flags (agent, game); takes the
@@ -185,11 +168,12 @@ class _Runner:
       with open(summary_path) as f:
         self.offline_summary = json.load(f)
       game = str(self.offline_summary.get("game", cfg.game))
-      offline_agent = ("cql" if str(self.offline_summary.get("agent", "ccvl")).lower() == "cql"
-                       else "ccvl")
-      if offline_agent != cfg.agent:
+      offline_agent = str(self.offline_summary.get("agent", "ccvl")).lower()
+      offline_agent = {"ccvl_bounds": "ccvl", "fixed_ccvl": "ccvl"}.get(offline_agent,
+                                                                        offline_agent)
+      if offline_agent != cfg.offline_agent:
         raise ValueError(f"--offline_dir {cfg.offline_dir} holds a {offline_agent} run, not "
-                         f"--agent={cfg.agent}")
+                         f"--agent={cfg.agent} (which starts from a {cfg.offline_agent} run)")
       if game.lower() != cfg.game.lower():
         raise ValueError(f"--offline_dir {cfg.offline_dir} was trained on {game!r}, not "
                          f"--game={cfg.game!r}")
@@ -202,15 +186,18 @@ class _Runner:
                "(the offline run's).")
 
   def _build_learner(self) -> None:
-    """The registered learner of --agent under the strategy's scope (alpha of the offline
-    run), the control variables pushed with its weights, and its step function."""
+    """The registered learner of --agent under the strategy's scope (alpha and |D| of the
+    offline run), the control variables pushed with its weights, and its step function."""
     cfg = self.cfg
     self.tss, self.act = specs(cfg.game, cfg.seed)
     with self.strategy.scope():
-      # alpha of the offline run: top level (gridworld) or in train_offline's 'config'.
+      # alpha of the offline run: top level (gridworld, compare) or in train_offline's
+      # 'config'; |D| ('num_transitions': train_offline, compare) scales CCVL's n(s)^-1.
       alpha = self.offline_summary.get("alpha",
                                        self.offline_summary.get("config", {}).get("alpha"))
-      self.settings = agent_settings(cfg.game, cfg.bounds(), alpha, cfg.seed, agent=cfg.agent,
+      dataset_size = float(self.offline_summary.get("num_transitions", 2500.0))
+      self.settings = agent_settings(cfg.game, cfg.bounds(), alpha, cfg.seed,
+                                     dataset_size=dataset_size, agent=cfg.agent,
                                      policy_delta=cfg.policy_delta,
                                      num_grid_deltas=cfg.num_grid_deltas)
       self.agent = agent_spec(cfg.agent).build(self.tss, self.act, self.settings)
@@ -305,8 +292,10 @@ class _Runner:
     """(batch, iterator): the next online batch (with its offline share), or (None, a fresh
     iterator) after a sampling timeout when the server and the actors are still alive."""
     cfg = self.cfg
+    t0 = time.perf_counter()
     try:
       batch = next(it)
+      self.sample_wait_seconds += time.perf_counter() - t0
     except (StopIteration, tf.errors.OutOfRangeError, tf.errors.UnavailableError,
             tf.errors.DeadlineExceededError, tf.errors.CancelledError) as e:
       self._check_server(step)
@@ -340,10 +329,12 @@ class _Runner:
     online, offline_it = self._batches()
     it = iter(online)
     step = self.start_step
-    last_t, last_step = time.time(), step
     self.log(f"Fine-tuning from learner step {self.start_step} to {final_step} "
              f"({cfg.num_env_steps} env steps x SPI {cfg.samples_per_insert} / batch "
              f"{cfg.online_batch_size}).")
+    if cfg.eval_interval and step == int(self.offline_step.numpy()):
+      self._evaluate_once(step)  # the offline policy's score: "before" fine-tuning
+    last_t, last_step = time.time(), step
     try:
       while step < final_step:
         batch, it = self._next_batch(online, it, offline_it, step)
@@ -351,6 +342,10 @@ class _Runner:
           continue
         metrics = self.learner_step(batch)
         step = int(self.agent.train_step_counter.numpy())
+        if (cfg.eval_interval and step < final_step
+            and (step - int(self.offline_step.numpy())) % cfg.eval_interval == 0):
+          self._evaluate_once(step)
+          last_t += self.last_eval_seconds  # progress rates count training time only
         if step % cfg.push_period == 0 or step == final_step:
           self.control["train_step"].assign(step)
           self._check_server(step)  # the push (an insert) has no deadline either
@@ -378,10 +373,17 @@ class _Runner:
     # waits for samples that will not come) never pulls: a short grace, then SIGTERM.
     self.actors.stop(grace_s=3.0)
 
-  def _run_eval_phase(self, step: int) -> Dict[str, float]:
-    """The end-of-run evaluation (none when eval_episodes is 0), exactly once per step: a
-    rerun of a finished run reports the recorded one (evals.json; eval.csv has one row per
-    evaluated step)."""
+  def online_env_steps(self, step: int) -> float:
+    """Env steps of online data behind learner step `step` (the rate limiter's ratio)."""
+    return ((step - int(self.offline_step.numpy())) * self.cfg.online_batch_size
+            / self.cfg.samples_per_insert)
+
+  def _evaluate_once(self, step: int, tightness: bool = False) -> Dict[str, float]:
+    """Evaluates the policies at `step` (online_eval.evaluate; with `tightness`, also the
+    bounds against Monte-Carlo returns), exactly once per step: a rerun reports the recorded
+    results (evals.json; eval.csv has one row per evaluated step). None when eval_episodes
+    is 0."""
+    self.last_eval_seconds = 0.0
     if not self.cfg.eval_episodes:
       return {}
     recorded = training.recorded_evaluation(self.cfg.root_dir, step)
@@ -389,12 +391,46 @@ class _Runner:
       self.log(f"[eval] step {step} already evaluated (evals.json): " + ", ".join(
           f"{k}={v:.4g}" for k, v in sorted(recorded.items())))
       return recorded
-    last_eval = _evaluate(self.cfg, self.agent, step)
-    self.log("[eval] " + ", ".join(f"{k}={v:.4g}" for k, v in sorted(last_eval.items())))
-    training.record_evaluation(self.cfg.root_dir, step, last_eval)
-    return last_eval
+    t0 = time.time()
+    results = online_eval.evaluate(self.cfg, self.agent, step)
+    if tightness:
+      results.update(online_eval.bound_tightness(self.cfg, self.agent, self.cfg.eval_episodes))
+    results["online_env_steps"] = self.online_env_steps(step)
+    self.last_eval_seconds = time.time() - t0
+    self.eval_seconds += self.last_eval_seconds
+    self.log(f"[eval] step {step} ({self.last_eval_seconds:.0f}s): " + ", ".join(
+        f"{k}={v:.4g}" for k, v in sorted(results.items())))
+    training.record_evaluation(self.cfg.root_dir, step, results)
+    return results
 
-  def _export_and_summarize(self, step: int, last_eval: Dict[str, float]) -> Dict:
+  def _run_eval_phase(self, step: int) -> Dict[str, float]:
+    """The end-of-run evaluation, with the bounds' tightness (`_evaluate_once`)."""
+    return self._evaluate_once(step, tightness=True)
+
+  def _throughput(self, step: int, train_seconds: float) -> Dict[str, float]:
+    """Learner steps/s over this call's training (evaluations excluded), the learner's
+    seconds waiting for samples (rate limiter + input pipeline), the local actors' env steps/s
+    and seconds in their inserts (online_actor.read_stats), and the replay table's completed
+    inserts / samples since its server started (replay.rate_limiter_stats)."""
+    out = {"train_seconds": train_seconds,
+           "learner_steps": float(step - self.start_step),
+           "learner_steps_per_s": (step - self.start_step) / max(train_seconds, 1e-9),
+           "sample_wait_seconds": self.sample_wait_seconds,
+           "eval_seconds": self.eval_seconds}
+    out.update({f"actors/{k}": v for k, v in online_actor.read_stats(
+        self.cfg.root_dir, self.cfg.num_actors).items()})
+    try:
+      stats = replay.rate_limiter_stats(self.client.server_info(
+          timeout=int(self.cfg.server_timeout_s))[replay.REPLAY_TABLE])
+    except Exception as e:  # pylint: disable=broad-except  (a report, not the run's result)
+      self.log(f"could not read the replay table's statistics: {e}")
+      return out
+    out.update({f"replay/{k}": v for k, v in stats.items()})
+    out["env_steps_per_s"] = stats["inserts"] / max(train_seconds, 1e-9)
+    return out
+
+  def _export_and_summarize(self, step: int, last_eval: Dict[str, float],
+                            throughput: Dict[str, float]) -> Dict:
     """Exports the agent's SavedModels (unless --export_policies=false); writes and returns
     summary.json."""
     cfg, agent = self.cfg, self.agent
@@ -406,7 +442,7 @@ class _Runner:
       self.log(f"Exported SavedModels: {', '.join(dirs.values())}.")
     result = dict(game=cfg.game, step=step, start_step=self.start_step,
                   offline_step=int(self.offline_step.numpy()), final_step=self.final_step,
-                  address=self.address, last_eval=last_eval,
+                  address=self.address, last_eval=last_eval, throughput=throughput,
                   checkpoint=self.manager.latest_checkpoint,
                   replay_items=int(self.client.server_info()[replay.REPLAY_TABLE].current_size),
                   config=dataclasses.asdict(cfg), policy_dirs=dirs)
@@ -437,11 +473,18 @@ class _Runner:
                     actor_pids=[p.pid for p in self.actors.procs], start_step=self.start_step,
                     final_step=self.final_step)
       t0 = time.time()
+      self.eval_seconds = 0.0
       step = self._run_train_phase()
+      train_seconds = time.time() - t0 - self.eval_seconds
+      throughput = self._throughput(step, train_seconds)
       self._finish_actors(step)
-      self.log(f"Trained to step {step} in {time.time() - t0:.1f}s.")
+      self.log(f"Trained to step {step} in {train_seconds:.1f}s of training ("
+               f"{throughput['learner_steps_per_s']:.1f} learner steps/s, "
+               f"{throughput['sample_wait_seconds']:.1f}s waiting for samples; local actors "
+               f"{throughput['actors/actor_env_steps_per_s']:.1f} env steps/s, "
+               f"{100 * throughput['actors/insert_share']:.0f}% of their time inserting).")
       last_eval = self._run_eval_phase(step)
-      return self._export_and_summarize(step, last_eval)
+      return self._export_and_summarize(step, last_eval, throughput)
     finally:
       self.actors.stop(grace_s=5.0)
       if self.server is not None:

@@ -39,6 +39,53 @@ def collect_steps(env, policy, observer, time_step, policy_state, num_steps: int
   return time_step, policy_state
 
 
+class TimedObserver:
+  """An observer that adds up the seconds spent in it: writing to Reverb, including the
+  waits of the replay table's rate limiter (an insert blocks while the learner is behind)."""
+
+  def __init__(self, observer):
+    self._observer = observer
+    self.seconds = 0.0
+
+  def __call__(self, traj):
+    t0 = time.perf_counter()
+    self._observer(traj)
+    self.seconds += time.perf_counter() - t0
+
+
+def stats_path(root_dir: str, actor_id: int) -> str:
+  return os.path.join(root_dir, "actors", f"actor_{actor_id}_stats.json")
+
+
+def write_stats(path: str, env_steps: int, seconds: float, insert_seconds: float) -> None:
+  """The actor's counters (atomic rewrite after every weight pull): env steps, wall seconds
+  since its first step, seconds inside the observer (insert + rate-limiter waits)."""
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  with open(path + ".tmp", "w") as f:
+    json.dump({"env_steps": env_steps, "seconds": seconds, "insert_seconds": insert_seconds}, f)
+  os.replace(path + ".tmp", path)
+
+
+def read_stats(root_dir: str, num_actors: int) -> dict:
+  """Sum of the local actors' counters (write_stats): env_steps, insert_seconds and
+  actor_seconds (summed over actors), and env steps/s over all of them."""
+  total = {"env_steps": 0.0, "actor_seconds": 0.0, "insert_seconds": 0.0}
+  rates = []
+  for i in range(num_actors):
+    path = stats_path(root_dir, i)
+    if not os.path.exists(path):
+      continue
+    with open(path) as f:
+      st = json.load(f)
+    total["env_steps"] += st["env_steps"]
+    total["actor_seconds"] += st["seconds"]
+    total["insert_seconds"] += st["insert_seconds"]
+    rates.append(st["env_steps"] / max(st["seconds"], 1e-9))
+  total["actor_env_steps_per_s"] = float(sum(rates))
+  total["insert_share"] = total["insert_seconds"] / max(total["actor_seconds"], 1e-9)
+  return total
+
+
 def actor_main(config_path: str, actor_id: int, address: str, parent_pid: int) -> int:
   """One actor process (see module docstring). Exit codes: 0 finished (learner said so, or
   the learner is gone), 3 the Reverb server was lost (message names the address).
@@ -90,17 +137,22 @@ def actor_main(config_path: str, actor_id: int, address: str, parent_pid: int) -
   env = online_config.make_env(cfg.game, seed=cfg.seed + 1000 * (actor_id + 1))
   observer = reverb_utils.ReverbAddTrajectoryObserver(
       reverb.Client(address), replay.REPLAY_TABLE, sequence_length=2, stride_length=1)
+  timed = TimedObserver(observer)
+  stats = stats_path(cfg.root_dir, actor_id)
   policy = py_tf_eager_policy.PyTFEagerPolicy(agent.exploration_policy, use_tf_function=True)
   time_step, policy_state = env.reset(), policy.get_initial_state(1)
   steps = 0
   print(f"{tag}: collecting into {address} (learner step {int(control['train_step'].numpy())})",
         flush=True)
+  t_start = time.perf_counter()
   try:
     while True:
-      time_step, policy_state = collect_steps(env, policy, observer, time_step, policy_state,
+      time_step, policy_state = collect_steps(env, policy, timed, time_step, policy_state,
                                               cfg.actor_update_period)
       steps += cfg.actor_update_period
       container.update(variables)
+      if parent_pid > 0:  # started by the learner (a remote actor may have no root_dir)
+        write_stats(stats, steps, time.perf_counter() - t_start, timed.seconds)
       if int(control["finished"].numpy()):
         print(f"{tag}: learner finished; {steps} env steps collected", flush=True)
         break

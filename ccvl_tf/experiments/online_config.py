@@ -19,8 +19,10 @@ from ccvl_tf.config_flags import setting
 
 GRIDWORLD = "gridworld"
 # --agent of the fine-tune -> the registered learner it builds (experiments/agent_registry.py).
-REGISTERED = {"ccvl": "ccvl_bounds", "cql": "cql"}
+REGISTERED = {"ccvl": "ccvl_bounds", "ccvl_lower": "ccvl_lower", "cql": "cql"}
 AGENTS = tuple(REGISTERED)
+# --agent of the fine-tune -> the offline agent whose checkpoint it starts from.
+OFFLINE_AGENT = {"ccvl": "ccvl", "ccvl_lower": "ccvl", "cql": "cql"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +39,8 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
   """
   offline_dir: str = setting("", "root_dir of the offline run to fine-tune.",
                              flag_default=None)
-  game: str = setting(GRIDWORLD, "'gridworld' or an Atari game (ALE name).")
+  game: str = setting(GRIDWORLD, "'gridworld', a MinAtar game ('minatar/Breakout') or an "
+                      "Atari game (ALE name).")
   root_dir: str = setting("", "Run directory (checkpoints, logs, policies).", flag_default=None)
   num_env_steps: int = setting(100_000, "Env steps of online interaction (all actors "
                                "together).", lower_bound=1)
@@ -65,6 +68,9 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
       1_000, "Learner (and Reverb) checkpoint every N learner steps.", lower_bound=1)
   log_interval: int = setting(100, "Progress line every N steps.", lower_bound=1)
   eval_episodes: int = setting(5, "Evaluation episodes at the end (0: none).", lower_bound=0)
+  eval_interval: int = setting(
+      0, "Also evaluate before the first online step and every N learner steps (0: only at "
+      "the end); eval.csv then holds score vs online steps.", lower_bound=0)
   export_policies: bool = setting(True, "Write the SavedModels at the end.")
   eval_max_steps: int = setting(2_000, "Step cap of an evaluation episode.", lower_bound=1)
   eval_epsilon: float = 0.001
@@ -76,9 +82,10 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
       upper_bound=86400.0)
   reverb_port: int = setting(0, "Port of the in-process server (0: free port).", lower_bound=0,
                              upper_bound=65535)
-  agent: str = setting(  # 'ccvl' (both bounds) or 'cql' (baseline, greedy + epsilon)
-      "ccvl", "'ccvl' (lower + upper bounds, Eq. upper policy exploration) or "
-      "'cql' (baseline: greedy + epsilon exploration).", enum_values=AGENTS)
+  agent: str = setting(  # 'ccvl' (both bounds), 'ccvl_lower' (Q_l only) or 'cql'
+      "ccvl", "'ccvl' (lower + upper bounds, Eq. upper policy exploration), 'ccvl_lower' "
+      "(Q_l only, explores with the confidence-adaptive policy + epsilon) or 'cql' "
+      "(baseline: greedy + epsilon exploration).", enum_values=AGENTS)
   seed: int = setting(0, "Seed.", lower_bound=0)
 
   # The inherited ExplorationConfig fields that are flags (agents/ does not declare flags).
@@ -110,6 +117,8 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
       v = getattr(self, name)
       if int(v) != v or v < 1:
         raise ValueError(f"--{name} must be an integer >= 1, got {v!r}")
+    if int(self.eval_interval) != self.eval_interval or self.eval_interval < 0:
+      raise ValueError(f"--eval_interval must be an integer >= 0, got {self.eval_interval!r}")
     if int(self.eval_episodes) != self.eval_episodes or self.eval_episodes < 0:
       raise ValueError(f"--eval_episodes must be an integer >= 0, got {self.eval_episodes!r}")
     if int(self.num_actors) != self.num_actors or self.num_actors < 0:
@@ -146,6 +155,11 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
     return max(1, int(math.ceil(self.num_env_steps * self.samples_per_insert
                                 / self.online_batch_size)))
 
+  @property
+  def offline_agent(self) -> str:
+    """The offline agent (train_offline / compare --agent) this fine-tune starts from."""
+    return OFFLINE_AGENT[self.agent]
+
   def bounds(self) -> ccvl_bounds_agent.BoundsConfig:
     """The BoundsConfig of the fine-tune: the inherited settings, belief temperature 1 when
     unset, rewards clipped to [-1, 1] except on the gridworld."""
@@ -168,15 +182,23 @@ def agent_settings(game: str, bounds, alpha: Optional[float] = None, seed: int =
                    dataset_size: float = 2500.0, agent: str = "ccvl",
                    **more) -> agent_registry.AgentSettings:
   """The registry settings of the fine-tune's learner: the gridworld's small MLP (one-hot
-  states; N = 4, M = 2, squared TD, no DR3, lr 3e-3, target period 10) or the Atari defaults
-  (Nature torso), with `bounds` (BoundsConfig). CQL explores with its collect policy, so its
-  collect epsilon is bounds.explore_epsilon. `more`: further AgentSettings fields (export:
-  policy_delta, num_grid_deltas)."""
+  states; N = 4, M = 2, squared TD, no DR3, lr 3e-3, target period 10), MinAtar's network and
+  training settings (those of the MinAtar comparison, experiments/compare_suites.py, whose
+  checkpoints it fine-tunes), or the Atari defaults (Nature torso), with `bounds`
+  (BoundsConfig). CQL explores with its collect policy, so its collect epsilon is
+  bounds.explore_epsilon. `dataset_size`: |D| of the offline data (CCVL's linear n(s)^-1).
+  `more`: further AgentSettings fields (export: policy_delta, num_grid_deltas)."""
   from ccvl_tf import networks
+  from ccvl_tf.envs import factory
   from ccvl_tf.envs import gridworld
   extra = dict(bounds=bounds, seed=seed, dataset_size=dataset_size, **more)
   if agent == "cql":
     extra["collect_epsilon"] = bounds.explore_epsilon
+  if factory.is_minatar(game):
+    from ccvl_tf.experiments import compare_suites  # pylint: disable=g-import-not-at-top
+    extra = dict(dict(compare_suites.MinAtarSuite.training_overrides), **extra)
+    return agent_registry.AgentSettings(network_config=networks.minatar_network_config(),
+                                        alpha=alpha, reward_clip=1.0, **extra)
   if game.lower() == GRIDWORLD:
     extra = dict(dict(num_deltas=4, num_pairs=2, td_loss="squared", dr3_coef=0.0,
                       learning_rate=3e-3, adam_epsilon=1e-7, target_update_period=10,
@@ -191,13 +213,14 @@ def agent_settings(game: str, bounds, alpha: Optional[float] = None, seed: int =
 
 
 def agent_spec(agent: str) -> agent_registry.AgentSpec:
-  """The registered learner of --agent ('ccvl': 'ccvl_bounds', 'cql': 'cql')."""
+  """The registered learner of --agent ('ccvl': 'ccvl_bounds', 'ccvl_lower', 'cql')."""
   return agent_registry.get_agent_spec(REGISTERED[agent], offline=False)
 
 
 def build_agent(game: str, time_step_spec, action_spec, bounds, alpha=None, seed=0,
                 dataset_size: float = 2500.0, agent: str = "ccvl"):
-  """The learner of --agent through the registry: CCVLBoundsAgent ('ccvl') or CQLAgent."""
+  """The learner of --agent through the registry: CCVLBoundsAgent ('ccvl'),
+  LowerCCVLAgent ('ccvl_lower') or CQLAgent."""
   settings = agent_settings(game, bounds, alpha, seed, dataset_size, agent)
   return agent_spec(agent).build(time_step_spec, action_spec, settings)
 

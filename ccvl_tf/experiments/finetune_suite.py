@@ -1,0 +1,192 @@
+"""The fine-tuning measurement (paper Table 6's shape) on MinAtar: offline runs of the MinAtar
+comparison (binaries/compare.py --suite=minatar) fine-tuned online for the same number of
+environment steps by every method, scored before and after.
+
+Methods (online_config.AGENTS), each from its own offline run of the comparison:
+  cql         CQL, explores greedy + epsilon (the baseline);
+  ccvl_lower  CCVL's lower bound Q_l alone, explores with the confidence-adaptive policy;
+  ccvl        CCVL with lower and upper bounds, explores with Eq. upper policy (delta ~ b(h)).
+A run is `binaries/finetune_online.py` in a subprocess (its own Reverb server and actor), with
+--eval_interval so eval.csv holds the score against online steps; a rerun skips finished runs
+and resumes the others. The report (finetune_report.py) normalizes with the datasets' reference
+scores and aggregates the gains with rliable.
+
+Layout of output_dir: runs/<method>/<Game>/seed_<k>/ (a finetune_online root_dir),
+logs/<method>_<Game>_seed<k>.log, then table.md, scores.csv, score_vs_steps.png,
+tightness.md (finetune_report.py).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from typing import Callable, Dict, Sequence
+
+import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+
+from ccvl_tf.config_flags import setting
+from ccvl_tf.experiments import compare_config
+from ccvl_tf.experiments import online_config
+
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+FINETUNE = os.path.join(_REPO_ROOT, "binaries", "finetune_online.py")
+# Fine-tune --agent -> the comparison's method whose offline run it starts from.
+OFFLINE_METHOD = {"cql": "CQL", "ccvl_lower": "CCVL", "ccvl": "CCVL"}
+
+
+def _parse_list(text) -> tuple:
+  if isinstance(text, str):
+    return tuple(t.strip() for t in text.split(",") if t.strip())
+  return tuple(text)
+
+
+@dataclasses.dataclass(frozen=True)
+class FinetuneSuiteConfig:
+  """Settings of the measurement; its `setting` fields are binaries/finetune_minatar.py's
+  flags."""
+  compare_dir: str = setting("", "--output_dir of compare.py --suite=minatar (its runs/ hold "
+                             "the offline checkpoints).", flag_default=None)
+  data_dir: str = setting("", "The MinAtar datasets' root (minatar_scores.json: reference "
+                          "scores for the normalized score).", flag_default=None)
+  output_dir: str = setting("", "Output directory (resumable).", flag_default=None)
+  dataset: str = setting("1%", "Dataset kind of the offline runs (1%, 5%, Initial 10%).")
+  games: Sequence[str] = setting(("Breakout", "SpaceInvaders"), "MinAtar games.", kind="csv",
+                                 parse=_parse_list)
+  seeds: Sequence[str] = setting(("0", "1", "2"), "Seeds (of the offline runs and the "
+                                 "fine-tunes).", kind="csv", parse=_parse_list)
+  methods: Sequence[str] = setting(online_config.AGENTS, "Fine-tune agents: "
+                                   + ", ".join(online_config.AGENTS) + ".", kind="csv",
+                                   parse=_parse_list)
+  num_env_steps: int = setting(10_000, "Online env steps per run (the same for every "
+                               "method).", lower_bound=1)
+  eval_interval: int = setting(625, "Learner steps between evaluations (and one before the "
+                               "first online step).", lower_bound=1)
+  eval_episodes: int = setting(10, "Evaluation episodes per policy and evaluation.",
+                               lower_bound=1)
+  eval_max_steps: int = setting(10_000, "Step cap of an evaluation episode (MinAtar's own).",
+                                lower_bound=1)
+  min_replay_size: int = setting(500, "Replay items before the first learner step.",
+                                 lower_bound=1)
+  bootstrap_reps: int = setting(2000, "rliable bootstrap reps.", lower_bound=100)
+
+  def validate(self) -> None:
+    for name in ("compare_dir", "data_dir", "output_dir"):
+      if not getattr(self, name):
+        raise ValueError(f"--{name} is required")
+    if not os.path.isdir(self.compare_dir):
+      raise ValueError(f"--compare_dir {self.compare_dir!r} is not a directory")
+    compare_config.parse_datasets(self.dataset)
+    bad = [m for m in self.methods if m not in online_config.AGENTS]
+    if bad or not self.methods:
+      raise ValueError(f"--methods: unknown {bad}; valid: {', '.join(online_config.AGENTS)}")
+    if not self.games or not self.seeds:
+      raise ValueError("--games and --seeds must not be empty")
+    for s in self.seeds:
+      if not str(s).isdigit():
+        raise ValueError(f"--seeds must be integers >= 0, got {s!r}")
+
+  @property
+  def dataset_kind(self) -> str:
+    return compare_config.parse_datasets(self.dataset)[0]
+
+
+def offline_dir(cfg: FinetuneSuiteConfig, method: str, game: str, seed: int) -> str:
+  """The comparison's training root of the offline run `method` starts from."""
+  from ccvl_tf.experiments import compare_units  # pylint: disable=g-import-not-at-top
+  return compare_units.train_dir(cfg.compare_dir, OFFLINE_METHOD[method], cfg.dataset_kind,
+                                 game, seed)
+
+
+def run_dir(cfg: FinetuneSuiteConfig, method: str, game: str, seed: int) -> str:
+  return os.path.join(cfg.output_dir, "runs", method, game, f"seed_{seed}")
+
+
+def ensure_offline_summary(cfg: FinetuneSuiteConfig, method: str, game: str, seed: int,
+                           log: Callable[[str], None]) -> str:
+  """The offline run's summary.json (what the fine-tune reads: game, agent, alpha, |D|, the
+  belief temperature). Comparisons made before compare.py wrote it have none: it is written
+  here from the comparison's own definitions at its default settings (the learner's alpha,
+  the dataset's size) and the CCVL result file's belief temperature, and the log says so."""
+  from ccvl_tf.experiments import compare_suites  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments import compare_units  # pylint: disable=g-import-not-at-top
+  root = offline_dir(cfg, method, game, seed)
+  path = os.path.join(root, "summary.json")
+  if os.path.exists(path):
+    return root
+  if not os.path.isdir(os.path.join(root, "checkpoints")):
+    raise ValueError(f"no offline run of {OFFLINE_METHOD[method]} for {game} seed {seed} "
+                     f"({root}/checkpoints missing); run compare.py --suite=minatar "
+                     f"--methods={OFFLINE_METHOD[method]} --datasets={cfg.dataset} "
+                     f"--games={game} --output_dir={cfg.compare_dir} first")
+  ccfg = compare_config.CompareConfig(suite="minatar", output_dir=cfg.compare_dir,
+                                      data_dir=cfg.data_dir)
+  suite = compare_suites.MinAtarSuite(ccfg)
+  data = suite.data(game, cfg.dataset_kind, seed, suite.default_batch_size)
+  spec = compare_units.offline.get_agent_spec(compare_config.METHODS[OFFLINE_METHOD[method]])
+  tss, act = suite.specs(game)
+  learner = spec.build(tss, act, compare_units.agent_settings(suite, data, seed))
+  more = {}
+  result = compare_units.result_path(cfg.compare_dir, "CCVL", cfg.dataset_kind, game, seed)
+  if OFFLINE_METHOD[method] == "CCVL" and os.path.exists(result):
+    more["belief_temperature"] = float(json.load(open(result))["belief_temperature"])
+  steps = int(json.load(open(os.path.join(root, "train_seconds.json")))["steps"])
+  compare_units.write_train_summary(root, suite.env_name(game), spec.train_key, learner,
+                                    data.size, steps, **more)
+  log(f"{root}: wrote the summary.json this comparison predates (its default settings; "
+      f"{json.load(open(path))})")
+  return root
+
+
+def run_finished(root: str) -> bool:
+  path = os.path.join(root, "summary.json")
+  if not os.path.exists(path):
+    return False
+  summary = json.load(open(path))
+  return summary.get("step") == summary.get("final_step")
+
+
+def finetune_args(cfg: FinetuneSuiteConfig, method: str, game: str, seed: int,
+                  offline: str) -> list:
+  """The finetune_online.py flags of one run (everything else at OnlineConfig's defaults)."""
+  return [f"--game=minatar/{game}", f"--agent={method}", f"--offline_dir={offline}",
+          f"--root_dir={run_dir(cfg, method, game, seed)}", f"--seed={seed}",
+          f"--num_env_steps={cfg.num_env_steps}", f"--eval_interval={cfg.eval_interval}",
+          f"--eval_episodes={cfg.eval_episodes}", f"--eval_max_steps={cfg.eval_max_steps}",
+          f"--min_replay_size={cfg.min_replay_size}", "--replay_capacity=1000000",
+          "--num_actors=1", "--export_policies=false",
+          f"--checkpoint_interval={cfg.eval_interval}", f"--log_interval={cfg.eval_interval}"]
+
+
+def run(cfg: FinetuneSuiteConfig, log: Callable[[str], None] = print) -> Dict[str, str]:
+  """Every (method, game, seed) run in turn (finished ones skipped), then the report."""
+  from ccvl_tf.experiments import finetune_report  # pylint: disable=g-import-not-at-top
+  cfg.validate()
+  os.makedirs(os.path.join(cfg.output_dir, "logs"), exist_ok=True)
+  with open(os.path.join(cfg.output_dir, "config.json"), "w") as f:
+    json.dump(dataclasses.asdict(cfg), f, indent=2)
+  units = [(g, int(s), m) for g in cfg.games for s in cfg.seeds for m in cfg.methods]
+  for i, (game, seed, method) in enumerate(units):
+    root = run_dir(cfg, method, game, seed)
+    if run_finished(root):
+      log(f"[{i + 1}/{len(units)}] {method} {game} seed {seed}: done (skipped)")
+      continue
+    offline = ensure_offline_summary(cfg, method, game, seed, log)
+    log_path = os.path.join(cfg.output_dir, "logs", f"{method}_{game}_seed{seed}.log")
+    t0 = time.time()
+    log(f"[{i + 1}/{len(units)}] {method} {game} seed {seed}: fine-tuning {offline} "
+        f"(log {log_path})")
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env["PYTHONPATH"] = _REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    with open(log_path, "a") as out:
+      code = subprocess.call([sys.executable, FINETUNE] + finetune_args(
+          cfg, method, game, seed, offline), stdout=out, stderr=subprocess.STDOUT, env=env,
+          cwd=_REPO_ROOT)
+    if code != 0:
+      tail = open(log_path).read()[-1500:]
+      raise RuntimeError(f"{method} {game} seed {seed}: finetune_online.py exited with code "
+                         f"{code}; see {log_path}:\n{tail}")
+    log(f"  done in {time.time() - t0:.0f}s")
+  return finetune_report.write_report(cfg, log)

@@ -1,0 +1,144 @@
+"""Online fine-tuning's evaluations: the scores of the learner's policies (`evaluate`) and the
+tightness of the bounds against Monte-Carlo returns (`bound_tightness`).
+
+Policies scored (keys '<name>_mean_score', '<name>_normalized_score' when the game has
+reference scores):
+  lower     Q_l greedy at policy_delta (CQL: its greedy policy);
+  adaptive  the confidence-adaptive policy over Q_l (delta ~ b(h), belief updated from Q_l's
+            Bellman errors over the evaluation episodes, at the exploration belief's
+            temperature; Eq. delta_selection) -- CCVL agents only: the policy the paper acts
+            with, and what the fine-tuning table reports for CCVL;
+  bounds    Eq. upper policy (argmax Q_u over the safe set of Q_l) -- agents with Q_u only.
+
+Tightness (paper Sec. "Learning Lower- and Upper-Bounds": Q_l <= Q* <= Q_u with probability
+1 - delta): on the states the evaluated policy visits, the Monte-Carlo return
+G_t = sum_k gamma^k r'_{t+k} of the rest of the episode (r' the reward clipped as in training)
+against Q_l(s_t, a_t, delta) and Q_u(s_t, a_t, delta) at a few confidences. G_t is the return of
+the policy that was run, a sample of Q^pi(s_t, a_t) <= Q*(s_t, a_t): Q_u >= G is implied by a
+valid upper bound, Q_l <= G is what a lower bound of *that policy's* value must satisfy.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, Optional, Sequence
+
+import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+
+import numpy as np
+
+TIGHTNESS_DELTAS = (0.1, 0.5, 0.9)
+
+
+def named_policies(cfg, agent) -> Dict[str, object]:
+  """{'lower', 'adaptive' (CCVL agents), 'bounds' (with Q_u)} -> TF-Agents policy."""
+  from agents import ccvl_bounds_agent  # pylint: disable=g-import-not-at-top
+  from ccvl_tf import policies  # pylint: disable=g-import-not-at-top
+  tss, act = agent.time_step_spec, agent.action_spec
+  named = {"lower": policies.FixedDeltaPolicy(tss, act, agent.q_network, cfg.policy_delta)}
+  if cfg.offline_agent == "ccvl":
+    named["adaptive"] = ccvl_bounds_agent.exploration_belief_policy(
+        tss, act, agent.q_network, agent.config.gamma,
+        dataclasses.replace(cfg.bounds(), explore_delta=None), cfg.seed)
+  if agent.bounds_policy is not None:
+    named["bounds"] = agent.bounds_policy
+  return named
+
+
+def primary_policy_name(cfg) -> str:
+  """The policy the fine-tuning table reports: 'adaptive' for CCVL agents, else 'lower'."""
+  return "adaptive" if cfg.offline_agent == "ccvl" else "lower"
+
+
+def evaluate(cfg, agent, step: int, episodes: Optional[int] = None) -> Dict[str, float]:
+  """Mean raw (and normalized) score of each of `named_policies` over `episodes` (default
+  cfg.eval_episodes) episodes of a fresh environment seeded by the step."""
+  from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.envs import factory  # pylint: disable=g-import-not-at-top
+  episodes = cfg.eval_episodes if episodes is None else episodes
+  out = {}
+  for name, policy in named_policies(cfg, agent).items():
+    ev = factory.make_env(cfg.game, cfg.seed + 10_000 + step, cfg.eval_max_steps)
+    records = evaluation.run_episodes(
+        evaluation.CompiledPolicy(policy), ev.env, episodes,
+        epsilon=cfg.eval_epsilon, seed=cfg.seed + step, raw_score_fn=ev.raw_score_fn,
+        max_total_steps=episodes * (cfg.eval_max_steps + 2))
+    scores = np.array([r.raw_score for r in records])
+    out[f"{name}_mean_score"] = float(scores.mean())
+    if ev.normalize is not None:
+      out[f"{name}_normalized_score"] = float(np.mean(ev.normalize(scores)))
+  return out
+
+
+def discounted_returns_to_go(rewards: Sequence[float], gamma: float) -> np.ndarray:
+  """G_t = r_t + gamma G_{t+1}, G_T = r_T (the episode's own rewards, no bootstrap) [T]."""
+  out = np.zeros(len(rewards), np.float64)
+  g = 0.0
+  for t in range(len(rewards) - 1, -1, -1):
+    g = float(rewards[t]) + gamma * g
+    out[t] = g
+  return out
+
+
+def bound_tightness(cfg, agent, episodes: int, deltas: Sequence[float] = TIGHTNESS_DELTAS,
+                    max_states: int = 4000) -> Dict[str, float]:
+  """Q_l and Q_u (when the agent has it) against the Monte-Carlo returns of `episodes`
+  episodes of the primary policy (see module docstring), at each delta of `deltas`.
+
+  Returns flat keys, for each delta d and bound b in (lower, upper):
+    'tight/<b>_minus_mc@d'   mean over visited (s_t, a_t) of Q_b(s_t, a_t, d) - G_t
+    'tight/<b>_holds@d'      share of visited steps with Q_l <= G_t (lower) / Q_u >= G_t (upper)
+  plus 'tight/mc_return' (mean G_t) and 'tight/states' (how many states were scored: every
+  visited one, or `max_states` spread evenly over them).
+  """
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
+  from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.envs import factory  # pylint: disable=g-import-not-at-top
+  policy = evaluation.CompiledPolicy(named_policies(cfg, agent)[primary_policy_name(cfg)])
+  ev = factory.make_env(cfg.game, cfg.seed + 20_000, cfg.eval_max_steps)
+  env, clip = ev.env, cfg.bounds().reward_clip
+  gamma = float(agent.config.gamma)
+  observations, actions, returns = [], [], []
+  state = policy.get_initial_state(1)
+  for _ in range(int(episodes)):
+    time_step, rewards = env.reset(), []
+    while True:
+      batch1 = ts.TimeStep(*(tf.constant(np.asarray(x)[np.newaxis]) for x in (
+          time_step.step_type, np.float32(time_step.reward), np.float32(time_step.discount),
+          time_step.observation)))
+      step = policy.action(batch1, state)
+      state = step.state
+      if not time_step.is_first():
+        r = float(time_step.reward)
+        rewards.append(r if clip is None else float(np.clip(r, -clip, clip)))
+      if time_step.is_last():
+        break
+      observations.append(np.asarray(time_step.observation))
+      actions.append(int(np.asarray(step.action).reshape(-1)[0]) - int(
+          agent.action_spec.minimum))
+      time_step = env.step(step.action[0])
+    returns.extend(discounted_returns_to_go(rewards, gamma))
+  n = len(returns)
+  keep = np.unique(np.linspace(0, n - 1, min(n, max_states)).astype(np.int64))  # [S]
+  obs = np.stack([observations[i] for i in keep])                             # [S, *obs]
+  acts = np.asarray([actions[i] for i in keep])                                # [S]
+  g = np.asarray(returns)[keep]                                                # [S]
+  out = {"tight/mc_return": float(g.mean()), "tight/states": float(len(keep))}
+  networks = {"lower": agent.q_network}
+  if getattr(agent, "upper_q_network", None) is not None:
+    networks["upper"] = agent.upper_q_network
+  d = np.asarray(deltas, np.float32)
+  for bound, net in networks.items():
+    q = []
+    for start in range(0, len(keep), 256):
+      chunk = obs[start:start + 256]
+      q.append(np.asarray(net({"observation": tf.constant(chunk),
+                               "delta": tf.constant(np.tile(d, (len(chunk), 1)))},
+                              training=False)))  # [b, K, A]
+    q_sa = np.concatenate(q)[np.arange(len(keep)), :, acts]                  # [S, K]
+    for k, delta in enumerate(deltas):
+      gap = q_sa[:, k] - g
+      out[f"tight/{bound}_minus_mc@{delta:g}"] = float(gap.mean())
+      holds = gap <= 0 if bound == "lower" else gap >= 0
+      out[f"tight/{bound}_holds@{delta:g}"] = float(holds.mean())
+  return out

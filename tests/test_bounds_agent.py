@@ -373,3 +373,41 @@ def test_fixed_explore_delta_keeps_the_fixed_bounds_policy():
   assert isinstance(agent.bounds_policy, policies.BoundsPolicy)
   with pytest.raises(ValueError, match="belief_temperature"):
     cba.BoundsConfig(belief_temperature=float("inf")).validate()
+
+
+def test_lower_only_agent_explores_with_the_belief_over_q_lower():
+  """LowerCCVLAgent (fine-tuning's --agent=ccvl_lower): Q_l alone, explored with the
+  confidence-adaptive policy over Q_l. Same table as above (K = 2, delta in {0.25, 0.75},
+  Q_l(s0) = [1, 0, 0] * eta(delta)): the delta acted with follows the belief in the state, the
+  action is argmax Q_l = 0, and the transition (s0, 0, r = eta(0.25), s1) moves the uniform
+  belief to [1, e^-2] / (1 + e^-2) = [0.880797, 0.119203] (errors [0, 2.0], T = 1). With
+  explore_delta set it acts at that delta (FixedDeltaPolicy); epsilon comes from the bounds."""
+  keras.utils.set_random_seed(3)
+  bounds = cba.BoundsConfig(explore_epsilon=0.0, num_grid_deltas=2, belief_temperature=1.0)
+  agent = cba.LowerCCVLAgent(*_specs(4, 3), ccvl_agent.CCVLConfig(dr3_coef=0.0), TABLE_NET,
+                             bounds, dataset_size=10)
+  assert agent.bounds_policy is None and set(agent.policy_variables()) == {"q"}
+  policy = agent.adaptive_policy
+  assert isinstance(policy, policies.ConfidenceAdaptivePolicy)
+  zeros = [0.0, 0.0, 0.0]
+  _set_delta_dependent_table(agent, [[1.0, 0.0, 0.0], zeros, zeros, zeros])
+  eta0 = 2.0 + np.cos(np.pi / 4)
+  s0, s1 = np.eye(4, dtype=np.float32)[None, 0], np.eye(4, dtype=np.float32)[None, 1]
+  first = ts.restart(tf.constant(s0), batch_size=1)
+  for log_b, expected in (([0.0, -50.0], 0.25), ([-50.0, 0.0], 0.75)):
+    state = agent.exploration_policy.get_initial_state(1)
+    state["log_belief"] = tf.constant([log_b])
+    step = agent.exploration_policy.action(first, state)
+    assert float(step.info.delta[0]) == pytest.approx(expected)
+    assert int(step.action[0]) == 0
+  step = policy.action(first, policy.get_initial_state(1))
+  mid = ts.transition(tf.constant(s1), reward=tf.constant([eta0], tf.float32),
+                      discount=tf.constant([1.0]))
+  step = policy.action(mid, step.state)
+  np.testing.assert_allclose(tf.exp(step.state["log_belief"]).numpy(),
+                             [[0.880797, 0.119203]], atol=1e-5)
+  fixed = cba.LowerCCVLAgent(*_specs(4, 3), ccvl_agent.CCVLConfig(dr3_coef=0.0), TABLE_NET,
+                             cba.BoundsConfig(explore_delta=0.3), dataset_size=10)
+  assert isinstance(fixed.adaptive_policy, policies.FixedDeltaPolicy)
+  step = fixed.adaptive_policy.action(first)
+  assert float(step.info.delta[0]) == pytest.approx(0.3)

@@ -269,7 +269,10 @@ def test_cql_baseline_fine_tunes_through_the_same_pipeline(tmp_path):
   assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
   result = json.loads(_read(os.path.join(root, "summary.json")))
   assert result["offline_step"] == 50 and result["step"] == 150
-  assert set(result["last_eval"]) == {"lower_mean_score", "lower_normalized_score"}
+  scored = {k for k in result["last_eval"] if k.endswith("_score")}
+  assert scored == {"lower_mean_score", "lower_normalized_score"}  # CQL: its greedy policy
+  assert "tight/lower_holds@0.5" in result["last_eval"]  # Q against Monte-Carlo returns
+  assert not any(k.startswith("tight/upper") for k in result["last_eval"])
   assert os.path.exists(os.path.join(root, "policy", "saved_model.pb"))
   # A CCVL fine-tune refuses the CQL offline run, naming both.
   bad = online.OnlineConfig(offline_dir=offline, root_dir=str(tmp_path / "bad"), agent="ccvl")

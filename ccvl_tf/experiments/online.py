@@ -157,6 +157,8 @@ class _Runner:
     self.server = None
     self.eval_seconds = self.last_eval_seconds = 0.0
     self.sample_wait_seconds = 0.0  # in next(replay iterator): rate limiter + pipeline
+    self.first_step_time = self.first_step = None
+    self.eval_seconds_at_first_step = 0.0
 
   def _resolve_config(self) -> None:
     """Checks the offline run's summary.json against the flags (agent, game); takes the
@@ -342,6 +344,9 @@ class _Runner:
           continue
         metrics = self.learner_step(batch)
         step = int(self.agent.train_step_counter.numpy())
+        if self.first_step_time is None:  # the end of the warm-up (min size, tracing)
+          self.first_step_time, self.first_step = time.time(), step
+          self.eval_seconds_at_first_step = self.eval_seconds
         if (cfg.eval_interval and step < final_step
             and (step - int(self.offline_step.numpy())) % cfg.eval_interval == 0):
           self._evaluate_once(step)
@@ -407,8 +412,9 @@ class _Runner:
     """The end-of-run evaluation, with the bounds' tightness (`_evaluate_once`)."""
     return self._evaluate_once(step, tightness=True)
 
-  def _throughput(self, step: int, train_seconds: float) -> Dict[str, float]:
-    """Learner steps/s over this call's training (evaluations excluded), the learner's
+  def _throughput(self, step: int, train_seconds: float, end_time: float) -> Dict[str, float]:
+    """Learner steps/s over this call's training (evaluations excluded) and after its
+    warm-up (from the first completed step: filling min_replay_size, tracing), the learner's
     seconds waiting for samples (rate limiter + input pipeline), the local actors' env steps/s
     and seconds in their inserts (online_actor.read_stats), and the replay table's completed
     inserts / samples since its server started (replay.rate_limiter_stats)."""
@@ -417,6 +423,11 @@ class _Runner:
            "learner_steps_per_s": (step - self.start_step) / max(train_seconds, 1e-9),
            "sample_wait_seconds": self.sample_wait_seconds,
            "eval_seconds": self.eval_seconds}
+    if self.first_step_time is not None and step > self.first_step:
+      steady = (end_time - self.first_step_time
+                - (self.eval_seconds - self.eval_seconds_at_first_step))
+      out["warmup_seconds"] = train_seconds - steady
+      out["steady_learner_steps_per_s"] = (step - self.first_step) / max(steady, 1e-9)
     out.update({f"actors/{k}": v for k, v in online_actor.read_stats(
         self.cfg.root_dir, self.cfg.num_actors).items()})
     try:
@@ -475,8 +486,9 @@ class _Runner:
       t0 = time.time()
       self.eval_seconds = 0.0
       step = self._run_train_phase()
-      train_seconds = time.time() - t0 - self.eval_seconds
-      throughput = self._throughput(step, train_seconds)
+      end_time = time.time()
+      train_seconds = end_time - t0 - self.eval_seconds
+      throughput = self._throughput(step, train_seconds, end_time)
       self._finish_actors(step)
       self.log(f"Trained to step {step} in {train_seconds:.1f}s of training ("
                f"{throughput['learner_steps_per_s']:.1f} learner steps/s, "

@@ -1,0 +1,148 @@
+"""MinAtar fine-tuning (binaries/finetune_minatar.py, finetune_online.py --game=minatar/...):
+the report's gains by hand from recorded evaluations, and end to end on a tiny real-format
+MinAtar dataset: compare.py's offline CQL and CCVL runs (with their summary.json) fine-tuned by
+the three agents through the real Reverb server and actor processes."""
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import ccvl_tf  # noqa: F401
+
+import numpy as np
+import pytest
+
+from ccvl_tf import training
+from ccvl_tf.experiments import finetune_report
+from ccvl_tf.experiments import finetune_suite
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _scores_file(data_dir, refs):
+  os.makedirs(data_dir, exist_ok=True)
+  with open(os.path.join(data_dir, "minatar_scores.json"), "w") as f:
+    json.dump({"games": {g: dict(random=r, dqn=d, runs={}) for g, (r, d) in refs.items()}}, f)
+
+
+def test_report_gains_by_hand(tmp_path):
+  """Breakout (random 0.5, DQN 2.5: normalized = 50 (x - 0.5)) and Asterix (random 1, DQN 3:
+  50 (x - 1)); 2 seeds. CQL's primary score is 'lower', CCVL's 'adaptive'.
+    CQL   Breakout raw 1.5 -> 2.5 (norm 50 -> 100, gain +50) and 0.5 -> 0.5 (0 -> 0, gain 0);
+          Asterix 2 -> 1 (50 -> 0, gain -50) and 2 -> 2 (gain 0): mean gain 0.
+    CCVL  Breakout 1.5 -> 1.5 (gain 0), 1.5 -> 2.5 (+50); Asterix 1 -> 2 (+50), 1 -> 2 (+50):
+          mean gain 37.5; the mid-run evaluation is not 'after'.
+  """
+  data = str(tmp_path / "data")
+  _scores_file(data, {"Breakout": (0.5, 2.5), "Asterix": (1.0, 3.0)})
+  cfg = finetune_suite.FinetuneSuiteConfig(
+      compare_dir=str(tmp_path), data_dir=data, output_dir=str(tmp_path / "out"),
+      games=("Breakout", "Asterix"), seeds=("0", "1"), methods=("cql", "ccvl"),
+      bootstrap_reps=200)
+  raw = {("cql", "Breakout", 0): (1.5, 2.5), ("cql", "Breakout", 1): (0.5, 0.5),
+         ("cql", "Asterix", 0): (2.0, 1.0), ("cql", "Asterix", 1): (2.0, 2.0),
+         ("ccvl", "Breakout", 0): (1.5, 1.5), ("ccvl", "Breakout", 1): (1.5, 2.5),
+         ("ccvl", "Asterix", 0): (1.0, 2.0), ("ccvl", "Asterix", 1): (1.0, 2.0)}
+  for (method, game, seed), (before, after) in raw.items():
+    root = finetune_suite.run_dir(cfg, method, game, seed)
+    os.makedirs(root)
+    key = "lower_mean_score" if method == "cql" else "adaptive_mean_score"
+    training.record_evaluation(root, 100, {key: before, "online_env_steps": 0.0})
+    training.record_evaluation(root, 150, {key: 99.0, "online_env_steps": 200.0})
+    training.record_evaluation(root, 200, {key: after, "online_env_steps": 400.0,
+                                           "tight/lower_minus_mc@0.5": -0.25})
+    with open(os.path.join(root, "summary.json"), "w") as f:
+      json.dump({"final_step": 200, "step": 200, "throughput": {}}, f)
+  out = finetune_report.write_report(cfg, log=lambda s: None)
+  pairs = finetune_report.before_after(finetune_report.load_runs(cfg))
+  assert pairs[("cql", "Breakout", 0)]["gain"] == pytest.approx(50.0)
+  assert pairs[("cql", "Asterix", 0)]["gain"] == pytest.approx(-50.0)
+  assert pairs[("ccvl", "Asterix", 1)]["before"] == pytest.approx(0.0)
+  table = open(out["table"]).read()
+  assert "| CQL | 4 | " in table and "| +0.0 [" in table
+  assert "| CCVL (bounds) | 4 | " in table and "| +37.5 [" in table
+  assert "| Breakout | CQL | 25.0 ± 25.0 | 50.0 ± 50.0 | 25.0 ± 25.0 |" in table
+  assert "| Asterix | CCVL (bounds) | 0.5 | " in table and "| -0.250 |" in table
+  rows = list(csv.DictReader(open(out["csv"])))
+  assert len(rows) == 8 * 3 and os.path.exists(out["plot"])
+
+
+def test_missing_offline_run_says_how_to_make_it(tmp_path):
+  cfg = finetune_suite.FinetuneSuiteConfig(compare_dir=str(tmp_path), data_dir=str(tmp_path),
+                                           output_dir=str(tmp_path / "out"), games=("Breakout",),
+                                           seeds=("0",), methods=("cql",))
+  with pytest.raises(ValueError, match=r"no offline run of CQL for Breakout seed 0 .*compare.py "
+                                       r"--suite=minatar --methods=CQL --datasets=1%"):
+    finetune_suite.ensure_offline_summary(cfg, "cql", "Breakout", 0, log=lambda s: None)
+  with pytest.raises(ValueError, match="--methods: unknown"):
+    finetune_suite.FinetuneSuiteConfig(compare_dir=str(tmp_path), data_dir="d", output_dir="o",
+                                       methods=("rem",)).validate()
+
+
+def test_minatar_offline_runs_fine_tune_end_to_end(tmp_path):
+  """A tiny MinAtar Breakout dataset (120 steps), compare.py's CQL and CCVL offline runs (3
+  steps), then finetune_minatar.py: the three agents, 64 online env steps each (16 learner
+  steps at SPI 8 / batch 32), evaluated at the offline step, step +8 and the end."""
+  from ccvl_tf.data import minatar_datasets as md  # pylint: disable=g-import-not-at-top
+  data = str(tmp_path / "minatar")
+  md.build_all(data, ["Breakout"], num_steps=120, game_steps={}, seed=0, num_checkpoints=3,
+               eval_episodes=1, random_episodes=2, progress_every=60, log=lambda m: None)
+  scores_path = os.path.join(data, md.SCORES_FILENAME)
+  references = json.load(open(scores_path))
+  for entry in [references["games"]["Breakout"]] + list(
+      references["games"]["Breakout"]["runs"].values()):
+    entry["dqn"] = entry["random"] + 1.0  # a 120-step DQN does not beat random (test_compare)
+  json.dump(references, open(scores_path, "w"))
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1")
+  env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
+  cmp_dir = str(tmp_path / "cmp")
+  r = subprocess.run(
+      [sys.executable, os.path.join(ROOT, "binaries", "compare.py"), "--suite=minatar",
+       f"--data_dir={data}", "--games=Breakout", "--methods=CQL,CCVL", "--datasets=1%",
+       "--seeds=1", "--num_steps=3", "--eval_episodes=1", "--eval_max_steps=5",
+       "--num_grid_deltas=2", "--bootstrap_reps=50", "--batch_size=4",
+       f"--output_dir={cmp_dir}"], capture_output=True, text=True, env=env, cwd=ROOT,
+      timeout=600)
+  assert r.returncode == 0, r.stderr[-3000:]
+  offline = json.load(open(os.path.join(cmp_dir, "runs", "ccvl", "1pct", "Breakout", "seed_0",
+                                        "summary.json")))
+  assert offline["game"] == "minatar/Breakout" and offline["agent"] == "ccvl"
+  assert offline["step"] == 3 and offline["num_transitions"] > 0
+  assert offline["belief_temperature"] > 0 and offline["alpha"] > 0
+  out = str(tmp_path / "ft")
+  r = subprocess.run(
+      [sys.executable, os.path.join(ROOT, "binaries", "finetune_minatar.py"),
+       f"--compare_dir={cmp_dir}", f"--data_dir={data}", f"--output_dir={out}",
+       "--games=Breakout", "--seeds=0", "--num_env_steps=64", "--eval_interval=8",
+       "--eval_episodes=1", "--eval_max_steps=20", "--min_replay_size=32",
+       "--bootstrap_reps=100"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+  for method in ("cql", "ccvl_lower", "ccvl"):
+    root = os.path.join(out, "runs", method, "Breakout", "seed_0")
+    summary = json.load(open(os.path.join(root, "summary.json")))
+    assert summary["offline_step"] == 3 and summary["step"] == summary["final_step"] == 19
+    evals = training.load_eval_record(root)["evals"]
+    assert sorted(evals, key=int) == ["3", "11", "19"], (method, evals.keys())
+    assert [evals[s]["online_env_steps"] for s in ("3", "11", "19")] == [0.0, 32.0, 64.0]
+    final = evals["19"]
+    assert {"lower_mean_score", "tight/mc_return", "tight/lower_holds@0.5"} <= set(final)
+    assert ("adaptive_mean_score" in final) == (method != "cql")
+    assert ("bounds_mean_score" in final) == (method == "ccvl")
+    assert ("tight/upper_holds@0.5" in final) == (method == "ccvl")
+    assert 0.0 <= final["tight/lower_holds@0.5"] <= 1.0
+    tp = summary["throughput"]
+    assert tp["learner_steps"] == 16 and tp["replay/inserts"] >= 32
+    assert "actors/actor_env_steps_per_s" in tp  # counters: test_online_eval.py
+  table = open(os.path.join(out, "table.md")).read()
+  for label in ("CQL", "CCVL (lower bound only)", "CCVL (bounds)"):
+    assert f"| {label} | 1 | " in table
+  assert os.path.exists(os.path.join(out, "score_vs_steps.png"))
+  # A rerun skips the finished runs.
+  r = subprocess.run(
+      [sys.executable, os.path.join(ROOT, "binaries", "finetune_minatar.py"),
+       f"--compare_dir={cmp_dir}", f"--data_dir={data}", f"--output_dir={out}",
+       "--games=Breakout", "--seeds=0", "--num_env_steps=64", "--eval_interval=8",
+       "--eval_episodes=1", "--eval_max_steps=20", "--min_replay_size=32",
+       "--bootstrap_reps=100"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+  assert r.returncode == 0 and r.stdout.count("done (skipped)") == 3, r.stdout[-2000:]

@@ -82,6 +82,11 @@ class OfflineConfig:
   num_pairs: int = setting(2, "M, (delta1, delta2) pairs per delta.")
   policy_delta: float = setting(0.5, "delta of the greedy policy evaluated during training.")
   num_grid_deltas: int = setting(8, "K, the quantized delta grid of the exported policies.")
+  learning_rate: Optional[float] = setting(
+      None, "Adam step size (default: the agent's, 5e-5 as Dopamine's offline agents).",
+      lower_bound=1e-12)
+  target_update_period: Optional[int] = setting(
+      None, "Steps between target-network copies (default: the agent's, 2000).", lower_bound=1)
   belief_temperature: Optional[float] = setting(
       None, "Temperature of the exported adaptive policy's belief update "
       "(default: set from held-out data, 2 x the smallest mean squared "
@@ -123,6 +128,13 @@ class OfflineConfig:
 
   def validate(self):
     get_agent_spec(self.agent)  # unknown names: a ValueError listing the valid ones
+    if self.learning_rate is not None and not self.learning_rate > 0:
+      raise ValueError(f"--learning_rate must be > 0, got {self.learning_rate!r}")
+    if self.target_update_period is not None and (
+        int(self.target_update_period) != self.target_update_period
+        or self.target_update_period < 1):
+      raise ValueError(f"--target_update_period must be an integer >= 1, got "
+                       f"{self.target_update_period!r}")
     from ccvl_tf.data import dqn_replay
     if self.subset not in dqn_replay.SUBSETS and self.subset != "all":
       raise ValueError(f"--subset must be one of {', '.join(list(dqn_replay.SUBSETS) + ['all'])}"
@@ -212,6 +224,7 @@ def _confidence_diagnostics(cfg: OfflineConfig, agent, store, exports, settings,
 FINGERPRINT_FIELDS = ("game", "agent", "subset", "batch_size", "alpha", "num_deltas",
                       "num_pairs", "policy_delta", "seed", "ccvl_options",
                       "default_dataset_steps", "default_dataset_policy", "behaviour_epsilon")
+OPTIONAL_FINGERPRINT_FIELDS = ("learning_rate", "target_update_period")
 
 
 def dataset_identity(replay_dir: str) -> Dict[str, object]:
@@ -240,6 +253,9 @@ def dataset_identity(replay_dir: str) -> Dict[str, object]:
 def run_fingerprint(cfg: OfflineConfig, replay_dir: str, store) -> Dict[str, object]:
   """What the checkpoints of this run were trained on (training.check_fingerprint)."""
   out = {k: getattr(cfg, k) for k in FINGERPRINT_FIELDS}
+  for k in OPTIONAL_FINGERPRINT_FIELDS:  # only when set: runs made before they existed match
+    if getattr(cfg, k) is not None:
+      out[k] = getattr(cfg, k)
   out["ccvl_options"] = dict(sorted(dict(cfg.ccvl_options).items()))
   out["dataset"] = dataset_identity(replay_dir)
   out["num_transitions"] = int(store.num_transitions)
@@ -286,7 +302,8 @@ def _setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True)
       dataset_size=float(store.num_transitions), alpha=cfg.alpha, num_deltas=cfg.num_deltas,
       num_pairs=cfg.num_pairs, policy_delta=cfg.policy_delta,
       num_grid_deltas=cfg.num_grid_deltas, belief_temperature=cfg.belief_temperature,
-      ccvl_options=dict(cfg.ccvl_options), reward_clip=1.0, seed=cfg.seed)
+      ccvl_options=dict(cfg.ccvl_options), reward_clip=1.0, seed=cfg.seed,
+      learning_rate=cfg.learning_rate, target_update_period=cfg.target_update_period)
   agent = spec.build(time_step_spec, action_spec, settings)
   return dict(game=probe.game, replay_dir=replay_dir, store=store, spec=spec,
               settings=settings, agent=agent, time_step_spec=time_step_spec,

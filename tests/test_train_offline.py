@@ -138,3 +138,28 @@ def test_dataset_of_another_games_action_count(tmp_path):
   assert "train_offline.py: error:" in r.stderr and "Traceback" not in r.stderr
   assert "dataset of game 'Breakout' with 4 actions, but this game has 6 actions" in r.stderr
   assert not (tmp_path / "r" / "checkpoints").exists()
+
+
+def test_learning_rate_and_target_period_reach_the_agent_and_the_fingerprint():
+  """--learning_rate / --target_update_period: validated, passed to the agent's config, and in
+  the run fingerprint only when set (a run made before they existed keeps its fingerprint)."""
+  from ccvl_tf.experiments import offline as offline_lib  # pylint: disable=g-import-not-at-top
+  with pytest.raises(ValueError, match="--learning_rate must be > 0"):
+    offline_lib.OfflineConfig(learning_rate=0.0).validate()
+  with pytest.raises(ValueError, match="--target_update_period must be an integer >= 1"):
+    offline_lib.OfflineConfig(target_update_period=0).validate()
+
+  class _Store:
+    num_transitions = 10
+  import unittest.mock as mock  # pylint: disable=g-import-not-at-top
+  with mock.patch.object(offline_lib, "dataset_identity", return_value={}):
+    plain = offline_lib.run_fingerprint(offline_lib.OfflineConfig(), "d", _Store())
+    set_ = offline_lib.run_fingerprint(
+        offline_lib.OfflineConfig(learning_rate=2.5e-4, target_update_period=500), "d", _Store())
+  assert "learning_rate" not in plain and "target_update_period" not in plain
+  assert set_["learning_rate"] == 2.5e-4 and set_["target_update_period"] == 500
+  settings = offline_lib.AgentSettings(learning_rate=2.5e-4, target_update_period=500, alpha=0.1,
+                                       dataset_size=10.0)
+  from ccvl_tf.experiments import agent_registry  # pylint: disable=g-import-not-at-top
+  cfg = agent_registry._ccvl_config(settings)  # pylint: disable=protected-access
+  assert cfg.learning_rate == 2.5e-4 and cfg.target_update_period == 500

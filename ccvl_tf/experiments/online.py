@@ -6,24 +6,31 @@ Processes (docs/online.md has the picture and the multi-machine layout):
                   'variables' table (the learner's weights). In the learner process unless
                   `reverb_address` is given (then binaries/reverb_server.py runs it).
   actors (K)      `python -m ccvl_tf.experiments.online actor ...` subprocesses started by the
-                  learner. Each runs the exploration policy -- Eq. upper policy
-                  (policies.BoundsPolicy: argmax of Q_u over {a : Q_l >= beta max Q_l}) at
-                  `explore_delta`, epsilon-greedy -- in its own environment, writes through
-                  TF-Agents' ReverbAddTrajectoryObserver, and pulls the weights every
-                  `actor_update_period` env steps with TF-Agents' ReverbVariableContainer.
+                  learner. Each runs the learner's exploration policy, epsilon-greedy --
+                  'ccvl': Eq. upper policy (argmax of Q_u over {a : Q_l >= beta max Q_l}) at
+                  delta ~ b(h), the belief in its policy state; 'ccvl_lower': the
+                  confidence-adaptive policy over Q_l; 'cql': greedy -- in its own
+                  environment, writes through TF-Agents' ReverbAddTrajectoryObserver, and pulls
+                  the weights every `actor_update_period` env steps with TF-Agents'
+                  ReverbVariableContainer.
   learner         restores the offline checkpoint (lower bound Q_l from train_offline's
                   root_dir/checkpoints; Q_u from the same checkpoint when it holds one, else
                   Q_u <- Q_l), trains `agents.ccvl_bounds_agent.CCVLBoundsAgent` (built
                   through experiments/agent_registry.py, as 'ccvl_bounds') on batches
                   from the 'replay' table (optionally mixed with offline batches), pushes the
                   weights, checkpoints itself (ccvl_tf.training.restore_or_initialize layout)
-                  and the Reverb server (its checkpointer), evaluates, and exports SavedModels.
+                  and the Reverb server (its checkpointer), evaluates (before the first online
+                  step and every `eval_interval` learner steps when set, and at the end with
+                  the bounds' tightness against Monte-Carlo returns: online_eval.py), records
+                  its throughput, and exports SavedModels.
 
 Budget: `num_env_steps` env steps, i.e. num_env_steps * samples_per_insert / batch_size_online
 learner steps (the rate limiter keeps the ratio), counted from the offline step.
 
 Root dir layout: checkpoints/ (learner), reverb_checkpoints/ (in-process server), summaries/,
-eval.csv, actors/actor_<i>.log, status.json (pids, address; rewritten at start), summary.json,
+eval.csv and evals.json (one row per evaluated step), actors/actor_<i>.log and
+actor_<i>_stats.json (env steps, seconds inserting), status.json (pids, address; rewritten at
+start), summary.json (with 'throughput'),
 policy/ (CCVL confidence-adaptive with Eq. upper policy), policy_fixed/ (Q_l greedy at
 policy_delta), policy_bounds/ (the exploration policy without epsilon).
 

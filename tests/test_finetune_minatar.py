@@ -111,12 +111,12 @@ def test_minatar_offline_runs_fine_tune_end_to_end(tmp_path):
   assert offline["step"] == 3 and offline["num_transitions"] > 0
   assert offline["belief_temperature"] > 0 and offline["alpha"] > 0
   out = str(tmp_path / "ft")
-  r = subprocess.run(
-      [sys.executable, os.path.join(ROOT, "binaries", "finetune_minatar.py"),
-       f"--compare_dir={cmp_dir}", f"--data_dir={data}", f"--output_dir={out}",
-       "--games=Breakout", "--seeds=0", "--num_env_steps=64", "--eval_interval=8",
-       "--eval_episodes=1", "--eval_max_steps=20", "--min_replay_size=32",
-       "--bootstrap_reps=100"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
+  finetune = [sys.executable, os.path.join(ROOT, "binaries", "finetune_minatar.py"),
+              f"--compare_dir={cmp_dir}", f"--data_dir={data}", f"--output_dir={out}",
+              "--games=Breakout", "--seeds=0", "--num_env_steps=64", "--eval_interval=8",
+              "--eval_episodes=1", "--eval_max_steps=20", "--min_replay_size=32",
+              "--bootstrap_reps=100"]
+  r = subprocess.run(finetune, capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
   assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
   for method in ("cql", "ccvl_lower", "ccvl"):
     root = os.path.join(out, "runs", method, "Breakout", "seed_0")
@@ -139,10 +139,5 @@ def test_minatar_offline_runs_fine_tune_end_to_end(tmp_path):
     assert f"| {label} | 1 | " in table
   assert os.path.exists(os.path.join(out, "score_vs_steps.png"))
   # A rerun skips the finished runs.
-  r = subprocess.run(
-      [sys.executable, os.path.join(ROOT, "binaries", "finetune_minatar.py"),
-       f"--compare_dir={cmp_dir}", f"--data_dir={data}", f"--output_dir={out}",
-       "--games=Breakout", "--seeds=0", "--num_env_steps=64", "--eval_interval=8",
-       "--eval_episodes=1", "--eval_max_steps=20", "--min_replay_size=32",
-       "--bootstrap_reps=100"], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+  r = subprocess.run(finetune, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
   assert r.returncode == 0 and r.stdout.count("done (skipped)") == 3, r.stdout[-2000:]

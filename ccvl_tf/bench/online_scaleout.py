@@ -113,9 +113,14 @@ def run_one(cfg: ScaleoutConfig, num_actors: int, log: Callable[[str], None]) ->
       f"after a {tp.get('warmup_seconds', 0.0):.0f}s warm-up, actors "
       f"{tp['actors/actor_env_steps_per_s']:.1f} env steps/s "
       f"({100 * tp['actors/insert_share']:.0f}% of their time inserting), learner waiting for "
-      f"samples {100 * tp['sample_wait_seconds'] / max(tp['train_seconds'], 1e-9):.0f}% of "
-      f"{tp['train_seconds']:.0f}s")
+      f"samples {100 * _steady_wait_share(tp):.0f}% of its steady {tp['steady_seconds']:.0f}s")
   return tp
+
+
+def _steady_wait_share(tp: Dict) -> float:
+  """The learner's share of time waiting for samples after its warm-up (the first sample
+  waits for min_replay_size items and is not counted)."""
+  return tp["steady_sample_wait_seconds"] / max(tp["steady_seconds"], 1e-9)
 
 
 def run(cfg: ScaleoutConfig, log: Callable[[str], None] = print) -> List[Dict]:
@@ -127,13 +132,14 @@ def run(cfg: ScaleoutConfig, log: Callable[[str], None] = print) -> List[Dict]:
   lines = [f"Reverb scale-out: {cfg.game}, --agent={cfg.agent}, {cfg.num_env_steps} env steps, "
            f"SPI {cfg.samples_per_insert}, batch {cfg.batch_size}, external reverb_server.py",
            "", "| actor processes | learner steps/s (after warm-up) | actors' env steps/s (sum) "
-           "| actors' time inserting | learner time waiting for samples | training s (warm-up) |",
+           "| actors' time inserting | learner time waiting for samples (after warm-up) | "
+           "training s (warm-up) |",
            "| --- | --- | --- | --- | --- | --- |"]
   for tp in rows:
     lines.append(f"| {tp['num_actors']} | {tp.get('steady_learner_steps_per_s', 0.0):.1f} | "
                  f"{tp['actors/actor_env_steps_per_s']:.1f} | "
                  f"{100 * tp['actors/insert_share']:.0f}% | "
-                 f"{100 * tp['sample_wait_seconds'] / max(tp['train_seconds'], 1e-9):.0f}% | "
+                 f"{100 * _steady_wait_share(tp):.0f}% | "
                  f"{tp['train_seconds']:.0f} ({tp.get('warmup_seconds', 0.0):.0f}) |")
   with open(os.path.join(cfg.output_dir, "scaleout.md"), "w") as f:
     f.write("\n".join(lines) + "\n")

@@ -52,11 +52,9 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 import numpy as np
 import tensorflow as tf
 
-from ccvl_tf import evaluation
 from ccvl_tf import policies
 from ccvl_tf import replay
 from ccvl_tf import training
-from ccvl_tf.envs import factory
 from ccvl_tf.experiments import online_actor
 from ccvl_tf.experiments import online_config
 from ccvl_tf.experiments import online_eval
@@ -165,7 +163,7 @@ class _Runner:
     self.eval_seconds = self.last_eval_seconds = 0.0
     self.sample_wait_seconds = 0.0  # in next(replay iterator): rate limiter + pipeline
     self.first_step_time = self.first_step = None
-    self.eval_seconds_at_first_step = 0.0
+    self.eval_seconds_at_first_step = self.sample_wait_at_first_step = 0.0
 
   def _resolve_config(self) -> None:
     """Checks the offline run's summary.json against the flags (agent, game); takes the
@@ -354,6 +352,7 @@ class _Runner:
         if self.first_step_time is None:  # the end of the warm-up (min size, tracing)
           self.first_step_time, self.first_step = time.time(), step
           self.eval_seconds_at_first_step = self.eval_seconds
+          self.sample_wait_at_first_step = self.sample_wait_seconds
         if (cfg.eval_interval and step < final_step
             and (step - int(self.offline_step.numpy())) % cfg.eval_interval == 0):
           self._evaluate_once(step)
@@ -435,6 +434,9 @@ class _Runner:
                 - (self.eval_seconds - self.eval_seconds_at_first_step))
       out["warmup_seconds"] = train_seconds - steady
       out["steady_learner_steps_per_s"] = (step - self.first_step) / max(steady, 1e-9)
+      out["steady_seconds"] = steady
+      out["steady_sample_wait_seconds"] = (self.sample_wait_seconds
+                                           - self.sample_wait_at_first_step)
     out.update({f"actors/{k}": v for k, v in online_actor.read_stats(
         self.cfg.root_dir, self.cfg.num_actors).items()})
     try:

@@ -31,6 +31,9 @@ def test_train_offline_writes_diagnostics_and_diagnose_recomputes_them(tmp_path)
   diag = summary["diagnostics"]
   assert 0.0 <= diag["lemma1_fraction"] <= 1.0
   assert 0.0 <= diag["count_auc"] <= 1.0
+  # The greedy policy's action statistics on dataset states (shares of at most 4 actions).
+  assert 0.25 <= diag["greedy_mode_share"] <= 1.0 and 0.25 <= diag["behaviour_mode_share"] <= 1
+  assert 0.0 <= diag["behaviour_agreement"] <= 1.0
   assert diag["belief_prior_entropy"] == pytest.approx(1.0986, abs=1e-3)  # log 3
   assert summary["config"]["ccvl_options"] == {
       "objective": "bound", "count_ridge_mode": "relative", "count_ridge": 1e-3,
@@ -45,7 +48,7 @@ def test_train_offline_writes_diagnostics_and_diagnose_recomputes_them(tmp_path)
   again = json.loads((root / "diagnostics" / "diagnostics.json").read_text())["summary"]
   # Same checkpoint, same held-out states and evaluation seeds: the same numbers.
   for key in ("family_spread", "lemma1_fraction", "count_auc", "effective_rank",
-              "belief_max_shift"):
+              "belief_max_shift", "greedy_mode_share", "behaviour_agreement"):
     assert again[key] == pytest.approx(first[key], rel=1e-5, abs=1e-7), key
 
 

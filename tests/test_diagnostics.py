@@ -387,3 +387,24 @@ def test_writers_create_files(tmp_path):
   belief_png = tmp_path / "belief.png"
   diagnostics.plot_belief(str(belief_png), trace)
   assert belief_png.stat().st_size > 0
+
+
+def test_greedy_action_stats_by_hand():
+  """Q(s, a, delta) = table[s, a] (no delta dependence), 4 states, 3 actions.
+  Greedy actions [2, 2, 2, 0]: the most common (2) covers 3 of 4 states -> mode share 0.75.
+  Data actions [2, 1, 1, 0]: greedy agrees at states 0 and 3 -> 0.5; the data's most
+  frequent action (1) is 2 of 4 -> 0.5."""
+  table = np.array([[0.0, 1.0, 2.0], [0.0, 0.5, 3.0], [1.0, 0.0, 1.5], [4.0, 0.0, 1.0]],
+                   np.float32)
+
+  def q_model(inputs, training=False):
+    del training
+    s = np.argmax(np.asarray(inputs["observation"]), axis=-1)        # one-hot -> state
+    k = np.asarray(inputs["delta"]).shape[1]
+    return np.repeat(table[s][:, None, :], k, axis=1)              # [B, K, A]
+  stats = diagnostics.greedy_action_stats(q_model, np.eye(4, dtype=np.float32), [2, 1, 1, 0],
+                                          delta=0.5, num_actions=3)
+  assert stats == {"greedy_mode_share": 0.75, "behaviour_agreement": 0.5,
+                   "behaviour_mode_share": 0.5}
+  with pytest.raises(ValueError, match="3 actions for 4 observations"):
+    diagnostics.greedy_action_stats(q_model, np.eye(4, dtype=np.float32), [2, 1, 1], 0.5, 3)

@@ -27,16 +27,21 @@ import numpy as np
 
 def dataset_observations(batches: Iterable[Dict], num_states: int) -> np.ndarray:
   """The first `num_states` observations of contract batches, [S, ...]."""
-  out, n = [], 0
+  return dataset_observations_and_actions(batches, num_states)[0]
+
+
+def dataset_observations_and_actions(batches: Iterable[Dict], num_states: int):
+  """(observations [S, ...], actions [S]) of the first S <= num_states dataset transitions."""
+  obs, acts, n = [], [], 0
   for batch in batches:
-    obs = np.asarray(batch["observation"])
-    out.append(obs)
-    n += obs.shape[0]
+    obs.append(np.asarray(batch["observation"]))
+    acts.append(np.asarray(batch["action"]).reshape(-1))
+    n += obs[-1].shape[0]
     if n >= num_states:
       break
-  if not out:
+  if not obs:
     raise ValueError("no dataset batches to take diagnostic states from")
-  return np.concatenate(out, 0)[:num_states]
+  return np.concatenate(obs, 0)[:num_states], np.concatenate(acts)[:num_states]
 
 
 def random_policy_observations(env, num_states: int, seed: int) -> np.ndarray:
@@ -112,6 +117,12 @@ def report(agent, held_out: Callable[[], Iterable[Dict]], grid: Sequence[float],
       movement = diagnostics.belief_movement(trace, grid)
       out["belief"] = {"movement": movement, "trace": trace}
   out["summary"] = diagnostics.summarize(family, separation, spectrum, movement, mean_x_size)
+  from ccvl_tf import policies  # pylint: disable=g-import-not-at-top
+  obs, acts = dataset_observations_and_actions(held_out(), num_states)
+  out["actions"] = diagnostics.greedy_action_stats(
+      agent.q_network, obs, acts - int(agent.action_spec.minimum), agent.config.policy_delta,
+      policies.action_count(agent.action_spec))
+  out["summary"].update(out["actions"])
   if counts is not None:
     for kind, sep in out["counts"].items():
       out["summary"][f"count_auc_{kind}"] = float(sep["auc"])

@@ -78,6 +78,13 @@ def test_missing_offline_run_says_how_to_make_it(tmp_path):
   with pytest.raises(ValueError, match="--methods: unknown"):
     finetune_suite.FinetuneSuiteConfig(compare_dir=str(tmp_path), data_dir="d", output_dir="o",
                                        methods=("rem",)).validate()
+  with pytest.raises(FileNotFoundError, match="make_minatar_datasets.py"):
+    cfg.validate()  # no minatar_scores.json in --data_dir
+  _scores_file(str(tmp_path / "data"), {"Breakout": (0.5, 2.5)})
+  with pytest.raises(ValueError, match="no usable reference scores .* for Asterix"):
+    finetune_suite.FinetuneSuiteConfig(
+        compare_dir=str(tmp_path), data_dir=str(tmp_path / "data"), output_dir="o",
+        games=("Breakout", "Asterix")).validate()
 
 
 def test_minatar_offline_runs_fine_tune_end_to_end(tmp_path):

@@ -87,6 +87,13 @@ class FinetuneSuiteConfig:
     for s in self.seeds:
       if not str(s).isdigit():
         raise ValueError(f"--seeds must be integers >= 0, got {s!r}")
+    from ccvl_tf import scores  # pylint: disable=g-import-not-at-top
+    from ccvl_tf.data import minatar_datasets  # pylint: disable=g-import-not-at-top
+    refs = minatar_datasets.load_scores(self.data_dir)  # FileNotFoundError says how to make it
+    missing = [g for g in self.games if not scores.has_reference(g, refs)]
+    if missing:
+      raise ValueError(f"--data_dir {self.data_dir}: no usable reference scores (random and "
+                       f"data DQN) for {', '.join(missing)} in minatar_scores.json")
 
   @property
   def dataset_kind(self) -> str:

@@ -23,7 +23,7 @@ import os
 import subprocess
 import sys
 import time
-from typing import Callable, Dict, Sequence
+from typing import Callable, Dict, Optional, Sequence
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
@@ -71,6 +71,8 @@ class FinetuneSuiteConfig:
   min_replay_size: int = setting(500, "Replay items before the first learner step.",
                                  lower_bound=1)
   bootstrap_reps: int = setting(2000, "rliable bootstrap reps.", lower_bound=100)
+  alpha: Optional[float] = setting(None, "finetune_online.py --alpha for every run (default: "
+                                   "each offline run's).", lower_bound=0.0)
 
   def validate(self) -> None:
     for name in ("compare_dir", "data_dir", "output_dir"):
@@ -164,7 +166,8 @@ def finetune_args(cfg: FinetuneSuiteConfig, method: str, game: str, seed: int,
           f"--eval_episodes={cfg.eval_episodes}", f"--eval_max_steps={cfg.eval_max_steps}",
           f"--min_replay_size={cfg.min_replay_size}", "--replay_capacity=1000000",
           "--num_actors=1", "--export_policies=false",
-          f"--checkpoint_interval={cfg.eval_interval}", f"--log_interval={cfg.eval_interval}"]
+          f"--checkpoint_interval={cfg.eval_interval}", f"--log_interval={cfg.eval_interval}"
+          ] + ([] if cfg.alpha is None else [f"--alpha={cfg.alpha}"])
 
 
 def run(cfg: FinetuneSuiteConfig, log: Callable[[str], None] = print) -> Dict[str, str]:

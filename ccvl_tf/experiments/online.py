@@ -202,6 +202,8 @@ class _Runner:
       # 'config'; |D| ('num_transitions': train_offline, compare) scales CCVL's n(s)^-1.
       alpha = self.offline_summary.get("alpha",
                                        self.offline_summary.get("config", {}).get("alpha"))
+      if cfg.alpha is not None:  # --alpha: the online learner's own
+        alpha = cfg.alpha
       dataset_size = float(self.offline_summary.get("num_transitions", 2500.0))
       self.settings = agent_settings(cfg.game, cfg.bounds(), alpha, cfg.seed,
                                      dataset_size=dataset_size, agent=cfg.agent,

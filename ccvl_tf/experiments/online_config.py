@@ -60,6 +60,9 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
   replay_capacity: int = setting(1_000_000, "Replay table size.", lower_bound=1)
   belief_temperature: Optional[float] = None  # None: the offline run's (summary.json), else 1
   policy_delta: float = setting(0.5, "delta of the exported Fixed-CCVL policy (Q_l greedy).")
+  alpha: Optional[float] = setting(  # None: the offline run's (summary.json)
+      None, "alpha of the online learner's regularizer (default: the offline run's).",
+      lower_bound=0.0)
   learning_rate: Optional[float] = setting(  # None: the offline one
       None, "Adam learning rate of both bounds online (default: the offline one).")
   actor_update_period: int = setting(100, "Env steps between an actor's weight pulls.")
@@ -133,6 +136,8 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
                        f"--min_replay_size ({self.min_replay_size})")
     if self.reverb_address is not None and ":" not in self.reverb_address:
       raise ValueError(f"--reverb_address must be host:port, got {self.reverb_address!r}")
+    if self.alpha is not None and not self.alpha >= 0:
+      raise ValueError(f"--alpha must be >= 0, got {self.alpha!r}")
     if self.learning_rate is not None and not self.learning_rate > 0:
       raise ValueError(f"--learning_rate must be > 0, got {self.learning_rate!r}")
     if not self.sample_timeout_s > 0 or not self.server_timeout_s > 0:

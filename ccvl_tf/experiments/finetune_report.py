@@ -19,7 +19,6 @@ from typing import Callable, Dict, List
 import numpy as np
 
 
-_PRIMARY = {"cql": "lower", "ccvl_lower": "adaptive", "ccvl": "adaptive"}
 LABELS = {"cql": "CQL", "ccvl_lower": "CCVL (lower bound only)", "ccvl": "CCVL (bounds)"}
 
 
@@ -30,6 +29,7 @@ def load_runs(cfg) -> List[dict]:
   from ccvl_tf import training  # pylint: disable=g-import-not-at-top
   from ccvl_tf.data import minatar_datasets  # pylint: disable=g-import-not-at-top
   from ccvl_tf.experiments import finetune_suite  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments import online_eval  # pylint: disable=g-import-not-at-top
   refs = minatar_datasets.load_scores(cfg.data_dir)
   rows = []
   for method in cfg.methods:
@@ -42,7 +42,7 @@ def load_runs(cfg) -> List[dict]:
         summary = json.load(open(summary_path)) if os.path.exists(summary_path) else {}
         for step in sorted(evals, key=int):
           e = evals[step]
-          raw = e.get(f"{_PRIMARY[method]}_mean_score")
+          raw = e.get(f"{online_eval.primary_policy_name(method)}_mean_score")
           if raw is None:
             continue
           row = dict(method=method, game=game, seed=int(seed), step=int(step),

@@ -34,7 +34,8 @@ from ccvl_tf.experiments import online_config
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FINETUNE = os.path.join(_REPO_ROOT, "binaries", "finetune_online.py")
 # Fine-tune --agent -> the comparison's method whose offline run it starts from.
-OFFLINE_METHOD = {"cql": "CQL", "ccvl_lower": "CCVL", "ccvl": "CCVL"}
+OFFLINE_METHOD = {agent: {"ccvl": "CCVL", "cql": "CQL"}[offline]
+                  for agent, offline in online_config.OFFLINE_AGENT.items()}
 
 
 def _parse_list(text) -> tuple:

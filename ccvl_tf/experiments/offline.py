@@ -130,19 +130,16 @@ class OfflineConfig:
     get_agent_spec(self.agent)  # unknown names: a ValueError listing the valid ones
     if self.learning_rate is not None and not self.learning_rate > 0:
       raise ValueError(f"--learning_rate must be > 0, got {self.learning_rate!r}")
-    if self.target_update_period is not None and (
-        int(self.target_update_period) != self.target_update_period
-        or self.target_update_period < 1):
-      raise ValueError(f"--target_update_period must be an integer >= 1, got "
-                       f"{self.target_update_period!r}")
     from ccvl_tf.data import dqn_replay
     if self.subset not in dqn_replay.SUBSETS and self.subset != "all":
       raise ValueError(f"--subset must be one of {', '.join(list(dqn_replay.SUBSETS) + ['all'])}"
                        f", got {self.subset!r}")
     for name in ("num_steps", "batch_size", "num_deltas", "num_pairs", "num_grid_deltas",
                  "checkpoint_interval", "log_interval", "summary_interval", "eval_episodes",
-                 "eval_max_steps", "default_dataset_steps"):
+                 "eval_max_steps", "default_dataset_steps", "target_update_period"):
       v = getattr(self, name)
+      if v is None and name == "target_update_period":  # unset: the agent's own
+        continue
       if int(v) != v or v < 1:
         raise ValueError(f"--{name} must be an integer >= 1, got {v!r}")
     if int(self.eval_interval) != self.eval_interval or self.eval_interval < 0:

@@ -234,7 +234,8 @@ class _Runner:
     if cfg.learning_rate is not None:
       agent.set_learning_rate(cfg.learning_rate)
     self.start_step = int(agent.train_step_counter.numpy())
-    self.final_step = int(self.offline_step.numpy()) + cfg.num_learner_steps
+    self.offline_step_value = int(self.offline_step.numpy())
+    self.final_step = self.offline_step_value + cfg.num_learner_steps
     self.control["train_step"].assign(self.start_step)
 
   def _connect_replay(self) -> None:
@@ -341,7 +342,7 @@ class _Runner:
     self.log(f"Fine-tuning from learner step {self.start_step} to {final_step} "
              f"({cfg.num_env_steps} env steps x SPI {cfg.samples_per_insert} / batch "
              f"{cfg.online_batch_size}).")
-    if cfg.eval_interval and step == int(self.offline_step.numpy()):
+    if cfg.eval_interval and step == self.offline_step_value:
       self._evaluate_once(step)  # the offline policy's score: "before" fine-tuning
     last_t, last_step = time.time(), step
     try:
@@ -356,7 +357,7 @@ class _Runner:
           self.eval_seconds_at_first_step = self.eval_seconds
           self.sample_wait_at_first_step = self.sample_wait_seconds
         if (cfg.eval_interval and step < final_step
-            and (step - int(self.offline_step.numpy())) % cfg.eval_interval == 0):
+            and (step - self.offline_step_value) % cfg.eval_interval == 0):
           self._evaluate_once(step)
           last_t += self.last_eval_seconds  # progress rates count training time only
         if step % cfg.push_period == 0 or step == final_step:
@@ -388,7 +389,7 @@ class _Runner:
 
   def online_env_steps(self, step: int) -> float:
     """Env steps of online data behind learner step `step` (the rate limiter's ratio)."""
-    return ((step - int(self.offline_step.numpy())) * self.cfg.online_batch_size
+    return ((step - self.offline_step_value) * self.cfg.online_batch_size
             / self.cfg.samples_per_insert)
 
   def _evaluate_once(self, step: int, tightness: bool = False) -> Dict[str, float]:

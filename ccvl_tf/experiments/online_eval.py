@@ -44,9 +44,11 @@ def named_policies(cfg, agent) -> Dict[str, object]:
   return named
 
 
-def primary_policy_name(cfg) -> str:
-  """The policy the fine-tuning table reports: 'adaptive' for CCVL agents, else 'lower'."""
-  return "adaptive" if cfg.offline_agent == "ccvl" else "lower"
+def primary_policy_name(agent: str) -> str:
+  """The policy the fine-tuning table reports for --agent `agent`: 'adaptive' for the CCVL
+  agents, else 'lower' (CQL's greedy policy)."""
+  from ccvl_tf.experiments import online_config  # pylint: disable=g-import-not-at-top
+  return "adaptive" if online_config.OFFLINE_AGENT[agent] == "ccvl" else "lower"
 
 
 def evaluate(cfg, agent, step: int, episodes: Optional[int] = None) -> Dict[str, float]:
@@ -94,7 +96,7 @@ def bound_tightness(cfg, agent, episodes: int, deltas: Sequence[float] = TIGHTNE
   from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
   from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
   from ccvl_tf.envs import factory  # pylint: disable=g-import-not-at-top
-  policy = evaluation.CompiledPolicy(named_policies(cfg, agent)[primary_policy_name(cfg)])
+  policy = evaluation.CompiledPolicy(named_policies(cfg, agent)[primary_policy_name(cfg.agent)])
   ev = factory.make_env(cfg.game, cfg.seed + 20_000, cfg.eval_max_steps)
   env, clip = ev.env, cfg.bounds().reward_clip
   gamma = float(agent.config.gamma)

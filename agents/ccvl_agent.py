@@ -43,6 +43,8 @@ from ccvl_tf import policies
 from agents import q_agent_base
 
 BATCH_KEYS = q_agent_base.BATCH_KEYS
+# How n(s)^-1 enters the regularizer weight (CCVLConfig.count_weight).
+COUNT_WEIGHTS = ("linear", "off")
 
 
 # One exception and one variable helper for every agent (agents/q_agent_base.py); the names stay
@@ -71,6 +73,9 @@ class CCVLConfig(q_agent_base.BaseQConfig):
       mean eigenvalue trace(|D| C) / D ('relative').
     count_ridge_mode: 'absolute' or 'relative' (ccvl_tf.counts.RIDGE_MODES).
     count_normalization: 'none' or 'mean' (n(s)^-1 divided by its running data mean).
+    count_weight: 'linear' (n(s)^-1 from the linear estimate, the paper) or 'off' (n(s)^-1 = 1
+      everywhere: the weight alpha sqrt(log(1/delta_1)), an ablation; the counts are still
+      kept for the diagnostics).
     count_decay: None (cumulative mean of phi phi^T) or EMA decay in (0, 1); the default
       0.999 averages over the last ~1000 updates, since phi(s) drifts during training.
     count_refresh_period: recompute (|D| C + lambda I)^-1 every this many steps.
@@ -90,6 +95,7 @@ class CCVLConfig(q_agent_base.BaseQConfig):
   count_ridge: float = 1e-3
   count_ridge_mode: str = "relative"
   count_normalization: str = "mean"
+  count_weight: str = "linear"
   count_decay: Optional[float] = 0.999
   count_refresh_period: int = 100
   policy_delta: float = 0.5
@@ -107,6 +113,9 @@ class CCVLConfig(q_agent_base.BaseQConfig):
     if self.count_normalization not in counts_lib.NORMALIZATIONS:
       raise ValueError(f"count_normalization must be one of {counts_lib.NORMALIZATIONS}, got "
                        f"{self.count_normalization!r}")
+    if self.count_weight not in COUNT_WEIGHTS:
+      raise ValueError(f"count_weight must be one of {COUNT_WEIGHTS}, got "
+                       f"{self.count_weight!r}")
     if not (np.isfinite(self.count_ridge) and self.count_ridge > 0):
       raise ValueError(f"count_ridge must be a finite number > 0, got {self.count_ridge!r}")
     if self.belief_resample not in ("episode", "step"):
@@ -213,6 +222,7 @@ def ccvl_objective(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
   else:
     dr3 = tf.zeros([])
   return {
+      **q_agent_base.feature_metrics(phi),
       "loss": total,
       "ccvl_loss": res["loss"],
       "dr3_penalty": dr3,
@@ -329,6 +339,8 @@ class CCVLAgent(q_agent_base.GuardedLearner):
       if self._counts is None:
         return self._inverse_counts(observation, phi)
       raw["n_inv"] = self._counts.raw_inverse_count(phi)           # [B], reused by the update
+      if self._config.count_weight == "off":
+        return tf.ones_like(raw["n_inv"])                          # [B]: no count weighting
       return self._counts.normalize(raw["n_inv"])
 
     metrics = ccvl_objective(self._online, self._target, batch, delta, delta_1, delta_2,

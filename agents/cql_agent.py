@@ -81,5 +81,7 @@ class CQLAgent(q_agent_base.OfflineQAgent):
   def _objective(self, batch, seed, training):
     del seed  # deterministic objective
     q, phi, next_q, next_phi = self._forward(batch, training)           # [B, 1, 1, A] ...
-    return cql_objective(q[:, 0, 0], next_q[:, 0, 0], batch, self._config,
-                         self._dr3(phi, next_phi) if next_phi is not None else None)
+    metrics = cql_objective(q[:, 0, 0], next_q[:, 0, 0], batch, self._config,
+                            self._dr3(phi, next_phi) if next_phi is not None else None)
+    metrics.update(q_agent_base.feature_metrics(phi))
+    return metrics

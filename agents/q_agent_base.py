@@ -163,6 +163,28 @@ def guarded_update(metrics: Dict[str, tf.Tensor], grads, variables, optimizer,
   return metrics
 
 
+def feature_metrics(phi: tf.Tensor) -> Dict[str, tf.Tensor]:
+  """How alive the features phi(s) are on a batch (issue 22: a collapsed representation gives
+  Q(s, ., delta) = the head's bias, one greedy action everywhere, and n(s)^-1 = 0).
+
+  Args:
+    phi: phi(s) [B, D] or [B, E, D] (ensembles: members folded into the batch axis).
+
+  Returns:
+    'phi_dead_fraction': share of the D units that are exactly 0 at every state of the batch
+      (dead ReLUs); 'phi_zero_states': share of states whose whole phi is 0; 'phi_sq_norm':
+      mean_B |phi(s)|^2. No gradient.
+  """
+  phi = tf.stop_gradient(tf.cast(phi, tf.float32))
+  phi = tf.reshape(phi, [-1, tf.shape(phi)[-1]])                      # [B(*E), D]
+  nonzero = tf.not_equal(phi, 0.0)                                     # [B, D]
+  unit_alive = tf.reduce_any(nonzero, axis=0)                         # [D]
+  state_alive = tf.reduce_any(nonzero, axis=1)                        # [B]
+  return {"phi_dead_fraction": 1.0 - tf.reduce_mean(tf.cast(unit_alive, tf.float32)),
+          "phi_zero_states": 1.0 - tf.reduce_mean(tf.cast(state_alive, tf.float32)),
+          "phi_sq_norm": tf.reduce_mean(tf.reduce_sum(tf.square(phi), axis=-1))}
+
+
 def check_finite(agent_name: str, metrics) -> None:
   """Raises NonFiniteLossError (eager mode) when a guarded step was skipped."""
   if tf.executing_eagerly() and not bool(metrics["finite"]):

@@ -526,35 +526,6 @@ def plot_belief(path: str, trace: Sequence[Mapping[str, float]]) -> None:
 
 
 # ------------------------------------------------------------------------------ summary
-def greedy_action_stats(q_model, observations, actions, delta: float,
-                        num_actions: int) -> Dict[str, float]:
-  """Whether the greedy policy at `delta` depends on the state, on dataset states.
-
-  Args:
-    q_model: contract Q-model {'observation', 'delta'} -> Q [B, K, A].
-    observations: [B, ...] dataset observations; actions: [B] the data's actions there
-      (indices 0..A-1).
-    delta: the confidence the greedy action is taken at.
-    num_actions: A.
-
-  Returns:
-    'greedy_mode_share': the largest share of states with the same greedy action (1.0: the
-      policy plays one action everywhere);
-    'behaviour_agreement': share of states where the greedy action is the data's action;
-    'behaviour_mode_share': the largest share of one action in the data (the agreement a
-      state-independent policy playing the data's most frequent action would get).
-  """
-  actions = np.asarray(actions, np.int64).reshape(-1)
-  q = _q_values(q_model, observations, np.asarray([delta], np.float32))[:, 0, :]  # [B, A]
-  greedy = np.argmax(q, axis=-1)                                                   # [B]
-  if greedy.shape != actions.shape:
-    raise ValueError(f"{actions.shape[0]} actions for {greedy.shape[0]} observations")
-  share = lambda a: float(np.bincount(a, minlength=num_actions).max() / max(a.size, 1))  # noqa: E731
-  return {"greedy_mode_share": share(greedy),
-          "behaviour_agreement": float(np.mean(greedy == actions)),
-          "behaviour_mode_share": share(actions)}
-
-
 def summarize(family: Optional[Mapping[str, object]] = None,
               separation: Optional[Mapping[str, object]] = None,
               spectrum: Optional[Mapping[str, object]] = None,

@@ -474,3 +474,33 @@ def ccvl_upper_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor,
   sel, arg_j = reduce(pair)                                       # [B, N]
   return {"loss": tf.reduce_mean(sel), "pair_losses": pair, "max_losses": sel,
           "argmax_j": arg_j, "regularizer": reg, "td": td, "gap": gap, "q_sa": q_sa}
+
+
+# ---- behaviour cloning (issue 22): the anchor every offline table reports ---------------------
+def bc_loss(logits: tf.Tensor, actions: tf.Tensor, logit_penalty: float = 0.0
+            ) -> Dict[str, tf.Tensor]:
+  """Discrete behaviour cloning: cross-entropy of pi(a | s) = softmax(logits) on the data's
+  actions, plus `logit_penalty` * mean_{B, A} logits^2 (d3rlpy's DiscreteBC `beta`, which keeps
+  the logits from growing without bound on a deterministic data action).
+
+    loss = mean_B [ logsumexp_a l(s, a) - l(s, a_D) ] + beta * mean_{B, A} l(s, a)^2
+
+  The first term is `cql_gap` of the logits: CQL's regularizer alone is behaviour cloning.
+
+  Args:
+    logits: l(s, .) [B, A].
+    actions: a_D [B] (indices 0..A-1).
+    logit_penalty: beta >= 0.
+
+  Returns:
+    dict: 'loss' scalar; 'cross_entropy' [B]; 'logit_l2' scalar; 'accuracy' scalar (share of
+    the batch where argmax_a l(s, a) = a_D).
+  """
+  if not (np.isfinite(logit_penalty) and logit_penalty >= 0):
+    raise ValueError(f"logit_penalty must be a finite number >= 0, got {logit_penalty!r}")
+  ce, _ = cql_gap(logits, actions)                                 # [B]
+  l2 = tf.reduce_mean(tf.square(logits))                           # [B, A] -> ()
+  hit = tf.equal(tf.argmax(logits, axis=-1, output_type=tf.int32),
+                 tf.cast(actions, tf.int32))                       # [B]
+  return {"loss": tf.reduce_mean(ce) + logit_penalty * l2, "cross_entropy": ce,
+          "logit_l2": l2, "accuracy": tf.reduce_mean(tf.cast(hit, tf.float32))}

@@ -105,7 +105,7 @@ def render_aggregate_table(rows: Sequence[dict], reps: int = 2000, seed: int = 0
   The best IQM of each dataset row is bold.
   """
   methods = (list(methods) if methods
-             else ordered([r["method"] for r in rows], scores.PAPER_METHODS))
+             else ordered([r["method"] for r in rows], scores.TABLE_METHODS))
   datasets = (list(datasets) if datasets
               else ordered([r["dataset"] for r in rows], scores.PAPER_DATASETS))
   all_games = ordered([r["game"] for r in rows], scores.ATARI_GAMES)
@@ -133,7 +133,7 @@ def render_per_game_table(rows: Sequence[dict], dataset: str,
   if not sel:
     raise ValueError(f"no rows for dataset {dataset!r}")
   methods = (list(methods) if methods
-             else ordered([r["method"] for r in sel], scores.PAPER_METHODS))
+             else ordered([r["method"] for r in sel], scores.TABLE_METHODS))
   games = ordered([r["game"] for r in sel], scores.ATARI_GAMES)
   lines = ["| Game | " + " | ".join(methods) + " |",
            "| --- | " + " | ".join("---" for _ in methods) + " |"]

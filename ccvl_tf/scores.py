@@ -52,6 +52,8 @@ DQN_SCORES: Dict[str, float] = {
 # The paper's methods (Table 2 columns) and dataset kinds (its rows), in table order.
 PAPER_METHODS = ("REM", "CQL", "AEVL", "Fixed-CCVL", "CCVL")
 PAPER_DATASETS = ("1%", "5%", "Initial 10%")
+# Table column order: behaviour cloning (the anchor every offline table here reports) first.
+TABLE_METHODS = ("BC",) + PAPER_METHODS
 
 # {game: {"random": score, "dqn": score}}, as minatar_datasets.load_scores returns.
 References = Mapping[str, Mapping[str, float]]

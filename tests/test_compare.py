@@ -131,10 +131,10 @@ def test_missing_minatar_dataset_says_how_to_make_it(tmp_path):
 
 def test_registry_has_every_method_and_names_the_valid_agents():
   assert set(compare.METHODS.values()) == set(offline.AGENTS)
-  assert offline.AGENTS == ("ccvl", "fixed_ccvl", "cql", "rem", "aevl", "aevl_td", "dqn")
+  assert offline.AGENTS == ("ccvl", "fixed_ccvl", "cql", "rem", "aevl", "aevl_td", "dqn", "bc")
   assert offline.get_agent_spec("fixed_ccvl").train_key == offline.get_agent_spec("ccvl").train_key
   with pytest.raises(ValueError, match="--agent must be one of ccvl, fixed_ccvl, cql, rem, "
-                                       "aevl, aevl_td, dqn, got 'sac'"):
+                                       "aevl, aevl_td, dqn, bc, got 'sac'"):
     offline.OfflineConfig(agent="sac").validate()
 
 

@@ -13,6 +13,7 @@ from keras import ops
 
 from ccvl_tf import counts
 from ccvl_tf import diagnostics
+from ccvl_tf import policy_diagnostics
 from ccvl_tf.belief import delta_grid
 from ccvl_tf.evaluation import EpisodeRecord
 
@@ -402,9 +403,55 @@ def test_greedy_action_stats_by_hand():
     s = np.argmax(np.asarray(inputs["observation"]), axis=-1)        # one-hot -> state
     k = np.asarray(inputs["delta"]).shape[1]
     return np.repeat(table[s][:, None, :], k, axis=1)              # [B, K, A]
-  stats = diagnostics.greedy_action_stats(q_model, np.eye(4, dtype=np.float32), [2, 1, 1, 0],
+  stats = policy_diagnostics.greedy_action_stats(q_model, np.eye(4, dtype=np.float32), [2, 1, 1, 0],
                                           delta=0.5, num_actions=3)
   assert stats == {"greedy_mode_share": 0.75, "behaviour_agreement": 0.5,
                    "behaviour_mode_share": 0.5}
   with pytest.raises(ValueError, match="3 actions for 4 observations"):
-    diagnostics.greedy_action_stats(q_model, np.eye(4, dtype=np.float32), [2, 1, 1], 0.5, 3)
+    policy_diagnostics.greedy_action_stats(q_model, np.eye(4, dtype=np.float32), [2, 1, 1], 0.5, 3)
+
+
+def test_family_action_stats_by_hand():
+  """A family built to have a known answer: 4 one-hot states, grid (0.25, 0.5, 0.75), 2 actions,
+  Q(s, a, delta_k) = 1 for the chosen greedy action and 0 for the other.
+  Greedy actions per state along the grid: s0 (0, 1, 1), s1 (1, 0, 1), s2 (0, 0, 0),
+  s3 (1, 1, 1); data actions (1, 0, 0, 0).
+  differs_ends: only s0 -> 1/4; differs_any: s0 and s1 -> 2/4.
+  agreement: k0 greedy (0, 1, 0, 1) -> s2 only, 1/4; k1 (1, 0, 0, 1) -> s0, s1, s2, 3/4;
+  k2 (1, 1, 0, 1) -> s0, s2, 2/4. Mode shares: 0.5, 0.5, 0.75; the data's: 3/4.
+  CQL gap: log(1 + e) - 1 = 0.31326 where the data action is greedy, log(1 + e) = 1.31326
+  where not: k0 (3 x 1.31326 + 0.31326) / 4, k1 (3 x 0.31326 + 1.31326) / 4, k2 the mean of
+  two of each."""
+  grid = np.array([0.25, 0.5, 0.75], np.float32)
+  greedy = np.array([[0, 1, 1], [1, 0, 1], [0, 0, 0], [1, 1, 1]])
+  table = np.eye(2, dtype=np.float32)[greedy]                        # [S, K, A]
+
+  def q_model(inputs, training=False):
+    del training
+    np.testing.assert_allclose(np.asarray(inputs["delta"])[0], grid)
+    return table[np.argmax(np.asarray(inputs["observation"]), axis=-1)]
+  stats = policy_diagnostics.family_action_stats(
+      q_model, np.eye(4, dtype=np.float32), [1, 0, 0, 0], grid, num_actions=2, batch_size=3)
+  lse = math.log(1 + math.e)
+  assert stats["differs_ends"] == 0.25 and stats["differs_any"] == 0.5
+  assert stats["agreement"] == [0.25, 0.75, 0.5]
+  assert stats["greedy_mode_share"] == [0.5, 0.5, 0.75]
+  assert stats["behaviour_mode_share"] == 0.75
+  np.testing.assert_allclose(stats["cql_gap"], [(3 * lse + lse - 1) / 4,
+                                                (3 * (lse - 1) + lse) / 4,
+                                                (2 * lse + 2 * (lse - 1)) / 4], rtol=1e-6)
+  summary = policy_diagnostics.family_summary(stats)
+  assert summary["family_differs_ends"] == 0.25 and summary["family_agreement_hi"] == 0.5
+  assert summary["family_greedy_mode_share_lo"] == 0.5
+  # A delta-free Q (a baseline's contract model) has no family: nothing differs.
+  flat = policy_diagnostics.family_action_stats(
+      lambda inputs, training=False: np.repeat(table[:, :1], 3, axis=1)[
+          np.argmax(np.asarray(inputs["observation"]), -1)],
+      np.eye(4, dtype=np.float32), [1, 0, 0, 0], grid, num_actions=2)
+  assert flat["differs_ends"] == 0.0 and flat["differs_any"] == 0.0
+  with pytest.raises(ValueError, match="3 actions for 4 observations"):
+    policy_diagnostics.family_action_stats(q_model, np.eye(4, dtype=np.float32), [1, 0, 0],
+                                           grid, num_actions=2)
+  with pytest.raises(ValueError, match="sorted strictly increasing"):
+    policy_diagnostics.family_action_stats(q_model, np.eye(4, dtype=np.float32), [1, 0, 0, 0],
+                                           grid[::-1], num_actions=2)

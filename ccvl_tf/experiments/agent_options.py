@@ -14,7 +14,7 @@ import re
 from typing import Dict, Mapping, Sequence
 
 CCVL_OPTIONS = ("objective", "count_normalization", "count_ridge", "count_ridge_mode",
-                "belief_resample")
+                "count_weight", "belief_resample")
 
 
 def _ccvl_config():

@@ -19,6 +19,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 import numpy as np
 
 from agents import aevl_agent
+from agents import bc_agent
 from agents import ccvl_agent
 from agents import ccvl_bounds_agent
 from agents import cql_agent
@@ -183,6 +184,13 @@ def _build_cql(time_step_spec, action_spec, s: AgentSettings):
   return cql_agent.CQLAgent(time_step_spec, action_spec, cfg, s.network_config)
 
 
+def _build_bc(time_step_spec, action_spec, s: AgentSettings):
+  """Behaviour cloning: its own defaults (d3rlpy's DiscreteBC) unless a setting is given."""
+  cfg = bc_agent.BCConfig(seed=s.seed, **s.overrides(
+      "learning_rate", "adam_epsilon", "collect_epsilon"))
+  return bc_agent.BCAgent(time_step_spec, action_spec, cfg, s.network_config)
+
+
 def _build_rem(time_step_spec, action_spec, s: AgentSettings):
   cfg = rem_agent.REMConfig(seed=s.seed, **s.overrides("num_heads", *_SHARED))
   return rem_agent.REMAgent(time_step_spec, action_spec, cfg, s.network_config)
@@ -227,6 +235,8 @@ AGENT_REGISTRY: Dict[str, AgentSpec] = {
         AgentSpec("aevl_td", "AEVL with members trained without the CQL term (alpha = 0)",
                   "aevl_td", _build_aevl_td, _own_policy),
         AgentSpec("dqn", "TF-Agents DqnAgent (offline DQN)", "dqn", _build_dqn, _own_policy),
+        AgentSpec("bc", "behaviour cloning: cross-entropy on the data's actions, same torso "
+                  "(the anchor: is the data learnable at all?)", "bc", _build_bc, _own_policy),
         AgentSpec("ccvl_bounds", "CCVL lower and upper bounds Q_l, Q_u side by side, acted with "
                   "Eq. upper policy (online fine-tuning's --agent=ccvl)", "ccvl_bounds",
                   _build_ccvl_bounds, _bounds_policies, offline=False),

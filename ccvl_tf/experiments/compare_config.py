@@ -16,8 +16,11 @@ from ccvl_tf.config_flags import setting
 # Display name (as in the paper's tables) -> agent registry name.
 METHODS: Dict[str, str] = {
     "REM": "rem", "CQL": "cql", "AEVL": "aevl", "Fixed-CCVL": "fixed_ccvl", "CCVL": "ccvl",
-    "DQN": "dqn", "AEVL-TD": "aevl_td",
+    "DQN": "dqn", "AEVL-TD": "aevl_td", "BC": "bc",
 }
+# The methods a comparison runs by default: behaviour cloning (the anchor every offline table
+# reports: is the data learnable at all?) and the paper's methods in its table order.
+DEFAULT_METHODS = scores.TABLE_METHODS
 SUITES = ("gridworld", "minatar", "atari")
 DATASET_KINDS = scores.PAPER_DATASETS
 # Dataset kind -> subset name of ccvl_tf.data.dqn_replay (minatar / atari).
@@ -105,7 +108,7 @@ class CompareConfig:
   suite: str = setting("gridworld", f"One of: {', '.join(SUITES)}.")
   output_dir: str = setting("results/compare", "Output directory (resumable).",
                             flag_default=None)
-  methods: Sequence[str] = setting(scores.PAPER_METHODS,
+  methods: Sequence[str] = setting(DEFAULT_METHODS,
                                    f"Comma-separated, from: {', '.join(METHODS)}.",
                                    kind="csv", parse=parse_methods)
   datasets: Sequence[str] = setting(DATASET_KINDS,

@@ -9,6 +9,10 @@
     environment factory is given) and the dataset frames with their pixels shuffled
     ('shuffled_pixels'); ROC AUC of n(s)^-1 as a seen/unseen classifier for each; the spectrum
     of |D| C against the ridge, and |D| * mean n(s)^-1 against the effective rank;
+  * the family as greedy policies (ccvl_tf.policy_diagnostics.family_action_stats): the share
+    of states whose greedy action changes between the grid's smallest and largest delta and
+    anywhere along it; per grid delta the agreement with the data's action, the greedy mode
+    share and the CQL gap;
   * the belief over the evaluation episodes (`records`, ccvl_tf.evaluation.EpisodeRecord):
     expected delta and entropy per episode.
 Writes OUT/diagnostics.json, OUT/delta_family.png, OUT/belief.csv and OUT/belief.png (when
@@ -118,11 +122,17 @@ def report(agent, held_out: Callable[[], Iterable[Dict]], grid: Sequence[float],
       out["belief"] = {"movement": movement, "trace": trace}
   out["summary"] = diagnostics.summarize(family, separation, spectrum, movement, mean_x_size)
   from ccvl_tf import policies  # pylint: disable=g-import-not-at-top
+  from ccvl_tf import policy_diagnostics  # pylint: disable=g-import-not-at-top
   obs, acts = dataset_observations_and_actions(held_out(), num_states)
-  out["actions"] = diagnostics.greedy_action_stats(
-      agent.q_network, obs, acts - int(agent.action_spec.minimum), agent.config.policy_delta,
-      policies.action_count(agent.action_spec))
+  acts = acts - int(agent.action_spec.minimum)
+  num_actions = policies.action_count(agent.action_spec)
+  out["actions"] = policy_diagnostics.greedy_action_stats(
+      agent.q_network, obs, acts, agent.config.policy_delta, num_actions)
   out["summary"].update(out["actions"])
+  # The family as policies (issue 23): greedy actions that change with delta, per grid delta.
+  out["family_actions"] = policy_diagnostics.family_action_stats(
+      agent.q_network, obs, acts, grid, num_actions)
+  out["summary"].update(policy_diagnostics.family_summary(out["family_actions"]))
   if counts is not None:
     for kind, sep in out["counts"].items():
       out["summary"][f"count_auc_{kind}"] = float(sep["auc"])

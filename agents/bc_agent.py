@@ -1,0 +1,82 @@
+"""BCAgent: discrete behaviour cloning, the anchor of every offline-RL table (issue 22).
+
+One train step on a batch of B transitions (s, a_D, ...) (only s and a_D are used):
+
+  l(s, .) = the network's outputs [B, A], read as the logits of pi(a | s) = softmax(l)
+  loss    = mean_B [ logsumexp_a l(s, a) - l(s, a_D) ] + beta mean_{B, A} l(s, a)^2
+
+(`ccvl_tf.losses.bc_loss`). The network is the same one CQL trains (`build_q_ensemble`,
+E = H = 1: Nature conv, MLP or MinAtar torso + one linear layer), so BC and CQL differ only in the
+objective; the policy acts greedily in l (argmax_a pi(a | s)), through the same contract model
+and `FixedDeltaPolicy` as CQL, so it exports and evaluates like every other agent.
+
+BC answers a question the value-based methods cannot: is the data learnable at all with this
+network, data size and step budget? On good data every conservative method should at least
+approach it.
+
+Defaults are d3rlpy 2.8.1's `DiscreteBCConfig` (lr 1e-3, beta 0.5, Adam epsilon 1e-8 -- its Adam
+default, not Dopamine's 3.125e-4). gamma and the target network are unused (no bootstrapping);
+the target copy is kept only so the checkpoint layout matches the other agents.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import ccvl_tf  # noqa: F401
+
+import numpy as np
+import tensorflow as tf
+
+from agents import q_agent_base
+from ccvl_tf import losses
+from ccvl_tf import networks
+from ccvl_tf import policies
+
+NonFiniteLossError = q_agent_base.NonFiniteLossError
+
+
+@dataclasses.dataclass(frozen=True)
+class BCConfig(q_agent_base.CommonQConfig):
+  """Behaviour-cloning hyperparameters (d3rlpy's DiscreteBC defaults).
+
+  Attributes:
+    logit_penalty: beta, weight of mean l(s, a)^2 (d3rlpy: 0.5).
+    learning_rate, adam_epsilon: Adam (d3rlpy: 1e-3, 1e-8).
+  """
+  learning_rate: float = 1e-3
+  adam_epsilon: float = 1e-8
+  logit_penalty: float = 0.5
+
+  def validate(self) -> None:
+    super().validate()
+    if not (np.isfinite(self.logit_penalty) and self.logit_penalty >= 0):
+      raise ValueError(f"logit_penalty must be a finite number >= 0, got "
+                       f"{self.logit_penalty!r}")
+
+
+class BCAgent(q_agent_base.OfflineQAgent):
+  """Discrete behaviour cloning on the shared torso (see the module docstring)."""
+
+  AGENT_NAME = "BC"
+
+  def __init__(self, time_step_spec, action_spec, config: BCConfig = BCConfig(),
+               network_config: networks.QNetworkConfig = networks.QNetworkConfig(),
+               train_step_counter: Optional[tf.Variable] = None, name: str = "BCAgent"):
+    self._setup(time_step_spec, action_spec, config, network_config, num_members=1,
+                num_heads=1, contract_mode="mean", train_step_counter=train_step_counter,
+                name=name)
+
+  def _make_policy(self, time_step_spec, action_spec):
+    # Greedy in the logits; the contract model ignores delta (0.5 is only what PolicyInfo shows).
+    return policies.FixedDeltaPolicy(time_step_spec, action_spec, self._contract, delta=0.5)
+
+  def _objective(self, batch, seed, training):
+    del seed  # deterministic objective
+    out = self._online.q_and_phi_model({"observation": batch["observation"]}, training=training)
+    logits, phi = out["q"][:, 0, 0], out["phi"][:, 0]                   # [B, A], [B, D]
+    res = losses.bc_loss(logits, batch["action"], self._config.logit_penalty)
+    metrics = {"loss": res["loss"], "cross_entropy": tf.reduce_mean(res["cross_entropy"]),
+               "logit_l2": res["logit_l2"], "accuracy": res["accuracy"]}
+    metrics.update(q_agent_base.feature_metrics(phi))
+    return metrics

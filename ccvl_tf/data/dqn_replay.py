@@ -231,8 +231,6 @@ def _format_from_metadata(meta: Optional[dict], path: str) -> dict:
 
 # ------------------------------------------------------------------ one checkpoint
 
-# Over 80 lines with its docstring: the arrays of one checkpoint read, and checked in
-# one place (each check naming its file), for one view.
 def load_checkpoint(replay_dir: str, suffix: int, *, max_rows: Optional[int] = None,
                     num_actions: Optional[int] = None,
                     observation_shape: Optional[Sequence[int]] = None,

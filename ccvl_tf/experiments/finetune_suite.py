@@ -32,7 +32,7 @@ from ccvl_tf.experiments import compare_config
 from ccvl_tf.experiments import finetune_report
 from ccvl_tf.experiments import online_config
 # Where a run lives is the report's to say (it reads the runs); the suite writes them there.
-from ccvl_tf.experiments.finetune_report import run_dir  # noqa: F401
+from ccvl_tf.experiments.finetune_report import run_dir
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FINETUNE = os.path.join(_REPO_ROOT, "binaries", "finetune_online.py")

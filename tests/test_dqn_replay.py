@@ -14,6 +14,7 @@ import pytest
 
 import ccvl_tf  # noqa: F401
 from ccvl_tf.data import dqn_replay
+from ccvl_tf.data import replay_plan
 from ccvl_tf.data import replay_writer
 from ccvl_tf.data.dqn_replay import DatasetError
 
@@ -206,12 +207,12 @@ def test_subset_plans(tmp_path):
   d = str(tmp_path / "run")
   for s in range(7):
     write_ckpt(d, s, A_FRAMES, A_ACTION, A_REWARD, A_TERM, 13, [12, 13, 14, 15, 0])
-  assert dqn_replay.subset_plan(d, "1%") == [(s, 10_000) for s in range(7)]
-  assert dqn_replay.subset_plan(d, "5%") == [(s, 50_000) for s in range(7)]
-  assert dqn_replay.subset_plan(d, "initial10%") == [(s, None) for s in range(5)]
-  assert dqn_replay.subset_plan(d, "all") == [(s, None) for s in range(7)]
+  assert replay_plan.subset_plan(d, "1%") == [(s, 10_000) for s in range(7)]
+  assert replay_plan.subset_plan(d, "5%") == [(s, 50_000) for s in range(7)]
+  assert replay_plan.subset_plan(d, "initial10%") == [(s, None) for s in range(5)]
+  assert replay_plan.subset_plan(d, "all") == [(s, None) for s in range(7)]
   with pytest.raises(ValueError, match="initial10%"):
-    dqn_replay.subset_plan(d, "10%")
+    replay_plan.subset_plan(d, "10%")
   # A subset capacity larger than the checkpoint means the whole checkpoint.
   assert len(list(dqn_replay.iterate_transitions(d, 0, replay_capacity=10_000))) == 6
 

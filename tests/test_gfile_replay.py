@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 import ccvl_tf  # noqa: F401
-from ccvl_tf.data import dqn_replay, store_cache
+from ccvl_tf.data import dqn_replay, replay_files, store_cache
 from ccvl_tf.data.dqn_replay import DatasetError
 from ccvl_tf.data.frame_store import FrameStore
 
@@ -259,7 +259,7 @@ def test_unreachable_source_uses_a_complete_cache_as_is(ram_root, cache_env, mon
   def offline(path):
     raise dqn_replay.UnreachableError("could not reach {} (no network)".format(path))
 
-  monkeypatch.setattr(dqn_replay, "list_dir", offline)
+  monkeypatch.setattr(replay_files, "list_dir", offline)
   msgs = []
   assert_same_store(FrameStore.from_replay(remote, "1%", progress=msgs.append), first)
   assert "not checked against the source: could not reach" in msgs[0]

@@ -10,6 +10,7 @@ import pytest
 
 import ccvl_tf  # noqa: F401
 from ccvl_tf.data import dqn_replay
+from ccvl_tf.data import replay_plan
 from ccvl_tf.data import replay_writer
 from ccvl_tf.data import minatar_datasets as md
 from ccvl_tf.data import pipeline
@@ -135,11 +136,11 @@ def test_subset_table_and_scaled_subsets_on_a_tiny_dataset(tmp_path):
   for j in range(59):
     w.add(np.full(SHAPE, j + 1, np.uint8), j % 3, 0.0, False)
   assert w.close() == [0, 1, 2]
-  assert dqn_replay.subset_plan(d, "1%") == [(0, 5, "prefix"), (1, 5, "prefix"),
+  assert replay_plan.subset_plan(d, "1%") == [(0, 5, "prefix"), (1, 5, "prefix"),
                                              (2, 5, "prefix")]
-  assert dqn_replay.subset_plan(d, "initial10%") == [(0, None)]
+  assert replay_plan.subset_plan(d, "initial10%") == [(0, None)]
   with pytest.raises(ValueError, match="initial10%"):
-    dqn_replay.subset_plan(d, "5%")  # this dataset declares no 5%
+    replay_plan.subset_plan(d, "5%")  # this dataset declares no 5%
   store = FrameStore.from_replay(d, "1%")
   b = store.gather(np.arange(store.num_transitions))
   assert all((o == o[0, 0, 0]).all() for o in b["observation"])

@@ -1,4 +1,5 @@
-"""A frame store: every 84x84 frame held once (uint8), stacks built at sample time.
+"""Stage 4 of the replay data pipeline (docs/data.md): the frame store, every 84x84
+frame held once (uint8), stacks built at sample time.
 
 Layout: one contiguous uint8 array ``frames [N, 84, 84]`` with the Dopamine slots
 of each loaded checkpoint (or subset) one after another, in chronological order,
@@ -8,6 +9,10 @@ padding frames included; per-slot ``action``/``reward``/``terminal``; and
 frames ``i-3 .. i+1`` lie in the same checkpoint chunk and no episode boundary
 lies inside the stack ``i-3 .. i``, so stacks never cross episodes (the episode
 start's zero padding takes the place of missing history, as in Dopamine).
+
+It is built from a subset plan (:mod:`ccvl_tf.data.replay_plan`); one built from a
+remote directory is kept in a local cache (:mod:`ccvl_tf.data.store_cache`, which
+:meth:`FrameStore.from_replay` asks first).
 
 Other datasets (see ``dqn_replay``): frames may be [N, H, W, C] (MinAtar: one
 whole [10, 10, C] observation per slot) and the stack size is the dataset's
@@ -25,6 +30,8 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ccvl_tf.data import dqn_replay
+from ccvl_tf.data import replay_plan
+from ccvl_tf.data import store_cache
 
 FRAME_SHAPE = (84, 84)
 
@@ -76,7 +83,7 @@ class FrameStore:
     """Loads a Dopamine replay directory (one run) or a subset of it.
 
     ``subset``: one of :data:`ccvl_tf.data.dqn_replay.SUBSETS` ("1%", "5%",
-    "initial10%", "all"), or of the dataset's own table (``dqn_replay.subset_plan``).
+    "initial10%", "all"), or of the dataset's own table (``replay_plan.subset_plan``).
     ``suffixes`` restricts to some checkpoints. Stack size and frame shape are the
     dataset's (``dqn_replay.dataset_format``).
     ``num_actions`` checks every action against the game's action set.
@@ -90,103 +97,61 @@ class FrameStore:
     and file sizes. Messages about the remote read and the cache go to
     ``progress`` (default: stderr). Local directories are read directly, uncached.
     """
-    if dqn_replay.is_remote(replay_dir):
-      from ccvl_tf.data import store_cache  # pylint: disable=g-import-not-at-top
-      return store_cache.load_or_build(replay_dir, subset, num_actions=num_actions,
-                                       suffixes=suffixes, cache_dir=cache_dir,
-                                       progress=progress)
-    info = dqn_replay.inspect_dir(replay_dir)
-    plan = select_plan(info, subset, suffixes)
-    return cls.from_plan(info.replay_dir, plan, num_actions=num_actions, progress=progress,
-                         dir_info=info)
+    def build(dir_info, plan, say):
+      return cls.from_plan(dir_info.replay_dir, plan, num_actions=num_actions, progress=say,
+                           dir_info=dir_info)
 
-  # Over 80 lines with its docstring: two passes over the plan (small arrays and validity,
-  # then frames decompressed into one preallocated array) that share their bookkeeping.
+    def restore(arrays, stack_size):
+      return cls(arrays["frames"], arrays["action"], arrays["reward"], arrays["terminal"],
+                 arrays["valid"], stack_size=stack_size)
+
+    return store_cache.load_or_build(replay_dir, subset, build=build, restore=restore,
+                                     num_actions=num_actions, suffixes=suffixes,
+                                     cache_dir=cache_dir, progress=progress)
+
   @classmethod
   def from_plan(cls, replay_dir: str, plan: List[tuple], *,
                 num_actions: Optional[int] = None,
                 progress: Optional[Callable[[str], None]] = None,
                 dir_info: Optional[dqn_replay.DirInfo] = None) -> "FrameStore":
-    """Loads the checkpoints of ``plan`` (``dqn_replay.subset_plan``): entries
+    """Loads the checkpoints of ``plan`` (``replay_plan.subset_plan``): entries
     ``(suffix, rows)`` (rows: batch_rl's capacity trick, None: whole checkpoint)
     or ``(suffix, rows, "prefix")`` (the first ``rows`` slots taken literally).
 
-    Each observation file is opened once and read only as far as its chunk needs
-    (local or remote alike); ``dir_info`` (``dqn_replay.inspect_dir``) saves listing
-    the directory again."""
-    if dir_info is None:
-      dir_info = dqn_replay.inspect_dir(replay_dir)
-    replay_dir = dir_info.replay_dir
-    k = dir_info.stack_size
-    frame_shape = None
-    # Pass 1: small arrays + validity per checkpoint (frames not read yet).
-    chunks = []
-    for item in plan:
-      suffix, rows, mode = item[0], item[1], tuple(item[2:])
-      if mode not in ((), (dqn_replay.PREFIX,)):
-        raise ValueError("plan entry {!r}: the third element must be {!r}".format(
-            item, dqn_replay.PREFIX))
-      meta = _load_small(dir_info, suffix, num_actions)
-      frame_shape = meta.frame_shape
-      cap = meta.capacity if rows is None or rows >= meta.capacity else rows
-      if mode and rows is not None:
-        cap = meta.capacity  # literal prefix: no modular view, slots [0, rows) only
-        idx = dqn_replay.prefix_valid_indices(
-            meta.terminal, meta.add_count, meta.invalid_range, rows, stack_size=k,
-            episode_end_indices=meta.episode_end_indices)
-      else:
-        idx = dqn_replay.valid_indices(meta.terminal, meta.add_count, meta.invalid_range,
-                                       replay_capacity=cap, stack_size=k,
-                                       episode_end_indices=meta.episode_end_indices)
-      cursor = meta.add_count % cap
-      needs_wrap = idx.size > 0 and (idx.min() < k - 1 or idx.max() + 1 >= cap)
-      if needs_wrap:  # reorder the circular buffer chronologically (oldest first)
-        order = (cursor + np.arange(cap)) % cap
-        idx = np.sort((idx - cursor) % cap)
-        nrows = cap
-      else:
-        order = None
-        nrows = int(idx.max()) + 2 if idx.size else 0
-      sel = order if order is not None else slice(0, nrows)
-      # Keep only the per-slot values the store holds (not the 1M-entry arrays).
-      chunks.append((suffix, meta.capacity, order, idx, nrows,
-                     (meta.action[sel].copy(), meta.reward[sel].copy(),
-                      meta.terminal[sel].copy())))
-      del meta
-    total = sum(c[4] for c in chunks)
-    if total == 0:
-      raise dqn_replay.DatasetError("no valid transitions in {} for plan {}".format(
-          replay_dir, plan))
-    need = total * (int(np.prod(frame_shape)) + 9) + sum(c[3].size for c in chunks) * 8
+    First the plan's small arrays and transitions (``replay_plan.load_plan``), then,
+    after checking that the store fits in the available memory, the frames,
+    decompressed straight into one preallocated array. Each observation file is
+    opened once and read only as far as its chunk needs (local or remote alike);
+    ``dir_info`` (``dqn_replay.inspect_dir``) saves listing the directory again."""
+    loaded = replay_plan.load_plan(replay_dir, plan, num_actions=num_actions,
+                                   dir_info=dir_info)
+    total = loaded.num_frames
+    need = total * (int(np.prod(loaded.frame_shape)) + 9) + loaded.num_transitions * 8
     avail = _available_memory()
     if avail is not None and need > avail:
       raise MemoryError(
           "the frame store for {} ({} frames) needs {:.2f} GB but only {:.2f} GB is "
           "available; use a smaller subset (e.g. '1%') or fewer suffixes".format(
-              replay_dir, total, need / 1e9, avail / 1e9))
-    frames = np.empty((total,) + tuple(frame_shape), np.uint8)
+              loaded.replay_dir, total, need / 1e9, avail / 1e9))
+    frames = np.empty((total,) + loaded.frame_shape, np.uint8)
     action = np.empty((total,), np.int32)
     reward = np.empty((total,), np.float32)
     terminal = np.empty((total,), np.uint8)
     valid = []
     off = 0
-    # Pass 2: frames, decompressed into place.
-    for suffix, stored_rows, order, idx, nrows, (act, rew, term) in chunks:
-      if nrows == 0:
+    for chunk in loaded.chunks:
+      if chunk.rows == 0:
         continue
-      path = dqn_replay.checkpoint_path(replay_dir, dqn_replay.STORE_PREFIX + "observation",
-                                        suffix)
-      dst = frames[off:off + nrows]
-      _read_frames_into(path, dst, expected_rows=stored_rows)
-      if order is not None:
-        dst[...] = dst[order]
-      sl = slice(off, off + nrows)
-      action[sl], reward[sl], terminal[sl] = act, rew, term
-      valid.append(idx + off)
-      off += nrows
+      sl = slice(off, off + chunk.rows)
+      chunk.read_frames_into(frames[sl])
+      action[sl], reward[sl], terminal[sl] = chunk.action, chunk.reward, chunk.terminal
+      valid.append(chunk.slots + off)
+      off += chunk.rows
       if progress is not None:
-        progress("loaded suffix {} ({} transitions, {} frames)".format(suffix, idx.size, nrows))
-    return cls(frames, action, reward, terminal, np.concatenate(valid), stack_size=k)
+        progress("loaded suffix {} ({} transitions, {} frames)".format(
+            chunk.suffix, chunk.slots.size, chunk.rows))
+    return cls(frames, action, reward, terminal, np.concatenate(valid),
+               stack_size=loaded.stack_size)
 
   # ------------------------------------------------------------------ queries
   @property
@@ -263,55 +228,3 @@ def _available_memory() -> Optional[int]:
   except (OSError, ValueError):
     pass
   return None
-
-
-def select_plan(dir_info: dqn_replay.DirInfo, subset: str,
-                suffixes: Optional[Sequence[int]] = None) -> List[tuple]:
-  """``dqn_replay.subset_plan`` of a subset, restricted to ``suffixes`` if given."""
-  plan = dqn_replay.subset_plan(dir_info.replay_dir, subset, dir_info=dir_info)
-  if suffixes is not None:
-    wanted = set(int(s) for s in suffixes)
-    plan = [p for p in plan if p[0] in wanted]
-    if not plan:
-      raise dqn_replay.DatasetError("none of suffixes {} in {}".format(sorted(wanted),
-                                                                       dir_info.replay_dir))
-  return plan
-
-
-def _load_small(dir_info: dqn_replay.DirInfo, suffix: int, num_actions: Optional[int]):
-  """A ReplayCheckpoint without frames (observation holds 0 rows; the observation
-  file is not opened here: :func:`_read_frames_into` reads and checks it), validated."""
-  return dqn_replay.load_checkpoint(dir_info.replay_dir, suffix, max_rows=0,
-                                    num_actions=num_actions, dir_info=dir_info,
-                                    read_observation=False)
-
-
-def _read_frames_into(path: str, dst: np.ndarray, expected_rows: int) -> None:
-  """Decompresses the first ``len(dst)`` frames of a gzipped .npy into ``dst``
-  (local or remote: only that prefix of the file is read). The stored array must
-  be uint8 [expected_rows, *dst.shape[1:]]."""
-  try:
-    with dqn_replay.open_gzip(path) as f:
-      version = np.lib.format.read_magic(f)
-      shape, fortran, dtype = np.lib.format._read_array_header(f, version)  # pylint: disable=protected-access
-      if fortran or dtype != np.uint8 or tuple(shape[1:]) != dst.shape[1:]:
-        raise dqn_replay.DatasetError("{}: expected uint8 frames [N, {}], got {} {}".format(
-            path, ", ".join(str(d) for d in dst.shape[1:]), dtype, tuple(shape)))
-      if shape[0] != expected_rows:
-        raise dqn_replay.DatasetError(
-            "arrays of different lengths: {} has {} frames, the suffix's action/reward/"
-            "terminal arrays have {} entries".format(path, shape[0], expected_rows))
-      view = memoryview(dst.reshape(-1))
-      got = 0
-      while got < view.nbytes:
-        n = f.readinto(view[got:])
-        if not n:
-          raise EOFError("file ended after {} of {} bytes".format(got, view.nbytes))
-        got += n
-  except dqn_replay.DatasetError:
-    raise
-  except dqn_replay.not_found_errors() as e:
-    raise dqn_replay.DatasetError("missing file: {}".format(path)) from e
-  except dqn_replay.read_errors() as e:
-    raise dqn_replay.DatasetError("cannot read {} (corrupt or truncated gzip/npy?): {}".format(
-        path, dqn_replay.error_text(e))) from e

@@ -23,11 +23,11 @@ an online Nature-DQN run (Dopamine) into 50 replay checkpoints. Here, per game:
    ``references`` of :func:`ccvl_tf.scores.normalized_score`).
 
 Subsets (:func:`subset_table`, written into each dataset's ``ccvl_dataset.json``
-so that ``FrameStore.from_replay(dir, subset)`` / ``dqn_replay.subset_plan``
+so that ``FrameStore.from_replay(dir, subset)`` / ``replay_plan.subset_plan``
 use them): the DQN Replay names scaled to the run:
   * ``"1%"`` / ``"5%"``: the first 1% / 5% of the slots of *every* checkpoint
     (DQN Replay: the first 10,000 / 50,000 of each 1M-slot checkpoint), taken
-    as literal prefixes (``dqn_replay.PREFIX``; see ``dqn_replay`` for why not
+    as literal prefixes (``dqn_replay.PREFIX``; see ``replay_plan`` for why not
     batch_rl's capacity trick with stack size 1);
   * ``"initial10%"``: the first 10% of the checkpoints whole (DQN Replay: the
     first 5 of 50), i.e. the first 10% of the run, when the policy is still

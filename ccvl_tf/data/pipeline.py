@@ -1,4 +1,5 @@
-"""tf.data pipelines of transition batches sampled from a :class:`FrameStore`.
+"""Stage 5 of the replay data pipeline (docs/data.md): tf.data pipelines of transition
+batches sampled from a :class:`FrameStore`.
 
 Each element is the "Transition batches" dict of docs/CONTRACTS.md:
   observation      uint8   [B, 84, 84, 4]   (store.observation_shape; MinAtar [B, 10, 10, C])

@@ -17,6 +17,7 @@ from typing import Callable, List, Optional
 import numpy as np
 
 from ccvl_tf.data import dqn_replay
+from ccvl_tf.data import replay_files
 
 
 def _save_gz(path: str, value) -> None:
@@ -58,7 +59,7 @@ class DopamineReplayWriter:
       raise ValueError("replay_capacity too small")
     os.makedirs(output_dir, exist_ok=True)
     existing = sorted(n for n in os.listdir(output_dir)
-                      if dqn_replay._CKPT_RE.match(n) or n == dqn_replay.METADATA_FILENAME)
+                      if replay_files.CKPT_RE.match(n) or n == replay_files.METADATA_FILENAME)
     if existing:
       raise FileExistsError("{} already holds a dataset ({} ...); refusing to write over "
                             "it".format(output_dir, existing[0]))
@@ -105,12 +106,12 @@ class DopamineReplayWriter:
   def _log(self, add_count: Optional[int] = None) -> None:
     suffix = self.log_count
     ac = self.add_count if add_count is None else add_count
-    store = dqn_replay.STORE_PREFIX
+    store = replay_files.STORE_PREFIX
     items = [(store + "observation", self._obs), (store + "action", self._action),
              (store + "reward", self._reward), (store + "terminal", self._terminal),
              ("add_count", np.array(ac)), ("invalid_range", np.asarray(self.invalid_range))]
     for name, arr in items:
-      _save_gz(dqn_replay.checkpoint_path(self._dir, name, suffix), arr)
+      _save_gz(replay_files.checkpoint_path(self._dir, name, suffix), arr)
     self.written_suffixes.append(suffix)
     self.log_count += 1
 
@@ -124,7 +125,7 @@ class DopamineReplayWriter:
     meta = dict(self._metadata, replay_capacity=self._cap, stack_size=self._k,
                 observation_shape=list(self._obs.shape[1:]),
                 suffixes=self.written_suffixes, format="dopamine_replay_v1")
-    path = os.path.join(self._dir, dqn_replay.METADATA_FILENAME)
+    path = os.path.join(self._dir, replay_files.METADATA_FILENAME)
     with open(path + ".tmp", "w") as f:
       json.dump(meta, f, indent=1, sort_keys=True)
     os.replace(path + ".tmp", path)

@@ -1,9 +1,11 @@
-"""A local cache of the frame stores built from remote replay directories.
+"""Stage 4 of the replay data pipeline (docs/data.md), its local cache: the frame
+stores built from remote replay directories.
 
-``FrameStore.from_replay(d, subset, ...)`` with a remote ``d`` (``gs://...``,
-``ram://...``: ``dqn_replay.is_remote``) calls :func:`load_or_build`. The first
-call reads the checkpoints the subset needs through ``tf.io.gfile`` (only their
-leading rows) and writes the store here:
+``FrameStore.from_replay(d, subset, ...)`` calls :func:`load_or_build`, which
+builds the store of a local ``d`` directly (uncached) and, for a remote ``d``
+(``gs://...``, ``ram://...``: ``replay_files.is_remote``), looks here first. The
+first call reads the checkpoints the subset needs through ``tf.io.gfile`` (only
+their leading rows) and writes the store here:
 
   ``<root>/frame_stores/<key>/``  with ``<root>`` = the ``cache_dir`` argument,
   else ``$CCVL_CACHE_DIR``, else ``$XDG_CACHE_HOME/ccvl_tf`` (``~/.cache/ccvl_tf``)
@@ -29,6 +31,10 @@ but one listing of the replay directory and one ``stat`` per recorded file:
     missing, has the wrong size, shape or dtype, or its CRC-32 differs, or the
     arrays do not make a valid store -> rebuilt.
 
+The cache knows stores only as their arrays: the frame store hands it a ``build``
+(a subset plan -> store) and a ``restore`` (arrays -> store, checking them), so
+this module never imports the frame store.
+
 Each rebuild is announced with the reason (``progress``, default stderr). When
 the remote file system cannot be reached at all (e.g. no network), a complete
 entry is used as is, with a line saying it was not checked against the source.
@@ -43,12 +49,13 @@ import sys
 import tempfile
 import time
 import zlib
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Protocol, Sequence
 
 import numpy as np
 
 from ccvl_tf.data import dqn_replay
-from ccvl_tf.data import frame_store as frame_store_lib
+from ccvl_tf.data import replay_files
+from ccvl_tf.data import replay_plan
 
 CACHE_ENV = "CCVL_CACHE_DIR"
 CACHE_FORMAT = 1
@@ -64,6 +71,23 @@ class CacheInvalid(Exception):
     super().__init__(why)
     self.kind = kind
     self.why = why
+
+
+class Store(Protocol):
+  """What the cache keeps of a frame store (``ccvl_tf.data.frame_store.FrameStore``)."""
+  frames: np.ndarray
+  action: np.ndarray
+  reward: np.ndarray
+  terminal: np.ndarray
+  valid: np.ndarray
+  stack_size: int
+  nbytes: int
+  num_transitions: int
+
+
+# build(dir_info, subset plan, progress) -> store; restore({name: array}, stack_size) -> store
+Build = Callable[["dqn_replay.DirInfo", List[tuple], Optional[Callable[[str], None]]], Store]
+Restore = Callable[[Dict[str, np.ndarray], int], Store]
 
 
 def cache_root(cache_dir: Optional[str] = None) -> str:
@@ -106,17 +130,9 @@ def _crc32(arr: np.ndarray) -> int:
   return crc
 
 
-def _source_files(info: dqn_replay.DirInfo, plan: List[tuple]) -> List[str]:
-  """Names (in ``info.replay_dir``) of the files a build of ``plan`` reads."""
-  names = [n for item in plan for n in dqn_replay.checkpoint_files(info, item[0])]
-  if dqn_replay.METADATA_FILENAME in info.names:
-    names.append(dqn_replay.METADATA_FILENAME)
-  return names
-
-
 def _stats(replay_dir: str, names: Sequence[str]) -> Dict[str, List[int]]:
   paths = [os.path.join(replay_dir, n) for n in names]
-  stats = dqn_replay.stat_files(paths)
+  stats = replay_files.stat_files(paths)
   return {n: list(stats[p]) for n, p in zip(names, paths)}
 
 
@@ -146,10 +162,10 @@ def check_source(manifest: dict) -> Optional[str]:
   when the source could not be reached (the entry is then used unchecked)."""
   replay_dir = manifest["source"]["replay_dir"]
   try:
-    listing = sorted(dqn_replay.list_dir(replay_dir))
-  except dqn_replay.UnreachableError as e:
+    listing = sorted(replay_files.list_dir(replay_dir))
+  except replay_files.UnreachableError as e:
     return str(e)
-  except dqn_replay.DatasetError as e:
+  except replay_files.DatasetError as e:
     raise CacheInvalid("stale", "the source directory {} is gone ({})".format(replay_dir, e))
   recorded = manifest["source"]["listing"]
   if listing != recorded:
@@ -165,9 +181,9 @@ def check_source(manifest: dict) -> Optional[str]:
   files = manifest["source"]["files"]
   try:
     now = _stats(replay_dir, sorted(files))
-  except dqn_replay.UnreachableError as e:
+  except replay_files.UnreachableError as e:
     return str(e)
-  except dqn_replay.DatasetError as e:
+  except replay_files.DatasetError as e:
     raise CacheInvalid("stale", str(e))
   for name in sorted(files):
     if list(files[name]) != now[name]:
@@ -176,9 +192,10 @@ def check_source(manifest: dict) -> Optional[str]:
   return None
 
 
-def load_entry(entry: str, manifest: dict) -> "frame_store_lib.FrameStore":
-  """The store of a cache entry; raises CacheInvalid("corrupt", why) for a missing,
-  truncated or altered array file."""
+def load_entry(entry: str, manifest: dict, restore: Restore) -> Store:
+  """The store of a cache entry (``restore`` of its arrays); raises
+  CacheInvalid("corrupt", why) for a missing, truncated or altered array file, or
+  arrays that ``restore`` refuses."""
   arrays = {}
   for name in ARRAYS:
     rec = manifest["arrays"].get(name)
@@ -207,9 +224,7 @@ def load_entry(entry: str, manifest: dict) -> "frame_store_lib.FrameStore":
       raise CacheInvalid("corrupt", "{}: CRC-32 mismatch (altered or damaged)".format(path))
     arrays[name] = arr
   try:
-    return frame_store_lib.FrameStore(arrays["frames"], arrays["action"], arrays["reward"],
-                                      arrays["terminal"], arrays["valid"],
-                                      stack_size=int(manifest["stack_size"]))
+    return restore(arrays, int(manifest["stack_size"]))
   except (KeyError, TypeError, ValueError) as e:
     raise CacheInvalid("corrupt", "{}: the arrays do not make a frame store: {}".format(
         entry, e)) from e
@@ -245,7 +260,7 @@ def _clean_leftovers(parent: str, key: str) -> None:
     shutil.rmtree(os.path.join(parent, n), ignore_errors=True)
 
 
-def write_entry(entry: str, store: "frame_store_lib.FrameStore", manifest: dict,
+def write_entry(entry: str, store: Store, manifest: dict,
                 say: Callable[[str], None]) -> bool:
   """Writes ``store`` + ``manifest`` to ``entry`` atomically (temp dir + rename).
   Returns False (after saying why) if that was not possible; the run goes on."""
@@ -284,53 +299,66 @@ def write_entry(entry: str, store: "frame_store_lib.FrameStore", manifest: dict,
 
 # ------------------------------------------------------------------------ entry
 
-def load_or_build(replay_dir: str, subset: str = "all", *, num_actions: Optional[int] = None,
-                  suffixes: Optional[Sequence[int]] = None, cache_dir: Optional[str] = None,
-                  progress: Optional[Callable[[str], None]] = None
-                  ) -> "frame_store_lib.FrameStore":
-  """The frame store of ``FrameStore.from_replay(replay_dir, subset, ...)`` for a
-  remote ``replay_dir``: from a valid cache entry, else built (reading through
-  tf.io.gfile) and cached. See the module docstring for what is checked."""
+def load_or_build(replay_dir: str, subset: str = "all", *, build: Build, restore: Restore,
+                  num_actions: Optional[int] = None, suffixes: Optional[Sequence[int]] = None,
+                  cache_dir: Optional[str] = None,
+                  progress: Optional[Callable[[str], None]] = None) -> Store:
+  """The frame store of ``FrameStore.from_replay(replay_dir, subset, ...)``: for a
+  local ``replay_dir`` ``build`` of its subset plan (``replay_plan.select_plan``),
+  uncached; for a remote one from a valid cache entry (``restore``), else built
+  (reading through tf.io.gfile) and cached. See the module docstring for what is
+  checked."""
+  if not replay_files.is_remote(replay_dir):
+    info, plan = replay_plan.select_plan(replay_dir, subset, suffixes)
+    return build(info, plan, progress)
   say = progress if progress is not None else _stderr
   fields = key_fields(replay_dir, subset, suffixes, num_actions)
   entry = entry_dir(fields, cache_dir)
   if os.path.isdir(entry):
-    try:
-      manifest = _read_manifest(entry)
-      if manifest.get("key") != fields:
-        raise CacheInvalid("corrupt", "{} was made for other settings ({})".format(
-            entry, manifest.get("key")))
-      try:
-        note = check_source(manifest)
-      except (KeyError, TypeError, ValueError) as e:
-        raise CacheInvalid("corrupt", "{}: malformed source record: {!r}".format(
-            os.path.join(entry, MANIFEST), e)) from e
-      t0 = time.time()
-      store = load_entry(entry, manifest)
-      if note is not None:
-        checked = "not checked against the source: {}".format(note)
-      else:
-        checked = "source listing and {} file sizes unchanged".format(
-            len(manifest["source"]["files"]))
-      say("Using the cached frame store {} of {} (subset {}; {} transitions; {}; loaded in "
-          "{:.1f} s).".format(entry, manifest["source"]["replay_dir"], subset,
-                              store.num_transitions, checked, time.time() - t0))
+    store = _use_entry(entry, fields, subset, restore, say)
+    if store is not None:
       return store
-    except CacheInvalid as e:
-      what = "is stale" if e.kind == "stale" else "is truncated or corrupt"
-      say("The frame store cache {} {}: {}; rebuilding it.".format(entry, what, e.why))
-      shutil.rmtree(entry, ignore_errors=True)
-  info = dqn_replay.inspect_dir(replay_dir)
-  plan = frame_store_lib.select_plan(info, subset, suffixes)
-  names = _source_files(info, plan)
+  info, plan = replay_plan.select_plan(replay_dir, subset, suffixes)
+  names = replay_plan.source_files(info, plan)
   stats = _stats(info.replay_dir, names)  # before reading: a change while reading shows next time
   say("Reading {} (subset {}: {} checkpoint(s), only the rows it needs) through tf.io.gfile; "
       "the frame store will be cached in {}.".format(info.replay_dir, subset, len(plan), entry))
-  store = frame_store_lib.FrameStore.from_plan(info.replay_dir, plan, num_actions=num_actions,
-                                               progress=say, dir_info=info)
+  store = build(info, plan, say)
   manifest = dict(key=fields, created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                   source=dict(replay_dir=info.replay_dir, subset=subset,
                               plan=[list(p) for p in plan], listing=list(info.names),
                               files=stats))
   write_entry(entry, store, manifest, say)
+  return store
+
+
+def _use_entry(entry: str, fields: dict, subset: str, restore: Restore,
+               say: Callable[[str], None]) -> Optional[Store]:
+  """The store of an existing entry, or None (after saying why, and removing the
+  entry) when it is stale or corrupt."""
+  try:
+    manifest = _read_manifest(entry)
+    if manifest.get("key") != fields:
+      raise CacheInvalid("corrupt", "{} was made for other settings ({})".format(
+          entry, manifest.get("key")))
+    try:
+      note = check_source(manifest)
+    except (KeyError, TypeError, ValueError) as e:
+      raise CacheInvalid("corrupt", "{}: malformed source record: {!r}".format(
+          os.path.join(entry, MANIFEST), e)) from e
+    t0 = time.time()
+    store = load_entry(entry, manifest, restore)
+  except CacheInvalid as e:
+    what = "is stale" if e.kind == "stale" else "is truncated or corrupt"
+    say("The frame store cache {} {}: {}; rebuilding it.".format(entry, what, e.why))
+    shutil.rmtree(entry, ignore_errors=True)
+    return None
+  if note is not None:
+    checked = "not checked against the source: {}".format(note)
+  else:
+    checked = "source listing and {} file sizes unchanged".format(
+        len(manifest["source"]["files"]))
+  say("Using the cached frame store {} of {} (subset {}; {} transitions; {}; loaded in "
+      "{:.1f} s).".format(entry, manifest["source"]["replay_dir"], subset,
+                          store.num_transitions, checked, time.time() - t0))
   return store

@@ -22,13 +22,18 @@ import numpy as np
 LABELS = {"cql": "CQL", "ccvl_lower": "CCVL (lower bound only)", "ccvl": "CCVL (bounds)"}
 
 
+def run_dir(cfg, method: str, game: str, seed: int) -> str:
+  """The fine-tuning run of (method, game, seed): ``<output_dir>/runs/<method>/<Game>/seed_<k>``
+  (a finetune_online root_dir; finetune_suite.run writes it, :func:`load_runs` reads it)."""
+  return os.path.join(cfg.output_dir, "runs", method, game, f"seed_{seed}")
+
+
 def load_runs(cfg) -> List[dict]:
   """One row per evaluation of every finished or partial run: method, game, seed, step,
   online_env_steps, the primary policy's raw and normalized score, and the run's summary."""
   from ccvl_tf import scores  # pylint: disable=g-import-not-at-top
   from ccvl_tf import training  # pylint: disable=g-import-not-at-top
   from ccvl_tf.data import minatar_datasets  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments import finetune_suite  # pylint: disable=g-import-not-at-top
   from ccvl_tf.experiments import online_eval  # pylint: disable=g-import-not-at-top
   refs = minatar_datasets.load_scores(cfg.data_dir)
   rows = []
@@ -36,7 +41,7 @@ def load_runs(cfg) -> List[dict]:
     for game in cfg.games:
       norm = scores.normalizer(game, refs)
       for seed in cfg.seeds:
-        root = finetune_suite.run_dir(cfg, method, game, int(seed))
+        root = run_dir(cfg, method, game, int(seed))
         evals = training.load_eval_record(root)["evals"]
         summary_path = os.path.join(root, "summary.json")
         summary = json.load(open(summary_path)) if os.path.exists(summary_path) else {}

@@ -29,7 +29,10 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 from ccvl_tf.config_flags import setting
 from ccvl_tf.experiments import compare_config
+from ccvl_tf.experiments import finetune_report
 from ccvl_tf.experiments import online_config
+# Where a run lives is the report's to say (it reads the runs); the suite writes them there.
+from ccvl_tf.experiments.finetune_report import run_dir
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FINETUNE = os.path.join(_REPO_ROOT, "binaries", "finetune_online.py")
@@ -110,10 +113,6 @@ def offline_dir(cfg: FinetuneSuiteConfig, method: str, game: str, seed: int) -> 
                                  game, seed)
 
 
-def run_dir(cfg: FinetuneSuiteConfig, method: str, game: str, seed: int) -> str:
-  return os.path.join(cfg.output_dir, "runs", method, game, f"seed_{seed}")
-
-
 def ensure_offline_summary(cfg: FinetuneSuiteConfig, method: str, game: str, seed: int,
                            log: Callable[[str], None]) -> str:
   """The offline run's summary.json (what the fine-tune reads: game, agent, alpha, |D|, the
@@ -173,7 +172,6 @@ def finetune_args(cfg: FinetuneSuiteConfig, method: str, game: str, seed: int,
 
 def run(cfg: FinetuneSuiteConfig, log: Callable[[str], None] = print) -> Dict[str, str]:
   """Every (method, game, seed) run in turn (finished ones skipped), then the report."""
-  from ccvl_tf.experiments import finetune_report  # pylint: disable=g-import-not-at-top
   cfg.validate()
   os.makedirs(os.path.join(cfg.output_dir, "logs"), exist_ok=True)
   with open(os.path.join(cfg.output_dir, "config.json"), "w") as f:

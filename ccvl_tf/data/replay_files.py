@@ -1,0 +1,376 @@
+"""Stage 1 of the replay data pipeline (docs/data.md): file access.
+
+Everything that touches a replay directory's files goes through here; the stages
+above never open a file themselves:
+
+  * paths: a replay directory is a local path or any path with a URL scheme
+    (``gs://atari-replay-datasets/dqn/Breakout/1/replay_logs``, TensorFlow's
+    in-memory ``ram://...``). Remote paths are read through ``tf.io.gfile``
+    (listing, exists/isdir, stat, ``GFile`` as the fileobj of ``gzip.GzipFile``),
+    local ones with ``os``/``gzip``. A remote file system that answers with an
+    error other than "not found" (gs:// without network or permission) raises
+    :class:`UnreachableError`; nothing is retried here (TensorFlow's GCS client
+    retries its own requests).
+  * the listing rules: Dopamine's file names (``<name>_ckpt.<N>.gz``), a run
+    directory's ``replay_logs/``, which suffixes are complete (the four
+    ``$store$_*`` arrays + ``add_count`` + ``invalid_range``), the optional
+    ``ccvl_dataset.json``.
+  * the gzipped ``.npy`` arrays: read whole, only their first rows, streamed in
+    blocks, or decompressed straight into a caller's buffer. The gzip stream is
+    decompressed as it is read, so a prefix of a remote checkpoint costs a prefix
+    of the file (in the file system's read blocks; GCS:
+    ``GCS_READ_CACHE_BLOCK_SIZE_MB``, 64 MB by default).
+
+Every failure is a :class:`DatasetError` naming the path (a ``ValueError``).
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import gzip
+import io
+import json
+import os
+import pickle
+import re
+import sys
+import zlib
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+STORE_PREFIX = "$store$_"
+STORE_ARRAYS = ("observation", "action", "reward", "terminal")
+REQUIRED_NAMES = tuple(STORE_PREFIX + a for a in STORE_ARRAYS) + ("add_count", "invalid_range")
+OPTIONAL_NAMES = ("episode_end_indices",)
+METADATA_FILENAME = "ccvl_dataset.json"
+CKPT_RE = re.compile(r"^(?P<name>.+)_ckpt\.(?P<suffix>\d+)\.gz$")
+_NPY_MAGIC = b"\x93NUMPY"
+
+
+class DatasetError(ValueError):
+  """A replay directory or file that cannot be read as a Dopamine checkpoint."""
+
+
+class UnreachableError(DatasetError):
+  """A remote path whose file system answered with an error other than "not
+  found" (e.g. gs:// without network or without permission)."""
+
+
+# ----------------------------------------------------------------------- paths
+
+def is_remote(path: str) -> bool:
+  """True for a path with a URL scheme (``gs://bucket/...``, ``ram://...``): read
+  through ``tf.io.gfile``. Local paths are read with ``os``/``gzip``."""
+  return "://" in str(path)
+
+
+def _gfile():
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  return tf.io.gfile
+
+
+def _tf_errors() -> tuple:
+  """(tf.errors.OpError,) once TensorFlow is loaded (remote reads load it), else ()."""
+  tf = sys.modules.get("tensorflow")
+  errors = getattr(tf, "errors", None)
+  return (errors.OpError,) if errors is not None else ()
+
+
+def _tf_not_found() -> tuple:
+  tf = sys.modules.get("tensorflow")
+  errors = getattr(tf, "errors", None)
+  return (errors.NotFoundError,) if errors is not None else ()
+
+
+def not_found_errors() -> tuple:
+  """What opening/reading a missing file raises (local and through tf.io.gfile)."""
+  return (FileNotFoundError,) + _tf_not_found()
+
+
+def read_errors() -> tuple:
+  """What a failed read of a gzipped .npy raises (local and through tf.io.gfile)."""
+  return (OSError, EOFError, zlib.error, ValueError, pickle.UnpicklingError) + _tf_errors()
+
+
+def error_text(e: BaseException) -> str:
+  """The first line of an exception's message (TF errors append long context)."""
+  text = str(getattr(e, "message", None) or e).strip()
+  return text.splitlines()[0] if text else type(e).__name__
+
+
+def _unreachable(path: str, e: BaseException) -> UnreachableError:
+  return UnreachableError(
+      "could not reach {} ({}: {}); a gs:// path needs network access and, for a "
+      "non-public bucket, Google credentials".format(path, type(e).__name__, error_text(e)))
+
+
+def path_exists(path: str) -> bool:
+  """os.path.exists, or tf.io.gfile.exists for a remote path (raises DatasetError
+  saying the path could not be reached when the file system answers with an error
+  other than "not found", e.g. gs:// without network)."""
+  if not is_remote(path):
+    return os.path.exists(path)
+  gfile = _gfile()  # imports TensorFlow: _tf_errors() below is then non-empty
+  try:
+    return bool(gfile.exists(path))
+  except _tf_errors() as e:
+    raise _unreachable(path, e) from e
+
+
+def path_isdir(path: str) -> bool:
+  """os.path.isdir, or (remote) exists + tf.io.gfile.isdir; see :func:`path_exists`."""
+  if not is_remote(path):
+    return os.path.isdir(path)
+  return path_exists(path) and bool(_gfile().isdir(path))
+
+
+def list_dir(path: str) -> List[str]:
+  """os.listdir, or tf.io.gfile.listdir (names without the trailing "/" GCS gives
+  sub-directories)."""
+  if not is_remote(path):
+    return os.listdir(path)
+  try:
+    return [n.rstrip("/") for n in _gfile().listdir(path)]
+  except _tf_errors() as e:
+    if isinstance(e, _tf_not_found()):
+      raise DatasetError("replay directory does not exist: {}".format(path)) from e
+    raise _unreachable(path, e) from e
+
+
+def file_stat(path: str) -> Tuple[int, int]:
+  """(size in bytes, modification time in ns; 0 where the file system has none)."""
+  if not is_remote(path):
+    try:
+      st = os.stat(path)
+    except FileNotFoundError as e:
+      raise DatasetError("missing file: {}".format(path)) from e
+    return int(st.st_size), int(st.st_mtime_ns)
+  try:
+    st = _gfile().stat(path)
+  except _tf_errors() as e:
+    if isinstance(e, _tf_not_found()):
+      raise DatasetError("missing file: {}".format(path)) from e
+    raise _unreachable(path, e) from e
+  return int(st.length), int(st.mtime_nsec)
+
+
+def stat_files(paths: Sequence[str], max_workers: int = 16) -> Dict[str, Tuple[int, int]]:
+  """:func:`file_stat` of many files (remote ones in parallel: one request each)."""
+  paths = list(paths)
+  if not any(is_remote(p) for p in paths):
+    return {p: file_stat(p) for p in paths}
+  with concurrent.futures.ThreadPoolExecutor(max_workers=max_workers) as pool:
+    return dict(zip(paths, pool.map(file_stat, paths)))
+
+
+@contextlib.contextmanager
+def open_binary(path: str):
+  """A binary file object for reading: ``open`` or a ``tf.io.gfile.GFile``."""
+  if not is_remote(path):
+    with open(path, "rb") as f:
+      yield f
+  else:
+    with _gfile().GFile(path, "rb") as f:
+      yield f
+
+
+@contextlib.contextmanager
+def open_gzip(path: str):
+  """A gzip stream of ``path``, decompressed as it is read (a remote file is
+  fetched only as far as the stream is read: prefixes cost prefixes)."""
+  if not is_remote(path):
+    with gzip.open(path, "rb") as f:
+      yield f
+  else:
+    with open_binary(path) as raw, gzip.GzipFile(fileobj=raw, mode="rb") as f:
+      yield f
+
+
+# --------------------------------------------------------------- listing rules
+
+def checkpoint_path(replay_dir: str, name: str, suffix: int) -> str:
+  """Dopamine's ``_generate_filename``: ``<dir>/<name>_ckpt.<suffix>.gz``."""
+  return os.path.join(replay_dir, "{}_ckpt.{}.gz".format(name, suffix))
+
+
+def resolve_replay_dir(path: str) -> str:
+  """``path`` itself, or ``path/replay_logs`` when ``path`` is a run directory
+  laid out like the DQN Replay Dataset (``<game>/<run>/replay_logs``)."""
+  logs = os.path.join(path, "replay_logs")
+  if path_isdir(path) and path_isdir(logs) and not any(
+      CKPT_RE.match(n) for n in list_dir(path)):
+    return logs
+  return path
+
+
+def list_replay_dir(replay_dir: str) -> List[str]:
+  """The names in ``replay_dir`` (already resolved); raises DatasetError for a
+  missing directory or one without Dopamine checkpoint files."""
+  if not path_isdir(replay_dir):
+    raise DatasetError("replay directory does not exist: {}".format(replay_dir))
+  names = list_dir(replay_dir)
+  if not any(CKPT_RE.match(n) for n in names):
+    raise DatasetError(
+        "replay directory {} holds no Dopamine checkpoint files "
+        "('$store$_observation_ckpt.N.gz' ...)".format(replay_dir))
+  return names
+
+
+def list_suffixes(replay_dir: str, names: Optional[Sequence[str]] = None) -> List[int]:
+  """Sorted suffixes with a complete set of checkpoint files. ``names``: the
+  directory's listing if already made (``replay_dir`` is then taken as resolved).
+
+  Raises DatasetError for a missing/empty directory, or when a suffix has some
+  files but misses a required one (naming the missing file).
+  """
+  if names is None:
+    replay_dir = resolve_replay_dir(replay_dir)
+    names = list_replay_dir(replay_dir)
+  found: Dict[int, set] = {}
+  for n in names:
+    m = CKPT_RE.match(n)
+    if m:
+      found.setdefault(int(m.group("suffix")), set()).add(m.group("name"))
+  for suffix, present in sorted(found.items()):
+    missing = [r for r in REQUIRED_NAMES if r not in present]
+    if missing:
+      raise DatasetError("suffix {} in {} is incomplete: missing {}".format(
+          suffix, replay_dir,
+          ", ".join(checkpoint_path(replay_dir, m, suffix) for m in missing)))
+  return sorted(found)
+
+
+def checkpoint_files(names: Sequence[str], suffix: int) -> List[str]:
+  """The file names of one suffix that the reader opens: the required ones and
+  the optional ones present in the listing ``names``."""
+  wanted = ["{}_ckpt.{}.gz".format(n, suffix) for n in REQUIRED_NAMES]
+  return wanted + [n for n in ("{}_ckpt.{}.gz".format(o, suffix) for o in OPTIONAL_NAMES)
+                   if n in names]
+
+
+def read_metadata(replay_dir: str) -> Optional[dict]:
+  """The directory's ``ccvl_dataset.json`` (None when absent); local or remote."""
+  path = os.path.join(replay_dir, METADATA_FILENAME)
+  if not path_exists(path):
+    return None
+  try:
+    with open_binary(path) as f:
+      return json.loads(f.read())
+  except (ValueError,) + read_errors() as e:
+    raise DatasetError("cannot read {}: {}".format(path, error_text(e))) from e
+
+
+# ----------------------------------------------------------- gzipped .npy files
+
+@contextlib.contextmanager
+def _named_errors(path: str):
+  """Turns what a failed read raises into a DatasetError naming ``path``."""
+  try:
+    yield
+  except DatasetError:
+    raise
+  except not_found_errors() as e:
+    raise DatasetError("missing file: {}".format(path)) from e
+  except read_errors() as e:
+    raise DatasetError("cannot read {} (corrupt or truncated gzip/npy?): {}: {}".format(
+        path, type(e).__name__, error_text(e))) from e
+
+
+class NpyStream:
+  """A gzipped .npy opened for reading: its header, then its rows in order."""
+
+  def __init__(self, f, path: str):
+    head = f.read(8)  # magic (6 bytes) + format version (2)
+    if head[:6] != _NPY_MAGIC:
+      raise DatasetError("{} is not a numpy .npy array inside gzip".format(path))
+    shape, fortran, dtype = np.lib.format._read_array_header(f, (head[6], head[7]))  # pylint: disable=protected-access
+    if dtype.hasobject:
+      raise DatasetError("{}: unsupported array layout".format(path))
+    self.path, self._f = path, f
+    self.shape, self.fortran, self.dtype = tuple(shape), bool(fortran), dtype
+    self.rows = self.shape[0] if self.shape else 0
+    self.row_shape = self.shape[1:]
+    self.row_bytes = int(np.prod(self.row_shape, dtype=np.int64)) * dtype.itemsize
+
+  def _read_exactly(self, nbytes: int) -> bytes:
+    buf = self._f.read(nbytes)
+    if len(buf) != nbytes:
+      raise EOFError("file ended after {} of {} bytes".format(len(buf), nbytes))
+    return buf
+
+  def read_all(self) -> np.ndarray:
+    """The whole array (any rank, a scalar included)."""
+    count = int(np.prod(self.shape, dtype=np.int64))
+    flat = np.frombuffer(self._read_exactly(count * self.dtype.itemsize), self.dtype)
+    return flat.reshape(self.shape, order="F" if self.fortran else "C").copy()
+
+  def read_rows(self, n: int) -> np.ndarray:
+    """The next ``n`` rows, [n, *row_shape] (read-only; C-order arrays only)."""
+    if self.fortran:
+      raise DatasetError("{}: unsupported array layout".format(self.path))
+    return np.frombuffer(self._read_exactly(n * self.row_bytes), self.dtype).reshape(
+        (n,) + self.row_shape)
+
+  def readinto(self, dst: np.ndarray) -> None:
+    """Fills the C-contiguous ``dst`` with the next ``dst.nbytes`` bytes."""
+    view = memoryview(dst.reshape(-1)).cast("B")
+    got = 0
+    while got < view.nbytes:
+      n = self._f.readinto(view[got:])
+      if not n:
+        raise EOFError("file ended after {} of {} bytes".format(got, view.nbytes))
+      got += n
+
+
+@contextlib.contextmanager
+def open_npy(path: str) -> Iterator[NpyStream]:
+  """A gzipped .npy (local or remote) positioned after its header; anything that
+  goes wrong while it is open, including in the caller's block, becomes a
+  DatasetError naming ``path`` ("missing file", "cannot read ... (corrupt or
+  truncated gzip/npy?)")."""
+  with _named_errors(path), open_gzip(path) as f:
+    yield NpyStream(f, path)
+
+
+def read_array(path: str, max_rows: Optional[int] = None) -> Tuple[np.ndarray, int]:
+  """(the array, its stored number of rows) of a gzipped .npy; with ``max_rows``
+  only the first rows are decompressed (and, remote, fetched)."""
+  with open_npy(path) as npy:
+    if max_rows is None:
+      return npy.read_all(), npy.rows
+    return npy.read_rows(min(max_rows, npy.rows)).copy(), npy.rows
+
+
+def stream_rows(path: str, rows: int, block_rows: int) -> Iterator[Tuple[np.ndarray, int]]:
+  """Yields (block [n, *row_shape], its first row) over the first ``rows`` rows of a
+  gzipped .npy, read sequentially (remote: only that prefix is fetched)."""
+  with open_npy(path) as npy:
+    done = 0
+    while done < rows:
+      n = min(block_rows, rows - done)
+      yield npy.read_rows(n), done
+      done += n
+
+
+class _RestrictedUnpickler(pickle.Unpickler):
+  """Only what a pickled ``set`` of (numpy) ints needs."""
+  _ALLOWED = {("builtins", "set"), ("builtins", "frozenset"), ("builtins", "int"),
+              ("numpy", "dtype"), ("numpy.core.multiarray", "scalar"),
+              ("numpy._core.multiarray", "scalar")}
+
+  def find_class(self, module, name):
+    if (module, name) in self._ALLOWED:
+      return super().find_class(module, name)
+    raise pickle.UnpicklingError("refusing to unpickle {}.{}".format(module, name))
+
+
+def read_int_set(path: str) -> np.ndarray:
+  """Sorted int64 [M] from a gzipped .npy array or a gzipped pickled ``set`` of ints
+  (newer Dopamine's ``episode_end_indices``; nothing else is unpickled)."""
+  with _named_errors(path), open_gzip(path) as f:
+    data = f.read()
+    if data[:6] == _NPY_MAGIC:
+      return np.sort(np.load(io.BytesIO(data), allow_pickle=False).astype(np.int64).reshape(-1))
+    return np.array(sorted(int(x) for x in _RestrictedUnpickler(io.BytesIO(data)).load()),
+                    dtype=np.int64)

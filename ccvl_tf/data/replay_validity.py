@@ -1,0 +1,155 @@
+"""Stage 2 of the replay data pipeline (docs/data.md), its rules: which slots of a
+Dopamine replay checkpoint are transitions, and the checks of the values there.
+
+Which slots are transitions (Dopamine ``sample_index_batch`` +
+``is_valid_transition``, reproduced by :func:`valid_indices`): with ``K`` the
+stack size and ``n`` the update horizon (1 here), ``C`` the capacity and
+``cursor = add_count % C``,
+  * not full (``add_count < C``): ``K - 1 <= i < cursor - n``;
+  * full: ``i`` in ``[cursor - C + K - 1, cursor - n)`` taken modulo C;
+  * ``i`` not in ``invalid_range`` (``cursor - n ... cursor + K - 1``, mod C);
+  * no terminal flag among the ``K - 1`` slots before ``i`` (``terminal[i]``
+    itself may be 1: that is a terminal transition, whose next state is unused).
+  * newer Dopamine: a slot in ``episode_end_indices`` with terminal 0 (an episode
+    truncated by the time limit) is not a transition either. We also reject stacks
+    that contain such a truncated end (Dopamine does not check this; it keeps our
+    promise that stacks never cross episodes).
+
+Only these slots are ever read as transitions. Dopamine allocates its arrays with
+``np.empty``, so the slots of a buffer that is not full hold whatever bytes were in
+memory past ``add_count`` (NaN or 1e31 rewards, any action, terminal 255...), and
+the slots of ``invalid_range`` may hold anything too. :func:`check_slot_values`
+therefore checks the values (rewards finite, actions in the action set, terminal
+flags 0 or 1) at exactly the slots a reader yields, and names the first bad one.
+"""
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import numpy as np
+
+from ccvl_tf.data.replay_files import DatasetError
+
+STACK_SIZE = 4
+UPDATE_HORIZON = 1
+MAX_ABS_REWARD = 1e9  # a stored (clipped) reward beyond this is garbage, not data
+
+
+def valid_indices(terminal: np.ndarray, add_count: int, invalid_range: np.ndarray, *,
+                  replay_capacity: Optional[int] = None, stack_size: int = STACK_SIZE,
+                  update_horizon: int = UPDATE_HORIZON,
+                  episode_end_indices: Optional[np.ndarray] = None) -> np.ndarray:
+  """Slots Dopamine's sampler can return, sorted (storage order), int64.
+
+  Vectorized ``OutOfGraphReplayBuffer.sample_index_batch`` candidate range and
+  ``is_valid_transition``. ``replay_capacity`` smaller than the arrays reproduces
+  batch_rl's subset trick (only slots ``[0, replay_capacity)`` are addressable).
+  """
+  terminal = np.asarray(terminal)
+  cap = int(terminal.shape[0] if replay_capacity is None else replay_capacity)
+  if cap > terminal.shape[0] or cap < stack_size + update_horizon:
+    raise ValueError("replay_capacity {} must be in [{}, {}]".format(
+        cap, stack_size + update_horizon, terminal.shape[0]))
+  term = terminal[:cap] != 0
+  add_count = int(add_count)
+  cursor = add_count % cap
+  if add_count >= cap:  # is_full()
+    min_id = cursor - cap + stack_size - 1
+    max_id = cursor - update_horizon
+  else:
+    min_id = stack_size - 1
+    max_id = cursor - update_horizon
+  if max_id <= min_id:
+    return np.zeros((0,), np.int64)
+  cand = np.arange(min_id, max_id, dtype=np.int64) % cap
+  keep = ~np.isin(cand, np.asarray(invalid_range, np.int64))
+  # No terminal in the stack except possibly its last frame.
+  prev = (cand[:, None] - np.arange(stack_size - 1, 0, -1)[None, :]) % cap
+  keep &= ~term[prev].any(axis=1)
+  if episode_end_indices is not None and len(episode_end_indices):
+    ends = np.zeros(cap, bool)
+    e = np.asarray(episode_end_indices, np.int64)
+    ends[e[(e >= 0) & (e < cap)]] = True
+    truncated = ends & ~term
+    traj = (cand[:, None] + np.arange(update_horizon)[None, :]) % cap
+    keep &= ~truncated[traj].any(axis=1)   # Dopamine's rule
+    keep &= ~truncated[prev].any(axis=1)   # ours: never a stack across a truncation
+  return np.sort(cand[keep])
+
+
+def prefix_valid_indices(terminal: np.ndarray, add_count: int, invalid_range: np.ndarray,
+                         rows: int, *, stack_size: int = STACK_SIZE,
+                         update_horizon: int = UPDATE_HORIZON,
+                         episode_end_indices: Optional[np.ndarray] = None) -> np.ndarray:
+  """The transitions of the checkpoint's first ``rows`` slots, taken literally.
+
+  Dopamine's valid slots (:func:`valid_indices` at the stored capacity) whose
+  whole stack ``i-K+1 .. i`` and next slot ``i+1`` (``i + n``) lie in
+  ``[0, rows)``. Unlike batch_rl's capacity trick (``replay_capacity=rows``), no
+  slot is read modulo ``rows``, so no transition joins two slots that are not
+  consecutive in the real buffer. int64 [M], sorted.
+  """
+  idx = valid_indices(terminal, add_count, invalid_range, stack_size=stack_size,
+                      update_horizon=update_horizon, episode_end_indices=episode_end_indices)
+  return idx[(idx >= stack_size - 1) & (idx + update_horizon < int(rows))]
+
+
+def view_indices(terminal: np.ndarray, add_count: int, invalid_range: np.ndarray, *,
+                 replay_capacity: Optional[int] = None, prefix_rows: Optional[int] = None,
+                 stack_size: int = STACK_SIZE, update_horizon: int = UPDATE_HORIZON,
+                 episode_end_indices: Optional[np.ndarray] = None) -> np.ndarray:
+  """The transitions of one view of a checkpoint, int64 [M] sorted: the whole of it
+  (neither argument), batch_rl's subset trick (``replay_capacity`` below the stored
+  capacity: :func:`valid_indices` at that capacity; at or above it: the whole), or
+  a literal prefix (``prefix_rows``: :func:`prefix_valid_indices`)."""
+  kw = dict(stack_size=stack_size, update_horizon=update_horizon,
+            episode_end_indices=episode_end_indices)
+  if prefix_rows is not None:
+    if replay_capacity is not None:
+      raise ValueError("a view is a replay_capacity or a prefix, not both")
+    return prefix_valid_indices(terminal, add_count, invalid_range, prefix_rows, **kw)
+  if replay_capacity is not None and replay_capacity >= np.asarray(terminal).shape[0]:
+    replay_capacity = None
+  return valid_indices(terminal, add_count, invalid_range, replay_capacity=replay_capacity, **kw)
+
+
+def _where(bad: np.ndarray, slots: np.ndarray) -> str:
+  """"index i (n of the m transitions read)": the first slot of ``slots`` where the
+  mask ``bad`` (over ``slots``) is set, and how many are."""
+  return "index {} ({} of the {} transitions read)".format(
+      int(slots[np.flatnonzero(bad)[0]]), int(bad.sum()), slots.size)
+
+
+def check_slot_values(action: np.ndarray, reward: np.ndarray, terminal: np.ndarray,
+                      slots: np.ndarray, paths: Dict[str, str],
+                      num_actions: Optional[int] = None) -> None:
+  """Raises DatasetError unless, at every slot of ``slots`` (the transitions a
+  reader yields, storage order), the reward is finite with ``|r| <= 1e9``, the
+  terminal flag is 0 or 1 and the action is ``>= 0`` (and ``< num_actions`` when
+  given). The message names the file (``paths["reward"]`` / ``["terminal"]`` /
+  ``["action"]``) and the first bad slot. Slots outside ``slots`` are not looked at:
+  they may hold anything (see the module docstring)."""
+  slots = np.asarray(slots, np.int64)
+  r = reward[slots].astype(np.float64)
+  bad = ~np.isfinite(r) | (np.abs(r) > MAX_ABS_REWARD)
+  if bad.any():
+    raise DatasetError("{}: rewards must be finite numbers (|r| <= 1e9), got {!r} at {}".format(
+        paths["reward"], float(r[bad][0]), _where(bad, slots)))
+  t = terminal[slots]
+  bad = (t != 0) & (t != 1)
+  if bad.any():
+    raise DatasetError("{}: terminal flags must be 0 or 1, got {} at {}".format(
+        paths["terminal"], int(t[bad][0]), _where(bad, slots)))
+  a = action[slots].astype(np.int64)
+  if num_actions is not None:
+    bad = (a < 0) | (a >= num_actions)
+    if bad.any():
+      raise DatasetError(
+          "{}: actions outside the game's action set [0, {}): got {} at {}, min {}, max {}; "
+          "is this a dataset of another game?".format(
+              paths["action"], num_actions, int(a[bad][0]), _where(bad, slots),
+              int(a.min()), int(a.max())))
+  bad = a < 0
+  if bad.any():
+    raise DatasetError("{}: actions must be >= 0 (indices into the game's action set), got "
+                       "{} at {}".format(paths["action"], int(a[bad][0]), _where(bad, slots)))

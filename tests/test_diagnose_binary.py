@@ -21,6 +21,7 @@ def test_train_offline_writes_diagnostics_and_diagnose_recomputes_them(tmp_path)
   root = tmp_path / "run"
   r = _run("train_offline.py", [
       f"--dataset_dir={TESTDATA}", f"--root_dir={root}", "--num_steps=4", "--batch_size=4",
+      "--reference_agents=none",
       "--num_deltas=2", "--num_pairs=2", "--log_interval=2", "--checkpoint_interval=2",
       "--eval_interval=0", "--eval_episodes=1", "--eval_max_steps=20", "--num_grid_deltas=3",
       "--objective=bound", "--count_ridge_mode=relative", "--count_ridge=1e-3",

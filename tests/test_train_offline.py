@@ -11,7 +11,8 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "binaries", "train_offline.py")
 TESTDATA = os.path.join(ROOT, "testdata", "dqn_replay", "Breakout", "1", "replay_logs")
-TINY = ["--batch_size=4", "--num_deltas=2", "--num_pairs=2", "--log_interval=2",
+TINY = ["--reference_agents=none", "--batch_size=4", "--num_deltas=2", "--num_pairs=2",
+        "--log_interval=2",
         "--checkpoint_interval=2", "--summary_interval=1", "--eval_episodes=1",
         "--eval_max_steps=30", "--num_grid_deltas=3"]
 
@@ -140,26 +141,75 @@ def test_dataset_of_another_games_action_count(tmp_path):
   assert not (tmp_path / "r" / "checkpoints").exists()
 
 
-def test_learning_rate_and_target_period_reach_the_agent_and_the_fingerprint():
-  """--learning_rate / --target_update_period: validated, passed to the agent's config, and in
-  the run fingerprint only when set (a run made before they existed keeps its fingerprint)."""
+def test_presets_resolve_under_the_flags_and_reach_the_fingerprint():
+  """--preset gives the training settings; a flag given explicitly wins; the resolved settings
+  (not the flags) are in the run fingerprint, so a run cannot silently resume under another
+  preset; the settings reach the agent's config."""
   from ccvl_tf.experiments import offline as offline_lib  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments import presets  # pylint: disable=g-import-not-at-top
   with pytest.raises(ValueError, match="--learning_rate must be > 0"):
     offline_lib.OfflineConfig(learning_rate=0.0).validate()
   with pytest.raises(ValueError, match="--target_update_period must be an integer >= 1"):
     offline_lib.OfflineConfig(target_update_period=0).validate()
+  with pytest.raises(ValueError, match="--preset must be one of demo, paper, got 'fast'"):
+    offline_lib.OfflineConfig(preset="fast").validate()
+  with pytest.raises(ValueError, match="--reference_agents must be one of"):
+    offline_lib.parse_reference_agents("bc,sac")
+  assert offline_lib.parse_reference_agents("bc, cql,bc") == ("bc", "cql")
+  assert offline_lib.parse_reference_agents("none") == ()
+
+  # The paper preset: alpha 0.1 (what train_offline always used), the agents' own defaults.
+  paper = offline_lib.agent_overrides(offline_lib.OfflineConfig(preset="paper"), "ccvl")
+  assert paper == {"alpha": 0.1}
+  given = offline_lib.agent_overrides(
+      offline_lib.OfflineConfig(preset="paper", alpha=2.0, learning_rate=2.5e-4), "ccvl")
+  assert given == {"alpha": 2.0, "learning_rate": 2.5e-4}
+  assert offline_lib.agent_overrides(offline_lib.OfflineConfig(preset="paper"), "bc") == {}
+  demo = offline_lib.agent_overrides(offline_lib.OfflineConfig(preset="demo"), "cql")
+  assert demo == presets.PRESETS["demo"].get("cql", {})
+  assert "Preset paper" in presets.describe("paper", "ccvl", {}) and "alpha=0.1" in \
+      presets.describe("paper", "ccvl", {})
 
   class _Store:
     num_transitions = 10
   import unittest.mock as mock  # pylint: disable=g-import-not-at-top
   with mock.patch.object(offline_lib, "dataset_identity", return_value={}):
-    plain = offline_lib.run_fingerprint(offline_lib.OfflineConfig(), "d", _Store())
-    set_ = offline_lib.run_fingerprint(
-        offline_lib.OfflineConfig(learning_rate=2.5e-4, target_update_period=500), "d", _Store())
-  assert "learning_rate" not in plain and "target_update_period" not in plain
-  assert set_["learning_rate"] == 2.5e-4 and set_["target_update_period"] == 500
+    a = offline_lib.run_fingerprint(offline_lib.OfflineConfig(preset="paper"), "d", _Store())
+    b = offline_lib.run_fingerprint(
+        offline_lib.OfflineConfig(preset="paper", learning_rate=2.5e-4, target_update_period=500),
+        "d", _Store())
+    ref = offline_lib.run_fingerprint(offline_lib.OfflineConfig(preset="paper"), "d", _Store(),
+                                      agent="bc")
+  assert a["alpha"] == 0.1 and a["preset"] == "paper" and "learning_rate" not in a
+  assert b["learning_rate"] == 2.5e-4 and b["target_update_period"] == 500
+  assert ref["agent"] == "bc" and "alpha" not in ref
   settings = offline_lib.AgentSettings(learning_rate=2.5e-4, target_update_period=500, alpha=0.1,
-                                       dataset_size=10.0)
+                                       adam_epsilon=1e-8, dr3_coef=0.0, dataset_size=10.0)
   from ccvl_tf.experiments import agent_registry  # pylint: disable=g-import-not-at-top
   cfg = agent_registry._ccvl_config(settings)  # pylint: disable=protected-access
   assert cfg.learning_rate == 2.5e-4 and cfg.target_update_period == 500
+  assert cfg.adam_epsilon == 1e-8 and cfg.dr3_coef == 0.0
+
+
+@pytest.mark.slow
+def test_reference_agents_are_trained_beside_and_tabulated(tmp_path):
+  """--reference_agents=bc,cql: each is trained the same number of steps in
+  root/reference/<agent> (its own checkpoints and fingerprint), exported, and a row of the
+  results table (random, BC, CQL, CCVL (adaptive), Fixed-CCVL, in that order)."""
+  root = tmp_path / "run"
+  tiny = [a for a in TINY if not a.startswith("--reference_agents")]
+  r = _run([f"--dataset_dir={TESTDATA}", f"--root_dir={root}", "--num_steps=2",
+            "--eval_interval=0", "--reference_agents=bc,cql", "--preset=paper", *tiny], tmp_path)
+  assert r.returncode == 0, r.stderr[-3000:]
+  assert "Preset paper" in r.stdout and "Reference agent bc: training 2 steps" in r.stdout
+  for name in ("bc", "cql"):
+    ref = root / "reference" / name
+    assert (ref / "policy" / "saved_model.pb").exists()
+    assert sorted(f for f in os.listdir(ref / "checkpoints") if f.endswith(".index")) == \
+        ["ckpt-2.index"]
+    assert json.loads((ref / "checkpoints" / "fingerprint.json").read_text())["agent"] == name
+  summary = json.loads((root / "summary.json").read_text())
+  assert [row["policy"] for row in summary["results_table"]] == [
+      "random", "BC", "CQL", "CCVL (adaptive)", "Fixed-CCVL"]
+  assert summary["references"]["CQL"]["settings"] == {"alpha": 0.1}
+  assert summary["settings"] == {"alpha": 0.1} and summary["references"]["BC"]["step"] == 2

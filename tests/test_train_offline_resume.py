@@ -5,9 +5,12 @@ import sys
 
 import pytest
 
+from ccvl_tf.experiments import presets
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTDATA = os.path.join(ROOT, "testdata", "dqn_replay", "Breakout", "1", "replay_logs")
-TINY = ["--batch_size=4", "--num_deltas=2", "--num_pairs=2", "--log_interval=2",
+TINY = ["--reference_agents=none", "--batch_size=4", "--num_deltas=2", "--num_pairs=2",
+        "--log_interval=2",
         "--checkpoint_interval=2", "--eval_interval=0", "--eval_episodes=1",
         "--eval_max_steps=10", "--num_grid_deltas=2", f"--dataset_dir={TESTDATA}"]
 
@@ -25,7 +28,8 @@ def test_resume_with_other_settings_is_refused_unless_allowed(tmp_path):
   assert r.returncode == 0, r.stderr[-3000:]
   r = _run([f"--root_dir={root}", "--num_steps=4", "--alpha=50", "--seed=7", *TINY], tmp_path)
   assert r.returncode != 0
-  assert "alpha: 0.1 -> 50.0" in r.stderr and "seed: 0 -> 7" in r.stderr
+  alpha = presets.PRESETS["demo"]["ccvl"]["alpha"]  # the default preset's
+  assert f"alpha: {alpha!r} -> 50.0" in r.stderr and "seed: 0 -> 7" in r.stderr
   assert "--allow_config_change" in r.stderr
   assert sorted(f for f in os.listdir(root / "checkpoints") if f.endswith(".index")) == \
       ["ckpt-2.index"]                                  # nothing trained, nothing lost

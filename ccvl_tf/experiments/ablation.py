@@ -225,19 +225,8 @@ def run_variant(cfg: AblationConfig, name: str, log: Callable[[str], None] = pri
   final = {}
 
   def evaluate(step):
-    out = probe(agent, probes, num_actions, grid)
-    if step == cfg.num_steps and cfg.eval_episodes:
-      env = atari.AtariEnvironment(cfg.game, seed=cfg.seed + 10_000,
-                                   max_episode_steps=cfg.eval_max_steps)
-      records = evaluation.run_episodes(
-          compiled, env, cfg.eval_episodes, epsilon=cfg.eval_epsilon, seed=cfg.seed + 20_000,
-          raw_score_fn=lambda e: e.episode_raw_return,
-          max_total_steps=cfg.eval_episodes * (cfg.eval_max_steps + 2))
-      row = demo_report.score_row(name, [r.raw_score for r in records])
-      final.update(scores=row["scores"], lengths=[int(r.length) for r in records])
-      out.update(score=row["mean"], score_ci_low=row["ci_low"], score_ci_high=row["ci_high"],
-                 mean_length=float(np.mean(final["lengths"])))
-    return out
+    del step
+    return probe(agent, probes, num_actions, grid)
 
   t0 = time.time()
   loop = training.LoopConfig(root_dir=root, num_steps=cfg.num_steps,
@@ -247,7 +236,18 @@ def run_variant(cfg: AblationConfig, name: str, log: Callable[[str], None] = pri
       store, cfg.batch_size, seed=cfg.seed, start_batch=start), loop, evaluate=evaluate,
                        log=lambda s: log(f"[{name}] {s}"))
   evals = training.load_eval_record(root)["evals"]
-  last = evals[str(res["step"])]
+  last = dict(evals[str(res["step"])])
+  if cfg.eval_episodes:  # the ALE score of the final greedy policy (kept in the result file)
+    env = atari.AtariEnvironment(cfg.game, seed=cfg.seed + 10_000,
+                                 max_episode_steps=cfg.eval_max_steps)
+    records = evaluation.run_episodes(
+        compiled, env, cfg.eval_episodes, epsilon=cfg.eval_epsilon, seed=cfg.seed + 20_000,
+        raw_score_fn=lambda e: e.episode_raw_return,
+        max_total_steps=cfg.eval_episodes * (cfg.eval_max_steps + 2))
+    row = demo_report.score_row(name, [r.raw_score for r in records])
+    final.update(scores=row["scores"], lengths=[int(r.length) for r in records])
+    last.update(score=row["mean"], score_ci_low=row["ci_low"], score_ci_high=row["ci_high"],
+                mean_length=float(np.mean(final["lengths"])))
   result = {"variant": name, "agent": variant.agent, "changes": variant.describe(),
             "note": variant.note, "step": res["step"], **last,
             "train_seconds": time.time() - t0, "last_metrics": res["last_metrics"],

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Sequence
 
 import ccvl_tf  # noqa: F401
 
@@ -44,6 +44,19 @@ from ccvl_tf.experiments.agent_registry import AgentSpec  # noqa: F401,E402
 from ccvl_tf.experiments.agent_registry import auto_belief_temperature  # noqa: F401,E402
 from ccvl_tf.experiments.agent_registry import get_agent_spec  # noqa: F401,E402
 from ccvl_tf.config_flags import setting  # noqa: E402
+from ccvl_tf.experiments import presets  # noqa: E402
+
+# The settings a preset gives and a flag may override (presets.PRESET_FIELDS).
+PRESET_FLAGS = presets.PRESET_FIELDS
+
+
+def parse_reference_agents(text) -> tuple:
+  """'bc,cql' -> ('bc', 'cql'); 'none' or '' -> (); unknown names: ValueError listing the
+  valid ones."""
+  names = [t.strip() for t in str(text).split(",") if t.strip() and t.strip() != "none"]
+  for name in names:
+    get_agent_spec(name, flag="--reference_agents")
+  return tuple(dict.fromkeys(names))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,16 +90,33 @@ class OfflineConfig:
           f"{s.name}: {s.description}" for s in AGENT_REGISTRY.values() if s.offline) + ".")
   num_steps: int = setting(10_000, "Gradient steps in total.")
   batch_size: int = setting(32, "Transitions per batch.")
-  alpha: float = setting(0.1, "alpha, weight of the CCVL regularizer (>= 0).")
+  preset: str = setting(
+      "demo", "Training settings of the learners: demo = chosen on development data for the "
+      "CPU demo's scale (docs/ablation.md); paper = the paper's Atari settings (Dopamine / "
+      "DR3), for 6.25M steps on the DQN Replay Dataset. Flags given explicitly win.",
+      enum_values=["demo", "paper"])
+  alpha: Optional[float] = setting(
+      None, "alpha, weight of the CCVL / CQL regularizer (>= 0; default: the preset's).")
   num_deltas: int = setting(8, "N, deltas sampled per transition.")
   num_pairs: int = setting(2, "M, (delta1, delta2) pairs per delta.")
   policy_delta: float = setting(0.5, "delta of the greedy policy evaluated during training.")
   num_grid_deltas: int = setting(8, "K, the quantized delta grid of the exported policies.")
   learning_rate: Optional[float] = setting(
-      None, "Adam step size (default: the agent's, 5e-5 as Dopamine's offline agents).",
+      None, "Adam step size (default: the preset's; paper: 5e-5 as Dopamine's offline agents).",
       lower_bound=1e-12)
+  adam_epsilon: Optional[float] = setting(
+      None, "Adam epsilon (default: the preset's; paper: Dopamine's 3.125e-4).",
+      lower_bound=1e-16)
+  dr3_coef: Optional[float] = setting(
+      None, "Weight of the DR3 feature penalty (default: the preset's; paper: 0.03).",
+      lower_bound=0.0)
+  reference_agents: Sequence[str] = setting(
+      ("bc", "cql"), "Agents trained beside --agent on the same data, steps and preset, for "
+      "the results table (e.g. bc,cql; 'none' for none).", kind="csv",
+      parse=lambda text: parse_reference_agents(text))
   target_update_period: Optional[int] = setting(
-      None, "Steps between target-network copies (default: the agent's, 2000).", lower_bound=1)
+      None, "Steps between target-network copies (default: the preset's; paper: 2000).",
+      lower_bound=1)
   belief_temperature: Optional[float] = setting(
       None, "Temperature of the exported adaptive policy's belief update "
       "(default: set from held-out data, 2 x the smallest mean squared "
@@ -97,7 +127,8 @@ class OfflineConfig:
   log_interval: int = setting(500, "Progress line every N steps.")
   summary_interval: int = setting(100, "TensorBoard scalars every N steps.")
   eval_interval: int = setting(5_000, "Evaluate in the ALE every N steps (0: at the end only).")
-  eval_episodes: int = setting(5, "Episodes per evaluation.")
+  eval_episodes: int = setting(10, "Episodes per evaluation (and per row of the results "
+                               "table).")
   # Agent steps per evaluation episode. The paper caps episodes at 27,000 (108k frames); the
   # default here is the CPU demo's 2,000 so that a policy that never serves in Breakout cannot
   # stall the demo. Pass --eval_max_steps=27000 for the paper's protocol.
@@ -144,8 +175,11 @@ class OfflineConfig:
         raise ValueError(f"--{name} must be an integer >= 1, got {v!r}")
     if int(self.eval_interval) != self.eval_interval or self.eval_interval < 0:
       raise ValueError(f"--eval_interval must be an integer >= 0, got {self.eval_interval!r}")
-    if not (np.isfinite(self.alpha) and self.alpha >= 0):
+    if self.alpha is not None and not (np.isfinite(self.alpha) and self.alpha >= 0):
       raise ValueError(f"--alpha must be a finite number >= 0, got {self.alpha!r}")
+    presets.validate(self.preset)
+    for name in self.reference_agents:
+      get_agent_spec(name, flag="--reference_agents")
     if not 0.0 < self.policy_delta < 1.0:
       raise ValueError(f"--policy_delta must be in (0, 1), got {self.policy_delta!r}")
     if self.default_dataset_policy not in ("auto", "scripted", "random"):
@@ -218,10 +252,15 @@ def _confidence_diagnostics(cfg: OfflineConfig, agent, store, exports, settings,
 
 # The OfflineConfig fields the learned function depends on (the run fingerprint); the others
 # (num_steps, intervals, evaluation settings, root_dir) may change between resumes.
-FINGERPRINT_FIELDS = ("game", "agent", "subset", "batch_size", "alpha", "num_deltas",
+FINGERPRINT_FIELDS = ("game", "agent", "subset", "batch_size", "num_deltas",
                       "num_pairs", "policy_delta", "seed", "ccvl_options",
                       "default_dataset_steps", "default_dataset_policy", "behaviour_epsilon")
-OPTIONAL_FINGERPRINT_FIELDS = ("learning_rate", "target_update_period")
+
+
+def agent_overrides(cfg: OfflineConfig, agent: str) -> Dict[str, object]:
+  """The training settings of `agent` in this run: the preset's, under the flags given."""
+  return presets.resolve(cfg.preset, get_agent_spec(agent).train_key,
+                         {k: getattr(cfg, k) for k in PRESET_FLAGS})
 
 
 def dataset_identity(replay_dir: str) -> Dict[str, object]:
@@ -247,16 +286,35 @@ def dataset_identity(replay_dir: str) -> Dict[str, object]:
           "listing_sha256": h.hexdigest()[:16]}
 
 
-def run_fingerprint(cfg: OfflineConfig, replay_dir: str, store) -> Dict[str, object]:
-  """What the checkpoints of this run were trained on (training.check_fingerprint)."""
+def run_fingerprint(cfg: OfflineConfig, replay_dir: str, store,
+                    agent: Optional[str] = None) -> Dict[str, object]:
+  """What the checkpoints of this run (or of its reference `agent`) were trained on
+  (training.check_fingerprint): the learned function's settings, with the preset resolved."""
   out = {k: getattr(cfg, k) for k in FINGERPRINT_FIELDS}
-  for k in OPTIONAL_FINGERPRINT_FIELDS:  # only when set: runs made before they existed match
-    if getattr(cfg, k) is not None:
-      out[k] = getattr(cfg, k)
+  if agent is not None:
+    out["agent"] = agent
+  out.update(agent_overrides(cfg, out["agent"]))  # alpha, learning_rate, ... in force
+  out["preset"] = cfg.preset
   out["ccvl_options"] = dict(sorted(dict(cfg.ccvl_options).items()))
   out["dataset"] = dataset_identity(replay_dir)
   out["num_transitions"] = int(store.num_transitions)
   return out
+
+
+def build_agent(cfg: OfflineConfig, agent: str, store, time_step_spec, action_spec):
+  """(learner, AgentSettings) of `agent` for this run: the Nature torso, the preset's training
+  settings under the flags given, initial weights a function of --seed."""
+  import keras
+  from ccvl_tf import networks
+  keras.utils.set_random_seed(cfg.seed)  # initial weights are a function of --seed
+  settings = AgentSettings(
+      network_config=networks.QNetworkConfig(torso="nature"),
+      dataset_size=float(store.num_transitions), num_deltas=cfg.num_deltas,
+      num_pairs=cfg.num_pairs, policy_delta=cfg.policy_delta,
+      num_grid_deltas=cfg.num_grid_deltas, belief_temperature=cfg.belief_temperature,
+      ccvl_options=dict(cfg.ccvl_options), reward_clip=1.0, seed=cfg.seed,
+      **agent_overrides(cfg, agent))
+  return get_agent_spec(agent).build(time_step_spec, action_spec, settings), settings
 
 
 def _setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True):
@@ -265,7 +323,6 @@ def _setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True)
   from tf_agents.specs import tensor_spec
   from tf_agents.trajectories import time_step as ts
 
-  from ccvl_tf import networks
   from ccvl_tf.data import frame_store
   from ccvl_tf.envs import atari
 
@@ -288,20 +345,11 @@ def _setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True)
   log(f"Frame store: {store.num_transitions} transitions, {store.num_frames} frames, "
       f"{store.nbytes / 2**20:.1f} MiB ({store.bytes_per_transition:.0f} bytes/transition).")
 
-  import keras
-  keras.utils.set_random_seed(cfg.seed)  # initial weights are a function of --seed
   obs_spec = tensor_spec.from_spec(probe.observation_spec())
   action_spec = tensor_spec.from_spec(probe.action_spec())
   time_step_spec = ts.time_step_spec(obs_spec)
   spec = get_agent_spec(cfg.agent)
-  settings = AgentSettings(
-      network_config=networks.QNetworkConfig(torso="nature"),
-      dataset_size=float(store.num_transitions), alpha=cfg.alpha, num_deltas=cfg.num_deltas,
-      num_pairs=cfg.num_pairs, policy_delta=cfg.policy_delta,
-      num_grid_deltas=cfg.num_grid_deltas, belief_temperature=cfg.belief_temperature,
-      ccvl_options=dict(cfg.ccvl_options), reward_clip=1.0, seed=cfg.seed,
-      learning_rate=cfg.learning_rate, target_update_period=cfg.target_update_period)
-  agent = spec.build(time_step_spec, action_spec, settings)
+  agent, settings = build_agent(cfg, cfg.agent, store, time_step_spec, action_spec)
   return dict(game=probe.game, replay_dir=replay_dir, store=store, spec=spec,
               settings=settings, agent=agent, time_step_spec=time_step_spec,
               action_spec=action_spec)
@@ -346,9 +394,47 @@ def diagnose(root_dir: str, episodes: Optional[int] = None,
   return summary
 
 
-def _results_table(cfg: OfflineConfig, game, replay_dir, spec, exports, precomputed, log):
-  """random / behaviour / the learned policies, mean raw score with 95% bootstrap CIs
-  (experiments/demo_report.py): root_dir/results.md, results.png, learning_curve.png."""
+def _train_references(cfg: OfflineConfig, parts, make_dataset, log) -> Dict[str, Dict]:
+  """Trains each of --reference_agents (other than --agent) on the same data, steps, seed and
+  preset, in root_dir/reference/<agent> (resumable, fingerprinted; no evaluation during
+  training), and exports its policy there. Returns {display name: {'policy', 'root_dir',
+  'step', 'settings'}} in --reference_agents order."""
+  from ccvl_tf import policies, training  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments import compare_config  # pylint: disable=g-import-not-at-top
+  display = {v: k for k, v in compare_config.METHODS.items()}
+  out = {}
+  for name in cfg.reference_agents:
+    if get_agent_spec(name).train_key == get_agent_spec(cfg.agent).train_key:
+      continue
+    root = os.path.join(cfg.root_dir, "reference", name)
+    agent, settings = build_agent(cfg, name, parts["store"], parts["time_step_spec"],
+                                  parts["action_spec"])
+    log(f"Reference agent {name}: training {cfg.num_steps} steps in {root}.")
+    loop = training.LoopConfig(
+        root_dir=root, num_steps=cfg.num_steps, checkpoint_interval=cfg.checkpoint_interval,
+        log_interval=cfg.log_interval, summary_interval=cfg.summary_interval, eval_interval=0)
+    result = training.train(
+        agent, make_dataset, loop, log=lambda line, n=name: log(f"[{n}] {line}"),
+        fingerprint=run_fingerprint(cfg, parts["replay_dir"], parts["store"], agent=name),
+        allow_config_change=cfg.allow_config_change)
+    from ccvl_tf.data import pipeline  # pylint: disable=g-import-not-at-top
+    held_out = pipeline.transition_dataset(parts["store"], cfg.batch_size,
+                                           seed=cfg.seed + 777).take(8)
+    exports, _ = get_agent_spec(name).policies(agent, parts["time_step_spec"],
+                                               parts["action_spec"], held_out, settings)
+    policy_dir = os.path.join(root, "policy")
+    policies.export_policy(exports["policy"], policy_dir, train_step=agent.train_step_counter)
+    out[display.get(name, name)] = dict(
+        policy=exports["policy"], root_dir=root, policy_dir=policy_dir, step=result["step"],
+        settings=agent_overrides(cfg, name), last_metrics=result["last_metrics"])
+  return out
+
+
+def _results_table(cfg: OfflineConfig, game, replay_dir, spec, exports, precomputed, log,
+                   references: Optional[Dict[str, object]] = None):
+  """random / behaviour / the reference agents / the learned policies, mean raw score with 95%
+  bootstrap CIs (experiments/demo_report.py): root_dir/results.md, results.png,
+  learning_curve.png."""
   from ccvl_tf.envs import atari, scripted
   from ccvl_tf.experiments import demo_report
   env_factory = lambda seed: atari.AtariEnvironment(cfg.game, seed=seed,
@@ -367,11 +453,12 @@ def _results_table(cfg: OfflineConfig, game, replay_dir, spec, exports, precompu
     note = "The behaviour policy of this dataset is the random policy (row 'random')."
   else:
     note = "The dataset's behaviour policy is not available here (an external dataset)."
+  policies = dict(references or {})
   if spec.train_key == "ccvl":
-    policies = {"CCVL (adaptive)": None,
-                "Fixed-CCVL": exports.get("policy_fixed", exports.get("policy"))}
+    policies.update({"CCVL (adaptive)": None,
+                     "Fixed-CCVL": exports.get("policy_fixed", exports.get("policy"))})
   else:
-    policies = {spec.name: exports["policy"]}
+    policies[spec.name] = exports["policy"]
   note = (note + " " if note else "") + (
       f"{cfg.eval_episodes} episodes per policy, epsilon {cfg.eval_epsilon:g}, at most "
       f"{cfg.eval_max_steps} agent steps per episode.")
@@ -392,6 +479,9 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
   from ccvl_tf.envs import atari
 
   os.makedirs(cfg.root_dir, exist_ok=True)
+  for name in (cfg.agent,) + tuple(a for a in cfg.reference_agents if a != cfg.agent):
+    log(presets.describe(cfg.preset, get_agent_spec(name).train_key,
+                         {k: getattr(cfg, k) for k in PRESET_FLAGS}))
   parts = _setup(cfg, log)
   game, replay_dir, store = parts["game"], parts["replay_dir"], parts["store"]
   spec, settings, agent = parts["spec"], parts["settings"], parts["agent"]
@@ -449,13 +539,18 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
     diag = _confidence_diagnostics(cfg, agent, store, exports, settings, game, log)
     precomputed["CCVL (adaptive)"] = diag.pop("adaptive_episode_scores")
     extra = dict(extra, diagnostics=diag)
-  results_table = _results_table(cfg, game, replay_dir, spec, exports, precomputed, log)
+  references = _train_references(cfg, parts, make_dataset, log)
+  results_table = _results_table(cfg, game, replay_dir, spec, exports, precomputed, log,
+                                 references={n: r["policy"] for n, r in references.items()})
   summary = dict(game=game, agent=cfg.agent, dataset_dir=replay_dir, subset=cfg.subset,
                  num_transitions=int(store.num_transitions), step=result["step"],
                  resumed_from=result["resumed_from"], last_metrics=result["last_metrics"],
                  last_eval=result["last_eval"], checkpoint=result["checkpoint"],
                  policy_dir=policy_dir, fixed_policy_dir=dirs.get("policy_fixed"),
                  exported_policies=dirs, config=dataclasses.asdict(cfg),
+                 settings=agent_overrides(cfg, cfg.agent),
+                 references={n: {k: v for k, v in r.items() if k != "policy"}
+                             for n, r in references.items()},
                  results_table=results_table, **extra)
   with open(os.path.join(cfg.root_dir, "summary.json"), "w") as f:
     json.dump(summary, f, indent=2, default=float)

@@ -198,10 +198,11 @@ class _Runner:
     cfg = self.cfg
     self.tss, self.act = specs(cfg.game, cfg.seed)
     with self.strategy.scope():
-      # alpha of the offline run: top level (gridworld, compare) or in train_offline's
-      # 'config'; |D| ('num_transitions': train_offline, compare) scales CCVL's n(s)^-1.
-      alpha = self.offline_summary.get("alpha",
-                                       self.offline_summary.get("config", {}).get("alpha"))
+      # alpha of the offline run: top level (gridworld, compare), train_offline's resolved
+      # 'settings' (its preset under its flags) or, for older runs, its 'config'; |D|
+      # ('num_transitions': train_offline, compare) scales CCVL's n(s)^-1.
+      alpha = self.offline_summary.get("alpha", self.offline_summary.get("settings", {}).get(
+          "alpha", self.offline_summary.get("config", {}).get("alpha")))
       if cfg.alpha is not None:  # --alpha: the online learner's own
         alpha = cfg.alpha
       dataset_size = float(self.offline_summary.get("num_transitions", 2500.0))

@@ -347,6 +347,7 @@ def plot(path: str, rows: Sequence[dict], reps: int = 2000) -> None:
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  import matplotlib.ticker  # pylint: disable=g-import-not-at-top,unused-import
   cells = iqm_cells(rows, reps)
   datasets = _datasets(rows)
   fig, axes = plt.subplots(2, len(datasets), figsize=(4.5 * len(datasets), 7), squeeze=False,
@@ -388,6 +389,9 @@ def plot(path: str, rows: Sequence[dict], reps: int = 2000) -> None:
         ax2.plot([x for x, _ in runs], [y for _, y in runs], ".", color="C0", alpha=0.35)
       ax2.legend(fontsize="small")
     ax2.set_xscale("log")
+    if _alphas(rows):  # the grid's alphas as the ticks (shared with the panel above)
+      ax2.set_xticks(_alphas(rows), [f"{a:g}" for a in _alphas(rows)])
+      ax2.xaxis.set_minor_locator(matplotlib.ticker.NullLocator())
     ax2.set_ylim(-0.03, 1.03)
     ax2.set_xlabel("alpha")
     ax2.set_ylabel("CCVL: share of states whose\ngreedy action changes with delta")

@@ -3,7 +3,8 @@
 From the result files of every part of a sweep (OUT/alpha_<a>/results, OUT/bc/results):
   rows.csv        one row per run: method, alpha (empty for BC), game, dataset, seed, score,
                   normalized_score, training steps and seconds, the adaptive policy's mean
-                  delta over the run's episodes (CCVL) or the selected delta (Fixed-CCVL), and CCVL's diagnostics (DIAGNOSTIC_COLUMNS: the
+                  delta over the run's episodes (CCVL), the delta Fixed-CCVL selects on
+                  held-out Bellman errors (in the rows of both: one learner), and CCVL's diagnostics (DIAGNOSTIC_COLUMNS: the
                   delta family as greedy policies, ccvl_tf.policy_diagnostics, and the
                   value-level confidence diagnostics, experiments/confidence_report.py);
   table.md        per dataset kind: (1) normalized IQM [95% CI] over seeds x games of each
@@ -352,7 +353,8 @@ def plot(path: str, rows: Sequence[dict], reps: int = 2000) -> None:
   datasets = _datasets(rows)
   fig, axes = plt.subplots(2, len(datasets), figsize=(4.5 * len(datasets), 7), squeeze=False,
                            sharex=True, gridspec_kw={"height_ratios": [2, 1]})
-  colors = {"CQL": "C3", "CCVL": "C0", "Fixed-CCVL": "C2"}
+  # Distinct markers and line styles: equal IQMs (e.g. CCVL and Fixed-CCVL) stay visible.
+  styles = {"CQL": ("C3", "o-"), "CCVL": ("C0", "s-"), "Fixed-CCVL": ("C2", "^--")}
   for j, dataset in enumerate(datasets):
     ax, ax2 = axes[0][j], axes[1][j]
     for m in _methods(rows):
@@ -366,10 +368,10 @@ def plot(path: str, rows: Sequence[dict], reps: int = 2000) -> None:
       if not pts:
         continue
       xs = [p[0] for p in pts]
-      c = colors.get(m)
+      c, fmt = styles.get(m, (None, "o-"))
       ax.fill_between(xs, [p[1].ci_low for p in pts], [p[1].ci_high for p in pts], color=c,
                       alpha=0.2, lw=0)
-      ax.plot(xs, [p[1].value for p in pts], "o-", color=c, label=m)
+      ax.plot(xs, [p[1].value for p in pts], fmt, color=c, label=m, mfc="none", ms=8)
     ax.set_xscale("log")
     ax.set_title(dataset)
     ax.set_ylabel("normalized IQM (95% CI)")

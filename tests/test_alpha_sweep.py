@@ -184,8 +184,8 @@ def test_report_numbers_on_hand_built_results(tmp_path):
   def cell(matrix):
     a = evaluation.aggregate_scores(np.asarray(matrix, np.float64), reps=reps, seed=0)["iqm"]
     return f"{a.value:.1f} [{a.ci_low:.1f}, {a.ci_high:.1f}]"
-  cql_row = f"| CQL | {cell(np.array(CQL[0.1])[:, None])} | {cell(np.array(CQL[1.0])[:, None])} | - |"
-  assert cql_row in table
+  cql = {a: cell(np.array(v)[:, None]) for a, v in CQL.items()}
+  assert f"| CQL | {cql[0.1]} | {cql[1.0]} | - |" in table
   assert f"| CCVL | {cell(CCVL_BASE)} | {cell(CCVL_BASE + 10)} | - |" in table
   assert f"| BC (alpha-free) | - | - | {cell(np.array(BC)[:, None])} |" in table
   # IQM by hand: the mean of the middle half. CQL at 0.1: mean(10, 20) = 15; at 1: 5.
@@ -211,7 +211,8 @@ def test_report_numbers_on_hand_built_results(tmp_path):
   f = report.flatness(rows, "Fixed-CCVL", "1%", reps=reps)
   assert f["range_ci"] == pytest.approx((10.0, 10.0))
   assert f["ratio_ci"] == pytest.approx((0.5, 0.5))
-  assert "| Fixed-CCVL | 2 | 4 x 1 | 0.1: 20.0 | 1: 10.0 | 10.0 [10.0, 10.0] | 0.50 [0.50, 0.50] |" in table
+  assert ("| Fixed-CCVL | 2 | 4 x 1 | 0.1: 20.0 | 1: 10.0 | 10.0 [10.0, 10.0] | "
+          "0.50 [0.50, 0.50] |") in table
   assert "| CCVL | 2 | 4 x 2 | 1: 20.0 | 0.1: 10.0 | 10.0 [10.0, 10.0] | 0.50 [" in table
   assert "| CQL | 2 | 4 x 1 | 0.1: 15.0 | 1: 5.0 | 10.0 [" in table and "| 0.33 [" in table
   # Only one alpha: no flatness.

@@ -68,7 +68,8 @@ def parse_alphas(text) -> Tuple[float, ...]:
   names = [alpha_dir_name(a) for a in out]
   dup = sorted({n for n in names if names.count(n) > 1})
   if dup:
-    raise ValueError(f"--alphas: duplicate values ({', '.join(d[len(ALPHA_DIR_PREFIX):] for d in dup)})")
+    values = ", ".join(d[len(ALPHA_DIR_PREFIX):] for d in dup)
+    raise ValueError(f"--alphas: duplicate values ({values})")
   return tuple(sorted(out))
 
 

@@ -4,9 +4,10 @@ From the result files of every part of a sweep (OUT/alpha_<a>/results, OUT/bc/re
   rows.csv        one row per run: method, alpha (empty for BC), game, dataset, seed, score,
                   normalized_score, training steps and seconds, the adaptive policy's mean
                   delta over the run's episodes (CCVL), the delta Fixed-CCVL selects on
-                  held-out Bellman errors (in the rows of both: one learner), and CCVL's diagnostics (DIAGNOSTIC_COLUMNS: the
-                  delta family as greedy policies, ccvl_tf.policy_diagnostics, and the
-                  value-level confidence diagnostics, experiments/confidence_report.py);
+                  held-out Bellman errors (in the rows of both: one learner), and CCVL's
+                  diagnostics (DIAGNOSTIC_COLUMNS: the delta family as greedy policies,
+                  ccvl_tf.policy_diagnostics, and the value-level confidence diagnostics,
+                  experiments/confidence_report.py);
   table.md        per dataset kind: (1) normalized IQM [95% CI] over seeds x games of each
                   method at each alpha (rliable via ccvl_tf.evaluation.aggregate_scores), BC as
                   one alpha-free row; (2) flatness over alpha per method (`flatness`); (3) CCVL's

@@ -215,6 +215,10 @@ def test_report_numbers_on_hand_built_results(tmp_path):
           "0.50 [0.50, 0.50] |") in table
   assert "| CCVL | 2 | 4 x 2 | 1: 20.0 | 0.1: 10.0 | 10.0 [10.0, 10.0] | 0.50 [" in table
   assert "| CQL | 2 | 4 x 1 | 0.1: 15.0 | 1: 5.0 | 10.0 [" in table and "| 0.33 [" in table
+  # A game without runs at every alpha is left out of the flatness (the runs must pair up).
+  extra = dict(rows[0], game="g9", seed=0, alpha=0.1, method="CQL", normalized_score=1e6)
+  f = report.flatness(rows + [extra], "CQL", "1%", reps=reps)
+  assert (f["num_seeds"], f["num_games"]) == (4, 1) and f["iqm"] == pytest.approx([15.0, 5.0])
   # Only one alpha: no flatness.
   assert report.flatness(rows, "CQL", "1%", alphas=[0.1], reps=reps) is None
   # No alpha beats random: the ratio says nothing (n/a), the range still does.

@@ -176,8 +176,9 @@ def flatness(rows: Sequence[dict], method: str, dataset: str,
   order and initial weights at every alpha, so the runs are paired); percentile interval.
   The ratio's CI is (nan, nan) when a replication has max_k IQM_k <= 0.
 
-  Returns None when fewer than two alphas have common runs, else dict(alphas, iqm [per
-  alpha], best_alpha, worst_alpha, range, range_ci, ratio, ratio_ci, num_seeds, num_games).
+  Returns None when fewer than two alphas have results or they share no (game, seed), else
+  dict(alphas, iqm [per alpha], best_alpha, worst_alpha, range, range_ci, ratio, ratio_ci,
+  num_seeds, num_games).
   """
   have = sorted({r["alpha"] for r in rows if r["method"] == method and r["dataset"] == dataset
                  and r["alpha"] is not None})
@@ -187,11 +188,14 @@ def flatness(rows: Sequence[dict], method: str, dataset: str,
          and r["alpha"] in have]
   if len(have) < 2:
     return None
-  games = sorted({r["game"] for r in sel})
-  per_game_seeds = {g: sorted(set.intersection(*[
-      {r["seed"] for r in sel if r["game"] == g and r["alpha"] == a} for a in have]))
-      for g in games}
-  seeds = sorted(set.intersection(*[set(s) for s in per_game_seeds.values()]))
+  # The (game, seed) runs present at every alpha: games with runs at every alpha, and the
+  # seeds every such game has at every alpha.
+  games = sorted(set.intersection(*[{r["game"] for r in sel if r["alpha"] == a}
+                                    for a in have]))
+  if not games:
+    return None
+  seeds = sorted(set.intersection(*[{r["seed"] for r in sel if r["game"] == g
+                                     and r["alpha"] == a} for g in games for a in have]))
   if not seeds:
     return None
   table = {(r["alpha"], r["game"], r["seed"]): r["normalized_score"] for r in sel}
@@ -284,7 +288,7 @@ def flatness_lines(rows: Sequence[dict], dataset: str, reps: int) -> List[str]:
       continue
     f = flatness(rows, m, dataset, reps=reps)
     if f is None:
-      lines.append(f"| {m} | fewer than 2 | - | - | - | - | - |")
+      lines.append(f"| {m} | no runs common to two or more alphas | - | - | - | - | - |")
       continue
     iqm_of = dict(zip(f["alphas"], f["iqm"]))
     lines.append(

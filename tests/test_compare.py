@@ -203,3 +203,32 @@ def test_minatar_cell_is_bit_identical_with_one_or_two_workers(tmp_path):
   assert len(data_files) >= 4
   for rel in data_files:
     assert (outs[1] / "runs" / rel).read_bytes() == (outs[2] / "runs" / rel).read_bytes(), rel
+
+
+def test_confidence_md_shows_the_family_as_policies_per_dataset_kind():
+  """confidence.md's family table (issue 23): mean [min, max] over the CCVL rows of each
+  dataset kind, by hand; rows without diagnostics (other methods) are ignored, a key no row
+  has is n/a."""
+  fam = lambda ends, any_, a_lo, a_hi, g_lo, g_hi: {  # noqa: E731
+      "family_differs_ends": ends, "family_differs_any": any_, "family_agreement_lo": a_lo,
+      "family_agreement_hi": a_hi, "family_cql_gap_lo": g_lo, "family_cql_gap_hi": g_hi}
+  rows = [
+      {"method": "CCVL", "dataset": "5%", "diagnostics": fam(0.25, 0.5, 0.1, 0.3, 1.0, 2.0)},
+      {"method": "CCVL", "dataset": "5%", "diagnostics": fam(0.75, 1.0, 0.3, 0.5, 1.5, 3.0)},
+      {"method": "CCVL", "dataset": "1%", "diagnostics": {"family_differs_any": 0.125}},
+      {"method": "CQL", "dataset": "1%", "score": 1.0},
+  ]
+  text = compare.confidence_table(rows)
+  family = text[text.index("## The delta family as greedy policies"):]
+  assert ("| Data | runs | greedy action differs, smallest vs largest delta | greedy action "
+          "differs anywhere along the grid | agreement with the data's action, smallest delta | "
+          "agreement with the data's action, largest delta | CQL gap, smallest delta | "
+          "CQL gap, largest delta |") in family
+  # Dataset kinds in the paper's order: 1% before 5%.
+  assert family.index("| 1% |") < family.index("| 5% |")
+  assert ("| 1% | 1 | n/a | 0.125 [0.125, 0.125] | n/a | n/a | n/a | n/a |") in family
+  assert ("| 5% | 2 | 0.5 [0.25, 0.75] | 0.75 [0.5, 1] | 0.2 [0.1, 0.3] | 0.4 [0.3, 0.5] | "
+          "1.25 [1, 1.5] | 2.5 [2, 3] |") in family
+  # The value-level table is still first, with the same rows.
+  assert text.index("| 5% | 2 | n/a |") < text.index("## The delta family")
+  assert compare.confidence_table([{"method": "CQL", "dataset": "1%"}]) == ""

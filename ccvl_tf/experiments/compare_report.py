@@ -167,24 +167,50 @@ CONFIDENCE_COLUMNS = (
     ("belief_max_shift", "belief: max shift of E[delta] from the prior"),
     ("belief_final_entropy", "belief: final entropy (nats)"),
 )
+# The delta family as greedy policies on held-out dataset states (ccvl_tf.policy_diagnostics
+# .family_summary; issue 23): lo / hi = the grid's smallest / largest delta.
+FAMILY_COLUMNS = (
+    ("family_differs_ends", "greedy action differs, smallest vs largest delta"),
+    ("family_differs_any", "greedy action differs anywhere along the grid"),
+    ("family_agreement_lo", "agreement with the data's action, smallest delta"),
+    ("family_agreement_hi", "agreement with the data's action, largest delta"),
+    ("family_cql_gap_lo", "CQL gap, smallest delta"),
+    ("family_cql_gap_hi", "CQL gap, largest delta"),
+)
 
 
-def confidence_table(rows: Sequence[dict]) -> str:
-  """Markdown: the confidence diagnostics of the CCVL runs (experiments/confidence_report.py),
-  mean [min, max] over games and seeds per dataset kind; '' when no row has them."""
-  rows = [r for r in rows if isinstance(r.get("diagnostics"), dict)]
-  if not rows:
-    return ""
-  lines = ["| Data | runs | " + " | ".join(label for _, label in CONFIDENCE_COLUMNS) + " |",
-           "| --- | --- |" + " --- |" * len(CONFIDENCE_COLUMNS)]
+def _diagnostics_lines(rows: Sequence[dict], columns) -> List[str]:
+  """Markdown table lines: one row per dataset kind, mean [min, max] over the rows'
+  diagnostics of each column key ('n/a' where no row has the key)."""
+  lines = ["| Data | runs | " + " | ".join(label for _, label in columns) + " |",
+           "| --- | --- |" + " --- |" * len(columns)]
   for dataset in _ordered([r["dataset"] for r in rows], compare_config.DATASET_KINDS):
     sel = [r["diagnostics"] for r in rows if r["dataset"] == dataset]
     cells = []
-    for key, _ in CONFIDENCE_COLUMNS:
+    for key, _ in columns:
       v = np.array([d[key] for d in sel if key in d], np.float64)
       cells.append("n/a" if v.size == 0 else
                    f"{v.mean():.3g} [{v.min():.3g}, {v.max():.3g}]")
     lines.append(f"| {dataset} | {len(sel)} | " + " | ".join(cells) + " |")
+  return lines
+
+
+def confidence_table(rows: Sequence[dict]) -> str:
+  """Markdown: the confidence diagnostics of the CCVL runs (experiments/confidence_report.py),
+  mean [min, max] over games and seeds per dataset kind -- the value-level ones
+  (CONFIDENCE_COLUMNS), then the family as greedy policies (FAMILY_COLUMNS); '' when no row
+  has them."""
+  rows = [r for r in rows if isinstance(r.get("diagnostics"), dict)]
+  if not rows:
+    return ""
   k = len(rows[0].get("bellman_errors", [])) or 8
   return ("# CCVL confidence diagnostics (mean [min, max] over games and seeds)\n\n"
-          + "\n".join(lines) + f"\n\nPrior entropy of the belief: log K = {np.log(k):.3f}.\n")
+          + "\n".join(_diagnostics_lines(rows, CONFIDENCE_COLUMNS))
+          + f"\n\nPrior entropy of the belief: log K = {np.log(k):.3f}.\n"
+          + "\n## The delta family as greedy policies (held-out dataset states)\n\n"
+          "Share of states whose greedy action argmax_a Q(s, a, delta) differs between the "
+          "grid's smallest and largest delta, and anywhere along the grid; at those two "
+          "deltas, the share of states where it is the data's action, and the CQL gap "
+          "logsumexp_a Q(s, a, delta) - Q(s, a_D, delta) (log A: no preference; 0: all the "
+          "mass on the data's action).\n\n"
+          + "\n".join(_diagnostics_lines(rows, FAMILY_COLUMNS)) + "\n")

@@ -1,0 +1,159 @@
+"""The alpha sweep: the neural version of the paper's Fig. 1 (left), return vs alpha (issue 23).
+
+The paper's claim: CQL's return depends on its regularizer weight alpha (it must be tuned),
+CCVL's should not, because CCVL learns the whole family Q(s, a, delta) of conservatism levels
+and picks delta while acting, instead of committing to one degree of conservatism through
+alpha. `run(AlphaSweepConfig(...))` (what `binaries/alpha_sweep.py` calls) measures it with the
+comparison's machinery (`ccvl_tf.experiments.compare.run`), once per alpha:
+
+  OUT/alpha_<a>/   a whole comparison (results/, runs/, logs/, scores.csv, table.md,
+                   confidence.md, ...) of the alpha-dependent methods -- CQL, CCVL and
+                   Fixed-CCVL (the last two share one trained learner) -- at --alpha=a;
+  OUT/bc/          the same comparison of behaviour cloning once: BC has no alpha, it is the
+                   alpha-free reference line.
+Every part is resumable as compare is (a finished method/dataset/game/seed is skipped, an
+interrupted training resumes from its checkpoint), so rerunning the same command continues a
+sweep. Then `alpha_sweep_report.write_outputs` writes OUT/rows.csv, OUT/table.md and
+OUT/alpha_sweep.png from all result files (docs/alpha_sweep.md).
+
+`AlphaSweepConfig` is `CompareConfig` (every setting compare passes on: suite, data_dir,
+games, datasets, seeds, first_seed, workers, num_steps, eval_episodes, learning_rate,
+dr3_coef, CCVL's options, ...) with `alphas` instead of the single `alpha`, and `methods`
+restricted to SWEEP_METHODS.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from ccvl_tf.config_flags import setting
+from ccvl_tf.experiments import compare_config
+
+# The alpha-dependent methods (run at every alpha) and the alpha-free reference (run once).
+ALPHA_METHODS = ("CQL", "CCVL", "Fixed-CCVL")
+ALPHA_FREE_METHODS = ("BC",)
+SWEEP_METHODS = ALPHA_METHODS + ALPHA_FREE_METHODS
+# At least the grid of issue 23: {0.03, 0.1, 0.3, 1, 3, 10}.
+DEFAULT_ALPHAS = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
+BC_DIR = "bc"
+ALPHA_DIR_PREFIX = "alpha_"
+
+
+def alpha_dir_name(alpha: float) -> str:
+  """The part directory of one alpha: 0.03 -> 'alpha_0.03', 1.0 -> 'alpha_1'."""
+  return f"{ALPHA_DIR_PREFIX}{float(alpha):g}"
+
+
+def parse_alphas(text) -> Tuple[float, ...]:
+  """'0.03, 0.1,1' -> (0.03, 0.1, 1.0), sorted; ValueError naming --alphas for a value that is
+  not a finite number > 0 (the plot's x-axis is logarithmic), a duplicate or an empty list."""
+  items = ([t.strip() for t in text.split(",")] if isinstance(text, str)
+           else [str(t) for t in text])
+  items = [t for t in items if t]
+  if not items:
+    raise ValueError("--alphas is empty; give comma-separated values > 0, e.g. "
+                     "0.03,0.1,0.3,1,3,10")
+  out = []
+  for t in items:
+    try:
+      a = float(t)
+    except ValueError:
+      raise ValueError(f"--alphas: {t!r} is not a number") from None
+    if not (math.isfinite(a) and a > 0):
+      raise ValueError(f"--alphas: every alpha must be a finite number > 0 (log axis), got {t!r}")
+    out.append(a)
+  names = [alpha_dir_name(a) for a in out]
+  dup = sorted({n for n in names if names.count(n) > 1})
+  if dup:
+    values = ", ".join(d[len(ALPHA_DIR_PREFIX):] for d in dup)
+    raise ValueError(f"--alphas: duplicate values ({values})")
+  return tuple(sorted(out))
+
+
+def parse_sweep_methods(text) -> List[str]:
+  """compare's method names (parse_methods), restricted to SWEEP_METHODS."""
+  methods = compare_config.parse_methods(text if isinstance(text, str) else ",".join(text))
+  bad = [m for m in methods if m not in SWEEP_METHODS]
+  if bad:
+    raise ValueError(f"--methods: {', '.join(bad)} not in the alpha sweep; valid: "
+                     f"{', '.join(SWEEP_METHODS)}")
+  return methods
+
+
+@dataclasses.dataclass
+class AlphaSweepConfig(compare_config.CompareConfig):
+  """CompareConfig with a grid of alphas: binaries/alpha_sweep.py's flags are CompareConfig's
+  (see there) except --alpha, plus --alphas.
+
+  Attributes (beyond CompareConfig's):
+    alphas: the regularizer weights alpha of CQL (on logsumexp_a Q - Q(s, a_D)) and of CCVL /
+      Fixed-CCVL (on alpha sqrt(log(1/delta_1) n(s)^-1) x the same gap), each a finite number
+      > 0, sorted.
+    methods: a subset of SWEEP_METHODS; BC is trained once (OUT/bc/), the others at every alpha
+      (OUT/alpha_<a>/).
+    alpha: not a flag here; always None (the sweep sets it per part).
+  """
+  methods: Sequence[str] = setting(SWEEP_METHODS, "Comma-separated, from: "
+                                   f"{', '.join(SWEEP_METHODS)} (BC once, alpha-free; the "
+                                   "others at every alpha).", kind="csv",
+                                   parse=parse_sweep_methods)
+  alpha: Optional[float] = None
+  alphas: Sequence[float] = setting(DEFAULT_ALPHAS, "alpha grid, comma-separated values > 0.",
+                                    kind="csv", parse=parse_alphas,
+                                    flag_default=",".join(f"{a:g}" for a in DEFAULT_ALPHAS))
+
+  def validate(self) -> None:
+    if self.alpha is not None:
+      raise ValueError("the alpha sweep sets alpha per part: give --alphas, not --alpha")
+    self.alphas = parse_alphas(list(self.alphas))
+    self.methods = parse_sweep_methods(list(self.methods))
+    super().validate()
+
+  def parts(self) -> List[Tuple[str, Optional[float], List[str]]]:
+    """(directory name, alpha or None, methods) of every comparison of the sweep: BC first
+    (one alpha-free part), then the alpha-dependent methods at each alpha, in increasing
+    order."""
+    out = []
+    free = [m for m in self.methods if m in ALPHA_FREE_METHODS]
+    dependent = [m for m in self.methods if m in ALPHA_METHODS]
+    if free:
+      out.append((BC_DIR, None, free))
+    if dependent:
+      out.extend((alpha_dir_name(a), float(a), dependent) for a in self.alphas)
+    return out
+
+  def compare_config(self, name: str, alpha: Optional[float],
+                     methods: Sequence[str]) -> compare_config.CompareConfig:
+    """The CompareConfig of one part: every CompareConfig setting of this config, with that
+    part's alpha, methods and output directory OUT/<name>."""
+    base = {f.name: getattr(self, f.name)
+            for f in dataclasses.fields(compare_config.CompareConfig)}
+    return compare_config.CompareConfig(**dict(
+        base, alpha=alpha, methods=list(methods),
+        output_dir=os.path.join(self.output_dir, name)))
+
+
+def run(cfg: AlphaSweepConfig, log: Callable[[str], None] = print) -> Dict[str, object]:
+  """Runs compare once per part (`AlphaSweepConfig.parts`), then writes the sweep's report;
+  returns dict(parts={name: compare.run's result}, paths=the report's files)."""
+  from ccvl_tf.experiments import alpha_sweep_report  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments import compare  # pylint: disable=g-import-not-at-top
+  cfg.validate()
+  os.makedirs(cfg.output_dir, exist_ok=True)
+  parts = cfg.parts()
+  with open(os.path.join(cfg.output_dir, "sweep_config.json"), "w") as f:
+    json.dump(dict(dataclasses.asdict(cfg), alphas=list(cfg.alphas)), f, indent=1)
+  log(f"alpha sweep: suite {cfg.suite}, alphas {', '.join(f'{a:g}' for a in cfg.alphas)}; "
+      f"{len(parts)} comparisons ({', '.join(p[0] for p in parts)}) into {cfg.output_dir}")
+  results = {}
+  for i, (name, alpha, methods) in enumerate(parts, 1):
+    what = "alpha-free" if alpha is None else f"alpha = {alpha:g}"
+    log(f"alpha sweep: [{i}/{len(parts)}] {name}: {', '.join(methods)} ({what})")
+    results[name] = compare.run(cfg.compare_config(name, alpha, methods), log=log)
+  paths = alpha_sweep_report.write_outputs(cfg.output_dir, cfg.suite, cfg.bootstrap_reps,
+                                           alphas=cfg.alphas)
+  log(f"alpha sweep: wrote {', '.join(paths.values())}")
+  return {"parts": results, "paths": paths}

@@ -116,6 +116,9 @@ def train_offline_gridworld(root_dir: str, num_steps: int = 1500, seed: int = 0,
   summary = dict(game=GRIDWORLD, agent="cql" if agent_name == "cql" else "ccvl_bounds",
                  step=result["step"], alpha=alpha,
                  dataset="tabular.dataset.make_gridworld_dataset(seed=0)", seed=seed)
+  if agent_name != "cql":
+    summary.update(counts="exact", objective=online_config.GRIDWORLD_LOWER_OBJECTIVE,
+                   upper_objective=OnlineConfig().upper_objective)
   with open(os.path.join(root_dir, "summary.json"), "w") as f:
     json.dump(summary, f, indent=2)
   return summary
@@ -184,6 +187,12 @@ class _Runner:
       if game.lower() != cfg.game.lower():
         raise ValueError(f"--offline_dir {cfg.offline_dir} was trained on {game!r}, not "
                          f"--game={cfg.game!r}")
+      if (game.lower() == GRIDWORLD and cfg.offline_agent == "ccvl"
+          and self.offline_summary.get("counts") != "exact"):
+        raise ValueError(
+            f"--offline_dir {cfg.offline_dir} holds gridworld bounds trained before issue 27 "
+            "(linear counts, regularized objectives), which this version does not fine-tune; "
+            "use a fresh --offline_dir with --prepare_gridworld_offline")
     if cfg.belief_temperature is None and self.offline_summary.get("belief_temperature"):
       # The exploration belief updates at the offline run's temperature (set from its data);
       # resolved before online_config.json is written, so actors use the same one.
@@ -205,9 +214,12 @@ class _Runner:
       if cfg.alpha is not None:  # --alpha: the online learner's own
         alpha = cfg.alpha
       dataset_size = float(self.offline_summary.get("num_transitions", 2500.0))
+      # The gridworld's CCVL bounds use exact n(s), grown with the online data (step loop).
+      self.counts = (online_config.gridworld_counts()
+                     if cfg.game.lower() == GRIDWORLD and cfg.offline_agent == "ccvl" else None)
       self.settings = agent_settings(cfg.game, cfg.bounds(), alpha, cfg.seed,
                                      dataset_size=dataset_size, agent=cfg.agent,
-                                     policy_delta=cfg.policy_delta,
+                                     counts=self.counts, policy_delta=cfg.policy_delta,
                                      num_grid_deltas=cfg.num_grid_deltas)
       self.agent = agent_spec(cfg.agent).build(self.tss, self.act, self.settings)
       self.control = online_config.control_variables()
@@ -218,7 +230,8 @@ class _Runner:
     """Resumes from root_dir/checkpoints, else restores the offline checkpoint; sets the
     online learning rate and the step range [start_step, final_step)."""
     cfg, agent, log = self.cfg, self.agent, self.log
-    ckpt = agent.make_checkpoint(offline_step=self.offline_step)
+    extra = {} if self.counts is None else {"online_counts": self.counts}
+    ckpt = agent.make_checkpoint(offline_step=self.offline_step, **extra)
     self.manager = tf.train.CheckpointManager(ckpt, os.path.join(cfg.root_dir, "checkpoints"),
                                               max_to_keep=3)
     latest = self.manager.latest_checkpoint
@@ -235,6 +248,8 @@ class _Runner:
       agent.set_learning_rate(cfg.learning_rate)
     self.start_step = int(agent.train_step_counter.numpy())
     self.offline_step_value = int(self.offline_step.numpy())
+    self.transitions = _TransitionLog(os.path.join(cfg.root_dir, "online_transitions.npz"),
+                                      self.start_step if latest else None)
     self.final_step = self.offline_step_value + cfg.num_learner_steps
     self.control["train_step"].assign(self.start_step)
 
@@ -269,6 +284,7 @@ class _Runner:
     has no deadline and blocked forever on a killed server (seen in
     tests/test_reverb_faults.py), so a dead server is named here instead."""
     self.manager.save(checkpoint_number=step)
+    self.transitions.save(step)
     if self.server is not None or self.cfg.reverb_address:
       self._check_server(step)
       self.client.checkpoint()
@@ -342,8 +358,8 @@ class _Runner:
     self.log(f"Fine-tuning from learner step {self.start_step} to {final_step} "
              f"({cfg.num_env_steps} env steps x SPI {cfg.samples_per_insert} / batch "
              f"{cfg.online_batch_size}).")
-    if cfg.eval_interval and step == self.offline_step_value:
-      self._evaluate_once(step)  # the offline policy's score: "before" fine-tuning
+    if step == self.offline_step_value:
+      self._evaluate_once(step)  # the offline start: scores "before" fine-tuning
     last_t, last_step = time.time(), step
     try:
       while step < final_step:
@@ -352,6 +368,7 @@ class _Runner:
           continue
         metrics = self.learner_step(batch)
         step = int(self.agent.train_step_counter.numpy())
+        self._record_online_part(batch, step)
         if self.first_step_time is None:  # the end of the warm-up (min size, tracing)
           self.first_step_time, self.first_step = time.time(), step
           self.eval_seconds_at_first_step = self.eval_seconds
@@ -378,6 +395,16 @@ class _Runner:
       raise
     return step
 
+  def _record_online_part(self, batch, step: int) -> None:
+    """Gridworld CCVL: the online rows of a trained batch into n(s) (weight 1 / SPI: each
+    inserted transition is sampled SPI times on average) and into the transition log the
+    end-of-run bounds report checks against."""
+    if self.counts is None:
+      return
+    online_rows = {k: np.asarray(v)[:self.cfg.online_batch_size] for k, v in batch.items()}
+    self.counts.add_one_hot(online_rows["observation"], 1.0 / self.cfg.samples_per_insert)
+    self.transitions.add(online_rows, step)
+
   def _finish_actors(self, step: int) -> None:
     """Tells the actors the run is over (`finished` in the variables) and stops them."""
     self.control["finished"].assign(1)
@@ -394,9 +421,10 @@ class _Runner:
 
   def _evaluate_once(self, step: int, tightness: bool = False) -> Dict[str, float]:
     """Evaluates the policies at `step` (online_eval.evaluate; with `tightness`, also the
-    bounds against Monte-Carlo returns), exactly once per step: a rerun reports the recorded
-    results (evals.json; eval.csv has one row per evaluated step). None when eval_episodes
-    is 0."""
+    bounds against Monte-Carlo returns; on the gridworld, at the offline start and with
+    `tightness` also against exact values: `_bounds_report`), exactly once per step: a rerun
+    reports the recorded results (evals.json; eval.csv has one row per evaluated step). None
+    when eval_episodes is 0."""
     self.last_eval_seconds = 0.0
     if not self.cfg.eval_episodes:
       return {}
@@ -407,8 +435,12 @@ class _Runner:
       return recorded
     t0 = time.time()
     results = online_eval.evaluate(self.cfg, self.agent, step)
+    if step == self.offline_step_value and self.counts is not None:
+      results.update(self._bounds_report("offline start", step))
     if tightness:
       results.update(online_eval.bound_tightness(self.cfg, self.agent, self.cfg.eval_episodes))
+      if self.counts is not None and step > self.offline_step_value:
+        results.update(self._bounds_report("after fine-tuning", step))
     results["online_env_steps"] = self.online_env_steps(step)
     self.last_eval_seconds = time.time() - t0
     self.eval_seconds += self.last_eval_seconds
@@ -417,9 +449,63 @@ class _Runner:
     training.record_evaluation(self.cfg.root_dir, step, results)
     return results
 
+  def _bounds_report(self, phase: str, step: int) -> Dict[str, float]:
+    """Gridworld CCVL: the bounds against exact values (online_eval.gridworld_bounds_report),
+    at the offline start on the offline dataset (Q* of its p = 0.3 world) and after
+    fine-tuning on the online transitions the learner trained on (Q* of the p = 0.15 world
+    they came from), with the learner's n(s) at that point. Writes bounds_report.md /
+    bounds_report.png / bounds_report.json (one section per phase) and logs the table;
+    returns the rows as flat metrics 'bounds/<key>@<delta>' ('bounds_start/...' at the
+    start)."""
+    from ccvl_tf.envs import gridworld  # pylint: disable=g-import-not-at-top
+    from ccvl_tf.experiments import gridworld_bounds  # pylint: disable=g-import-not-at-top
+    from ccvl_tf.tabular import dataset as tds  # pylint: disable=g-import-not-at-top
+    start = phase == "offline start"
+    if start:
+      data, world = tds.make_gridworld_dataset(seed=0), gridworld.GridWorld()
+    else:
+      data = self.transitions.as_transitions()
+      world = gridworld.GridWorld(slip_prob=gridworld.EVAL_SLIP_PROB)
+      if data is None:
+        self.log("[bounds] no online transitions recorded: no report after fine-tuning")
+        return {}
+    rows = online_eval.gridworld_bounds_report(self.cfg, self.agent, self.settings.alpha, data,
+                                               world, self.counts.counts.numpy())
+    title = (f"{phase} (learner step {step}; {len(data)} transitions, Q* at p = "
+             f"{world.slip_prob:g})")
+    path = os.path.join(self.cfg.root_dir, "bounds_report.json")
+    sections = {}
+    if os.path.exists(path):
+      with open(path) as f:
+        sections = json.load(f)
+    sections[phase] = {"title": title, "rows": rows}
+    with open(path, "w") as f:
+      json.dump(sections, f, indent=2)
+    table = "\n".join(gridworld_bounds.markdown_table(v["rows"], v["title"])
+                      for v in sections.values())
+    with open(os.path.join(self.cfg.root_dir, "bounds_report.md"), "w") as f:
+      f.write("# Bounds against exact values (gridworld)\n\n" + table)
+    gridworld_bounds.plot({k: v["rows"] for k, v in sections.items()},
+                          os.path.join(self.cfg.root_dir, "bounds_report.png"))
+    met = gridworld_bounds.coverage_met(rows)
+    self.log(f"[bounds] {gridworld_bounds.markdown_table(rows, title)}"
+             + "coverage >= 1 - delta at every grid delta: "
+             + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in met.items()))
+    return gridworld_bounds.flat_metrics(rows, "bounds_start" if start else "bounds")
+
   def _run_eval_phase(self, step: int) -> Dict[str, float]:
     """The end-of-run evaluation, with the bounds' tightness (`_evaluate_once`)."""
     return self._evaluate_once(step, tightness=True)
+
+  def _log_before_after(self, last_eval: Dict[str, float]) -> None:
+    """One line per scored policy: its score at the offline start and after fine-tuning."""
+    start = training.recorded_evaluation(self.cfg.root_dir, self.offline_step_value) or {}
+    keys = [k for k in sorted(last_eval) if k in start and (
+        k.endswith("_normalized_score") or (k.endswith("_mean_score") and not any(
+            n.endswith("_normalized_score") for n in last_eval)))]
+    for k in keys:
+      self.log(f"[score] {k}: offline start {start[k]:.4g} -> after fine-tuning "
+               f"{last_eval[k]:.4g} ({last_eval[k] - start[k]:+.4g})")
 
   def _throughput(self, step: int, train_seconds: float, end_time: float) -> Dict[str, float]:
     """Learner steps/s over this call's training (evaluations excluded) and after its
@@ -465,7 +551,9 @@ class _Runner:
       self.log(f"Exported SavedModels: {', '.join(dirs.values())}.")
     result = dict(game=cfg.game, step=step, start_step=self.start_step,
                   offline_step=int(self.offline_step.numpy()), final_step=self.final_step,
-                  address=self.address, last_eval=last_eval, throughput=throughput,
+                  address=self.address, last_eval=last_eval,
+                  start_eval=training.recorded_evaluation(cfg.root_dir, self.offline_step_value),
+                  throughput=throughput,
                   checkpoint=self.manager.latest_checkpoint,
                   replay_items=int(self.client.server_info()[replay.REPLAY_TABLE].current_size),
                   config=dataclasses.asdict(cfg), policy_dirs=dirs)
@@ -508,11 +596,55 @@ class _Runner:
                f"{throughput['actors/actor_env_steps_per_s']:.1f} env steps/s, "
                f"{100 * throughput['actors/insert_share']:.0f}% of their time inserting).")
       last_eval = self._run_eval_phase(step)
+      self._log_before_after(last_eval)
       return self._export_and_summarize(step, last_eval, throughput)
     finally:
       self.actors.stop(grace_s=5.0)
       if self.server is not None:
         self.server.stop()
+
+
+class _TransitionLog:
+  """The online transitions a gridworld learner trained on (integer states; with the
+  repetitions of replay sampling), for the end-of-run bounds report; saved with every
+  checkpoint (`save`) and reloaded on resume, cut to the resumed step."""
+
+  KEYS = ("state", "action", "reward", "next_state", "terminal", "step")
+
+  def __init__(self, path: str, resume_step: Optional[int]):
+    self.path = path
+    self.rows = {k: [] for k in self.KEYS}
+    if resume_step is not None and os.path.exists(path):
+      with np.load(path) as saved:
+        keep = saved["step"] <= resume_step
+        self.rows = {k: list(saved[k][keep]) for k in self.KEYS}
+
+  def add(self, rows: Dict[str, np.ndarray], step: int) -> None:
+    """rows: the online part of the batch of learner step `step` (one-hot observations
+    [B, S], ...)."""
+    self.rows["state"].extend(np.argmax(rows["observation"], axis=-1).tolist())
+    self.rows["next_state"].extend(np.argmax(rows["next_observation"], axis=-1).tolist())
+    for k in ("action", "reward", "terminal"):
+      self.rows[k].extend(np.asarray(rows[k]).reshape(-1).tolist())
+    self.rows["step"].extend([int(step)] * len(rows["action"]))
+
+  def save(self, step: int) -> None:
+    del step
+    if self.rows["state"]:
+      tmp = self.path + ".tmp.npz"
+      np.savez(tmp, **{k: np.asarray(v) for k, v in self.rows.items()})
+      os.replace(tmp, self.path)
+
+  def as_transitions(self):
+    """tabular.dataset.Transitions of the log, or None when it is empty."""
+    from ccvl_tf.tabular import dataset as tds  # pylint: disable=g-import-not-at-top
+    if not self.rows["state"]:
+      return None
+    return tds.Transitions(np.asarray(self.rows["state"], np.int64),
+                           np.asarray(self.rows["action"], np.int64),
+                           np.asarray(self.rows["reward"], np.float32),
+                           np.asarray(self.rows["next_state"], np.int64),
+                           np.asarray(self.rows["terminal"], np.float32))
 
 
 def run(cfg: OnlineConfig, log: Callable[[str], None] = print, strategy=None) -> Dict:

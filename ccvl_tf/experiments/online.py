@@ -20,15 +20,19 @@ Processes (docs/online.md has the picture and the multi-machine layout):
                   from the 'replay' table (optionally mixed with offline batches), pushes the
                   weights, checkpoints itself (ccvl_tf.training.restore_or_initialize layout)
                   and the Reverb server (its checkpointer), evaluates (before the first online
-                  step and every `eval_interval` learner steps when set, and at the end with
-                  the bounds' tightness against Monte-Carlo returns: online_eval.py), records
-                  its throughput, and exports SavedModels.
+                  step -- the offline start --, every `eval_interval` learner steps when set,
+                  and at the end with the bounds' tightness against Monte-Carlo returns:
+                  online_eval.py; on the gridworld, CCVL's bounds also against exact values
+                  at the start and the end: gridworld_bounds.py), records its throughput, and
+                  exports SavedModels. On the gridworld the CCVL bounds' n(s) are exact counts
+                  that grow with the online rows of each trained batch (weight 1 / SPI).
 
 Budget: `num_env_steps` env steps, i.e. num_env_steps * samples_per_insert / batch_size_online
 learner steps (the rate limiter keeps the ratio), counted from the offline step.
 
 Root dir layout: checkpoints/ (learner), reverb_checkpoints/ (in-process server), summaries/,
-eval.csv and evals.json (one row per evaluated step), actors/actor_<i>.log and
+eval.csv and evals.json (one row per evaluated step), bounds_report.md / .png / .json and
+online_transitions.npz (gridworld CCVL), actors/actor_<i>.log and
 actor_<i>_stats.json (env steps, seconds inserting), status.json (pids, address; rewritten at
 start), summary.json (with 'throughput'),
 policy/ (CCVL confidence-adaptive with Eq. upper policy), policy_fixed/ (Q_l greedy at
@@ -431,7 +435,7 @@ class _Runner:
     recorded = training.recorded_evaluation(self.cfg.root_dir, step)
     if recorded is not None:
       self.log(f"[eval] step {step} already evaluated (evals.json): " + ", ".join(
-          f"{k}={v:.4g}" for k, v in sorted(recorded.items())))
+          f"{k}={v:.4g}" for k, v in sorted(recorded.items()) if shown_in_log(k)))
       return recorded
     t0 = time.time()
     results = online_eval.evaluate(self.cfg, self.agent, step)
@@ -445,7 +449,7 @@ class _Runner:
     self.last_eval_seconds = time.time() - t0
     self.eval_seconds += self.last_eval_seconds
     self.log(f"[eval] step {step} ({self.last_eval_seconds:.0f}s): " + ", ".join(
-        f"{k}={v:.4g}" for k, v in sorted(results.items())))
+        f"{k}={v:.4g}" for k, v in sorted(results.items()) if shown_in_log(k)))
     training.record_evaluation(self.cfg.root_dir, step, results)
     return results
 
@@ -602,6 +606,12 @@ class _Runner:
       self.actors.stop(grace_s=5.0)
       if self.server is not None:
         self.server.stop()
+
+
+def shown_in_log(key: str) -> bool:
+  """Whether an evaluation result goes into the [eval] line: not the per-delta bounds metrics
+  and exact per-delta scores (logged as tables; all of them are in evals.json)."""
+  return not key.startswith(("bounds", "exact/"))
 
 
 class _TransitionLog:

@@ -76,10 +76,11 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
   checkpoint_interval: int = setting(
       1_000, "Learner (and Reverb) checkpoint every N learner steps.", lower_bound=1)
   log_interval: int = setting(100, "Progress line every N steps.", lower_bound=1)
-  eval_episodes: int = setting(5, "Evaluation episodes at the end (0: none).", lower_bound=0)
+  eval_episodes: int = setting(5, "Evaluation episodes at the offline start and at the end "
+                                "(0: none).", lower_bound=0)
   eval_interval: int = setting(
-      0, "Also evaluate before the first online step and every N learner steps (0: only at "
-      "the end); eval.csv then holds score vs online steps.", lower_bound=0)
+      0, "Also evaluate every N learner steps (0: only at the offline start and the end); "
+      "eval.csv then holds score vs online steps.", lower_bound=0)
   export_policies: bool = setting(True, "Write the SavedModels at the end.")
   eval_max_steps: int = setting(2_000, "Step cap of an evaluation episode.", lower_bound=1)
   eval_epsilon: float = 0.001

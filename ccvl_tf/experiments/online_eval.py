@@ -1,5 +1,7 @@
-"""Online fine-tuning's evaluations: the scores of the learner's policies (`evaluate`) and the
-tightness of the bounds against Monte-Carlo returns (`bound_tightness`).
+"""Online fine-tuning's evaluations: the scores of the learner's policies (`evaluate`; on the
+gridworld also exactly, `exact_gridworld_scores`), the tightness of the bounds against
+Monte-Carlo returns (`bound_tightness`) and, on the gridworld, against exact values
+(`gridworld_bounds_report`: Q* and the tabular bounds, experiments/gridworld_bounds.py).
 
 Policies scored (keys '<name>_mean_score', '<name>_normalized_score' when the game has
 reference scores):

@@ -162,3 +162,27 @@ def test_offline_gridworld_bounds_hold_at_every_grid_delta(tmp_path):
   for r in rows:
     assert abs(r["lower_gap"]) < 0.5 and abs(r["upper_gap"]) < 0.5, r
     assert abs(r["lower_minus_tabular"]) < 0.2 and abs(r["upper_minus_tabular"]) < 0.2, r
+
+
+def test_transition_log_round_trip_and_resume_cut(tmp_path):
+  """Two batches (steps 5 and 6) of one-hot rows become integer transitions; saved and reloaded
+  at resume step 5, only step 5's rows are kept."""
+  from ccvl_tf.experiments import online_bounds
+  eye = np.eye(4, dtype=np.float32)
+  path = str(tmp_path / "log.npz")
+  log = online_bounds.TransitionLog(path, None)
+  assert log.as_transitions() is None
+  log.add(dict(observation=eye[[0, 1]], next_observation=eye[[1, 2]], action=np.array([1, 2]),
+               reward=np.array([0.0, 1.0]), terminal=np.array([0.0, 1.0])), step=5)
+  log.add(dict(observation=eye[[3]], next_observation=eye[[3]], action=np.array([0]),
+               reward=np.array([0.0]), terminal=np.array([0.0])), step=6)
+  tr = log.as_transitions()
+  np.testing.assert_array_equal(tr.state, [0, 1, 3])
+  np.testing.assert_array_equal(tr.next_state, [1, 2, 3])
+  np.testing.assert_array_equal(tr.terminal, [0, 1, 0])
+  log.save()
+  resumed = online_bounds.TransitionLog(path, resume_step=5).as_transitions()
+  np.testing.assert_array_equal(resumed.state, [0, 1])
+  np.testing.assert_array_equal(resumed.reward, [0.0, 1.0])
+  with pytest.raises(ValueError, match="phase must be"):
+    online_bounds.report_phase(None, None, 0.2, np.ones(4), log, "later", 0, print)

@@ -60,6 +60,7 @@ from ccvl_tf import policies
 from ccvl_tf import replay
 from ccvl_tf import training
 from ccvl_tf.experiments import online_actor
+from ccvl_tf.experiments import online_bounds
 from ccvl_tf.experiments import online_config
 from ccvl_tf.experiments import online_eval
 
@@ -252,8 +253,8 @@ class _Runner:
       agent.set_learning_rate(cfg.learning_rate)
     self.start_step = int(agent.train_step_counter.numpy())
     self.offline_step_value = int(self.offline_step.numpy())
-    self.transitions = _TransitionLog(os.path.join(cfg.root_dir, "online_transitions.npz"),
-                                      self.start_step if latest else None)
+    self.transitions = online_bounds.TransitionLog(
+        os.path.join(cfg.root_dir, "online_transitions.npz"), self.start_step if latest else None)
     self.final_step = self.offline_step_value + cfg.num_learner_steps
     self.control["train_step"].assign(self.start_step)
 
@@ -288,7 +289,7 @@ class _Runner:
     has no deadline and blocked forever on a killed server (seen in
     tests/test_reverb_faults.py), so a dead server is named here instead."""
     self.manager.save(checkpoint_number=step)
-    self.transitions.save(step)
+    self.transitions.save()
     if self.server is not None or self.cfg.reverb_address:
       self._check_server(step)
       self.client.checkpoint()
@@ -440,11 +441,11 @@ class _Runner:
     t0 = time.time()
     results = online_eval.evaluate(self.cfg, self.agent, step)
     if step == self.offline_step_value and self.counts is not None:
-      results.update(self._bounds_report("offline start", step))
+      results.update(self._bounds_report(online_bounds.START, step))
     if tightness:
       results.update(online_eval.bound_tightness(self.cfg, self.agent, self.cfg.eval_episodes))
       if self.counts is not None and step > self.offline_step_value:
-        results.update(self._bounds_report("after fine-tuning", step))
+        results.update(self._bounds_report(online_bounds.AFTER, step))
     results["online_env_steps"] = self.online_env_steps(step)
     self.last_eval_seconds = time.time() - t0
     self.eval_seconds += self.last_eval_seconds
@@ -454,48 +455,11 @@ class _Runner:
     return results
 
   def _bounds_report(self, phase: str, step: int) -> Dict[str, float]:
-    """Gridworld CCVL: the bounds against exact values (online_eval.gridworld_bounds_report),
-    at the offline start on the offline dataset (Q* of its p = 0.3 world) and after
-    fine-tuning on the online transitions the learner trained on (Q* of the p = 0.15 world
-    they came from), with the learner's n(s) at that point. Writes bounds_report.md /
-    bounds_report.png / bounds_report.json (one section per phase) and logs the table;
-    returns the rows as flat metrics 'bounds/<key>@<delta>' ('bounds_start/...' at the
-    start)."""
-    from ccvl_tf.envs import gridworld  # pylint: disable=g-import-not-at-top
-    from ccvl_tf.experiments import gridworld_bounds  # pylint: disable=g-import-not-at-top
-    from ccvl_tf.tabular import dataset as tds  # pylint: disable=g-import-not-at-top
-    start = phase == "offline start"
-    if start:
-      data, world = tds.make_gridworld_dataset(seed=0), gridworld.GridWorld()
-    else:
-      data = self.transitions.as_transitions()
-      world = gridworld.GridWorld(slip_prob=gridworld.EVAL_SLIP_PROB)
-      if data is None:
-        self.log("[bounds] no online transitions recorded: no report after fine-tuning")
-        return {}
-    rows = online_eval.gridworld_bounds_report(self.cfg, self.agent, self.settings.alpha, data,
-                                               world, self.counts.counts.numpy())
-    title = (f"{phase} (learner step {step}; {len(data)} transitions, Q* at p = "
-             f"{world.slip_prob:g})")
-    path = os.path.join(self.cfg.root_dir, "bounds_report.json")
-    sections = {}
-    if os.path.exists(path):
-      with open(path) as f:
-        sections = json.load(f)
-    sections[phase] = {"title": title, "rows": rows}
-    with open(path, "w") as f:
-      json.dump(sections, f, indent=2)
-    table = "\n".join(gridworld_bounds.markdown_table(v["rows"], v["title"])
-                      for v in sections.values())
-    with open(os.path.join(self.cfg.root_dir, "bounds_report.md"), "w") as f:
-      f.write("# Bounds against exact values (gridworld)\n\n" + table)
-    gridworld_bounds.plot({k: v["rows"] for k, v in sections.items()},
-                          os.path.join(self.cfg.root_dir, "bounds_report.png"))
-    met = gridworld_bounds.coverage_met(rows)
-    self.log(f"[bounds] {gridworld_bounds.markdown_table(rows, title)}"
-             + "coverage >= 1 - delta at every grid delta: "
-             + ", ".join(f"{k} {'yes' if v else 'NO'}" for k, v in met.items()))
-    return gridworld_bounds.flat_metrics(rows, "bounds_start" if start else "bounds")
+    """Gridworld CCVL: the bounds against exact values at `phase` ('offline start' or 'after
+    fine-tuning'; online_bounds.report_phase), with the learner's n(s) at that point."""
+    return online_bounds.report_phase(self.cfg, self.agent, self.settings.alpha,
+                                      self.counts.counts.numpy(), self.transitions, phase,
+                                      step, self.log)
 
   def _run_eval_phase(self, step: int) -> Dict[str, float]:
     """The end-of-run evaluation, with the bounds' tightness (`_evaluate_once`)."""
@@ -612,49 +576,6 @@ def shown_in_log(key: str) -> bool:
   """Whether an evaluation result goes into the [eval] line: not the per-delta bounds metrics
   and exact per-delta scores (logged as tables; all of them are in evals.json)."""
   return not key.startswith(("bounds", "exact/"))
-
-
-class _TransitionLog:
-  """The online transitions a gridworld learner trained on (integer states; with the
-  repetitions of replay sampling), for the end-of-run bounds report; saved with every
-  checkpoint (`save`) and reloaded on resume, cut to the resumed step."""
-
-  KEYS = ("state", "action", "reward", "next_state", "terminal", "step")
-
-  def __init__(self, path: str, resume_step: Optional[int]):
-    self.path = path
-    self.rows = {k: [] for k in self.KEYS}
-    if resume_step is not None and os.path.exists(path):
-      with np.load(path) as saved:
-        keep = saved["step"] <= resume_step
-        self.rows = {k: list(saved[k][keep]) for k in self.KEYS}
-
-  def add(self, rows: Dict[str, np.ndarray], step: int) -> None:
-    """rows: the online part of the batch of learner step `step` (one-hot observations
-    [B, S], ...)."""
-    self.rows["state"].extend(np.argmax(rows["observation"], axis=-1).tolist())
-    self.rows["next_state"].extend(np.argmax(rows["next_observation"], axis=-1).tolist())
-    for k in ("action", "reward", "terminal"):
-      self.rows[k].extend(np.asarray(rows[k]).reshape(-1).tolist())
-    self.rows["step"].extend([int(step)] * len(rows["action"]))
-
-  def save(self, step: int) -> None:
-    del step
-    if self.rows["state"]:
-      tmp = self.path + ".tmp.npz"
-      np.savez(tmp, **{k: np.asarray(v) for k, v in self.rows.items()})
-      os.replace(tmp, self.path)
-
-  def as_transitions(self):
-    """tabular.dataset.Transitions of the log, or None when it is empty."""
-    from ccvl_tf.tabular import dataset as tds  # pylint: disable=g-import-not-at-top
-    if not self.rows["state"]:
-      return None
-    return tds.Transitions(np.asarray(self.rows["state"], np.int64),
-                           np.asarray(self.rows["action"], np.int64),
-                           np.asarray(self.rows["reward"], np.float32),
-                           np.asarray(self.rows["next_state"], np.int64),
-                           np.asarray(self.rows["terminal"], np.float32))
 
 
 def run(cfg: OnlineConfig, log: Callable[[str], None] = print, strategy=None) -> Dict:

@@ -4,12 +4,15 @@ Lower- and Upper-Bounds", Eq. upper update, Eq. upper policy).
   * Q_l: `agents.ccvl_agent.CCVLAgent` unchanged (Algorithm 1, Eq. cql update).
   * Q_u: `UpperCCVLAgent`, the same network, counts, guarded Adam step, target network and
     checkpoint and objective (`ccvl_agent.ccvl_objective`) as CCVLAgent (it subclasses it),
-    with only the pair loss replaced (`UpperPairLoss`: `ccvl_tf.losses.ccvl_upper_loss`):
-        L^u_j = alpha_u sqrt(log(1/delta_{j,1}) n(s)^-1) (Q_u(s,a_D,delta) - softmin_a Q_u(s,a,delta))
-                + TD(Q_u(s,a_D,delta) - r - gamma (1-terminal) max_a' Qbar_u(s',a',delta_{j,2}))
-        loss  = mean_{B,N} min_j L^u_j    (Eq. upper update: min over delta_1, delta_2)
-    The reading (sign, softmin, min over pairs) is argued in ccvl_tf/losses.py and
-    docs/online.md.
+    with only the pair loss replaced (`UpperPairLoss`). By default (upper_objective='bonus')
+    Eq. (upper update) as the paper prints it (`ccvl_tf.losses.ccvl_upper_bonus_loss`):
+        y_j   = r + gamma (1-terminal) max_a' Qbar_u(s',a',delta_{j,2})   (pair 0: delta_2 = delta)
+        loss  = mean_{B,N} TD(Q_u(s,a_D,delta) - min(min_j y_j + alpha_u sqrt(log(1/delta) n(s)^-1),
+                                                     value_max))
+    With upper_objective='regularized' the earlier CQL-like reading
+    (`ccvl_tf.losses.ccvl_upper_loss`: the softmin term, min over the M pairs); its fixed point
+    lies below Q* at frequent actions and diverges at rare ones (docs/online.md "Why the upper
+    bound diverged"; tests/test_bounds_fixed_points.py).
   * `CCVLBoundsAgent` composes the two (separate networks, no shared torso: measured cost in
     docs/online.md), trains both on every batch and exposes
       - `policy`: Fixed-CCVL greedy in Q_l (acting safely),
@@ -50,9 +53,15 @@ class ExplorationConfig:
   ccvl_tf.experiments.online_config.OnlineConfig.
 
   Attributes:
-    upper_alpha: alpha_u, weight of the upper regularizer (None: the lower alpha).
-    upper_regularizer: 'softmin' (default, bounded) or 'neg_logsumexp' (literal sign flip;
-      diverges, see losses.UPPER_REGULARIZERS).
+    upper_alpha: alpha_u, weight of the upper bound's bonus / regularizer (None: the lower
+      alpha).
+    upper_objective: 'bonus' (default): Eq. upper update as the paper prints it, Q_u regressed
+      on min_{delta_2} B^ Q_u + alpha_u sqrt(log(1/delta) n(s)^-1) (losses.ccvl_upper_bonus_loss);
+      'regularized': the CQL-like term `upper_regularizer` instead of the bonus (its exact
+      fixed point raises rarely taken actions by ~w / pi_beta and unseen ones to +inf, and the
+      max backup compounds it: docs/online.md "Why the upper bound diverged").
+    upper_regularizer: with upper_objective='regularized': 'softmin' or 'neg_logsumexp'
+      (literal sign flip; diverges, see losses.UPPER_REGULARIZERS).
     beta: beta of Eq. upper policy's safe set A_l = {a : Q_l >= beta max_a' Q_l} (> 0).
       The paper gives no value; 0.5 is a placeholder (with rewards >= 0, beta -> 0 lets Q_u
       choose among all actions, beta = 1 keeps only argmax Q_l).
@@ -68,6 +77,7 @@ class ExplorationConfig:
       held-out data; online fine-tuning passes the offline run's value).
   """
   upper_alpha: Optional[float] = None
+  upper_objective: str = "bonus"
   upper_regularizer: str = "softmin"
   beta: float = 0.5
   explore_delta: Optional[float] = None
@@ -81,7 +91,11 @@ class BoundsConfig(ExplorationConfig):
   """Settings of the upper bound and of the exploration policy: ExplorationConfig's and
 
   Attributes:
-    pair_reduction: 'min' (Eq. upper update's min over delta_1, delta_2) or 'max'.
+    pair_reduction: upper_objective='regularized' only: 'min' (Eq. upper update's min over
+      delta_1, delta_2) or 'max'.
+    value_max: None or a known upper limit of every return (r_max / (1 - gamma), or tighter
+      when the MDP says so): the upper bound's bonus-form target is capped there
+      (min(Q_u, V_max) is still an upper bound of Q*).
     belief_resample: 'episode' (default) or 'step': when delta is drawn from the belief.
     reward_clip: None or c > 0: rewards clipped to [-c, c] when scoring Bellman errors (the
       reward scale Q was trained on; 1.0 for Atari).
@@ -89,10 +103,16 @@ class BoundsConfig(ExplorationConfig):
   pair_reduction: str = "min"
   belief_resample: str = "episode"
   reward_clip: Optional[float] = None
+  value_max: Optional[float] = None
 
   def validate(self):
     if self.upper_alpha is not None:
       losses.validate_alpha(self.upper_alpha)
+    if self.upper_objective not in losses.UPPER_OBJECTIVES:
+      raise ValueError(f"upper_objective must be one of {losses.UPPER_OBJECTIVES}, got "
+                       f"{self.upper_objective!r}")
+    if self.value_max is not None and not np.isfinite(self.value_max):
+      raise ValueError(f"value_max must be None or finite, got {self.value_max!r}")
     if self.upper_regularizer not in losses.UPPER_REGULARIZERS:
       raise ValueError(f"upper_regularizer must be one of {losses.UPPER_REGULARIZERS}, got "
                        f"{self.upper_regularizer!r}")
@@ -118,15 +138,20 @@ class BoundsConfig(ExplorationConfig):
 
 
 class UpperPairLoss(ccvl_agent.PairLoss):
-  """The pair loss of the upper bound, Eq. (upper update) in its regularized form
-  (losses.ccvl_upper_loss):
+  """The pair loss of the upper bound, Eq. (upper update), per bounds.upper_objective:
 
+  'bonus' (default; losses.ccvl_upper_bonus_loss): Q_u(s, a_D, delta) regressed on
+    min(min_j y_j + alpha_u sqrt(log(1/delta) n(s)^-1), bounds.value_max), the targets y_j at
+    delta_{j,2} with pair 0 at delta_2 = delta (the min over delta_1, delta_2 <= delta: the
+    bonus is smallest at delta_1 = delta).
+  'regularized' (losses.ccvl_upper_loss):
     L^u_j = alpha_u sqrt(log(1/delta_{j,1}) n(s)^-1) R_u + TD(Q_u(s,a_D,delta) - y_j),
     loss  = mean_{B,N} min_j L^u_j   (bounds.pair_reduction; R_u per bounds.upper_regularizer)
+    with the targets y_j at the sampled delta_{j,2} ~ U(0, delta) as drawn.
 
-  with the targets y_j at the sampled delta_{j,2} ~ U(0, delta) as drawn (config.objective's
-  delta_2 rewrite is the lower bound's, not applied here). Everything else of the objective is
-  `agents.ccvl_agent.ccvl_objective`'s; the gap is reported as 'upper_gap'.
+  config.objective (the lower bound's reading) does not apply here. Everything else of the
+  objective is `agents.ccvl_agent.ccvl_objective`'s; the gap (the softmin gap R_u, only
+  reported for 'bonus') is reported as 'upper_gap'.
   """
 
   gap_metric = "upper_gap"
@@ -137,12 +162,15 @@ class UpperPairLoss(ccvl_agent.PairLoss):
     self.alpha = config.alpha if bounds.upper_alpha is None else bounds.upper_alpha  # alpha_u
 
   def target_confidences(self, delta: tf.Tensor, delta_2: tf.Tensor) -> tf.Tensor:
-    del delta
+    if self.bounds.upper_objective == "bonus":  # the min over delta_2 <= delta includes delta
+      return losses.objective_delta_2(delta, delta_2, "bound")  # [B, N, M]
     return delta_2  # [B, N, M]
 
   def __call__(self, q, actions, targets, delta, delta_1, inverse_count) -> Dict[str, tf.Tensor]:
-    del delta
     c, b = self.config, self.bounds
+    if b.upper_objective == "bonus":
+      return losses.ccvl_upper_bonus_loss(q, actions, targets, delta, inverse_count, self.alpha,
+                                          c.td_loss, c.huber_kappa, b.value_max)
     return losses.ccvl_upper_loss(q, actions, targets, delta_1, inverse_count, self.alpha,
                                   c.td_loss, c.huber_kappa, b.upper_regularizer,
                                   b.pair_reduction)

@@ -63,7 +63,8 @@ def main(argv):
     summary = online.run(cfg, log=lambda s: print(s, flush=True), strategy=strategy)
   except (ValueError, ConnectionError, RuntimeError, FloatingPointError) as e:
     sys.exit(f"finetune_online.py: error: {e}")
-  print(f"Done: learner step {summary['step']}; evaluation {summary['last_eval']}"
+  shown = {k: v for k, v in summary["last_eval"].items() if online.shown_in_log(k)}
+  print(f"Done: learner step {summary['step']}; evaluation {shown}"
         + (f"; policies in {summary['policy_dirs']['policy']}" if cfg.export_policies else "")
         + ".", flush=True)
 

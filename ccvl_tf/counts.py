@@ -209,3 +209,38 @@ class ExactInverseCounts(tf.Module):
   def inverse_count_one_hot(self, observation: tf.Tensor) -> tf.Tensor:
     """The same from one-hot observations [B, S] (state = argmax) -> [B]."""
     return self.inverse_count(tf.argmax(observation, axis=-1, output_type=tf.int32))
+
+
+class GrowingExactCounts(tf.Module):
+  """Tabular n(s) that grows with online data: n(s) = n_D(s) + (online samples of s) / SPI.
+
+  For online fine-tuning on a tabular task (the gridworld): the count starts at the offline
+  dataset's n_D(s) and the learner adds the online part of every batch it trains on, divided
+  by the replay's samples per insert (each inserted transition is sampled SPI times on average:
+  the rate limiter holds that ratio), so n(s) estimates the transitions of s the learner has
+  (offline + inserted online ones). n(s)^-1 = 1 / max(n(s), 1) (the paper's n wedge 1).
+  The table is a tf.Variable, saved with the learner's checkpoint.
+  """
+
+  def __init__(self, states, num_states: int, name: str = "growing_exact_counts"):
+    """
+    Args:
+      states: int array of the offline dataset's states s (one per transition).
+      num_states: S.
+    """
+    super().__init__(name=name)
+    base = ExactInverseCounts(states, num_states).counts                # validates, [S] int
+    self.counts = tf.Variable(np.asarray(base, np.float32), trainable=False, name="counts")
+
+  def inverse_count(self, states: tf.Tensor) -> tf.Tensor:
+    """1 / max(n(s), 1) for int states [B] -> [B]."""
+    return 1.0 / tf.maximum(tf.gather(self.counts, tf.cast(states, tf.int32)), 1.0)
+
+  def inverse_count_one_hot(self, observation: tf.Tensor) -> tf.Tensor:
+    """The same from one-hot observations [B, S] (state = argmax) -> [B]."""
+    return self.inverse_count(tf.argmax(observation, axis=-1, output_type=tf.int32))
+
+  def add_one_hot(self, observation, weight: float = 1.0) -> None:
+    """n(s) += weight for each one-hot observation [B, S] (e.g. weight 1 / SPI)."""
+    obs = tf.convert_to_tensor(observation, tf.float32)                  # [B, S]
+    self.counts.assign_add(weight * tf.reduce_sum(obs, axis=0))          # [B, S] -> [S]

@@ -411,6 +411,9 @@ def convex_combination(q_heads: tf.Tensor, weights: tf.Tensor) -> tf.Tensor:
 #    Kept as an option for comparison only.
 UPPER_REGULARIZERS = ("softmin", "neg_logsumexp")
 PAIR_REDUCTIONS = ("min", "max")
+# The objective of Q_u: 'bonus' (Eq. upper update as printed, the bonus *added*; the default,
+# see ccvl_upper_bonus_loss) or 'regularized' (the CQL-like term of UPPER_REGULARIZERS above).
+UPPER_OBJECTIVES = ("bonus", "regularized")
 
 
 def upper_gap(q_values: tf.Tensor, actions: tf.Tensor, kind: str = "softmin"
@@ -475,6 +478,51 @@ def ccvl_upper_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor,
   return {"loss": tf.reduce_mean(sel), "pair_losses": pair, "max_losses": sel,
           "argmax_j": arg_j, "regularizer": reg, "td": td, "gap": gap, "q_sa": q_sa}
 
+
+def ccvl_upper_bonus_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor,
+                          delta: tf.Tensor, inverse_count: tf.Tensor, alpha: float,
+                          td_loss_type: str = "squared", huber_kappa: float = 1.0,
+                          value_max: Optional[float] = None) -> Dict[str, tf.Tensor]:
+  """Eq. (upper update) in its bonus form (the paper's own upper-bound update):
+
+    Q_u(s, a_D, delta) <- min_{delta_1, delta_2 <= delta} B^ Q_u(s, a_D, delta_2)
+                          + alpha sqrt(log(1/delta_1) n(s)^-1)
+    loss = mean_{B,N} TD(Q_u(s,a_D,delta) - y),   y = min(min_j y_j + w(delta), value_max)
+
+  The min over delta_1 <= delta of the bonus is at delta_1 = delta (sqrt(log(1/delta_1)) falls
+  as delta_1 grows); the min over delta_2 is taken over the candidate targets y_j (pair 0 at
+  delta_2 = delta: losses.objective_delta_2(..., 'bound')). The bonus is *added* (an upper bound
+  adds the uncertainty; the printed equation's sign inside the square is the same typo as the
+  lower bound's, see ccvl_tf/tabular/learners.py). No regularizer: nothing pushes actions the
+  data never takes (the regularized forms' fixed point sends them to +inf, docs/online.md).
+  `value_max`: a known upper limit of every return (e.g. r_max / (1 - gamma)); min(Q_u, V_max)
+  is still an upper bound of Q*, and the cap keeps the optimistic max backup bounded.
+
+  Args:
+    q_values: Q_u(s, ., delta) [B, N, A].
+    actions: a_D [B].
+    target: candidate targets y_j = r + gamma (1 - terminal) max_a' Qbar_u(s', a', delta_{j,2})
+      [B, N, M] (no gradient).
+    delta: [B, N]; inverse_count: n(s)^-1 [B]; alpha >= 0.
+    value_max: None or the cap of y.
+
+  Returns:
+    dict like ccvl_bound_loss: 'loss'; 'target' y [B, N]; 'argmax_j' (the argmin j) [B, N];
+    'regularizer' (0), 'td', 'gap' (Q_u(s, a_D) - softmin_a Q_u(s, a), reported only), 'q_sa',
+    'weight' [B, N].
+  """
+  validate_alpha(alpha)
+  gap, q_sa = upper_gap(q_values, actions, "softmin")            # [B, N], [B, N]
+  weight = confidence_weight(delta, inverse_count, alpha)        # [B, N]
+  y = tf.reduce_min(target, axis=-1) + weight                    # [B, N, M] -> [B, N]
+  if value_max is not None:
+    y = tf.minimum(y, float(value_max))
+  y = tf.stop_gradient(y)
+  td = td_loss(q_sa - y, td_loss_type, huber_kappa)              # [B, N]
+  return {"loss": tf.reduce_mean(td), "target": y,
+          "argmax_j": tf.argmin(target, axis=-1, output_type=tf.int32),
+          "regularizer": tf.zeros_like(td), "td": td, "gap": gap, "q_sa": q_sa,
+          "weight": weight}
 
 # ---- behaviour cloning (issue 22): the anchor every offline table reports ---------------------
 def bc_loss(logits: tf.Tensor, actions: tf.Tensor, logit_penalty: float = 0.0

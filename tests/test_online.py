@@ -166,7 +166,10 @@ def _restored_learner(root, offline_dir):
                              agent=cfg.agent)
   offline_step = tf.Variable(-1, dtype=tf.int64, trainable=False)
   path = tf.train.latest_checkpoint(os.path.join(root, "checkpoints"))
-  agent.make_checkpoint(offline_step=offline_step).restore(path).assert_consumed()
+  counts = online.online_config.gridworld_counts()     # n(s), grown online: saved too
+  agent.make_checkpoint(offline_step=offline_step, online_counts=counts).restore(
+      path).assert_consumed()
+  assert counts.counts.numpy().sum() > 2500           # the offline data's 2500 + online ones
   assert int(agent.train_step_counter.numpy()) == int(path.rsplit("-", 1)[1])
   assert int(offline_step.numpy()) == 100
   return cfg, (tss, act), agent
@@ -233,6 +236,17 @@ def test_end_to_end_gridworld_two_actors_one_killed(offline_dir, tmp_path):
     assert summary["replay_items"] >= 32
     actor1 = _read(os.path.join(root, "actors", "actor_1.log"))
     assert "collecting into" in actor1
+    # The offline start is evaluated, and the bounds are checked against exact values at the
+    # start and at the end (issue 27): report files, per-delta metrics, before/after lines.
+    assert summary["start_eval"]["online_env_steps"] == 0
+    assert "bounds_start/lower_holds@0.0625" in summary["start_eval"]
+    assert "bounds/upper_holds@0.9375" in summary["last_eval"]
+    assert "lower_exact_normalized_score" in summary["last_eval"]
+    report = _read(os.path.join(root, "bounds_report.md"))
+    assert "### offline start" in report and "### after fine-tuning" in report
+    assert os.path.exists(os.path.join(root, "bounds_report.png"))
+    assert "[score] adaptive_normalized_score: offline start" in text
+    assert "coverage >= 1 - delta at every grid delta" in text
     # The three exports, run in a fresh TensorFlow-only process, act (and carry state) exactly
     # as the learner's policies rebuilt here from its final checkpoint.
     assert {os.path.dirname(d) for d in summary["policy_dirs"].values()} == {root}
@@ -270,7 +284,9 @@ def test_cql_baseline_fine_tunes_through_the_same_pipeline(tmp_path):
   result = json.loads(_read(os.path.join(root, "summary.json")))
   assert result["offline_step"] == 50 and result["step"] == 150
   scored = {k for k in result["last_eval"] if k.endswith("_score")}
-  assert scored == {"lower_mean_score", "lower_normalized_score"}  # CQL: its greedy policy
+  assert scored == {"lower_mean_score", "lower_normalized_score",   # CQL: its greedy policy,
+                    "lower_exact_normalized_score"}                 # also scored exactly
+  assert not any(k.startswith("bounds") for k in result["last_eval"])
   assert "tight/lower_holds@0.5" in result["last_eval"]  # Q against Monte-Carlo returns
   assert not any(k.startswith("tight/upper") for k in result["last_eval"])
   assert os.path.exists(os.path.join(root, "policy", "saved_model.pb"))

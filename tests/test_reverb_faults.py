@@ -168,7 +168,9 @@ def test_server_killed_stops_learner_and_actor_with_the_address(offline_dir, tmp
         "upper/online/0/.ATTRIBUTES/VARIABLE_VALUE")                  # Q_u's first kernel
     upper_kernel = fresh.upper._online_vars[0]  # pylint: disable=protected-access
     assert not np.allclose(upper_kernel.numpy(), saved_kernel)        # a fresh initialization
-    fresh.make_checkpoint(offline_step=offline_step).restore(path).assert_consumed()
+    fresh.make_checkpoint(offline_step=offline_step,   # + the gridworld's grown n(s)
+                          online_counts=online.online_config.gridworld_counts()).restore(
+                              path).assert_consumed()
     assert int(fresh.train_step_counter.numpy()) == step
     assert int(fresh.upper.train_step_counter.numpy()) == step
     assert int(offline_step.numpy()) == 100

@@ -20,15 +20,19 @@ Processes (docs/online.md has the picture and the multi-machine layout):
                   from the 'replay' table (optionally mixed with offline batches), pushes the
                   weights, checkpoints itself (ccvl_tf.training.restore_or_initialize layout)
                   and the Reverb server (its checkpointer), evaluates (before the first online
-                  step and every `eval_interval` learner steps when set, and at the end with
-                  the bounds' tightness against Monte-Carlo returns: online_eval.py), records
-                  its throughput, and exports SavedModels.
+                  step -- the offline start --, every `eval_interval` learner steps when set,
+                  and at the end with the bounds' tightness against Monte-Carlo returns:
+                  online_eval.py; on the gridworld, CCVL's bounds also against exact values
+                  at the start and the end: gridworld_bounds.py), records its throughput, and
+                  exports SavedModels. On the gridworld the CCVL bounds' n(s) are exact counts
+                  that grow with the online rows of each trained batch (weight 1 / SPI).
 
 Budget: `num_env_steps` env steps, i.e. num_env_steps * samples_per_insert / batch_size_online
 learner steps (the rate limiter keeps the ratio), counted from the offline step.
 
 Root dir layout: checkpoints/ (learner), reverb_checkpoints/ (in-process server), summaries/,
-eval.csv and evals.json (one row per evaluated step), actors/actor_<i>.log and
+eval.csv and evals.json (one row per evaluated step), bounds_report.md / .png / .json and
+online_transitions.npz (gridworld CCVL), actors/actor_<i>.log and
 actor_<i>_stats.json (env steps, seconds inserting), status.json (pids, address; rewritten at
 start), summary.json (with 'throughput'),
 policy/ (CCVL confidence-adaptive with Eq. upper policy), policy_fixed/ (Q_l greedy at
@@ -56,6 +60,7 @@ from ccvl_tf import policies
 from ccvl_tf import replay
 from ccvl_tf import training
 from ccvl_tf.experiments import online_actor
+from ccvl_tf.experiments import online_bounds
 from ccvl_tf.experiments import online_config
 from ccvl_tf.experiments import online_eval
 
@@ -116,6 +121,9 @@ def train_offline_gridworld(root_dir: str, num_steps: int = 1500, seed: int = 0,
   summary = dict(game=GRIDWORLD, agent="cql" if agent_name == "cql" else "ccvl_bounds",
                  step=result["step"], alpha=alpha,
                  dataset="tabular.dataset.make_gridworld_dataset(seed=0)", seed=seed)
+  if agent_name != "cql":
+    summary.update(counts="exact", objective=online_config.GRIDWORLD_LOWER_OBJECTIVE,
+                   upper_objective=OnlineConfig().upper_objective)
   with open(os.path.join(root_dir, "summary.json"), "w") as f:
     json.dump(summary, f, indent=2)
   return summary
@@ -184,6 +192,12 @@ class _Runner:
       if game.lower() != cfg.game.lower():
         raise ValueError(f"--offline_dir {cfg.offline_dir} was trained on {game!r}, not "
                          f"--game={cfg.game!r}")
+      if (game.lower() == GRIDWORLD and cfg.offline_agent == "ccvl"
+          and self.offline_summary.get("counts") != "exact"):
+        raise ValueError(
+            f"--offline_dir {cfg.offline_dir} holds gridworld bounds trained before issue 27 "
+            "(linear counts, regularized objectives), which this version does not fine-tune; "
+            "use a fresh --offline_dir with --prepare_gridworld_offline")
     if cfg.belief_temperature is None and self.offline_summary.get("belief_temperature"):
       # The exploration belief updates at the offline run's temperature (set from its data);
       # resolved before online_config.json is written, so actors use the same one.
@@ -206,9 +220,12 @@ class _Runner:
       if cfg.alpha is not None:  # --alpha: the online learner's own
         alpha = cfg.alpha
       dataset_size = float(self.offline_summary.get("num_transitions", 2500.0))
+      # The gridworld's CCVL bounds use exact n(s), grown with the online data (step loop).
+      self.counts = (online_config.gridworld_counts()
+                     if cfg.game.lower() == GRIDWORLD and cfg.offline_agent == "ccvl" else None)
       self.settings = agent_settings(cfg.game, cfg.bounds(), alpha, cfg.seed,
                                      dataset_size=dataset_size, agent=cfg.agent,
-                                     policy_delta=cfg.policy_delta,
+                                     counts=self.counts, policy_delta=cfg.policy_delta,
                                      num_grid_deltas=cfg.num_grid_deltas)
       self.agent = agent_spec(cfg.agent).build(self.tss, self.act, self.settings)
       self.control = online_config.control_variables()
@@ -219,7 +236,8 @@ class _Runner:
     """Resumes from root_dir/checkpoints, else restores the offline checkpoint; sets the
     online learning rate and the step range [start_step, final_step)."""
     cfg, agent, log = self.cfg, self.agent, self.log
-    ckpt = agent.make_checkpoint(offline_step=self.offline_step)
+    extra = {} if self.counts is None else {"online_counts": self.counts}
+    ckpt = agent.make_checkpoint(offline_step=self.offline_step, **extra)
     self.manager = tf.train.CheckpointManager(ckpt, os.path.join(cfg.root_dir, "checkpoints"),
                                               max_to_keep=3)
     latest = self.manager.latest_checkpoint
@@ -236,6 +254,8 @@ class _Runner:
       agent.set_learning_rate(cfg.learning_rate)
     self.start_step = int(agent.train_step_counter.numpy())
     self.offline_step_value = int(self.offline_step.numpy())
+    self.transitions = online_bounds.TransitionLog(
+        os.path.join(cfg.root_dir, "online_transitions.npz"), self.start_step if latest else None)
     self.final_step = self.offline_step_value + cfg.num_learner_steps
     self.control["train_step"].assign(self.start_step)
 
@@ -268,7 +288,12 @@ class _Runner:
 
     The server is asked first (ServerInfo with --server_timeout_s): Reverb's checkpoint call
     has no deadline and blocked forever on a killed server (seen in
-    tests/test_reverb_faults.py), so a dead server is named here instead."""
+    tests/test_reverb_faults.py), so a dead server is named here instead. A server killed
+    after the check but before the checkpoint call still blocks it; the gridworld's transition
+    log is written *before* the learner checkpoint so that the check follows the checkpoint
+    immediately, as before (written between them, the server-kill test hung in 2 of 4 runs on
+    a loaded machine; written first, 0 of 4)."""
+    self.transitions.save()
     self.manager.save(checkpoint_number=step)
     if self.server is not None or self.cfg.reverb_address:
       self._check_server(step)
@@ -343,8 +368,8 @@ class _Runner:
     self.log(f"Fine-tuning from learner step {self.start_step} to {final_step} "
              f"({cfg.num_env_steps} env steps x SPI {cfg.samples_per_insert} / batch "
              f"{cfg.online_batch_size}).")
-    if cfg.eval_interval and step == self.offline_step_value:
-      self._evaluate_once(step)  # the offline policy's score: "before" fine-tuning
+    if step == self.offline_step_value:
+      self._evaluate_once(step)  # the offline start: scores "before" fine-tuning
     last_t, last_step = time.time(), step
     try:
       while step < final_step:
@@ -353,6 +378,7 @@ class _Runner:
           continue
         metrics = self.learner_step(batch)
         step = int(self.agent.train_step_counter.numpy())
+        self._record_online_part(batch, step)
         if self.first_step_time is None:  # the end of the warm-up (min size, tracing)
           self.first_step_time, self.first_step = time.time(), step
           self.eval_seconds_at_first_step = self.eval_seconds
@@ -379,6 +405,16 @@ class _Runner:
       raise
     return step
 
+  def _record_online_part(self, batch, step: int) -> None:
+    """Gridworld CCVL: the online rows of a trained batch into n(s) (weight 1 / SPI: each
+    inserted transition is sampled SPI times on average) and into the transition log the
+    end-of-run bounds report checks against."""
+    if self.counts is None:
+      return
+    online_rows = {k: np.asarray(v)[:self.cfg.online_batch_size] for k, v in batch.items()}
+    self.counts.add_one_hot(online_rows["observation"], 1.0 / self.cfg.samples_per_insert)
+    self.transitions.add(online_rows, step)
+
   def _finish_actors(self, step: int) -> None:
     """Tells the actors the run is over (`finished` in the variables) and stops them."""
     self.control["finished"].assign(1)
@@ -395,32 +431,54 @@ class _Runner:
 
   def _evaluate_once(self, step: int, tightness: bool = False) -> Dict[str, float]:
     """Evaluates the policies at `step` (online_eval.evaluate; with `tightness`, also the
-    bounds against Monte-Carlo returns), exactly once per step: a rerun reports the recorded
-    results (evals.json; eval.csv has one row per evaluated step). None when eval_episodes
-    is 0."""
+    bounds against Monte-Carlo returns; on the gridworld, at the offline start and with
+    `tightness` also against exact values: `_bounds_report`), exactly once per step: a rerun
+    reports the recorded results (evals.json; eval.csv has one row per evaluated step). None
+    when eval_episodes is 0."""
     self.last_eval_seconds = 0.0
     if not self.cfg.eval_episodes:
       return {}
     recorded = training.recorded_evaluation(self.cfg.root_dir, step)
     if recorded is not None:
       self.log(f"[eval] step {step} already evaluated (evals.json): " + ", ".join(
-          f"{k}={v:.4g}" for k, v in sorted(recorded.items())))
+          f"{k}={v:.4g}" for k, v in sorted(recorded.items()) if shown_in_log(k)))
       return recorded
     t0 = time.time()
     results = online_eval.evaluate(self.cfg, self.agent, step)
+    if step == self.offline_step_value and self.counts is not None:
+      results.update(self._bounds_report(online_bounds.START, step))
     if tightness:
       results.update(online_eval.bound_tightness(self.cfg, self.agent, self.cfg.eval_episodes))
+      if self.counts is not None and step > self.offline_step_value:
+        results.update(self._bounds_report(online_bounds.AFTER, step))
     results["online_env_steps"] = self.online_env_steps(step)
     self.last_eval_seconds = time.time() - t0
     self.eval_seconds += self.last_eval_seconds
     self.log(f"[eval] step {step} ({self.last_eval_seconds:.0f}s): " + ", ".join(
-        f"{k}={v:.4g}" for k, v in sorted(results.items())))
+        f"{k}={v:.4g}" for k, v in sorted(results.items()) if shown_in_log(k)))
     training.record_evaluation(self.cfg.root_dir, step, results)
     return results
+
+  def _bounds_report(self, phase: str, step: int) -> Dict[str, float]:
+    """Gridworld CCVL: the bounds against exact values at `phase` ('offline start' or 'after
+    fine-tuning'; online_bounds.report_phase), with the learner's n(s) at that point."""
+    return online_bounds.report_phase(self.cfg, self.agent, self.settings.alpha,
+                                      self.counts.counts.numpy(), self.transitions, phase,
+                                      step, self.log)
 
   def _run_eval_phase(self, step: int) -> Dict[str, float]:
     """The end-of-run evaluation, with the bounds' tightness (`_evaluate_once`)."""
     return self._evaluate_once(step, tightness=True)
+
+  def _log_before_after(self, last_eval: Dict[str, float]) -> None:
+    """One line per scored policy: its score at the offline start and after fine-tuning."""
+    start = training.recorded_evaluation(self.cfg.root_dir, self.offline_step_value) or {}
+    keys = [k for k in sorted(last_eval) if k in start and (
+        k.endswith("_normalized_score") or (k.endswith("_mean_score") and not any(
+            n.endswith("_normalized_score") for n in last_eval)))]
+    for k in keys:
+      self.log(f"[score] {k}: offline start {start[k]:.4g} -> after fine-tuning "
+               f"{last_eval[k]:.4g} ({last_eval[k] - start[k]:+.4g})")
 
   def _throughput(self, step: int, train_seconds: float, end_time: float) -> Dict[str, float]:
     """Learner steps/s over this call's training (evaluations excluded) and after its
@@ -466,7 +524,9 @@ class _Runner:
       self.log(f"Exported SavedModels: {', '.join(dirs.values())}.")
     result = dict(game=cfg.game, step=step, start_step=self.start_step,
                   offline_step=int(self.offline_step.numpy()), final_step=self.final_step,
-                  address=self.address, last_eval=last_eval, throughput=throughput,
+                  address=self.address, last_eval=last_eval,
+                  start_eval=training.recorded_evaluation(cfg.root_dir, self.offline_step_value),
+                  throughput=throughput,
                   checkpoint=self.manager.latest_checkpoint,
                   replay_items=int(self.client.server_info()[replay.REPLAY_TABLE].current_size),
                   config=dataclasses.asdict(cfg), policy_dirs=dirs)
@@ -509,11 +569,18 @@ class _Runner:
                f"{throughput['actors/actor_env_steps_per_s']:.1f} env steps/s, "
                f"{100 * throughput['actors/insert_share']:.0f}% of their time inserting).")
       last_eval = self._run_eval_phase(step)
+      self._log_before_after(last_eval)
       return self._export_and_summarize(step, last_eval, throughput)
     finally:
       self.actors.stop(grace_s=5.0)
       if self.server is not None:
         self.server.stop()
+
+
+def shown_in_log(key: str) -> bool:
+  """Whether an evaluation result goes into the [eval] line: not the per-delta bounds metrics
+  and exact per-delta scores (logged as tables; all of them are in evals.json)."""
+  return not key.startswith(("bounds", "exact/"))
 
 
 def run(cfg: OnlineConfig, log: Callable[[str], None] = print, strategy=None) -> Dict:

@@ -18,6 +18,12 @@ from ccvl_tf.config_flags import FlagSpec
 from ccvl_tf.config_flags import setting
 
 GRIDWORLD = "gridworld"
+GRIDWORLD_VALUE_MAX = 1.0  # every gridworld return is 0 or gamma^t (gridworld_bounds.py)
+# The gridworld's bounds (issue 27): both trained in the bonus form, Eq. (update) for Q_l and
+# Eq. (upper update) for Q_u, with the exact state counts n(s) (GrowingExactCounts: the offline
+# dataset's, plus the online data's during fine-tuning) -- the form Theorem 1 proves pointwise
+# bounds for. Algorithm 1's regularized form overshoots Q* here (docs/online.md).
+GRIDWORLD_LOWER_OBJECTIVE = "bonus"
 # --agent of the fine-tune -> the registered learner it builds (experiments/agent_registry.py).
 REGISTERED = {"ccvl": "ccvl_bounds", "ccvl_lower": "ccvl_lower", "cql": "cql"}
 AGENTS = tuple(REGISTERED)
@@ -30,8 +36,8 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
   """Settings of one fine-tuning run; its flag fields (`setting`, FLAG_SPECS) are the flags
   of binaries/finetune_online.py (ccvl_tf/config_flags.py).
 
-  The upper bound's and the exploration policy's settings (upper_alpha, upper_regularizer,
-  beta, explore_delta, explore_epsilon, num_grid_deltas, belief_temperature) are inherited
+  The upper bound's and the exploration policy's settings (upper_alpha, upper_objective,
+  upper_regularizer, beta, explore_delta, explore_epsilon, num_grid_deltas, belief_temperature) are inherited
   from agents.ccvl_bounds_agent.ExplorationConfig (`bounds()` makes the BoundsConfig), with
   belief_temperature None here: the offline run's (summary.json), else 1.
   Defaults are for Atari at the paper's rate (SPI 8 = batch 32, one update per 4 env steps);
@@ -70,10 +76,11 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
   checkpoint_interval: int = setting(
       1_000, "Learner (and Reverb) checkpoint every N learner steps.", lower_bound=1)
   log_interval: int = setting(100, "Progress line every N steps.", lower_bound=1)
-  eval_episodes: int = setting(5, "Evaluation episodes at the end (0: none).", lower_bound=0)
+  eval_episodes: int = setting(5, "Evaluation episodes at the offline start and at the end "
+                                "(0: none).", lower_bound=0)
   eval_interval: int = setting(
-      0, "Also evaluate before the first online step and every N learner steps (0: only at "
-      "the end); eval.csv then holds score vs online steps.", lower_bound=0)
+      0, "Also evaluate every N learner steps (0: only at the offline start and the end); "
+      "eval.csv then holds score vs online steps.", lower_bound=0)
   export_policies: bool = setting(True, "Write the SavedModels at the end.")
   eval_max_steps: int = setting(2_000, "Step cap of an evaluation episode.", lower_bound=1)
   eval_epsilon: float = 0.001
@@ -104,6 +111,10 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
           "from its summary.json; 1 if it has none).", lower_bound=1e-12, upper_bound=1e12),
       "explore_epsilon": FlagSpec("Actors' epsilon."),
       "upper_alpha": FlagSpec("alpha of the upper bound (default: alpha)."),
+      "upper_objective": FlagSpec(
+          "Objective of Q_u: 'bonus' (Eq. upper update: target + alpha_u sqrt(log(1/delta) "
+          "n(s)^-1)) or 'regularized' (the softmin term; its fixed point overshoots, "
+          "docs/online.md).", enum_values=("bonus", "regularized")),
   }
 
   def validate(self):
@@ -167,13 +178,16 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
 
   def bounds(self) -> ccvl_bounds_agent.BoundsConfig:
     """The BoundsConfig of the fine-tune: the inherited settings, belief temperature 1 when
-    unset, rewards clipped to [-1, 1] except on the gridworld."""
+    unset, rewards clipped to [-1, 1] except on the gridworld, and on the gridworld the upper
+    bound capped at its largest return (1: one +1 reward, then the episode ends)."""
     shared = {f.name: getattr(self, f.name)
               for f in dataclasses.fields(ccvl_bounds_agent.ExplorationConfig)}
     shared["belief_temperature"] = (1.0 if self.belief_temperature is None
                                     else self.belief_temperature)
+    gridworld = self.game.lower() == GRIDWORLD
     return ccvl_bounds_agent.BoundsConfig(
-        reward_clip=None if self.game.lower() == GRIDWORLD else 1.0, **shared)
+        reward_clip=None if gridworld else 1.0,
+        value_max=GRIDWORLD_VALUE_MAX if gridworld else None, **shared)
 
 
 def make_env(game: str, seed: int, max_episode_steps: Optional[int] = None):
@@ -183,11 +197,23 @@ def make_env(game: str, seed: int, max_episode_steps: Optional[int] = None):
   return factory.make_env(game, seed, max_episode_steps).env
 
 
+def gridworld_counts():
+  """n(s) of the gridworld's bounds: the offline dataset's exact state counts
+  (tabular.dataset.make_gridworld_dataset(seed=0)), growing with the online data
+  (counts.GrowingExactCounts)."""
+  from ccvl_tf import counts as counts_lib  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.envs import gridworld  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.tabular import dataset as tds  # pylint: disable=g-import-not-at-top
+  return counts_lib.GrowingExactCounts(tds.make_gridworld_dataset(seed=0).state,
+                                       gridworld.GridWorld().num_states)
+
+
 def agent_settings(game: str, bounds, alpha: Optional[float] = None, seed: int = 0,
-                   dataset_size: float = 2500.0, agent: str = "ccvl",
+                   dataset_size: float = 2500.0, agent: str = "ccvl", counts=None,
                    **more) -> agent_registry.AgentSettings:
   """The registry settings of the fine-tune's learner: the gridworld's small MLP (one-hot
-  states; N = 4, M = 2, squared TD, no DR3, lr 3e-3, target period 10), MinAtar's network and
+  states; N = 4, M = 2, squared TD, no DR3, lr 3e-3, target period 10; CCVL's Q_l in the bonus
+  form with the exact n(s) of `counts`, default `gridworld_counts()`), MinAtar's network and
   training settings (those of the MinAtar comparison, experiments/compare_suites.py, whose
   checkpoints it fine-tunes), or the Atari defaults (Nature torso), with `bounds`
   (BoundsConfig). CQL explores with its collect policy, so its collect epsilon is
@@ -205,6 +231,10 @@ def agent_settings(game: str, bounds, alpha: Optional[float] = None, seed: int =
     return agent_registry.AgentSettings(network_config=networks.minatar_network_config(),
                                         alpha=alpha, reward_clip=1.0, **extra)
   if game.lower() == GRIDWORLD:
+    if agent != "cql":
+      counts = gridworld_counts() if counts is None else counts
+      extra = dict(extra, inverse_count_fn=counts.inverse_count_one_hot,
+                   ccvl_options={"objective": GRIDWORLD_LOWER_OBJECTIVE})
     extra = dict(dict(num_deltas=4, num_pairs=2, td_loss="squared", dr3_coef=0.0,
                       learning_rate=3e-3, adam_epsilon=1e-7, target_update_period=10,
                       collect_epsilon=0.0), **extra)

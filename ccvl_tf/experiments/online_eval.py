@@ -1,5 +1,7 @@
-"""Online fine-tuning's evaluations: the scores of the learner's policies (`evaluate`) and the
-tightness of the bounds against Monte-Carlo returns (`bound_tightness`).
+"""Online fine-tuning's evaluations: the scores of the learner's policies (`evaluate`; on the
+gridworld also exactly, `exact_gridworld_scores`), the tightness of the bounds against
+Monte-Carlo returns (`bound_tightness`) and, on the gridworld, against exact values
+(`gridworld_bounds_report`: Q* and the tabular bounds, experiments/gridworld_bounds.py).
 
 Policies scored (keys '<name>_mean_score', '<name>_normalized_score' when the game has
 reference scores):
@@ -68,7 +70,61 @@ def evaluate(cfg, agent, step: int, episodes: Optional[int] = None) -> Dict[str,
     out[f"{name}_mean_score"] = float(scores.mean())
     if ev.normalize is not None:
       out[f"{name}_normalized_score"] = float(np.mean(ev.normalize(scores)))
+  if cfg.game.lower() == "gridworld":
+    out.update(exact_gridworld_scores(cfg, agent))
   return out
+
+
+def exact_gridworld_scores(cfg, agent) -> Dict[str, float]:
+  """The gridworld's Markov policies scored exactly (no sampling noise): the expected
+  normalized return (x100 of optimal, horizon `eval_max_steps`, p = 0.15) of the greedy policy
+  of Q_l at policy_delta ('lower_exact_normalized_score'; CQL: of its greedy policy) and, for
+  CCVL, at each grid delta ('exact/lower@<delta>') and their mean over the grid
+  ('lower_grid_exact_normalized_score'), by policy evaluation on the known model."""
+  from ccvl_tf import belief  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.envs import gridworld_env  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments import gridworld_bounds  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.tabular import value_iteration as vi  # pylint: disable=g-import-not-at-top
+  world = gridworld_env.eval_world(horizon=cfg.eval_max_steps)
+  grid = ([float(d) for d in belief.delta_grid(cfg.num_grid_deltas)]
+          if cfg.offline_agent == "ccvl" else [])
+  q_lower, _ = gridworld_bounds.q_tables(agent, [cfg.policy_delta] + grid, world.num_states)
+
+  def score(q):  # q [S, A] -> x100 of the optimal expected return
+    ret = vi.finite_horizon_return(world.P, world.R, world.gamma, vi.greedy_policy(q),
+                                   world.start_state, world.horizon)
+    return float(gridworld_env.normalized_return(ret, world))
+
+  out = {"lower_exact_normalized_score": score(q_lower[0])}
+  for k, delta in enumerate(grid):
+    out[f"exact/lower@{delta:.4g}"] = score(q_lower[k + 1])
+  if grid:
+    out["lower_grid_exact_normalized_score"] = float(np.mean(
+        [out[f"exact/lower@{d:.4g}"] for d in grid]))
+  return out
+
+
+def gridworld_bounds_report(cfg, agent, alpha: float, data, world, counts=None):
+  """Q_l and Q_u of `agent` (a CCVL learner on the gridworld) at the grid deltas against Q* of
+  `world` and the tabular bounds of the same objective on `data` (gridworld_bounds.py).
+
+  Args:
+    cfg: OnlineConfig (num_grid_deltas, upper_alpha).
+    agent: the learner (q_network; upper_q_network when it has Q_u).
+    alpha: the bonus weight of Q_l (Q_u: cfg.upper_alpha, default alpha).
+    data: tabular.dataset.Transitions the learner trained on (integer states).
+    world: the GridWorld the data came from.
+    counts: n(s) [S] of the learner's bonus (None: the counts of `data`).
+
+  Returns:
+    rows (gridworld_bounds.coverage_rows).
+  """
+  from ccvl_tf import belief  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments import gridworld_bounds  # pylint: disable=g-import-not-at-top
+  grid = belief.delta_grid(cfg.num_grid_deltas)
+  refs = gridworld_bounds.references(data, world, grid, alpha, cfg.upper_alpha, counts)
+  q_lower, q_upper = gridworld_bounds.q_tables(agent, grid, world.num_states)
+  return gridworld_bounds.coverage_rows(q_lower, q_upper, refs, grid)
 
 
 def discounted_returns_to_go(rewards: Sequence[float], gamma: float) -> np.ndarray:

@@ -129,8 +129,16 @@ def anti_exploration_q(model: EmpiricalModel, gamma: float, alpha: float,
   return _iterate(step, np.zeros(model.n_sa.shape), tol, max_iters, "anti-exploration")
 
 
+def _bonus_counts(model: EmpiricalModel, counts) -> np.ndarray:
+  """n ^ 1 of the bonus, [S, A]: n(s, a) by default, or `counts` broadcast to [S, A] (e.g.
+  n(s)[:, None], the state count the neural agents use)."""
+  n = model.n_sa if counts is None else np.broadcast_to(np.asarray(counts, np.float64),
+                                                        model.n_sa.shape)
+  return np.maximum(n, 1)
+
+
 def ccvl_bonus_q(model: EmpiricalModel, gamma: float, alpha, deltas,
-                 tol: float = 1e-8, max_iters: int = 10_000) -> np.ndarray:
+                 tol: float = 1e-8, max_iters: int = 10_000, counts=None) -> np.ndarray:
   """CCVL with explicit bonuses, Eq. (update), on a sorted delta grid:
 
     Q^{k+1}(s, a, delta) = max_{delta2 <= delta} B^ Q^k(s, a, delta2)
@@ -143,6 +151,8 @@ def ccvl_bonus_q(model: EmpiricalModel, gamma: float, alpha, deltas,
   Args:
     alpha: a scalar, or an array [C] of alphas solved together (returns [C, K, S, A]).
     deltas: the sorted grid [K].
+    counts: None (n(s, a), Theorem 1) or counts broadcast to [S, A] for the bonus, e.g.
+      model.n_s[:, None] (the state visitation n(s) of the neural agents).
   Returns:
     Q [K, S, A] (or [C, K, S, A] for an array alpha).
   """
@@ -152,7 +162,7 @@ def ccvl_bonus_q(model: EmpiricalModel, gamma: float, alpha, deltas,
   # bonus [C, K, S, A] = alpha * sqrt(log(1/delta) / (n ^ 1))
   bonus = (alpha_arr[:, None, None, None]
            * np.sqrt(np.log(1.0 / deltas)[None, :, None, None]
-                     / np.maximum(model.n_sa, 1)[None, None]))
+                     / _bonus_counts(model, counts)[None, None]))
 
   def step(q):  # q [C, K, S, A]
     b = model.backup(_state_values(q), gamma)  # [C, K, S, A]: B^ Q(., ., delta2) for every delta2
@@ -160,6 +170,44 @@ def ccvl_bonus_q(model: EmpiricalModel, gamma: float, alpha, deltas,
 
   q = _iterate(step, np.zeros(bonus.shape), tol, max_iters, "CCVL (bonus)")
   return q if np.ndim(alpha) else q[0]
+
+
+def ccvl_upper_bonus_q(model: EmpiricalModel, gamma: float, alpha: float, deltas,
+                       value_max: float, tol: float = 1e-8, max_iters: int = 10_000,
+                       counts=None) -> np.ndarray:
+  """The upper bound of Eq. (upper update) with explicit bonuses, on a sorted delta grid:
+
+    Q_u^{k+1}(s, a, delta) = min( min_{delta2 <= delta} B^ Q_u^k(s, a, delta2)
+                                  + alpha * sqrt(log(1 / delta) / (n ^ 1)),  value_max )
+
+  Eq. (update) mirrored: the bonus is added, the max over delta_1, delta_2 becomes a min (the
+  bonus is smallest at delta_1 = delta; the min over delta2 is a running min along the grid,
+  which makes Q_u nonincreasing in delta). Pairs never seen in the data get the optimistic
+  prior `value_max` (the largest possible return, which bounds Q* there), and every value is
+  capped at it (min(Q_u, V_max) still bounds Q* from above).
+
+  Args:
+    deltas: the sorted grid [K]; value_max: the largest possible return;
+    counts: as ccvl_bonus_q (None: n(s, a)).
+  Returns:
+    Q_u [K, S, A].
+  """
+  _check_alpha(alpha)
+  deltas = check_deltas(deltas)
+  if not np.isfinite(value_max):
+    raise ValueError(f"value_max must be finite, got {value_max!r}")
+  # bonus [K, S, A] = alpha * sqrt(log(1/delta) / (n ^ 1))
+  bonus = float(alpha) * np.sqrt(np.log(1.0 / deltas)[:, None, None]
+                                 / _bonus_counts(model, counts)[None])
+  unseen = ~model.seen_sa  # [S, A]
+
+  def step(q):  # q [K, S, A]
+    b = model.backup(_state_values(q), gamma)  # [K, S, A]: B^ Q_u(., ., delta2) per delta2
+    q_new = np.minimum(np.minimum.accumulate(b, axis=0) + bonus, value_max)
+    return np.where(unseen, value_max, q_new)
+
+  return _iterate(step, np.full(bonus.shape, float(value_max)), tol, max_iters,
+                  "CCVL upper (bonus)")
 
 
 # ----------------------------------------------------------------------------------------------

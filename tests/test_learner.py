@@ -71,7 +71,7 @@ def test_every_registered_agent_is_a_learner(name):
 def test_only_the_offline_agents_are_offline_choices():
   assert "ccvl_bounds" in agent_registry.AGENT_REGISTRY
   assert "ccvl_bounds" not in agent_registry.AGENTS
-  with pytest.raises(ValueError, match="--agent must be one of .*dqn, got 'ccvl_bounds'"):
+  with pytest.raises(ValueError, match="--agent must be one of .*dqn, bc, got 'ccvl_bounds'"):
     agent_registry.get_agent_spec("ccvl_bounds")
 
 

@@ -94,6 +94,25 @@ VARIANTS: Dict[str, Variant] = {
         note="n(s)^-1 not divided by its running mean"),
     "ccvl_alpha1_eps_nodr3_target500": Variant(
         "ccvl", {**_A1, **_EPS, **_NODR3, "target_update_period": 500}),
+    # Added after the first results (the phi collapse under DR3, CCVL unstable at lr 5e-4):
+    # learning rates between Dopamine's 5e-5 and 5e-4, without DR3.
+    "cql_alpha1_lr_nodr3": Variant("cql", {**_A1, **_LR, **_NODR3}),
+    "ccvl_alpha1_lr_nodr3": Variant("ccvl", {**_A1, **_LR, **_NODR3}),
+    "ccvl_alpha1_lr2.5e-4_nodr3": Variant("ccvl", {**_A1, "learning_rate": 2.5e-4, **_NODR3}),
+    "ccvl_alpha1_lr1e-4_eps_nodr3": Variant(
+        "ccvl", {**_A1, "learning_rate": 1e-4, **_EPS, **_NODR3}),
+    "cql_alpha1_lr1e-4_eps_nodr3": Variant(
+        "cql", {**_A1, "learning_rate": 1e-4, **_EPS, **_NODR3}),
+    "ccvl_alpha0.3_lr2.5e-4_nodr3": Variant("ccvl", {"alpha": 0.3, "learning_rate": 2.5e-4,
+                                                     **_NODR3}),
+    # Around the first CCVL variant that formed state-dependent preferences (lr 1e-4, Adam
+    # epsilon 1e-8, no DR3): the count weighting, alpha and the learning rate.
+    "ccvl_alpha1_lr1e-4_eps_nodr3_nocount": Variant(
+        "ccvl", {**_A1, "learning_rate": 1e-4, **_EPS, **_NODR3}, {"count_weight": "off"}),
+    "ccvl_alpha0.3_lr1e-4_eps_nodr3": Variant(
+        "ccvl", {"alpha": 0.3, "learning_rate": 1e-4, **_EPS, **_NODR3}),
+    "ccvl_alpha1_lr2.5e-4_eps_nodr3": Variant(
+        "ccvl", {**_A1, "learning_rate": 2.5e-4, **_EPS, **_NODR3}),
 }
 
 ROW_COLUMNS = ("variant", "agent", "changes", "step", "score", "score_ci_low", "score_ci_high",

@@ -113,6 +113,8 @@ VARIANTS: Dict[str, Variant] = {
         "ccvl", {"alpha": 0.3, "learning_rate": 1e-4, **_EPS, **_NODR3}),
     "ccvl_alpha1_lr2.5e-4_eps_nodr3": Variant(
         "ccvl", {**_A1, "learning_rate": 2.5e-4, **_EPS, **_NODR3}),
+    "cql_alpha1_lr2.5e-4_eps_nodr3": Variant(
+        "cql", {**_A1, "learning_rate": 2.5e-4, **_EPS, **_NODR3}),
 }
 
 ROW_COLUMNS = ("variant", "agent", "changes", "step", "score", "score_ci_low", "score_ci_high",

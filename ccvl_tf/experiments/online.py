@@ -38,8 +38,8 @@ learner steps (the rate limiter keeps the ratio), counted from the offline step.
 Root dir layout: checkpoints/ (learner), reverb_checkpoints/ (in-process server), summaries/,
 eval.csv and evals.json (one row per evaluated step), bounds_report.md / .png / .json and
 online_transitions.npz (gridworld CCVL), penalty.png (--penalty_diagnostic),
-actors/actor_<i>.log and actor_<i>_stats.json (env steps, seconds inserting), status.json (pids, address; rewritten at
-start), summary.json (with 'throughput'),
+actors/actor_<i>.log and actor_<i>_stats.json (env steps, seconds inserting), status.json
+(pids, address; rewritten at start), summary.json (with 'throughput'),
 policy/ (CCVL confidence-adaptive with Eq. upper policy), policy_fixed/ (Q_l greedy at
 policy_delta), policy_bounds/ (the exploration policy without epsilon).
 
@@ -56,7 +56,7 @@ import json
 import os
 import sys
 import time
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 

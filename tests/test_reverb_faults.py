@@ -251,6 +251,7 @@ threading.Event().wait()
 """
 
 
+@pytest.mark.slow
 def test_server_killed_mid_push_and_frozen_mid_checkpoint_end_with_server_lost(tmp_path):
   """A real server process: a Reverb checkpoint while it is frozen (SIGSTOP) ends with
   ServerLost at --reverb_checkpoint_timeout_s; a weight push in flight when it is killed -9

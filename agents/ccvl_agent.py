@@ -178,6 +178,7 @@ class PairLoss:
     """config: CCVLConfig (objective, alpha, td_loss, huber_kappa are used)."""
     self.config = config
     self.objective = getattr(config, "objective", "algorithm1")
+    self.alpha = config.alpha  # the alpha of w(s, delta) = alpha sqrt(log(1/delta) n(s)^-1)
 
   def target_confidences(self, delta: tf.Tensor, delta_2: tf.Tensor) -> tf.Tensor:
     return losses.objective_delta_2(delta, delta_2, self.objective)  # [B, N, M]
@@ -321,6 +322,39 @@ class CCVLAgent(q_agent_base.GuardedLearner):
     if self._inverse_count_fn is not None:
       return tf.stop_gradient(tf.cast(self._inverse_count_fn(observation), tf.float32))
     return self._counts.inverse_count(phi)
+
+  @property
+  def penalty_alpha(self) -> float:
+    """The alpha of this agent's weight w(s, delta) (alpha; alpha_u for Q_u)."""
+    return self._pair_loss().alpha
+
+  def regularizer_weight(self, observation, delta: float = 0.5) -> tf.Tensor:
+    """w(s, delta) = alpha sqrt(log(1/delta) n(s)^-1) at states [B, ...] -> [B], as this
+    agent's objective weighs them now: n(s)^-1 from phi(s) of the online network and the
+    current counts (normalized as in training; 1 with count_weight='off'; the exact function
+    when given), alpha of its pair loss (alpha_u for Q_u). No gradient, no variable change."""
+    delta = float(losses.validate_delta(delta))
+    observation = tf.convert_to_tensor(observation)
+    if self._counts is None:
+      inv = self._inverse_counts(observation, None)                 # [B]
+    else:
+      inv = self._counts.inverse_count(self._online.phi_model({"observation": observation}))
+      if self._config.count_weight == "off":
+        inv = tf.ones_like(inv)                                     # [B]
+    return tf.stop_gradient(self.penalty_alpha * tf.sqrt(np.log(1.0 / delta) * inv))
+
+  def start_online_counts(self, online_rows: int, samples_per_insert: float) -> bool:
+    """Online fine-tuning: n(s)^-1 follows the data from now on (|D| grows with the online
+    transitions, C accumulates their features, the normalization is frozen at its offline
+    value: counts_lib.LinearInverseCounts.start_online), and the traced train step is rebuilt
+    so that its count update takes the online rule. Call it after the offline restore and
+    before restoring an online checkpoint (ccvl_tf/experiments/online_penalty.py). Returns
+    False (nothing to do) with an exact inverse_count_fn."""
+    if self._counts is None:
+      return False
+    self._counts.start_online(online_rows, samples_per_insert)
+    self._train_on_batch_fn = tf.function(self._train_batch, reduce_retracing=True)
+    return True
 
   # ---- the objective -------------------------------------------------------------------------
   def _objective(self, batch, seed, training: bool) -> Dict[str, tf.Tensor]:

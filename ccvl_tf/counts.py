@@ -33,6 +33,26 @@ Two scale controls (issue 11; measured in docs/agent.md "Confidence diagnostics"
   Probability's exponential moving mean (`tfp.stats.assign_moving_mean_variance`, with zero
   debiasing) of the per-batch n(s)^-1 of the training batches, which are dataset states.
 
+Online fine-tuning (issue 24; `start_online`): the paper's mechanism is that the weight
+alpha sqrt(log(1/delta) n(s)^-1) falls where the agent gathers data. Offline, |D| is fixed and
+the training batches are the dataset. Online they are the agent's new data, so after
+`start_online(online_rows, samples_per_insert)`:
+
+* |D| = |D_off| + n_on counts every transition the learner has had: n_on grows by the online
+  rows of each trained batch / SPI (each inserted transition is sampled SPI times on average;
+  the rule of GrowingExactCounts);
+* Phi^T Phi ~ |D_off| C_off + n_on C_on: C_off (`second_moment`) keeps E[phi phi^T] over the
+  offline data (updated only by offline rows, when the batches hold any: with none it is the
+  offline run's C, with its features), C_on (`online_moment`) the same running mean over the
+  online rows (the replay's states);
+* the normalization constant is frozen at its offline value (the running mean n(s)^-1 over
+  the offline batches at the end of offline training, saved in the offline checkpoint).
+
+So for one-hot features a state seen n times offline and k times online has n(s)^-1 =
+1 / (n + k): its weight shrinks by sqrt(n / (n + k)) (tests/test_counts.py). Without
+start_online (online fine-tuning's --online_counts=offline) the estimate behaves as offline,
+which online pins the typical normalized weight at alpha sqrt(log(1/delta)).
+
 The second moment C itself is the uncentered E[phi phi^T] kept in tf.Variables that
 tf.train.Checkpoint saves with the agent (two lines of TF); TFP's running covariance
 (tfp.experimental.stats.RunningCovariance) is the *centered* covariance in immutable state
@@ -53,7 +73,8 @@ NORMALIZATIONS = ("none", "mean")
 
 
 class LinearInverseCounts(tf.Module):
-  """n(s)^-1 ~ min(1, phi^T (|D| C + ridge I)^-1 phi) with a running C = E[phi phi^T]."""
+  """n(s)^-1 ~ min(1, phi^T (|D| C + ridge I)^-1 phi) with a running C = E[phi phi^T]; online
+  (`start_online`) |D| C becomes |D_off| C_off + n_on C_on (module docstring)."""
 
   def __init__(self, feature_dim: int, dataset_size: float, ridge: float = 1.0,
                decay: Optional[float] = None, ridge_mode: str = "absolute",
@@ -109,44 +130,107 @@ class LinearInverseCounts(tf.Module):
     self.mean_inverse_var = tf.Variable(0.0, trainable=False, name="mean_inverse_var")
     self.mean_inverse_debias = tf.Variable(tf.constant(0, tf.int64), trainable=False,
                                            name="mean_inverse_debias")
+    # Online mode (start_online): the leading rows of a batch that are online transitions.
+    self.online_rows: Optional[int] = None
+    self.samples_per_insert: Optional[float] = None
+
+  @property
+  def online(self) -> bool:
+    """Whether `start_online` was called (|D| and C follow the online data)."""
+    return self.online_rows is not None
+
+  def start_online(self, online_rows: int, samples_per_insert: float) -> None:
+    """From now on n(s)^-1 follows the data the learner trains on (module docstring).
+
+    Creates the online variables (C_on `online_moment`, the feature vectors folded into it
+    `online_seen`, n_on `online_size`); call it after restoring an offline checkpoint (which
+    has none of them) and before restoring an online one (which has them). A tf.function that
+    traced `update` before must be traced again.
+
+    Args:
+      online_rows: how many leading rows of every batch given to `update` are online
+        transitions (the rest, if any, are offline data).
+      samples_per_insert: SPI of the replay: n_on grows by online rows / SPI per update.
+    """
+    if self.online:
+      raise ValueError("start_online was already called")
+    if int(online_rows) != online_rows or online_rows < 1:
+      raise ValueError(f"online_rows must be an integer >= 1, got {online_rows!r}")
+    if not samples_per_insert > 0:
+      raise ValueError(f"samples_per_insert must be > 0, got {samples_per_insert!r}")
+    d = self.feature_dim
+    self.online_moment = tf.Variable(tf.zeros([d, d]), trainable=False, name="online_moment")
+    self.online_seen = tf.Variable(tf.constant(0.0, tf.float64), trainable=False,
+                                   name="online_seen")
+    self.online_size = tf.Variable(tf.constant(0.0, tf.float64), trainable=False,
+                                   name="online_size")
+    self.online_rows, self.samples_per_insert = int(online_rows), float(samples_per_insert)
+
+  def total_size(self) -> tf.Tensor:
+    """|D| in force: |D_off| offline, |D_off| + n_on online (float32 scalar)."""
+    size = tf.constant(self.dataset_size, tf.float32)
+    if self.online:
+      size += tf.cast(self.online_size, tf.float32)
+    return size
+
+  def gram(self) -> tf.Tensor:
+    """The estimate of Phi^T Phi [D, D]: |D| C offline, |D_off| C_off + n_on C_on online."""
+    g = self.dataset_size * self.second_moment
+    if self.online:
+      g += tf.cast(self.online_size, tf.float32) * self.online_moment
+    return g
+
+  def _fold(self, phi: tf.Tensor, moment: tf.Variable, seen: tf.Variable) -> None:
+    """Folds phi [B, D] (B may be 0) into the running mean `moment` of phi phi^T."""
+    b = tf.cast(tf.shape(phi)[0], tf.float64)
+    batch_moment = (tf.matmul(phi, phi, transpose_a=True)
+                    / tf.cast(tf.maximum(b, 1.0), tf.float32))         # [D, D]
+    # Cumulative mean: C <- C + (batch mean - C) * B / (n + B).
+    rate = tf.cast(b / tf.maximum(seen + b, 1.0), tf.float32)
+    if self.decay is not None:
+      # EMA, but a plain mean while fewer than 1/(1-decay) updates' worth have been seen.
+      rate = tf.where(b > 0, tf.maximum(rate, 1.0 - self.decay), 0.0)
+    moment.assign_add(rate * (batch_moment - moment))
+    seen.assign_add(b)
 
   def update(self, phi: tf.Tensor, raw_inverse_count: Optional[tf.Tensor] = None) -> None:
     """Folds a batch of features phi [B, D] into C (no gradient flows into phi).
 
     `raw_inverse_count` [B]: `raw_inverse_count(phi)` under the current precision, if the
-    caller already has it (the agent's objective does); computed here otherwise.
+    caller already has it (the agent's objective does); computed here otherwise (offline only:
+    online the normalization is frozen).
+
+    Online (`start_online`): the first `online_rows` rows into C_on and n_on += their number /
+    SPI; the others (offline data) into C_off; the normalization's running mean is not updated.
     """
     phi = tf.stop_gradient(tf.cast(phi, tf.float32))                   # [B, D]
-    b = tf.cast(tf.shape(phi)[0], tf.float64)
-    batch_moment = tf.matmul(phi, phi, transpose_a=True) / tf.cast(b, tf.float32)  # [D, D]
-    if self.decay is None:
-      # Cumulative mean: C <- C + (batch mean - C) * B / (n + B).
-      rate = tf.cast(b / (self.num_seen + b), tf.float32)
-    else:
-      # EMA, but a plain mean while fewer than 1/(1-decay) updates' worth have been seen.
-      rate = tf.maximum(tf.cast(b / (self.num_seen + b), tf.float32), 1.0 - self.decay)
+    if self.online:
+      self._fold(phi[:self.online_rows], self.online_moment, self.online_seen)
+      self.online_size.assign_add(
+          tf.cast(tf.shape(phi[:self.online_rows])[0], tf.float64) / self.samples_per_insert)
+      self._fold(phi[self.online_rows:], self.second_moment, self.num_seen)
+      return
     # The raw n(s)^-1 of this batch under the current precision, into the running mean.
     raw = (self.raw_inverse_count(phi) if raw_inverse_count is None
            else tf.stop_gradient(raw_inverse_count))                  # [B]
     tfp.stats.assign_moving_mean_variance(
         raw, self.mean_inverse, self.mean_inverse_var,
         zero_debias_count=self.mean_inverse_debias, decay=self.normalization_decay, axis=0)
-    self.second_moment.assign_add(rate * (batch_moment - self.second_moment))
-    self.num_seen.assign_add(b)
+    self._fold(phi, self.second_moment, self.num_seen)
 
   def effective_ridge(self) -> tf.Tensor:
-    """lambda for the current C: `ridge` ('absolute') or ridge * trace(|D| C) / D ('relative',
-    floored at 1e-12 so that the Gram matrix stays positive definite)."""
+    """lambda for the current C: `ridge` ('absolute') or ridge * trace(`gram()`) / D
+    ('relative', floored at 1e-12 so that the Gram matrix stays positive definite)."""
     if self.ridge_mode == "absolute":
       return tf.constant(self.ridge, tf.float32)
-    mean_eig = self.dataset_size * tf.linalg.trace(self.second_moment) / self.feature_dim
+    mean_eig = tf.linalg.trace(self.gram()) / self.feature_dim
     return tf.maximum(self.ridge * mean_eig, 1e-12)
 
   def refresh(self) -> None:
-    """Recomputes the cached precision (|D| C + lambda I)^-1 (one D x D Cholesky solve)."""
+    """Recomputes the cached precision (`gram()` + lambda I)^-1 (one D x D Cholesky solve)."""
     d = self.feature_dim
     ridge = self.effective_ridge()
-    gram = self.dataset_size * self.second_moment + ridge * tf.eye(d)  # [D, D]
+    gram = self.gram() + ridge * tf.eye(d)                             # [D, D]
     chol = tf.linalg.cholesky(gram)
     self.precision.assign(tf.linalg.cholesky_solve(chol, tf.eye(d)))
     self.ridge_used.assign(ridge)
@@ -161,7 +245,7 @@ class LinearInverseCounts(tf.Module):
     """n(s)^-1 for phi [B, D] -> [B], no gradient.
 
     normalization='none': min(1, phi^T P phi). 'mean': that divided by its running data mean
-    (before the first update, by the batch's own mean).
+    (before the first update, by the batch's own mean; online, frozen at its offline value).
     """
     return self.normalize(self.raw_inverse_count(phi))
 

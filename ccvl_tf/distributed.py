@@ -75,3 +75,25 @@ def make_train_step(strategy: tf.distribute.Strategy, agent) -> Callable[[Dict],
     agent.check_finite(metrics)
     return metrics
   return run
+
+
+def make_learner_step(strategy, agent) -> Callable[[Dict], Dict]:
+  """batch -> metrics: one step of an online learner's guarded learners (CCVLBoundsAgent: both
+  bounds, Q_u metrics prefixed 'upper/'; experiments/online.py's learner step).
+
+  Default strategy: the agents' own guarded step (`CCVLBoundsAgent.train_on_batch`).
+  Otherwise (e.g. MirroredStrategy; the agent must have been built under its scope)
+  `make_train_step` per bound: the batch is split across replicas, the
+  gradients averaged, the NaN guard and Adam run in cross-replica context.
+  """
+  if strategy is tf.distribute.get_strategy():
+    return agent.train_on_batch
+  steps = {prefix: make_train_step(strategy, learner)  # ValueError for CQL
+           for prefix, learner in agent.guarded_learners().items()}
+
+  def step(batch):
+    metrics = {}
+    for prefix, learner_step in steps.items():
+      metrics.update({prefix + k: v for k, v in learner_step(batch).items()})
+    return metrics
+  return step

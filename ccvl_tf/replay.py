@@ -13,17 +13,23 @@ env step). Default 8 = Dopamine/DQN's batch 32 with one update every 4 env steps
 
 Failure behaviour: `check_server` turns a dead or unreachable server into a ConnectionError
 naming the address (gRPC would otherwise retry); the learner and the actors call it when a
-sample or an insert fails or times out.
+sample or an insert fails or times out. The learner's own calls that take no deadline in
+Reverb's API -- the weight push (TF-Agents' ReverbVariableContainer.push: a TFClient.insert op)
+and Client.checkpoint() -- run through `call_with_deadline` (`push_with_deadline`), which
+raises `DeadlineExceeded` naming the server when the call has not returned in time.
 """
 from __future__ import annotations
 
 import os
-from typing import Dict, Optional, Sequence
+import threading
+from typing import Callable, Dict, Optional, Sequence, TypeVar
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import numpy as np
 import tensorflow as tf
+
+_T = TypeVar("_T")
 
 REPLAY_TABLE = "replay"
 VARIABLE_TABLE = "variables"  # == tf_agents' reverb_variable_container.DEFAULT_TABLE
@@ -137,6 +143,73 @@ def check_server(address: str, timeout_s: float = 10.0,
                           f"{sorted(info)}); start it with binaries/reverb_server.py for the "
                           f"same --game")
   return info
+
+
+class DeadlineExceeded(ConnectionError):
+  """A call to the Reverb server did not return within its deadline (the message names the
+  server's address, the call and the deadline)."""
+
+
+def call_with_deadline(fn: Callable[[], _T], address: str, timeout_s: float, what: str,
+                       started: Optional[threading.Event] = None) -> _T:
+  """fn() -- a call to the Reverb server at `address` -- waited for at most `timeout_s`.
+
+  Reverb's client calls that reach the server without a deadline (Client.checkpoint(), the
+  TFClient.insert op behind the variable container's push, the ServerInfo of its constructor)
+  block for as long as the server neither answers nor closes the connection: a frozen server,
+  or a killed one when the call opens a new connection (gRPC waits for it to come back). fn
+  runs in a daemon worker thread and the caller waits on an Event with a timeout.
+
+  A call that times out keeps running in its thread (a gRPC call cannot be cancelled from
+  Python); its eventual result or error is dropped, and it touches nothing of the caller's
+  beyond what fn captured (pass it copies: `push_with_deadline` pushes a snapshot of the
+  weights). The caller must treat the server as lost.
+
+  Args:
+    fn: the call (no arguments).
+    address: host:port of the server, for the message.
+    timeout_s: the deadline, seconds (> 0).
+    what: the call in words, for the message (e.g. 'the weight push').
+    started: optional Event set in the worker right before fn is called (for tests).
+
+  Returns:
+    fn's result. fn's own exception is re-raised as it is.
+
+  Raises:
+    DeadlineExceeded (a ConnectionError) naming address, call and deadline.
+  """
+  if not timeout_s > 0:
+    raise ValueError(f"timeout_s must be > 0, got {timeout_s!r}")
+  result = {}
+  done = threading.Event()
+
+  def work():
+    if started is not None:
+      started.set()
+    try:
+      result["value"] = fn()
+    except BaseException as e:  # pylint: disable=broad-except  (re-raised by the caller)
+      result["error"] = e
+    finally:
+      done.set()
+
+  threading.Thread(target=work, name=f"reverb call: {what}", daemon=True).start()
+  if not done.wait(timeout_s):
+    raise DeadlineExceeded(f"the Reverb server at {address} did not complete {what} within "
+                           f"its deadline of {timeout_s:g}s")
+  if "error" in result:
+    raise result["error"]
+  return result.get("value")
+
+
+def push_with_deadline(container, variables, address: str, timeout_s: float,
+                       started: Optional[threading.Event] = None) -> None:
+  """container.push (TF-Agents' ReverbVariableContainer) of a snapshot of `variables` (their
+  values now, copied before the call, so a late push still carries this step's weights and
+  never reads them mid-update), under `call_with_deadline`."""
+  values = tf.nest.map_structure(tf.identity, variables)
+  call_with_deadline(lambda: container.push(values), address, timeout_s, "the weight push",
+                     started)
 
 
 def rate_limiter_stats(table_info) -> Dict[str, float]:

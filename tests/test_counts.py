@@ -98,3 +98,142 @@ def test_bad_arguments_raise(kwargs, match):
 def test_exact_counts_rejects_out_of_range_states():
   with pytest.raises(ValueError, match=r"\[0, 3\)"):
     counts.ExactInverseCounts([0, 5], num_states=3)
+
+
+# ---- online fine-tuning: n(s)^-1 follows the data (issue 24) ----------------------------------
+def _offline_one_hot_counts(**kwargs):
+  """States 0, 1, 2 seen n = 2, 3, 5 times offline (|D| = 10), one-hot features, a negligible
+  absolute ridge: n(s)^-1 = 1 / (n(s) + 1e-6) ~ [1/2, 1/3, 1/5] after one update + refresh."""
+  visits = np.array([2, 3, 5])
+  phi = np.eye(3, dtype=np.float32)[np.repeat(np.arange(3), visits)]    # [10, 3]
+  est = counts.LinearInverseCounts(3, dataset_size=10, ridge=1e-6, normalization="mean",
+                                   **kwargs)
+  est.update(tf.constant(phi))
+  est.refresh()
+  return est, phi
+
+
+def _weight(est, state, delta=0.5, alpha=0.1):
+  """The regularizer weight alpha sqrt(log(1/delta) n(s)^-1) of a one-hot state."""
+  inv = est.inverse_count(tf.one_hot([state], 3)).numpy()[0]
+  return alpha * np.sqrt(np.log(1 / delta) * inv)
+
+
+@pytest.mark.parametrize("spi,rows,k", [(1.0, 4, 4.0), (2.0, 4, 2.0)])
+def test_online_counts_shrink_the_weight_by_sqrt_n_over_n_plus_k(spi, rows, k):
+  """State 0 (n = 2 offline) trained on `rows` times online at SPI `spi`: k = rows / SPI more
+  transitions, |D| = 10 + k, Phi^T Phi = diag(2 + k, 3, 5): n(0)^-1 = 1 / (2 + k), the others
+  unchanged, and the normalized weight of state 0 shrinks by sqrt(2 / (2 + k)) (the
+  normalization constant is frozen at its offline value)."""
+  est, _ = _offline_one_hot_counts()
+  np.testing.assert_allclose(est.raw_inverse_count(tf.eye(3)).numpy(), [1 / 2, 1 / 3, 1 / 5],
+                             rtol=1e-4)
+  frozen = float(est.running_mean_inverse_count().numpy())
+  before = [_weight(est, s) for s in range(3)]
+  est.start_online(online_rows=rows, samples_per_insert=spi)
+  est.update(tf.one_hot([0] * rows, 3))                    # every row online, all of state 0
+  est.refresh()
+  np.testing.assert_allclose(est.raw_inverse_count(tf.eye(3)).numpy(),
+                             [1 / (2 + k), 1 / 3, 1 / 5], rtol=1e-4)
+  assert float(est.total_size().numpy()) == 10 + k
+  assert float(est.running_mean_inverse_count().numpy()) == frozen
+  after = [_weight(est, s) for s in range(3)]
+  np.testing.assert_allclose(after[0] / before[0], np.sqrt(2 / (2 + k)), rtol=1e-4)
+  np.testing.assert_allclose(after[1:], before[1:], rtol=1e-4)
+
+
+def test_online_counts_route_offline_rows_to_the_offline_moment():
+  """A batch of 4 online rows (state 1) followed by the 10 offline rows again: the offline
+  rows only refresh C_off (its mean stays diag(.2, .3, .5), no count added), the online ones
+  add k = 4 to state 1: n^-1 = [1/2, 1/7, 1/5]. Two such updates: k = 8, n^-1(1) = 1/11."""
+  est, offline = _offline_one_hot_counts()
+  est.start_online(online_rows=4, samples_per_insert=1.0)
+  batch = np.concatenate([np.eye(3, dtype=np.float32)[[1, 1, 1, 1]], offline])   # [14, 3]
+  est.update(tf.constant(batch))
+  est.refresh()
+  np.testing.assert_allclose(est.second_moment.numpy(), np.diag([0.2, 0.3, 0.5]), atol=1e-6)
+  np.testing.assert_allclose(est.online_moment.numpy(), np.diag([0.0, 1.0, 0.0]), atol=1e-6)
+  np.testing.assert_allclose(est.raw_inverse_count(tf.eye(3)).numpy(), [1 / 2, 1 / 7, 1 / 5],
+                             rtol=1e-4)
+  est.update(tf.constant(batch))
+  est.refresh()
+  np.testing.assert_allclose(est.raw_inverse_count(tf.eye(3)).numpy(), [1 / 2, 1 / 11, 1 / 5],
+                             rtol=1e-4)
+  assert est.num_seen.numpy() == 30 and est.online_seen.numpy() == 8
+
+
+def test_online_counts_mix_the_online_states_in_proportion():
+  """Online rows 0, 0, 2, 2, 2, 2 (SPI 2: 3 transitions, C_on = diag(1/3, 0, 2/3)):
+  Phi^T Phi = 10 diag(.2, .3, .5) + 3 diag(1/3, 0, 2/3) = diag(3, 3, 7)."""
+  est, _ = _offline_one_hot_counts()
+  est.start_online(online_rows=6, samples_per_insert=2.0)
+  est.update(tf.one_hot([0, 0, 2, 2, 2, 2], 3))
+  est.refresh()
+  np.testing.assert_allclose(est.gram().numpy(), np.diag([3.0, 3.0, 7.0]), atol=1e-5)
+  np.testing.assert_allclose(est.raw_inverse_count(tf.eye(3)).numpy(), [1 / 3, 1 / 3, 1 / 7],
+                             rtol=1e-4)
+
+
+def test_without_start_online_the_normalized_weight_is_pinned():
+  """Today's behaviour (--online_counts=offline): online batches of state 0 alone enter the
+  running mean that normalizes n(s)^-1, so the normalized n(0)^-1 goes to 1 (the weight to
+  alpha sqrt(log(1/delta))) however often state 0 is seen, and |D| stays 10. (The raw n(0)^-1
+  does fall, to 1 / (10 * 162 / 170) with C's cumulative mean: 162 of 170 rows are state 0;
+  the running mean (decay 0.5) lags it by < 1%.)"""
+  est, _ = _offline_one_hot_counts(normalization_decay=0.5)
+  for _ in range(40):
+    est.update(tf.one_hot([0] * 4, 3))
+    est.refresh()
+  assert float(est.total_size().numpy()) == 10
+  np.testing.assert_allclose(est.raw_inverse_count(tf.one_hot([0], 3)).numpy(),
+                             [170 / 1620], rtol=1e-4)
+  np.testing.assert_allclose(est.inverse_count(tf.one_hot([0], 3)).numpy(), [1.0], rtol=1e-2)
+  np.testing.assert_allclose(_weight(est, 0), 0.1 * np.sqrt(np.log(2)), rtol=1e-2)
+
+
+def test_online_relative_ridge_follows_the_grown_gram():
+  """Relative ridge online: lambda = ridge * trace(|D_off| C_off + n_on C_on) / D
+  = 0.1 * trace(diag(3, 3, 7)) / 3 = 13 / 30 (the case above)."""
+  est, _ = _offline_one_hot_counts()
+  est.ridge_mode, est.ridge = "relative", 0.1
+  est.start_online(online_rows=6, samples_per_insert=2.0)
+  est.update(tf.one_hot([0, 0, 2, 2, 2, 2], 3))
+  est.refresh()
+  lam = 13 / 30
+  assert abs(float(est.ridge_used.numpy()) - lam) < 1e-5
+  np.testing.assert_allclose(est.raw_inverse_count(tf.eye(3)).numpy(),
+                             [1 / (3 + lam), 1 / (3 + lam), 1 / (7 + lam)], rtol=1e-4)
+
+
+def test_online_counts_errors_and_no_gradient():
+  est, _ = _offline_one_hot_counts()
+  with pytest.raises(ValueError, match="online_rows"):
+    est.start_online(online_rows=0, samples_per_insert=1.0)
+  with pytest.raises(ValueError, match="samples_per_insert"):
+    est.start_online(online_rows=2, samples_per_insert=0.0)
+  est.start_online(online_rows=2, samples_per_insert=1.0)
+  with pytest.raises(ValueError, match="already"):
+    est.start_online(online_rows=2, samples_per_insert=1.0)
+  phi = tf.Variable([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+  with tf.GradientTape(persistent=True) as tape:
+    est.update(phi)
+    inv = est.inverse_count(phi)
+  assert tape.gradient(est.online_moment, phi) is None
+  assert tape.gradient(inv, phi) is None
+
+
+def test_online_counts_checkpoint_round_trip(tmp_path):
+  """An offline checkpoint (no online variables) restores before start_online; the online
+  variables then round-trip through a checkpoint made after it."""
+  est, _ = _offline_one_hot_counts()
+  offline_path = tf.train.Checkpoint(counts=est).save(str(tmp_path / "offline"))
+  fresh = counts.LinearInverseCounts(3, dataset_size=10, ridge=1e-6, normalization="mean")
+  tf.train.Checkpoint(counts=fresh).restore(offline_path).assert_existing_objects_matched()
+  fresh.start_online(online_rows=4, samples_per_insert=1.0)
+  fresh.update(tf.one_hot([0] * 4, 3))
+  online_path = tf.train.Checkpoint(counts=fresh).save(str(tmp_path / "online"))
+  again = counts.LinearInverseCounts(3, dataset_size=10, ridge=1e-6, normalization="mean")
+  again.start_online(online_rows=4, samples_per_insert=1.0)
+  tf.train.Checkpoint(counts=again).restore(online_path).assert_consumed()
+  assert again.online_size.numpy() == 4.0
+  np.testing.assert_allclose(again.online_moment.numpy(), np.diag([1.0, 0.0, 0.0]))

@@ -141,10 +141,58 @@ def test_minatar_offline_runs_fine_tune_end_to_end(tmp_path):
     tp = summary["throughput"]
     assert tp["learner_steps"] == 16 and tp["replay/inserts"] >= 32
     assert "actors/actor_env_steps_per_s" in tp  # counters: test_online_eval.py
+    # The penalty diagnostic at every evaluation (issue 24): the bounds against Monte-Carlo
+    # returns from the offline start on; for CCVL the weight on offline states (the suite's
+    # sample) and, after the start, on the 8 x 32 online rows trained on since the previous
+    # evaluation; |D| = the offline transitions + one per online env step (32 rows / SPI 8
+    # per learner step).
+    for step in ("3", "11", "19"):
+      assert "tight/lower_minus_mc@0.5" in evals[step]
+      assert ("penalty/lower_weight_offline" in evals[step]) == (method != "cql")
+      assert ("penalty/upper_weight_offline" in evals[step]) == (method == "ccvl")
+    if method != "cql":
+      assert "penalty/lower_weight_new" not in evals["3"]
+      for step in ("11", "19"):
+        assert evals[step]["penalty/new_states"] == 256.0
+        assert evals[step]["penalty/lower_weight_new"] > 0
+        assert evals[step]["penalty/lower_dataset_size"] == (
+            offline["num_transitions"] + evals[step]["online_env_steps"])
+      assert os.path.exists(os.path.join(root, "penalty.png"))
   table = open(os.path.join(out, "table.md")).read()
   for label in ("CQL", "CCVL (lower bound only)", "CCVL (bounds)"):
     assert f"| {label} | 1 | " in table
   assert os.path.exists(os.path.join(out, "score_vs_steps.png"))
+  assert os.path.exists(os.path.join(out, "penalty_vs_steps.png"))
+  assert "| Breakout | CCVL (bounds) | 64 | " in table           # the penalty per evaluation
+  _check_online_counts_restore(out, offline)
   # A rerun skips the finished runs.
   r = subprocess.run(finetune, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
   assert r.returncode == 0 and r.stdout.count("done (skipped)") == 3, r.stdout[-2000:]
+
+
+def _check_online_counts_restore(out, offline):
+  """The CCVL run's learner rebuilt in process (online.py's phases up to the restore): its
+  checkpoint at the end resumes with the online counts (n_on = 64 online env steps: |D| =
+  offline + 64, for both bounds); a fresh root with --online_counts=offline restores the
+  offline checkpoint and keeps the offline rule (no online variables, |D| offline)."""
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments import online  # pylint: disable=g-import-not-at-top
+  root = os.path.join(out, "runs", "ccvl", "Breakout", "seed_0")
+  cfg = online.OnlineConfig(**json.load(open(os.path.join(root, "online_config.json"))))
+
+  def learner(cfg):
+    runner = online._Runner(cfg, lambda s: None, tf.distribute.get_strategy())  # pylint: disable=protected-access
+    runner._resolve_config()  # pylint: disable=protected-access
+    runner._build_learner()  # pylint: disable=protected-access
+    runner._initialize_checkpointer_and_maybe_resume()  # pylint: disable=protected-access
+    return runner
+  resumed = learner(cfg)
+  assert resumed.start_step == 19
+  for bound in (resumed.agent.lower, resumed.agent.upper):
+    assert bound.counts.online and float(bound.counts.online_size.numpy()) == 64.0
+    assert float(bound.counts.total_size().numpy()) == offline["num_transitions"] + 64
+  fresh = learner(dataclasses.replace(cfg, root_dir=os.path.join(out, "fresh"),
+                                      online_counts="offline"))
+  assert fresh.start_step == 3 and not fresh.agent.lower.counts.online
+  assert float(fresh.agent.lower.counts.total_size().numpy()) == offline["num_transitions"]

@@ -246,6 +246,16 @@ def test_end_to_end_gridworld_two_actors_one_killed(offline_dir, tmp_path):
     assert "### offline start" in report and "### after fine-tuning" in report
     assert os.path.exists(os.path.join(root, "bounds_report.png"))
     assert "[score] adaptive_normalized_score: offline start" in text
+    # The penalty diagnostic (issue 24): the weights of both bounds on offline states at the
+    # start, on the new online states too at the end, the bounds against Monte-Carlo returns
+    # at both, penalty.png against online steps.
+    start, last = summary["start_eval"], summary["last_eval"]
+    assert {"penalty/lower_weight_offline", "penalty/upper_weight_offline",
+            "tight/lower_minus_mc@0.5", "tight/upper_minus_mc@0.5"} <= set(start)
+    assert "penalty/lower_weight_new" not in start
+    assert last["penalty/new_states"] == 200 * 16                  # every online row trained on
+    assert 0 < last["penalty/lower_weight_new"] and 0 < last["penalty/upper_weight_new"]
+    assert os.path.exists(os.path.join(root, "penalty.png"))
     assert "coverage >= 1 - delta at every grid delta" in text
     # The three exports, run in a fresh TensorFlow-only process, act (and carry state) exactly
     # as the learner's policies rebuilt here from its final checkpoint.

@@ -5,7 +5,11 @@ polls on files and process states; every process is killed in a finally block).
   naming the server's address, and the learner's last checkpoint still restores (into a
   fresh learner, every object consumed);
 * the learner killed -9 -> its actors exit by themselves; a restart resumes from the last
-  learner checkpoint at exactly its step and finishes.
+  learner checkpoint at exactly its step and finishes;
+* the learner's calls to the server have deadlines (issue 24): a frozen server (SIGSTOP) makes
+  a Reverb checkpoint end with ServerLost at its deadline, and a server killed -9 in the middle
+  of a weight push ends the push with ServerLost naming the address within the deadline (plus
+  one ServerInfo check when the call fails at once); call_with_deadline by itself.
 (An actor killed mid-run is tested in tests/test_online.py, with the end-to-end run.)
 """
 import json
@@ -212,3 +216,99 @@ def test_learner_killed_and_restarted_resumes_at_its_last_checkpoint(offline_dir
     assert summary["step"] == max(step, 200)
   finally:
     _cleanup(procs, actor_pids or [])
+
+
+# ---- deadlines on the learner's calls (issue 24) ----------------------------------------------
+def test_call_with_deadline_returns_raises_or_times_out_naming_the_server():
+  from ccvl_tf import replay
+  assert replay.call_with_deadline(lambda: 42, "h:1", 5.0, "the answer") == 42
+  with pytest.raises(KeyError, match="own error"):
+    replay.call_with_deadline(lambda: {}["own error"], "h:1", 5.0, "a lookup")
+  never, started = threading.Event(), threading.Event()
+  t0 = time.monotonic()
+  with pytest.raises(replay.DeadlineExceeded,
+                     match=r"server at h:1 did not complete the hang within its deadline of "
+                           r"0\.5s"):
+    replay.call_with_deadline(never.wait, "h:1", 0.5, "the hang", started)
+  assert started.is_set() and 0.5 <= time.monotonic() - t0 < 5.0
+  never.set()  # let the worker thread end
+  with pytest.raises(ValueError, match="timeout_s"):
+    replay.call_with_deadline(lambda: 1, "h:1", 0.0, "x")
+
+
+_SERVER_SCRIPT = """
+import sys, threading
+import ccvl_tf
+import tensorflow as tf
+from ccvl_tf import replay
+tables = replay.make_tables(tf.TensorSpec([1, 2], tf.float32),
+                            {"train_step": tf.TensorSpec([], tf.int64),
+                             "w": tf.TensorSpec([3], tf.float32)},
+                            max_size=10, min_size=1, batch_size=1)
+server, address = replay.start_server(tables, 0, sys.argv[1])
+print("Reverb server at", address, flush=True)
+threading.Event().wait()
+"""
+
+
+@pytest.mark.slow
+def test_server_killed_mid_push_and_frozen_mid_checkpoint_end_with_server_lost(tmp_path):
+  """A real server process: a Reverb checkpoint while it is frozen (SIGSTOP) ends with
+  ServerLost at --reverb_checkpoint_timeout_s; a weight push in flight when it is killed -9
+  ends with ServerLost naming the address within --server_timeout_s (the deadline, or the
+  failed call plus one ServerInfo check of the same deadline)."""
+  import tensorflow as tf
+  from ccvl_tf.experiments import online_server
+  deadline = 2.0
+  procs = []
+  try:
+    server = _spawn(["-c", _SERVER_SCRIPT, str(tmp_path / "reverb")], str(tmp_path / "s.log"))
+    procs.append(server)
+    _wait_for(lambda: "Reverb server at" in _read(server._log_file.name), 60,
+              "the server to start", [server])
+    address = _read(server._log_file.name).split("Reverb server at")[1].split()[0]
+    link = online_server.LearnerServerLink(address, server_timeout_s=deadline,
+                                           checkpoint_timeout_s=deadline)
+    variables = {"train_step": tf.Variable(3, dtype=tf.int64), "w": tf.Variable([1.0, 2, 3])}
+    link.connect(variables, step=3)                        # container + first push
+    assert link.checkpoint(3).startswith(str(tmp_path / "reverb"))
+    # Frozen: the checkpoint call cannot return; the deadline ends it.
+    server.send_signal(signal.SIGSTOP)
+    t0 = time.monotonic()
+    with pytest.raises(online_server.ServerLost) as lost:
+      link.checkpoint(7)
+    elapsed = time.monotonic() - t0
+    assert deadline <= elapsed < deadline + 10, elapsed
+    assert str(lost.value) == (
+        f"learner: lost the Reverb server at {address} at train step 7: the Reverb checkpoint "
+        f"did not return within --reverb_checkpoint_timeout_s=2s")
+    # Killed mid-push: the push is in flight (its worker has called container.push) when the
+    # still-frozen server is killed -9.
+    in_flight, outcome = threading.Event(), {}
+    push = link.container.push
+    link.container.push = lambda values: (in_flight.set(), push(values))[1]
+
+    def learner_push():
+      t = time.monotonic()
+      try:
+        link.push(9)
+      except Exception as e:  # pylint: disable=broad-except
+        outcome["error"] = e
+      outcome["seconds"] = time.monotonic() - t
+
+    thread = threading.Thread(target=learner_push, daemon=True)
+    thread.start()
+    assert in_flight.wait(30), "the push never started"
+    server.kill()
+    server.wait(timeout=10)
+    thread.join(2 * deadline + 10)
+    assert not thread.is_alive(), "the push did not end"
+    err = outcome.get("error")
+    assert isinstance(err, online_server.ServerLost), repr(err)
+    assert str(err).startswith(f"learner: lost the Reverb server at {address} at train step 9")
+    assert outcome["seconds"] < 2 * deadline + 10, outcome
+  finally:
+    for p in procs:
+      if p.poll() is None:
+        p.send_signal(signal.SIGCONT)
+    _cleanup(procs)

@@ -56,7 +56,7 @@ def load_runs(cfg) -> List[dict]:
                      final=summary.get("final_step") == int(step))
           if "bounds_mean_score" in e:
             row["bounds_normalized_score"] = float(norm(np.array([e["bounds_mean_score"]]))[0])
-          row.update({k: v for k, v in e.items() if k.startswith("tight/")})
+          row.update({k: v for k, v in e.items() if k.startswith(("tight/", "penalty/"))})
           row["throughput"] = summary.get("throughput", {}) if row["final"] else {}
           rows.append(row)
   return rows
@@ -146,6 +146,58 @@ def tightness_lines(cfg, pairs) -> List[str]:
   return lines
 
 
+def _per_step_means(rows, method, game, keys) -> Dict[float, Dict[str, float]]:
+  """online env steps -> {key: mean over the seeds' evaluations that have it}."""
+  by_step: Dict[float, Dict[str, List[float]]] = {}
+  for r in rows:
+    if r["method"] == method and r["game"] == game:
+      for k in keys:
+        if k in r:
+          by_step.setdefault(r["online_env_steps"], {}).setdefault(k, []).append(r[k])
+  return {x: {k: float(np.mean(v)) for k, v in d.items()} for x, d in sorted(by_step.items())}
+
+
+PENALTY_COLUMNS = (("penalty/lower_weight_new", "w new (Q_l)"),
+                   ("penalty/lower_weight_offline", "w offline (Q_l)"),
+                   ("penalty/upper_weight_new", "w new (Q_u)"),
+                   ("penalty/upper_weight_offline", "w offline (Q_u)"),
+                   ("penalty/lower_dataset_size", "|D| (Q_l)"),
+                   ("tight/lower_minus_mc@0.5", "Q_l - G @0.5"),
+                   ("tight/upper_minus_mc@0.5", "Q_u - G @0.5"))
+
+
+def penalty_lines(cfg, rows) -> List[str]:
+  """The penalty diagnostic per evaluation (online_penalty.py): the regularizer weight
+  w(s, 0.5) on the new online states and on offline states, the |D| in force and the bounds
+  against Monte-Carlo returns, mean over seeds, per game, method and online env steps."""
+  lines = ["| Game | Method | online env steps | "
+           + " | ".join(label for _, label in PENALTY_COLUMNS) + " |",
+           "| --- | --- | --- | " + " | ".join("---" for _ in PENALTY_COLUMNS) + " |"]
+  keys = [k for k, _ in PENALTY_COLUMNS]
+  for game in cfg.games:
+    for method in cfg.methods:
+      for x, means in _per_step_means(rows, method, game, keys).items():
+        cells = [f"{means[k]:.4g}" if k in means else "-" for k in keys]
+        lines.append(f"| {game} | {LABELS[method]} | {x:.0f} | " + " | ".join(cells) + " |")
+  return lines
+
+
+def penalty_plot(cfg, rows, path: str) -> None:
+  """online_penalty.plot of the per-step means over seeds, one line per method and game."""
+  from ccvl_tf.experiments import online_penalty  # pylint: disable=g-import-not-at-top
+  keys = ["penalty/lower_weight_new", "penalty/lower_weight_offline",
+          *online_penalty.TIGHT_KEYS]
+  series = {}
+  for game in cfg.games:
+    for method in cfg.methods:
+      means = _per_step_means(rows, method, game, keys)
+      if means:
+        series[f"{LABELS[method]}, {game}"] = [dict(m, online_env_steps=x)
+                                               for x, m in means.items()]
+  online_penalty.plot(series, path, title="Penalty weight w(s, 0.5) and bounds - MC return "
+                      "(mean over seeds)")
+
+
 def throughput_lines(cfg, pairs) -> List[str]:
   lines = ["| Method | learner steps/s | actor env steps/s | actor time inserting | learner "
            "time waiting for samples | train s |", "| --- | --- | --- | --- | --- | --- |"]
@@ -199,11 +251,13 @@ def plot(cfg, rows, path: str) -> None:
 
 
 def write_report(cfg, log: Callable[[str], None] = print) -> Dict[str, str]:
-  """table.md (aggregate, per game, tightness, throughput), scores.csv, score_vs_steps.png."""
+  """table.md (aggregate, per game, tightness, penalty per evaluation, throughput),
+  scores.csv, score_vs_steps.png, penalty_vs_steps.png."""
   rows = load_runs(cfg)
   pairs = before_after(rows)
   out = {k: os.path.join(cfg.output_dir, v) for k, v in dict(
-      table="table.md", csv="scores.csv", plot="score_vs_steps.png").items()}
+      table="table.md", csv="scores.csv", plot="score_vs_steps.png",
+      penalty_plot="penalty_vs_steps.png").items()}
   with open(out["csv"], "w", newline="") as f:
     cols = ["method", "game", "seed", "step", "online_env_steps", "score", "normalized_score",
             "bounds_normalized_score"]
@@ -220,12 +274,18 @@ def write_report(cfg, log: Callable[[str], None] = print) -> Dict[str, str]:
   lines += per_game_lines(cfg, pairs)
   lines += ["", "## Tightness of the bounds at the end (Monte-Carlo returns G of the "
             "evaluated policy, clipped rewards)", ""] + tightness_lines(cfg, pairs)
+  lines += ["", "## The penalty during fine-tuning (per evaluation, mean over seeds)", "",
+            "w = alpha sqrt(log(1/delta) n(s)^-1) at delta 0.5 on a uniform sample of the "
+            "online states trained on since the previous evaluation (new) and on offline "
+            "states; |D| in force; Q_l / Q_u minus the Monte-Carlo return G at delta 0.5.", ""]
+  lines += penalty_lines(cfg, rows)
   lines += ["", "## Throughput (1 actor process, learner and actor on the same 2 cores)", ""]
   lines += throughput_lines(cfg, pairs)
   with open(out["table"], "w") as f:
     f.write("\n".join(lines) + "\n")
   if rows:
     plot(cfg, rows, out["plot"])
+    penalty_plot(cfg, rows, out["penalty_plot"])
   log("\n".join(lines))
   log(f"Wrote {', '.join(out.values())}.")
   return out

@@ -12,8 +12,9 @@ and resumes the others. The report (finetune_report.py) normalizes with the data
 scores and aggregates the gains with rliable.
 
 Layout of output_dir: runs/<method>/<Game>/seed_<k>/ (a finetune_online root_dir),
-logs/<method>_<Game>_seed<k>.log, then table.md, scores.csv, score_vs_steps.png,
-tightness.md (finetune_report.py).
+logs/<method>_<Game>_seed<k>.log, offline_states/<Game>_seed<k>.npz (offline states for the
+CCVL runs' penalty diagnostic), then table.md, scores.csv, score_vs_steps.png,
+penalty_vs_steps.png (finetune_report.py).
 """
 from __future__ import annotations
 
@@ -77,6 +78,9 @@ class FinetuneSuiteConfig:
   bootstrap_reps: int = setting(2000, "rliable bootstrap reps.", lower_bound=100)
   alpha: Optional[float] = setting(None, "finetune_online.py --alpha for every run (default: "
                                    "each offline run's).", lower_bound=0.0)
+  online_counts: str = setting("grow", "finetune_online.py --online_counts for every run "
+                               "('grow': n(s)^-1 follows the online data; 'offline': the "
+                               "offline rule, before issue 24).", enum_values=("grow", "offline"))
 
   def validate(self) -> None:
     for name in ("compare_dir", "data_dir", "output_dir"):
@@ -88,6 +92,9 @@ class FinetuneSuiteConfig:
     bad = [m for m in self.methods if m not in online_config.AGENTS]
     if bad or not self.methods:
       raise ValueError(f"--methods: unknown {bad}; valid: {', '.join(online_config.AGENTS)}")
+    if self.online_counts not in ("grow", "offline"):
+      raise ValueError(f"--online_counts must be 'grow' or 'offline', got "
+                       f"{self.online_counts!r}")
     if not self.games or not self.seeds:
       raise ValueError("--games and --seeds must not be empty")
     for s in self.seeds:
@@ -149,6 +156,32 @@ def ensure_offline_summary(cfg: FinetuneSuiteConfig, method: str, game: str, see
   return root
 
 
+def offline_states(cfg: FinetuneSuiteConfig, game: str, seed: int, suite=None,
+                   size: int = 512) -> str:
+  """<output_dir>/offline_states/<Game>_seed<k>.npz: `size` states of the offline dataset
+  (the held-out batches of the MinAtar comparison's data of this game, kind and seed), for
+  the penalty diagnostic of the CCVL fine-tunes (finetune_online.py --offline_states); written
+  once."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments import compare_suites  # pylint: disable=g-import-not-at-top
+  path = os.path.join(cfg.output_dir, "offline_states", f"{game}_seed{seed}.npz")
+  if os.path.exists(path):
+    return path
+  if suite is None:
+    suite = compare_suites.MinAtarSuite(compare_config.CompareConfig(
+        suite="minatar", output_dir=cfg.compare_dir, data_dir=cfg.data_dir))
+  observations, n = [], 0
+  for batch in suite.data(game, cfg.dataset_kind, seed, 256).held_out():
+    observations.append(np.asarray(batch["observation"]))
+    n += len(observations[-1])
+    if n >= size:
+      break
+  os.makedirs(os.path.dirname(path), exist_ok=True)
+  np.savez_compressed(path + ".tmp.npz", observation=np.concatenate(observations)[:size])
+  os.replace(path + ".tmp.npz", path)
+  return path
+
+
 def run_finished(root: str) -> bool:
   path = os.path.join(root, "summary.json")
   if not os.path.exists(path):
@@ -158,16 +191,19 @@ def run_finished(root: str) -> bool:
 
 
 def finetune_args(cfg: FinetuneSuiteConfig, method: str, game: str, seed: int,
-                  offline: str) -> list:
-  """The finetune_online.py flags of one run (everything else at OnlineConfig's defaults)."""
+                  offline: str, states: Optional[str] = None) -> list:
+  """The finetune_online.py flags of one run (everything else at OnlineConfig's defaults;
+  `states`: the offline states of the penalty diagnostic)."""
   return [f"--game=minatar/{game}", f"--agent={method}", f"--offline_dir={offline}",
           f"--root_dir={run_dir(cfg, method, game, seed)}", f"--seed={seed}",
           f"--num_env_steps={cfg.num_env_steps}", f"--eval_interval={cfg.eval_interval}",
           f"--eval_episodes={cfg.eval_episodes}", f"--eval_max_steps={cfg.eval_max_steps}",
           f"--min_replay_size={cfg.min_replay_size}", "--replay_capacity=1000000",
           "--num_actors=1", "--export_policies=false",
-          f"--checkpoint_interval={cfg.eval_interval}", f"--log_interval={cfg.eval_interval}"
-          ] + ([] if cfg.alpha is None else [f"--alpha={cfg.alpha}"])
+          f"--checkpoint_interval={cfg.eval_interval}", f"--log_interval={cfg.eval_interval}",
+          f"--online_counts={cfg.online_counts}"
+          ] + ([] if cfg.alpha is None else [f"--alpha={cfg.alpha}"]) + (
+              [] if states is None else [f"--offline_states={states}"])
 
 
 def run(cfg: FinetuneSuiteConfig, log: Callable[[str], None] = print) -> Dict[str, str]:
@@ -177,12 +213,17 @@ def run(cfg: FinetuneSuiteConfig, log: Callable[[str], None] = print) -> Dict[st
   with open(os.path.join(cfg.output_dir, "config.json"), "w") as f:
     json.dump(dataclasses.asdict(cfg), f, indent=2)
   units = [(g, int(s), m) for g in cfg.games for s in cfg.seeds for m in cfg.methods]
+  from ccvl_tf.experiments import compare_suites  # pylint: disable=g-import-not-at-top
+  suite = compare_suites.MinAtarSuite(compare_config.CompareConfig(  # data loaded when used
+      suite="minatar", output_dir=cfg.compare_dir, data_dir=cfg.data_dir))
   for i, (game, seed, method) in enumerate(units):
     root = run_dir(cfg, method, game, seed)
     if run_finished(root):
       log(f"[{i + 1}/{len(units)}] {method} {game} seed {seed}: done (skipped)")
       continue
     offline = ensure_offline_summary(cfg, method, game, seed, log)
+    states = (offline_states(cfg, game, seed, suite)
+              if online_config.OFFLINE_AGENT[method] == "ccvl" else None)
     log_path = os.path.join(cfg.output_dir, "logs", f"{method}_{game}_seed{seed}.log")
     t0 = time.time()
     log(f"[{i + 1}/{len(units)}] {method} {game} seed {seed}: fine-tuning {offline} "
@@ -191,7 +232,7 @@ def run(cfg: FinetuneSuiteConfig, log: Callable[[str], None] = print) -> Dict[st
     env["PYTHONPATH"] = _REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
     with open(log_path, "a") as out:
       code = subprocess.call([sys.executable, FINETUNE] + finetune_args(
-          cfg, method, game, seed, offline), stdout=out, stderr=subprocess.STDOUT, env=env,
+          cfg, method, game, seed, offline, states), stdout=out, stderr=subprocess.STDOUT, env=env,
           cwd=_REPO_ROOT)
     if code != 0:
       tail = open(log_path).read()[-1500:]

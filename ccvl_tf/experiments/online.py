@@ -19,28 +19,35 @@ Processes (docs/online.md has the picture and the multi-machine layout):
                   through experiments/agent_registry.py, as 'ccvl_bounds') on batches
                   from the 'replay' table (optionally mixed with offline batches), pushes the
                   weights, checkpoints itself (ccvl_tf.training.restore_or_initialize layout)
-                  and the Reverb server (its checkpointer), evaluates (before the first online
-                  step -- the offline start --, every `eval_interval` learner steps when set,
-                  and at the end with the bounds' tightness against Monte-Carlo returns:
-                  online_eval.py; on the gridworld, CCVL's bounds also against exact values
-                  at the start and the end: gridworld_bounds.py), records its throughput, and
-                  exports SavedModels. On the gridworld the CCVL bounds' n(s) are exact counts
-                  that grow with the online rows of each trained batch (weight 1 / SPI).
+                  and the Reverb server (its checkpointer) -- every call to the server with a
+                  deadline (online_server.py) --, evaluates (before the first online step --
+                  the offline start --, every `eval_interval` learner steps when set, and at
+                  the end; with --penalty_diagnostic at each evaluation the bounds' tightness
+                  against Monte-Carlo returns, online_eval.py, and the CCVL penalty on new and
+                  offline states, online_penalty.py, else the tightness at the end only; on
+                  the gridworld, CCVL's bounds also against exact values at the start and the
+                  end: gridworld_bounds.py), records its throughput, and exports SavedModels.
+                  With --online_counts=grow CCVL's n(s)^-1 follows the online data: the linear
+                  estimate's |D| and C grow with the online rows of each trained batch
+                  (online_penalty.start_counts), the gridworld's exact counts too (weight
+                  1 / SPI).
 
 Budget: `num_env_steps` env steps, i.e. num_env_steps * samples_per_insert / batch_size_online
 learner steps (the rate limiter keeps the ratio), counted from the offline step.
 
 Root dir layout: checkpoints/ (learner), reverb_checkpoints/ (in-process server), summaries/,
 eval.csv and evals.json (one row per evaluated step), bounds_report.md / .png / .json and
-online_transitions.npz (gridworld CCVL), actors/actor_<i>.log and
-actor_<i>_stats.json (env steps, seconds inserting), status.json (pids, address; rewritten at
-start), summary.json (with 'throughput'),
+online_transitions.npz (gridworld CCVL), penalty.png (--penalty_diagnostic),
+actors/actor_<i>.log and actor_<i>_stats.json (env steps, seconds inserting), status.json
+(pids, address; rewritten at start), summary.json (with 'throughput'),
 policy/ (CCVL confidence-adaptive with Eq. upper policy), policy_fixed/ (Q_l greedy at
 policy_delta), policy_bounds/ (the exploration policy without epsilon).
 
 Modules: online_config.py (OnlineConfig, specs, the learner of --agent, the Reverb tables),
-online_actor.py (the actor process and the learner's actor subprocesses), this module (the
-offline starting point and the learner's runner, `run`, in phases: `_Runner`).
+online_start.py (the offline starting point), online_server.py (the learner's server calls),
+online_penalty.py (online counts, penalty diagnostic), online_actor.py (the actor process and
+the learner's actor subprocesses), this module (the learner's runner, `run`, in phases:
+`_Runner`).
 """
 from __future__ import annotations
 
@@ -49,13 +56,14 @@ import json
 import os
 import sys
 import time
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import numpy as np
 import tensorflow as tf
 
+from ccvl_tf import distributed
 from ccvl_tf import policies
 from ccvl_tf import replay
 from ccvl_tf import training
@@ -63,6 +71,9 @@ from ccvl_tf.experiments import online_actor
 from ccvl_tf.experiments import online_bounds
 from ccvl_tf.experiments import online_config
 from ccvl_tf.experiments import online_eval
+from ccvl_tf.experiments import online_penalty
+from ccvl_tf.experiments import online_server
+from ccvl_tf.experiments import online_start
 
 # Names of online_config and online_actor that binaries, tests and docs use through this module.
 GRIDWORLD = online_config.GRIDWORLD
@@ -82,72 +93,19 @@ collect_steps = online_actor.collect_steps
 actor_main = online_actor.actor_main
 
 
-class ServerLost(ConnectionError):
-  """The Reverb server stopped answering (the message names its address)."""
+ServerLost = online_server.ServerLost  # the Reverb server stopped answering (names the address)
 
 
 class ActorsGone(RuntimeError):
   """Every actor process exited before the learner's budget was reached."""
 
 
-# ---------------------------------------------------------------------------- offline side
-def offline_gridworld_batches(seed: int, batch_size: int, data_seed: int = 0):
-  """An infinite iterator of uniformly sampled batches of the paper's gridworld dataset."""
-  from ccvl_tf.envs import gridworld
-  from ccvl_tf.tabular import dataset as tds
-  env = gridworld.GridWorld()
-  data = tds.make_gridworld_dataset(seed=data_seed)
-  rng = np.random.default_rng(seed)
-  while True:
-    yield tds.one_hot_batch(env, data, rng.integers(0, len(data), batch_size))
-
-
-def train_offline_gridworld(root_dir: str, num_steps: int = 1500, seed: int = 0,
-                            alpha: float = 0.2, log=print, agent: str = "ccvl") -> Dict:
-  """Offline CCVL (lower AND upper bound) on the paper's gridworld dataset (2.5k transitions
-  of the p=0.3 world), in train_offline's layout (root_dir/checkpoints, summary.json), as the
-  starting point of gridworld fine-tuning (train_offline.py itself is Atari-only)."""
-  import keras
-  keras.utils.set_random_seed(seed)
-  tss, act = specs(GRIDWORLD)
-  agent_name = agent
-  agent = build_agent(GRIDWORLD, tss, act, OnlineConfig().bounds(), alpha=alpha, seed=seed,
-                      agent=agent_name)
-  result = training.train(
-      agent, lambda start: offline_gridworld_batches(seed + start, 64),
-      training.LoopConfig(root_dir=root_dir, num_steps=num_steps,
-                          checkpoint_interval=num_steps, log_interval=max(1, num_steps // 3)),
-      log=log)
-  summary = dict(game=GRIDWORLD, agent="cql" if agent_name == "cql" else "ccvl_bounds",
-                 step=result["step"], alpha=alpha,
-                 dataset="tabular.dataset.make_gridworld_dataset(seed=0)", seed=seed)
-  if agent_name != "cql":
-    summary.update(counts="exact", objective=online_config.GRIDWORLD_LOWER_OBJECTIVE,
-                   upper_objective=OnlineConfig().upper_objective)
-  with open(os.path.join(root_dir, "summary.json"), "w") as f:
-    json.dump(summary, f, indent=2)
-  return summary
-
-
-def restore_offline(agent, offline_dir: str, log=print) -> int:
-  """Loads the offline checkpoint into `agent` (`agent.restore_offline`); returns its train
-  step. CCVLBoundsAgent: a bounds checkpoint restores both bounds; a plain CCVLAgent checkpoint
-  (what train_offline.py writes) restores Q_l and starts Q_u as a copy of Q_l.
-  """
-  ckpt_dir = os.path.join(offline_dir, "checkpoints")
-  path = tf.train.latest_checkpoint(ckpt_dir)
-  if path is None:
-    raise ValueError(f"--offline_dir {offline_dir}: no checkpoint in {ckpt_dir} (run "
-                     f"train_offline.py with --root_dir={offline_dir} first)")
-  try:
-    restored = agent.restore_offline(path)
-  except (AssertionError, ValueError, tf.errors.OpError) as e:
-    raise ValueError(f"the offline checkpoint {path} does not fit this agent/game/network ({e});"
-                     f" is --game the game it was trained on?") from e
-  step = int(agent.train_step_counter.numpy())
-  log(f"Restored the offline checkpoint {path} (train step {step}; {restored}).")
-  return step
-
+# The learner's step under a strategy (ccvl_tf/distributed.py), used here and by tests.
+make_learner_step = distributed.make_learner_step
+# The offline starting point (online_start.py), used through this module by binaries and tests.
+offline_gridworld_batches = online_start.offline_gridworld_batches
+train_offline_gridworld = online_start.train_offline_gridworld
+restore_offline = online_start.restore_offline
 
 
 # ---------------------------------------------------------------------------- learner
@@ -174,37 +132,9 @@ class _Runner:
     self.eval_seconds_at_first_step = self.sample_wait_at_first_step = 0.0
 
   def _resolve_config(self) -> None:
-    """Checks the offline run's summary.json against the flags (agent, game); takes the
-    exploration belief's temperature from it when --belief_temperature is unset."""
-    cfg = self.cfg
-    self.offline_summary = {}
-    summary_path = os.path.join(cfg.offline_dir, "summary.json")
-    if os.path.exists(summary_path):
-      with open(summary_path) as f:
-        self.offline_summary = json.load(f)
-      game = str(self.offline_summary.get("game", cfg.game))
-      offline_agent = str(self.offline_summary.get("agent", "ccvl")).lower()
-      offline_agent = {"ccvl_bounds": "ccvl", "fixed_ccvl": "ccvl"}.get(offline_agent,
-                                                                        offline_agent)
-      if offline_agent != cfg.offline_agent:
-        raise ValueError(f"--offline_dir {cfg.offline_dir} holds a {offline_agent} run, not "
-                         f"--agent={cfg.agent} (which starts from a {cfg.offline_agent} run)")
-      if game.lower() != cfg.game.lower():
-        raise ValueError(f"--offline_dir {cfg.offline_dir} was trained on {game!r}, not "
-                         f"--game={cfg.game!r}")
-      if (game.lower() == GRIDWORLD and cfg.offline_agent == "ccvl"
-          and self.offline_summary.get("counts") != "exact"):
-        raise ValueError(
-            f"--offline_dir {cfg.offline_dir} holds gridworld bounds trained before issue 27 "
-            "(linear counts, regularized objectives), which this version does not fine-tune; "
-            "use a fresh --offline_dir with --prepare_gridworld_offline")
-    if cfg.belief_temperature is None and self.offline_summary.get("belief_temperature"):
-      # The exploration belief updates at the offline run's temperature (set from its data);
-      # resolved before online_config.json is written, so actors use the same one.
-      self.cfg = dataclasses.replace(cfg, belief_temperature=float(
-          self.offline_summary["belief_temperature"]))
-      self.log(f"Exploration belief temperature {self.cfg.belief_temperature:.4g} "
-               "(the offline run's).")
+    """The offline run's summary.json checked against the flags, and the settings taken from
+    it (online_start.resolve_config)."""
+    self.cfg, self.offline_summary = online_start.resolve_config(self.cfg, self.log)
 
   def _build_learner(self) -> None:
     """The registered learner of --agent under the strategy's scope (alpha and |D| of the
@@ -212,14 +142,7 @@ class _Runner:
     cfg = self.cfg
     self.tss, self.act = specs(cfg.game, cfg.seed)
     with self.strategy.scope():
-      # alpha of the offline run: top level (gridworld, compare), train_offline's resolved
-      # 'settings' (its preset under its flags) or, for older runs, its 'config'; |D|
-      # ('num_transitions': train_offline, compare) scales CCVL's n(s)^-1.
-      alpha = self.offline_summary.get("alpha", self.offline_summary.get("settings", {}).get(
-          "alpha", self.offline_summary.get("config", {}).get("alpha")))
-      if cfg.alpha is not None:  # --alpha: the online learner's own
-        alpha = cfg.alpha
-      dataset_size = float(self.offline_summary.get("num_transitions", 2500.0))
+      alpha, dataset_size = online_start.alpha_and_dataset_size(self.offline_summary, cfg)
       # The gridworld's CCVL bounds use exact n(s), grown with the online data (step loop).
       self.counts = (online_config.gridworld_counts()
                      if cfg.game.lower() == GRIDWORLD and cfg.offline_agent == "ccvl" else None)
@@ -242,6 +165,7 @@ class _Runner:
                                               max_to_keep=3)
     latest = self.manager.latest_checkpoint
     if latest:
+      self._start_online_counts()  # their variables are in an online checkpoint
       try:
         ckpt.restore(latest).assert_existing_objects_matched()
       except (AssertionError, ValueError, tf.errors.OpError) as e:
@@ -250,6 +174,7 @@ class _Runner:
       log(f"Resumed from {latest} (train step {int(agent.train_step_counter.numpy())}).")
     else:
       self.offline_step.assign(restore_offline(agent, cfg.offline_dir, log))
+      self._start_online_counts()  # not in an offline checkpoint
     if cfg.learning_rate is not None:
       agent.set_learning_rate(cfg.learning_rate)
     self.start_step = int(agent.train_step_counter.numpy())
@@ -258,14 +183,23 @@ class _Runner:
         os.path.join(cfg.root_dir, "online_transitions.npz"), self.start_step if latest else None)
     self.final_step = self.offline_step_value + cfg.num_learner_steps
     self.control["train_step"].assign(self.start_step)
+    self.probe = None
+    if cfg.penalty_diagnostic and cfg.offline_agent == "ccvl":
+      self.probe = online_penalty.PenaltyProbe(online_penalty.offline_states(
+          cfg.game, cfg.offline_states, 512, cfg.seed), seed=cfg.seed)
+
+  def _start_online_counts(self) -> None:
+    """--online_counts=grow: the CCVL bounds' linear n(s)^-1 follows the online data
+    (online_penalty.start_counts); the gridworld's exact counts grow in the step loop."""
+    if self.cfg.online_counts == "grow":
+      with self.strategy.scope():
+        online_penalty.start_counts(self.agent, self.cfg.online_batch_size,
+                                    self.cfg.samples_per_insert, self.log)
 
   def _connect_replay(self) -> None:
     """Starts the in-process Reverb server (unless --reverb_address), checks it, and pushes
-    the learner's weights to its 'variables' table."""
-    # pylint: disable=g-import-not-at-top  (Reverb loads when a run starts, as in replay.py)
-    import reverb
-    from tf_agents.experimental.distributed import reverb_variable_container
-    # pylint: enable=g-import-not-at-top
+    the learner's weights to its 'variables' table (online_server.LearnerServerLink: every
+    call with a deadline)."""
     cfg, log = self.cfg, self.log
     self.address = cfg.reverb_address
     reverb_ckpt_dir = os.path.join(cfg.root_dir, "reverb_checkpoints")
@@ -277,39 +211,23 @@ class _Runner:
     info = replay.check_server(self.address, cfg.server_timeout_s)
     log(f"Reverb replay table at {self.address}: {info[replay.REPLAY_TABLE].current_size} "
         f"items; samples per insert {cfg.samples_per_insert}, min size {cfg.min_replay_size}.")
-    self.client = reverb.Client(self.address)
-    self.variables = online_config.pushed_variables(self.agent, self.control)
-    self.container = reverb_variable_container.ReverbVariableContainer(
-        self.address, table_names=[replay.VARIABLE_TABLE])
-    self.container.push(self.variables)
+    self.link = online_server.LearnerServerLink(self.address, cfg.server_timeout_s,
+                                                cfg.reverb_checkpoint_timeout_s)
+    self.link.connect(online_config.pushed_variables(self.agent, self.control),
+                      self.start_step)
 
   def _save(self, step: int) -> None:
     """A learner checkpoint, and one of the Reverb server's (its machine, its directory).
 
-    The server is asked first (ServerInfo with --server_timeout_s): Reverb's checkpoint call
-    has no deadline and blocked forever on a killed server (seen in
-    tests/test_reverb_faults.py), so a dead server is named here instead. A server killed
-    after the check but before the checkpoint call still blocks it; the gridworld's transition
-    log is written *before* the learner checkpoint so that the check follows the checkpoint
-    immediately, as before (written between them, the server-kill test hung in 2 of 4 runs on
-    a loaded machine; written first, 0 of 4)."""
+    Reverb's checkpoint call has no deadline of its own (it blocked forever on a killed server
+    in tests/test_reverb_faults.py): it runs with --reverb_checkpoint_timeout_s
+    (online_server.LearnerServerLink), so a server lost before or during it ends the run with
+    ServerLost naming it. The learner's own checkpoint is written first: after a lost server
+    it is the one a restart resumes from."""
     self.transitions.save()
     self.manager.save(checkpoint_number=step)
     if self.server is not None or self.cfg.reverb_address:
-      self._check_server(step)
-      self.client.checkpoint()
-
-  def _check_server(self, step: int, error: Optional[Exception] = None) -> None:
-    """Raises ServerLost naming the address when the Reverb server does not answer (`error`:
-    the failure that made the learner ask, named in the message)."""
-    try:
-      replay.check_server(self.address, self.cfg.server_timeout_s)
-    except ConnectionError as ce:
-      if error is None:
-        raise ServerLost(f"learner: lost the Reverb server at {self.address} at train step "
-                         f"{step}: {ce}") from ce
-      raise ServerLost(f"learner: lost the Reverb server at {self.address} at train step "
-                       f"{step} ({type(error).__name__}: {error}); {ce}") from error
+      self.link.checkpoint(step)
 
   def _batches(self):
     """Online batches from the 'replay' table, each followed by its offline share (or None)."""
@@ -334,7 +252,7 @@ class _Runner:
       self.sample_wait_seconds += time.perf_counter() - t0
     except (StopIteration, tf.errors.OutOfRangeError, tf.errors.UnavailableError,
             tf.errors.DeadlineExceededError, tf.errors.CancelledError) as e:
-      self._check_server(step)
+      self.link.check(step)
       if cfg.num_actors and self.actors.alive() == 0:
         raise ActorsGone(f"learner: all {cfg.num_actors} actor(s) exited at train step "
                          f"{step}, before the budget ({self.final_step}); see "
@@ -389,8 +307,7 @@ class _Runner:
           last_t += self.last_eval_seconds  # progress rates count training time only
         if step % cfg.push_period == 0 or step == final_step:
           self.control["train_step"].assign(step)
-          self._check_server(step)  # the push (an insert) has no deadline either
-          self.container.push(self.variables)
+          self.link.push(step)
         if step % cfg.log_interval == 0 or step == final_step:
           now = time.time()
           self._log_progress(step, metrics, (step - last_step) / max(now - last_t, 1e-9))
@@ -400,26 +317,33 @@ class _Runner:
     except (ServerLost, ActorsGone, FloatingPointError, KeyboardInterrupt):
       raise
     except Exception as e:  # pylint: disable=broad-except
-      # A push, a checkpoint or a sample failed: name the server if it is the cause.
-      self._check_server(step, e)
+      # A sample (or a step) failed: name the server if it is the cause.
+      self.link.check(step, e)
       raise
     return step
 
   def _record_online_part(self, batch, step: int) -> None:
-    """Gridworld CCVL: the online rows of a trained batch into n(s) (weight 1 / SPI: each
-    inserted transition is sampled SPI times on average) and into the transition log the
-    end-of-run bounds report checks against."""
+    """The online rows (the first online_batch_size) of a trained batch: into the penalty
+    probe's sample of new states; on the gridworld (CCVL) into the exact n(s) with
+    --online_counts=grow (weight 1 / SPI: each inserted transition is sampled SPI times on
+    average) and into the transition log the end-of-run bounds report checks against."""
+    if self.probe is None and self.counts is None:
+      return
+    observation = np.asarray(batch["observation"])[:self.cfg.online_batch_size]
+    if self.probe is not None:
+      self.probe.add(observation)
     if self.counts is None:
       return
-    online_rows = {k: np.asarray(v)[:self.cfg.online_batch_size] for k, v in batch.items()}
-    self.counts.add_one_hot(online_rows["observation"], 1.0 / self.cfg.samples_per_insert)
-    self.transitions.add(online_rows, step)
+    if self.cfg.online_counts == "grow":
+      self.counts.add_one_hot(observation, 1.0 / self.cfg.samples_per_insert)
+    self.transitions.add({k: np.asarray(v)[:self.cfg.online_batch_size]
+                          for k, v in batch.items()}, step)
 
   def _finish_actors(self, step: int) -> None:
     """Tells the actors the run is over (`finished` in the variables) and stops them."""
     self.control["finished"].assign(1)
     self.control["train_step"].assign(step)
-    self.container.push(self.variables)
+    self.link.push(step)
     # Actors see `finished` at their next pull, but one blocked on an insert (the rate limiter
     # waits for samples that will not come) never pulls: a short grace, then SIGTERM.
     self.actors.stop(grace_s=3.0)
@@ -447,7 +371,9 @@ class _Runner:
     results = online_eval.evaluate(self.cfg, self.agent, step)
     if step == self.offline_step_value and self.counts is not None:
       results.update(self._bounds_report(online_bounds.START, step))
-    if tightness:
+    if self.probe is not None:
+      results.update(self.probe.measure(self.agent))
+    if tightness or self.cfg.penalty_diagnostic:
       results.update(online_eval.bound_tightness(self.cfg, self.agent, self.cfg.eval_episodes))
       if self.counts is not None and step > self.offline_step_value:
         results.update(self._bounds_report(online_bounds.AFTER, step))
@@ -502,8 +428,8 @@ class _Runner:
     out.update({f"actors/{k}": v for k, v in online_actor.read_stats(
         self.cfg.root_dir, self.cfg.num_actors).items()})
     try:
-      stats = replay.rate_limiter_stats(self.client.server_info(
-          timeout=int(self.cfg.server_timeout_s))[replay.REPLAY_TABLE])
+      stats = replay.rate_limiter_stats(self.link.client.server_info(
+          timeout=max(1, int(self.cfg.server_timeout_s)))[replay.REPLAY_TABLE])
     except Exception as e:  # pylint: disable=broad-except  (a report, not the run's result)
       self.log(f"could not read the replay table's statistics: {e}")
       return out
@@ -528,11 +454,21 @@ class _Runner:
                   start_eval=training.recorded_evaluation(cfg.root_dir, self.offline_step_value),
                   throughput=throughput,
                   checkpoint=self.manager.latest_checkpoint,
-                  replay_items=int(self.client.server_info()[replay.REPLAY_TABLE].current_size),
+                  replay_items=self.link.replay_items(step),
                   config=dataclasses.asdict(cfg), policy_dirs=dirs)
     with open(os.path.join(cfg.root_dir, "summary.json"), "w") as f:
       json.dump(result, f, indent=2, default=float)
     return result
+
+  def _plot_penalty(self) -> None:
+    """penalty.png: the penalty diagnostic against online env steps (online_penalty.plot)."""
+    if not (self.cfg.penalty_diagnostic and self.cfg.eval_episodes):
+      return
+    evals = training.load_eval_record(self.cfg.root_dir)["evals"]
+    path = os.path.join(self.cfg.root_dir, "penalty.png")
+    online_penalty.plot({self.cfg.agent: [evals[k] for k in sorted(evals, key=int)]}, path,
+                        title=f"{self.cfg.game}: regularizer weight and bounds vs MC returns")
+    self.log(f"Penalty diagnostic against online steps: {path}.")
 
   def run(self) -> Dict:
     """All phases; the actors and the in-process server are stopped whatever happens once
@@ -570,6 +506,7 @@ class _Runner:
                f"{100 * throughput['actors/insert_share']:.0f}% of their time inserting).")
       last_eval = self._run_eval_phase(step)
       self._log_before_after(last_eval)
+      self._plot_penalty()
       return self._export_and_summarize(step, last_eval, throughput)
     finally:
       self.actors.stop(grace_s=5.0)
@@ -599,28 +536,6 @@ def run(cfg: OnlineConfig, log: Callable[[str], None] = print, strategy=None) ->
     ValueError: bad flags or an offline checkpoint that does not fit.
   """
   return _Runner(cfg, log, strategy or tf.distribute.get_strategy()).run()
-
-
-def make_learner_step(strategy, agent) -> Callable[[Dict], Dict]:
-  """batch -> metrics: one step of both bounds (Q_u metrics prefixed 'upper/').
-
-  Default strategy: the agents' own guarded step (`CCVLBoundsAgent.train_on_batch`).
-  Otherwise (e.g. MirroredStrategy; the agent must have been built under its scope)
-  `ccvl_tf.distributed.make_train_step` per bound: the batch is split across replicas, the
-  gradients averaged, the NaN guard and Adam run in cross-replica context.
-  """
-  if strategy is tf.distribute.get_strategy():
-    return agent.train_on_batch
-  from ccvl_tf import distributed
-  steps = {prefix: distributed.make_train_step(strategy, learner)  # ValueError for CQL
-           for prefix, learner in agent.guarded_learners().items()}
-
-  def step(batch):
-    metrics = {}
-    for prefix, learner_step in steps.items():
-      metrics.update({prefix + k: v for k, v in learner_step(batch).items()})
-    return metrics
-  return step
 
 
 # ---------------------------------------------------------------------------- entry point

@@ -90,8 +90,25 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
   server_timeout_s: float = setting(
       10.0, "Seconds before an unanswering Reverb server is lost.", lower_bound=1e-3,
       upper_bound=86400.0)
+  reverb_checkpoint_timeout_s: float = setting(
+      600.0, "Seconds the learner waits for a Reverb checkpoint before the server counts as "
+      "lost (a large replay table takes a while to write).", lower_bound=1e-3,
+      upper_bound=86400.0)
   reverb_port: int = setting(0, "Port of the in-process server (0: free port).", lower_bound=0,
                              upper_bound=65535)
+  online_counts: str = setting(  # issue 24: experiments/online_penalty.py
+      "grow", "CCVL's n(s)^-1 online: 'grow' (|D| counts the online transitions too, C "
+      "accumulates their features, the normalization is frozen at its offline value, so the "
+      "weight falls where data arrives; gridworld: the exact counts grow) or 'offline' (the "
+      "offline rule: |D| of the offline data, C and the normalization over the training "
+      "batches; gridworld: the offline counts).", enum_values=("grow", "offline"))
+  penalty_diagnostic: bool = setting(
+      True, "At every evaluation also: the regularizer weight of the CCVL bounds on the online "
+      "states trained on since the last evaluation and on offline states (penalty/*), and "
+      "the bounds against Monte-Carlo returns (tight/*; otherwise only at the end).")
+  offline_states: Optional[str] = setting(
+      None, "An .npz with 'observation' [K, ...]: offline states for the penalty diagnostic "
+      "(finetune_minatar.py writes one per run; gridworld: its dataset; else none).")
   agent: str = setting(  # 'ccvl' (both bounds), 'ccvl_lower' (Q_l only) or 'cql'
       "ccvl", "'ccvl' (lower + upper bounds, Eq. upper policy exploration), 'ccvl_lower' "
       "(Q_l only, explores with the confidence-adaptive policy + epsilon) or 'cql' "
@@ -151,8 +168,14 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
       raise ValueError(f"--alpha must be >= 0, got {self.alpha!r}")
     if self.learning_rate is not None and not self.learning_rate > 0:
       raise ValueError(f"--learning_rate must be > 0, got {self.learning_rate!r}")
-    if not self.sample_timeout_s > 0 or not self.server_timeout_s > 0:
-      raise ValueError("--sample_timeout_s and --server_timeout_s must be > 0")
+    if self.online_counts not in ("grow", "offline"):
+      raise ValueError(f"--online_counts must be 'grow' or 'offline', got "
+                       f"{self.online_counts!r}")
+    if self.offline_states and not os.path.isfile(self.offline_states):
+      raise ValueError(f"--offline_states {self.offline_states!r} is not a file")
+    for name in ("sample_timeout_s", "server_timeout_s", "reverb_checkpoint_timeout_s"):
+      if not getattr(self, name) > 0:
+        raise ValueError(f"--{name} must be > 0, got {getattr(self, name)!r}")
     self.bounds().validate()
     if not 0.0 < self.policy_delta < 1.0:
       raise ValueError(f"--policy_delta must be in (0, 1), got {self.policy_delta!r}")

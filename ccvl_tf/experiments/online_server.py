@@ -1,0 +1,102 @@
+"""The online learner's calls to its Reverb server, each with a deadline (issue 24).
+
+Reverb's client calls that the learner makes -- the weight push (TF-Agents'
+ReverbVariableContainer.push, a TFClient.insert op), the variable container's ServerInfo,
+Client.checkpoint() -- take no deadline, and a server that dies or freezes between a health
+check and the call blocked the learner forever. `LearnerServerLink` runs every one of them
+under `ccvl_tf.replay.call_with_deadline` (a worker thread waited for with a timeout):
+
+  push, ServerInfo         --server_timeout_s
+  Reverb checkpoint        --reverb_checkpoint_timeout_s (a big table takes a while to write)
+
+and turns a call that does not return in time, or fails while the server does not answer a
+ServerInfo, into `ServerLost` naming the address, the train step and the deadline. No health
+check precedes a call any more (the deadline makes it redundant). The samples (the replay
+dataset) are bounded by the rate limiter's timeout instead (experiments/online.py).
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional, TypeVar
+
+from ccvl_tf import replay
+
+_T = TypeVar("_T")
+
+
+class ServerLost(ConnectionError):
+  """The Reverb server stopped answering (the message names its address)."""
+
+
+class LearnerServerLink:
+  """The learner's side of the server: its client, the variable container and the pushed
+  variables, with the deadlines of the module docstring."""
+
+  def __init__(self, address: str, server_timeout_s: float, checkpoint_timeout_s: float):
+    import reverb  # pylint: disable=g-import-not-at-top  (Reverb loads when a run starts)
+    self.address = address
+    self.server_timeout_s = float(server_timeout_s)
+    self.checkpoint_timeout_s = float(checkpoint_timeout_s)
+    self.client = reverb.Client(address)
+    self.container = None
+    self.variables = None
+
+  def connect(self, variables, step: int) -> None:
+    """The variable container of the 'variables' table, and the first push of `variables`
+    (a nest of tf.Variables, pushed again by every `push`)."""
+    from tf_agents.experimental.distributed import (  # pylint: disable=g-import-not-at-top
+        reverb_variable_container)
+    self.variables = variables
+    self.container = self.call(
+        lambda: reverb_variable_container.ReverbVariableContainer(
+            self.address, table_names=[replay.VARIABLE_TABLE]),
+        "the variable container's ServerInfo", step)
+    self.push(step)
+
+  def push(self, step: int) -> None:
+    """The variables' values now (a snapshot) into the 'variables' table."""
+    self._guard(lambda: replay.push_with_deadline(
+        self.container, self.variables, self.address, self.server_timeout_s),
+        "the weight push", step, "--server_timeout_s", self.server_timeout_s)
+
+  def checkpoint(self, step: int) -> str:
+    """A checkpoint of the server (written by the server, on its machine)."""
+    return self._guard(lambda: replay.call_with_deadline(
+        self.client.checkpoint, self.address, self.checkpoint_timeout_s,
+        "the Reverb checkpoint"),
+        "the Reverb checkpoint", step, "--reverb_checkpoint_timeout_s",
+        self.checkpoint_timeout_s)
+
+  def call(self, fn: Callable[[], _T], what: str, step: int) -> _T:
+    """fn() (a call to the server) with the deadline --server_timeout_s."""
+    return self._guard(lambda: replay.call_with_deadline(
+        fn, self.address, self.server_timeout_s, what), what, step, "--server_timeout_s",
+        self.server_timeout_s)
+
+  def replay_items(self, step: int) -> int:
+    """Items in the 'replay' table now."""
+    return int(self.call(self.client.server_info, "ServerInfo", step)[
+        replay.REPLAY_TABLE].current_size)
+
+  def check(self, step: int, error: Optional[Exception] = None) -> None:
+    """Raises ServerLost naming the address when the server does not answer a ServerInfo
+    within --server_timeout_s (`error`: the failure that made the learner ask, named in the
+    message)."""
+    try:
+      replay.check_server(self.address, self.server_timeout_s)
+    except ConnectionError as ce:
+      if error is None:
+        raise ServerLost(f"learner: lost the Reverb server at {self.address} at train step "
+                         f"{step}: {ce}") from ce
+      raise ServerLost(f"learner: lost the Reverb server at {self.address} at train step "
+                       f"{step} ({type(error).__name__}: {error}); {ce}") from error
+
+  def _guard(self, call: Callable[[], _T], what: str, step: int, flag: str,
+             timeout_s: float) -> _T:
+    try:
+      return call()
+    except replay.DeadlineExceeded as e:
+      raise ServerLost(f"learner: lost the Reverb server at {self.address} at train step "
+                       f"{step}: {what} did not return within {flag}={timeout_s:g}s") from e
+    except Exception as e:  # pylint: disable=broad-except
+      self.check(step, e)  # ServerLost when the server is gone, else the failure as it is
+      raise

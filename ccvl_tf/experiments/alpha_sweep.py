@@ -32,21 +32,16 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from ccvl_tf.config_flags import setting
 from ccvl_tf.experiments import compare_config
 
-# The alpha-dependent methods (run at every alpha) and the alpha-free reference (run once).
-ALPHA_METHODS = ("CQL", "CCVL", "Fixed-CCVL")
-ALPHA_FREE_METHODS = ("BC",)
-SWEEP_METHODS = ALPHA_METHODS + ALPHA_FREE_METHODS
+# The sweep's layout (methods, part directories) is defined with its report, the stage below.
+from ccvl_tf.experiments import alpha_sweep_report  # noqa: E402
+from ccvl_tf.experiments.alpha_sweep_report import ALPHA_DIR_PREFIX  # noqa: F401,E402
+from ccvl_tf.experiments.alpha_sweep_report import ALPHA_FREE_METHODS  # noqa: F401,E402
+from ccvl_tf.experiments.alpha_sweep_report import ALPHA_METHODS  # noqa: F401,E402
+from ccvl_tf.experiments.alpha_sweep_report import BC_DIR  # noqa: F401,E402
+from ccvl_tf.experiments.alpha_sweep_report import SWEEP_METHODS  # noqa: F401,E402
+from ccvl_tf.experiments.alpha_sweep_report import alpha_dir_name  # noqa: F401,E402
 # At least the grid of issue 23: {0.03, 0.1, 0.3, 1, 3, 10}.
 DEFAULT_ALPHAS = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
-BC_DIR = "bc"
-ALPHA_DIR_PREFIX = "alpha_"
-
-
-def alpha_dir_name(alpha: float) -> str:
-  """The part directory of one alpha: 0.03 -> 'alpha_0.03', 1.0 -> 'alpha_1'."""
-  return f"{ALPHA_DIR_PREFIX}{float(alpha):g}"
-
-
 def parse_alphas(text) -> Tuple[float, ...]:
   """'0.03, 0.1,1' -> (0.03, 0.1, 1.0), sorted; ValueError naming --alphas for a value that is
   not a finite number > 0 (the plot's x-axis is logarithmic), a duplicate or an empty list."""
@@ -139,7 +134,6 @@ class AlphaSweepConfig(compare_config.CompareConfig):
 def run(cfg: AlphaSweepConfig, log: Callable[[str], None] = print) -> Dict[str, object]:
   """Runs compare once per part (`AlphaSweepConfig.parts`), then writes the sweep's report;
   returns dict(parts={name: compare.run's result}, paths=the report's files)."""
-  from ccvl_tf.experiments import alpha_sweep_report  # pylint: disable=g-import-not-at-top
   from ccvl_tf.experiments import compare  # pylint: disable=g-import-not-at-top
   cfg.validate()
   os.makedirs(cfg.output_dir, exist_ok=True)

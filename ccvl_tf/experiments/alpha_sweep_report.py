@@ -28,9 +28,21 @@ import numpy as np
 
 from ccvl_tf import evaluation
 from ccvl_tf import reporting
-from ccvl_tf.experiments import alpha_sweep
 from ccvl_tf.experiments import compare_config
 from ccvl_tf.experiments import compare_report
+
+# The sweep's layout (experiments/alpha_sweep.py runs it): the alpha-dependent methods (run at
+# every alpha) and the alpha-free reference (run once), and the part directories.
+ALPHA_METHODS = ("CQL", "CCVL", "Fixed-CCVL")
+ALPHA_FREE_METHODS = ("BC",)
+SWEEP_METHODS = ALPHA_METHODS + ALPHA_FREE_METHODS
+BC_DIR = "bc"
+ALPHA_DIR_PREFIX = "alpha_"
+
+
+def alpha_dir_name(alpha: float) -> str:
+  """The part directory of one alpha: 0.03 -> 'alpha_0.03', 1.0 -> 'alpha_1'."""
+  return f"{ALPHA_DIR_PREFIX}{float(alpha):g}"
 
 # CCVL's diagnostics in rows.csv (keys of a CCVL result's `diagnostics`; empty where a run has
 # none: CQL, Fixed-CCVL and BC results carry no diagnostics).
@@ -49,7 +61,7 @@ FAMILY_TABLE = (("family_differs_ends", "differs ends"), ("family_differs_any", 
                 ("family_greedy_mode_share_lo", "mode share lo"),
                 ("family_greedy_mode_share_hi", "mode share hi"),
                 ("family_cql_gap_lo", "CQL gap lo"), ("family_cql_gap_hi", "CQL gap hi"))
-_ALPHA_DIR = re.compile(re.escape(alpha_sweep.ALPHA_DIR_PREFIX) + r"(.+)$")
+_ALPHA_DIR = re.compile(re.escape(ALPHA_DIR_PREFIX) + r"(.+)$")
 
 
 # ------------------------------------------------------------------------------ rows
@@ -58,11 +70,11 @@ def part_dirs(output_dir: str, alphas: Optional[Sequence[float]] = None
   """(alpha or None, directory) of the sweep's parts under output_dir that exist: OUT/bc, then
   OUT/alpha_<a> for each of `alphas` (None: every alpha_<number> directory), by alpha."""
   out: List[Tuple[Optional[float], str]] = []
-  bc = os.path.join(output_dir, alpha_sweep.BC_DIR)
+  bc = os.path.join(output_dir, BC_DIR)
   if os.path.isdir(bc):
     out.append((None, bc))
   if alphas is not None:
-    found = [(float(a), alpha_sweep.alpha_dir_name(a)) for a in alphas]
+    found = [(float(a), alpha_dir_name(a)) for a in alphas]
   else:
     found = []
     for name in (os.listdir(output_dir) if os.path.isdir(output_dir) else []):
@@ -110,7 +122,7 @@ def csv_row(row: dict) -> dict:
 
 
 def _sort_key(row: dict):
-  methods = list(alpha_sweep.SWEEP_METHODS)
+  methods = list(SWEEP_METHODS)
   kinds = list(compare_config.DATASET_KINDS)
   return (methods.index(row["method"]) if row["method"] in methods else len(methods),
           row["method"], -1.0 if row["alpha"] is None else row["alpha"],
@@ -253,7 +265,7 @@ def _num(x: float, spec: str) -> str:
 
 
 def _methods(rows):
-  return reporting.ordered([r["method"] for r in rows], alpha_sweep.SWEEP_METHODS)
+  return reporting.ordered([r["method"] for r in rows], SWEEP_METHODS)
 
 
 def _datasets(rows):
@@ -271,7 +283,7 @@ def iqm_table_lines(rows: Sequence[dict], dataset: str, cells) -> List[str]:
   lines = ["| Method | " + " | ".join(f"α = {a:g}" for a in alphas) + " | alpha-free |",
            "| --- |" + " --- |" * (len(alphas) + 1)]
   for m in _methods([r for r in rows if r["dataset"] == dataset]):
-    free = m in alpha_sweep.ALPHA_FREE_METHODS
+    free = m in ALPHA_FREE_METHODS
     name = f"{m} (alpha-free)" if free else m
     per_alpha = ["-" if free else _cell(cells.get((m, dataset, a))) for a in alphas]
     lines.append(f"| {name} | " + " | ".join(per_alpha)
@@ -284,7 +296,7 @@ def flatness_lines(rows: Sequence[dict], dataset: str, reps: int) -> List[str]:
            "range (max - min) [95% CI] | worst / best [95% CI] |",
            "| --- | --- | --- | --- | --- | --- | --- |"]
   for m in _methods([r for r in rows if r["dataset"] == dataset]):
-    if m in alpha_sweep.ALPHA_FREE_METHODS:
+    if m in ALPHA_FREE_METHODS:
       continue
     f = flatness(rows, m, dataset, reps=reps)
     if f is None:
@@ -363,7 +375,7 @@ def plot(path: str, rows: Sequence[dict], reps: int = 2000) -> None:
   for j, dataset in enumerate(datasets):
     ax, ax2 = axes[0][j], axes[1][j]
     for m in _methods(rows):
-      if m in alpha_sweep.ALPHA_FREE_METHODS:
+      if m in ALPHA_FREE_METHODS:
         a = cells.get((m, dataset, None))
         if a is not None:
           ax.axhspan(a.ci_low, a.ci_high, color="0.5", alpha=0.2, lw=0)
@@ -414,8 +426,8 @@ def write_outputs(output_dir: str, suite: str, reps: int = 2000,
   (`alphas`: only those alpha parts; None: every alpha_<a> directory)."""
   rows = read_rows(output_dir, alphas)
   if not rows:
-    raise ValueError(f"no results under {output_dir}/{alpha_sweep.BC_DIR} or "
-                     f"{output_dir}/{alpha_sweep.ALPHA_DIR_PREFIX}*/results")
+    raise ValueError(f"no results under {output_dir}/{BC_DIR} or "
+                     f"{output_dir}/{ALPHA_DIR_PREFIX}*/results")
   paths = {"rows": os.path.join(output_dir, "rows.csv"),
            "table": os.path.join(output_dir, "table.md"),
            "plot": os.path.join(output_dir, "alpha_sweep.png")}

@@ -348,7 +348,7 @@ class CCVLAgent(q_agent_base.GuardedLearner):
     transitions, C accumulates their features, the normalization is frozen at its offline
     value: counts_lib.LinearInverseCounts.start_online), and the traced train step is rebuilt
     so that its count update takes the online rule. Call it after the offline restore and
-    before restoring an online checkpoint (ccvl_tf/experiments/online_penalty.py). Returns
+    before restoring an online checkpoint (ccvl_tf/experiments/online/penalty.py). Returns
     False (nothing to do) with an exact inverse_count_fn."""
     if self._counts is None:
       return False

@@ -50,7 +50,7 @@ from ccvl_tf import policies
 class ExplorationConfig:
   """The settings of the upper bound and of the exploration policy that online fine-tuning
   exposes as flags: declared here once, inherited by BoundsConfig and by
-  ccvl_tf.experiments.online_config.OnlineConfig.
+  ccvl_tf.experiments.online.config.OnlineConfig.
 
   Attributes:
     upper_alpha: alpha_u, weight of the upper bound's bonus / regularizer (None: the lower

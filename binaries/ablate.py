@@ -5,11 +5,11 @@
 
 Trains each named variant (an agent and the settings it changes: alpha, learning rate, Adam
 epsilon, DR3, target period, CCVL's count weighting; the grid is
-ccvl_tf.experiments.ablation.VARIANTS), probes held-out states every --probe_interval steps
+ccvl_tf.experiments.offline.ablation.VARIANTS), probes held-out states every --probe_interval steps
 (agreement with the data's action, greedy mode share, CQL gap, dead feature units) and scores
 the greedy policy in the ALE at the end. Writes OUT/table.md, rows.csv, probes.csv, curves.png;
 rerunning the same command resumes. Use development data only (docs/ablation.md).
-Flags -> AblationConfig -> ccvl_tf.experiments.ablation.run (no algorithm code here).
+Flags -> AblationConfig -> ccvl_tf.experiments.offline.ablation.run (no algorithm code here).
 """
 import sys
 
@@ -21,7 +21,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from ccvl_tf import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 from ccvl_tf import config_flags
-from ccvl_tf.experiments import ablation
+from ccvl_tf.experiments.offline import ablation
 
 config_flags.define(ablation.AblationConfig)
 

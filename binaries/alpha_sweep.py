@@ -10,7 +10,7 @@ the last two share one training) and once for BC into OUT/bc/; every compare fla
 --alpha applies to every part (see binaries/compare.py). Writes OUT/rows.csv (one row per run
 with CCVL's diagnostics), OUT/table.md (IQM [95% CI] per method and alpha, flatness over alpha,
 CCVL's delta family vs alpha) and OUT/alpha_sweep.png. Rerunning the same command resumes.
-Flags -> AlphaSweepConfig -> ccvl_tf.experiments.alpha_sweep.run (no algorithm code here).
+Flags -> AlphaSweepConfig -> ccvl_tf.experiments.compare.alpha_sweep.run (no algorithm code here).
 Protocol and reading: docs/alpha_sweep.md.
 """
 import sys
@@ -24,7 +24,7 @@ from ccvl_tf import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 from ccvl_tf import config_flags
 from ccvl_tf.experiments import agent_options
-from ccvl_tf.experiments import alpha_sweep
+from ccvl_tf.experiments.compare import alpha_sweep
 
 config_flags.define(alpha_sweep.AlphaSweepConfig)  # CompareConfig's flags but --alpha; --alphas
 agent_options.define_flags()  # CCVL's options, generated from agents.ccvl_agent.CCVLConfig
@@ -44,7 +44,7 @@ def main(argv):
   except ValueError as e:
     raise app.UsageError(str(e))
   from ccvl_tf import training  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments import compare  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.compare import runner as compare  # pylint: disable=g-import-not-at-top
   try:
     out = alpha_sweep.run(cfg, log=lambda s: print(s, flush=True))
   except (ValueError, FileNotFoundError, MemoryError, training.TrainingStopped,

@@ -26,7 +26,7 @@ from absl import app  # noqa: E402
 from ccvl_tf import config_flags  # noqa: E402
 from ccvl_tf.data import replay_writer  # noqa: E402
 from ccvl_tf.envs import atari  # noqa: E402
-from ccvl_tf.experiments import default_dataset  # noqa: E402
+from ccvl_tf.experiments.offline import default_dataset  # noqa: E402
 
 config_flags.define(default_dataset.CollectConfig)  # the `setting` fields of CollectConfig
 

@@ -9,7 +9,7 @@ Writes OUT/scores.csv, OUT/table.md (normalized IQM, 95% stratified bootstrap CI
 tables), OUT/per_game_<dataset>.md, OUT/iqm.png; per-run logs in OUT/logs, training runs in
 OUT/runs, one result file per method/dataset/game/seed in OUT/results (a rerun skips finished
 ones and resumes an interrupted training from its checkpoint).
-Flags -> CompareConfig -> ccvl_tf.experiments.compare.run (no algorithm code here).
+Flags -> CompareConfig -> ccvl_tf.experiments.compare.runner.run (no algorithm code here).
 """
 import sys
 
@@ -22,7 +22,7 @@ from ccvl_tf import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 from ccvl_tf import config_flags
 from ccvl_tf.experiments import agent_options
-from ccvl_tf.experiments import compare
+from ccvl_tf.experiments.compare import runner as compare
 
 config_flags.define(compare.CompareConfig)  # the `setting` fields of CompareConfig
 agent_options.define_flags()  # CCVL's options, generated from agents.ccvl_agent.CCVLConfig

@@ -12,7 +12,7 @@ count_auc (ROC AUC of n(s)^-1 as a classifier of random-policy states vs dataset
 no separation), effective_rank vs mean_inv_count_x_size, belief_max_shift (largest move of the
 belief's expected delta from the prior's) and belief_final_entropy (vs log K).
 train_offline.py computes the same at the end of every CCVL run. See docs/agent.md.
-Flags -> ccvl_tf.experiments.offline.diagnose (no algorithm code here).
+Flags -> ccvl_tf.experiments.offline.runner.diagnose (no algorithm code here).
 """
 import sys
 
@@ -24,7 +24,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from ccvl_tf import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 from ccvl_tf import config_flags
-from ccvl_tf.experiments import offline
+from ccvl_tf.experiments.offline import runner as offline
 
 config_flags.define(offline.DiagnoseConfig)  # --root_dir, --episodes
 

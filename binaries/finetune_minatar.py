@@ -8,7 +8,7 @@ same number of environment steps, scored before and after.
 COMPARE_OUT is the --output_dir of `compare.py --suite=minatar` (its runs/ hold the offline
 checkpoints of CQL and CCVL on --dataset). Each run is finetune_online.py in a subprocess;
 a rerun skips finished runs. Writes OUT/table.md, OUT/scores.csv, OUT/score_vs_steps.png.
-Flags -> FinetuneSuiteConfig -> ccvl_tf.experiments.finetune_suite.run (docs/online.md).
+Flags -> FinetuneSuiteConfig -> ccvl_tf.experiments.online.finetune_suite.run (docs/online.md).
 """
 import sys
 
@@ -20,7 +20,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from ccvl_tf import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 from ccvl_tf import config_flags
-from ccvl_tf.experiments import finetune_suite
+from ccvl_tf.experiments.online import finetune_suite
 
 config_flags.define(finetune_suite.FinetuneSuiteConfig)
 

@@ -9,7 +9,7 @@ in this process unless --reverb_address is given (binaries/reverb_server.py), st
 processes running the exploration policy (Eq. upper policy, epsilon-greedy), and trains the
 learner from the replay table at --samples_per_insert. A rerun with the same --root_dir resumes
 from the last learner checkpoint (and the in-process server from its Reverb checkpoint).
-Flags -> OnlineConfig -> ccvl_tf.experiments.online.run (docs/online.md).
+Flags -> OnlineConfig -> ccvl_tf.experiments.online.runner.run (docs/online.md).
 """
 import sys
 
@@ -21,7 +21,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from ccvl_tf import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 from ccvl_tf import config_flags
-from ccvl_tf.experiments import online
+from ccvl_tf.experiments.online import runner as online
 
 config_flags.define(online.OnlineConfig)  # OnlineConfig's flag fields
 _PREP = flags.DEFINE_integer("prepare_gridworld_offline", 0,

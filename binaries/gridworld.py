@@ -4,7 +4,7 @@
 
 Writes alpha_sweep.csv, delta_adaptation.csv, coverage.csv, summary.json and the figures
 alpha_sweep.png, delta_adaptation.png, trajectories.png, coverage.png; prints a summary table.
-Flags -> Config -> ccvl_tf.experiments.gridworld.run (no algorithm code here).
+Flags -> Config -> ccvl_tf.experiments.gridworld.runner.run (no algorithm code here).
 """
 import sys
 
@@ -14,7 +14,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from ccvl_tf import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 from ccvl_tf import config_flags
-from ccvl_tf.experiments import gridworld
+from ccvl_tf.experiments.gridworld import runner as gridworld
 
 config_flags.define(gridworld.Config)  # the `setting` fields of gridworld.Config
 

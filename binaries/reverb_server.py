@@ -21,7 +21,7 @@ import ccvl_tf  # noqa: F401
 from ccvl_tf import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 from ccvl_tf import config_flags
-from ccvl_tf.experiments import online
+from ccvl_tf.experiments.online import runner as online
 
 _TABLE_FLAGS = ("game", "agent", "samples_per_insert", "min_replay_size", "replay_capacity",
                 "batch_size")  # what the tables' signatures and rate limiter depend on

@@ -12,7 +12,7 @@ losses) goes to stdout, TensorBoard summaries to root_dir/summaries, checkpoints
 root_dir/checkpoints (a rerun resumes exactly where it stopped), the final policies to
 root_dir/policy (the agent's evaluation policy; for ccvl the confidence-adaptive CCVL policy, plus
 root_dir/policy_fixed for Fixed-CCVL) as SavedModels.
-Flags -> OfflineConfig -> ccvl_tf.experiments.offline.run (no algorithm code here).
+Flags -> OfflineConfig -> ccvl_tf.experiments.offline.runner.run (no algorithm code here).
 """
 import sys
 
@@ -25,7 +25,7 @@ from ccvl_tf import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 from ccvl_tf import config_flags
 from ccvl_tf.experiments import agent_options
-from ccvl_tf.experiments import offline
+from ccvl_tf.experiments.offline import runner as offline
 
 config_flags.define(offline.OfflineConfig)  # the `setting` fields of OfflineConfig
 agent_options.define_flags()  # CCVL's options, generated from agents.ccvl_agent.CCVLConfig

@@ -79,7 +79,7 @@ def make_train_step(strategy: tf.distribute.Strategy, agent) -> Callable[[Dict],
 
 def make_learner_step(strategy, agent) -> Callable[[Dict], Dict]:
   """batch -> metrics: one step of an online learner's guarded learners (CCVLBoundsAgent: both
-  bounds, Q_u metrics prefixed 'upper/'; experiments/online.py's learner step).
+  bounds, Q_u metrics prefixed 'upper/'; experiments/online/runner.py's learner step).
 
   Default strategy: the agents' own guarded step (`CCVLBoundsAgent.train_on_batch`).
   Otherwise (e.g. MirroredStrategy; the agent must have been built under its scope)

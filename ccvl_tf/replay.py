@@ -217,7 +217,7 @@ def rate_limiter_stats(table_info) -> Dict[str, float]:
   e.g. `client.server_info()[REPLAY_TABLE]`): 'inserts' (items written) and 'samples' (items
   sampled). This Reverb (dm-reverb-nightly 0.15.0.dev20240214) reports no wait times
   (RateLimiterCallStats has `completed` only):
-  the time blocked is measured by the callers (experiments/online.py, online_actor.py)."""
+  the time blocked is measured by the callers (experiments/online/runner.py, online/actor.py)."""
   info = table_info.rate_limiter_info
   return {"inserts": float(info.insert_stats.completed),
           "samples": float(info.sample_stats.completed)}

@@ -15,8 +15,8 @@ import pytest
 import ccvl_tf  # noqa: F401
 from ccvl_tf import config_flags
 from ccvl_tf import evaluation
-from ccvl_tf.experiments import alpha_sweep
-from ccvl_tf.experiments import alpha_sweep_report as report
+from ccvl_tf.experiments.compare import alpha_sweep
+from ccvl_tf.experiments.compare import alpha_sweep_report as report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "binaries", "alpha_sweep.py")

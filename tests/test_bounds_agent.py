@@ -268,7 +268,7 @@ import ccvl_tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import keras
-from ccvl_tf.experiments import online
+from ccvl_tf.experiments.online import runner as online
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
 tss, act = online.specs("gridworld")
 bounds = online.OnlineConfig().bounds()

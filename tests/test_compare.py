@@ -9,7 +9,8 @@ import sys
 import pytest
 
 import ccvl_tf  # noqa: F401
-from ccvl_tf.experiments import compare, offline
+from ccvl_tf.experiments.compare import runner as compare
+from ccvl_tf.experiments.offline import runner as offline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "binaries", "compare.py")

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from ccvl_tf import training
-from ccvl_tf.experiments import finetune_report
-from ccvl_tf.experiments import finetune_suite
+from ccvl_tf.experiments.online import finetune_report
+from ccvl_tf.experiments.online import finetune_suite
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -177,7 +177,7 @@ def _check_online_counts_restore(out, offline):
   offline checkpoint and keeps the offline rule (no online variables, |D| offline)."""
   import dataclasses  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments import online  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.online import runner as online  # pylint: disable=g-import-not-at-top
   root = os.path.join(out, "runs", "ccvl", "Breakout", "seed_0")
   cfg = online.OnlineConfig(**json.load(open(os.path.join(root, "online_config.json"))))
 

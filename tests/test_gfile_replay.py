@@ -289,7 +289,7 @@ def test_reader_functions_on_remote_paths(ram_root):
 
 
 def test_offline_config_accepts_remote_dataset_dirs(ram_root, monkeypatch):
-  from ccvl_tf.experiments import offline
+  from ccvl_tf.experiments.offline import runner as offline
   remote = copy_to_ram(TESTDATA, ram_root + "/replay_logs")
   offline.OfflineConfig(dataset_dir=remote, subset="1%").validate()
   with pytest.raises(ValueError, match=r"--dataset_dir ram://.*/nope does not exist"):

@@ -11,7 +11,7 @@ import pytest
 from ccvl_tf import belief
 from ccvl_tf import counts as counts_lib
 from ccvl_tf.envs import gridworld
-from ccvl_tf.experiments import gridworld_bounds as gb
+from ccvl_tf.experiments.gridworld import bounds as gb
 from ccvl_tf.tabular import dataset as tds
 from ccvl_tf.tabular import learners
 
@@ -148,8 +148,8 @@ def test_offline_gridworld_bounds_hold_at_every_grid_delta(tmp_path):
   ~10 s): the neural Q_l <= Q* and Q_u >= Q* at >= 1 - delta of the dataset's 141 pairs at each
   of the 8 grid deltas (measured: Q_l 0.65-1.00, Q_u 0.965-1.00), with mean gaps to Q* within
   0.5 and to the tabular bounds within 0.2 (measured 0.46 and 0.14)."""
-  from ccvl_tf.experiments import online
-  from ccvl_tf.experiments import online_eval
+  from ccvl_tf.experiments.online import runner as online
+  from ccvl_tf.experiments.online import evaluations as online_eval
   root = str(tmp_path / "offline")
   online.train_offline_gridworld(root, num_steps=1500, seed=0, log=lambda s: None)
   cfg = online.OnlineConfig(game="gridworld")
@@ -167,7 +167,7 @@ def test_offline_gridworld_bounds_hold_at_every_grid_delta(tmp_path):
 def test_transition_log_round_trip_and_resume_cut(tmp_path):
   """Two batches (steps 5 and 6) of one-hot rows become integer transitions; saved and reloaded
   at resume step 5, only step 5's rows are kept."""
-  from ccvl_tf.experiments import online_bounds
+  from ccvl_tf.experiments.online import bounds as online_bounds
   eye = np.eye(4, dtype=np.float32)
   path = str(tmp_path / "log.npz")
   log = online_bounds.TransitionLog(path, None)

@@ -15,7 +15,7 @@ from agents import cql_agent
 from agents import learner
 from ccvl_tf import networks
 from ccvl_tf.experiments import agent_registry
-from ccvl_tf.experiments import online
+from ccvl_tf.experiments.online import runner as online
 
 TINY = networks.QNetworkConfig(torso="mlp", mlp_units=(8,), n_cos=4, hidden_units=8)
 ONLINE_MEMBERS = ("exploration_policy", "bounds_policy", "policy_variables",

@@ -20,7 +20,7 @@ import pytest
 import tensorflow as tf
 
 from ccvl_tf import replay
-from ccvl_tf.experiments import online
+from ccvl_tf.experiments.online import runner as online
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FINETUNE = os.path.join(REPO, "binaries", "finetune_online.py")

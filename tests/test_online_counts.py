@@ -14,7 +14,7 @@ from agents import ccvl_agent
 from agents import ccvl_bounds_agent
 from ccvl_tf import losses
 from ccvl_tf import networks
-from ccvl_tf.experiments import online_penalty
+from ccvl_tf.experiments.online import penalty as online_penalty
 
 TINY = networks.QNetworkConfig(torso="mlp", mlp_units=(16,), n_cos=8, hidden_units=16)
 

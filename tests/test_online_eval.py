@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from ccvl_tf import replay
-from ccvl_tf.experiments import online_actor
-from ccvl_tf.experiments import online_eval
+from ccvl_tf.experiments.online import actor as online_actor
+from ccvl_tf.experiments.online import evaluations as online_eval
 
 
 def test_discounted_returns_to_go_by_hand():
@@ -53,8 +53,8 @@ def test_rate_limiter_stats_count_completed_inserts_and_samples():
 
 def test_online_alpha_is_validated_and_passed_by_the_measurement(tmp_path):
   """--alpha of the fine-tune: >= 0; finetune_minatar passes it to every run when set."""
-  from ccvl_tf.experiments import finetune_suite  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments import online  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.online import finetune_suite  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.online import runner as online  # pylint: disable=g-import-not-at-top
   with pytest.raises(ValueError, match="--alpha must be >= 0"):
     online.OnlineConfig(offline_dir=str(tmp_path), root_dir=str(tmp_path / "r"),
                         alpha=-1.0).validate()

@@ -7,7 +7,7 @@ import sys
 
 import ccvl_tf  # noqa: F401
 
-from ccvl_tf.experiments import online
+from ccvl_tf.experiments.online import runner as online
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -104,7 +104,7 @@ def _latest_step(ckpt_dir):
 
 @pytest.fixture(scope="module")
 def offline_dir(tmp_path_factory):
-  from ccvl_tf.experiments import online
+  from ccvl_tf.experiments.online import runner as online
   d = str(tmp_path_factory.mktemp("offline"))
   online.train_offline_gridworld(d, num_steps=100, seed=0, log=lambda s: None)
   return d
@@ -159,7 +159,7 @@ def test_server_killed_stops_learner_and_actor_with_the_address(offline_dir, tmp
     step, path = _latest_step(ckpt_dir)
     names = [n for n, _ in tf.train.list_variables(path)]
     assert any(n.startswith("upper/") for n in names)
-    from ccvl_tf.experiments import online
+    from ccvl_tf.experiments.online import runner as online
     with open(os.path.join(root, "online_config.json")) as f:
       cfg = online.OnlineConfig(**json.load(f))
     with open(os.path.join(offline_dir, "summary.json")) as f:
@@ -258,7 +258,7 @@ def test_server_killed_mid_push_and_frozen_mid_checkpoint_end_with_server_lost(t
   ends with ServerLost naming the address within --server_timeout_s (the deadline, or the
   failed call plus one ServerInfo check of the same deadline)."""
   import tensorflow as tf
-  from ccvl_tf.experiments import online_server
+  from ccvl_tf.experiments.online import server as online_server
   deadline = 2.0
   procs = []
   try:

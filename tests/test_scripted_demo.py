@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from ccvl_tf.envs import atari, scripted
-from ccvl_tf.experiments import demo_report
+from ccvl_tf.experiments.offline import demo_report
 
 
 def test_scripted_breakout_player_serves_and_scores():

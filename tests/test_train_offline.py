@@ -145,8 +145,8 @@ def test_presets_resolve_under_the_flags_and_reach_the_fingerprint():
   """--preset gives the training settings; a flag given explicitly wins; the resolved settings
   (not the flags) are in the run fingerprint, so a run cannot silently resume under another
   preset; the settings reach the agent's config."""
-  from ccvl_tf.experiments import offline as offline_lib  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments import presets  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.offline import runner as offline_lib  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.offline import presets  # pylint: disable=g-import-not-at-top
   with pytest.raises(ValueError, match="--learning_rate must be > 0"):
     offline_lib.OfflineConfig(learning_rate=0.0).validate()
   with pytest.raises(ValueError, match="--target_update_period must be an integer >= 1"):

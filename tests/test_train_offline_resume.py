@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from ccvl_tf.experiments import presets
+from ccvl_tf.experiments.offline import presets
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTDATA = os.path.join(ROOT, "testdata", "dqn_replay", "Breakout", "1", "replay_logs")

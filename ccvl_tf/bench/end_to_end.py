@@ -30,7 +30,7 @@ from ccvl_tf import networks
 from ccvl_tf import training
 from ccvl_tf.bench import data as bench_data
 from ccvl_tf.data import pipeline
-from ccvl_tf.experiments import offline
+from ccvl_tf.experiments.offline import runner as offline
 
 
 def _ccvl_agent(dataset_size: float, num_actions: int = 4, seed: int = 0):

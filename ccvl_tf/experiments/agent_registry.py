@@ -2,12 +2,12 @@
 
 `AGENT_REGISTRY` maps a name to an `AgentSpec`: a builder (time_step_spec, action_spec,
 AgentSettings) -> learner (agents.learner.Learner) and the policies it is evaluated / exported
-with. Its users: --agent=NAME of train_offline.py (experiments/offline.py) and compare.py
-(the offline names, `AGENTS`), and online fine-tuning (experiments/online.py), which builds
-'ccvl_bounds' (agents.ccvl_bounds_agent.CCVLBoundsAgent, lower and upper bounds) or 'cql'
-('ccvl_lower', Q_l alone) here with its own settings (gridworld MLP, MinAtar network or Nature
-torso). `AgentSettings` carries what a
-builder needs beyond the specs; None keeps the agent config's own default.
+with. Its users: --agent=NAME of train_offline.py (experiments/offline/runner.py) and
+compare.py (the offline names, `AGENTS`), and online fine-tuning (experiments/online/runner.py),
+which builds 'ccvl_bounds' (agents.ccvl_bounds_agent.CCVLBoundsAgent, lower and upper bounds)
+or 'cql' ('ccvl_lower', Q_l alone) here with its own settings (gridworld MLP, MinAtar network
+or Nature torso). `AgentSettings` carries what a builder needs beyond the specs; None keeps the
+agent config's own default.
 """
 from __future__ import annotations
 
@@ -145,8 +145,8 @@ def _lower_policies(agent, time_step_spec, action_spec, held_out, s: AgentSettin
 
 def auto_belief_temperature(errors) -> float:
   """The belief temperature set from the offline data, as the tabular experiment does
-  (ccvl_tf/experiments/gridworld.py): T = 2 x the smallest held-out mean squared Bellman error
-  over the delta grid, so that one transition of the best-fitting delta moves log b by ~1/2
+  (ccvl_tf/experiments/gridworld/runner.py): T = 2 x the smallest held-out mean squared Bellman
+  error over the delta grid, so that one transition of the best-fitting delta moves log b by ~1/2
   on average and the others by more in proportion to how much worse they fit. Floored at 1e-6."""
   errors = np.asarray(errors, np.float64)
   if errors.size == 0 or not np.all(np.isfinite(errors)):

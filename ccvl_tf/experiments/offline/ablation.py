@@ -223,7 +223,7 @@ def run_variant(cfg: AblationConfig, name: str, log: Callable[[str], None] = pri
   from ccvl_tf.data import pipeline  # pylint: disable=g-import-not-at-top
   from ccvl_tf.envs import atari  # pylint: disable=g-import-not-at-top
   from ccvl_tf.experiments import agent_registry  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments import demo_report  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.offline import demo_report  # pylint: disable=g-import-not-at-top
 
   variant = VARIANTS[name]
   probe_env = atari.AtariEnvironment(cfg.game, seed=cfg.seed)
@@ -286,7 +286,8 @@ def run_variant(cfg: AblationConfig, name: str, log: Callable[[str], None] = pri
 def _worker_init(threads: int) -> None:
   from ccvl_tf import quiet  # pylint: disable=g-import-not-at-top
   quiet.quiet_start()  # a spawned worker imports TensorFlow afresh
-  from ccvl_tf.experiments import compare_units  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.compare import (  # pylint: disable=g-import-not-at-top
+      units as compare_units)
   compare_units.configure_tensorflow(threads, deterministic=False)
 
 

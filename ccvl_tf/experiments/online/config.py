@@ -1,5 +1,5 @@
 """Online fine-tuning's settings (`OnlineConfig`) and what is built from them, shared by the
-learner (experiments/online.py), the actors (experiments/online_actor.py) and
+learner (runner.py), the actors (actor.py) and
 binaries/reverb_server.py: the game's environment and specs, the registry settings and learner
 of --agent, the variables pushed to the actors and the Reverb tables.
 """
@@ -18,7 +18,7 @@ from ccvl_tf.config_flags import FlagSpec
 from ccvl_tf.config_flags import setting
 
 GRIDWORLD = "gridworld"
-GRIDWORLD_VALUE_MAX = 1.0  # every gridworld return is 0 or gamma^t (gridworld_bounds.py)
+GRIDWORLD_VALUE_MAX = 1.0  # every gridworld return is 0 or gamma^t (gridworld/bounds.py)
 # The gridworld's bounds (issue 27): both trained in the bonus form, Eq. (update) for Q_l and
 # Eq. (upper update) for Q_u, with the exact state counts n(s) (GrowingExactCounts: the offline
 # dataset's, plus the online data's during fine-tuning) -- the form Theorem 1 proves pointwise
@@ -96,7 +96,7 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
       upper_bound=86400.0)
   reverb_port: int = setting(0, "Port of the in-process server (0: free port).", lower_bound=0,
                              upper_bound=65535)
-  online_counts: str = setting(  # issue 24: experiments/online_penalty.py
+  online_counts: str = setting(  # issue 24: penalty.py
       "grow", "CCVL's n(s)^-1 online: 'grow' (|D| counts the online transitions too, C "
       "accumulates their features, the normalization is frozen at its offline value, so the "
       "weight falls where data arrives; gridworld: the exact counts grow) or 'offline' (the "
@@ -237,7 +237,7 @@ def agent_settings(game: str, bounds, alpha: Optional[float] = None, seed: int =
   """The registry settings of the fine-tune's learner: the gridworld's small MLP (one-hot
   states; N = 4, M = 2, squared TD, no DR3, lr 3e-3, target period 10; CCVL's Q_l in the bonus
   form with the exact n(s) of `counts`, default `gridworld_counts()`), MinAtar's network and
-  training settings (those of the MinAtar comparison, experiments/compare_suites.py, whose
+  training settings (those of the MinAtar comparison, experiments/compare/suites.py, whose
   checkpoints it fine-tunes), or the Atari defaults (Nature torso), with `bounds`
   (BoundsConfig). CQL explores with its collect policy, so its collect epsilon is
   bounds.explore_epsilon. `dataset_size`: |D| of the offline data (CCVL's linear n(s)^-1).
@@ -249,7 +249,8 @@ def agent_settings(game: str, bounds, alpha: Optional[float] = None, seed: int =
   if agent == "cql":
     extra["collect_epsilon"] = bounds.explore_epsilon
   if factory.is_minatar(game):
-    from ccvl_tf.experiments import compare_suites  # pylint: disable=g-import-not-at-top
+    from ccvl_tf.experiments.compare import (  # pylint: disable=g-import-not-at-top
+        suites as compare_suites)
     extra = dict(dict(compare_suites.MinAtarSuite.training_overrides), **extra)
     return agent_registry.AgentSettings(network_config=networks.minatar_network_config(),
                                         alpha=alpha, reward_clip=1.0, **extra)

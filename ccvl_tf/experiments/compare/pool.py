@@ -11,9 +11,9 @@ import multiprocessing
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ccvl_tf.experiments import compare_config
-from ccvl_tf.experiments import compare_suites
-from ccvl_tf.experiments import compare_units
+from ccvl_tf.experiments.compare import config as compare_config
+from ccvl_tf.experiments.compare import suites as compare_suites
+from ccvl_tf.experiments.compare import units as compare_units
 
 
 _WORKER_SUITE: Optional[compare_suites.Suite] = None

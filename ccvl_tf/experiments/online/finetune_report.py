@@ -1,4 +1,4 @@
-"""The fine-tuning measurement's report (experiments/finetune_suite.py): normalized scores
+"""The fine-tuning measurement's report (finetune_suite.py): normalized scores
 before and after the online budget, the gain with 95% stratified bootstrap CIs (rliable, over
 seeds x games), score against online steps, and the bounds' tightness against Monte-Carlo
 returns.
@@ -34,7 +34,8 @@ def load_runs(cfg) -> List[dict]:
   from ccvl_tf import scores  # pylint: disable=g-import-not-at-top
   from ccvl_tf import training  # pylint: disable=g-import-not-at-top
   from ccvl_tf.data import minatar_datasets  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments import online_eval  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.online import (  # pylint: disable=g-import-not-at-top
+      evaluations as online_eval)
   refs = minatar_datasets.load_scores(cfg.data_dir)
   rows = []
   for method in cfg.methods:
@@ -167,7 +168,7 @@ PENALTY_COLUMNS = (("penalty/lower_weight_new", "w new (Q_l)"),
 
 
 def penalty_lines(cfg, rows) -> List[str]:
-  """The penalty diagnostic per evaluation (online_penalty.py): the regularizer weight
+  """The penalty diagnostic per evaluation (penalty.py): the regularizer weight
   w(s, 0.5) on the new online states and on offline states, the |D| in force and the bounds
   against Monte-Carlo returns, mean over seeds, per game, method and online env steps."""
   lines = ["| Game | Method | online env steps | "
@@ -184,7 +185,8 @@ def penalty_lines(cfg, rows) -> List[str]:
 
 def penalty_plot(cfg, rows, path: str) -> None:
   """online_penalty.plot of the per-step means over seeds, one line per method and game."""
-  from ccvl_tf.experiments import online_penalty  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.online import (  # pylint: disable=g-import-not-at-top
+      penalty as online_penalty)
   keys = ["penalty/lower_weight_new", "penalty/lower_weight_offline",
           *online_penalty.TIGHT_KEYS]
   series = {}

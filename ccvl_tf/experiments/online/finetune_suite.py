@@ -29,13 +29,14 @@ from typing import Callable, Dict, Optional, Sequence
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 from ccvl_tf.config_flags import setting
-from ccvl_tf.experiments import compare_config
-from ccvl_tf.experiments import finetune_report
-from ccvl_tf.experiments import online_config
+from ccvl_tf.experiments.compare import config as compare_config
+from ccvl_tf.experiments.online import config as online_config
+from ccvl_tf.experiments.online import finetune_report
 # Where a run lives is the report's to say (it reads the runs); the suite writes them there.
-from ccvl_tf.experiments.finetune_report import run_dir
+from ccvl_tf.experiments.online.finetune_report import run_dir
 
-_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))  # ccvl_tf/experiments/online/<this file>
 FINETUNE = os.path.join(_REPO_ROOT, "binaries", "finetune_online.py")
 # Fine-tune --agent -> the comparison's method whose offline run it starts from.
 OFFLINE_METHOD = {agent: {"ccvl": "CCVL", "cql": "CQL"}[offline]
@@ -115,7 +116,8 @@ class FinetuneSuiteConfig:
 
 def offline_dir(cfg: FinetuneSuiteConfig, method: str, game: str, seed: int) -> str:
   """The comparison's training root of the offline run `method` starts from."""
-  from ccvl_tf.experiments import compare_units  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.compare import (  # pylint: disable=g-import-not-at-top
+      units as compare_units)
   return compare_units.train_dir(cfg.compare_dir, OFFLINE_METHOD[method], cfg.dataset_kind,
                                  game, seed)
 
@@ -126,8 +128,10 @@ def ensure_offline_summary(cfg: FinetuneSuiteConfig, method: str, game: str, see
   belief temperature). Comparisons made before compare.py wrote it have none: it is written
   here from the comparison's own definitions at its default settings (the learner's alpha,
   the dataset's size) and the CCVL result file's belief temperature, and the log says so."""
-  from ccvl_tf.experiments import compare_suites  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments import compare_units  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.compare import (  # pylint: disable=g-import-not-at-top
+      suites as compare_suites)
+  from ccvl_tf.experiments.compare import (  # pylint: disable=g-import-not-at-top
+      units as compare_units)
   root = offline_dir(cfg, method, game, seed)
   path = os.path.join(root, "summary.json")
   if os.path.exists(path):
@@ -163,7 +167,8 @@ def offline_states(cfg: FinetuneSuiteConfig, game: str, seed: int, suite=None,
   the penalty diagnostic of the CCVL fine-tunes (finetune_online.py --offline_states); written
   once."""
   import numpy as np  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments import compare_suites  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.compare import (  # pylint: disable=g-import-not-at-top
+      suites as compare_suites)
   path = os.path.join(cfg.output_dir, "offline_states", f"{game}_seed{seed}.npz")
   if os.path.exists(path):
     return path
@@ -213,7 +218,8 @@ def run(cfg: FinetuneSuiteConfig, log: Callable[[str], None] = print) -> Dict[st
   with open(os.path.join(cfg.output_dir, "config.json"), "w") as f:
     json.dump(dataclasses.asdict(cfg), f, indent=2)
   units = [(g, int(s), m) for g in cfg.games for s in cfg.seeds for m in cfg.methods]
-  from ccvl_tf.experiments import compare_suites  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.compare import (  # pylint: disable=g-import-not-at-top
+      suites as compare_suites)
   suite = compare_suites.MinAtarSuite(compare_config.CompareConfig(  # data loaded when used
       suite="minatar", output_dir=cfg.compare_dir, data_dir=cfg.data_dir))
   for i, (game, seed, method) in enumerate(units):

@@ -15,7 +15,7 @@ data, so Q_l rises toward Q* where it has been checked online and the bounds tig
   the offline estimate's rule (|D_off|, C and the normalization over the training batches,
   which online are the new data: the typical weight stays alpha sqrt(log(1/delta))). The
   gridworld's exact counts (counts.GrowingExactCounts) grow with 'grow' and stay the offline
-  data's with 'offline' (experiments/online.py).
+  data's with 'offline' (runner.py).
 * `PenaltyProbe`: at each evaluation, the mean w(s, PENALTY_DELTA) of each bound over a
   uniform sample (reservoir) of the online rows trained on since the previous evaluation
   ('new') and over a fixed sample of offline states ('offline'), the mean n(s)^-1 behind them

@@ -2,7 +2,7 @@
 
 `run(CompareConfig(...))` is what `binaries/compare.py` calls. For each (dataset kind, game,
 seed, method) it
-  1. builds the method's learner from the agent registry of `ccvl_tf.experiments.offline`
+  1. builds the method's learner from the agent registry (`ccvl_tf.experiments.agent_registry`)
      (REM, CQL, AEVL, Fixed-CCVL, CCVL, DQN), on the suite's torso;
   2. trains it with `ccvl_tf.training.train` (checkpoints: an interrupted training resumes
      exactly; CCVL and Fixed-CCVL share one trained learner, `AgentSpec.train_key`);
@@ -40,11 +40,11 @@ Suites:
     initial 10%, 100 evaluation episodes of at most 27,000 steps, 5 seeds): GPU scale.
 
 Where each part lives (this module keeps `run` and re-exports the names binaries and tests use):
-  compare_config.py  methods, suites, dataset kinds, CompareConfig, flag parsing;
-  compare_suites.py  the Suite classes (environment, network, data, normalization per suite);
-  compare_units.py   one unit: its train phase, its evaluation phase, its result file;
-  compare_pool.py    the worker processes (training groups side by side, UnitFailed);
-  compare_report.py  scores.csv, table.md, per-game tables, iqm.png, confidence.md.
+  config.py  methods, suites, dataset kinds, CompareConfig, flag parsing;
+  suites.py  the Suite classes (environment, network, data, normalization per suite);
+  units.py   one unit: its train phase, its evaluation phase, its result file;
+  pool.py    the worker processes (training groups side by side, UnitFailed);
+  report.py  scores.csv, table.md, per-game tables, iqm.png, confidence.md.
 """
 from __future__ import annotations
 
@@ -54,11 +54,11 @@ from typing import Callable
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
-from ccvl_tf.experiments import compare_config
-from ccvl_tf.experiments import compare_pool
-from ccvl_tf.experiments import compare_report
-from ccvl_tf.experiments import compare_suites
-from ccvl_tf.experiments import compare_units
+from ccvl_tf.experiments.compare import config as compare_config
+from ccvl_tf.experiments.compare import pool as compare_pool
+from ccvl_tf.experiments.compare import report as compare_report
+from ccvl_tf.experiments.compare import suites as compare_suites
+from ccvl_tf.experiments.compare import units as compare_units
 
 # The names binaries/compare.py, the tests and the docs use, from the modules that own them.
 METHODS = compare_config.METHODS

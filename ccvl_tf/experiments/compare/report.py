@@ -1,5 +1,5 @@
 """The comparison's outputs, from all result files: scores.csv, table.md, per-game tables,
-iqm.png and confidence.md (`write_outputs`; compare.py's docstring lists the files).
+iqm.png and confidence.md (`write_outputs`; runner.py's docstring lists the files).
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import numpy as np
 
 from ccvl_tf import evaluation
 from ccvl_tf import reporting
-from ccvl_tf.experiments import compare_config
+from ccvl_tf.experiments.compare import config as compare_config
 
 
 def read_results(output_dir: str) -> List[dict]:
@@ -196,10 +196,10 @@ def _diagnostics_lines(rows: Sequence[dict], columns) -> List[str]:
 
 
 def confidence_table(rows: Sequence[dict]) -> str:
-  """Markdown: the confidence diagnostics of the CCVL runs (experiments/confidence_report.py),
-  mean [min, max] over games and seeds per dataset kind -- the value-level ones
-  (CONFIDENCE_COLUMNS), then the family as greedy policies (FAMILY_COLUMNS); '' when no row
-  has them."""
+  """Markdown: the confidence diagnostics of the CCVL runs
+  (experiments/offline/confidence_report.py), mean [min, max] over games and seeds per dataset
+  kind -- the value-level ones (CONFIDENCE_COLUMNS), then the family as greedy policies
+  (FAMILY_COLUMNS); '' when no row has them."""
   rows = [r for r in rows if isinstance(r.get("diagnostics"), dict)]
   if not rows:
     return ""

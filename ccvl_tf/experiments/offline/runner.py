@@ -30,9 +30,9 @@ import ccvl_tf  # noqa: F401
 
 import numpy as np
 
-from ccvl_tf.experiments.default_dataset import DEFAULT_BEHAVIOUR_EPSILON  # noqa: F401,E402
-from ccvl_tf.experiments.default_dataset import DEFAULT_DATASET_STEPS  # noqa: F401,E402
-from ccvl_tf.experiments.default_dataset import ensure_default_dataset  # noqa: F401,E402
+from ccvl_tf.experiments.offline.default_dataset import DEFAULT_BEHAVIOUR_EPSILON  # noqa: F401,E402
+from ccvl_tf.experiments.offline.default_dataset import DEFAULT_DATASET_STEPS  # noqa: F401,E402
+from ccvl_tf.experiments.offline.default_dataset import ensure_default_dataset  # noqa: F401,E402
 
 
 # The agent registry (--agent=NAME of train_offline.py and compare.py) lives in
@@ -44,7 +44,7 @@ from ccvl_tf.experiments.agent_registry import AgentSpec  # noqa: F401,E402
 from ccvl_tf.experiments.agent_registry import auto_belief_temperature  # noqa: F401,E402
 from ccvl_tf.experiments.agent_registry import get_agent_spec  # noqa: F401,E402
 from ccvl_tf.config_flags import setting  # noqa: E402
-from ccvl_tf.experiments import presets  # noqa: E402
+from ccvl_tf.experiments.offline import presets  # noqa: E402
 
 # The settings a preset gives and a flag may override (presets.PRESET_FIELDS).
 PRESET_FLAGS = presets.PRESET_FIELDS
@@ -223,7 +223,7 @@ def _confidence_diagnostics(cfg: OfflineConfig, agent, store, exports, settings,
   from ccvl_tf import belief, evaluation
   from ccvl_tf.data import pipeline
   from ccvl_tf.envs import atari
-  from ccvl_tf.experiments import confidence_report
+  from ccvl_tf.experiments.offline import confidence_report
   adaptive = exports.get("policy_adaptive", exports["policy"])
   env = atari.AtariEnvironment(cfg.game, seed=cfg.seed + 30_000,
                                max_episode_steps=cfg.eval_max_steps)
@@ -400,7 +400,8 @@ def _train_references(cfg: OfflineConfig, parts, make_dataset, log) -> Dict[str,
   training), and exports its policy there. Returns {display name: {'policy', 'root_dir',
   'step', 'settings'}} in --reference_agents order."""
   from ccvl_tf import policies, training  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments import compare_config  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.compare import (  # pylint: disable=g-import-not-at-top
+      config as compare_config)
   display = {v: k for k, v in compare_config.METHODS.items()}
   out = {}
   for name in cfg.reference_agents:
@@ -436,7 +437,7 @@ def _results_table(cfg: OfflineConfig, game, replay_dir, spec, exports, precompu
   bootstrap CIs (experiments/demo_report.py): root_dir/results.md, results.png,
   learning_curve.png."""
   from ccvl_tf.envs import atari, scripted
-  from ccvl_tf.experiments import demo_report
+  from ccvl_tf.experiments.offline import demo_report
   env_factory = lambda seed: atari.AtariEnvironment(cfg.game, seed=seed,
                                                     max_episode_steps=cfg.eval_max_steps)
   behaviour, behaviour_name, note = None, "behaviour", ""

@@ -4,7 +4,7 @@ The paper's claim: CQL's return depends on its regularizer weight alpha (it must
 CCVL's should not, because CCVL learns the whole family Q(s, a, delta) of conservatism levels
 and picks delta while acting, instead of committing to one degree of conservatism through
 alpha. `run(AlphaSweepConfig(...))` (what `binaries/alpha_sweep.py` calls) measures it with the
-comparison's machinery (`ccvl_tf.experiments.compare.run`), once per alpha:
+comparison's machinery (`ccvl_tf.experiments.compare.runner.run`), once per alpha:
 
   OUT/alpha_<a>/   a whole comparison (results/, runs/, logs/, scores.csv, table.md,
                    confidence.md, ...) of the alpha-dependent methods -- CQL, CCVL and
@@ -30,16 +30,16 @@ import os
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ccvl_tf.config_flags import setting
-from ccvl_tf.experiments import compare_config
+from ccvl_tf.experiments.compare import config as compare_config
 
 # The sweep's layout (methods, part directories) is defined with its report, the stage below.
-from ccvl_tf.experiments import alpha_sweep_report  # noqa: E402
-from ccvl_tf.experiments.alpha_sweep_report import ALPHA_DIR_PREFIX  # noqa: F401,E402
-from ccvl_tf.experiments.alpha_sweep_report import ALPHA_FREE_METHODS  # noqa: F401,E402
-from ccvl_tf.experiments.alpha_sweep_report import ALPHA_METHODS  # noqa: F401,E402
-from ccvl_tf.experiments.alpha_sweep_report import BC_DIR  # noqa: F401,E402
-from ccvl_tf.experiments.alpha_sweep_report import SWEEP_METHODS  # noqa: F401,E402
-from ccvl_tf.experiments.alpha_sweep_report import alpha_dir_name  # noqa: F401,E402
+from ccvl_tf.experiments.compare import alpha_sweep_report  # noqa: E402
+from ccvl_tf.experiments.compare.alpha_sweep_report import ALPHA_DIR_PREFIX  # noqa: F401,E402
+from ccvl_tf.experiments.compare.alpha_sweep_report import ALPHA_FREE_METHODS  # noqa: F401,E402
+from ccvl_tf.experiments.compare.alpha_sweep_report import ALPHA_METHODS  # noqa: F401,E402
+from ccvl_tf.experiments.compare.alpha_sweep_report import BC_DIR  # noqa: F401,E402
+from ccvl_tf.experiments.compare.alpha_sweep_report import SWEEP_METHODS  # noqa: F401,E402
+from ccvl_tf.experiments.compare.alpha_sweep_report import alpha_dir_name  # noqa: F401,E402
 # At least the grid of issue 23: {0.03, 0.1, 0.3, 1, 3, 10}.
 DEFAULT_ALPHAS = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
 def parse_alphas(text) -> Tuple[float, ...]:
@@ -134,7 +134,7 @@ class AlphaSweepConfig(compare_config.CompareConfig):
 def run(cfg: AlphaSweepConfig, log: Callable[[str], None] = print) -> Dict[str, object]:
   """Runs compare once per part (`AlphaSweepConfig.parts`), then writes the sweep's report;
   returns dict(parts={name: compare.run's result}, paths=the report's files)."""
-  from ccvl_tf.experiments import compare  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.compare import runner as compare  # pylint: disable=g-import-not-at-top
   cfg.validate()
   os.makedirs(cfg.output_dir, exist_ok=True)
   parts = cfg.parts()

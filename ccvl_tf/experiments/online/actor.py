@@ -3,7 +3,7 @@ actor subprocesses it starts, watches and stops (`ActorProcesses`).
 
 An actor runs the exploration policy in its own environment, writes 2-step trajectories into
 the Reverb 'replay' table and pulls the learner's weights every `actor_update_period` env steps
-(experiments/online.py has the picture).
+(runner.py has the picture).
 """
 from __future__ import annotations
 
@@ -17,9 +17,10 @@ from typing import List
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
-from ccvl_tf.experiments import online_config
+from ccvl_tf.experiments.online import config as online_config
 
-_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))  # ccvl_tf/experiments/online/<this file>
 
 
 def collect_steps(env, policy, observer, time_step, policy_state, num_steps: int):

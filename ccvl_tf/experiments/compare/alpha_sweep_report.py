@@ -1,4 +1,4 @@
-"""The alpha sweep's report (experiments/alpha_sweep.py): rows.csv, table.md, alpha_sweep.png.
+"""The alpha sweep's report (alpha_sweep.py): rows.csv, table.md, alpha_sweep.png.
 
 From the result files of every part of a sweep (OUT/alpha_<a>/results, OUT/bc/results):
   rows.csv        one row per run: method, alpha (empty for BC), game, dataset, seed, score,
@@ -7,7 +7,7 @@ From the result files of every part of a sweep (OUT/alpha_<a>/results, OUT/bc/re
                   held-out Bellman errors (in the rows of both: one learner), and CCVL's
                   diagnostics (DIAGNOSTIC_COLUMNS: the delta family as greedy policies,
                   ccvl_tf.policy_diagnostics, and the value-level confidence diagnostics,
-                  experiments/confidence_report.py);
+                  experiments/offline/confidence_report.py);
   table.md        per dataset kind: (1) normalized IQM [95% CI] over seeds x games of each
                   method at each alpha (rliable via ccvl_tf.evaluation.aggregate_scores), BC as
                   one alpha-free row; (2) flatness over alpha per method (`flatness`); (3) CCVL's
@@ -28,10 +28,10 @@ import numpy as np
 
 from ccvl_tf import evaluation
 from ccvl_tf import reporting
-from ccvl_tf.experiments import compare_config
-from ccvl_tf.experiments import compare_report
+from ccvl_tf.experiments.compare import config as compare_config
+from ccvl_tf.experiments.compare import report as compare_report
 
-# The sweep's layout (experiments/alpha_sweep.py runs it): the alpha-dependent methods (run at
+# The sweep's layout (alpha_sweep.py runs it): the alpha-dependent methods (run at
 # every alpha) and the alpha-free reference (run once), and the part directories.
 ALPHA_METHODS = ("CQL", "CCVL", "Fixed-CCVL")
 ALPHA_FREE_METHODS = ("BC",)

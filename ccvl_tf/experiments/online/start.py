@@ -1,4 +1,4 @@
-"""The offline starting point of online fine-tuning (experiments/online.py): the gridworld's
+"""The offline starting point of online fine-tuning (runner.py): the gridworld's
 offline run (both CCVL bounds, or CQL, on the paper's dataset, in train_offline's layout), the
 offline run's summary.json checked against the flags and read for the learner's settings, and
 the restore of an offline checkpoint into the online learner.
@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 
 from ccvl_tf import training
-from ccvl_tf.experiments import online_config
+from ccvl_tf.experiments.online import config as online_config
 
 GRIDWORLD = online_config.GRIDWORLD
 OnlineConfig = online_config.OnlineConfig

@@ -1,7 +1,7 @@
 """Online fine-tuning's evaluations: the scores of the learner's policies (`evaluate`; on the
 gridworld also exactly, `exact_gridworld_scores`), the tightness of the bounds against
 Monte-Carlo returns (`bound_tightness`) and, on the gridworld, against exact values
-(`gridworld_bounds_report`: Q* and the tabular bounds, experiments/gridworld_bounds.py).
+(`gridworld_bounds_report`: Q* and the tabular bounds, experiments/gridworld/bounds.py).
 
 Policies scored (keys '<name>_mean_score', '<name>_normalized_score' when the game has
 reference scores):
@@ -49,7 +49,8 @@ def named_policies(cfg, agent) -> Dict[str, object]:
 def primary_policy_name(agent: str) -> str:
   """The policy the fine-tuning table reports for --agent `agent`: 'adaptive' for the CCVL
   agents, else 'lower' (CQL's greedy policy)."""
-  from ccvl_tf.experiments import online_config  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.online import (  # pylint: disable=g-import-not-at-top
+      config as online_config)
   return "adaptive" if online_config.OFFLINE_AGENT[agent] == "ccvl" else "lower"
 
 
@@ -83,7 +84,8 @@ def exact_gridworld_scores(cfg, agent) -> Dict[str, float]:
   ('lower_grid_exact_normalized_score'), by policy evaluation on the known model."""
   from ccvl_tf import belief  # pylint: disable=g-import-not-at-top
   from ccvl_tf.envs import gridworld_env  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments import gridworld_bounds  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.gridworld import (  # pylint: disable=g-import-not-at-top
+      bounds as gridworld_bounds)
   from ccvl_tf.tabular import value_iteration as vi  # pylint: disable=g-import-not-at-top
   world = gridworld_env.eval_world(horizon=cfg.eval_max_steps)
   grid = ([float(d) for d in belief.delta_grid(cfg.num_grid_deltas)]
@@ -106,7 +108,7 @@ def exact_gridworld_scores(cfg, agent) -> Dict[str, float]:
 
 def gridworld_bounds_report(cfg, agent, alpha: float, data, world, counts=None):
   """Q_l and Q_u of `agent` (a CCVL learner on the gridworld) at the grid deltas against Q* of
-  `world` and the tabular bounds of the same objective on `data` (gridworld_bounds.py).
+  `world` and the tabular bounds of the same objective on `data` (experiments/gridworld/bounds.py).
 
   Args:
     cfg: OnlineConfig (num_grid_deltas, upper_alpha).
@@ -120,7 +122,8 @@ def gridworld_bounds_report(cfg, agent, alpha: float, data, world, counts=None):
     rows (gridworld_bounds.coverage_rows).
   """
   from ccvl_tf import belief  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments import gridworld_bounds  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.gridworld import (  # pylint: disable=g-import-not-at-top
+      bounds as gridworld_bounds)
   grid = belief.delta_grid(cfg.num_grid_deltas)
   refs = gridworld_bounds.references(data, world, grid, alpha, cfg.upper_alpha, counts)
   q_lower, q_upper = gridworld_bounds.q_tables(agent, grid, world.num_states)

@@ -5,11 +5,11 @@ Processes (docs/online.md has the picture and the multi-machine layout):
   Reverb server   'replay' table (2-step Trajectory items, SampleToInsertRatio rate limiter) and
                   'variables' table (the learner's weights). In the learner process unless
                   `reverb_address` is given (then binaries/reverb_server.py runs it).
-  actors (K)      `python -m ccvl_tf.experiments.online actor ...` subprocesses started by the
-                  learner. Each runs the learner's exploration policy, epsilon-greedy --
-                  'ccvl': Eq. upper policy (argmax of Q_u over {a : Q_l >= beta max Q_l}) at
-                  delta ~ b(h), the belief in its policy state; 'ccvl_lower': the
-                  confidence-adaptive policy over Q_l; 'cql': greedy -- in its own
+  actors (K)      `python -m ccvl_tf.experiments.online actor ...` subprocesses (__main__.py)
+                  started by the learner. Each runs the learner's exploration policy,
+                  epsilon-greedy -- 'ccvl': Eq. upper policy (argmax of Q_u over
+                  {a : Q_l >= beta max Q_l}) at delta ~ b(h), the belief in its policy state;
+                  'ccvl_lower': the confidence-adaptive policy over Q_l; 'cql': greedy -- in its own
                   environment, writes through TF-Agents' ReverbAddTrajectoryObserver, and pulls
                   the weights every `actor_update_period` env steps with TF-Agents'
                   ReverbVariableContainer.
@@ -20,16 +20,16 @@ Processes (docs/online.md has the picture and the multi-machine layout):
                   from the 'replay' table (optionally mixed with offline batches), pushes the
                   weights, checkpoints itself (ccvl_tf.training.restore_or_initialize layout)
                   and the Reverb server (its checkpointer) -- every call to the server with a
-                  deadline (online_server.py) --, evaluates (before the first online step --
+                  deadline (server.py) --, evaluates (before the first online step --
                   the offline start --, every `eval_interval` learner steps when set, and at
                   the end; with --penalty_diagnostic at each evaluation the bounds' tightness
-                  against Monte-Carlo returns, online_eval.py, and the CCVL penalty on new and
-                  offline states, online_penalty.py, else the tightness at the end only; on
+                  against Monte-Carlo returns, evaluations.py, and the CCVL penalty on new and
+                  offline states, penalty.py, else the tightness at the end only; on
                   the gridworld, CCVL's bounds also against exact values at the start and the
-                  end: gridworld_bounds.py), records its throughput, and exports SavedModels.
+                  end: ../gridworld/bounds.py), records its throughput, and exports SavedModels.
                   With --online_counts=grow CCVL's n(s)^-1 follows the online data: the linear
                   estimate's |D| and C grow with the online rows of each trained batch
-                  (online_penalty.start_counts), the gridworld's exact counts too (weight
+                  (penalty.start_counts), the gridworld's exact counts too (weight
                   1 / SPI).
 
 Budget: `num_env_steps` env steps, i.e. num_env_steps * samples_per_insert / batch_size_online
@@ -43,18 +43,18 @@ actors/actor_<i>.log and actor_<i>_stats.json (env steps, seconds inserting), st
 policy/ (CCVL confidence-adaptive with Eq. upper policy), policy_fixed/ (Q_l greedy at
 policy_delta), policy_bounds/ (the exploration policy without epsilon).
 
-Modules: online_config.py (OnlineConfig, specs, the learner of --agent, the Reverb tables),
-online_start.py (the offline starting point), online_server.py (the learner's server calls),
-online_penalty.py (online counts, penalty diagnostic), online_actor.py (the actor process and
-the learner's actor subprocesses), this module (the learner's runner, `run`, in phases:
-`_Runner`).
+Modules of this package: config.py (OnlineConfig, specs, the learner of --agent, the Reverb
+tables), start.py (the offline starting point), server.py (the learner's server calls),
+penalty.py (online counts, penalty diagnostic), actor.py (the actor process and the learner's
+actor subprocesses; __main__.py its command line), evaluations.py (scores, bounds vs
+Monte-Carlo returns), bounds.py (the gridworld's bounds check), this module (the learner's
+runner, `run`, in phases: `_Runner`).
 """
 from __future__ import annotations
 
 import dataclasses
 import json
 import os
-import sys
 import time
 from typing import Callable, Dict
 
@@ -67,13 +67,13 @@ from ccvl_tf import distributed
 from ccvl_tf import policies
 from ccvl_tf import replay
 from ccvl_tf import training
-from ccvl_tf.experiments import online_actor
-from ccvl_tf.experiments import online_bounds
-from ccvl_tf.experiments import online_config
-from ccvl_tf.experiments import online_eval
-from ccvl_tf.experiments import online_penalty
-from ccvl_tf.experiments import online_server
-from ccvl_tf.experiments import online_start
+from ccvl_tf.experiments.online import actor as online_actor
+from ccvl_tf.experiments.online import bounds as online_bounds
+from ccvl_tf.experiments.online import config as online_config
+from ccvl_tf.experiments.online import evaluations as online_eval
+from ccvl_tf.experiments.online import penalty as online_penalty
+from ccvl_tf.experiments.online import server as online_server
+from ccvl_tf.experiments.online import start as online_start
 
 # Names of online_config and online_actor that binaries, tests and docs use through this module.
 GRIDWORLD = online_config.GRIDWORLD
@@ -102,7 +102,7 @@ class ActorsGone(RuntimeError):
 
 # The learner's step under a strategy (ccvl_tf/distributed.py), used here and by tests.
 make_learner_step = distributed.make_learner_step
-# The offline starting point (online_start.py), used through this module by binaries and tests.
+# The offline starting point (start.py), used through this module by binaries and tests.
 offline_gridworld_batches = online_start.offline_gridworld_batches
 train_offline_gridworld = online_start.train_offline_gridworld
 restore_offline = online_start.restore_offline
@@ -537,18 +537,3 @@ def run(cfg: OnlineConfig, log: Callable[[str], None] = print, strategy=None) ->
   """
   return _Runner(cfg, log, strategy or tf.distribute.get_strategy()).run()
 
-
-# ---------------------------------------------------------------------------- entry point
-def _main(argv):
-  if len(argv) >= 2 and argv[1] == "actor":
-    config_path, actor_id, address, parent = argv[2], int(argv[3]), argv[4], int(argv[5])
-    from absl import logging
-    logging.set_verbosity(logging.ERROR)
-    return actor_main(config_path, actor_id, address, parent)
-  print("usage: python -m ccvl_tf.experiments.online actor CONFIG_JSON ID ADDRESS PARENT_PID "
-        "(started by binaries/finetune_online.py)", file=sys.stderr)
-  return 2
-
-
-if __name__ == "__main__":
-  sys.exit(_main(sys.argv))

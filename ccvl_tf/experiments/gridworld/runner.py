@@ -201,7 +201,7 @@ def run(cfg: Config, log=print) -> dict:
                                         grid[detail["episodes"][-1].delta_index]):
           data_env.route_name(vi.greedy_policy(detail["q_ccvl"][detail["episodes"][-1].delta_index])),
   }
-  from ccvl_tf.experiments import gridworld_plots as plots  # matplotlib only when writing
+  from ccvl_tf.experiments.gridworld import plots  # matplotlib only when writing
   plots.alpha_sweep(sweep_rows, requested, os.path.join(cfg.output_dir, "alpha_sweep.png"))
   plots.delta_adaptation(adapt_rows, cfg.adaptation_alpha,
                          os.path.join(cfg.output_dir, "delta_adaptation.png"))

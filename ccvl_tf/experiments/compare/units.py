@@ -18,9 +18,9 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 import numpy as np
 
 from ccvl_tf import evaluation
-from ccvl_tf.experiments import compare_config
-from ccvl_tf.experiments import compare_suites
-from ccvl_tf.experiments import offline
+from ccvl_tf.experiments.compare import config as compare_config
+from ccvl_tf.experiments.compare import suites as compare_suites
+from ccvl_tf.experiments.offline import runner as offline
 
 Unit = tuple  # (dataset, game, seed, method)
 
@@ -109,7 +109,7 @@ def train_unit(suite: compare_suites.Suite, method: str, dataset: str, game: str
 
 def write_train_summary(root: str, game: str, agent: str, learner, num_transitions: int,
                         steps: int, **more) -> None:
-  """<train_dir>/summary.json: what online fine-tuning (experiments/online.py) reads from an
+  """<train_dir>/summary.json: what online fine-tuning (experiments/online/runner.py) reads from an
   offline run -- game (the environment name), agent (the train_key), alpha, num_transitions
   (|D|, CCVL's n(s)^-1 scale), step -- merged into the file's existing keys with `more`
   (e.g. the CCVL evaluation's belief_temperature)."""
@@ -146,7 +146,7 @@ def evaluate_unit(suite: compare_suites.Suite, trained: TrainedUnit, method: str
   if method == "CCVL":
     extra = dict(extra, diagnostics=_diagnostics(suite, trained.learner, trained.data, game,
                                                  seed, records))
-    # The adaptive policy's temperature, for a fine-tune of this run (experiments/online.py).
+    # The adaptive policy's temperature, for a fine-tune of this run (experiments/online/runner.py).
     write_train_summary(train_dir(cfg.output_dir, method, dataset, game, seed),
                         suite.env_name(game), trained.spec.train_key, trained.learner,
                         trained.data.size, trained.steps,
@@ -176,9 +176,9 @@ def run_unit(suite: compare_suites.Suite, method: str, dataset: str, game: str, 
 
 
 def _diagnostics(suite, learner, data, game, seed, records) -> dict:
-  """The confidence diagnostics of a CCVL unit (experiments/confidence_report.py), flat."""
+  """The confidence diagnostics of a CCVL unit (experiments/offline/confidence_report.py), flat."""
   from ccvl_tf import belief  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments import confidence_report  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.offline import confidence_report  # pylint: disable=g-import-not-at-top
   grid = belief.delta_grid(suite.cfg.num_grid_deltas)
 
   def env_factory():

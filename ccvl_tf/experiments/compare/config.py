@@ -1,7 +1,7 @@
 """The comparison's names and settings: methods, suites, dataset kinds, `CompareConfig`.
 
 What `binaries/compare.py`'s flags become (`parse_methods`, `parse_datasets`, `CompareConfig`),
-and the names every part of the comparison shares (compare.py has the overview).
+and the names every part of the comparison shares (runner.py has the overview).
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 A `Suite` gives a game's environment and specs, its network, its training data (`Data`), the
 evaluation environment and the score normalization; `SUITE_CLASSES` maps --suite to its class
-(compare.py's docstring describes each suite's datasets and protocol).
+(runner.py's docstring describes each suite's datasets and protocol).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import numpy as np
 from ccvl_tf import scores
 from ccvl_tf.envs import factory
 from ccvl_tf.envs import gridworld_env
-from ccvl_tf.experiments import compare_config
+from ccvl_tf.experiments.compare import config as compare_config
 
 
 @dataclasses.dataclass

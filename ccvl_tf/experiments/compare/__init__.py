@@ -1,0 +1,14 @@
+"""The method comparison (the paper's Table 2) and the alpha sweep built on it.
+
+Entry point: `runner.run(CompareConfig(...))` (binaries/compare.py). Its steps, in order:
+  1. the settings: config.py (methods, suites, dataset kinds, `CompareConfig`);
+  2. per (dataset kind, game, seed): the suite's environment, network and data (suites.py);
+  3. every unit's train phase, then its evaluation phase and result file (units.py), training
+     groups side by side in worker processes (pool.py);
+  4. the outputs from all result files: scores.csv, table.md, per-game tables, iqm.png,
+     confidence.md (report.py).
+
+Second entry point: `alpha_sweep.run(AlphaSweepConfig(...))` (binaries/alpha_sweep.py): the
+comparison once per alpha (CQL, CCVL, Fixed-CCVL) and once for behaviour cloning, then
+rows.csv, table.md and alpha_sweep.png (alpha_sweep_report.py; docs/alpha_sweep.md).
+"""

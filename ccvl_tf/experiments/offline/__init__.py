@@ -1,0 +1,17 @@
+"""The offline workflow: one learner trained on one offline dataset.
+
+Entry point: `runner.run(OfflineConfig(...))` (binaries/train_offline.py). Its steps, in order:
+  1. the dataset: a Dopamine replay_logs directory (local or gs://), or the default dataset
+     collected once (default_dataset.py; also binaries/collect_dataset.py);
+  2. the training settings: the preset in force (presets.py), under the flags given;
+  3. the learner from the shared agent registry, trained by `ccvl_tf.training.train`
+     (checkpoints, exact resume, periodic evaluation);
+  4. the exported SavedModel policies;
+  5. CCVL runs: the confidence diagnostics (confidence_report.py; also `runner.diagnose`,
+     binaries/diagnose.py), then the results table of random / behaviour / learned policies
+     (demo_report.py).
+
+Beside it: ablation.py, `ablation.run(AblationConfig(...))` (binaries/ablate.py): named
+variants of the learners' settings trained on one development dataset, probed while they
+train, scored at the end (docs/ablation.md).
+"""

@@ -1,0 +1,20 @@
+"""Online fine-tuning on Reverb from an offline run, and the fine-tuning measurement.
+
+Entry point: `runner.run(OnlineConfig(...))` (binaries/finetune_online.py). Its steps, in
+order:
+  1. the settings, the game's specs, the learner of --agent and the Reverb tables (config.py);
+  2. the offline starting point: the offline run's summary and checkpoint restored into the
+     learner (start.py);
+  3. the Reverb server (in the learner's process, or binaries/reverb_server.py) and K actor
+     processes (actor.py; each one `python -m ccvl_tf.experiments.online actor ...`,
+     __main__.py);
+  4. the learner's phases: train on the replay table with counts that follow the online data
+     (penalty.py), push weights and checkpoint through calls with deadlines (server.py),
+     evaluate (evaluations.py; on the gridworld the bounds against exact values, bounds.py);
+  5. the exported policies and summary.json.
+
+Second entry point: `finetune_suite.run(FinetuneSuiteConfig(...))`
+(binaries/finetune_minatar.py): the MinAtar comparison's offline runs fine-tuned by every
+method, one subprocess each, then the tables and plots (finetune_report.py; docs/online.md
+section 5).
+"""

@@ -141,3 +141,42 @@ def report(root_dir: str, game: str, policies: Mapping[str, object],
                       training.load_eval_record(root_dir)["evals"], game)
   log(text.rstrip())
   return rows
+
+
+def results_table(cfg, game, replay_dir, spec, exports, precomputed, log,
+                   references: Optional[Dict[str, object]] = None):
+  """train_offline.py's final table: random / behaviour / the reference agents / the learned
+  policies of `cfg` (an offline.runner.OfflineConfig), mean raw score with 95% bootstrap CIs:
+  cfg.root_dir/results.md, results.png, learning_curve.png (`report`). `spec` is the trained
+  agent's AgentSpec, `exports` its exported policies, `references` the output of
+  runner._train_references."""
+  from ccvl_tf.envs import atari, scripted  # pylint: disable=g-import-not-at-top
+  env_factory = lambda seed: atari.AtariEnvironment(cfg.game, seed=seed,
+                                                    max_episode_steps=cfg.eval_max_steps)
+  behaviour, behaviour_name, note = None, "behaviour", ""
+  marker = os.path.join(replay_dir, "COMPLETE")
+  info = {}
+  if not cfg.dataset_dir and os.path.exists(marker):
+    with open(marker) as f:
+      info = json.load(f)
+  factory = scripted.scripted_policies().get(game)
+  if info.get("policy", "").startswith("scripted") and factory is not None:
+    behaviour = lambda env: factory(env, epsilon=cfg.behaviour_epsilon, seed=cfg.seed + 7)
+    behaviour_name = f"behaviour (scripted, epsilon {cfg.behaviour_epsilon:g})"
+  elif info.get("policy") == "random":
+    note = "The behaviour policy of this dataset is the random policy (row 'random')."
+  else:
+    note = "The dataset's behaviour policy is not available here (an external dataset)."
+  policies = dict(references or {})
+  if spec.train_key == "ccvl":
+    policies.update({"CCVL (adaptive)": None,
+                     "Fixed-CCVL": exports.get("policy_fixed", exports.get("policy"))})
+  else:
+    policies[spec.name] = exports["policy"]
+  note = (note + " " if note else "") + (
+      f"{cfg.eval_episodes} episodes per policy, epsilon {cfg.eval_epsilon:g}, at most "
+      f"{cfg.eval_max_steps} agent steps per episode.")
+  return report(
+      cfg.root_dir, game, policies, env_factory, cfg.eval_episodes, cfg.eval_max_steps,
+      cfg.eval_epsilon, cfg.seed + 60_000, behaviour=behaviour, behaviour_name=behaviour_name,
+      precomputed=precomputed, note=note, log=log)

@@ -431,44 +431,6 @@ def _train_references(cfg: OfflineConfig, parts, make_dataset, log) -> Dict[str,
   return out
 
 
-def _results_table(cfg: OfflineConfig, game, replay_dir, spec, exports, precomputed, log,
-                   references: Optional[Dict[str, object]] = None):
-  """random / behaviour / the reference agents / the learned policies, mean raw score with 95%
-  bootstrap CIs (experiments/demo_report.py): root_dir/results.md, results.png,
-  learning_curve.png."""
-  from ccvl_tf.envs import atari, scripted
-  from ccvl_tf.experiments.offline import demo_report
-  env_factory = lambda seed: atari.AtariEnvironment(cfg.game, seed=seed,
-                                                    max_episode_steps=cfg.eval_max_steps)
-  behaviour, behaviour_name, note = None, "behaviour", ""
-  marker = os.path.join(replay_dir, "COMPLETE")
-  info = {}
-  if not cfg.dataset_dir and os.path.exists(marker):
-    with open(marker) as f:
-      info = json.load(f)
-  factory = scripted.scripted_policies().get(game)
-  if info.get("policy", "").startswith("scripted") and factory is not None:
-    behaviour = lambda env: factory(env, epsilon=cfg.behaviour_epsilon, seed=cfg.seed + 7)
-    behaviour_name = f"behaviour (scripted, epsilon {cfg.behaviour_epsilon:g})"
-  elif info.get("policy") == "random":
-    note = "The behaviour policy of this dataset is the random policy (row 'random')."
-  else:
-    note = "The dataset's behaviour policy is not available here (an external dataset)."
-  policies = dict(references or {})
-  if spec.train_key == "ccvl":
-    policies.update({"CCVL (adaptive)": None,
-                     "Fixed-CCVL": exports.get("policy_fixed", exports.get("policy"))})
-  else:
-    policies[spec.name] = exports["policy"]
-  note = (note + " " if note else "") + (
-      f"{cfg.eval_episodes} episodes per policy, epsilon {cfg.eval_epsilon:g}, at most "
-      f"{cfg.eval_max_steps} agent steps per episode.")
-  return demo_report.report(
-      cfg.root_dir, game, policies, env_factory, cfg.eval_episodes, cfg.eval_max_steps,
-      cfg.eval_epsilon, cfg.seed + 60_000, behaviour=behaviour, behaviour_name=behaviour_name,
-      precomputed=precomputed, note=note, log=log)
-
-
 def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, object]:
   """Runs the whole offline pipeline; returns a summary dict (also written to summary.json)."""
   cfg.validate()
@@ -541,8 +503,10 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
     precomputed["CCVL (adaptive)"] = diag.pop("adaptive_episode_scores")
     extra = dict(extra, diagnostics=diag)
   references = _train_references(cfg, parts, make_dataset, log)
-  results_table = _results_table(cfg, game, replay_dir, spec, exports, precomputed, log,
-                                 references={n: r["policy"] for n, r in references.items()})
+  from ccvl_tf.experiments.offline import demo_report  # pylint: disable=g-import-not-at-top
+  results_table = demo_report.results_table(
+      cfg, game, replay_dir, spec, exports, precomputed, log,
+      references={n: r["policy"] for n, r in references.items()})
   summary = dict(game=game, agent=cfg.agent, dataset_dir=replay_dir, subset=cfg.subset,
                  num_transitions=int(store.num_transitions), step=result["step"],
                  resumed_from=result["resumed_from"], last_metrics=result["last_metrics"],

@@ -66,9 +66,14 @@ def resolve(name: str, train_key: str, given: Mapping[str, object]) -> Dict[str,
   return out
 
 
-def describe(name: str, train_key: str, given: Mapping[str, object]) -> str:
-  """One line for the start of a run: the preset and the settings it gives `train_key`."""
-  settings = resolve(name, train_key, given)
-  shown = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
-                    for k, v in sorted(settings.items())) or "the agent's own defaults"
-  return f"Preset {name} ({DESCRIPTIONS[name]}): {train_key}: {shown}."
+def describe(name: str, train_keys, given: Mapping[str, object]) -> str:
+  """One line for the start of a run: the preset and the settings it gives each agent of
+  `train_keys` (one train key or a sequence of them)."""
+  keys = (train_keys,) if isinstance(train_keys, str) else tuple(train_keys)
+  parts = []
+  for key in keys:
+    settings = resolve(name, key, given)
+    shown = ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                      for k, v in sorted(settings.items())) or "its own defaults"
+    parts.append(f"{key}: {shown}")
+  return f"Preset {name} ({DESCRIPTIONS[name]}). " + "; ".join(parts) + "."

@@ -442,9 +442,9 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
   from ccvl_tf.envs import atari
 
   os.makedirs(cfg.root_dir, exist_ok=True)
-  for name in (cfg.agent,) + tuple(a for a in cfg.reference_agents if a != cfg.agent):
-    log(presets.describe(cfg.preset, get_agent_spec(name).train_key,
-                         {k: getattr(cfg, k) for k in PRESET_FLAGS}))
+  names = (cfg.agent,) + tuple(a for a in cfg.reference_agents if a != cfg.agent)
+  log(presets.describe(cfg.preset, [get_agent_spec(n).train_key for n in names],
+                       {k: getattr(cfg, k) for k in PRESET_FLAGS}))
   parts = _setup(cfg, log)
   game, replay_dir, store = parts["game"], parts["replay_dir"], parts["store"]
   spec, settings, agent = parts["spec"], parts["settings"], parts["agent"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import multiprocessing
+import os
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -25,9 +26,12 @@ class UnitFailed(RuntimeError):
   """A unit (method/dataset/game/seed) raised in a worker process; names it and its log."""
 
 
-def _worker_init(cfg: compare_config.CompareConfig, threads: int) -> None:
+def _worker_init(cfg: compare_config.CompareConfig, threads: int,
+                 parent_pid: Optional[int] = None) -> None:
   """Runs once in each worker process, before TensorFlow executes anything."""
   global _WORKER_SUITE
+  from ccvl_tf import worker_lifetime  # pylint: disable=g-import-not-at-top
+  worker_lifetime.die_with_parent(parent_pid)  # no orphans training on after a killed parent
   _WORKER_TF.update(compare_units.configure_tensorflow(threads, cfg.deterministic))
   from absl import logging  # pylint: disable=g-import-not-at-top
   logging.set_verbosity(logging.ERROR)
@@ -65,7 +69,7 @@ def run_parallel(cfg: compare_config.CompareConfig, todo: Sequence[Unit], report
   ctx = multiprocessing.get_context("spawn")  # a fresh TensorFlow per worker (no fork of TF)
   with concurrent.futures.ProcessPoolExecutor(
       max_workers=min(cfg.workers, len(groups)), mp_context=ctx, initializer=_worker_init,
-      initargs=(cfg, threads)) as pool:
+      initargs=(cfg, threads, os.getpid())) as pool:
     futures = {pool.submit(_worker_run, g): g for g in groups}
     try:
       for fut in concurrent.futures.as_completed(futures):

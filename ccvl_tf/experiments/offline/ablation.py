@@ -283,8 +283,9 @@ def run_variant(cfg: AblationConfig, name: str, log: Callable[[str], None] = pri
 
 
 # ------------------------------------------------------------------------------ the pool
-def _worker_init(threads: int) -> None:
-  from ccvl_tf import quiet  # pylint: disable=g-import-not-at-top
+def _worker_init(threads: int, parent_pid: Optional[int] = None) -> None:
+  from ccvl_tf import quiet, worker_lifetime  # pylint: disable=g-import-not-at-top
+  worker_lifetime.die_with_parent(parent_pid)  # no orphans training on after a killed parent
   quiet.quiet_start()  # a spawned worker imports TensorFlow afresh
   from ccvl_tf.experiments.compare import (  # pylint: disable=g-import-not-at-top
       units as compare_units)
@@ -312,7 +313,7 @@ def run(cfg: AblationConfig, log: Callable[[str], None] = print) -> List[Dict[st
       f"worker(s); logs in {os.path.join(cfg.output_dir, 'logs')}")
   with concurrent.futures.ProcessPoolExecutor(
       max_workers=min(cfg.workers, len(cfg.variants)), mp_context=ctx,
-      initializer=_worker_init, initargs=(cfg.threads_per_worker,)) as pool:
+      initializer=_worker_init, initargs=(cfg.threads_per_worker, os.getpid())) as pool:
     futures = {pool.submit(_worker_run, cfg, name): name for name in cfg.variants}
     for fut in concurrent.futures.as_completed(futures):
       name = futures[fut]

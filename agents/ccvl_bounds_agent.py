@@ -341,9 +341,25 @@ class CCVLBoundsAgent(tf.Module):
     return "lower bound only, Q_u <- Q_l"
 
   def copy_lower_to_upper(self) -> None:
-    """Q_u <- Q_l (online and target weights): the start of Q_u when only Q_l was trained."""
+    """Q_u <- Q_l (online and target weights) and Q_u's count statistics <- Q_l's (the
+    offline feature moment C, |D| and the running mean that normalizes n(s)^-1): the start of
+    Q_u when only Q_l was trained. Without the counts Q_u would start with no offline data in
+    C and no normalization (n(s)^-1 divided by each batch's own mean, so its weight could not
+    shrink as online data arrives). Call it before start_online_counts."""
     networks.copy_weights(self.lower.online_network, self.upper.online_network)
     networks.copy_weights(self.lower.online_network, self.upper.target_network)
+    lower_counts, upper_counts = self.lower.counts, self.upper.counts
+    if lower_counts is not None and upper_counts is not None:
+      if lower_counts.online or upper_counts.online:
+        raise ValueError("copy_lower_to_upper: the counts were already started online; copy "
+                         "before start_online_counts")
+      pairs = list(zip(lower_counts.variables, upper_counts.variables))
+      if len(lower_counts.variables) != len(upper_counts.variables) or any(
+          a.shape != b.shape for a, b in pairs):
+        raise ValueError("copy_lower_to_upper: Q_l's and Q_u's count statistics differ in "
+                         "layout")
+      for src, dst in pairs:
+        dst.assign(src)
 
   def make_checkpoint(self, **extra) -> tf.train.Checkpoint:
     """CCVLAgent layout for Q_l at the top level, plus `upper` (see module doc)."""

@@ -411,3 +411,31 @@ def test_lower_only_agent_explores_with_the_belief_over_q_lower():
   assert isinstance(fixed.adaptive_policy, policies.FixedDeltaPolicy)
   step = fixed.adaptive_policy.action(first)
   assert float(step.info.delta[0]) == pytest.approx(0.3)
+
+
+def test_q_u_started_from_a_plain_ccvl_checkpoint_gets_its_counts():
+  """Q_u <- Q_l copies the count statistics too (issue 24's finding: without them Q_u's
+  n(s)^-1 was divided by each batch's own mean, its weight never shrank online). After the
+  copy, Q_u weighs every state exactly as the checkpoint's agent does."""
+  keras.utils.set_random_seed(3)
+  cfg = ccvl_agent.CCVLConfig(num_deltas=2, num_pairs=2, dr3_coef=0.0, alpha=0.5)
+  plain = ccvl_agent.CCVLAgent(*_specs(4, 3), cfg, TINY, dataset_size=100)
+  data = _chain_data(np.random.default_rng(0), 64)
+  for _ in range(3):
+    plain.train_on_batch(data)
+  obs = np.eye(4, dtype=np.float32)
+  expected = plain.regularizer_weight(obs, 0.5).numpy()          # [4]
+  assert np.ptp(expected) > 0                                      # states weighed differently
+  assert float(plain.counts.running_mean_inverse_count().numpy()) > 0
+  path = plain.make_checkpoint().save(str(__import__("tempfile").mkdtemp() + "/plain"))
+  bounds = cba.CCVLBoundsAgent(*_specs(4, 3), cfg, TINY, dataset_size=100)
+  assert bounds.restore_offline(path) == "lower bound only, Q_u <- Q_l"
+  np.testing.assert_allclose(bounds.lower.regularizer_weight(obs, 0.5), expected, rtol=1e-6)
+  np.testing.assert_allclose(bounds.upper.regularizer_weight(obs, 0.5), expected, rtol=1e-6)
+  # The running mean that normalizes n(s)^-1 is the checkpoint's (not each batch's own mean).
+  np.testing.assert_allclose(bounds.upper.counts.running_mean_inverse_count(),
+                             plain.counts.running_mean_inverse_count(), rtol=1e-6)
+  for learner in (bounds.lower, bounds.upper):
+    assert learner.start_online_counts(online_rows=64, samples_per_insert=1.0)
+  with pytest.raises(ValueError, match="already started online"):
+    bounds.copy_lower_to_upper()

@@ -192,7 +192,11 @@ def test_learner_killed_and_restarted_resumes_at_its_last_checkpoint(offline_dir
     first = _spawn(args + ["--num_env_steps=100000"], str(tmp_path / "first.log"))
     procs.append(first)
     ckpt_dir = os.path.join(root, "checkpoints")
-    _wait_for(lambda: (_latest_step(ckpt_dir)[0] or 0) >= 110, 120, "a learner checkpoint",
+    # Learner checkpoint 120 is written after the Reverb checkpoint of step 110 returned
+    # (runner._save: learner, then Reverb), so a Reverb checkpoint holding the online items is
+    # complete when we kill. Waiting for 110 only raced the Reverb checkpoint of 110 (it
+    # failed once under load: the restart found the replay empty).
+    _wait_for(lambda: (_latest_step(ckpt_dir)[0] or 0) >= 120, 120, "a learner checkpoint",
               [first])
     actor_pids = _actor_pids(root)
     first.kill()                                     # kill -9

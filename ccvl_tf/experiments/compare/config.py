@@ -137,8 +137,9 @@ class CompareConfig:
       None, "Belief temperature of CCVL and AEVL (default: CCVL sets it from "
       "held-out data, 2 x the smallest mean squared Bellman error over the "
       "grid; AEVL uses 1).", lower_bound=1e-12, upper_bound=1e12)
-  dr3_coef: Optional[float] = setting(None, "DR3 coefficient for all methods (default: each "
-                                      "agent's).")
+  dr3_coef: Optional[float] = setting(None, "DR3 coefficient for all methods (default: the "
+                                      "suite's -- 0 on gridworld and MinAtar -- else "
+                                      "each agent's).")
   ccvl_options: Dict[str, object] = dataclasses.field(default_factory=dict)
   data_dir: Optional[str] = setting(
       None, "minatar: root of binaries/make_minatar_datasets.py output; atari: "

@@ -189,7 +189,10 @@ class MinAtarSuite(_ReplaySuite):
   # 100). Was 5 before the confidence work.
   default_eval_episodes = 20
   default_eval_max_steps = 10_000  # MinAtar env's cap (the reference DQN scores used it too)
-  training_overrides = dict(learning_rate=2.5e-4, target_update_period=1000)
+  # DR3 off for every method: the development split's rule (docs/alpha_sweep.md, "The DR3
+  # question": with DR3 0.03, CCVL at alpha 0.1 played one action everywhere on a development
+  # seed of SpaceInvaders, not with 0); the alpha sweep and the issue-23 table use it.
+  training_overrides = dict(learning_rate=2.5e-4, target_update_period=1000, dr3_coef=0.0)
 
   def games(self):
     from ccvl_tf.envs import minatar  # pylint: disable=g-import-not-at-top

@@ -48,6 +48,11 @@ def test_tiny_gridworld_comparison_writes_every_output_and_resumes(tmp_path):
   assert 0 < res["fixed_delta"] < 1 and len(res["bellman_errors"]) == 2
   assert res["train_steps"] == 3
   assert len(os.listdir(out / "logs")) == 6
+  # Each training root records the config it trained with (the gridworld suite's overrides).
+  trained = json.loads((out / "runs" / "cql" / "1pct" / "gridworld" / "seed_0" /
+                        "summary.json").read_text())["config"]
+  assert trained["dr3_coef"] == 0.0 and trained["learning_rate"] == 3e-3
+  assert trained["target_update_period"] == 10 and trained["adam_epsilon"] == 1e-7
   done = {p: os.path.getmtime(p) for p in (out / "results").rglob("*.json")}
 
   # The same comparison in 2 worker processes (one TF thread each) gives the same scores.
@@ -128,6 +133,41 @@ def test_missing_minatar_dataset_says_how_to_make_it(tmp_path):
   with pytest.raises(ValueError, match="missing DQN Replay directories"):
     compare.run(compare.CompareConfig(suite="atari", data_dir=str(tmp_path), games=["Pong"],
                                       output_dir=str(tmp_path / "out")), log=lambda s: None)
+
+
+def test_an_interrupted_minatar_build_keeps_its_finished_games_scored(tmp_path, monkeypatch):
+  """A multi-game build stopped in its second game leaves the first one scored (scores are
+  written after each game); a complete game missing from the scores file is reported as such,
+  with the command that fixes it (not 'rebuild into a fresh directory')."""
+  from ccvl_tf.data import minatar_datasets as md  # pylint: disable=g-import-not-at-top
+  data = str(tmp_path / "minatar")
+  real = md.build_game
+
+  def build(out, game, **kwargs):
+    if game == "SpaceInvaders":
+      raise RuntimeError("killed while building SpaceInvaders")
+    return real(out, game, **kwargs)
+
+  monkeypatch.setattr(md, "build_game", build)
+  with pytest.raises(RuntimeError, match="killed"):
+    md.build_all(data, ["Breakout", "SpaceInvaders"], num_steps=120, game_steps={}, seed=0,
+                 num_checkpoints=3, eval_episodes=1, random_episodes=2, progress_every=60,
+                 log=lambda m: None)
+  assert set(md.load_scores(data)) == {"Breakout"}
+  # A scores file written before Breakout finished (what a build interrupted before this
+  # change left): Breakout is complete on disk but unscored.
+  scores_path = os.path.join(data, md.SCORES_FILENAME)
+  with open(scores_path) as f:
+    references = json.load(f)
+  del references["games"]["Breakout"]
+  with open(scores_path, "w") as f:
+    json.dump(references, f)
+  cfg = compare.CompareConfig(suite="minatar", data_dir=data, games=["Breakout"],
+                              output_dir=str(tmp_path / "out"))
+  with pytest.raises(ValueError, match="Breakout's dataset is complete but "
+                                       "minatar_scores.json has no entry.*make_minatar_datasets"
+                                       r"\.py --output_dir=.*minatar \(finished games are cached"):
+    compare.run(cfg, log=lambda s: None)
 
 
 def test_registry_has_every_method_and_names_the_valid_agents():

@@ -353,7 +353,8 @@ def parse_game_steps(text: str) -> Dict[str, int]:
 def build_all(output_dir: str, games: Sequence[str], *, log: Callable[[str], None] = print,
               num_steps: int = DEFAULT_STEPS, game_steps: Optional[Dict[str, int]] = None,
               **kwargs) -> Dict[str, dict]:
-  """:func:`build_game` for each game (in order), then :func:`write_scores`.
+  """:func:`build_game` for each game (in order), :func:`write_scores` after each one (an
+  interrupted build leaves its finished games scored).
 
   Each game runs for ``game_steps[game]`` steps if given there, else ``num_steps``
   (``game_steps=None``: :data:`DEFAULT_GAME_STEPS`; pass ``{}`` for one length for all)."""
@@ -366,7 +367,7 @@ def build_all(output_dir: str, games: Sequence[str], *, log: Callable[[str], Non
   out = {}
   for g in names:
     out[g] = build_game(output_dir, g, log=log, num_steps=per_game.get(g, num_steps), **kwargs)
-  write_scores(output_dir)
+    write_scores(output_dir)
   return out
 
 

@@ -225,6 +225,12 @@ class MinAtarSuite(_ReplaySuite):
       try:
         self.normalize(g, 0.0)
       except ValueError as e:
+        if g not in self._scores:  # complete, but the build stopped before scoring it
+          raise ValueError(
+              f"{e}: {g}'s dataset is complete but {minatar_datasets.SCORES_FILENAME} has no "
+              f"entry for it (a build interrupted before it rewrote the scores); rerun "
+              f"python binaries/make_minatar_datasets.py --output_dir={self.cfg.data_dir} "
+              f"(finished games are cached, not rebuilt)") from e
         raise ValueError(
             f"{e}; rebuild {g} into a fresh --output_dir with binaries/make_minatar_datasets.py "
             f"--games={g} (with more steps if its DQN did not learn: --game_steps={g}:300000)"

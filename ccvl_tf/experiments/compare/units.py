@@ -111,11 +111,16 @@ def write_train_summary(root: str, game: str, agent: str, learner, num_transitio
                         steps: int, **more) -> None:
   """<train_dir>/summary.json: what online fine-tuning (experiments/online/runner.py) reads from an
   offline run -- game (the environment name), agent (the train_key), alpha, num_transitions
-  (|D|, CCVL's n(s)^-1 scale), step -- merged into the file's existing keys with `more`
-  (e.g. the CCVL evaluation's belief_temperature)."""
+  (|D|, CCVL's n(s)^-1 scale), step, and the learner's whole config (`config`: what it
+  trained with, e.g. dr3_coef, learning_rate) -- merged into the file's existing keys with
+  `more` (e.g. the CCVL evaluation's belief_temperature)."""
   path = os.path.join(root, "summary.json")
   summary = json.load(open(path)) if os.path.exists(path) else {}
-  alpha = getattr(getattr(learner, "config", None), "alpha", None)
+  config = getattr(learner, "config", None)
+  alpha = getattr(config, "alpha", None)
+  if dataclasses.is_dataclass(config):
+    more = dict(config={k: v for k, v in dataclasses.asdict(config).items()
+                        if isinstance(v, (bool, int, float, str, type(None)))}, **more)
   summary.update(game=game, agent=agent, num_transitions=int(num_transitions), step=int(steps),
                  **({} if alpha is None else {"alpha": float(alpha)}), **more)
   with open(path + ".tmp", "w") as f:

@@ -185,3 +185,20 @@ def test_offline_states_file_errors_and_plot(tmp_path):
            "tight/upper_minus_mc@0.5": 0.3}]
   online_penalty.plot({"run": rows}, str(tmp_path / "p.png"), title="t")
   assert (tmp_path / "p.png").stat().st_size > 1000
+
+
+def test_penalty_plot_keeps_each_run_one_colour_where_a_panel_lacks_runs(tmp_path):
+  """Only the bounds run has Q_u rows: its Q_u line must have the bounds run's legend colour
+  (matplotlib's per-axes colour cycle gave it the first run's colour)."""
+  lower_only = [{"online_env_steps": s, "penalty/lower_weight_new": 0.1,
+                 "penalty/lower_weight_offline": 0.1, "tight/lower_minus_mc@0.5": -0.1}
+                for s in (0.0, 100.0)]
+  bounds = [dict(r, **{"tight/upper_minus_mc@0.5": 0.2}) for r in lower_only]
+  drawn = online_penalty.plot({"Q_l only": lower_only, "bounds": bounds},
+                              str(tmp_path / "p.png"))
+  legend = drawn["legend"]
+  assert set(legend) == {"Q_l only", "bounds"} and legend["Q_l only"] != legend["bounds"]
+  qu = drawn["panels"]["Q_u - MC return (delta 0.5)"]
+  assert qu == {"bounds": legend["bounds"]}
+  for lines in drawn["panels"].values():
+    assert all(colour == legend[name] for name, colour in lines.items())

@@ -149,36 +149,46 @@ class PenaltyProbe:
     return out
 
 
-def plot(series: Dict[str, Sequence[dict]], path: str, title: str = "") -> None:
+def plot(series: Dict[str, Sequence[dict]], path: str, title: str = "") -> dict:
   """Weights (lower bound: new and offline states) and Q_l / Q_u - Monte-Carlo return at
   delta 0.5 against online env steps, one line per label of `series` (label -> rows with
-  'online_env_steps' and the keys; rows without a key are skipped)."""
+  'online_env_steps' and the keys; rows without a key are skipped). Each label keeps one
+  colour in every panel and in the legend, also where a panel lacks some labels (Q_u exists
+  only for the bounds agent). Returns {"legend": {label: colour}, "panels": {panel title:
+  {label: colour of its line}}} (what was drawn)."""
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  from matplotlib import colors as mcolors  # pylint: disable=g-import-not-at-top
+  from matplotlib.lines import Line2D  # pylint: disable=g-import-not-at-top
   panels = [("penalty/lower_weight_new", "w(s, 0.5) of Q_l: new online states"),
             ("penalty/lower_weight_offline", "w(s, 0.5) of Q_l: offline states"),
             (TIGHT_KEYS[0], "Q_l - MC return (delta 0.5)"),
             (TIGHT_KEYS[1], "Q_u - MC return (delta 0.5)")]
+  colour = {name: f"C{i % 10}" for i, name in enumerate(series)}
+  drawn = {"legend": {}, "panels": {}}
   fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 3.4), squeeze=False)
   for ax, (key, label) in zip(axes[0], panels):
+    drawn["panels"][label] = {}
     for name, rows in series.items():
       pts = sorted((r["online_env_steps"], r[key]) for r in rows
                    if key in r and np.isfinite(r.get("online_env_steps", np.nan)))
       if pts:
         xs, ys = zip(*pts)
-        ax.plot(xs, ys, marker="o", ms=3, label=name)
+        (line,) = ax.plot(xs, ys, marker="o", ms=3, label=name, color=colour[name])
+        drawn["panels"][label][name] = mcolors.to_hex(line.get_color())
     if key.startswith("tight/"):
       ax.axhline(0.0, color="gray", lw=0.8)
     ax.set_title(label, fontsize=9)
     ax.set_xlabel("online env steps")
-  handles, labels = axes[0][0].get_legend_handles_labels()
-  if not handles:
-    handles, labels = axes[0][2].get_legend_handles_labels()
-  if handles:
-    fig.legend(handles, labels, loc="lower center", ncol=min(len(labels), 4), fontsize=8)
+  shown = [n for n in series if any(n in p for p in drawn["panels"].values())]
+  if shown:
+    handles = [Line2D([], [], marker="o", ms=3, color=colour[n]) for n in shown]
+    fig.legend(handles, shown, loc="lower center", ncol=min(len(shown), 4), fontsize=8)
+    drawn["legend"] = {n: mcolors.to_hex(h.get_color()) for n, h in zip(shown, handles)}
   if title:
     fig.suptitle(title, fontsize=10)
   fig.tight_layout(rect=(0, 0.1, 1, 0.95))
   fig.savefig(path, dpi=110)
   plt.close(fig)
+  return drawn

@@ -97,6 +97,35 @@ def aggregate_scores(score_matrix, reps: int = 2000, seed: int = 0,
           for i, name in enumerate(funcs)}
 
 
+def probability_of_improvement(scores_x, scores_y, reps: int = 2000, seed: int = 0,
+                               confidence: float = 0.95) -> Aggregate:
+  """P(X > Y): rliable's probability of improvement of method X over method Y (per game the
+  Mann-Whitney statistic, the share of run pairs with x > y, ties counting 1/2; averaged over
+  games), with a stratified bootstrap CI. 0.5: neither is better.
+
+  Args:
+    scores_x, scores_y: normalized scores [num_runs, num_games] of the two methods (same games,
+      in the same column order).
+    reps, seed, confidence: as aggregate_scores (the global numpy RNG is seeded for the call
+      and restored).
+  """
+  x, y = np.asarray(scores_x, np.float64), np.asarray(scores_y, np.float64)
+  if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1] or x.size == 0 or y.size == 0:
+    raise ValueError(f"scores_x and scores_y must be [num_runs, num_games] with the same "
+                     f"games, got shapes {x.shape} and {y.shape}")
+  library, metrics = _import_rliable()
+  saved = np.random.get_state()
+  try:
+    np.random.seed(seed)
+    points, intervals = library.get_interval_estimates(
+        {"x,y": (x, y)}, metrics.probability_of_improvement, reps=reps,
+        confidence_interval_size=confidence)
+  finally:
+    np.random.set_state(saved)
+  point, interval = np.ravel(points["x,y"]), np.reshape(intervals["x,y"], (2, -1))
+  return Aggregate(float(point[0]), float(interval[0, 0]), float(interval[1, 0]))
+
+
 def iqm(values) -> float:
   """Interquartile mean of a flat sample (rliable's aggregate_iqm: 25% trimmed mean)."""
   _, metrics = _import_rliable()

@@ -273,3 +273,24 @@ def test_confidence_md_shows_the_family_as_policies_per_dataset_kind():
   # The value-level table is still first, with the same rows.
   assert text.index("| 5% | 2 | n/a |") < text.index("## The delta family")
   assert compare.confidence_table([{"method": "CQL", "dataset": "1%"}]) == ""
+
+
+def test_confidence_md_compares_adaptive_with_fixed_delta_on_the_same_runs():
+  """CCVL vs Fixed-CCVL per dataset kind, by hand: 1%, games A and B, seeds 0-1:
+  CCVL A = [10, 41], Fixed A = [0, 30]; CCVL B = [5, 5], Fixed B = [5, 0]: differences
+  +10, +11, 0, +5 -> 3 higher / 1 same / 0 lower, mean +6.5; P(CCVL > Fixed) = 0.75 (as in
+  test_probability_of_improvement_by_hand). A run without its Fixed-CCVL pair (5%) is not
+  compared, and a kind without pairs has no row."""
+  scores = {("CCVL", "A"): [10, 41], ("Fixed-CCVL", "A"): [0, 30],
+            ("CCVL", "B"): [5, 5], ("Fixed-CCVL", "B"): [5, 0]}
+  rows = [{"method": m, "dataset": "1%", "game": g, "seed": s, "normalized_score": float(v)}
+          for (m, g), vs in scores.items() for s, v in enumerate(vs)]
+  rows[0]["diagnostics"] = {"family_differs_any": 0.5}
+  rows.append({"method": "CCVL", "dataset": "5%", "game": "A", "seed": 0,
+               "normalized_score": 3.0, "diagnostics": {}})
+  text = compare.confidence_table(rows, reps=200)
+  part = text[text.index("## Does adapting delta help?"):]
+  assert ("| Data | runs | CCVL higher / same / lower | mean difference (normalized) | "
+          "P(CCVL > Fixed-CCVL) [95% CI] |") in part
+  assert "| 1% | 4 | 3 / 1 / 0 | +6.5 | 0.75 [" in part
+  assert "| 5% |" not in part

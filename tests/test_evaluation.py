@@ -118,6 +118,24 @@ def _adaptive(sample=False):
                                            gamma=0.5, temperature=1.0, sample_delta=sample)
 
 
+def test_probability_of_improvement_by_hand():
+  """Per game the share of run pairs with x > y (ties 1/2), averaged over games:
+  game A x = [10, 41], y = [0, 30]: 10>0, 10<30, 41>0, 41>30 -> 3/4;
+  game B x = [5, 5], y = [5, 0]: tie, 5>0, tie, 5>0 -> (0.5 + 1 + 0.5 + 1)/4 = 3/4; P = 0.75.
+  x above y in every pair: 1 with a zero-width CI; x == y: 0.5."""
+  x = np.array([[10.0, 5.0], [41.0, 5.0]])   # [runs, games]
+  y = np.array([[0.0, 5.0], [30.0, 0.0]])
+  p = evaluation.probability_of_improvement(x, y, reps=200)
+  assert p.value == pytest.approx(0.75)
+  assert p.ci_low <= 0.75 <= p.ci_high
+  assert evaluation.probability_of_improvement(x, y, reps=200) == p     # seeded
+  top = evaluation.probability_of_improvement(x + 100.0, y, reps=200)
+  assert (top.value, top.ci_low, top.ci_high) == pytest.approx((1.0, 1.0, 1.0))
+  assert evaluation.probability_of_improvement(x, x, reps=200).value == pytest.approx(0.5)
+  with pytest.raises(ValueError, match="same games"):
+    evaluation.probability_of_improvement(x, y[:, :1])
+
+
 def test_run_episodes_fixed_policy_records():
   tss, aspec = specs(2, 3)
   policy = policies.FixedDeltaPolicy(tss, aspec, linear_q_model(W3, C3), delta=0.25)

@@ -151,7 +151,7 @@ def write_outputs(output_dir: str, suite: str, reps: int,
       f.write(per_game_table(rows, dataset, suite))
     paths[f"per_game_{compare_config.slug(dataset)}"] = p
   plot_iqm(paths["iqm"], rows, reps)
-  confidence = confidence_table(rows)
+  confidence = confidence_table(rows, reps)
   if confidence:
     paths["confidence"] = os.path.join(output_dir, "confidence.md")
     with open(paths["confidence"], "w") as f:
@@ -195,11 +195,46 @@ def _diagnostics_lines(rows: Sequence[dict], columns) -> List[str]:
   return lines
 
 
-def confidence_table(rows: Sequence[dict]) -> str:
+def adaptive_vs_fixed_lines(rows: Sequence[dict], reps: int = 2000) -> List[str]:
+  """Markdown table lines: per dataset kind, CCVL (adaptive) against Fixed-CCVL on the runs
+  both have (same game and seed: the same trained network): how many runs score higher /
+  the same / lower, and P(CCVL > Fixed-CCVL) with its 95% CI
+  (evaluation.probability_of_improvement over the seeds both have in every game);
+  [] without both methods."""
+  keys = ("method", "dataset", "game", "seed", "normalized_score")
+  by = {(r["method"], r["dataset"], r["game"], r["seed"]): r["normalized_score"] for r in rows
+        if all(k in r for k in keys)}
+  lines = []
+  for dataset in _ordered([r["dataset"] for r in rows], compare_config.DATASET_KINDS):
+    pairs = sorted((g, s) for (m, d, g, s) in by if m == "CCVL" and d == dataset
+                   and ("Fixed-CCVL", d, g, s) in by)
+    if not pairs:
+      continue
+    diff = np.array([by[("CCVL", dataset, g, s)] - by[("Fixed-CCVL", dataset, g, s)]
+                     for g, s in pairs])
+    games = sorted({g for g, _ in pairs})
+    seeds = sorted(set.intersection(*[{s for g2, s in pairs if g2 == g} for g in games]))
+    cell = "n/a"
+    if seeds:
+      x = np.array([[by[("CCVL", dataset, g, s)] for g in games] for s in seeds])
+      y = np.array([[by[("Fixed-CCVL", dataset, g, s)] for g in games] for s in seeds])
+      p = evaluation.probability_of_improvement(x, y, reps=reps, seed=0)
+      cell = f"{p.value:.2f} [{p.ci_low:.2f}, {p.ci_high:.2f}]"
+    lines.append(f"| {dataset} | {len(pairs)} | {int((diff > 0).sum())} / "
+                 f"{int((diff == 0).sum())} / {int((diff < 0).sum())} | "
+                 f"{diff.mean():+.1f} | {cell} |")
+  if not lines:
+    return []
+  return ["| Data | runs | CCVL higher / same / lower | mean difference (normalized) | "
+          "P(CCVL > Fixed-CCVL) [95% CI] |", "| --- | --- | --- | --- | --- |"] + lines
+
+
+def confidence_table(rows: Sequence[dict], reps: int = 2000) -> str:
   """Markdown: the confidence diagnostics of the CCVL runs
   (experiments/offline/confidence_report.py), mean [min, max] over games and seeds per dataset
   kind -- the value-level ones (CONFIDENCE_COLUMNS), then the family as greedy policies
   (FAMILY_COLUMNS); '' when no row has them."""
+  adaptive = adaptive_vs_fixed_lines(rows, reps)
   rows = [r for r in rows if isinstance(r.get("diagnostics"), dict)]
   if not rows:
     return ""
@@ -213,4 +248,10 @@ def confidence_table(rows: Sequence[dict]) -> str:
           "deltas, the share of states where it is the data's action, and the CQL gap "
           "logsumexp_a Q(s, a, delta) - Q(s, a_D, delta) (log A: no preference; 0: all the "
           "mass on the data's action).\n\n"
-          + "\n".join(_diagnostics_lines(rows, FAMILY_COLUMNS)) + "\n")
+          + "\n".join(_diagnostics_lines(rows, FAMILY_COLUMNS)) + "\n"
+          + ("" if not adaptive else
+             "\n## Does adapting delta help? CCVL (adaptive) vs Fixed-CCVL\n\n"
+             "The same trained network per game and seed, acting with the confidence-adaptive "
+             "policy (CCVL) or at the fixed delta chosen on held-out data (Fixed-CCVL). "
+             "P(CCVL > Fixed-CCVL): rliable's probability of improvement (0.5: neither is "
+             "better) with a 95% stratified bootstrap CI.\n\n" + "\n".join(adaptive) + "\n"))

@@ -170,6 +170,28 @@ def test_an_interrupted_minatar_build_keeps_its_finished_games_scored(tmp_path, 
     compare.run(cfg, log=lambda s: None)
 
 
+def test_training_settings_come_from_the_suite_then_the_flags():
+  """agent_settings: the suite's overrides (gridworld: Adam 3e-3 / eps 1e-7, DR3 0), replaced
+  by the CompareConfig's learning_rate / adam_epsilon / target period / dr3_coef when given."""
+  from ccvl_tf.experiments.compare import suites, units  # pylint: disable=g-import-not-at-top
+  data = suites.Data(make_dataset=None, held_out=None, size=10)
+  plain = units.agent_settings(
+      suites.SUITE_CLASSES["gridworld"](compare.CompareConfig(suite="gridworld")), data, 0)
+  assert (plain.learning_rate, plain.adam_epsilon, plain.dr3_coef,
+          plain.target_update_period) == (3e-3, 1e-7, 0.0, 10)
+  cfg = compare.CompareConfig(suite="gridworld", adam_epsilon=1e-8, dr3_coef=0.5,
+                              learning_rate=1e-4)
+  given = units.agent_settings(suites.SUITE_CLASSES["gridworld"](cfg), data, 0)
+  assert (given.learning_rate, given.adam_epsilon, given.dr3_coef,
+          given.target_update_period) == (1e-4, 1e-8, 0.5, 10)
+  minatar = units.agent_settings(suites.SUITE_CLASSES["minatar"](
+      compare.CompareConfig(suite="minatar", data_dir="x")), data, 0)
+  assert (minatar.dr3_coef, minatar.learning_rate) == (0.0, 2.5e-4)
+  for bad in (0.0, float("nan")):
+    with pytest.raises(ValueError, match="--adam_epsilon must be a finite number > 0"):
+      compare.CompareConfig(suite="gridworld", adam_epsilon=bad).validate()
+
+
 def test_registry_has_every_method_and_names_the_valid_agents():
   assert set(compare.METHODS.values()) == set(offline.AGENTS)
   assert offline.AGENTS == ("ccvl", "fixed_ccvl", "cql", "rem", "aevl", "aevl_td", "dqn", "bc")

@@ -127,6 +127,9 @@ class CompareConfig:
   batch_size: Optional[int] = setting(None, "Transitions per batch (default 32).")
   alpha: Optional[float] = setting(None, "alpha of CCVL / CQL / AEVL (default: each agent's).")
   learning_rate: Optional[float] = setting(None, "Adam step size (default: the suite's).")
+  adam_epsilon: Optional[float] = setting(None, "Adam epsilon for all methods (default: the "
+                                          "suite's, else each agent's).",
+                                          lower_bound=0.0, upper_bound=1.0)
   target_update_period: Optional[int] = setting(None, "Target copy period in steps.")
   num_heads: Optional[int] = setting(None, "REM heads H (default 200).")
   num_members: Optional[int] = setting(None, "AEVL members E (default 4).")
@@ -186,6 +189,9 @@ class CompareConfig:
       raise ValueError(f"--first_seed must be an integer >= 0, got {self.first_seed!r}")
     if self.learning_rate is not None and not self.learning_rate > 0:
       raise ValueError(f"--learning_rate must be > 0, got {self.learning_rate!r}")
+    if self.adam_epsilon is not None and not (math.isfinite(self.adam_epsilon)
+                                              and self.adam_epsilon > 0):
+      raise ValueError(f"--adam_epsilon must be a finite number > 0, got {self.adam_epsilon!r}")
     if self.belief_temperature is not None and not (
         math.isfinite(self.belief_temperature) and self.belief_temperature > 0):
       raise ValueError(f"--belief_temperature must be a finite number > 0 (or unset), got "

@@ -58,7 +58,7 @@ def agent_settings(suite: compare_suites.Suite, data: compare_suites.Data,
   settings given in the CompareConfig."""
   cfg = suite.cfg
   over = dict(suite.training_overrides)
-  for name in ("learning_rate", "target_update_period", "dr3_coef"):
+  for name in ("learning_rate", "adam_epsilon", "target_update_period", "dr3_coef"):
     if getattr(cfg, name) is not None:
       over[name] = getattr(cfg, name)
   return offline.AgentSettings(

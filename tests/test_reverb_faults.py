@@ -52,7 +52,23 @@ def _read(path):
     return f.read()
 
 
-def _wait_for(cond, timeout, what, procs=()):
+def _tails(procs=(), logs=()):
+  """The last lines of each process's log and of the given log files (a failure keeps them)."""
+  paths = [p._log_file.name for p in procs] + list(logs)  # pylint: disable=protected-access
+  return "".join(f"\n--- {path} ---\n{_read(path)[-2000:]}" for path in paths
+                 if os.path.exists(path))
+
+
+def _wait_exit(proc, timeout, what, logs=()):
+  """proc's exit code; on a timeout, an AssertionError with the logs instead of a bare
+  TimeoutExpired (a rare failure of the server-kill test left nothing to read)."""
+  try:
+    return proc.wait(timeout=timeout)
+  except subprocess.TimeoutExpired:
+    raise AssertionError(f"{what}: still running after {timeout}s" + _tails([proc], logs))
+
+
+def _wait_for(cond, timeout, what, procs=(), logs=()):
   """Polls `cond` (with a short blocking wait on a process instead of sleeping)."""
   deadline = time.monotonic() + timeout
   while time.monotonic() < deadline:
@@ -70,7 +86,8 @@ def _wait_for(cond, timeout, what, procs=()):
         pass
     else:
       threading.Event().wait(0.25)
-  raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+  raise AssertionError(f"timed out after {timeout}s waiting for {what}"
+                       + _tails(procs, logs))
 
 
 def _alive(pid):
@@ -146,12 +163,15 @@ def test_server_killed_stops_learner_and_actor_with_the_address(offline_dir, tmp
     server.wait(timeout=10)
     # Bounded: no hang on the dead server (detection takes ~10 s: --sample_timeout_s=5 plus a
     # --server_timeout_s=3 check; the margin is for a loaded machine, where 40 s was exceeded).
-    code = learner.wait(timeout=90)
+    actor_log_path = os.path.join(root, "actors", "actor_0.log")
+    code = _wait_exit(learner, 90, "the learner after the server was killed",
+                      [server._log_file.name, actor_log_path])
     out = _read(learner._log_file.name)
     assert code != 0
     assert f"lost the Reverb server at {address}" in out, out[-2000:]
-    _wait_for(lambda: not any(_alive(p) for p in actor_pids), 20, "the actor to exit")
-    actor_log = _read(os.path.join(root, "actors", "actor_0.log"))
+    _wait_for(lambda: not any(_alive(p) for p in actor_pids), 20, "the actor to exit",
+              logs=[actor_log_path])
+    actor_log = _read(actor_log_path)
     assert address in actor_log and "Reverb server" in actor_log, actor_log[-2000:]
     # The learner's checkpoints are intact: the latest restores into a fresh learner built as
     # the run builds it, with assert_consumed() (every saved value has a home, every variable of

@@ -58,6 +58,23 @@ class Aggregate:
     return {"value": self.value, "ci_low": self.ci_low, "ci_high": self.ci_high}
 
 
+def _seeded_interval_estimates(scores, func, reps: int, seed: int, confidence: float):
+  """rliable's get_interval_estimates for one entry (a score matrix, or an (x, y) pair for
+  pairwise metrics): (point, interval). rliable draws its resampling indices from numpy's
+  *global* RNG (`np.random.choice`), not from `random_state`, so the global state is seeded
+  for the call and restored afterwards; random_state is left None (StratifiedBootstrap ignores
+  it for resampling, and passing it only triggers arch's deprecation warning)."""
+  library, _ = _import_rliable()
+  saved = np.random.get_state()
+  try:
+    np.random.seed(seed)
+    points, intervals = library.get_interval_estimates(
+        {"m": scores}, func, reps=reps, confidence_interval_size=confidence)
+  finally:
+    np.random.set_state(saved)
+  return points["m"], intervals["m"]
+
+
 def aggregate_scores(score_matrix, reps: int = 2000, seed: int = 0,
                      confidence: float = 0.95) -> Dict[str, Aggregate]:
   """IQM, mean and median over runs x games with stratified bootstrap CIs (rliable).
@@ -79,20 +96,12 @@ def aggregate_scores(score_matrix, reps: int = 2000, seed: int = 0,
   scores = np.asarray(score_matrix, np.float64)
   if scores.ndim != 2 or scores.size == 0:
     raise ValueError(f"score_matrix must be [num_runs, num_games], got shape {scores.shape}")
-  library, metrics = _import_rliable()
+  _, metrics = _import_rliable()
   funcs = {"iqm": metrics.aggregate_iqm, "mean": metrics.aggregate_mean,
            "median": metrics.aggregate_median}
   aggregate_func = lambda x: np.array([f(x) for f in funcs.values()])  # noqa: E731
-  saved = np.random.get_state()
-  try:
-    np.random.seed(seed)
-    # random_state is left None: rliable's StratifiedBootstrap ignores it for resampling, and
-    # passing it only triggers arch's deprecation warning.
-    points, intervals = library.get_interval_estimates(
-        {"m": scores}, aggregate_func, reps=reps, confidence_interval_size=confidence)
-  finally:
-    np.random.set_state(saved)
-  point, interval = points["m"], intervals["m"]  # [3], [2, 3]
+  point, interval = _seeded_interval_estimates(scores, aggregate_func, reps, seed,
+                                               confidence)  # [3], [2, 3]
   return {name: Aggregate(float(point[i]), float(interval[0, i]), float(interval[1, i]))
           for i, name in enumerate(funcs)}
 
@@ -113,16 +122,10 @@ def probability_of_improvement(scores_x, scores_y, reps: int = 2000, seed: int =
   if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1] or x.size == 0 or y.size == 0:
     raise ValueError(f"scores_x and scores_y must be [num_runs, num_games] with the same "
                      f"games, got shapes {x.shape} and {y.shape}")
-  library, metrics = _import_rliable()
-  saved = np.random.get_state()
-  try:
-    np.random.seed(seed)
-    points, intervals = library.get_interval_estimates(
-        {"x,y": (x, y)}, metrics.probability_of_improvement, reps=reps,
-        confidence_interval_size=confidence)
-  finally:
-    np.random.set_state(saved)
-  point, interval = np.ravel(points["x,y"]), np.reshape(intervals["x,y"], (2, -1))
+  _, metrics = _import_rliable()
+  point, interval = _seeded_interval_estimates((x, y), metrics.probability_of_improvement,
+                                               reps, seed, confidence)
+  point, interval = np.ravel(point), np.reshape(interval, (2, -1))
   return Aggregate(float(point[0]), float(interval[0, 0]), float(interval[1, 0]))
 
 

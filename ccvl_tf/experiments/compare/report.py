@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -40,6 +40,16 @@ def write_scores_csv(path: str, rows: Sequence[dict]) -> None:
 _ordered = reporting.ordered
 
 
+def _games_and_common_seeds(game_seed_pairs) -> Tuple[List[str], List[int]]:
+  """(sorted games, sorted seeds present for every game) of (game, seed) pairs: the rows and
+  columns of a complete [seeds, games] score matrix."""
+  pairs = list(game_seed_pairs)
+  games = sorted({g for g, _ in pairs})
+  seeds = sorted(set.intersection(*[{s for g2, s in pairs if g2 == g} for g in games])) \
+      if games else []
+  return games, seeds
+
+
 def aggregate(rows: Sequence[dict], reps: int = 2000) -> Dict[tuple, object]:
   """(method, dataset) -> evaluation.Aggregate of the normalized IQM over seeds x games.
 
@@ -52,9 +62,7 @@ def aggregate(rows: Sequence[dict], reps: int = 2000) -> Dict[tuple, object]:
       sel = [r for r in rows if r["method"] == method and r["dataset"] == dataset]
       if not sel:
         continue
-      games = sorted({r["game"] for r in sel})
-      seeds = sorted(set.intersection(*[{r["seed"] for r in sel if r["game"] == g}
-                                        for g in games]))
+      games, seeds = _games_and_common_seeds((r["game"], r["seed"]) for r in sel)
       if not seeds:
         continue
       table = {(r["game"], r["seed"]): r["normalized_score"] for r in sel}
@@ -212,8 +220,7 @@ def adaptive_vs_fixed_lines(rows: Sequence[dict], reps: int = 2000) -> List[str]
       continue
     diff = np.array([by[("CCVL", dataset, g, s)] - by[("Fixed-CCVL", dataset, g, s)]
                      for g, s in pairs])
-    games = sorted({g for g, _ in pairs})
-    seeds = sorted(set.intersection(*[{s for g2, s in pairs if g2 == g} for g in games]))
+    games, seeds = _games_and_common_seeds(pairs)
     cell = "n/a"
     if seeds:
       x = np.array([[by[("CCVL", dataset, g, s)] for g in games] for s in seeds])
@@ -234,10 +241,11 @@ def confidence_table(rows: Sequence[dict], reps: int = 2000) -> str:
   (experiments/offline/confidence_report.py), mean [min, max] over games and seeds per dataset
   kind -- the value-level ones (CONFIDENCE_COLUMNS), then the family as greedy policies
   (FAMILY_COLUMNS); '' when no row has them."""
-  adaptive = adaptive_vs_fixed_lines(rows, reps)
-  rows = [r for r in rows if isinstance(r.get("diagnostics"), dict)]
-  if not rows:
+  ccvl = [r for r in rows if isinstance(r.get("diagnostics"), dict)]
+  if not ccvl:
     return ""
+  adaptive = adaptive_vs_fixed_lines(rows, reps)
+  rows = ccvl
   k = len(rows[0].get("bellman_errors", [])) or 8
   return ("# CCVL confidence diagnostics (mean [min, max] over games and seeds)\n\n"
           + "\n".join(_diagnostics_lines(rows, CONFIDENCE_COLUMNS))

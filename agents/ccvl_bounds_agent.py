@@ -5,12 +5,12 @@ Lower- and Upper-Bounds", Eq. upper update, Eq. upper policy).
   * Q_u: `UpperCCVLAgent`, the same network, counts, guarded Adam step, target network and
     checkpoint and objective (`ccvl_agent.ccvl_objective`) as CCVLAgent (it subclasses it),
     with only the pair loss replaced (`UpperPairLoss`). By default (upper_objective='bonus')
-    Eq. (upper update) as the paper prints it (`ccvl_tf.losses.ccvl_upper_bonus_loss`):
+    Eq. (upper update) as the paper prints it (`ccvl_tf.upper_losses.ccvl_upper_bonus_loss`):
         y_j   = r + gamma (1-terminal) max_a' Qbar_u(s',a',delta_{j,2})   (pair 0: delta_2 = delta)
         loss  = mean_{B,N} TD(Q_u(s,a_D,delta) - min(min_j y_j + alpha_u sqrt(log(1/delta) n(s)^-1),
                                                      value_max))
     With upper_objective='regularized' the earlier CQL-like reading
-    (`ccvl_tf.losses.ccvl_upper_loss`: the softmin term, min over the M pairs); its fixed point
+    (`ccvl_tf.upper_losses.ccvl_upper_loss`: the softmin term, min over the M pairs); its fixed point
     lies below Q* at frequent actions and diverges at rare ones (docs/online.md "Why the upper
     bound diverged"; tests/test_bounds_fixed_points.py).
   * `CCVLBoundsAgent` composes the two (separate networks, no shared torso: measured cost in
@@ -42,6 +42,7 @@ import tensorflow as tf
 
 from agents import ccvl_agent
 from ccvl_tf import losses
+from ccvl_tf import upper_losses
 from ccvl_tf import networks
 from ccvl_tf import policies
 
@@ -56,12 +57,12 @@ class ExplorationConfig:
     upper_alpha: alpha_u, weight of the upper bound's bonus / regularizer (None: the lower
       alpha).
     upper_objective: 'bonus' (default): Eq. upper update as the paper prints it, Q_u regressed
-      on min_{delta_2} B^ Q_u + alpha_u sqrt(log(1/delta) n(s)^-1) (losses.ccvl_upper_bonus_loss);
+      on min_{delta_2} B^ Q_u + alpha_u sqrt(log(1/delta) n(s)^-1) (upper_losses.ccvl_upper_bonus_loss);
       'regularized': the CQL-like term `upper_regularizer` instead of the bonus (its exact
       fixed point raises rarely taken actions by ~w / pi_beta and unseen ones to +inf, and the
       max backup compounds it: docs/online.md "Why the upper bound diverged").
     upper_regularizer: with upper_objective='regularized': 'softmin' or 'neg_logsumexp'
-      (literal sign flip; diverges, see losses.UPPER_REGULARIZERS).
+      (literal sign flip; diverges, see upper_losses.UPPER_REGULARIZERS).
     beta: beta of Eq. upper policy's safe set A_l = {a : Q_l >= beta max_a' Q_l} (> 0).
       The paper gives no value; 0.5 is a placeholder (with rewards >= 0, beta -> 0 lets Q_u
       choose among all actions, beta = 1 keeps only argmax Q_l).
@@ -108,16 +109,16 @@ class BoundsConfig(ExplorationConfig):
   def validate(self):
     if self.upper_alpha is not None:
       losses.validate_alpha(self.upper_alpha)
-    if self.upper_objective not in losses.UPPER_OBJECTIVES:
-      raise ValueError(f"upper_objective must be one of {losses.UPPER_OBJECTIVES}, got "
+    if self.upper_objective not in upper_losses.UPPER_OBJECTIVES:
+      raise ValueError(f"upper_objective must be one of {upper_losses.UPPER_OBJECTIVES}, got "
                        f"{self.upper_objective!r}")
     if self.value_max is not None and not np.isfinite(self.value_max):
       raise ValueError(f"value_max must be None or finite, got {self.value_max!r}")
-    if self.upper_regularizer not in losses.UPPER_REGULARIZERS:
-      raise ValueError(f"upper_regularizer must be one of {losses.UPPER_REGULARIZERS}, got "
+    if self.upper_regularizer not in upper_losses.UPPER_REGULARIZERS:
+      raise ValueError(f"upper_regularizer must be one of {upper_losses.UPPER_REGULARIZERS}, got "
                        f"{self.upper_regularizer!r}")
-    if self.pair_reduction not in losses.PAIR_REDUCTIONS:
-      raise ValueError(f"pair_reduction must be one of {losses.PAIR_REDUCTIONS}, got "
+    if self.pair_reduction not in upper_losses.PAIR_REDUCTIONS:
+      raise ValueError(f"pair_reduction must be one of {upper_losses.PAIR_REDUCTIONS}, got "
                        f"{self.pair_reduction!r}")
     if not self.beta > 0:
       raise ValueError(f"beta must be > 0 (Eq. upper policy), got {self.beta!r}")
@@ -140,11 +141,11 @@ class BoundsConfig(ExplorationConfig):
 class UpperPairLoss(ccvl_agent.PairLoss):
   """The pair loss of the upper bound, Eq. (upper update), per bounds.upper_objective:
 
-  'bonus' (default; losses.ccvl_upper_bonus_loss): Q_u(s, a_D, delta) regressed on
+  'bonus' (default; upper_losses.ccvl_upper_bonus_loss): Q_u(s, a_D, delta) regressed on
     min(min_j y_j + alpha_u sqrt(log(1/delta) n(s)^-1), bounds.value_max), the targets y_j at
     delta_{j,2} with pair 0 at delta_2 = delta (the min over delta_1, delta_2 <= delta: the
     bonus is smallest at delta_1 = delta).
-  'regularized' (losses.ccvl_upper_loss):
+  'regularized' (upper_losses.ccvl_upper_loss):
     L^u_j = alpha_u sqrt(log(1/delta_{j,1}) n(s)^-1) R_u + TD(Q_u(s,a_D,delta) - y_j),
     loss  = mean_{B,N} min_j L^u_j   (bounds.pair_reduction; R_u per bounds.upper_regularizer)
     with the targets y_j at the sampled delta_{j,2} ~ U(0, delta) as drawn.
@@ -169,9 +170,9 @@ class UpperPairLoss(ccvl_agent.PairLoss):
   def __call__(self, q, actions, targets, delta, delta_1, inverse_count) -> Dict[str, tf.Tensor]:
     c, b = self.config, self.bounds
     if b.upper_objective == "bonus":
-      return losses.ccvl_upper_bonus_loss(q, actions, targets, delta, inverse_count, self.alpha,
+      return upper_losses.ccvl_upper_bonus_loss(q, actions, targets, delta, inverse_count, self.alpha,
                                           c.td_loss, c.huber_kappa, b.value_max)
-    return losses.ccvl_upper_loss(q, actions, targets, delta_1, inverse_count, self.alpha,
+    return upper_losses.ccvl_upper_loss(q, actions, targets, delta_1, inverse_count, self.alpha,
                                   c.td_loss, c.huber_kappa, b.upper_regularizer,
                                   b.pair_reduction)
 

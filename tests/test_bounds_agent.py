@@ -18,6 +18,7 @@ from tf_agents.trajectories import time_step as ts
 from agents import ccvl_agent
 from agents import ccvl_bounds_agent as cba
 from ccvl_tf import losses
+from ccvl_tf import upper_losses
 from ccvl_tf import networks
 from ccvl_tf import policies
 
@@ -43,15 +44,15 @@ def test_upper_loss_by_hand():
   r_u = math.log(1.0 + math.exp(-2.0))
   # L_1 = 1 * R_u + (1 - 2)^2 / 2 = 0.626928 ; L_2 = 2 * R_u + (1 - 0.5)^2 / 2 = 0.378857
   l1, l2 = r_u + 0.5, 2 * r_u + 0.125
-  res = losses.ccvl_upper_loss(q, a, y, d1, inv, 2.0, "squared")
+  res = upper_losses.ccvl_upper_loss(q, a, y, d1, inv, 2.0, "squared")
   np.testing.assert_allclose(res["gap"].numpy(), [[r_u]], rtol=1e-5)
   np.testing.assert_allclose(res["pair_losses"].numpy(), [[[l1, l2]]], rtol=1e-5)
   np.testing.assert_allclose(res["loss"].numpy(), min(l1, l2), rtol=1e-5)   # min over pairs
   assert int(res["argmax_j"][0, 0]) == 1
-  res_max = losses.ccvl_upper_loss(q, a, y, d1, inv, 2.0, "squared", pair_reduction="max")
+  res_max = upper_losses.ccvl_upper_loss(q, a, y, d1, inv, 2.0, "squared", pair_reduction="max")
   np.testing.assert_allclose(res_max["loss"].numpy(), max(l1, l2), rtol=1e-5)
   # Literal sign flip: R = -(logsumexp Q - Q(a_D)) = 1 - (3 + log(1 + e^-2)) = -2.126928
-  res_neg = losses.ccvl_upper_loss(q, a, y, d1, inv, 2.0, "squared", regularizer="neg_logsumexp")
+  res_neg = upper_losses.ccvl_upper_loss(q, a, y, d1, inv, 2.0, "squared", regularizer="neg_logsumexp")
   r_neg = 1.0 - (3.0 + r_u)
   np.testing.assert_allclose(res_neg["pair_losses"].numpy(),
                              [[[r_neg + 0.5, 2 * r_neg + 0.125]]], rtol=1e-5)
@@ -80,7 +81,7 @@ def test_upper_loss_gradient_wrt_q_by_hand():
                               ("max", [-0.8807971, -0.1192029])):
     with tf.GradientTape(persistent=True) as tape:
       tape.watch([q, d1, inv])
-      res = losses.ccvl_upper_loss(q, tf.constant([0]), tf.constant([[[2.0, 0.5]]]), d1, inv,
+      res = upper_losses.ccvl_upper_loss(q, tf.constant([0]), tf.constant([[[2.0, 0.5]]]), d1, inv,
                                    2.0, "squared", pair_reduction=reduction)
     np.testing.assert_allclose(tape.gradient(res["loss"], q).numpy()[0, 0], expected,
                                rtol=1e-5, err_msg=reduction)
@@ -94,7 +95,7 @@ def test_upper_regularizer_pushes_the_lowest_action_up_and_stays_bounded():
   q = tf.Variable([[[0.0, 5.0, -5.0]]])
   for kind, expect in (("softmin", None), ("neg_logsumexp", None)):
     with tf.GradientTape() as tape:
-      gap, _ = losses.upper_gap(q, tf.constant([0]), kind)
+      gap, _ = upper_losses.upper_gap(q, tf.constant([0]), kind)
     g = tape.gradient(gap, q).numpy()[0, 0]
     if kind == "softmin":
       w = np.exp(-np.array([0.0, 5.0, -5.0]))
@@ -119,7 +120,7 @@ def test_config_errors_name_the_value():
   with pytest.raises(ValueError, match="explore_delta"):
     cba.BoundsConfig(explore_delta=1.0).validate()
   with pytest.raises(ValueError, match="pair_reduction"):
-    losses.ccvl_upper_loss(tf.zeros([1, 1, 2]), tf.constant([0]), tf.zeros([1, 1, 1]),
+    upper_losses.ccvl_upper_loss(tf.zeros([1, 1, 2]), tf.constant([0]), tf.zeros([1, 1, 1]),
                            tf.fill([1, 1, 1], 0.5), tf.constant([1.0]), 1.0,
                            pair_reduction="median")
 

@@ -28,6 +28,7 @@ from agents import ccvl_agent
 from agents import ccvl_bounds_agent as cba
 from ccvl_tf import counts as counts_lib
 from ccvl_tf import losses
+from ccvl_tf import upper_losses
 from ccvl_tf import networks
 
 
@@ -69,9 +70,9 @@ def test_upper_bonus_loss_by_hand():
   args = (tf.constant([0]), tf.constant([[[2.0, 0.5]]]), tf.constant([[math.exp(-1.0)]]),
           tf.constant([0.25]), 2.0)
   for value_max, y, grad in ((None, 1.5, [-0.5, 0.0]), (1.2, 1.2, [-0.2, 0.0])):
-    g, loss = _grad(lambda q: losses.ccvl_upper_bonus_loss(
+    g, loss = _grad(lambda q: upper_losses.ccvl_upper_bonus_loss(
         q, *args, value_max=value_max)["loss"], [[[1.0, 3.0]]])
-    res = losses.ccvl_upper_bonus_loss(tf.constant([[[1.0, 3.0]]]), *args, value_max=value_max)
+    res = upper_losses.ccvl_upper_bonus_loss(tf.constant([[[1.0, 3.0]]]), *args, value_max=value_max)
     np.testing.assert_allclose(float(res["target"][0, 0]), y, rtol=1e-6)
     np.testing.assert_allclose(loss, 0.5 * (1.0 - y) ** 2, rtol=1e-5)
     np.testing.assert_allclose(g[0, 0], grad, atol=1e-6)
@@ -119,7 +120,7 @@ def test_chain_closed_form_bounds_are_the_fixed_points_of_the_bonus_losses():
   def w(delta):                                      # [2] per state
     return alpha * np.sqrt(np.log(1.0 / delta) / n_s)
 
-  for sign, loss_fn in ((-1, losses.ccvl_bonus_loss), (+1, losses.ccvl_upper_bonus_loss)):
+  for sign, loss_fn in ((-1, losses.ccvl_bonus_loss), (+1, upper_losses.ccvl_upper_bonus_loss)):
     q = np.stack([_chain_closed_form(*w(d), sign) for d in deltas])           # [N, S, A]
     q_batch = np.stack([q[:, si] for si in s])                                # [B, N, A]
     targets = np.zeros((4, 2, 2))                                             # [B, N, M]
@@ -208,7 +209,7 @@ def test_softmin_upper_fixed_point_lowers_the_frequent_action_and_raises_rare_on
   """The same one-state problem for the regularized upper bound (softmin term, weight w = 0.5):
   Q_a = 1 + w (softmax(-Q)_a / beta_a - 1). The frequent action ends *below* Q* = 1 (not an
   upper bound) and the rare one above it by ~w (q / beta - 1) ~ w / beta; the loss
-  (losses.ccvl_upper_loss, M = 1) is stationary there. With behaviour [0.99, 0.01] the rare
+  (upper_losses.ccvl_upper_loss, M = 1) is stationary there. With behaviour [0.99, 0.01] the rare
   action's excess grows (1/beta)."""
   excess = {}
   for beta in ([0.9, 0.1], [0.99, 0.01]):
@@ -218,7 +219,7 @@ def test_softmin_upper_fixed_point_lowers_the_frequent_action_and_raises_rare_on
     excess[beta[1]] = q[1] - 1.0
     counts = np.round(beta * 100).astype(int)
     actions = _one_state_batch(counts)
-    g, _ = _grad(lambda qv, actions=actions: losses.ccvl_upper_loss(
+    g, _ = _grad(lambda qv, actions=actions: upper_losses.ccvl_upper_loss(
         tf.tile(qv[None, None], [len(actions), 1, 1]), tf.constant(actions),
         tf.ones([len(actions), 1, 1]), tf.fill([len(actions), 1, 1], math.exp(-1.0)),
         tf.ones([len(actions)]), 0.5)["loss"], q)
@@ -232,7 +233,7 @@ def test_softmin_upper_pushes_a_never_taken_action_up_at_every_value():
   data action), so its exact fixed point is +inf, and max_a' in the target then picks it."""
   for unseen in (0.0, 10.0, 30.0):
     q0 = np.array([1.0, unseen], np.float32)
-    g, _ = _grad(lambda qv: losses.ccvl_upper_loss(
+    g, _ = _grad(lambda qv: upper_losses.ccvl_upper_loss(
         qv[None, None], tf.constant([0]), tf.ones([1, 1, 1]),
         tf.fill([1, 1, 1], math.exp(-1.0)), tf.ones([1]), 0.5)["loss"], q0)
     expected = -0.5 * math.exp(-unseen) / (math.exp(-1.0) + math.exp(-unseen))
@@ -252,7 +253,7 @@ def test_softmin_upper_on_a_zero_reward_self_loop_exceeds_any_return():
   q, v = _solve_per_state([0.0] * 4, beta, w, sign=+1, gamma=gamma)
   assert 50 < v < 70, v
   actions = _one_state_batch([397, 1, 1, 1])
-  g, _ = _grad(lambda qv: losses.ccvl_upper_loss(
+  g, _ = _grad(lambda qv: upper_losses.ccvl_upper_loss(
       tf.tile(qv[None, None], [400, 1, 1]), tf.constant(actions),
       tf.fill([400, 1, 1], float(gamma * v)), tf.fill([400, 1, 1], math.exp(-1.0)),
       tf.ones([400]), w)["loss"], q)

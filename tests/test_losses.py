@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from ccvl_tf import losses
+from ccvl_tf import upper_losses
 
 E = math.exp
 
@@ -313,7 +314,7 @@ def test_no_gradient_reaches_targets_regularizer_weights_or_counts():
     y = losses.td_targets(reward, tf.constant([0.0]), 0.9, next_q)  # [1, 6]
     out = losses.ccvl_loss(q, tf.constant([0]), tf.reshape(y, [1, 2, 3]), delta_1, inv_count,
                            alpha=2.0)
-    upper = losses.ccvl_upper_loss(q, tf.constant([0]), tf.reshape(y, [1, 2, 3]), delta_1,
+    upper = upper_losses.ccvl_upper_loss(q, tf.constant([0]), tf.reshape(y, [1, 2, 3]), delta_1,
                                    inv_count, alpha=2.0)
   for name, loss in (("ccvl", out["loss"]), ("upper", upper["loss"])):
     assert tape.gradient(loss, q) is not None, name

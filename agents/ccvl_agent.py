@@ -69,6 +69,12 @@ class CCVLConfig(q_agent_base.BaseQConfig):
       'algorithm1' (Algorithm 1 literally: max over j of the pair loss), 'bound' (delta_1 =
       delta, target max over delta_2 <= delta: the proof of Lemma 1), 'bonus' (Eq. update's
       anti-exploration form with n(s)^-1, no regularizer). docs/agent.md explains each.
+    gap: the regularizer's gap (ccvl_tf.losses.GAPS): 'logsumexp' (CQL(H), R(pi) the entropy)
+      or 'max' (R(pi) = 0: max_a Q - Q(s, a_D), whose exact tabular family has V nondecreasing
+      in delta and below the largest return; docs/agent.md "The confidence family").
+    delta_head: how delta enters Q(s, a, delta) (ccvl_tf.networks.DELTA_HEADS): 'cosine' (the
+      IQN cosine embedding) or 'monotone' (a base value plus nonnegative increments over delta:
+      Q nondecreasing in delta by construction, Lemma 1, wherever Q is used).
     count_ridge: lambda of the linear n(s)^-1 estimate ('absolute'), or its multiple of the
       mean eigenvalue trace(|D| C) / D ('relative').
     count_ridge_mode: 'absolute' or 'relative' (ccvl_tf.counts.RIDGE_MODES).
@@ -92,6 +98,8 @@ class CCVLConfig(q_agent_base.BaseQConfig):
   # runs (docs/dev_split.md); the pre-issue-11 behaviour is objective='algorithm1',
   # count_ridge=1.0, count_ridge_mode='absolute', count_normalization='none'.
   objective: str = "algorithm1"
+  gap: str = "logsumexp"
+  delta_head: str = "cosine"
   count_ridge: float = 1e-3
   count_ridge_mode: str = "relative"
   count_normalization: str = "mean"
@@ -107,6 +115,10 @@ class CCVLConfig(q_agent_base.BaseQConfig):
     losses.validate_alpha(self.alpha)
     losses.validate_delta(self.policy_delta, "policy_delta")
     losses.validate_objective(self.objective)
+    losses.validate_gap(self.gap)
+    if self.delta_head not in networks.DELTA_HEADS:
+      raise ValueError(f"delta_head must be one of {', '.join(networks.DELTA_HEADS)}, got "
+                       f"{self.delta_head!r}")
     if self.count_ridge_mode not in counts_lib.RIDGE_MODES:
       raise ValueError(f"count_ridge_mode must be one of {counts_lib.RIDGE_MODES}, got "
                        f"{self.count_ridge_mode!r}")
@@ -186,7 +198,8 @@ class PairLoss:
   def __call__(self, q, actions, targets, delta, delta_1, inverse_count) -> Dict[str, tf.Tensor]:
     c = self.config
     return losses.ccvl_objective_loss(self.objective, q, actions, targets, delta, delta_1,
-                                      inverse_count, c.alpha, c.td_loss, c.huber_kappa)
+                                      inverse_count, c.alpha, c.td_loss, c.huber_kappa,
+                                      getattr(c, "gap", "logsumexp"))
 
 
 def ccvl_objective(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
@@ -245,6 +258,8 @@ class CCVLAgent(q_agent_base.GuardedLearner):
   """
 
   AGENT_NAME = "CCVL"
+  # The direction of the monotone delta head: Q_l rises with delta (UpperCCVLAgent: -1).
+  DELTA_SIGN = 1.0
 
   def __init__(self, time_step_spec, action_spec,
                config: CCVLConfig = CCVLConfig(),
@@ -267,10 +282,13 @@ class CCVLAgent(q_agent_base.GuardedLearner):
       train_step_counter: optional int64 scalar variable.
     """
     obs_spec = self._begin_setup(config, time_step_spec, action_spec, name, "CCVLAgent")
+    head = dict(delta_head=config.delta_head, delta_sign=self.DELTA_SIGN)
     self._online = networks.build_ccvl_network(
-        obs_spec.shape, obs_spec.dtype, self._num_actions, network_config, name="ccvl_online")
+        obs_spec.shape, obs_spec.dtype, self._num_actions, network_config, name="ccvl_online",
+        **head)
     self._target = networks.build_ccvl_network(
-        obs_spec.shape, obs_spec.dtype, self._num_actions, network_config, name="ccvl_target")
+        obs_spec.shape, obs_spec.dtype, self._num_actions, network_config, name="ccvl_target",
+        **head)
     networks.copy_weights(self._online, self._target)
 
     if inverse_count_fn is None:

@@ -182,8 +182,10 @@ class UpperCCVLAgent(ccvl_agent.CCVLAgent):
 
   Reuses CCVLAgent's guarded train step, counts, target updates, checkpoint, confidence
   sampling and objective (`ccvl_agent.ccvl_objective`); only the pair loss (`_pair_loss`:
-  UpperPairLoss) differs.
+  UpperPairLoss) differs. With delta_head='monotone', Q_u falls as delta rises (DELTA_SIGN).
   """
+
+  DELTA_SIGN = -1.0
 
   def __init__(self, time_step_spec, action_spec, config=ccvl_agent.CCVLConfig(),
                network_config=networks.QNetworkConfig(), bounds=BoundsConfig(), **kwargs):

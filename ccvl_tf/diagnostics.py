@@ -80,7 +80,7 @@ def _float_list(x) -> List[float]:
 
 # ------------------------------------------------------------------------------ delta family
 def delta_family(q_model, observations, grid, td_target_scale: Optional[float] = None,
-                 batch_size: int = 256) -> Dict[str, object]:
+                 batch_size: int = 256, value_max: Optional[float] = None) -> Dict[str, object]:
   """The delta family V(s, delta) = max_a Q(s, a, delta) on states [S, ...] and the grid [K].
 
   Args:
@@ -92,6 +92,8 @@ def delta_family(q_model, observations, grid, td_target_scale: Optional[float] =
     td_target_scale: the scale that `spread` is relative to, normally `td_target_scale(...)`
       (mean |r + gamma max_a' Q(s', a', delta)|); None: the mean |V| over all entries.
     batch_size: states per model call.
+    value_max: the largest possible return, when known (e.g. 1 / (1 - gamma) with rewards
+      clipped to [-1, 1]); None omits the check against it.
 
   Returns:
     dict with
@@ -106,7 +108,11 @@ def delta_family(q_model, observations, grid, td_target_scale: Optional[float] =
       'spread': spread_raw / spread_scale (nan if the scale is 0 or not finite);
       'spread_scale': the divisor used; 'spread_scale_kind': 'td_target' (the argument was
         given) or 'mean_abs_value' (mean |V| over all states and deltas);
-      'action_gap': mean over states and deltas of max_a Q(s, a, delta) - min_a Q(s, a, delta).
+      'action_gap': mean over states and deltas of max_a Q(s, a, delta) - min_a Q(s, a, delta);
+      'end_ordered_fraction': fraction of states with V(s, delta_K) >= V(s, delta_1) - 1e-7;
+      'v_max': the largest V(s, delta) over states and deltas;
+      'value_max', 'above_value_max_fraction': the given bound and the fraction of states with
+        some V(s, delta) above it (nan without value_max): no lower bound exceeds it.
   """
   g = _check_grid(grid)
   obs = np.asarray(observations)
@@ -130,8 +136,13 @@ def delta_family(q_model, observations, grid, td_target_scale: Optional[float] =
     steps = np.diff(v, axis=1)                                          # [S, K] -> [S, K - 1]
     monotone = float(np.mean(np.all(steps >= -MONOTONE_ATOL, axis=1)))
     strict = float(np.mean(np.all(steps > 0.0, axis=1)))
+    end_ordered = float(np.mean(v[:, -1] >= v[:, 0] - MONOTONE_ATOL))
   else:
-    monotone = strict = math.nan
+    monotone = strict = end_ordered = math.nan
+  if value_max is not None and not np.isfinite(value_max):
+    raise ValueError(f"value_max must be None or finite, got {value_max!r}")
+  above = (math.nan if value_max is None
+           else float(np.mean(np.any(v > float(value_max), axis=1))))
   spread_raw = float(np.mean(v[:, -1] - v[:, 0]))
   if td_target_scale is None:
     scale, kind = float(np.mean(np.abs(v))), "mean_abs_value"
@@ -149,6 +160,10 @@ def delta_family(q_model, observations, grid, td_target_scale: Optional[float] =
       "spread_scale": scale,
       "spread_scale_kind": kind,
       "action_gap": float(np.mean(gap)),
+      "end_ordered_fraction": end_ordered,
+      "v_max": float(np.max(v)),
+      "value_max": math.nan if value_max is None else float(value_max),
+      "above_value_max_fraction": above,
   }
 
 
@@ -535,7 +550,9 @@ def summarize(family: Optional[Mapping[str, object]] = None,
 
   Args (each may be None, which omits its keys):
     family: `delta_family` -> 'family_spread', 'family_spread_raw', 'lemma1_fraction'
-      (monotone_fraction), 'action_gap'.
+      (monotone_fraction: V nondecreasing at every grid step), 'lemma1_end_fraction'
+      (end_ordered_fraction: V(delta_K) >= V(delta_1)), 'action_gap', 'v_max' and, when the
+      family was checked against a largest return, 'v_above_value_max_fraction'.
     separation: `count_separation` -> 'count_auc', 'inv_count_seen_median',
       'inv_count_unseen_median'.
     spectrum: `count_spectrum` -> 'effective_rank' (and 'mean_inv_count_x_size' if the
@@ -549,7 +566,13 @@ def summarize(family: Optional[Mapping[str, object]] = None,
     out["family_spread"] = float(family["spread"])
     out["family_spread_raw"] = float(family["spread_raw"])
     out["lemma1_fraction"] = float(family["monotone_fraction"])
+    if "end_ordered_fraction" in family:
+      out["lemma1_end_fraction"] = float(family["end_ordered_fraction"])
     out["action_gap"] = float(family["action_gap"])
+    if "v_max" in family:
+      out["v_max"] = float(family["v_max"])
+    if np.isfinite(family.get("above_value_max_fraction", math.nan)):
+      out["v_above_value_max_fraction"] = float(family["above_value_max_fraction"])
   if separation is not None:
     out["count_auc"] = float(separation["auc"])
     out["inv_count_seen_median"] = float(separation["seen"]["median"])

@@ -141,19 +141,34 @@ def gather_actions(q_values: tf.Tensor, actions: tf.Tensor) -> tf.Tensor:
   return tf.reduce_sum(q_values * one_hot, axis=-1)            # [B, ...]
 
 
-def cql_gap(q_values: tf.Tensor, actions: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
-  """The CQL(H) regularizer logsumexp_a Q(s, a) - Q(s, a_D) (>= 0) and Q(s, a_D).
+# The gap of Eq. (cql update)'s regularizer, max_pi E_pi Q + R(pi) - Q(s, a_D): 'logsumexp' with
+# R(pi) the entropy (CQL(H)), 'max' with R = 0 (max_a Q). docs/agent.md "The confidence family".
+GAPS = ("logsumexp", "max")
+
+
+def validate_gap(gap: str) -> None:
+  if gap not in GAPS:
+    raise ValueError(f"gap must be one of {', '.join(GAPS)}, got {gap!r}")
+
+
+def cql_gap(q_values: tf.Tensor, actions: tf.Tensor, gap: str = "logsumexp"
+            ) -> Tuple[tf.Tensor, tf.Tensor]:
+  """The regularizer's gap and Q(s, a_D): logsumexp_a Q(s, a) - Q(s, a_D) (CQL(H), the
+  default) or max_a Q(s, a) - Q(s, a_D) (gap='max'); both >= 0.
 
   Args:
     q_values: Q(s, ., delta) [B, ..., A] (e.g. [B, N, A], or [B, A] for plain CQL).
     actions: dataset actions a_D, [B].
+    gap: one of GAPS.
 
   Returns:
     (gap [B, ...], q_sa [B, ...]).
   """
+  validate_gap(gap)
   q_sa = gather_actions(q_values, actions)                       # [B, ...]
-  gap = tf.reduce_logsumexp(q_values, axis=-1) - q_sa            # [B, ...]
-  return gap, q_sa
+  if gap == "max":
+    return tf.reduce_max(q_values, axis=-1) - q_sa, q_sa         # [B, ...]
+  return tf.reduce_logsumexp(q_values, axis=-1) - q_sa, q_sa     # [B, ...]
 
 
 def ccvl_regularizer_weight(delta_1: tf.Tensor, inverse_count: tf.Tensor,
@@ -180,7 +195,7 @@ def ccvl_pair_losses(q_sa: tf.Tensor, gap: tf.Tensor, target: tf.Tensor, delta_1
 
   Args:
     q_sa: Q(s, a_D, delta) [B, N] (online network).
-    gap: logsumexp_a Q(s, a, delta) - Q(s, a_D, delta) [B, N].
+    gap: the regularizer's gap (cql_gap: logsumexp or max_a Q(s, a, delta)) - Q(s, a_D, delta) [B, N].
     target: r + gamma (1 - terminal) max_a' Q_target(s', a', delta_{j,2}) [B, N, M].
     delta_1: delta_{j,1} [B, N, M].
     inverse_count: n(s)^-1 [B].
@@ -208,7 +223,7 @@ def max_over_pairs(pair_losses: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
 
 def ccvl_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor, delta_1: tf.Tensor,
               inverse_count: tf.Tensor, alpha: float, td_loss_type: str = "squared",
-              huber_kappa: float = 1.0) -> Dict[str, tf.Tensor]:
+              huber_kappa: float = 1.0, gap: str = "logsumexp") -> Dict[str, tf.Tensor]:
   """The CCVL objective of Algorithm 1: mean over batch and N deltas of max_j L_j.
 
   Args:
@@ -218,21 +233,22 @@ def ccvl_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor, delta_
     delta_1: [B, N, M].
     inverse_count: n(s)^-1 [B].
     alpha, td_loss_type, huber_kappa: as in ccvl_pair_losses.
+    gap: the regularizer's gap, one of GAPS.
 
   Returns:
     dict: 'loss' scalar; 'pair_losses' L [B, N, M]; 'max_losses' [B, N]; 'argmax_j' [B, N];
     'regularizer', 'td' [B, N, M] (the two terms of L); 'gap', 'q_sa' [B, N].
   """
   validate_alpha(alpha)
-  gap, q_sa = cql_gap(q_values, actions)                  # [B, N], [B, N]
-  pair, reg, td = ccvl_pair_losses(q_sa, gap, target, delta_1, inverse_count, alpha,
+  gap_value, q_sa = cql_gap(q_values, actions, gap)       # [B, N], [B, N]
+  pair, reg, td = ccvl_pair_losses(q_sa, gap_value, target, delta_1, inverse_count, alpha,
                                    td_loss_type, huber_kappa)  # [B, N, M] each
   max_l, arg_j = max_over_pairs(pair)                     # [B, N]
   return {"loss": tf.reduce_mean(max_l), "pair_losses": pair, "max_losses": max_l,
-          "argmax_j": arg_j, "regularizer": reg, "td": td, "gap": gap, "q_sa": q_sa}
+          "argmax_j": arg_j, "regularizer": reg, "td": td, "gap": gap_value, "q_sa": q_sa}
 
 
-# ---- the three readings of Eq. (cql update) / Eq. (update) (issue 11; docs/agent.md) ----------
+# ---- the three objectives: readings of Eq. (cql update) / Eq. (update) (docs/agent.md) ----------
 # 'algorithm1': Algorithm 1 literally: delta_{j,1}, delta_{j,2} ~ U(0, delta) and the max over j of
 #   the whole pair loss L_j (ccvl_loss above). The max picks the pair whose target lies farthest
 #   from Q and whose weight is largest, which makes the weight depend only weakly on delta.
@@ -259,8 +275,8 @@ def confidence_weight(delta: tf.Tensor, inverse_count: tf.Tensor, alpha: float) 
 
 def ccvl_bound_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor,
                     delta: tf.Tensor, inverse_count: tf.Tensor, alpha: float,
-                    td_loss_type: str = "squared", huber_kappa: float = 1.0
-                    ) -> Dict[str, tf.Tensor]:
+                    td_loss_type: str = "squared", huber_kappa: float = 1.0,
+                    gap: str = "logsumexp") -> Dict[str, tf.Tensor]:
   """objective='bound': mean_{B,N} [ w(delta) gap(s, delta) + TD(Q(s,a_D,delta) - max_j y_j) ].
 
   Args:
@@ -269,14 +285,14 @@ def ccvl_bound_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor,
     target: candidate TD targets y_j at delta_{j,2} <= delta [B, N, M] (no gradient).
     delta: [B, N]; the weight uses delta_1 = delta.
     inverse_count: n(s)^-1 [B].
-    alpha, td_loss_type, huber_kappa: as ccvl_loss.
+    alpha, td_loss_type, huber_kappa, gap: as ccvl_loss.
 
   Returns:
     dict like ccvl_loss: 'loss'; 'target' (max_j y_j) [B, N]; 'argmax_j' [B, N]; 'regularizer',
     'td', 'gap', 'q_sa', 'weight' [B, N].
   """
   validate_alpha(alpha)
-  gap, q_sa = cql_gap(q_values, actions)                         # [B, N], [B, N]
+  gap, q_sa = cql_gap(q_values, actions, gap)                    # [B, N], [B, N]
   y = tf.stop_gradient(tf.reduce_max(target, axis=-1))           # [B, N, M] -> [B, N]
   weight = confidence_weight(delta, inverse_count, alpha)        # [B, N]
   reg = weight * gap                                              # [B, N]
@@ -288,14 +304,14 @@ def ccvl_bound_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor,
 
 def ccvl_bonus_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor,
                     delta: tf.Tensor, inverse_count: tf.Tensor, alpha: float,
-                    td_loss_type: str = "squared", huber_kappa: float = 1.0
-                    ) -> Dict[str, tf.Tensor]:
+                    td_loss_type: str = "squared", huber_kappa: float = 1.0,
+                    gap: str = "logsumexp") -> Dict[str, tf.Tensor]:
   """objective='bonus': mean_{B,N} TD(Q(s,a_D,delta) - [max_j y_j - w(delta)]), no regularizer.
 
   Same arguments and keys as ccvl_bound_loss ('regularizer' is 0; 'gap' is reported only).
   """
   validate_alpha(alpha)
-  gap, q_sa = cql_gap(q_values, actions)                         # [B, N], [B, N]
+  gap, q_sa = cql_gap(q_values, actions, gap)                    # [B, N], [B, N]
   weight = confidence_weight(delta, inverse_count, alpha)        # [B, N]
   y = tf.stop_gradient(tf.reduce_max(target, axis=-1) - weight)  # [B, N, M] -> [B, N]
   td = td_loss(q_sa - y, td_loss_type, huber_kappa)              # [B, N]
@@ -319,14 +335,16 @@ def objective_delta_2(delta: tf.Tensor, delta_2: tf.Tensor, objective: str) -> t
 
 
 def ccvl_objective_loss(objective: str, q_values, actions, target, delta, delta_1,
-                        inverse_count, alpha, td_loss_type="squared", huber_kappa=1.0):
+                        inverse_count, alpha, td_loss_type="squared", huber_kappa=1.0,
+                        gap="logsumexp"):
   """Dispatches to ccvl_loss ('algorithm1'), ccvl_bound_loss or ccvl_bonus_loss."""
   validate_objective(objective)
   if objective == "algorithm1":
     return ccvl_loss(q_values, actions, target, delta_1, inverse_count, alpha, td_loss_type,
-                     huber_kappa)
+                     huber_kappa, gap)
   fn = ccvl_bound_loss if objective == "bound" else ccvl_bonus_loss
-  return fn(q_values, actions, target, delta, inverse_count, alpha, td_loss_type, huber_kappa)
+  return fn(q_values, actions, target, delta, inverse_count, alpha, td_loss_type, huber_kappa,
+            gap)
 
 
 def dr3_penalty(phi: tf.Tensor, next_phi: tf.Tensor) -> tf.Tensor:

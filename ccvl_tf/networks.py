@@ -90,6 +90,49 @@ class CosineEmbedding(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="ccvl_tf")
+class MonotoneDeltaHead(keras.layers.Layer):
+  """Q(s, a, delta) monotone in delta by construction: a base value plus nonnegative increments
+  on J equal pieces of (0, 1),
+
+      Q(s, a, delta) = b(s, a) + sign * sum_j u_j(s, a) * clip(J * delta - (j - 1), 0, 1),
+      u_j(s, a) = softplus(x_j(s, a)) / J >= 0,
+
+  i.e. the linear interpolation of the knot values b, b + u_1, b + u_1 + u_2, ... at
+  delta = 0, 1/J, ..., 1. sign = +1: nondecreasing in delta (the lower bound, Lemma 1);
+  sign = -1: nonincreasing (the upper bound Q_u). Inputs: params [B, (J + 1) * A] (b and x per
+  action from the state features) and delta [B, K]; output [B, K, A]. No weights of its own.
+  """
+
+  def __init__(self, num_actions: int, pieces: int = 16, sign: float = 1.0, **kwargs):
+    super().__init__(**kwargs)
+    if int(pieces) != pieces or pieces < 1:
+      raise ValueError(f"pieces must be an integer >= 1, got {pieces!r}")
+    if sign not in (1.0, -1.0, 1, -1):
+      raise ValueError(f"sign must be +1 or -1, got {sign!r}")
+    self.num_actions, self.pieces, self.sign = int(num_actions), int(pieces), float(sign)
+
+  def call(self, inputs):
+    params, delta = inputs
+    j, a = self.pieces, self.num_actions
+    params = ops.reshape(params, (-1, j + 1, a))                 # [B, (J+1)*A] -> [B, J+1, A]
+    base = params[:, 0, :]                                        # b(s, a) [B, A]
+    inc = ops.softplus(params[:, 1:, :]) / j                      # u_j(s, a) >= 0 [B, J, A]
+    knots = ops.convert_to_tensor(np.arange(j, dtype=np.float32))  # [J]
+    # ramp_j(delta) = clip(J delta - j, 0, 1), j = 0..J-1: [B, K, 1] - [J] -> [B, K, J]
+    ramps = ops.clip(ops.expand_dims(ops.cast(delta, "float32"), -1) * j - knots, 0.0, 1.0)
+    rise = ops.einsum("bkj,bja->bka", ramps, inc)                 # [B, K, A]
+    return ops.expand_dims(base, 1) + self.sign * rise            # [B, 1, A] + [B, K, A]
+
+  def compute_output_shape(self, input_shape):
+    params_shape, delta_shape = input_shape
+    return (params_shape[0], delta_shape[1], self.num_actions)
+
+  def get_config(self):
+    return {**super().get_config(), "num_actions": self.num_actions, "pieces": self.pieces,
+            "sign": self.sign}
+
+
+@keras.saving.register_keras_serializable(package="ccvl_tf")
 class ReferenceDelta(keras.layers.Layer):
   """A [B, 1] tensor filled with the constant `value`, batch size taken from the input."""
 
@@ -321,9 +364,14 @@ def _torso(observation, config: QNetworkConfig, name: str, init):
 
 # Over 80 lines with its docstring: one functional graph (torso, delta embedding, head) and
 # its feature models, built together so that they share layers.
+DELTA_HEADS = ("cosine", "monotone")
+MONOTONE_PIECES = 16  # J of MonotoneDeltaHead: pieces of width 1/16 (the belief grid has 8 bins)
+
+
 def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_actions: int,
                        config: QNetworkConfig = QNetworkConfig(),
-                       name: str = "ccvl_q") -> CCVLNetwork:
+                       name: str = "ccvl_q", delta_head: str = "cosine",
+                       delta_sign: float = 1.0) -> CCVLNetwork:
   """Builds Q(s, a, delta) and its feature models phi(s) (see module docstring).
 
   Args:
@@ -332,6 +380,12 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
     num_actions: A, the number of discrete actions.
     config: QNetworkConfig.
     name: prefix of the model and layer names (use distinct names for online and target).
+    delta_head: 'cosine' (IQN: psi(s) * eta(delta), then the hidden layer and the output, per
+      delta) or 'monotone' (MonotoneDeltaHead on psi(s), through the hidden layer when
+      hidden_units > 0: Q monotone in delta for every state and action; delta_entry must be
+      'features'). One of DELTA_HEADS.
+    delta_sign: +1 (Q nondecreasing in delta, the lower bound) or -1 (nonincreasing, the upper
+      bound); used by the monotone head only.
 
   Raises:
     ValueError: a config value, num_actions or the observation spec the torso cannot take.
@@ -339,6 +393,11 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
   config.validate()
   if int(num_actions) != num_actions or num_actions < 1:
     raise ValueError(f"num_actions must be an integer >= 1, got {num_actions!r}")
+  if delta_head not in DELTA_HEADS:
+    raise ValueError(f"delta_head must be one of {', '.join(DELTA_HEADS)}, got {delta_head!r}")
+  if delta_head == "monotone" and config.delta_entry != "features":
+    raise ValueError(f"delta_head='monotone' needs delta_entry='features', got "
+                     f"{config.delta_entry!r}")
   num_actions = int(num_actions)
   shape, dtype = validate_observation_spec(observation_shape, observation_dtype, config.torso)
   # A factory, called once per layer: one Keras 3 initializer instance reused across layers
@@ -365,8 +424,19 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
     hidden = None  # hidden_units=0: Q = W_out (psi(s) * eta(delta)) + b
   output = FlatDense(num_actions, kernel_initializer=init(), name=f"{name}_q")
 
+  if delta_head == "monotone":
+    mono_hidden = (keras.layers.Dense(config.hidden_units, activation="relu",
+                                      kernel_initializer=init(), name=f"{name}_hidden")
+                   if config.hidden_units else None)
+    mono_params = keras.layers.Dense((MONOTONE_PIECES + 1) * num_actions,
+                                     kernel_initializer=init(), name=f"{name}_q")
+    mono = MonotoneDeltaHead(num_actions, MONOTONE_PIECES, delta_sign, name=f"{name}_monotone")
+
   def head(features, deltas):
     # features [B, W]; deltas [B, K] -> (Q [B, K, A], penultimate [B, K, H]).
+    if delta_head == "monotone":  # delta enters only through the monotone ramps
+      hidden_out = features if mono_hidden is None else mono_hidden(features)  # [B, H]
+      return mono([mono_params(hidden_out), deltas]), None                     # [B, K, A]
     eta = embed(cosine(deltas))  # [B, K, n_cos] -> [B, K, W]
     # [B, W] -> [B, 1, W], broadcast against [B, K, W]: the torso is shared by the K deltas.
     mixed = ops.expand_dims(features, 1) * eta

@@ -104,6 +104,38 @@ def test_delta_family_fraction_counts_states():
   assert out["spread_raw"] == pytest.approx(0.75 * 5.5 / 3, rel=1e-6)
 
 
+def bump_q_model(obs_dim=3):
+  """Contract model with one action, Q(s, delta) = sum(s) * (delta - 4 (delta - 0.5)^2):
+  at GRID4 the factor is 0.125 - 0.5625 = -0.4375, 0.375 - 0.0625 = 0.3125, 0.5625, 0.3125 --
+  up, up, down: V(delta_K) > V(delta_1) for sum(s) > 0, but not nondecreasing step by step."""
+  obs = keras.Input(shape=(obs_dim,), dtype="float32", name="observation")
+  delta = keras.Input(shape=(None,), dtype="float32", name="delta")
+  total = ops.reshape(ops.sum(obs, axis=-1), (-1, 1, 1))                    # [B] -> [B, 1, 1]
+  d = ops.expand_dims(delta, -1)                                            # [B, K, 1]
+  return keras.Model({"observation": obs, "delta": delta},
+                     total * (d - 4.0 * ops.square(d - 0.5)))
+
+
+def test_end_ordering_and_the_largest_return():
+  # sum(s) = 1, 3, 1 > 0: every state is end-ordered (0.3125 s > -0.4375 s) but none is
+  # stepwise nondecreasing. V = s * factor: the largest is 3 * 0.5625 = 1.6875. Against
+  # value_max 1: only the state with sum 3 exceeds it (0.5625 <= 1 for the others) -> 1/3.
+  out = diagnostics.delta_family(bump_q_model(), STATES, GRID4, value_max=1.0)
+  assert out["monotone_fraction"] == 0.0
+  assert out["end_ordered_fraction"] == 1.0
+  assert out["v_max"] == pytest.approx(1.6875)
+  assert out["above_value_max_fraction"] == pytest.approx(1 / 3)
+  summary = diagnostics.summarize(out)
+  assert summary["lemma1_end_fraction"] == 1.0 and summary["lemma1_fraction"] == 0.0
+  assert summary["v_above_value_max_fraction"] == pytest.approx(1 / 3)
+  # Without a known largest return the check is omitted.
+  out = diagnostics.delta_family(bump_q_model(), STATES, GRID4)
+  assert math.isnan(out["above_value_max_fraction"])
+  assert "v_above_value_max_fraction" not in diagnostics.summarize(out)
+  with pytest.raises(ValueError, match="value_max must be None or finite"):
+    diagnostics.delta_family(bump_q_model(), STATES, GRID4, value_max=float("inf"))
+
+
 def test_delta_family_rejects_bad_arguments():
   model = additive_q_model([1.0, 2.0], [0.5, 1.5])
   with pytest.raises(ValueError, match="grid"):

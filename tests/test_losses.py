@@ -127,6 +127,18 @@ def test_cql_gap_hand_computed_and_nonnegative():
   assert np.all(gap.numpy() >= 0)
 
 
+def test_max_gap_hand_computed_and_its_gradient():
+  q = tf.constant([[3.0, -1.0, 0.5, 2.0]])
+  with tf.GradientTape() as tape:
+    tape.watch(q)
+    gap, q_sa = losses.cql_gap(q, tf.constant([3]), gap="max")
+  # max_a Q - Q(s, a_D) = 3 - 2 = 1; the gradient is +1 at the argmax and -1 at a_D.
+  np.testing.assert_allclose(gap.numpy(), [1.0])
+  np.testing.assert_allclose(tape.gradient(gap, q).numpy(), [[1.0, 0.0, 0.0, -1.0]])
+  with pytest.raises(ValueError, match="gap must be one of"):
+    losses.cql_gap(q, tf.constant([0]), gap="softmax")
+
+
 def test_dr3_penalty_hand_computed():
   phi = tf.constant([[1.0, 2.0], [0.0, 1.0]])
   next_phi = tf.constant([[3.0, -1.0], [2.0, -4.0]])

@@ -108,8 +108,9 @@ def test_copy_weights_makes_identical_outputs():
   np.testing.assert_allclose(a.q_model(inputs).numpy(), b.q_model(inputs).numpy())
 
 
-def test_q_model_saves_and_reloads_as_savedmodel(tmp_path):
-  net = networks.build_ccvl_network((5,), np.float32, 3, TINY_MLP)
+@pytest.mark.parametrize("head", networks.DELTA_HEADS)
+def test_q_model_saves_and_reloads_as_savedmodel(tmp_path, head):
+  net = networks.build_ccvl_network((5,), np.float32, 3, TINY_MLP, delta_head=head)
   inputs = {"observation": np.eye(5, dtype=np.float32)[:2],
             "delta": np.array([[0.2, 0.8]] * 2, np.float32)}
   expected = net.q_model(inputs).numpy()
@@ -160,3 +161,53 @@ def test_flat_dense_is_dense_on_rank3_inputs_values_and_gradients():
                       tape.gradient(loss_dense, dense.trainable_variables)):
     np.testing.assert_allclose(g_f.numpy(), g_d.numpy(), rtol=1e-5, atol=1e-6)
     assert float(tf.reduce_max(tf.abs(g_f))) > 0
+
+
+# ---- the monotone delta head --------------------------------------------------------------------
+def test_monotone_head_by_hand():
+  # J = 2 pieces, A = 1: params (b, x_1, x_2) = (0.5, 0, log(e^2 - 1)) -> u = (log 2 / 2, 1).
+  # Q(delta) = b + u_1 clip(2 delta, 0, 1) + u_2 clip(2 delta - 1, 0, 1):
+  #   delta 0.25 -> 0.5 + 0.5 u_1 = 0.5 + log(2) / 4; delta 0.75 -> 0.5 + u_1 + 0.5 u_2
+  #   = 1 + log(2) / 2; sign -1 mirrors the increments.
+  layer = networks.MonotoneDeltaHead(1, pieces=2)
+  params = tf.constant([[0.5, 0.0, np.log(np.e ** 2 - 1)]], tf.float32)
+  delta = tf.constant([[0.25, 0.75]])
+  np.testing.assert_allclose(layer([params, delta]).numpy()[0, :, 0],
+                             [0.5 + np.log(2) / 4, 1 + np.log(2) / 2], rtol=1e-6)
+  down = networks.MonotoneDeltaHead(1, pieces=2, sign=-1)
+  np.testing.assert_allclose(down([params, delta]).numpy()[0, :, 0],
+                             [0.5 - np.log(2) / 4, -np.log(2) / 2], rtol=1e-6)
+  # At delta 0.75 the ramps are (1, 0.5), so d Q / d x_j = ramp_j * sigmoid(x_j) / J:
+  # x_1: 1 * 0.5 / 2 = 0.25; x_2: 0.5 * (1 - e^-2) / 2 (sigmoid(log(e^2 - 1)) = 1 - e^-2).
+  with tf.GradientTape() as tape:
+    tape.watch(params)
+    q = layer([params, delta])[0, 1, 0]
+  np.testing.assert_allclose(tape.gradient(q, params).numpy()[0],
+                             [1.0, 0.25, 0.5 * (1 - np.exp(-2)) / 2], rtol=1e-5)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_monotone_head_is_monotone_in_delta_for_any_weights(sign):
+  net = networks.build_ccvl_network((5,), np.float32, 4, TINY_MLP, delta_head="monotone",
+                                    delta_sign=sign)
+  rng = np.random.default_rng(0)
+  for v in net.q_model.trainable_variables:  # arbitrary weights, large ones included
+    v.assign(rng.normal(0, 3, v.shape).astype(np.float32))
+  obs = rng.normal(size=(6, 5)).astype(np.float32)
+  grid = np.sort(rng.uniform(1e-6, 1 - 1e-6, 200)).astype(np.float32)
+  q = net.q_model({"observation": obs, "delta": np.tile(grid[None], (6, 1))}).numpy()
+  steps = sign * np.diff(q, axis=1)                                  # [B, K-1, A]
+  assert np.all(steps >= -1e-5), steps.min()
+  assert np.max(steps) > 0  # not flat
+  # phi(s) is the torso output, with no delta in it.
+  out = net.q_and_phi_model({"observation": obs, "delta": np.tile(grid[None], (6, 1))})
+  assert out["phi"].shape == (6, 16)
+
+
+def test_monotone_head_needs_feature_entry_and_a_known_head():
+  with pytest.raises(ValueError, match="delta_head='monotone' needs delta_entry='features'"):
+    networks.build_ccvl_network((84, 84, 4), np.uint8, 3,
+                                networks.QNetworkConfig(delta_entry="conv"),
+                                delta_head="monotone")
+  with pytest.raises(ValueError, match="delta_head must be one of"):
+    networks.build_ccvl_network((5,), np.float32, 3, TINY_MLP, delta_head="spline")

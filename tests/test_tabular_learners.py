@@ -130,3 +130,93 @@ def test_negative_alpha_rejected(gridworld_model):
   env, _, m = gridworld_model
   with pytest.raises(ValueError, match="alpha must be >= 0"):
     learners.cql_q(m, env.gamma, -0.1)
+
+
+# ---- the readings of Eq. (cql update): the family's order and bound (docs/agent.md) ----------
+def _bandit_model():
+  # One state, terminal transitions: action 0 three times with reward 0, action 1 once with
+  # reward 1, action 2 never -> beta = (0.75, 0.25, 0), T = B^Q = (0, 1), n(s) = 4.
+  return learners.empirical_model(_bandit([0, 0, 0, 1], [0, 0, 0, 1]), 1, 3)
+
+
+def test_max_gap_solution_by_hand():
+  # delta = 1/e: log(1/delta) = 1, so w = alpha sqrt(1 / 4) = alpha / 2.
+  # alpha = 0.2 -> w = 0.1. c = T + w = (0.1, 1.1). Only action 1 is capped at v:
+  #   g(v) = w + beta_1 (v - c_1) = 0  ->  v = 1.1 - 0.1 / 0.25 = 0.7; q_0 = min(0.1, 0.7) = 0.1.
+  # Stationarity: d/dq_0 = -w beta_0 + beta_0 (q_0 - 0) = 0 at q_0 = w = 0.1;
+  #   d/dq_1 = w - w beta_1 + beta_1 (q_1 - 1) = 0.1 - 0.025 - 0.075 = 0 at q_1 = 0.7.
+  m = _bandit_model()
+  delta = [np.exp(-1.0)]
+  q = learners.ccvl_regularized_q(m, 0.9, 0.2, delta, reading="max")[0, 0]
+  np.testing.assert_allclose(q[:2], [0.1, 0.7], atol=1e-12)
+  assert np.isneginf(q[2])  # never taken: only the max sees it, pushed to -inf
+  # alpha = 2 -> w = 1: both actions capped, v = E_beta T = 0.25 (the floor of the hard max).
+  q = learners.ccvl_regularized_q(m, 0.9, 2.0, delta, reading="max")[0, 0]
+  np.testing.assert_allclose(q[:2], [0.25, 0.25], atol=1e-12)
+  # alpha = 0: plain empirical Q-learning, V = max T = 1.
+  q = learners.ccvl_regularized_q(m, 0.9, 0.0, delta, reading="max")[0, 0]
+  np.testing.assert_allclose(q[:2], [0.0, 1.0], atol=1e-12)
+
+
+def test_logsumexp_gap_raises_the_greedy_value_with_the_weight():
+  # The CQL(H) fixed point keeps sum_a beta_a q_a = sum_a beta_a T_a for any weight (the
+  # stationarity condition q_a = T_a - w (p_a / beta_a - 1) summed with weights beta_a), so the
+  # penalty only moves value between actions. Bandit with beta = (0.75, 0.25) and T = (1, 0):
+  # the frequent action is the better one, its softmax share stays below 0.75, so its value
+  # rises above T = 1 as w grows, i.e. V *falls* as delta rises.
+  m = learners.empirical_model(_bandit([0, 0, 0, 1], [1, 1, 1, 0]), 1, 2)
+  grid = [0.05, 0.5, 0.95]
+  q = learners.ccvl_regularized_q(m, 0.9, 1.0, grid, reading="logsumexp")[:, 0]  # [K, A]
+  np.testing.assert_allclose(q @ [0.75, 0.25], 0.75, atol=1e-9)
+  v = q.max(-1)
+  assert np.all(v > 1.0) and np.all(np.diff(v) < 0), v
+  # The hard max on the same data: V <= max T = 1 and nondecreasing in delta.
+  v_max = learners.ccvl_regularized_q(m, 0.9, 1.0, grid, reading="max")[:, 0].max(-1)
+  assert np.all(v_max <= 1.0) and np.all(np.diff(v_max) >= 0), v_max
+
+
+@pytest.mark.parametrize("reading", learners.READINGS)
+def test_readings_on_the_gridworld(reading, gridworld_model):
+  """What each reading satisfies on a paper-sized gridworld dataset, at two alphas:
+  '+monotone' -> Lemma 1 for every action, stepwise along the grid; 'max' -> V(s, .)
+  nondecreasing and V <= 1 (no return exceeds 1: reward 1 ends the episode); 'logsumexp' ->
+  neither (measured: V nondecreasing at <= 10% of visited states; V up to 1.72 at alpha 1)."""
+  env, _, m = gridworld_model
+  grid = belief.delta_grid(8)
+  visited = m.seen_s & ~env.terminal_mask
+  q = learners.ccvl_regularized_q(m, env.gamma, np.array([0.2, 1.0]), grid, reading=reading)
+  gap, monotone = learners.parse_reading(reading)
+  for qa in q:
+    stats = learners.family_stats(qa, visited)
+    if monotone:
+      assert stats["q_nondecreasing_share"] == 1.0
+      assert np.all(np.diff(qa[:, visited], axis=0)[np.isfinite(qa[1:, visited])] >= 0)
+    if monotone or gap == "max":
+      assert stats["v_nondecreasing_share"] == 1.0
+    if gap == "max":
+      assert stats["v_max"] <= 1.0
+    if reading == "logsumexp":
+      assert stats["v_nondecreasing_share"] < 0.5, stats
+  if gap == "logsumexp":
+    assert learners.family_stats(q[1], visited)["v_max"] > 1.0
+
+
+def test_max_gap_value_lies_between_the_data_average_and_the_best_backup(gridworld_model):
+  # The hard-max solution per state: E_beta T <= V <= max_a T, the lower end being the floor that
+  # keeps Theorem 2 from holding at every confidence (docs/agent.md).
+  env, _, m = gridworld_model
+  grid = belief.delta_grid(4)
+  q = learners.ccvl_regularized_q(m, env.gamma, 5.0, grid, reading="max")
+  v = np.where(m.seen_s, q.max(-1), 0.0)
+  target = np.maximum.accumulate(m.backup(v, env.gamma), axis=0)       # [K, S, A]
+  beta = m.n_sa / np.maximum(m.n_s, 1)[:, None]
+  seen = m.seen_s
+  floor = (beta * np.where(m.seen_sa, target, 0.0)).sum(-1)            # [K, S]
+  top = np.where(m.seen_sa, target, -np.inf).max(-1)
+  assert np.all(v[:, seen] >= floor[:, seen] - 1e-7)  # the fixed point is iterated to 1e-8
+  assert np.all(v[:, seen] <= top[:, seen] + 1e-7)
+
+
+def test_bad_reading_is_named():
+  with pytest.raises(ValueError, match="reading must be one of"):
+    learners.parse_reading("softmax")

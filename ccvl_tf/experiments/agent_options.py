@@ -13,7 +13,7 @@ import dataclasses
 import re
 from typing import Dict, Mapping, Sequence
 
-CCVL_OPTIONS = ("objective", "count_normalization", "count_ridge", "count_ridge_mode",
+CCVL_OPTIONS = ("objective", "gap", "delta_head", "count_normalization", "count_ridge", "count_ridge_mode",
                 "count_weight", "belief_resample")
 
 

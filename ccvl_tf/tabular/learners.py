@@ -263,8 +263,54 @@ def _regularized_argmin(weight, beta, seen, target, q0, newton_steps):
   return q
 
 
+def _max_gap_argmin(weight, beta, seen, target, q0):
+  """Per state, the exact minimizer over q in R^A of
+
+      weight * (max_a q_a - sum_a beta_a q_a) + 1/2 sum_a beta_a (q_a - target_a)^2
+
+  (the hard-max gap: Eq. cql update with R(pi) = 0, where max_pi E_pi Q is max_a Q). For a
+  fixed v = max_a q_a each seen action solves its own quadratic under q_a <= v, so
+  q_a = min(target_a + w, v); v is the root of the nondecreasing piecewise-linear
+
+      g(v) = w + sum_a beta_a min(v - target_a - w, 0),
+
+  found exactly: with c = target + w sorted in decreasing order, g(c_(1)) = w >= 0 and the
+  root lies on the piece where the top k actions are capped, v = (sum_k beta T - w (1 - B_k)) /
+  B_k, B_k the top k's data share. v falls from max_a T (w = 0) to E_beta T (large w), so V is
+  nonincreasing in w. Unseen actions (beta = 0) only enter the max: -inf when weight > 0, q0
+  when weight = 0 (as `_regularized_argmin`).
+
+  Shapes: weight [..., S], beta/seen [S, A], target/q0 [..., S, A].
+  """
+  w = weight[..., None]                                           # [..., S, 1]
+  c = np.where(seen, target + w, NEG_INF)                         # [..., S, A]
+  order = np.argsort(-c, axis=-1)                                 # decreasing c
+  c_sorted = np.take_along_axis(c, order, -1)
+  beta_b = np.broadcast_to(beta, c.shape)
+  b_sorted = np.take_along_axis(beta_b, order, -1)
+  t_sorted = np.take_along_axis(np.where(seen, target, 0.0), order, -1)
+  cum_b = np.cumsum(b_sorted, -1)                                 # B_k [..., S, A]
+  cum_bc = np.cumsum(b_sorted * np.where(np.isfinite(c_sorted), c_sorted, 0.0), -1)
+  # g at each breakpoint c_(k): w - sum_{j < k} beta_(j) (c_(j) - c_(k)), nonincreasing in k.
+  prev_b = cum_b - b_sorted
+  prev_bc = cum_bc - b_sorted * np.where(np.isfinite(c_sorted), c_sorted, 0.0)
+  g = w - (prev_bc - prev_b * np.where(np.isfinite(c_sorted), c_sorted, 0.0))
+  valid = np.isfinite(c_sorted) & (g >= 0)
+  k = np.maximum(valid.sum(-1, keepdims=True) - 1, 0)             # index of the last g >= 0
+  b_k = np.take_along_axis(cum_b, k, -1)                          # [..., S, 1]
+  bt_k = np.take_along_axis(np.cumsum(b_sorted * t_sorted, -1), k, -1)
+  with np.errstate(invalid="ignore", divide="ignore"):
+    v = (bt_k - w * (1.0 - b_k)) / b_k                            # [..., S, 1]
+  q = np.minimum(target + w, v)
+  pos = w > 0
+  return np.where(seen, q, np.where(pos, NEG_INF, q0))
+
+
+GAPS = ("logsumexp", "max")
+
+
 def _regularized_fixed_point(model, gamma, weight, deltas_axis, tol, max_iters, newton_steps,
-                             name):
+                             name, gap="logsumexp", outer_max=False):
   seen_sa = model.seen_sa
   beta = model.n_sa / np.maximum(model.n_s, 1)[:, None]  # pi_beta^(a|s), [S, A]
   seen_s = model.seen_s
@@ -274,7 +320,12 @@ def _regularized_fixed_point(model, gamma, weight, deltas_axis, tol, max_iters, 
     target = model.backup(v, gamma)  # [..., S, A]
     if deltas_axis is not None:  # max over delta2 <= delta along the grid
       target = np.maximum.accumulate(target, axis=deltas_axis)
-    q_new = _regularized_argmin(weight, beta, seen_sa, target, q, newton_steps)
+    if gap == "max":
+      q_new = _max_gap_argmin(weight, beta, seen_sa, target, q)
+    else:
+      q_new = _regularized_argmin(weight, beta, seen_sa, target, q, newton_steps)
+    if outer_max:  # Q(s, a, delta) = max_{delta' <= delta} of the per-delta solutions
+      q_new = np.maximum.accumulate(q_new, axis=deltas_axis)
     return np.where(seen_s[:, None], q_new, 0.0)
 
   q0 = np.zeros(weight.shape + (model.n_sa.shape[1],))
@@ -290,27 +341,68 @@ def cql_q(model: EmpiricalModel, gamma: float, alpha: float, tol: float = 1e-8,
   return _regularized_fixed_point(model, gamma, weight, None, tol, max_iters, newton_steps, "CQL")
 
 
-def ccvl_regularized_q(model: EmpiricalModel, gamma: float, alpha: float, deltas,
+# The readings of Eq. (cql update) (docs/agent.md "The confidence family"): the gap of the
+# regularizer, and whether the outer max over delta_1, delta_2 <= delta is taken over the
+# per-delta *solutions* ('+monotone': a running max along the grid, Lemma 1 by construction).
+READINGS = ("logsumexp", "max", "logsumexp+monotone", "max+monotone")
+
+
+def parse_reading(reading: str) -> tuple:
+  """'max+monotone' -> ('max', True); ValueError naming the reading otherwise."""
+  if reading not in READINGS:
+    raise ValueError(f"reading must be one of {', '.join(READINGS)}, got {reading!r}")
+  gap, _, mono = reading.partition("+")
+  return gap, bool(mono)
+
+
+def ccvl_regularized_q(model: EmpiricalModel, gamma: float, alpha, deltas,
                        tol: float = 1e-8, max_iters: int = 10_000,
-                       newton_steps: int = 3) -> np.ndarray:
+                       newton_steps: int = 3, reading: str = "logsumexp") -> np.ndarray:
   """CCVL with the regularizer, Eq. (cql update), on a sorted delta grid. Q [K, S, A].
 
   Each iterate exactly minimizes, per delta,
-    alpha * sqrt(log(1/delta1) / (n(s) ^ 1)) * (E_{s~D} logsumexp_a Q - E_{s,a~D} Q)
-    + 1/2 E_D (Q(s, a, delta) - max_{delta2 <= delta} B^ Q^k(s, a, delta2))^2.
+    alpha * sqrt(log(1/delta1) / (n(s) ^ 1)) * (E_{s~D} gap(Q) - E_{s,a~D} Q)
+    + 1/2 E_D (Q(s, a, delta) - max_{delta2 <= delta} B^ Q^k(s, a, delta2))^2,
+  with gap = logsumexp_a Q (R(pi) the entropy: CQL(H)) or max_a Q (R = 0), by `reading`.
 
   The max over delta1 <= delta: read literally as a max of the *loss*, it is unbounded (the
-  CQL gap logsumexp - E_D Q is >= 0, so the loss grows without bound as delta1 -> 0). We read
-  it as the paper's proof of Lemma 1 does, as the max over the resulting lower bounds, and take
-  delta1 = delta: the smallest penalty the confidence delta allows. The max over delta2 is the
-  running max of the backed-up targets along the grid, as in `ccvl_bonus_q`.
+  gap term is >= 0, so the loss grows without bound as delta1 -> 0). We read it as the paper's
+  proof of Lemma 1 does, as a max over the resulting bounds: delta1 = delta (the smallest
+  penalty the confidence delta allows) and, with '+monotone', the iterate at delta is the
+  running max of the per-delta solutions over the grid points delta' <= delta. The max over
+  delta2 is the running max of the backed-up targets along the grid, as in `ccvl_bonus_q`.
+
+  Args:
+    alpha: a scalar, or an array [C] solved together (returns [C, K, S, A]).
+    reading: one of READINGS.
   """
   _check_alpha(alpha)
   deltas = check_deltas(deltas)
-  # weight [K, S] = alpha * sqrt(log(1/delta) / (n(s) ^ 1))
-  weight = alpha * np.sqrt(np.log(1.0 / deltas)[:, None] / np.maximum(model.n_s, 1)[None, :])
-  return _regularized_fixed_point(model, gamma, weight, 0, tol, max_iters, newton_steps,
-                                  "CCVL (regularized)")
+  gap, monotone = parse_reading(reading)
+  alpha_arr = np.atleast_1d(np.asarray(alpha, np.float64))
+  # weight [C, K, S] = alpha * sqrt(log(1/delta) / (n(s) ^ 1))
+  weight = alpha_arr[:, None, None] * np.sqrt(
+      np.log(1.0 / deltas)[None, :, None] / np.maximum(model.n_s, 1)[None, None, :])
+  q = _regularized_fixed_point(model, gamma, weight, 1, tol, max_iters, newton_steps,
+                               f"CCVL (regularized, {reading})", gap, monotone)
+  return q if np.ndim(alpha) else q[0]
+
+
+def family_stats(q_delta: np.ndarray, states: np.ndarray, tol: float = 1e-9) -> dict:
+  """How a family Q(s, a, delta) [K, S, A] on a sorted grid behaves at `states` (a bool mask
+  [S] or indices): the share of states whose V(s, .) = max_a Q(s, a, .) is nondecreasing step by
+  step along the grid (Lemma 1 for V), the share where every action's Q(s, a, .) with a finite
+  value is (Lemma 1), the share with V(delta_max) >= V(delta_min), and max V."""
+  q = np.asarray(q_delta, np.float64)[:, states]                  # [K, S', A]
+  v = q.max(-1)                                                   # [K, S']
+  with np.errstate(invalid="ignore"):
+    dq = np.diff(q, axis=0)                                       # [K-1, S', A]
+  dq = np.where(np.isfinite(q[1:]) & np.isfinite(q[:-1]), dq, 0.0)
+  return {"states": int(v.shape[1]),
+          "v_nondecreasing_share": float(np.mean(np.all(np.diff(v, axis=0) >= -tol, 0))),
+          "q_nondecreasing_share": float(np.mean(np.all(dq >= -tol, axis=(0, 2)))),
+          "v_end_ordered_share": float(np.mean(v[-1] >= v[0] - tol)),
+          "v_max": float(v.max())}
 
 
 # ----------------------------------------------------------------------------------------------

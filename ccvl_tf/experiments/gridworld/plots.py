@@ -13,24 +13,34 @@ _COLORS = {"CQL": "tab:blue", "Fixed-CCVL": "tab:green", "CCVL": "tab:red",
            "CCVL-bonus": "tab:purple"}
 
 
+_STYLES = {"": "-", "logsumexp": "-", "max": "--", "logsumexp+monotone": ":",
+           "max+monotone": "-."}
+
+
 def alpha_sweep(rows, alphas, path):
-  """Fig. 1 left: normalized return against alpha, mean +- std over seeds."""
-  fig, ax = plt.subplots(figsize=(5, 3.6))
+  """Fig. 1 left: normalized return against alpha, mean +- std over seeds; rows (method,
+  reading, alpha, seed, score): colour by method, line style by reading."""
+  fig, ax = plt.subplots(figsize=(6, 4.2))
+  xs = sorted(alphas)
   for method in _COLORS:
-    xs = sorted(alphas)
-    vals = [[r[3] for r in rows if r[0] == method and r[1] == a] for a in xs]
-    if not any(vals):
-      continue
-    m = np.array([np.mean(v) for v in vals])
-    s = np.array([np.std(v) for v in vals])
-    ax.plot(xs, m, "o-", color=_COLORS[method], label=method)
-    ax.fill_between(xs, m - s, m + s, color=_COLORS[method], alpha=0.15)
+    for reading in sorted({r[1] for r in rows if r[0] == method}):
+      vals = [[r[4] for r in rows if r[0] == method and r[1] == reading and r[2] == a]
+              for a in xs]
+      if not all(vals):
+        continue
+      m = np.array([np.mean(v) for v in vals])
+      s = np.array([np.std(v) for v in vals])
+      label = f"{method} [{reading}]" if reading else method
+      ax.plot(xs, m, "o" + _STYLES.get(reading, "-"), color=_COLORS[method], label=label,
+              ms=3)
+      if not reading or reading == "logsumexp":
+        ax.fill_between(xs, m - s, m + s, color=_COLORS[method], alpha=0.1)
   ax.set_xscale("log")
   ax.set_xlabel(r"$\alpha$")
   ax.set_ylabel("normalized return (p = 0.15)")
   ax.set_ylim(-0.05, 1.1)
   ax.axhline(1.0, color="k", lw=0.5, ls=":")
-  ax.legend(loc="lower left", fontsize=8)
+  ax.legend(loc="lower left", fontsize=6, ncol=2)
   ax.set_title("Gridworld: return vs. alpha")
   fig.tight_layout()
   fig.savefig(path, dpi=120)
@@ -38,20 +48,43 @@ def alpha_sweep(rows, alphas, path):
 
 
 def delta_adaptation(rows, alpha, path):
-  """Fig. 1 right: the delta CCVL acts with in each evaluation episode."""
-  seeds = sorted({r[0] for r in rows})
-  episodes = sorted({r[1] for r in rows})
-  d = np.array([[next(r[2] for r in rows if r[0] == s and r[1] == e) for e in episodes]
-                for s in seeds])
+  """Fig. 1 right: the delta CCVL acts with in each evaluation episode, mean over seeds per
+  reading; rows (reading, seed, episode, delta)."""
   fig, ax = plt.subplots(figsize=(5, 3.6))
-  for row in d:
-    ax.plot(episodes, row, color="tab:red", alpha=0.15, lw=1)
-  ax.plot(episodes, d.mean(0), "o-", color="tab:red", label=f"mean over {len(seeds)} seeds")
+  for i, reading in enumerate(sorted({r[0] for r in rows})):
+    sel = [r for r in rows if r[0] == reading]
+    seeds = sorted({r[1] for r in sel})
+    episodes = sorted({r[2] for r in sel})
+    d = np.array([[next(r[3] for r in sel if r[1] == s and r[2] == e) for e in episodes]
+                  for s in seeds])
+    ax.plot(episodes, d.mean(0), "o" + _STYLES.get(reading, "-"), color=f"C{i}",
+            label=f"{reading} (mean of {len(seeds)} seeds)", ms=3)
   ax.set_xlabel("evaluation episode")
   ax.set_ylabel(r"$\delta$ acted with")
   ax.set_ylim(0, 1)
   ax.set_title(rf"CCVL adapting $\delta$ ($\alpha$ = {alpha:g})")
-  ax.legend(fontsize=8)
+  ax.legend(fontsize=7)
+  fig.tight_layout()
+  fig.savefig(path, dpi=120)
+  plt.close(fig)
+
+
+def theorem2_coverage(rows, path):
+  """Theorem 2 coverage per reading and alpha against 1 - delta; rows (reading, alpha, delta,
+  coverage, n_datasets, target)."""
+  fig, ax = plt.subplots(figsize=(5.5, 3.8))
+  keys = sorted({(r[0], r[1]) for r in rows})
+  for i, (reading, alpha) in enumerate(keys):
+    sel = [r for r in rows if r[0] == reading and r[1] == alpha]
+    ax.plot([r[2] for r in sel], [r[3] for r in sel], "o" + _STYLES.get(reading, "-"),
+            color=f"C{i}", label=rf"{reading}, $\alpha$={alpha:g}", ms=3)
+  d = sorted({r[2] for r in rows})
+  ax.plot(d, [1 - x for x in d], "k--", label=r"target $1-\delta$")
+  ax.set_xlabel(r"$\delta$")
+  ax.set_ylabel(r"fraction of datasets with $\hat V \leq V^*$")
+  ax.set_ylim(-0.05, 1.05)
+  ax.legend(fontsize=6)
+  ax.set_title(f"Theorem 2 coverage ({rows[0][4]} datasets)")
   fig.tight_layout()
   fig.savefig(path, dpi=120)
   plt.close(fig)
@@ -104,7 +137,7 @@ def trajectories(env, detail, grid, alpha, path):
   panels = [
       ("optimal (p = 0.15)", vi.greedy_policy(q_opt), None, "k"),
       (rf"CQL ($\alpha$ = {alpha:g})", pol_cql, None, "tab:blue"),
-      (rf"CCVL ($\alpha$ = {alpha:g}), last $\delta$ = {grid[k_last]:.2f}",
+      (rf"CCVL [{detail['reading']}] ($\alpha$ = {alpha:g}), last $\delta$ = {grid[k_last]:.2f}",
        vi.greedy_policy(detail["q_ccvl"][k_last]), detail["episodes"], "tab:red"),
   ]
   fig, axes = plt.subplots(1, 3, figsize=(11, 4))

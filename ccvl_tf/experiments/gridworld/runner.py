@@ -7,13 +7,19 @@ Reproduces, on the layout of `ccvl_tf.envs.gridworld` (data at p = 0.3, evaluati
                    (`delta_adaptation.csv`, `delta_adaptation.png`);
   * Fig. 2       - the paths CQL and CCVL take, drawn on the grid (`trajectories.png`);
   * Theorem 1    - coverage of the bonus-form CCVL lower bound over resampled datasets
-                   (`coverage.csv`, `coverage.png`).
+                   (`coverage.csv`, `coverage.png`);
+  * Lemma 1 and Theorem 2 for every reading of Eq. (cql update) (the regularizer's gap and the
+    outer max over delta' <= delta): the family solved exactly and trained as the neural agent
+    on one-hot states (`family.csv`), and V <= V* over resampled datasets
+    (`coverage_theorem2.csv`, `coverage_theorem2.png`); see `family.py`.
 
 Protocol (fixed before any result was seen):
-  * seed i -> dataset `make_gridworld_dataset(seed=i)` (2,500 transitions) and an evaluation
-    random stream seeded by (i, alpha index);
+  * seed i (i = first_seed, ..., first_seed + seeds - 1) -> dataset
+    `make_gridworld_dataset(seed=i)` (2,500 transitions) and an evaluation random stream
+    seeded by (i, alpha index, reading index);
   * CCVL uses the regularized update Eq. (cql update), as the paper's experiments do, on a grid
-    of K deltas; CQL uses Eq. (cql); both solved exactly (`ccvl_tf.tabular.learners`);
+    of K deltas, in each reading of `readings`; CQL uses Eq. (cql); both solved exactly
+    (`ccvl_tf.tabular.learners`);
     "CCVL-bonus" is the explicit-bonus update Eq. (update) with the same adaptive policy;
   * normalized return = episode discounted return / optimal expected return at p = 0.15;
     CQL and Fixed-CCVL are Markov policies, scored by their exact expected return; CCVL adapts,
@@ -36,12 +42,21 @@ import numpy as np
 from ccvl_tf import belief
 from ccvl_tf.envs.gridworld import DATA_SLIP_PROB, EVAL_SLIP_PROB, GridWorld
 from ccvl_tf.config_flags import setting
+from ccvl_tf.experiments.gridworld import family as family_lib
 from ccvl_tf.tabular import dataset as dataset_lib
 from ccvl_tf.tabular import evaluation as ev_lib
 from ccvl_tf.tabular import learners
 from ccvl_tf.tabular import value_iteration as vi
 
 DEFAULT_ALPHAS = (0.01, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
+
+
+def parse_readings(values) -> tuple:
+  """--readings -> a tuple of readings; ValueError naming the flag."""
+  for r in values:
+    if r not in learners.READINGS:
+      raise ValueError(f"--readings must be among {', '.join(learners.READINGS)}, got {r!r}")
+  return tuple(values)
 
 
 def parse_alphas(values) -> tuple:
@@ -53,7 +68,13 @@ def parse_alphas(values) -> tuple:
 # CQL: Eq. (cql). CCVL: Eq. (cql update) + confidence-adaptive policy (the paper's method).
 # Fixed-CCVL: Eq. (cql update) at the delta of lowest Bellman error on the data.
 # CCVL-bonus: Eq. (update) (explicit bonuses, Theorem 1) + the same adaptive policy.
+# CCVL and Fixed-CCVL are solved in each reading; their rows name it (reading "" otherwise).
 METHODS = ("CQL", "Fixed-CCVL", "CCVL", "CCVL-bonus")
+
+
+def method_label(method: str, reading: str) -> str:
+  """'CCVL [max+monotone]' for a method solved in a reading, else the method."""
+  return f"{method} [{reading}]" if reading else method
 
 
 @dataclasses.dataclass
@@ -63,6 +84,15 @@ class Config:
   output_dir: str = setting(help="Directory for the CSV/PNG/JSON outputs.", flag_default=None,
                             required=True)
   seeds: int = setting(10, "Datasets / evaluation runs per alpha (>= 1).")
+  first_seed: int = setting(0, "Seed of the first dataset (seeds first_seed, first_seed + 1, "
+                               "...); the coverage studies draw from seeds disjoint from them.")
+  readings: tuple = setting(learners.READINGS,
+                            "Readings of Eq. (cql update) CCVL and Fixed-CCVL are solved in.",
+                            kind="list", flag_default=list(learners.READINGS),
+                            parse=parse_readings)
+  family_seeds: int = setting(2, "Datasets of the family study (family.csv), from first_seed.")
+  family_steps: int = setting(3000, "Train steps of each neural family run (0: exact rows only).")
+  theorem2_datasets: int = setting(200, "Resampled datasets for the Theorem 2 coverage study.")
   alphas: tuple = setting(DEFAULT_ALPHAS, "alpha grid of the sweep (Fig. 1 left), each >= 0.",
                           kind="list", flag_default=[str(a) for a in DEFAULT_ALPHAS],
                           parse=parse_alphas)
@@ -88,10 +118,18 @@ class Config:
     for a in (*self.alphas, self.adaptation_alpha, self.trajectory_alpha, self.coverage_alpha):
       if not (np.isfinite(a) and a >= 0):
         raise ValueError(f"alpha must be a finite number >= 0, got {a!r}")
-    for name in ("num_deltas", "eval_episodes", "coverage_datasets", "num_transitions"):
+    for name in ("num_deltas", "eval_episodes", "coverage_datasets", "num_transitions",
+                 "family_seeds", "theorem2_datasets"):
       v = getattr(self, name)
       if int(v) != v or v < 1:
         raise ValueError(f"--{name} must be an integer >= 1, got {v!r}")
+    for name in ("first_seed", "family_steps"):
+      v = getattr(self, name)
+      if int(v) != v or v < 0:
+        raise ValueError(f"--{name} must be an integer >= 0, got {v!r}")
+    if not self.readings:
+      raise ValueError("--readings must name at least one reading")
+    parse_readings(self.readings)
     if self.delta_select not in ("sample", "argmax"):
       raise ValueError(f"--delta_select must be 'sample' or 'argmax', got {self.delta_select!r}")
 
@@ -145,61 +183,87 @@ def run(cfg: Config, log=print) -> dict:
   v_opt = ev_lib.optimal_return(eval_env)
   alphas = sorted(set(map(float, cfg.alphas)) | {float(cfg.adaptation_alpha),
                                                  float(cfg.trajectory_alpha)})
-  sweep_rows, adapt_rows, detail = [], [], {}
+  sweep_rows, adapt_rows, detail, route_rows = [], [], {}, []
+  default = family_lib.default_reading()
+  seeds = range(cfg.first_seed, cfg.first_seed + cfg.seeds)
   prog = _Progress(cfg.seeds * len(alphas), "alpha sweep", log)
-  for seed in range(cfg.seeds):
+  for seed in seeds:
     data = dataset_lib.make_gridworld_dataset(seed, cfg.num_transitions, data_env)
     model = learners.empirical_model(data, data_env.num_states, data_env.num_actions)
     for ai, alpha in enumerate(alphas):
       q_cql = learners.cql_q(model, data_env.gamma, alpha)
-      q_ccvl = learners.ccvl_regularized_q(model, data_env.gamma, alpha, grid)
-      errors = learners.data_bellman_errors(q_ccvl, data, data_env.gamma)
-      k_fixed = int(np.argmin(errors))
-      rng = np.random.default_rng([seed, ai])
-      episodes, log_b = ev_lib.run_adaptive(eval_env, q_ccvl, cfg.eval_episodes,
-                                            ev_lib.auto_temperature(errors), rng,
-                                            cfg.delta_select)
+      sweep_rows.append(("CQL", "", alpha, seed,
+                         round(ev_lib.expected_return(eval_env, q_cql) / v_opt, 6)))
+      for ri, reading in enumerate(cfg.readings):
+        q_ccvl = learners.ccvl_regularized_q(model, data_env.gamma, alpha, grid, reading=reading)
+        errors = learners.data_bellman_errors(q_ccvl, data, data_env.gamma)
+        k_fixed = int(np.argmin(errors))
+        rng = np.random.default_rng([seed, ai, ri])
+        episodes, log_b = ev_lib.run_adaptive(eval_env, q_ccvl, cfg.eval_episodes,
+                                              ev_lib.auto_temperature(errors), rng,
+                                              cfg.delta_select)
+        sweep_rows.append(("Fixed-CCVL", reading, alpha, seed, round(
+            ev_lib.expected_return(eval_env, q_ccvl[k_fixed]) / v_opt, 6)))
+        sweep_rows.append(("CCVL", reading, alpha, seed, round(
+            float(np.mean([e.discounted_return for e in episodes])) / v_opt, 6)))
+        routes = [data_env.route_name(vi.greedy_policy(q_ccvl[k])) for k in range(len(grid))]
+        route_rows += [(reading, alpha, seed, i + 1, round(float(grid[e.delta_index]), 4),
+                        routes[e.delta_index]) for i, e in enumerate(episodes)]
+        if alpha == cfg.adaptation_alpha:
+          adapt_rows += [(reading, seed, i + 1, round(float(grid[e.delta_index]), 4))
+                         for i, e in enumerate(episodes)]
+        if alpha == cfg.trajectory_alpha and seed == cfg.first_seed and reading == (
+            default if default in cfg.readings else cfg.readings[0]):
+          detail = dict(q_cql=q_cql, q_ccvl=q_ccvl, episodes=episodes, k_fixed=k_fixed,
+                        log_b=log_b, data=data, reading=reading)
       # The bonus form, Eq. (update) (the one Theorem 1 covers), acted with the same adaptive
       # policy: a reference for what the regularizer changes.
       q_bonus = learners.ccvl_bonus_q(model, data_env.gamma, alpha, grid)
       errors_bonus = learners.data_bellman_errors(q_bonus, data, data_env.gamma)
       episodes_bonus, _ = ev_lib.run_adaptive(eval_env, q_bonus, cfg.eval_episodes,
-                                              ev_lib.auto_temperature(errors_bonus), rng,
+                                              ev_lib.auto_temperature(errors_bonus),
+                                              np.random.default_rng([seed, ai, 99]),
                                               cfg.delta_select)
-      scores = {
-          "CQL": ev_lib.expected_return(eval_env, q_cql) / v_opt,
-          "Fixed-CCVL": ev_lib.expected_return(eval_env, q_ccvl[k_fixed]) / v_opt,
-          "CCVL": float(np.mean([e.discounted_return for e in episodes])) / v_opt,
-          "CCVL-bonus": float(np.mean([e.discounted_return for e in episodes_bonus])) / v_opt,
-      }
-      for method, score in scores.items():
-        sweep_rows.append((method, alpha, seed, round(score, 6)))
-      if alpha == cfg.adaptation_alpha:
-        adapt_rows += [(seed, i + 1, round(float(grid[e.delta_index]), 4))
-                       for i, e in enumerate(episodes)]
-      if alpha == cfg.trajectory_alpha and seed == 0:
-        detail = dict(q_cql=q_cql, q_ccvl=q_ccvl, episodes=episodes, k_fixed=k_fixed,
-                      log_b=log_b, data=data)
+      sweep_rows.append(("CCVL-bonus", "", alpha, seed, round(
+          float(np.mean([e.discounted_return for e in episodes_bonus])) / v_opt, 6)))
       prog.step()
   # Only the requested alphas go into the sweep table (the extra ones fed Fig. 1 right / Fig. 2).
   requested = set(map(float, cfg.alphas))
   _write_csv(os.path.join(cfg.output_dir, "alpha_sweep.csv"),
-             ("method", "alpha", "seed", "normalized_return"),
-             [r for r in sweep_rows if r[1] in requested])
-  _write_csv(os.path.join(cfg.output_dir, "delta_adaptation.csv"), ("seed", "episode", "delta"),
-             adapt_rows)
+             ("method", "reading", "alpha", "seed", "normalized_return"),
+             [r for r in sweep_rows if r[2] in requested])
+  _write_csv(os.path.join(cfg.output_dir, "delta_adaptation.csv"),
+             ("reading", "seed", "episode", "delta"), adapt_rows)
+  _write_csv(os.path.join(cfg.output_dir, "routes.csv"),
+             ("reading", "alpha", "seed", "episode", "delta", "route"), route_rows)
 
   coverage_rows = run_coverage(cfg, data_env, grid, log)
   _write_csv(os.path.join(cfg.output_dir, "coverage.csv"),
              ("delta", "coverage", "n_datasets", "alpha", "alpha_kind", "target"), coverage_rows)
 
+  # Lemma 1 / V <= 1 on exact and neural families, and Theorem 2 coverage, for every reading.
+  family_alphas = sorted({float(cfg.adaptation_alpha), float(cfg.trajectory_alpha)})
+  family_rows = family_lib.family_rows(
+      data_env, range(cfg.first_seed, cfg.first_seed + cfg.family_seeds), family_alphas, grid,
+      cfg.readings, cfg.family_steps, cfg.num_transitions, log)
+  _write_csv(os.path.join(cfg.output_dir, "family.csv"), family_lib.FAMILY_HEADER, family_rows)
+  thm2_rows = family_lib.theorem2_coverage(
+      data_env, grid, family_alphas, cfg.readings, cfg.theorem2_datasets,
+      seed=20_000 + cfg.first_seed + cfg.seeds, num_transitions=cfg.num_transitions,
+      progress=_Progress(cfg.theorem2_datasets, "Theorem 2 coverage", log))
+  _write_csv(os.path.join(cfg.output_dir, "coverage_theorem2.csv"), family_lib.THEOREM2_HEADER,
+             thm2_rows)
+
   summary = summarize(sweep_rows, adapt_rows, coverage_rows, cfg, requested)
+  summary["family"] = summarize_family(family_rows)
+  summary["theorem2_coverage"] = [dict(zip(family_lib.THEOREM2_HEADER, r)) for r in thm2_rows]
+  summary["short_route_share"] = summarize_routes(route_rows)
   summary["optimal_return_eval"] = v_opt
+  last = detail["episodes"][-1].delta_index
   summary["routes"] = {
       "CQL@alpha=%g" % cfg.trajectory_alpha: data_env.route_name(vi.greedy_policy(detail["q_cql"])),
-      "CCVL@alpha=%g,final_delta=%g" % (cfg.trajectory_alpha,
-                                        grid[detail["episodes"][-1].delta_index]):
-          data_env.route_name(vi.greedy_policy(detail["q_ccvl"][detail["episodes"][-1].delta_index])),
+      "CCVL[%s]@alpha=%g,final_delta=%g" % (detail["reading"], cfg.trajectory_alpha, grid[last]):
+          data_env.route_name(vi.greedy_policy(detail["q_ccvl"][last])),
   }
   from ccvl_tf.experiments.gridworld import plots  # matplotlib only when writing
   plots.alpha_sweep(sweep_rows, requested, os.path.join(cfg.output_dir, "alpha_sweep.png"))
@@ -208,6 +272,7 @@ def run(cfg: Config, log=print) -> dict:
   plots.trajectories(eval_env, detail, grid, cfg.trajectory_alpha,
                      os.path.join(cfg.output_dir, "trajectories.png"))
   plots.coverage(coverage_rows, os.path.join(cfg.output_dir, "coverage.png"))
+  plots.theorem2_coverage(thm2_rows, os.path.join(cfg.output_dir, "coverage_theorem2.png"))
   summary["wall_time_s"] = round(time.time() - t0, 1)
   with open(os.path.join(cfg.output_dir, "summary.json"), "w") as f:
     json.dump(summary, f, indent=2)
@@ -229,7 +294,8 @@ def run_coverage(cfg: Config, env: GridWorld, grid: np.ndarray, log=print) -> li
   num_pairs = int(decision.sum()) * env.num_actions
   thm_alpha = np.array([theorem1_alpha(d, num_pairs) for d in grid])
   datasets = dataset_lib.collect(env, dataset_lib.behavior_policy(env), cfg.num_transitions,
-                                 seed=10_000 + cfg.seeds, num_datasets=cfg.coverage_datasets)
+                                 seed=10_000 + cfg.first_seed + cfg.seeds,
+                                 num_datasets=cfg.coverage_datasets)
   alphas = np.concatenate([thm_alpha, [cfg.coverage_alpha]])  # [K + 1]
   held = np.zeros((2, len(grid)), np.int64)  # [theorem / practical, K]
   prog = _Progress(cfg.coverage_datasets, "coverage", log)
@@ -251,18 +317,51 @@ def run_coverage(cfg: Config, env: GridWorld, grid: np.ndarray, log=print) -> li
   return rows
 
 
+def summarize_family(rows) -> dict:
+  """family.csv rows -> {'exact'|'neural': {reading: {alpha: means over seeds}}}."""
+  out = {}
+  idx = {k: i for i, k in enumerate(family_lib.FAMILY_HEADER)}
+  for r in rows:
+    key = out.setdefault(r[idx["method"]], {}).setdefault(r[idx["reading"]], {}).setdefault(
+        f"{r[idx['alpha']]:g}", [])
+    key.append(r)
+  for method, by_reading in out.items():
+    for reading, by_alpha in by_reading.items():
+      for a, rs in by_alpha.items():
+        by_alpha[a] = {k: round(float(np.mean([x[idx[k]] for x in rs])), 4) for k in (
+            "v_nondecreasing_share", "q_nondecreasing_share", "v_end_ordered_share", "v_max")}
+        if method == "neural":
+          by_alpha[a]["policy_agreement_with_exact"] = round(float(np.mean(
+              [x[idx["policy_agreement_with_exact"]] for x in rs])), 4)
+        by_alpha[a]["seeds"] = len(rs)
+  return out
+
+
+def summarize_routes(route_rows) -> dict:
+  """Share of CCVL's evaluation episodes acted with a delta whose greedy route is the short
+  one, per reading and alpha."""
+  out = {}
+  for reading, alpha, _, _, _, route in route_rows:
+    out.setdefault(reading, {}).setdefault(f"{alpha:g}", []).append(route == "short")
+  return {r: {a: round(float(np.mean(v)), 4) for a, v in by.items()} for r, by in out.items()}
+
+
 def summarize(sweep_rows, adapt_rows, coverage_rows, cfg, requested) -> dict:
   table = {}
-  for method, alpha, _, score in sweep_rows:
+  for method, reading, alpha, _, score in sweep_rows:
     if alpha in requested:
-      table.setdefault(method, {}).setdefault(alpha, []).append(score)
+      table.setdefault(method_label(method, reading), {}).setdefault(alpha, []).append(score)
   stats = {m: {f"{a:g}": {"mean": float(np.mean(v)), "std": float(np.std(v)), "n": len(v)}
                for a, v in sorted(by.items())} for m, by in table.items()}
-  deltas = np.array([r[2] for r in adapt_rows]).reshape(cfg.seeds, cfg.eval_episodes)
+  adaptation = {}
+  for reading in cfg.readings:
+    deltas = np.array([r[3] for r in adapt_rows if r[0] == reading]).reshape(
+        cfg.seeds, cfg.eval_episodes)
+    adaptation[reading] = [round(float(x), 4) for x in deltas.mean(0)]
   return {
       "alpha_sweep": stats,
       "delta_adaptation": {"alpha": cfg.adaptation_alpha,
-                           "mean_delta_per_episode": [round(float(x), 4) for x in deltas.mean(0)]},
+                           "mean_delta_per_episode": adaptation},
       "coverage": [dict(zip(("delta", "coverage", "n_datasets", "alpha", "alpha_kind", "target"),
                             map(lambda x: x.item() if hasattr(x, "item") else x, r)))
                    for r in coverage_rows],
@@ -277,13 +376,41 @@ def format_summary(summary: dict) -> str:
   lines = ["", "Normalized return at p = 0.15 (mean +- std over seeds)", "",
            "| method | " + " | ".join(f"alpha={a}" for a in alphas) + " |",
            "|---|" + "---|" * len(alphas)]
-  for m in METHODS:
-    if m in sweep:
-      lines.append(f"| {m} | " + " | ".join(
-          f"{sweep[m][a]['mean']:.3f} +- {sweep[m][a]['std']:.3f}" for a in alphas) + " |")
+  for m in sorted(sweep, key=lambda k: (METHODS.index(k.split(" [")[0]), k)):
+    lines.append(f"| {m} | " + " | ".join(
+        f"{sweep[m][a]['mean']:.3f} +- {sweep[m][a]['std']:.3f}" for a in alphas) + " |")
   da = summary["delta_adaptation"]
-  lines += ["", f"CCVL delta per evaluation episode at alpha={da['alpha']:g} (mean over seeds): "
-            + ", ".join(f"{d:.2f}" for d in da["mean_delta_per_episode"])]
+  lines += [""]
+  for reading, per_episode in da["mean_delta_per_episode"].items():
+    lines.append(f"CCVL [{reading}] delta per evaluation episode at alpha={da['alpha']:g} "
+                 "(mean over seeds): " + ", ".join(f"{d:.2f}" for d in per_episode))
+  if summary.get("short_route_share"):
+    lines += ["", "Share of CCVL's evaluation episodes acted with a delta whose greedy route is "
+              "the short one:"]
+    for reading, by in summary["short_route_share"].items():
+      lines.append(f"  [{reading}] " + ", ".join(f"alpha={a}: {v:.2f}" for a, v in by.items()))
+  if summary.get("family"):
+    lines += ["", "The family (family.csv; means over seeds): share of visited states with V "
+              "nondecreasing in delta | with every Q nondecreasing | max V | neural agreement",
+              "", "| method | reading | alpha | V nondecr. | Q nondecr. | max V | agreement |",
+              "|---|---|---|---|---|---|---|"]
+    for method, by_reading in summary["family"].items():
+      for reading, by_alpha in by_reading.items():
+        for a, st in by_alpha.items():
+          lines.append(f"| {method} | {reading} | {a} | {st['v_nondecreasing_share']:.2f} | "
+                       f"{st['q_nondecreasing_share']:.2f} | {st['v_max']:.3f} | "
+                       f"{st.get('policy_agreement_with_exact', float('nan')):.2f} |")
+  if summary.get("theorem2_coverage"):
+    lines += ["", "Theorem 2 coverage: P[V(s, delta) <= V*(s) at every visited s] "
+              "(coverage_theorem2.csv; target 1 - delta), at the smallest and largest delta:"]
+    by = {}
+    for r in summary["theorem2_coverage"]:
+      by.setdefault((r["reading"], r["alpha"]), []).append(r)
+    for (reading, alpha), rs in by.items():
+      lines.append(f"  [{reading}] alpha={alpha:g}: delta {rs[0]['delta']:.2f} -> "
+                   f"{rs[0]['coverage']:.3f} (target {rs[0]['target']:.2f}), delta "
+                   f"{rs[-1]['delta']:.2f} -> {rs[-1]['coverage']:.3f} "
+                   f"(target {rs[-1]['target']:.2f})")
   cov = summary["coverage"]
   lines += ["", "Theorem 1 coverage: P[Q(s,a,delta) <= Q*(s,a) for all visited (s,a)]", "",
             "| delta | target 1-delta | coverage (theorem alpha) | theorem alpha | "

@@ -3,7 +3,8 @@
 `report(...)` is what `train_offline.py` and `compare.py` call at the end of a CCVL run and what
 `binaries/diagnose.py` calls on a finished run directory. It measures, with ccvl_tf.diagnostics:
   * the delta family V(s, delta) = max_a Q(s, a, delta) on `num_states` dataset states over the
-    policy's delta grid: Lemma-1 fraction, spread / mean |TD target|, action gap;
+    policy's delta grid: Lemma-1 fraction (stepwise, and V(delta_max) >= V(delta_min)), spread
+    / mean |TD target|, action gap, the largest V and how often V exceeds the largest return;
   * the count estimate n(s)^-1 on those (seen) states against states the data does not cover:
     frames of a uniformly random policy in the environment ('random_policy', when an
     environment factory is given) and the dataset frames with their pixels shuffled
@@ -72,7 +73,8 @@ def _phi(agent, observations: np.ndarray, batch: int = 256) -> np.ndarray:
 def report(agent, held_out: Callable[[], Iterable[Dict]], grid: Sequence[float],
            out_dir: Optional[str], *, env_factory: Optional[Callable[[], object]] = None,
            records: Optional[Sequence[object]] = None, num_states: int = 256,
-           seed: int = 0, log: Callable[[str], None] = lambda s: None) -> Dict[str, object]:
+           seed: int = 0, value_max: Optional[float] = None,
+           log: Callable[[str], None] = lambda s: None) -> Dict[str, object]:
   """Measures the delta family, the counts and the belief of a trained CCVLAgent.
 
   Args:
@@ -84,13 +86,19 @@ def report(agent, held_out: Callable[[], Iterable[Dict]], grid: Sequence[float],
     records: evaluation EpisodeRecords of the adaptive policy (for the belief), or None.
     num_states: diagnostic states per set.
     seed: seeds the unseen-state generators.
+    value_max: the largest possible return, which no lower bound V(s, delta) may exceed; None:
+      1 / (1 - gamma), the largest return with rewards clipped to [-1, 1] (the Atari and
+      MinAtar datasets are clipped so; pass the game's own bound when it is tighter).
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from ccvl_tf import diagnostics  # pylint: disable=g-import-not-at-top
   grid = np.asarray(grid, np.float32)
   seen = dataset_observations(held_out(), num_states)
   scale = diagnostics.td_target_scale(agent.q_network, held_out(), grid, agent.config.gamma)
-  family = diagnostics.delta_family(agent.q_network, seen, grid, td_target_scale=scale)
+  if value_max is None:
+    value_max = 1.0 / (1.0 - agent.config.gamma)
+  family = diagnostics.delta_family(agent.q_network, seen, grid, td_target_scale=scale,
+                                    value_max=value_max)
   out: Dict[str, object] = {"family": {k: v for k, v in family.items() if k != "values"}}
   separation = spectrum = mean_x_size = None
   counts = getattr(agent, "counts", None)

@@ -98,8 +98,10 @@ class CCVLConfig(q_agent_base.BaseQConfig):
   # runs (docs/dev_split.md); the pre-issue-11 behaviour is objective='algorithm1',
   # count_ridge=1.0, count_ridge_mode='absolute', count_normalization='none'.
   objective: str = "algorithm1"
+  # gap and delta_head: the reading chosen on the development split by a rule fixed before
+  # the runs (docs/family_dev_split.md): an ordered family by construction, CQL(H)'s gap.
   gap: str = "logsumexp"
-  delta_head: str = "cosine"
+  delta_head: str = "monotone"
   count_ridge: float = 1e-3
   count_ridge_mode: str = "relative"
   count_normalization: str = "mean"

@@ -195,7 +195,8 @@ def ccvl_pair_losses(q_sa: tf.Tensor, gap: tf.Tensor, target: tf.Tensor, delta_1
 
   Args:
     q_sa: Q(s, a_D, delta) [B, N] (online network).
-    gap: the regularizer's gap (cql_gap: logsumexp or max_a Q(s, a, delta)) - Q(s, a_D, delta) [B, N].
+    gap: the regularizer's gap (cql_gap: logsumexp_a or max_a Q(s, a, delta), minus
+      Q(s, a_D, delta)) [B, N].
     target: r + gamma (1 - terminal) max_a' Q_target(s', a', delta_{j,2}) [B, N, M].
     delta_1: delta_{j,1} [B, N, M].
     inverse_count: n(s)^-1 [B].

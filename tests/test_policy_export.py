@@ -11,6 +11,7 @@ import ccvl_tf  # noqa: F401
 import numpy as np
 import pytest
 
+from ccvl_tf import networks
 from ccvl_tf import policies
 from tests import policy_compare
 from tests.test_policies import C3, W3, linear_q_model, specs  # the hand-computable fake net
@@ -38,6 +39,13 @@ def test_saved_model_round_trip_in_fresh_tensorflow_only_process(tmp_path):
       "adaptive": adaptive,
       # epsilon 0: the wrapper must export the inner initial state and no-reset behaviour.
       "adaptive_eps0": policies.epsilon_greedy(adaptive, 0.0),
+      # A real CCVL network with the monotone delta head (its own Keras layer in the graph).
+      "monotone_adaptive": policies.ConfidenceAdaptivePolicy(
+          tss, aspec, networks.build_ccvl_network(
+              (2,), np.float32, 3, networks.QNetworkConfig(torso="mlp", mlp_units=(8,),
+                                                           hidden_units=8),
+              delta_head="monotone").q_model,
+          num_deltas=5, gamma=0.9, temperature=0.1, sample_delta=True, seed=3),
   }
   for name, policy in built.items():
     policies.export_policy(policy, str(tmp_path / name))

@@ -13,8 +13,8 @@ import dataclasses
 import re
 from typing import Dict, Mapping, Sequence
 
-CCVL_OPTIONS = ("objective", "gap", "delta_head", "count_normalization", "count_ridge", "count_ridge_mode",
-                "count_weight", "belief_resample")
+CCVL_OPTIONS = ("objective", "gap", "delta_head", "count_normalization", "count_ridge",
+                "count_ridge_mode", "count_weight", "belief_resample")
 
 
 def _ccvl_config():

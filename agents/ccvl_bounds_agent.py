@@ -348,7 +348,9 @@ class CCVLBoundsAgent(tf.Module):
     offline feature moment C, |D| and the running mean that normalizes n(s)^-1): the start of
     Q_u when only Q_l was trained. Without the counts Q_u would start with no offline data in
     C and no normalization (n(s)^-1 divided by each batch's own mean, so its weight could not
-    shrink as online data arrives). Call it before start_online_counts."""
+    shrink as online data arrives). Call it before start_online_counts. With the monotone delta
+    head Q_u's head falls with delta, so the copy starts Q_u as Q_l's family reflected,
+    Q_l(0) + Q_l(1) - Q_l(delta) (networks.MonotoneDeltaHead): Q_u(0) = Q_l(1), Q_u(1) = Q_l(0)."""
     networks.copy_weights(self.lower.online_network, self.upper.online_network)
     networks.copy_weights(self.lower.online_network, self.upper.target_network)
     lower_counts, upper_counts = self.lower.counts, self.upper.counts

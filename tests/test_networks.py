@@ -168,15 +168,17 @@ def test_monotone_head_by_hand():
   # J = 2 pieces, A = 1: params (b, x_1, x_2) = (0.5, 0, log(e^2 - 1)) -> u = (log 2 / 2, 1).
   # Q(delta) = b + u_1 clip(2 delta, 0, 1) + u_2 clip(2 delta - 1, 0, 1):
   #   delta 0.25 -> 0.5 + 0.5 u_1 = 0.5 + log(2) / 4; delta 0.75 -> 0.5 + u_1 + 0.5 u_2
-  #   = 1 + log(2) / 2; sign -1 mirrors the increments.
+  #   = 1 + log(2) / 2.
   layer = networks.MonotoneDeltaHead(1, pieces=2)
   params = tf.constant([[0.5, 0.0, np.log(np.e ** 2 - 1)]], tf.float32)
   delta = tf.constant([[0.25, 0.75]])
   np.testing.assert_allclose(layer([params, delta]).numpy()[0, :, 0],
                              [0.5 + np.log(2) / 4, 1 + np.log(2) / 2], rtol=1e-6)
+  # sign -1: ramps replaced by 1 - ramp: delta 0.25 -> b + 0.5 u_1 + u_2 = 1.5 + log(2) / 4;
+  # delta 0.75 -> b + 0 u_1 + 0.5 u_2 = 1.0 (the reflection Q(0) + Q(1) - Q_up(delta)).
   down = networks.MonotoneDeltaHead(1, pieces=2, sign=-1)
   np.testing.assert_allclose(down([params, delta]).numpy()[0, :, 0],
-                             [0.5 - np.log(2) / 4, -np.log(2) / 2], rtol=1e-6)
+                             [1.5 + np.log(2) / 4, 1.0], rtol=1e-6)
   # At delta 0.75 the ramps are (1, 0.5), so d Q / d x_j = ramp_j * sigmoid(x_j) / J:
   # x_1: 1 * 0.5 / 2 = 0.25; x_2: 0.5 * (1 - e^-2) / 2 (sigmoid(log(e^2 - 1)) = 1 - e^-2).
   with tf.GradientTape() as tape:

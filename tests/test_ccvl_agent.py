@@ -154,8 +154,10 @@ def test_objective_gradient_by_hand_on_the_tiny_linear_network():
   assert tape.gradient(out["loss"], inv) is None
 
 
-def test_gradients_reach_torso_embedding_and_head_but_not_target_or_counts():
-  agent = _tiny_agent()
+@pytest.mark.parametrize("head,parts", [("cosine", ("mlp0", "delta_embed", "hidden", "_q/")),
+                                         ("monotone", ("mlp0", "hidden", "_q/"))])
+def test_gradients_reach_torso_embedding_and_head_but_not_target_or_counts(head, parts):
+  agent = _tiny_agent(delta_head=head)
   batch = agent.prepare_batch(_random_batch(8, 5, 3))
   agent.counts.update(tf.random.stateless_uniform([16, 16], seed=[1, 1]))
   agent.counts.refresh()
@@ -167,7 +169,7 @@ def test_gradients_reach_torso_embedding_and_head_but_not_target_or_counts():
     metrics = agent._objective(batch, agent.step_seed(), training=True)
   grads = tape.gradient(metrics["loss"], online)
   names = [v.path for v in online]
-  for part in ("mlp0", "delta_embed", "hidden", "_q/"):
+  for part in parts:  # the monotone head has no delta embedding: delta enters its ramps
     got = [g for g, n in zip(grads, names) if part in n]
     assert got, part
     assert all(g is not None for g in got), part

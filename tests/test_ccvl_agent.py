@@ -369,12 +369,13 @@ def test_synthetic_bandit_rare_actions_rise_and_the_data_action_falls_with_delta
   The exact solution of Eq. (cql update) per state is Q(a) = -w (softmax_a / pi_b(a) - 1) with
   w = alpha sqrt(log(1/delta_1) / n(s)) decreasing in delta: rare actions (pushed down by
   the regularizer) rise with delta -- Lemma 1's direction -- while the frequent data action
-  (pushed up) falls. This is the ordering the network must learn.
+  (pushed up) falls. This is the ordering the unconstrained (cosine) head must learn; the
+  monotone head cannot let the data action fall (test below).
   """
   keras.utils.set_random_seed(0)
   cfg = ccvl_agent.CCVLConfig(num_deltas=8, num_pairs=2, alpha=1.0, gamma=0.0,
                               td_loss="squared", dr3_coef=0.0, learning_rate=3e-3,
-                              adam_epsilon=1e-7, target_update_period=10)
+                              adam_epsilon=1e-7, target_update_period=10, delta_head="cosine")
   agent = ccvl_agent.CCVLAgent(*_specs(3, 4), cfg, TINY,
                                inverse_count_fn=lambda o: tf.fill([tf.shape(o)[0]], 1.0))
   rng = np.random.default_rng(0)
@@ -398,6 +399,36 @@ def test_synthetic_bandit_rare_actions_rise_and_the_data_action_falls_with_delta
     # action. (Adjacent grid steps are noisier: measured 13-14 of 18 rare-action steps up.)
     slopes = np.polyfit(grid, q[s], 1)[0]                      # [A]
     assert np.all(slopes[rare] > 0) and slopes[frequent[s]] < 0, slopes
+
+
+def test_synthetic_bandit_with_the_monotone_head_rare_actions_rise_the_data_action_stays():
+  """The bandit above with the default (monotone) head: the rare actions still rise with delta
+  (their exact values do), and the data action, whose exact value falls, cannot: every
+  action's Q is nondecreasing along the grid, by construction, and the frequent action stays
+  the greedy one at every delta (its exact value is the highest at every delta too)."""
+  keras.utils.set_random_seed(0)
+  cfg = ccvl_agent.CCVLConfig(num_deltas=8, num_pairs=2, alpha=1.0, gamma=0.0,
+                              td_loss="squared", dr3_coef=0.0, learning_rate=3e-3,
+                              adam_epsilon=1e-7, target_update_period=10, delta_head="monotone")
+  agent = ccvl_agent.CCVLAgent(*_specs(3, 4), cfg, TINY,
+                               inverse_count_fn=lambda o: tf.fill([tf.shape(o)[0]], 1.0))
+  rng = np.random.default_rng(0)
+  frequent = np.array([0, 2, 3])
+
+  def sample(_):
+    s = rng.integers(0, 3, 64)
+    a = np.where(rng.random(64) < 0.6, frequent[s], rng.integers(0, 4, 64))  # 0.7 in total
+    obs = np.eye(3, dtype=np.float32)[s]
+    return {"observation": obs, "action": a, "reward": np.zeros(64, np.float32),
+            "next_observation": obs, "terminal": np.ones(64, np.float32)}
+  _train(agent, sample, 1000)
+  grid = np.linspace(0.05, 0.95, 7).astype(np.float32)
+  q = agent.q_values(np.eye(3, dtype=np.float32), grid).numpy()   # [S, K, A]
+  assert np.all(np.diff(q, axis=1) >= -1e-6)
+  for s in range(3):
+    rare = [a for a in range(4) if a != frequent[s]]
+    assert np.all(q[s, -1, rare] > q[s, 0, rare]), q[s]
+    assert np.all(q[s].argmax(-1) == frequent[s]), q[s]
 
 
 def test_gridworld_training_against_tabular_ccvl():

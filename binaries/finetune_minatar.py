@@ -7,7 +7,8 @@ same number of environment steps, scored before and after.
 
 COMPARE_OUT is the --output_dir of `compare.py --suite=minatar` (its runs/ hold the offline
 checkpoints of CQL and CCVL on --dataset). Each run is finetune_online.py in a subprocess;
-a rerun skips finished runs. Writes OUT/table.md, OUT/scores.csv, OUT/score_vs_steps.png.
+a rerun skips finished runs. Writes OUT/table.md, OUT/scores.csv (per evaluation), OUT/runs.csv
+(per run), OUT/score_vs_steps.png.
 Flags -> FinetuneSuiteConfig -> ccvl_tf.experiments.online.finetune_suite.run (docs/online.md).
 """
 import sys

@@ -110,3 +110,25 @@ def make_targets(command):
   if not words or words[0] != "make":
     return []
   return [w for w in words[1:] if "=" not in w and not w.startswith("-")]
+
+
+def table_after(path, marker):
+  """The first markdown table after the first line of the file at `path` that contains
+  `marker`: a list of rows, each a list of its stripped cells, the header first and the
+  separator row (| --- |) left out. Raises ValueError when there is no such table."""
+  lines = open(path, encoding="utf-8").read().split("\n")
+  start = next((i for i, line in enumerate(lines) if marker in line), None)
+  if start is None:
+    raise ValueError(f"{path}: no line contains {marker!r}")
+  rows, in_table = [], False
+  for line in lines[start + 1:]:
+    if line.lstrip().startswith("|"):
+      in_table = True
+      cells = [c.strip() for c in line.strip().strip("|").split("|")]
+      if not all(re.fullmatch(r":?-+:?", c) for c in cells):
+        rows.append(cells)
+    elif in_table:
+      break
+  if not rows:
+    raise ValueError(f"{path}: no table after {marker!r}")
+  return rows

@@ -138,6 +138,24 @@ def write_rows_csv(path: str, rows: Sequence[dict]) -> None:
       w.writerow(csv_row(r))
 
 
+def read_rows_csv(path: str) -> List[dict]:
+  """rows.csv (write_rows_csv) back as result rows for the tables: alpha float (None for the
+  alpha-free part), seed int, score and normalized_score float, and for the rows that have
+  them the diagnostics (DIAGNOSTIC_COLUMNS) as a 'diagnostics' dict; so table.md's numbers
+  recompute from the committed rows."""
+  out = []
+  with open(path, newline="") as f:
+    for r in csv.DictReader(f):
+      diag = {k: float(r[k]) for k in DIAGNOSTIC_COLUMNS if r.get(k, "") != ""}
+      row = dict(method=r["method"], alpha=float(r["alpha"]) if r["alpha"] != "" else None,
+                 game=r["game"], dataset=r["dataset"], seed=int(r["seed"]),
+                 score=float(r["score"]), normalized_score=float(r["normalized_score"]))
+      if diag:
+        row["diagnostics"] = diag
+      out.append(row)
+  return out
+
+
 # ------------------------------------------------------------------------------ aggregates
 def _select(rows, method, dataset, alpha):
   return [r for r in rows if r["method"] == method and r["dataset"] == dataset

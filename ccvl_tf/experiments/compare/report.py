@@ -1,5 +1,7 @@
 """The comparison's outputs, from all result files: scores.csv, table.md, per-game tables,
-iqm.png and confidence.md (`write_outputs`; runner.py's docstring lists the files).
+iqm.png, confidence.md and confidence_rows.csv (`write_outputs`; runner.py's docstring lists
+the files). `read_scores_csv` and `read_confidence_csv` read the two CSVs back, so the tables
+recompute from committed rows.
 """
 from __future__ import annotations
 
@@ -35,6 +37,63 @@ def write_scores_csv(path: str, rows: Sequence[dict]) -> None:
       w.writerow([r["method"], r["dataset"], r["game"], r["seed"], f"{r['score']:.6g}",
                   f"{r['normalized_score']:.6g}", r["train_steps"], r["train_seconds"],
                   r["eval_seconds"], r.get("tf_threads", ""), r.get("deterministic", "")])
+
+
+def read_scores_csv(path: str) -> List[dict]:
+  """scores.csv (write_scores_csv) back as result rows: seed int, score and normalized_score
+  float, the rest as written; what aggregate(), per_game_table() and adaptive_vs_fixed_lines()
+  need to recompute the tables from the committed rows."""
+  with open(path, newline="") as f:
+    return [dict(r, seed=int(r["seed"]), score=float(r["score"]),
+                 normalized_score=float(r["normalized_score"])) for r in csv.DictReader(f)]
+
+
+# confidence_rows.csv: one row per run that has confidence diagnostics (the CCVL runs), the
+# rows behind confidence.md: the run's keys, its normalized score, then every numeric
+# diagnostic (sorted by name).
+CONFIDENCE_ROW_KEYS = ("method", "dataset", "game", "seed", "normalized_score")
+
+
+def _numeric(value) -> bool:
+  return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
+
+
+def write_confidence_csv(path: str, rows: Sequence[dict]) -> int:
+  """Writes confidence_rows.csv for the rows with a 'diagnostics' dict; returns how many."""
+  diag_rows = sorted((r for r in rows if isinstance(r.get("diagnostics"), dict)),
+                     key=lambda r: (r["method"], r["dataset"], r["game"], r["seed"]))
+  keys = sorted({k for r in diag_rows for k, v in r["diagnostics"].items() if _numeric(v)})
+  with open(path, "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(list(CONFIDENCE_ROW_KEYS) + keys)
+    for r in diag_rows:
+      d = r["diagnostics"]
+      w.writerow([r[k] for k in CONFIDENCE_ROW_KEYS]
+                 + [repr(float(d[k])) if k in d and _numeric(d[k]) else "" for k in keys])
+  return len(diag_rows)
+
+
+def read_confidence_csv(path: str) -> List[dict]:
+  """confidence_rows.csv back as rows with a 'diagnostics' dict (the numeric values)."""
+  out = []
+  with open(path, newline="") as f:
+    for r in csv.DictReader(f):
+      diag = {k: float(v) for k, v in r.items() if k not in CONFIDENCE_ROW_KEYS and v != ""}
+      out.append(dict(method=r["method"], dataset=r["dataset"], game=r["game"],
+                      seed=int(r["seed"]), normalized_score=float(r["normalized_score"]),
+                      diagnostics=diag))
+  return out
+
+
+def merge_confidence_rows(score_rows: Sequence[dict], confidence_rows: Sequence[dict]
+                          ) -> List[dict]:
+  """The score rows with each run's diagnostics from confidence_rows attached: the input of
+  confidence_table, from the two committed CSVs."""
+  diag = {(r["method"], r["dataset"], r["game"], r["seed"]): r["diagnostics"]
+          for r in confidence_rows}
+  return [dict(r, diagnostics=diag[k]) if (k := (r["method"], r["dataset"], r["game"],
+                                                  r["seed"])) in diag else dict(r)
+          for r in score_rows]
 
 
 _ordered = reporting.ordered
@@ -142,7 +201,8 @@ def plot_iqm(path: str, rows: Sequence[dict], reps: int = 2000) -> None:
 
 def write_outputs(output_dir: str, suite: str, reps: int,
                   wall_seconds: Optional[float] = None) -> Dict[str, str]:
-  """scores.csv, table.md, per_game_<dataset>.md, iqm.png from all result files."""
+  """scores.csv, table.md, per_game_<dataset>.md, iqm.png from all result files, and where
+  runs have confidence diagnostics confidence.md with its rows, confidence_rows.csv."""
   rows = read_results(output_dir)
   if not rows:
     raise ValueError(f"no results under {os.path.join(output_dir, 'results')}")
@@ -164,6 +224,8 @@ def write_outputs(output_dir: str, suite: str, reps: int,
     paths["confidence"] = os.path.join(output_dir, "confidence.md")
     with open(paths["confidence"], "w") as f:
       f.write(confidence)
+    paths["confidence_rows"] = os.path.join(output_dir, "confidence_rows.csv")
+    write_confidence_csv(paths["confidence_rows"], rows)
   return paths
 
 

@@ -20,6 +20,9 @@ Then it writes, from all result files:
                 per-game tables (mean +- std of raw scores over seeds, Tables 3-5)
   per_game_<dataset>.md  the per-game table of each dataset kind on its own
   iqm.png       IQM and CI per method, one panel per dataset kind
+  confidence.md the CCVL runs' confidence diagnostics per dataset kind, and adaptive vs fixed
+                delta; its rows, one per CCVL run with every numeric diagnostic:
+                confidence_rows.csv
 
 Suites:
   * gridworld: the paper's lava gridworld (ccvl_tf.envs.gridworld), one-hot states, MLP torso,
@@ -44,7 +47,7 @@ Where each part lives (this module keeps `run` and re-exports the names binaries
   suites.py  the Suite classes (environment, network, data, normalization per suite);
   units.py   one unit: its train phase, its evaluation phase, its result file;
   pool.py    the worker processes (training groups side by side, UnitFailed);
-  report.py  scores.csv, table.md, per-game tables, iqm.png, confidence.md.
+  report.py  scores.csv, table.md, per-game tables, iqm.png, confidence.md, confidence_rows.csv.
 """
 from __future__ import annotations
 

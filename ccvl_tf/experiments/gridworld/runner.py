@@ -349,13 +349,21 @@ def summarize_routes(route_rows) -> dict:
   return {r: {a: round(float(np.mean(v)), 4) for a, v in by.items()} for r, by in out.items()}
 
 
-def summarize(sweep_rows, adapt_rows, coverage_rows, cfg, requested) -> dict:
+def sweep_stats(sweep_rows, requested) -> dict:
+  """{method label: {alpha as '%g': {'mean', 'std', 'n'}}} of the normalized returns over
+  seeds of the alpha sweep's rows (method, reading, alpha, seed, normalized_return), the alphas
+  in `requested`; the label is method_label(method, reading): the printed table's numbers
+  (alpha_sweep.csv holds the rows)."""
   table = {}
   for method, reading, alpha, _, score in sweep_rows:
     if alpha in requested:
       table.setdefault(method_label(method, reading), {}).setdefault(alpha, []).append(score)
-  stats = {m: {f"{a:g}": {"mean": float(np.mean(v)), "std": float(np.std(v)), "n": len(v)}
-               for a, v in sorted(by.items())} for m, by in table.items()}
+  return {m: {f"{a:g}": {"mean": float(np.mean(v)), "std": float(np.std(v)), "n": len(v)}
+              for a, v in sorted(by.items())} for m, by in table.items()}
+
+
+def summarize(sweep_rows, adapt_rows, coverage_rows, cfg, requested) -> dict:
+  stats = sweep_stats(sweep_rows, requested)
   adaptation = {}
   for reading in cfg.readings:
     deltas = np.array([r[3] for r in adapt_rows if r[0] == reading]).reshape(

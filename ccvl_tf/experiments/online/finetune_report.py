@@ -76,7 +76,55 @@ def before_after(rows: List[dict]) -> Dict[tuple, dict]:
       continue  # unfinished, or no evaluation before the first online step
     out[key] = dict(before=rs[0]["normalized_score"], after=finals[0]["normalized_score"],
                     gain=finals[0]["normalized_score"] - rs[0]["normalized_score"],
-                    final_row=finals[0])
+                    final_row=finals[0], first_row=rs[0])
+  return out
+
+
+# runs.csv: one row per finished run, the table's inputs. before / after / gain are normalized
+# scores (before_score / after_score raw); bounds_normalized_score is the Eq. upper policy's
+# after; then the run's final tight/* (bounds against Monte-Carlo returns) and penalty/* values.
+RUN_COLUMNS = ("method", "game", "seed", "before", "after", "gain", "before_score",
+               "after_score", "online_env_steps", "bounds_normalized_score")
+
+
+def run_rows(pairs: Dict[tuple, dict]) -> List[dict]:
+  """runs.csv's rows (RUN_COLUMNS, then the final tight/* and penalty/* keys), sorted."""
+  out = []
+  for (method, game, seed), v in sorted(pairs.items()):
+    final, first = v["final_row"], v.get("first_row", {})
+    row = dict(method=method, game=game, seed=seed, before=v["before"], after=v["after"],
+               gain=v["gain"], before_score=first.get("score", ""),
+               after_score=final.get("score", ""),
+               online_env_steps=final.get("online_env_steps", ""),
+               bounds_normalized_score=final.get("bounds_normalized_score", ""))
+    row.update({k: final[k] for k in sorted(final) if k.startswith(("tight/", "penalty/"))})
+    out.append(row)
+  return out
+
+
+def write_runs_csv(path: str, pairs: Dict[tuple, dict]) -> None:
+  rows = run_rows(pairs)
+  extra = sorted({k for r in rows for k in r} - set(RUN_COLUMNS))
+  with open(path, "w", newline="") as f:
+    w = csv.DictWriter(f, list(RUN_COLUMNS) + extra, restval="")
+    w.writeheader()
+    w.writerows(rows)
+
+
+def read_runs_csv(path: str) -> Dict[tuple, dict]:
+  """runs.csv back as before_after's mapping (method, game, seed) -> {'before', 'after',
+  'gain', 'final_row'}, so the tables recompute from the committed rows (the final row
+  carries bounds_normalized_score and the tight/* and penalty/* values; no throughput)."""
+  out = {}
+  with open(path, newline="") as f:
+    for r in csv.DictReader(f):
+      num = {k: float(v) for k, v in r.items()
+             if k not in ("method", "game", "seed") and v != ""}
+      final = {k: v for k, v in num.items()
+               if k.startswith(("tight/", "penalty/")) or k == "bounds_normalized_score"}
+      final.update(throughput={}, score=num.get("after_score"))
+      out[(r["method"], r["game"], int(r["seed"]))] = dict(
+          before=num["before"], after=num["after"], gain=num["gain"], final_row=final)
   return out
 
 
@@ -254,12 +302,14 @@ def plot(cfg, rows, path: str) -> None:
 
 def write_report(cfg, log: Callable[[str], None] = print) -> Dict[str, str]:
   """table.md (aggregate, per game, tightness, penalty per evaluation, throughput),
-  scores.csv, score_vs_steps.png, penalty_vs_steps.png."""
+  scores.csv (one row per evaluation), runs.csv (one row per finished run: run_rows),
+  score_vs_steps.png, penalty_vs_steps.png."""
   rows = load_runs(cfg)
   pairs = before_after(rows)
   out = {k: os.path.join(cfg.output_dir, v) for k, v in dict(
-      table="table.md", csv="scores.csv", plot="score_vs_steps.png",
+      table="table.md", csv="scores.csv", runs="runs.csv", plot="score_vs_steps.png",
       penalty_plot="penalty_vs_steps.png").items()}
+  write_runs_csv(out["runs"], pairs)
   with open(out["csv"], "w", newline="") as f:
     cols = ["method", "game", "seed", "step", "online_env_steps", "score", "normalized_score",
             "bounds_normalized_score"]

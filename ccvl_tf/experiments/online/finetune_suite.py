@@ -13,7 +13,8 @@ scores and aggregates the gains with rliable.
 
 Layout of output_dir: runs/<method>/<Game>/seed_<k>/ (a finetune_online root_dir),
 logs/<method>_<Game>_seed<k>.log, offline_states/<Game>_seed<k>.npz (offline states for the
-CCVL runs' penalty diagnostic), then table.md, scores.csv, score_vs_steps.png,
+CCVL runs' penalty diagnostic), then table.md, scores.csv (per evaluation), runs.csv (per
+run: before, after, gain, the final bounds and penalty figures), score_vs_steps.png,
 penalty_vs_steps.png (finetune_report.py).
 """
 from __future__ import annotations

@@ -1,0 +1,155 @@
+"""README's results tables recompute from their committed per-run rows (CSVs under docs/) with
+the project's own aggregation code, so a table and its rows cannot drift apart.
+
+Each test reads a committed CSV with the reader of the tool that wrote it, aggregates it with
+that tool's code (rliable IQM and stratified bootstrap, seeded, 2,000 resamples, as the reported
+tables) and compares cell by cell with the table as README.md (and the results page) prints it.
+Tables with no committed rows (the demo's, the fine-tuning rerun's) are not here: their docs
+say so.
+"""
+import csv
+import os
+
+import ccvl_tf  # noqa: F401
+
+import numpy as np
+import pytest
+
+from ccvl_tf import evaluation
+from ccvl_tf import reporting
+from ccvl_tf.experiments.compare import alpha_sweep_report
+from ccvl_tf.experiments.compare import report as compare_report
+from ccvl_tf.experiments.gridworld import runner as gridworld_runner
+import markdown_docs
+
+ROOT = markdown_docs.ROOT
+README = os.path.join(ROOT, "README.md")
+DOCS = os.path.join(ROOT, "docs")
+REPS = 2000  # the reported tables' bootstrap resamples
+
+pytestmark = pytest.mark.slow  # ~40 s of CPU in rliable's bootstraps in all
+
+
+def _doc(*parts):
+  return os.path.join(DOCS, *parts)
+
+
+@pytest.fixture(scope="module")
+def method_rows():
+  return compare_report.read_scores_csv(_doc("method_table_rows_minatar.csv"))
+
+
+@pytest.fixture(scope="module")
+def method_aggregates(method_rows):
+  return compare_report.aggregate(method_rows, reps=REPS)
+
+
+def _iqm_table(rows_from_doc, aggregates):
+  """The Table-2 cells reporting.iqm_table_lines prints for the doc table's datasets and
+  methods (its first row is the header)."""
+  header, body = rows_from_doc[0], rows_from_doc[1:]
+  lines = reporting.iqm_table_lines([r[0] for r in body], header[1:], aggregates)
+  return [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines[2:]]
+
+
+def test_readme_method_table_recomputes_from_its_rows(method_aggregates):
+  doc = markdown_docs.table_after(README, "**The method table on MinAtar**")
+  assert doc[0] == ["Data", "REM", "CQL", "AEVL", "Fixed-CCVL", "CCVL", "BC"]
+  assert [r[0] for r in doc[1:]] == ["1%", "5%", "Initial 10%"]
+  assert doc[1:] == _iqm_table(doc, method_aggregates)
+
+
+def test_method_table_page_recomputes_from_its_rows(method_rows, method_aggregates):
+  page = _doc("results", "method_table.md")
+  doc = markdown_docs.table_after(page, "### Result (2026-11-26 22:33-23:47 UTC)")
+  assert doc[0][0] == "Data (5 games)"
+  assert doc[1:] == _iqm_table([["Data"] + doc[0][1:]] + doc[1:], method_aggregates)
+  # Per game: compare's per-game table (normalized mean ± sample std over the seeds), with the
+  # page's "dataset, game" rows and "+-".
+  per_game = markdown_docs.table_after(page, "#### Per game (normalized, mean +- std")
+  expected = []
+  for dataset in ("1%", "5%", "Initial 10%"):
+    lines = compare_report.per_game_table(method_rows, dataset, "minatar").strip().split("\n")
+    assert lines[0].split("|")[2:-1] == [f" {m} " for m in per_game[0][1:]]
+    for line in lines[2:]:
+      cells = [c.strip().replace("±", "+-") for c in line.strip().strip("|").split("|")]
+      expected.append([f"{dataset}, {cells[0]}"] + cells[1:])
+  assert sorted(per_game[1:]) == sorted(expected)
+  assert len(expected) == 15
+  # Adaptive vs fixed delta: the runs, the mean difference and P(CCVL > Fixed-CCVL) (README
+  # quotes the P range). The page's last column, the same without Freeway, is left out: its
+  # bootstrap would double this test's time.
+  doc = markdown_docs.table_after(page, "Does adapting delta help?")
+  every = [[c.strip() for c in line.strip().strip("|").split("|")]
+           for line in compare_report.adaptive_vs_fixed_lines(method_rows, reps=REPS)[2:]]
+  assert [r[:5] for r in doc[1:]] == every
+
+
+def _sweep_rows(kind):
+  return alpha_sweep_report.read_rows_csv(_doc(f"alpha_sweep_rows_{kind}.csv"))
+
+
+def test_readme_alpha_sweep_table_recomputes_from_its_rows():
+  doc = markdown_docs.table_after(README, "**The alpha sweep**")
+  assert doc[0] == ["Data", "method", "range over alpha [95% CI]", "worst / best"]
+  rows = {"5%": _sweep_rows("5pct"), "1%": _sweep_rows("1pct")}
+  for data, method, range_cell, ratio_cell in doc[1:]:
+    f = alpha_sweep_report.flatness(rows[data], method, data, reps=REPS)
+    assert range_cell == f"{f['range']:.1f} [{f['range_ci'][0]:.1f}, {f['range_ci'][1]:.1f}]"
+    assert ratio_cell == f"{f['ratio']:.2f}"
+  assert len(doc) == 1 + 6
+
+
+def test_readme_alpha_sweep_sentence_without_the_smallest_alpha():
+  """README's sentence on what the "1%" reading turns on: the point estimates over the alphas
+  without 0.03."""
+  rows = _sweep_rows("1pct")
+  rest = [0.1, 0.3, 1.0, 3.0, 10.0]
+  f = {m: alpha_sweep_report.flatness(rows, m, "1%", alphas=rest, reps=1)
+       for m in ("CQL", "CCVL")}
+  text = open(README, encoding="utf-8").read()
+  expected = (f"without it CCVL's range is {f['CCVL']['range']:.1f} against CQL's "
+              f"{f['CQL']['range']:.1f} (worst / best {f['CCVL']['ratio']:.2f} against "
+              f"{f['CQL']['ratio']:.2f})")
+  assert expected in " ".join(text.split())
+
+
+def _gridworld_rows():
+  with open(_doc("gridworld_rows.csv"), newline="") as f:
+    return [(r["method"], float(r["alpha"]), int(r["seed"]), float(r["normalized_return"]))
+            for r in csv.DictReader(f)]
+
+
+GRIDWORLD_NAMES = {"CQL": "CQL", "CCVL (regularized, adaptive)": "CCVL",
+                   "CCVL-bonus": "CCVL-bonus"}
+
+
+def test_readme_gridworld_table_recomputes_from_its_rows():
+  rows = _gridworld_rows()
+  doc = markdown_docs.table_after(README, "**The gridworld of Fig. 1-2**")
+  alphas = [float(h.split("=")[1]) for h in doc[0][1:]]
+  stats = gridworld_runner.sweep_stats(rows, set(alphas))
+  assert len(doc) == 1 + len(GRIDWORLD_NAMES)
+  for row in doc[1:]:
+    method = GRIDWORLD_NAMES[row[0]]
+    assert row[1:] == [f"{stats[method][f'{a:g}']['mean']:.3f}" for a in alphas]
+    assert all(stats[method][f"{a:g}"]["n"] == 10 for a in alphas)
+  # The page's printed table: every method and alpha, mean +- std over the 10 seeds.
+  page = markdown_docs.table_after(_doc("results", "gridworld.md"),
+                                   "Normalized return at p = 0.15 (mean +- std over seeds)")
+  alphas = [float(h.split("=")[1]) for h in page[0][1:]]
+  stats = gridworld_runner.sweep_stats(rows, set(alphas))
+  for row in page[1:]:
+    assert row[1:] == [f"{stats[row[0]][f'{a:g}']['mean']:.3f} +- "
+                       f"{stats[row[0]][f'{a:g}']['std']:.3f}" for a in alphas]
+
+
+def test_readme_gridworld_cis_are_the_rows_bootstrap():
+  """The CIs README quotes beside the gridworld table: the 95% bootstrap CI of the mean over
+  the 10 seeds (evaluation.aggregate_scores, as every table's CI)."""
+  rows = _gridworld_rows()
+  text = " ".join(open(README, encoding="utf-8").read().split())
+  for method, alpha in (("CQL", 1.0), ("CCVL", 0.1), ("CCVL", 1.0), ("CCVL", 2.0)):
+    v = np.array([s for m, a, _, s in rows if m == method and a == alpha])[:, None]
+    agg = evaluation.aggregate_scores(v, reps=REPS, seed=0)["mean"]
+    assert f"{agg.value:.3f} [{agg.ci_low:.3f}, {agg.ci_high:.3f}]" in text, (method, alpha)

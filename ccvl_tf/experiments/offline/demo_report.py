@@ -37,6 +37,33 @@ class CallablePolicy:
     return _Step(tf.constant([self._fn(time_step)], tf.int32), state, ())
 
 
+# The table's episode seeds: row r of the table plays its episodes in an environment seeded with
+# (the run's seed + EVAL_SEED_OFFSET + the row's offset), the same seed driving the evaluation
+# epsilon; random, the behaviour policy, then the i-th evaluated policy. Other tools that score
+# a policy "as the demo's table does" (tools/peers) use the same seeds.
+EVAL_SEED_OFFSET = 60_000
+RANDOM_OFFSET = 50_000
+BEHAVIOUR_OFFSET = 51_000
+
+
+def policy_offset(i: int) -> int:
+  """The seed offset of the i-th evaluated policy of the table (0: the first reference)."""
+  return 52_000 + 1_000 * i
+
+
+def episode_scores(make_policy: Callable, env_factory: Callable[[int], object], episodes: int,
+                   max_steps: int, epsilon: float, seed: int) -> List[float]:
+  """Raw game scores of `episodes` episodes of make_policy(env) in a fresh environment
+  env_factory(seed), evaluation epsilon `epsilon` drawn from `seed` (run_episodes)."""
+  from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
+  env = env_factory(seed)
+  recs = evaluation.run_episodes(
+      make_policy(env), env, episodes, epsilon=epsilon, seed=seed,
+      raw_score_fn=lambda e: e.episode_raw_return,
+      max_total_steps=episodes * (max_steps + 2))
+  return [r.raw_score for r in recs]
+
+
 def score_row(name: str, scores: Sequence[float], reps: int = 2000) -> Dict[str, object]:
   """Mean raw score of the episodes and its 95% bootstrap CI (rliable)."""
   from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
@@ -110,26 +137,20 @@ def report(root_dir: str, game: str, policies: Mapping[str, object],
   precomputed = dict(precomputed or {})
 
   def scores_of(make_policy, offset):
-    """Raw scores of `episodes` episodes of make_policy(env) in a fresh environment."""
-    env = env_factory(seed + offset)
-    recs = evaluation.run_episodes(
-        make_policy(env), env, episodes, epsilon=epsilon, seed=seed + offset,
-        raw_score_fn=lambda e: e.episode_raw_return,
-        max_total_steps=episodes * (max_steps + 2))
-    return [r.raw_score for r in recs]
+    return episode_scores(make_policy, env_factory, episodes, max_steps, epsilon, seed + offset)
 
   rows = [score_row("random", scores_of(
       lambda env: CallablePolicy(replay_writer.random_policy(env.num_actions, seed=seed)),
-      50_000))]
+      RANDOM_OFFSET))]
   if behaviour is not None:
     rows.append(score_row(behaviour_name, scores_of(
-        lambda env: CallablePolicy(behaviour(env)), 51_000)))
+        lambda env: CallablePolicy(behaviour(env)), BEHAVIOUR_OFFSET)))
   for i, (name, policy) in enumerate(policies.items()):
     if name in precomputed:
       rows.append(score_row(name, precomputed[name]))
     else:
       compiled = evaluation.CompiledPolicy(policy)
-      rows.append(score_row(name, scores_of(lambda env, c=compiled: c, 52_000 + 1_000 * i)))
+      rows.append(score_row(name, scores_of(lambda env, c=compiled: c, policy_offset(i))))
   text = render(rows, game, note)
   with open(os.path.join(root_dir, "results.md"), "w") as f:
     f.write(text)
@@ -178,5 +199,6 @@ def results_table(cfg, game, replay_dir, spec, exports, precomputed, log,
       f"{cfg.eval_max_steps} agent steps per episode.")
   return report(
       cfg.root_dir, game, policies, env_factory, cfg.eval_episodes, cfg.eval_max_steps,
-      cfg.eval_epsilon, cfg.seed + 60_000, behaviour=behaviour, behaviour_name=behaviour_name,
+      cfg.eval_epsilon, cfg.seed + EVAL_SEED_OFFSET, behaviour=behaviour,
+      behaviour_name=behaviour_name,
       precomputed=precomputed, note=note, log=log)

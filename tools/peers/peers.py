@@ -20,14 +20,14 @@ so that pip does not fetch a CUDA build). Steps, each skipped when its output ex
    table's protocol and episode seeds (`demo_report`: 10 episodes, evaluation epsilon 0.001, at
    most 2,000 agent steps; BC on the seeds of the table's BC row, CQL on its CQL row's, random on
    its random row's as a check), the greedy action coming from d3rlpy_side.py serve;
-5. outputs in OUTPUT: episodes.csv (one row per episode), table.md (mean raw score with the 95%
-   bootstrap CI of demo_report.score_row, rliable), run.json (settings, versions, times, the
-   dataset's behaviour score) and log.txt (everything printed).
+5. outputs in OUTPUT: episodes.csv (one row per episode: score and agent steps), table.md
+   (mean raw score with the 95% bootstrap CI of demo_report.score_row, rliable; peer_table.py),
+   run.json (settings, versions, times, the dataset's behaviour score) and log.txt (everything
+   printed).
 """
 from __future__ import annotations
 
 import argparse
-import csv
 import hashlib
 import json
 import os
@@ -50,11 +50,11 @@ quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BU
 import numpy as np  # noqa: E402
 
 import peer_data  # noqa: E402
+import peer_table  # noqa: E402
 
 ALGOS = {"bc": "d3rlpy DiscreteBC", "cql": "d3rlpy DiscreteCQL"}
 # The demo's reference agents in its results table, in order: their rows' episode seeds.
 DEMO_REFERENCE_ORDER = ("bc", "cql")
-EPISODE_COLUMNS = ("policy", "algo", "train_seed", "episode", "env_seed", "raw_score")
 
 
 class Log:
@@ -144,7 +144,7 @@ def train(py: str, data_dir: str, algo: str, seed: int, steps: int, out_dir: str
   with open(record) as f:
     rec = json.load(f)
   log(f"{ALGOS[algo]} seed {seed}: {rec['steps']} steps in {rec['train_seconds']:.0f} s; last "
-      f"1,000 steps: " + ", ".join(f"{k}={v:.4g}" for k, v in
+      f"epoch's means (up to 1,000 steps): " + ", ".join(f"{k}={v:.4g}" for k, v in
                                    sorted(rec["last_epoch_metrics"].items())
                                    if not k.startswith("time_")))
   return rec
@@ -175,42 +175,15 @@ class ServedPolicy:
     self._proc.wait(timeout=60)
 
 
-def evaluate(make_policy: Callable, cfg, seed: int) -> List[float]:
-  """Raw scores of cfg.eval_episodes episodes with the demo table's protocol and `seed`."""
+def evaluate(make_policy: Callable, cfg, seed: int) -> list:
+  """The EpisodeRecords of cfg.eval_episodes episodes with the demo table's protocol and
+  `seed`."""
   from ccvl_tf.envs import atari  # pylint: disable=g-import-not-at-top
   from ccvl_tf.experiments.offline import demo_report  # pylint: disable=g-import-not-at-top
   env_factory = lambda s: atari.AtariEnvironment(cfg.game, seed=s,  # noqa: E731
                                                  max_episode_steps=cfg.eval_max_steps)
-  return demo_report.episode_scores(make_policy, env_factory, cfg.eval_episodes,
-                                    cfg.eval_max_steps, cfg.eval_epsilon, seed)
-
-
-def write_episodes(path: str, rows: Sequence[dict]) -> None:
-  with open(path, "w", newline="") as f:
-    w = csv.DictWriter(f, fieldnames=EPISODE_COLUMNS)
-    w.writeheader()
-    for r in rows:
-      w.writerow({k: r[k] for k in EPISODE_COLUMNS})
-
-
-def read_episodes(path: str) -> List[dict]:
-  """episodes.csv back (episode, env_seed int; raw_score float)."""
-  with open(path, newline="") as f:
-    return [dict(r, episode=int(r["episode"]), env_seed=int(r["env_seed"]),
-                 raw_score=float(r["raw_score"])) for r in csv.DictReader(f)]
-
-
-def table_rows(episodes: Sequence[dict]) -> List[dict]:
-  """One row per policy (in order of appearance): demo_report.score_row of its episodes."""
-  from ccvl_tf.experiments.offline import demo_report  # pylint: disable=g-import-not-at-top
-  names = list(dict.fromkeys(r["policy"] for r in episodes))
-  return [demo_report.score_row(n, [r["raw_score"] for r in episodes if r["policy"] == n])
-          for n in names]
-
-
-def render_table(episodes: Sequence[dict], game: str, note: str) -> str:
-  from ccvl_tf.experiments.offline import demo_report  # pylint: disable=g-import-not-at-top
-  return demo_report.render(table_rows(episodes), game, note)
+  return demo_report.episode_records(make_policy, env_factory, cfg.eval_episodes,
+                                     cfg.eval_max_steps, cfg.eval_epsilon, seed)
 
 
 def model_dir(work_dir: str, algo: str, seed: int, steps: int) -> str:
@@ -234,6 +207,8 @@ def main(argv=None) -> None:
   parser.add_argument("--python", default="python3.11",
                       help="The interpreter that creates the peer environment.")
   parser.add_argument("--pip_args", default="", help="Extra arguments for pip install.")
+  parser.add_argument("--eval_episodes", type=int, default=0,
+                      help="Episodes per policy (0: the demo table's, 10).")
   args = parser.parse_args(argv)
   algos = [a for a in args.algos.split(",") if a]
   for a in algos:
@@ -245,6 +220,8 @@ def main(argv=None) -> None:
   log = Log(os.path.join(args.output_dir, "log.txt"))
   t0 = time.time()
   cfg = demo_config(args.game, args.work_dir, seed=0)
+  if args.eval_episodes:
+    cfg.eval_episodes = args.eval_episodes
   log(f"Peer comparison: {', '.join(ALGOS[a] for a in algos)}, {args.steps} steps, training "
       f"seeds {seeds}, on the demo's default dataset of {cfg.game}; evaluation as the demo's "
       f"table: {cfg.eval_episodes} episodes, epsilon {cfg.eval_epsilon:g}, at most "
@@ -266,11 +243,13 @@ def main(argv=None) -> None:
   base = cfg.seed + demo_report.EVAL_SEED_OFFSET
   episodes = []
 
-  def add(policy, algo, seed, env_seed, scores):
-    episodes.extend({"policy": policy, "algo": algo, "train_seed": seed, "episode": i,
-                     "env_seed": env_seed, "raw_score": s} for i, s in enumerate(scores))
-    log(f"{policy}: mean {np.mean(scores):.2f} over {len(scores)} episodes "
-        f"({', '.join(f'{s:g}' for s in scores)})")
+  def add(policy, algo, seed, env_seed, records):
+    episodes.extend({"policy": policy, "algo": algo, "train_seed": seed, "episode": r.episode,
+                     "env_seed": env_seed, "raw_score": r.raw_score, "length": r.length}
+                    for r in records)
+    log(f"{policy}: mean {np.mean([r.raw_score for r in records]):.2f} over {len(records)} "
+        f"episodes (scores {', '.join(f'{r.raw_score:g}' for r in records)}; agent steps "
+        f"{', '.join(str(r.length) for r in records)})")
 
   env_seed = base + demo_report.RANDOM_OFFSET
   add("random", "random", "", env_seed, evaluate(lambda env: demo_report.CallablePolicy(
@@ -282,16 +261,16 @@ def main(argv=None) -> None:
       served = ServedPolicy(py, os.path.join(model_dir(args.work_dir, algo, seed, args.steps),
                                              "model.d3"))
       try:
-        scores = evaluate(lambda env, p=served: demo_report.CallablePolicy(p), cfg, env_seed)
+        records = evaluate(lambda env, p=served: demo_report.CallablePolicy(p), cfg, env_seed)
       finally:
         served.close()
-      add(policy_name(algo, seed, seeds), algo, seed, env_seed, scores)
+      add(policy_name(algo, seed, seeds), algo, seed, env_seed, records)
 
-  write_episodes(os.path.join(args.output_dir, "episodes.csv"), episodes)
+  peer_table.write_episodes(os.path.join(args.output_dir, "episodes.csv"), episodes)
   note = (f"{cfg.eval_episodes} episodes per policy, epsilon {cfg.eval_epsilon:g}, at most "
           f"{cfg.eval_max_steps} agent steps per episode; d3rlpy {args.steps} gradient steps "
           f"with its defaults on the demo's default dataset.")
-  table = render_table(episodes, cfg.game, note)
+  table = peer_table.render_table(episodes, cfg.game, note)
   with open(os.path.join(args.output_dir, "table.md"), "w") as f:
     f.write(table)
   run = {

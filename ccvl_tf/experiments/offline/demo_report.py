@@ -51,17 +51,24 @@ def policy_offset(i: int) -> int:
   return 52_000 + 1_000 * i
 
 
-def episode_scores(make_policy: Callable, env_factory: Callable[[int], object], episodes: int,
-                   max_steps: int, epsilon: float, seed: int) -> List[float]:
-  """Raw game scores of `episodes` episodes of make_policy(env) in a fresh environment
-  env_factory(seed), evaluation epsilon `epsilon` drawn from `seed` (run_episodes)."""
+def episode_records(make_policy: Callable, env_factory: Callable[[int], object], episodes: int,
+                    max_steps: int, epsilon: float, seed: int) -> list:
+  """The evaluation.EpisodeRecords of `episodes` episodes of make_policy(env) in a fresh
+  environment env_factory(seed), evaluation epsilon `epsilon` drawn from `seed`
+  (run_episodes); raw_score is the game score."""
   from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
   env = env_factory(seed)
-  recs = evaluation.run_episodes(
+  return evaluation.run_episodes(
       make_policy(env), env, episodes, epsilon=epsilon, seed=seed,
       raw_score_fn=lambda e: e.episode_raw_return,
       max_total_steps=episodes * (max_steps + 2))
-  return [r.raw_score for r in recs]
+
+
+def episode_scores(make_policy: Callable, env_factory: Callable[[int], object], episodes: int,
+                   max_steps: int, epsilon: float, seed: int) -> List[float]:
+  """The raw game scores of episode_records(...)."""
+  return [r.raw_score for r in episode_records(make_policy, env_factory, episodes, max_steps,
+                                               epsilon, seed)]
 
 
 def score_row(name: str, scores: Sequence[float], reps: int = 2000) -> Dict[str, object]:

@@ -261,10 +261,10 @@ def main(argv=None) -> None:
       served = ServedPolicy(py, os.path.join(model_dir(args.work_dir, algo, seed, args.steps),
                                              "model.d3"))
       try:
-        records = evaluate(lambda env, p=served: demo_report.CallablePolicy(p), cfg, env_seed)
+        played = evaluate(lambda env, p=served: demo_report.CallablePolicy(p), cfg, env_seed)
       finally:
         served.close()
-      add(policy_name(algo, seed, seeds), algo, seed, env_seed, records)
+      add(policy_name(algo, seed, seeds), algo, seed, env_seed, played)
 
   peer_table.write_episodes(os.path.join(args.output_dir, "episodes.csv"), episodes)
   note = (f"{cfg.eval_episodes} episodes per policy, epsilon {cfg.eval_epsilon:g}, at most "

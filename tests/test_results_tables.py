@@ -4,10 +4,12 @@ the project's own aggregation code, so a table and its rows cannot drift apart.
 Each test reads a committed CSV with the reader of the tool that wrote it, aggregates it with
 that tool's code (rliable IQM and stratified bootstrap, seeded, 2,000 resamples, as the reported
 tables) and compares cell by cell with the table as README.md (and the results page) prints it.
-Tables with no committed rows (the demo's, the fine-tuning rerun's) are not here: their docs
-say so.
+The peer comparison's numbers (tools/peers) are checked the same way against its committed
+episodes. Tables with no committed rows (the demo's, the fine-tuning rerun's) are not here:
+their docs say so.
 """
 import csv
+import json
 import os
 
 import ccvl_tf  # noqa: F401
@@ -153,3 +155,27 @@ def test_readme_gridworld_cis_are_the_rows_bootstrap():
     v = np.array([s for m, a, _, s in rows if m == method and a == alpha])[:, None]
     agg = evaluation.aggregate_scores(v, reps=REPS, seed=0)["mean"]
     assert f"{agg.value:.3f} [{agg.ci_low:.3f}, {agg.ci_high:.3f}]" in text, (method, alpha)
+
+
+PEER_PAGES = ("README.md", "docs/ablation.md", "docs/results/demo.md", "docs/results/peers.md")
+
+
+def test_peer_numbers_are_the_peer_scripts_output():
+  """docs/peers/ is tools/peers/peers.py's output: its table recomputes from its episodes, and
+  the peer scores the docs quote (mean and 95% CI over episodes) are that table's."""
+  from tools.peers import peer_table  # pylint: disable=g-import-not-at-top
+  episodes = peer_table.read_episodes(_doc("peers", "episodes.csv"))
+  rows = {r["policy"]: r for r in peer_table.table_rows(episodes)}
+  table = markdown_docs.table_after(_doc("peers", "table.md"), "# Breakout")
+  assert table[1:] == [[r["policy"], str(r["episodes"]), f"{r['mean']:.2f}",
+                        f"({r['ci_low']:.2f}, {r['ci_high']:.2f})"] for r in rows.values()]
+  with open(_doc("peers", "run.json")) as f:
+    run = json.load(f)
+  assert run["steps"] == 10_000 and run["evaluation"]["episodes"] == 10
+  for name in ("d3rlpy DiscreteBC", "d3rlpy DiscreteCQL"):
+    r = rows[name]
+    assert r["episodes"] == 10
+    quoted = f"{r['mean']:.1f} ({r['ci_low']:.1f}-{r['ci_high']:.1f})"
+    for page in PEER_PAGES:
+      text = " ".join(open(os.path.join(ROOT, page), encoding="utf-8").read().split())
+      assert quoted in text, (name, quoted, page)

@@ -91,15 +91,27 @@ def _sweep_rows(kind):
   return alpha_sweep_report.read_rows_csv(_doc(f"alpha_sweep_rows_{kind}.csv"))
 
 
+# README's alpha-sweep rows: (data, method as printed) -> (rows file, method in it). The
+# default reading's rows (the monotone delta head) are a sweep of their own.
+SWEEP_TABLE = {
+    ("5%", "CQL"): ("5pct", "CQL"), ("5%", "CCVL"): ("5pct", "CCVL"),
+    ("5%", "Fixed-CCVL"): ("5pct", "Fixed-CCVL"), ("1%", "CQL"): ("1pct", "CQL"),
+    ("1%", "CCVL"): ("1pct", "CCVL"), ("1%", "Fixed-CCVL"): ("1pct", "Fixed-CCVL"),
+    ("1%", "CCVL, default reading (monotone head)"): ("1pct_monotone", "CCVL"),
+    ("1%", "Fixed-CCVL, default reading"): ("1pct_monotone", "Fixed-CCVL"),
+}
+
+
 def test_readme_alpha_sweep_table_recomputes_from_its_rows():
   doc = markdown_docs.table_after(README, "**The alpha sweep**")
   assert doc[0] == ["Data", "method", "range over alpha [95% CI]", "worst / best"]
-  rows = {"5%": _sweep_rows("5pct"), "1%": _sweep_rows("1pct")}
-  for data, method, range_cell, ratio_cell in doc[1:]:
-    f = alpha_sweep_report.flatness(rows[data], method, data, reps=REPS)
+  assert [tuple(r[:2]) for r in doc[1:]] == list(SWEEP_TABLE)
+  rows = {kind: _sweep_rows(kind) for kind, _ in set(SWEEP_TABLE.values())}
+  for data, printed, range_cell, ratio_cell in doc[1:]:
+    kind, method = SWEEP_TABLE[(data, printed)]
+    f = alpha_sweep_report.flatness(rows[kind], method, data, reps=REPS)
     assert range_cell == f"{f['range']:.1f} [{f['range_ci'][0]:.1f}, {f['range_ci'][1]:.1f}]"
     assert ratio_cell == f"{f['ratio']:.2f}"
-  assert len(doc) == 1 + 6
 
 
 def test_readme_alpha_sweep_sentence_without_the_smallest_alpha():
@@ -117,13 +129,19 @@ def test_readme_alpha_sweep_sentence_without_the_smallest_alpha():
 
 
 def _gridworld_rows():
+  """gridworld_rows.csv as the runner's sweep rows (method, reading, alpha, seed, return)."""
   with open(_doc("gridworld_rows.csv"), newline="") as f:
-    return [(r["method"], float(r["alpha"]), int(r["seed"]), float(r["normalized_return"]))
-            for r in csv.DictReader(f)]
+    return [(r["method"], r["reading"], float(r["alpha"]), int(r["seed"]),
+             float(r["normalized_return"])) for r in csv.DictReader(f)]
 
 
-GRIDWORLD_NAMES = {"CQL": "CQL", "CCVL (regularized, adaptive)": "CCVL",
-                   "CCVL-bonus": "CCVL-bonus"}
+# README's gridworld rows -> the runner's method labels (runner.method_label).
+GRIDWORLD_NAMES = {
+    "CQL": "CQL",
+    "CCVL (regularized, adaptive; default reading `logsumexp+monotone`)":
+        "CCVL [logsumexp+monotone]",
+    "CCVL (regularized, adaptive; reading `logsumexp`, before)": "CCVL [logsumexp]",
+    "CCVL-bonus": "CCVL-bonus"}
 
 
 def test_readme_gridworld_table_recomputes_from_its_rows():
@@ -151,10 +169,15 @@ def test_readme_gridworld_cis_are_the_rows_bootstrap():
   the 10 seeds (evaluation.aggregate_scores, as every table's CI)."""
   rows = _gridworld_rows()
   text = " ".join(open(README, encoding="utf-8").read().split())
-  for method, alpha in (("CQL", 1.0), ("CCVL", 0.1), ("CCVL", 1.0), ("CCVL", 2.0)):
-    v = np.array([s for m, a, _, s in rows if m == method and a == alpha])[:, None]
+  for method, reading, alpha in (("CQL", "", 1.0), ("CCVL", "logsumexp+monotone", 0.1),
+                                 ("CCVL", "logsumexp+monotone", 2.0), ("CCVL", "logsumexp", 1.0),
+                                 ("CCVL", "logsumexp", 2.0), ("CCVL-bonus", "", 2.0)):
+    v = np.array([s for m, r, a, _, s in rows
+                  if m == method and r == reading and a == alpha])[:, None]
+    assert v.shape == (10, 1)
     agg = evaluation.aggregate_scores(v, reps=REPS, seed=0)["mean"]
-    assert f"{agg.value:.3f} [{agg.ci_low:.3f}, {agg.ci_high:.3f}]" in text, (method, alpha)
+    assert f"{agg.value:.3f} [{agg.ci_low:.3f}, {agg.ci_high:.3f}]" in text, (method, reading,
+                                                                               alpha)
 
 
 PEER_PAGES = ("README.md", "docs/ablation.md", "docs/results/demo.md", "docs/results/peers.md")

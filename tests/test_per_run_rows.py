@@ -118,6 +118,9 @@ def test_finetune_report_writes_one_row_per_run_and_the_table_recomputes(tmp_pat
                 finetune_report.tightness_lines(cfg, pairs)):
     assert "\n".join(lines) in table
   assert "| Breakout | CQL | 25.0 ± 25.0 | 50.0 ± 50.0 | 25.0 ± 25.0 |" in table
+  # CCVL's bound share at delta 0.5 (0.75 in both runs) comes back from runs.csv.
+  assert ("| Breakout | CCVL (bounds) | 0.5 | - | - | 0.750 | - | - |"
+          in finetune_report.tightness_lines(cfg, pairs))
 
 
 # ------------------------------------------------------------------------------ peer export

@@ -141,6 +141,26 @@ def test_dataset_of_another_games_action_count(tmp_path):
   assert not (tmp_path / "r" / "checkpoints").exists()
 
 
+def test_corrupt_observation_file_is_refused_naming_it(tmp_path):
+  """Four bytes flipped inside the compressed observation file of a copy of the testdata."""
+  import shutil
+  from tests import test_replay_verify
+  data = tmp_path / "replay_logs"
+  shutil.copytree(TESTDATA, data)
+  path = data / "$store$_observation_ckpt.0.gz"
+  blob = bytearray(path.read_bytes())
+  for i in range(4):
+    blob[test_replay_verify.OBS_FLIP_OFFSET + i] ^= 0xFF
+  path.write_bytes(bytes(blob))
+  r = _run([f"--dataset_dir={data}", f"--root_dir={tmp_path / 'r'}", "--num_steps=20",
+            "--reference_agents=none"], tmp_path)
+  assert r.returncode != 0
+  last = r.stderr.strip().splitlines()[-1]
+  assert last.startswith("train_offline.py: error: ") and f"{path} is corrupt: CRC" in last, last
+  assert "Traceback" not in r.stderr
+  assert not (tmp_path / "r" / "checkpoints").exists()
+
+
 def test_presets_resolve_under_the_flags_and_reach_the_fingerprint():
   """--preset gives the training settings; a flag given explicitly wins; the resolved settings
   (not the flags) are in the run fingerprint, so a run cannot silently resume under another

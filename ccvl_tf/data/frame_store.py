@@ -25,11 +25,13 @@ transition; 500k frames ~= 3.54 GB.
 """
 from __future__ import annotations
 
+import os
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ccvl_tf.data import dqn_replay
+from ccvl_tf.data import replay_files
 from ccvl_tf.data import replay_plan
 from ccvl_tf.data import store_cache
 
@@ -120,7 +122,8 @@ class FrameStore:
 
     First the plan's small arrays and transitions (``replay_plan.load_plan``), then,
     after checking that the store fits in the available memory, the frames,
-    decompressed straight into one preallocated array. Each observation file is
+    decompressed straight into one preallocated array. Every file read is verified
+    on first use (``replay_files.verified_read``). Each observation file is
     opened once and read only as far as its chunk needs (local or remote alike);
     ``dir_info`` (``dqn_replay.inspect_dir``) saves listing the directory again."""
     loaded = replay_plan.load_plan(replay_dir, plan, num_actions=num_actions,
@@ -133,6 +136,14 @@ class FrameStore:
           "the frame store for {} ({} frames) needs {:.2f} GB but only {:.2f} GB is "
           "available; use a smaller subset (e.g. '1%') or fewer suffixes".format(
               loaded.replay_dir, total, need / 1e9, avail / 1e9))
+    if progress is not None:
+      unverified = [c.path for c in loaded.chunks if c.rows and not replay_files.is_verified(
+          c.path, replay_files.file_identity(c.path))]
+      if unverified:
+        progress("Verifying {} observation file(s) on first use: each is read to its end once "
+                 "to check its gzip CRC-32 and length (remembered in {}).".format(
+                     len(unverified), os.path.join(replay_files.cache_root(),
+                                                   replay_files.VERIFIED_DIR)))
     frames = np.empty((total,) + loaded.frame_shape, np.uint8)
     action = np.empty((total,), np.int32)
     reward = np.empty((total,), np.float32)

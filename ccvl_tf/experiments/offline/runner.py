@@ -337,11 +337,10 @@ def _setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True)
   else:
     replay_dir = os.path.join(cfg.root_dir, "default_dataset", cfg.game)
   log(f"Loading {replay_dir} (subset {cfg.subset}) ...")
-  from ccvl_tf.data import dqn_replay
-  # Remote datasets: say what is streamed and whether the local frame-store cache is used.
-  store = frame_store.FrameStore.from_replay(
-      replay_dir, cfg.subset, num_actions=num_actions,
-      progress=log if dqn_replay.is_remote(replay_dir) else None)
+  # Progress: the files verified on first use, each checkpoint loaded; remote datasets also
+  # what is streamed and whether the local frame-store cache is used.
+  store = frame_store.FrameStore.from_replay(replay_dir, cfg.subset, num_actions=num_actions,
+                                             progress=log)
   log(f"Frame store: {store.num_transitions} transitions, {store.num_frames} frames, "
       f"{store.nbytes / 2**20:.1f} MiB ({store.bytes_per_transition:.0f} bytes/transition).")
 

@@ -13,7 +13,6 @@ import signal
 import sys
 import threading
 
-from absl import app
 from absl import flags
 from absl import logging
 
@@ -52,4 +51,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  config_flags.run(main)

@@ -120,6 +120,19 @@ def check_output_dir(path: str, flag: str = "--root_dir") -> None:
     raise ValueError(f"{flag} {path}: {probe} is not writable")
 
 
+def check_input_dir(path: str, flag: str, expected: str = "") -> None:
+  """ValueError naming `flag` unless `path` is an existing local directory; the message says
+  whether it is missing or a file (`expected`: what the directory should hold)."""
+  hint = f" (expected {expected})" if expected else ""
+  if not path:
+    raise ValueError(f"{flag} must be a directory path{hint}, got {path!r}")
+  if os.path.isdir(path):
+    return
+  if os.path.exists(path):
+    raise ValueError(f"{flag} {path} is a file, not a directory{hint}")
+  raise ValueError(f"{flag} {path} does not exist{hint}")
+
+
 def _scalars(metrics: Dict) -> Dict[str, float]:
   out = {}
   for k, v in metrics.items():

@@ -131,8 +131,11 @@ def test_unreachable_server_error_names_the_address():
 
 
 def test_config_and_offline_errors(tmp_path, offline_dir):
-  with pytest.raises(ValueError, match="--offline_dir .* is not a directory"):
+  with pytest.raises(ValueError, match="--offline_dir .*nope does not exist"):
     online.OnlineConfig(offline_dir=str(tmp_path / "nope"), root_dir=str(tmp_path)).validate()
+  (tmp_path / "a_file").write_text("x")
+  with pytest.raises(ValueError, match="--offline_dir .*a_file is a file, not a directory"):
+    online.OnlineConfig(offline_dir=str(tmp_path / "a_file"), root_dir=str(tmp_path)).validate()
   with pytest.raises(ValueError, match="samples_per_insert"):
     online.OnlineConfig(offline_dir=offline_dir, root_dir=str(tmp_path),
                         samples_per_insert=0).validate()

@@ -124,11 +124,18 @@ def test_default_dataset_is_collected_once_and_cached(tmp_path):
     (["--alpha=-1"], "--alpha must be a finite number >= 0"),
     (["--num_pairs=0"], "--num_pairs must be an integer >= 1"),
     (["--dataset_dir=/nonexistent/replay_logs"], "does not exist"),
+    ([f"--dataset_dir={os.path.join(ROOT, 'README.md')}"], "README.md is a file, not a directory"),
+    (["--learning_rate=inf"], "flag --learning_rate=inf: inf is not a finite number >= 1e-12"),
+    (["--alpha=nan"], "flag --alpha=nan: nan is not a finite number"),
 ])
 def test_bad_flags(flags, match, tmp_path):
   r = _run([f"--root_dir={tmp_path / 'r'}", *flags], tmp_path)
   assert r.returncode != 0
   assert match in r.stderr, r.stderr[-2000:]
+  # The error alone (absl's parse errors add one line pointing at --helpshort), not after
+  # the help text.
+  assert len(r.stderr.strip().splitlines()) <= 2, r.stderr[-2000:]
+  assert "Traceback" not in r.stderr and not r.stdout.strip(), r.stdout[-2000:]
 
 
 def test_dataset_of_another_games_action_count(tmp_path):

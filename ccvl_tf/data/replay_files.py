@@ -219,6 +219,8 @@ def list_replay_dir(replay_dir: str) -> List[str]:
   """The names in ``replay_dir`` (already resolved); raises DatasetError for a
   missing directory or one without Dopamine checkpoint files."""
   if not path_isdir(replay_dir):
+    if path_exists(replay_dir):
+      raise DatasetError("replay directory {} is a file, not a directory".format(replay_dir))
     raise DatasetError("replay directory does not exist: {}".format(replay_dir))
   names = list_dir(replay_dir)
   if not any(CKPT_RE.match(n) for n in names):

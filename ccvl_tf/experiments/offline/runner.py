@@ -209,7 +209,9 @@ class OfflineConfig:
                          f"credentials (BUILD.md, 'Reading the DQN Replay Dataset from Google "
                          f"Cloud Storage')") from e
       if not found:
-        raise ValueError(f"--dataset_dir {self.dataset_dir} does not exist (expected a Dopamine "
+        what = ("is a file, not a directory" if dqn_replay.path_exists(self.dataset_dir)
+                else "does not exist")
+        raise ValueError(f"--dataset_dir {self.dataset_dir} {what} (expected a Dopamine "
                          f"replay_logs directory with $store$_observation_ckpt.N.gz files)")
 
 

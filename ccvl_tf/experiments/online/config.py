@@ -137,9 +137,9 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
   def validate(self):
     if self.agent not in AGENTS:
       raise ValueError(f"--agent must be one of {', '.join(AGENTS)}, got {self.agent!r}")
-    if not self.offline_dir or not os.path.isdir(self.offline_dir):
-      raise ValueError(f"--offline_dir {self.offline_dir!r} is not a directory (pass the "
-                       f"--root_dir of train_offline.py)")
+    from ccvl_tf import training  # pylint: disable=g-import-not-at-top
+    training.check_input_dir(self.offline_dir, "--offline_dir",
+                             "the --root_dir of a train_offline.py or compare.py run")
     if not self.root_dir:
       raise ValueError("--root_dir is required")
     for name in ("num_env_steps", "batch_size", "min_replay_size", "replay_capacity",

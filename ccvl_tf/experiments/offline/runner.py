@@ -98,9 +98,10 @@ class OfflineConfig:
   alpha: Optional[float] = setting(
       None, "alpha, weight of the CCVL / CQL regularizer (>= 0; default: the preset's).")
   num_deltas: int = setting(8, "N, deltas sampled per transition.")
-  num_pairs: int = setting(2, "M, (delta1, delta2) pairs per delta.")
+  num_pairs: int = setting(2, "M, (delta1, delta2) pairs per delta.", upper_bound=1024)
   policy_delta: float = setting(0.5, "delta of the greedy policy evaluated during training.")
-  num_grid_deltas: int = setting(8, "K, the quantized delta grid of the exported policies.")
+  num_grid_deltas: int = setting(8, "K, the quantized delta grid of the exported policies.",
+                                 upper_bound=1024)
   learning_rate: Optional[float] = setting(
       None, "Adam step size (default: the preset's; paper: 5e-5 as Dopamine's offline agents).",
       lower_bound=1e-12)
@@ -175,6 +176,9 @@ class OfflineConfig:
         raise ValueError(f"--{name} must be an integer >= 1, got {v!r}")
     if int(self.eval_interval) != self.eval_interval or self.eval_interval < 0:
       raise ValueError(f"--eval_interval must be an integer >= 0, got {self.eval_interval!r}")
+    if self.dataset_dir is None and self.batch_size > self.default_dataset_steps:
+      raise ValueError(f"--batch_size={self.batch_size} is larger than the default dataset "
+                       f"(--default_dataset_steps={self.default_dataset_steps} transitions)")
     if self.alpha is not None and not (np.isfinite(self.alpha) and self.alpha >= 0):
       raise ValueError(f"--alpha must be a finite number >= 0, got {self.alpha!r}")
     presets.validate(self.preset)
@@ -319,6 +323,30 @@ def build_agent(cfg: OfflineConfig, agent: str, store, time_step_spec, action_sp
   return get_agent_spec(agent).build(time_step_spec, action_spec, settings), settings
 
 
+# Memory a train step holds per transition beside the frame store: the batches in flight in
+# the input pipeline and the step's float32 copies, activations and gradients, in stacked
+# uint8 observations, plus the delta-conditioned head's share per sampled delta; and a fixed
+# part (networks, traced steps, the evaluation environment). Peak RSS measured on CPU with
+# the Nature torso: CCVL (N = 8) 29 observations per transition at batch 512-2048, BC 26;
+# CCVL at N = 128, batch 256: 19 KB per delta and transition.
+TRAIN_STEP_OBSERVATIONS = 30
+TRAIN_STEP_BYTES_PER_DELTA = 20_000
+TRAIN_STEP_FIXED_BYTES = 500_000_000
+
+
+def training_reserve(cfg: OfflineConfig, observation_shape):
+  """The frame store's `Reserve` of a run: the memory of training on --batch_size batches of
+  `observation_shape` states, and at least --batch_size transitions in the dataset."""
+  from ccvl_tf.data import frame_store
+  per = (int(np.prod(observation_shape)) * TRAIN_STEP_OBSERVATIONS
+         + cfg.num_deltas * TRAIN_STEP_BYTES_PER_DELTA)
+  return frame_store.Reserve(
+      nbytes=cfg.batch_size * per + TRAIN_STEP_FIXED_BYTES,
+      what=f"--batch_size={cfg.batch_size} (about {per / 1e6:.2f} MB per transition in a "
+           f"train step, --num_deltas={cfg.num_deltas})",
+      min_transitions=cfg.batch_size)
+
+
 def _setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True):
   """The dataset, specs, settings and (fresh) agent of an offline run; shared by run() and
   diagnose(). Returns a dict of them."""
@@ -332,6 +360,8 @@ def _setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True)
   env_factory = lambda seed: atari.AtariEnvironment(cfg.game, seed=seed)
   probe = env_factory(cfg.seed)
   num_actions = probe.num_actions
+  reserve = training_reserve(cfg, probe.observation_spec().shape)
+  reserve.check(None)  # memory for the batches alone: before any data is read or collected
   if cfg.dataset_dir:
     replay_dir = cfg.dataset_dir
   elif collect:
@@ -342,7 +372,7 @@ def _setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True)
   # Progress: the files verified on first use, each checkpoint loaded; remote datasets also
   # what is streamed and whether the local frame-store cache is used.
   store = frame_store.FrameStore.from_replay(replay_dir, cfg.subset, num_actions=num_actions,
-                                             progress=log)
+                                             progress=log, reserve=reserve)
   log(f"Frame store: {store.num_transitions} transitions, {store.num_frames} frames, "
       f"{store.nbytes / 2**20:.1f} MiB ({store.bytes_per_transition:.0f} bytes/transition).")
 

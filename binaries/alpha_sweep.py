@@ -48,6 +48,7 @@ def main(argv):
   try:
     out = alpha_sweep.run(cfg, log=lambda s: print(s, flush=True))
   except (ValueError, FileNotFoundError, MemoryError, training.TrainingStopped,
+          training.WriteFailed,
           compare.UnitFailed) as e:
     sys.exit(f"alpha_sweep.py: error: {e}")
   print(f"Table: {out['paths']['table']}", flush=True)

@@ -44,6 +44,7 @@ def main(argv):
   try:
     compare.run(cfg, log=lambda s: print(s, flush=True))
   except (ValueError, FileNotFoundError, MemoryError, training.TrainingStopped,
+          training.WriteFailed,
           compare.UnitFailed) as e:
     sys.exit(f"compare.py: error: {e}")
 

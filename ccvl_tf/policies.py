@@ -29,6 +29,9 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import os
+import shutil
+import tempfile
 from typing import Optional
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
@@ -516,6 +519,9 @@ def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None) -
   Use this rather than `PolicySaver(policy)` directly: that also saves `distribution()`, and the
   result then needs TFP imported to load.
 
+  A local export is written to a temporary directory beside `directory` and then put in its
+  place: a failed write (disk full) leaves the previous export, if any, and no partial one.
+
   Args:
     policy: any TFPolicy (CCVL policies, possibly wrapped by `epsilon_greedy`).
     directory: output directory (created).
@@ -525,5 +531,25 @@ def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None) -
   from tf_agents.policies import policy_saver  # pylint: disable=g-import-not-at-top
   view = _ActionOnlyPolicy(policy)
   saver = policy_saver.PolicySaver(view, batch_size=None, train_step=train_step)
-  saver.save(directory)
+  if "://" in directory:  # remote (gs://): written in place
+    saver.save(directory)
+    return directory
+  parent, name = os.path.split(os.path.abspath(directory))
+  os.makedirs(parent, exist_ok=True)
+  tmp = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent)
+  old = None
+  try:
+    saver.save(tmp)
+    if os.path.isdir(directory):
+      old = tempfile.mkdtemp(prefix=f".{name}.old-", dir=parent)
+      os.rename(directory, os.path.join(old, name))
+    os.rename(tmp, directory)
+    tmp = None
+  finally:
+    if tmp is not None:
+      shutil.rmtree(tmp, ignore_errors=True)
+      if old is not None and not os.path.exists(directory):  # put the previous export back
+        os.rename(os.path.join(old, name), directory)
+    if old is not None:
+      shutil.rmtree(old, ignore_errors=True)
   return directory

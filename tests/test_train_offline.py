@@ -106,6 +106,55 @@ def test_train_on_testdata_then_resume(tmp_path):
   assert json.loads((root / "summary.json").read_text())["resumed_from"] == 4
 
 
+# Runs train_offline.py with the SaveV2 of checkpoint ckpt-<FULL_AT> failing as a full disk
+# does, after writing its shard into ckpt-<FULL_AT>_temp/ (the fault, injected; the binary is
+# unchanged).
+DISK_FULL = """
+import os, runpy, sys
+sys.path.insert(0, {root!r})
+import ccvl_tf
+from ccvl_tf import quiet
+quiet.quiet_start()
+import tensorflow as tf
+from tensorflow.python.ops import io_ops
+real = io_ops.save_v2
+def save_v2(prefix, *args, **kwargs):
+  out = real(prefix, *args, **kwargs)
+  path = prefix.numpy().decode()
+  if "ckpt-{step}_temp" in path:
+    raise tf.errors.ResourceExhaustedError(
+        None, None, path + "/part-00000-of-00001.data-00000-of-00001.tempstate1; No space left "
+        "on device [Op:SaveV2]")
+  return out
+io_ops.save_v2 = save_v2
+sys.argv = [{bin!r}] + sys.argv[1:]
+runpy.run_path({bin!r}, run_name="__main__")
+"""
+
+
+@pytest.mark.slow
+def test_disk_full_is_one_line_and_the_rerun_resumes_from_the_last_good_checkpoint(tmp_path):
+  root = tmp_path / "run"
+  script = tmp_path / "disk_full.py"
+  script.write_text(DISK_FULL.format(root=ROOT, bin=BIN, step=4))
+  args = [f"--dataset_dir={TESTDATA}", f"--root_dir={root}", "--num_steps=4", *TINY]
+  env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3")
+  r = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
+                     env=env, cwd=tmp_path, timeout=600)
+  assert r.returncode == 1
+  ckpt = root / "checkpoints"
+  assert r.stderr.strip().splitlines() == [
+      f"train_offline.py: error: could not write {ckpt}/ckpt-4: No space left on device "
+      f"[Op:SaveV2]; the last good checkpoint {ckpt}/ckpt-2 is intact: free space (or make the "
+      f"path writable) and rerun the same command to resume from it"], r.stderr[-3000:]
+  assert sorted(os.listdir(ckpt)) == ["checkpoint", "ckpt-2.data-00000-of-00001",
+                                      "ckpt-2.index", "fingerprint.json"]
+  r2 = _run(args, tmp_path)
+  assert r2.returncode == 0, r2.stderr[-3000:]
+  assert f"Resumed from {ckpt}/ckpt-2 (train step 2)" in r2.stdout
+  assert json.loads((root / "summary.json").read_text())["step"] == 4
+
+
 def test_default_dataset_is_collected_once_and_cached(tmp_path):
   root = tmp_path / "run"
   args = [f"--root_dir={root}", "--num_steps=2", "--default_dataset_steps=300", *TINY]

@@ -455,7 +455,8 @@ def _train_references(cfg: OfflineConfig, parts, make_dataset, log) -> Dict[str,
     exports, _ = get_agent_spec(name).policies(agent, parts["time_step_spec"],
                                                parts["action_spec"], held_out, settings)
     policy_dir = os.path.join(root, "policy")
-    policies.export_policy(exports["policy"], policy_dir, train_step=agent.train_step_counter)
+    with training.writing(policy_dir, result["checkpoint"]):
+      policies.export_policy(exports["policy"], policy_dir, train_step=agent.train_step_counter)
     out[display.get(name, name)] = dict(
         policy=exports["policy"], root_dir=root, policy_dir=policy_dir, step=result["step"],
         settings=agent_overrides(cfg, name), last_metrics=result["last_metrics"])
@@ -522,22 +523,26 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
     log(f"Fixed-CCVL delta (lowest held-out Bellman error on the grid): "
         f"{extra['fixed_delta']:.3f}")
   dirs = {}
+  last_good = result["checkpoint"]
   for export_name, policy in exports.items():
     dirs[export_name] = os.path.join(cfg.root_dir, export_name)
-    policies.export_policy(policy, dirs[export_name], train_step=agent.train_step_counter)
+    with training.writing(dirs[export_name], last_good):
+      policies.export_policy(policy, dirs[export_name], train_step=agent.train_step_counter)
   log("Exported SavedModels: " + ", ".join(f"{d} ({n})" for n, d in dirs.items()) + ".")
   policy_dir = dirs["policy"]
   diag = None
   precomputed = {}
   if spec.train_key == "ccvl":
-    diag = _confidence_diagnostics(cfg, agent, store, exports, settings, game, log)
+    with training.writing(os.path.join(cfg.root_dir, "diagnostics"), last_good):
+      diag = _confidence_diagnostics(cfg, agent, store, exports, settings, game, log)
     precomputed["CCVL (adaptive)"] = diag.pop("adaptive_episode_scores")
     extra = dict(extra, diagnostics=diag)
   references = _train_references(cfg, parts, make_dataset, log)
   from ccvl_tf.experiments.offline import demo_report  # pylint: disable=g-import-not-at-top
-  results_table = demo_report.results_table(
-      cfg, game, replay_dir, spec, exports, precomputed, log,
-      references={n: r["policy"] for n, r in references.items()})
+  with training.writing(os.path.join(cfg.root_dir, "results.md"), last_good):
+    results_table = demo_report.results_table(
+        cfg, game, replay_dir, spec, exports, precomputed, log,
+        references={n: r["policy"] for n, r in references.items()})
   summary = dict(game=game, agent=cfg.agent, dataset_dir=replay_dir, subset=cfg.subset,
                  num_transitions=int(store.num_transitions), step=result["step"],
                  resumed_from=result["resumed_from"], last_metrics=result["last_metrics"],
@@ -548,6 +553,9 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
                  references={n: {k: v for k, v in r.items() if k != "policy"}
                              for n, r in references.items()},
                  results_table=results_table, **extra)
-  with open(os.path.join(cfg.root_dir, "summary.json"), "w") as f:
-    json.dump(summary, f, indent=2, default=float)
+  path = os.path.join(cfg.root_dir, "summary.json")
+  with training.writing(path, last_good, [path + ".tmp"]):
+    with open(path + ".tmp", "w") as f:
+      json.dump(summary, f, indent=2, default=float)
+    os.replace(path + ".tmp", path)
   return summary

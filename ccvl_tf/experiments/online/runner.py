@@ -109,12 +109,16 @@ restore_offline = online_start.restore_offline
 
 
 # ---------------------------------------------------------------------------- learner
+def _write_json(path: str, obj, last_good=None) -> None:
+  """`obj` as JSON at `path` (atomic); a failed write is training.WriteFailed naming it."""
+  with training.writing(path, last_good, [path + ".tmp"]):
+    with open(path + ".tmp", "w") as f:
+      json.dump(obj, f, indent=2, default=float)
+    os.replace(path + ".tmp", path)
+
+
 def _write_status(cfg, **status):
-  path = os.path.join(cfg.root_dir, "status.json")
-  tmp = path + ".tmp"
-  with open(tmp, "w") as f:
-    json.dump(status, f, indent=2)
-  os.replace(tmp, path)
+  _write_json(os.path.join(cfg.root_dir, "status.json"), status)
 
 
 class _Runner:
@@ -224,8 +228,10 @@ class _Runner:
     (online_server.LearnerServerLink), so a server lost before or during it ends the run with
     ServerLost naming it. The learner's own checkpoint is written first: after a lost server
     it is the one a restart resumes from."""
-    self.transitions.save()
-    self.manager.save(checkpoint_number=step)
+    with training.writing(self.transitions.path, self.manager.latest_checkpoint,
+                          [self.transitions.path + ".tmp.npz"]):
+      self.transitions.save()
+    training.save_checkpoint(self.manager, step)
     if self.server is not None or self.cfg.reverb_address:
       self.link.checkpoint(step)
 
@@ -382,7 +388,7 @@ class _Runner:
     self.eval_seconds += self.last_eval_seconds
     self.log(f"[eval] step {step} ({self.last_eval_seconds:.0f}s): " + ", ".join(
         f"{k}={v:.4g}" for k, v in sorted(results.items()) if shown_in_log(k)))
-    training.record_evaluation(self.cfg.root_dir, step, results)
+    training.record_evaluation(self.cfg.root_dir, step, results, self.manager.latest_checkpoint)
     return results
 
   def _bounds_report(self, phase: str, step: int) -> Dict[str, float]:
@@ -444,9 +450,11 @@ class _Runner:
     cfg, agent = self.cfg, self.agent
     exports, _ = agent_spec(cfg.agent).policies(agent, self.tss, self.act, None, self.settings)
     dirs = {name: os.path.join(cfg.root_dir, name) for name in exports}
+    last_good = self.manager.latest_checkpoint
     if cfg.export_policies:
       for name, pol in exports.items():
-        policies.export_policy(pol, dirs[name], train_step=agent.train_step_counter)
+        with training.writing(dirs[name], last_good):
+          policies.export_policy(pol, dirs[name], train_step=agent.train_step_counter)
       self.log(f"Exported SavedModels: {', '.join(dirs.values())}.")
     result = dict(game=cfg.game, step=step, start_step=self.start_step,
                   offline_step=int(self.offline_step.numpy()), final_step=self.final_step,
@@ -456,8 +464,7 @@ class _Runner:
                   checkpoint=self.manager.latest_checkpoint,
                   replay_items=self.link.replay_items(step),
                   config=dataclasses.asdict(cfg), policy_dirs=dirs)
-    with open(os.path.join(cfg.root_dir, "summary.json"), "w") as f:
-      json.dump(result, f, indent=2, default=float)
+    _write_json(os.path.join(cfg.root_dir, "summary.json"), result, last_good)
     return result
 
   def _plot_penalty(self) -> None:
@@ -482,8 +489,7 @@ class _Runner:
     self._initialize_checkpointer_and_maybe_resume()
     self._connect_replay()
     config_path = os.path.join(cfg.root_dir, "online_config.json")
-    with open(config_path, "w") as f:
-      json.dump(dataclasses.asdict(cfg), f, indent=2)
+    _write_json(config_path, dataclasses.asdict(cfg), self.manager.latest_checkpoint)
     self.actors = online_actor.ActorProcesses(cfg, self.address, self.log)
     self.train_writer = tf.summary.create_file_writer(
         os.path.join(cfg.root_dir, "summaries", "train"))

@@ -190,9 +190,12 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
 
   @property
   def num_learner_steps(self) -> int:
-    """Learner steps for `num_env_steps` env steps at `samples_per_insert`."""
-    return max(1, int(math.ceil(self.num_env_steps * self.samples_per_insert
-                                / self.online_batch_size)))
+    """About the learner steps of `num_env_steps` env steps: the rate limiter lets the first
+    sample through after `min_replay_size` items, then samples_per_insert / online batch
+    learner steps per env step (an estimate: the run ends when the actors' env steps, counted
+    at the server, reach the budget)."""
+    return max(1, int(math.ceil(max(self.num_env_steps - self.min_replay_size, 0)
+                                * self.samples_per_insert / self.online_batch_size)))
 
   @property
   def offline_agent(self) -> str:

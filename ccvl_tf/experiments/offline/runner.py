@@ -1,3 +1,5 @@
+# Over ~500 lines on purpose: one run's config, its set-up (data, memory limits, learner) and its
+# phases in order; the reports and presets it calls are modules of their own.
 """Offline training on Atari (DQN Replay / Dopamine format): data -> learner -> policy -> eval.
 
 `run(OfflineConfig(...))` is what `binaries/train_offline.py` calls:

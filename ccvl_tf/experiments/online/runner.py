@@ -1,3 +1,6 @@
+# Over ~500 lines on purpose: the learner's phases share one _Runner's state (server link, env-step
+# count, checkpoint manager, evaluation record); the pieces without that state are modules of
+# this package.
 """Online fine-tuning after offline CCVL (paper Sec. "Online Fine-Tuning on Atari", Table 6).
 
 Processes (docs/online.md has the picture and the multi-machine layout):

@@ -31,13 +31,14 @@ def main(argv):
     raise app.UsageError("unexpected arguments: {}".format(" ".join(argv[1:])))
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.ERROR)
+  from ccvl_tf import writes  # pylint: disable=g-import-not-at-top
   try:
     cfg = config_flags.from_flags(ablation.AblationConfig)
     ablation.run(cfg, log=lambda s: print(s, flush=True))
-  except ValueError as e:
+  except (ValueError, writes.WriteFailed) as e:
     sys.exit(f"ablate.py: error: {e}")
   print(f"Table: {cfg.output_dir}/table.md", flush=True)
 
 
 if __name__ == "__main__":
-  app.run(main)
+  config_flags.run(main)

@@ -48,10 +48,11 @@ def main(argv):
   try:
     out = alpha_sweep.run(cfg, log=lambda s: print(s, flush=True))
   except (ValueError, FileNotFoundError, MemoryError, training.TrainingStopped,
+          training.WriteFailed,
           compare.UnitFailed) as e:
     sys.exit(f"alpha_sweep.py: error: {e}")
   print(f"Table: {out['paths']['table']}", flush=True)
 
 
 if __name__ == "__main__":
-  app.run(main)
+  config_flags.run(main)

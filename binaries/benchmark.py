@@ -19,7 +19,6 @@ import ccvl_tf  # noqa: E402,F401  (sets TF_USE_LEGACY_KERAS before TensorFlow l
 from ccvl_tf import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 
-from absl import app  # noqa: E402
 from absl import logging  # noqa: E402
 
 from ccvl_tf import bench  # noqa: E402
@@ -69,4 +68,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  config_flags.run(main)

@@ -73,4 +73,4 @@ def main(argv):
       suffixes, summary["episodes"], cfg.output_dir), flush=True)
 
 if __name__ == "__main__":
-  app.run(main)
+  config_flags.run(main)

@@ -44,9 +44,10 @@ def main(argv):
   try:
     compare.run(cfg, log=lambda s: print(s, flush=True))
   except (ValueError, FileNotFoundError, MemoryError, training.TrainingStopped,
+          training.WriteFailed,
           compare.UnitFailed) as e:
     sys.exit(f"compare.py: error: {e}")
 
 
 if __name__ == "__main__":
-  app.run(main)
+  config_flags.run(main)

@@ -15,7 +15,6 @@ Flags -> EvaluateConfig -> ccvl_tf.experiments.evaluate.run (no algorithm code h
 """
 import sys
 
-from absl import app
 from absl import flags
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
@@ -46,4 +45,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  config_flags.run(main)

@@ -59,9 +59,11 @@ def main(argv):
     if cfg.batch_size % strategy.num_replicas_in_sync:
       raise app.UsageError(f"--batch_size={cfg.batch_size} must be divisible by the "
                            f"{strategy.num_replicas_in_sync} replicas")
+  from ccvl_tf import writes  # pylint: disable=g-import-not-at-top
   try:
     summary = online.run(cfg, log=lambda s: print(s, flush=True), strategy=strategy)
-  except (ValueError, ConnectionError, RuntimeError, FloatingPointError) as e:
+  except (ValueError, ConnectionError, RuntimeError, FloatingPointError,
+          writes.WriteFailed) as e:
     sys.exit(f"finetune_online.py: error: {e}")
   shown = {k: v for k, v in summary["last_eval"].items() if online.shown_in_log(k)}
   print(f"Done: learner step {summary['step']}; evaluation {shown}"
@@ -70,4 +72,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  config_flags.run(main)

@@ -4,7 +4,7 @@
       [--checkpoint_dir=DIR] [--samples_per_insert=8 --min_replay_size=1000 ...]
 
 Holds the 'replay' and 'variables' tables of ccvl_tf.replay with the signatures of --game
-(the rate-limiter flags must match the learner's). With --checkpoint_dir it restores the latest
+(the table flags must match the learner's: a learner refuses a server with others). With --checkpoint_dir it restores the latest
 complete Reverb checkpoint at start, and the learner's checkpoints (client.checkpoint()) are
 written there. Prints "Reverb server at localhost:PORT" once serving, then a one-line security
 note (the port is open on every interface, without authentication); stops on SIGTERM/SIGINT.
@@ -13,7 +13,6 @@ import signal
 import sys
 import threading
 
-from absl import app
 from absl import flags
 from absl import logging
 
@@ -52,4 +51,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  config_flags.run(main)

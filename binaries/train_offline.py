@@ -46,13 +46,14 @@ def main(argv):
   from ccvl_tf import training
   try:
     summary = offline.run(cfg, log=lambda s: print(s, flush=True))
-  except (ValueError, MemoryError, training.TrainingStopped) as e:
+  except (ValueError, MemoryError, training.TrainingStopped, training.WriteFailed) as e:
     # Bad data (names the file), a checkpoint of another run, a NaN loss (names the step and
-    # the last good checkpoint): one clear line, no traceback.
+    # the last good checkpoint), a failed write (names the path and the last good
+    # checkpoint): one clear line, no traceback.
     sys.exit(f"train_offline.py: error: {e}")
   print(f"Done: {summary['step']} steps; last evaluation {summary['last_eval']}; "
         f"policies in {', '.join(summary['exported_policies'].values())}.", flush=True)
 
 
 if __name__ == "__main__":
-  app.run(main)
+  config_flags.run(main)

@@ -12,14 +12,22 @@ made a flag by the subclass's `FLAG_SPECS = {name: FlagSpec(...)}` (a ClassVar).
 without either (or with `setting(..., flag=False)`) are not flags. The type of a
 flag is the field's annotation (Optional[X] -> X): int, float, bool, str; `kind="list"` is a
 comma-separated list flag (absl DEFINE_list) and `kind="csv"` a plain string flag whose default
-is the joined default sequence and whose value `parse` turns into the field's value.
+is the joined default sequence and whose value `parse` turns into the field's value. Float
+flags refuse inf and nan at start-up (`define_finite_float`), bounds or not.
+
+`run(main)` is absl's `app.run(main)` with usage errors (`app.UsageError` raised by `main`) as
+one line, last, instead of after the whole help text.
 """
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
+import sys
 import typing
 from typing import Callable, Optional, Sequence
 
+from absl import app
 from absl import flags
 
 # Flags defined through this module belong to the binary that calls define() (its --helpshort).
@@ -40,6 +48,44 @@ class FlagSpec:
   kind: Optional[str] = None               # None (from the annotation), 'list' or 'csv'
   parse: Optional[Callable[[object], object]] = None  # flag value -> field value
   required: bool = False                   # absl's required=True: the flag must be given
+
+
+class _FiniteFloatParser(flags.FloatParser):
+  """absl's float parser that also refuses inf and nan (absl's bounds let inf beyond a lower
+  bound, and nan past any bound)."""
+
+  def __init__(self, lower_bound=None, upper_bound=None):
+    super().__init__(lower_bound, upper_bound)
+    self.syntactic_help = "a finite " + self.syntactic_help.removeprefix("a ")
+
+  def is_outside_bounds(self, val) -> bool:
+    return not math.isfinite(val) or super().is_outside_bounds(val)
+
+
+def define_finite_float(name: str, default, help: str, lower_bound=None,  # pylint: disable=redefined-builtin
+                        upper_bound=None, flag_values=None, required: bool = False):
+  """flags.DEFINE_float whose value must also be finite (a default of None stays allowed)."""
+  fv = flags.FLAGS if flag_values is None else flag_values
+  parser = _FiniteFloatParser(lower_bound, upper_bound)
+  holder = flags.DEFINE(parser, name, default, help, fv, flags.ArgumentSerializer(),
+                        required=required)
+  flags.register_validator(
+      name, lambda v: v is None or not parser.is_outside_bounds(v),
+      message=f"--{name} must be {parser.syntactic_help}", flag_values=fv)
+  return holder
+
+
+def run(main: Callable) -> None:
+  """app.run(main); an app.UsageError from `main` prints one line, '<binary>: error:
+  <message> (--helpshort lists the flags)', and exits with its exit code."""
+  def short_usage_errors(argv):
+    try:
+      return main(argv)
+    except app.UsageError as e:
+      prog = os.path.basename(sys.argv[0])
+      print(f"{prog}: error: {e} (--helpshort lists the flags)", file=sys.stderr, flush=True)
+      sys.exit(e.exitcode)
+  app.run(short_usage_errors)
 
 
 def setting(default=dataclasses.MISSING, help: str = "", *,  # pylint: disable=redefined-builtin
@@ -101,7 +147,7 @@ def define(cls, names: Optional[Sequence[str]] = None, flag_values=None) -> None
     elif kind is int:
       flags.DEFINE_integer(f.name, default, spec.help, **common, **bounds)
     elif kind is float:
-      flags.DEFINE_float(f.name, default, spec.help, **common, **bounds)
+      define_finite_float(f.name, default, spec.help, **common, **bounds)
     else:
       raise TypeError(f"{cls.__name__}.{f.name}: no flag type for {kind!r}; give kind=")
 

@@ -325,8 +325,9 @@ class CompiledPolicy:
 # ------------------------------------------------------------------------------ loading policies
 def check_saved_model_dir(policy_dir: str) -> None:
   """Raises ValueError unless `policy_dir` is a directory holding a SavedModel (no TF import)."""
-  if not os.path.isdir(policy_dir):
-    raise ValueError(f"--policy_dir {policy_dir!r} is not a directory")
+  from ccvl_tf import training  # pylint: disable=g-import-not-at-top
+  training.check_input_dir(policy_dir, "--policy_dir", "an exported policy's SavedModel "
+                           "directory")
   if not (os.path.exists(os.path.join(policy_dir, "saved_model.pb"))
           or os.path.exists(os.path.join(policy_dir, "saved_model.pbtxt"))):
     raise ValueError(

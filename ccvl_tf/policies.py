@@ -29,6 +29,9 @@ from __future__ import annotations
 
 import collections
 import collections.abc
+import os
+import shutil
+import tempfile
 from typing import Optional
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
@@ -473,16 +476,29 @@ def epsilon_greedy(policy: tf_policy.TFPolicy, epsilon: float = 0.001,
 
 
 class _ActionOnlyPolicy(tf_policy.TFPolicy):
-  """Export view of a policy: `action` and `get_initial_state` only.
+  """Export view of a policy: `action` and `get_initial_state` only, as TF-Agents' loaders
+  call them.
 
   PolicySaver also serializes `distribution()`, whose output is a TFP distribution; loading such
   a SavedModel requires TFP to be imported (its type spec must be registered), so a process that
   imports only TensorFlow could not load it. This view makes `distribution()` unserializable
   (PolicySaver then stores a stub that raises when called), so the SavedModel loads anywhere.
+
+  `action` takes an observation of any shape (the saved signature's observation has no fixed
+  shape) and checks it against the policy's observation spec, so a wrong shape is an error
+  naming that spec instead of a failed signature match. A policy state of batch size 0 (what
+  TF-Agents' `SavedModelPyTFEagerPolicy.get_initial_state()` returns without a batch size, and
+  `PyDriver` passes on an unbatched environment) is replaced by the initial state of the time
+  step's batch; a state of another batch size than the time step's is an error.
   """
 
   def __init__(self, policy: tf_policy.TFPolicy):
-    super().__init__(policy.time_step_spec, policy.action_spec, policy.policy_state_spec,
+    observation = policy.time_step_spec.observation
+    time_step_spec = policy.time_step_spec
+    if isinstance(observation, tf.TensorSpec):
+      time_step_spec = time_step_spec._replace(
+          observation=tf.TensorSpec(None, observation.dtype, observation.name))
+    super().__init__(time_step_spec, policy.action_spec, policy.policy_state_spec,
                      policy.info_spec, automatic_state_reset=False,
                      name=(policy.name or "policy") + "_export")
     self._policy = policy
@@ -493,7 +509,44 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
   def _get_initial_state(self, batch_size):
     return self._policy.get_initial_state(batch_size)
 
+  def _checked_observation(self, observation):
+    """`observation` with the policy's static shape, after checking it at run time."""
+    spec = self._policy.time_step_spec.observation
+    if not isinstance(spec, tf.TensorSpec):
+      return observation
+    want = spec.shape.as_list()
+    got = tf.shape(observation)
+    padded = tf.concat([got, tf.zeros([len(want) + 1], tf.int32)], 0)[1:len(want) + 1]
+    ok = tf.logical_and(tf.equal(tf.size(got), len(want) + 1),
+                        tf.reduce_all(tf.equal(padded, want)))
+    check = tf.debugging.Assert(ok, [
+        f"the observation must be {spec.dtype.name} [batch, {', '.join(map(str, want))}] "
+        f"(the time_step_spec.observation of the policy, policy_specs.pbtxt); got shape", got],
+        summarize=16)
+    # Under tf.cond: a caller that knows the wrong shape statically (TF-Agents' loaders trace
+    # with the actual shapes) would otherwise fail at ensure_shape before the check runs.
+    with tf.control_dependencies([check]):
+      return tf.cond(ok, lambda: tf.ensure_shape(observation, [None] + want),
+                     lambda: tf.zeros([0] + want, spec.dtype))
+
+  def _state_for(self, time_step, policy_state):
+    """`policy_state`, or the initial state of the time step's batch when its batch is 0."""
+    batch = tf.shape(time_step.step_type)[0]
+    given = tf.shape(tf.nest.flatten(policy_state)[0])[0]
+    check = tf.debugging.Assert(
+        tf.logical_or(tf.equal(given, 0), tf.equal(given, batch)),
+        ["the policy state has batch size", given, "but the time step has", batch,
+         "; pass get_initial_state(batch_size=<the time step's batch size>)"])
+    initial = self._policy.get_initial_state(batch)
+    with tf.control_dependencies([check]):
+      # [given + batch] rows, the first `batch` of them: the state, or the initial one.
+      return tf.nest.map_structure(lambda s, i: tf.concat([s, i], 0)[:batch], policy_state,
+                                   initial)
+
   def _action(self, time_step, policy_state, seed):
+    time_step = time_step._replace(observation=self._checked_observation(time_step.observation))
+    if tf.nest.flatten(policy_state):
+      policy_state = self._state_for(time_step, policy_state)
     return self._policy.action(time_step, policy_state, seed=seed)
 
   def _distribution(self, time_step, policy_state):
@@ -516,6 +569,9 @@ def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None) -
   Use this rather than `PolicySaver(policy)` directly: that also saves `distribution()`, and the
   result then needs TFP imported to load.
 
+  A local export is written to a temporary directory beside `directory` and then put in its
+  place: a failed write (disk full) leaves the previous export, if any, and no partial one.
+
   Args:
     policy: any TFPolicy (CCVL policies, possibly wrapped by `epsilon_greedy`).
     directory: output directory (created).
@@ -525,5 +581,36 @@ def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None) -
   from tf_agents.policies import policy_saver  # pylint: disable=g-import-not-at-top
   view = _ActionOnlyPolicy(policy)
   saver = policy_saver.PolicySaver(view, batch_size=None, train_step=train_step)
-  saver.save(directory)
+  if "://" in directory:  # remote (gs://): written in place
+    _save(saver, policy, directory)
+    return directory
+  parent, name = os.path.split(os.path.abspath(directory))
+  os.makedirs(parent, exist_ok=True)
+  tmp = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent)
+  old = None
+  try:
+    _save(saver, policy, tmp)
+    if os.path.isdir(directory):
+      old = tempfile.mkdtemp(prefix=f".{name}.old-", dir=parent)
+      os.rename(directory, os.path.join(old, name))
+    os.rename(tmp, directory)
+    tmp = None
+  finally:
+    if tmp is not None:
+      shutil.rmtree(tmp, ignore_errors=True)
+      if old is not None and not os.path.exists(directory):  # put the previous export back
+        os.rename(os.path.join(old, name), directory)
+    if old is not None:
+      shutil.rmtree(old, ignore_errors=True)
   return directory
+
+
+def _save(saver, policy: tf_policy.TFPolicy, directory: str) -> None:
+  """saver.save(directory), then policy_specs.pbtxt with the policy's own specs (the export
+  view's observation has no fixed shape; TF-Agents' loaders read the real one from there)."""
+  from tf_agents.policies import policy_saver  # pylint: disable=g-import-not-at-top
+  saver.save(directory)
+  tensor_spec.to_pbtxt_file(
+      os.path.join(directory, policy_saver.POLICY_SPECS_PBTXT),
+      {"collect_data_spec": policy.collect_data_spec,
+       "policy_state_spec": policy.policy_state_spec})

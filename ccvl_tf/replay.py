@@ -85,6 +85,42 @@ def make_tables(replay_signature, variable_signature, *, max_size: int, min_size
   return [replay, variables]
 
 
+def table_settings(*, max_size: int, min_size: int, samples_per_insert: float,
+                   batch_size: int) -> Dict[str, float]:
+  """What `make_tables` gives the 'replay' table, as a server reports it (`server_settings`):
+  capacity, and the rate limiter's samples per insert, min size and sample/insert bounds."""
+  offset = float(samples_per_insert) * int(min_size)
+  buffer = error_buffer(samples_per_insert, min_size, batch_size)
+  return {"max_size": float(max_size), "samples_per_insert": float(samples_per_insert),
+          "min_size_to_sample": float(min_size), "min_diff": offset - buffer,
+          "max_diff": offset + buffer}
+
+
+def server_settings(table_info) -> Dict[str, float]:
+  """The settings of a table as its server reports them (`client.server_info()[name]`), under
+  the keys of `table_settings`."""
+  limiter = table_info.rate_limiter_info
+  return {"max_size": float(table_info.max_size),
+          "samples_per_insert": float(limiter.samples_per_insert),
+          "min_size_to_sample": float(limiter.min_size_to_sample),
+          "min_diff": float(limiter.min_diff), "max_diff": float(limiter.max_diff)}
+
+
+def setting_differences(table_info, expected: Dict[str, float], signature=None) -> Dict:
+  """{key: (the server's value, the expected one)} of the settings that differ (`expected`:
+  `table_settings`), and 'signature' when the item signature's shapes or dtypes differ from
+  `signature`'s."""
+  got = server_settings(table_info)
+  out = {k: (got[k], v) for k, v in expected.items()
+         if not np.isclose(got[k], v, rtol=1e-9, atol=1e-9)}
+  if signature is not None:
+    flat = lambda nest: [(tuple(s.shape.as_list()), s.dtype.name)  # noqa: E731
+                         for s in tf.nest.flatten(nest)]
+    if table_info.signature is None or flat(table_info.signature) != flat(signature):
+      out["signature"] = (table_info.signature, signature)
+  return out
+
+
 def security_note(port: int) -> str:
   """What anyone who can reach a Reverb port can do (printed by binaries/reverb_server.py)."""
   return (f"Note: this Reverb server listens on every network interface ([::]:{port}) with no "

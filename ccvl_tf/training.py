@@ -37,6 +37,12 @@ Checkpoint fallback: if the latest checkpoint cannot be restored (truncated or m
 file, garbage index), the newest intact older one is restored instead and the skipped ones are
 named in the log; only when none restores is there an error, which lists every checkpoint and
 why it failed.
+
+Failed writes (disk full, a path that cannot be written): every file the loop writes goes
+through `ccvl_tf.writes` (`writing`, `save_checkpoint`), which raises `WriteFailed` naming the
+path and the last good checkpoint, after removing what the failed write left (a checkpoint's
+`ckpt-N_temp/` folder and partial `ckpt-N.*` files, `*.tmp` files). The checkpoints written
+before are untouched, so the same command resumes from the last good one once there is space.
 """
 from __future__ import annotations
 
@@ -52,6 +58,13 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import numpy as np
 import tensorflow as tf
+
+from ccvl_tf import writes
+
+# Failed writes (module docstring); their names as callers know them.
+WriteFailed = writes.WriteFailed
+writing = writes.writing
+save_checkpoint = writes.save_checkpoint
 
 
 class TrainingStopped(RuntimeError):
@@ -120,6 +133,19 @@ def check_output_dir(path: str, flag: str = "--root_dir") -> None:
     raise ValueError(f"{flag} {path}: {probe} is not writable")
 
 
+def check_input_dir(path: str, flag: str, expected: str = "") -> None:
+  """ValueError naming `flag` unless `path` is an existing local directory; the message says
+  whether it is missing or a file (`expected`: what the directory should hold)."""
+  hint = f" (expected {expected})" if expected else ""
+  if not path:
+    raise ValueError(f"{flag} must be a directory path{hint}, got {path!r}")
+  if os.path.isdir(path):
+    return
+  if os.path.exists(path):
+    raise ValueError(f"{flag} {path} is a file, not a directory{hint}")
+  raise ValueError(f"{flag} {path} does not exist{hint}")
+
+
 def _scalars(metrics: Dict) -> Dict[str, float]:
   out = {}
   for k, v in metrics.items():
@@ -140,21 +166,23 @@ EVAL_RECORD = "evals.json"
 FINGERPRINT = "fingerprint.json"
 
 
-def _write_json_atomic(path: str, obj) -> None:
-  with open(path + ".tmp", "w") as f:
-    json.dump(obj, f, indent=1, sort_keys=True, default=float)
-  os.replace(path + ".tmp", path)
+def _write_json_atomic(path: str, obj, last_good: Optional[str] = None) -> None:
+  with writing(path, last_good, [path + ".tmp"]):
+    with open(path + ".tmp", "w") as f:
+      json.dump(obj, f, indent=1, sort_keys=True, default=float)
+    os.replace(path + ".tmp", path)
 
 
-def record_evaluation(root_dir: str, step: int, results: Mapping[str, float]) -> None:
+def record_evaluation(root_dir: str, step: int, results: Mapping[str, float],
+                      last_good: Optional[str] = None) -> None:
   """Stores `results` of `step` in the run's evaluation record (evals.json, atomic), then
   rewrites eval.csv from the record: one row per evaluated step, whatever was rerun. The
   online fine-tuning runner uses it for its end-of-run evaluation; the offline loop below
-  keeps its rows the same way."""
+  keeps its rows the same way. `last_good`: the checkpoint a WriteFailed names."""
   record = load_eval_record(root_dir)
   record["evals"][str(int(step))] = {k: float(v) for k, v in results.items()}
-  _write_json_atomic(os.path.join(root_dir, EVAL_RECORD), record)
-  _write_eval_csv(os.path.join(root_dir, "eval.csv"), record["evals"])
+  _write_json_atomic(os.path.join(root_dir, EVAL_RECORD), record, last_good)
+  _write_eval_csv(os.path.join(root_dir, "eval.csv"), record["evals"], last_good)
 
 
 def recorded_evaluation(root_dir: str, step: int) -> Optional[Dict[str, float]]:
@@ -179,15 +207,17 @@ def load_eval_record(root_dir: str) -> Dict[str, object]:
   return record
 
 
-def _write_eval_csv(path: str, evals: Mapping[str, Mapping[str, float]]) -> None:
+def _write_eval_csv(path: str, evals: Mapping[str, Mapping[str, float]],
+                    last_good: Optional[str] = None) -> None:
   """eval.csv from the record: one row per evaluated step, in step order (atomic rewrite)."""
   keys = sorted({k for r in evals.values() for k in r})
-  with open(path + ".tmp", "w", newline="") as f:
-    w = csv.writer(f)
-    w.writerow(["step"] + keys)
-    for step in sorted(evals, key=int):
-      w.writerow([int(step)] + [evals[step].get(k, "") for k in keys])
-  os.replace(path + ".tmp", path)
+  with writing(path, last_good, [path + ".tmp"]):
+    with open(path + ".tmp", "w", newline="") as f:
+      w = csv.writer(f)
+      w.writerow(["step"] + keys)
+      for step in sorted(evals, key=int):
+        w.writerow([int(step)] + [evals[step].get(k, "") for k in keys])
+    os.replace(path + ".tmp", path)
 
 
 def restore_or_initialize(learner, checkpoint_dir: str, keep: int = 3, log=print):
@@ -241,7 +271,8 @@ def check_fingerprint(checkpoint_dir: str, fingerprint: Optional[Mapping[str, ob
   keeps the stored fingerprint)."""
   if fingerprint is None:
     return
-  os.makedirs(checkpoint_dir, exist_ok=True)
+  with writing(checkpoint_dir):
+    os.makedirs(checkpoint_dir, exist_ok=True)
   path = os.path.join(checkpoint_dir, FINGERPRINT)
   fingerprint = json.loads(json.dumps(dict(fingerprint), sort_keys=True, default=str))
   if not os.path.exists(path):
@@ -271,14 +302,18 @@ class _Loop:
     self.learner, self.cfg, self.manager, self.evaluate, self.log = (
         learner, cfg, manager, evaluate, log)
     self.start = int(learner.train_step_counter.numpy())
-    self.train_writer = tf.summary.create_file_writer(
-        os.path.join(cfg.root_dir, "summaries", "train"))
-    self.eval_writer = tf.summary.create_file_writer(
-        os.path.join(cfg.root_dir, "summaries", "eval"))
+    self.summaries = os.path.join(cfg.root_dir, "summaries")
+    with self.writing(self.summaries):
+      self.train_writer = tf.summary.create_file_writer(os.path.join(self.summaries, "train"))
+      self.eval_writer = tf.summary.create_file_writer(os.path.join(self.summaries, "eval"))
     self.eval_csv = os.path.join(cfg.root_dir, "eval.csv")
     self.record = load_eval_record(cfg.root_dir)
     self.evals = self.record["evals"]
     self.last_metrics: Dict[str, float] = dict(self.record["last_metrics"])
+
+  def writing(self, path: str, leftovers: Sequence[str] = ()):
+    """`writing` of `path`, naming the manager's latest checkpoint."""
+    return writing(path, self.manager.latest_checkpoint, leftovers)
 
   def latest_eval(self) -> Dict[str, float]:
     return dict(self.evals[max(self.evals, key=int)]) if self.evals else {}
@@ -298,12 +333,14 @@ class _Loop:
     t = time.time()
     results = {k: float(v) for k, v in dict(self.evaluate(step)).items()}
     self.evals[str(step)] = results
-    _write_json_atomic(os.path.join(self.cfg.root_dir, EVAL_RECORD), self.record)  # durable first
-    _write_eval_csv(self.eval_csv, self.evals)
-    with self.eval_writer.as_default():
+    last_good = self.manager.latest_checkpoint
+    _write_json_atomic(os.path.join(self.cfg.root_dir, EVAL_RECORD), self.record,
+                       last_good)  # durable first
+    _write_eval_csv(self.eval_csv, self.evals, last_good)
+    with self.writing(self.summaries), self.eval_writer.as_default():
       for k, v in results.items():
         tf.summary.scalar(k, v, step=step)
-    self.eval_writer.flush()
+      self.eval_writer.flush()
     self.log(f"[eval] step {step}: "
              + ", ".join(f"{k}={v:.4g}" for k, v in sorted(results.items()))
              + f"  ({time.time() - t:.1f}s)")
@@ -315,7 +352,7 @@ class _Loop:
     if step % cfg.summary_interval == 0 or step % cfg.log_interval == 0 or step == cfg.num_steps:
       self.last_metrics = _scalars(metrics)
     if step % cfg.summary_interval == 0:
-      with self.train_writer.as_default():
+      with self.writing(self.summaries), self.train_writer.as_default():
         for k, v in self.last_metrics.items():
           tf.summary.scalar(k, v, step=step)
         tf.summary.scalar("steps_per_sec", (step - self.start) / max(time.time() - t0, 1e-9),
@@ -337,8 +374,9 @@ class _Loop:
         self.is_eval_step(step) and self.evaluate is not None):
       if step == cfg.num_steps:
         self.record["last_metrics"] = dict(self.last_metrics)
-        _write_json_atomic(os.path.join(cfg.root_dir, EVAL_RECORD), self.record)
-      self.manager.save(checkpoint_number=step)
+        _write_json_atomic(os.path.join(cfg.root_dir, EVAL_RECORD), self.record,
+                           self.manager.latest_checkpoint)
+      save_checkpoint(self.manager, step)
 
   def run_train_phase(self, make_dataset: Callable[[int], Iterable[Dict]]) -> int:
     """Steps from `start` to cfg.num_steps on make_dataset(start); returns the last step."""
@@ -388,13 +426,18 @@ def train(learner, make_dataset: Callable[[int], Iterable[Dict]], cfg: LoopConfi
 
   Raises:
     TrainingStopped: on a non-finite loss (the last good checkpoint is kept).
+    WriteFailed: a file could not be written (disk full, ...); names it and the last good
+      checkpoint, which is kept.
   """
   cfg.validate()
-  os.makedirs(cfg.root_dir, exist_ok=True)
+  with writing(cfg.root_dir):
+    os.makedirs(cfg.root_dir, exist_ok=True)
   ckpt_dir = os.path.join(cfg.root_dir, "checkpoints")
   check_fingerprint(ckpt_dir, fingerprint, allow_config_change, log)
   manager = restore_or_initialize(learner, ckpt_dir, cfg.keep_checkpoints, log)
   loop = _Loop(learner, cfg, manager, evaluate, log)
+  if loop.evals:  # eval.csv from the record: a run stopped by a failed write left it behind
+    _write_eval_csv(loop.eval_csv, loop.evals, manager.latest_checkpoint)
   start = loop.start
   # An evaluation that a kill interrupted: its checkpoint is the one just restored.
   if start > 0 and (loop.is_eval_step(start) or start >= cfg.num_steps):
@@ -404,7 +447,9 @@ def train(learner, make_dataset: Callable[[int], Iterable[Dict]], cfg: LoopConfi
     return loop.result(start)
   log(f"Training from step {start} to {cfg.num_steps}.")
   step = loop.run_train_phase(make_dataset)
-  loop.train_writer.flush()
+  with loop.writing(loop.summaries):
+    loop.train_writer.flush()
   loop.run_eval(step)
-  loop.eval_writer.flush()
+  with loop.writing(loop.summaries):
+    loop.eval_writer.flush()
   return loop.result(step)

@@ -3,3 +3,12 @@ import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# The local cache (frame stores, verified replay files) of the test session, not the user's.
+import atexit  # noqa: E402
+import shutil  # noqa: E402
+import tempfile  # noqa: E402
+
+_CACHE = tempfile.mkdtemp(prefix="ccvl-test-cache-")
+os.environ["CCVL_CACHE_DIR"] = _CACHE
+atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)

@@ -160,7 +160,7 @@ def test_evaluate_bad_inputs_fail_fast(tmp_path):
     evaluate.run(_config(three_actions, "gridworld", out, episodes=0))
   with pytest.raises(ValueError, match="--seeds must be an integer >= 1"):
     evaluate.run(_config(three_actions, "gridworld", out, episodes=1, seeds=0))
-  with pytest.raises(ValueError, match="not a directory"):
+  with pytest.raises(ValueError, match="--policy_dir .*nope does not exist"):
     evaluate.run(_config(tmp_path / "nope", "gridworld", out, episodes=1))
   with pytest.raises(ValueError, match="--data_dir gives MinAtar reference scores"):
     evaluate.run(_config(three_actions, "Pong", out, episodes=1, data_dir=str(tmp_path)))

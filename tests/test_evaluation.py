@@ -214,8 +214,11 @@ def test_plain_policy_saver_export_also_loads_for_evaluation(tmp_path):
 
 
 def test_load_saved_policy_errors(tmp_path):
-  with pytest.raises(ValueError, match="not a directory"):
+  with pytest.raises(ValueError, match="--policy_dir .*missing does not exist"):
     evaluation.load_saved_policy(str(tmp_path / "missing"))
+  (tmp_path / "a_file").write_text("x")
+  with pytest.raises(ValueError, match="--policy_dir .*a_file is a file, not a directory"):
+    evaluation.load_saved_policy(str(tmp_path / "a_file"))
   (tmp_path / "empty").mkdir()
   with pytest.raises(ValueError, match="not a SavedModel directory"):
     evaluation.load_saved_policy(str(tmp_path / "empty"))

@@ -89,8 +89,9 @@ def test_missing_offline_run_says_how_to_make_it(tmp_path):
 
 def test_minatar_offline_runs_fine_tune_end_to_end(tmp_path):
   """A tiny MinAtar Breakout dataset (120 steps), compare.py's CQL and CCVL offline runs (3
-  steps), then finetune_minatar.py: the three agents, 64 online env steps each (16 learner
-  steps at SPI 8 / batch 32), evaluated at the offline step, step +8 and the end."""
+  steps), then finetune_minatar.py: the three agents, 96 online env steps each counted at the
+  server (about (96 - 32) x SPI 8 / batch 32 = 16 learner steps, the budget checked at every
+  weight push, every 10 steps), evaluated at the offline step, step +8 and the end."""
   from ccvl_tf.data import minatar_datasets as md  # pylint: disable=g-import-not-at-top
   data = str(tmp_path / "minatar")
   md.build_all(data, ["Breakout"], num_steps=120, game_steps={}, seed=0, num_checkpoints=3,
@@ -120,7 +121,7 @@ def test_minatar_offline_runs_fine_tune_end_to_end(tmp_path):
   out = str(tmp_path / "ft")
   finetune = [sys.executable, os.path.join(ROOT, "binaries", "finetune_minatar.py"),
               f"--compare_dir={cmp_dir}", f"--data_dir={data}", f"--output_dir={out}",
-              "--games=Breakout", "--seeds=0", "--num_env_steps=64", "--eval_interval=8",
+              "--games=Breakout", "--seeds=0", "--num_env_steps=96", "--eval_interval=8",
               "--eval_episodes=1", "--eval_max_steps=20", "--min_replay_size=32",
               "--bootstrap_reps=100"]
   r = subprocess.run(finetune, capture_output=True, text=True, env=env, cwd=ROOT, timeout=900)
@@ -128,42 +129,47 @@ def test_minatar_offline_runs_fine_tune_end_to_end(tmp_path):
   for method in ("cql", "ccvl_lower", "ccvl"):
     root = os.path.join(out, "runs", method, "Breakout", "seed_0")
     summary = json.load(open(os.path.join(root, "summary.json")))
-    assert summary["offline_step"] == 3 and summary["step"] == summary["final_step"] == 19
+    last = summary["step"]
+    assert summary["offline_step"] == 3 and last == summary["final_step"] and last % 10 == 0
     evals = training.load_eval_record(root)["evals"]
-    assert sorted(evals, key=int) == ["3", "11", "19"], (method, evals.keys())
-    assert [evals[s]["online_env_steps"] for s in ("3", "11", "19")] == [0.0, 32.0, 64.0]
-    final = evals["19"]
+    steps = ["3"] + [str(s) for s in range(11, last, 8)] + [str(last)]  # --eval_interval=8
+    assert sorted(evals, key=int) == steps, (method, evals.keys())
+    env_steps = [evals[s]["online_env_steps"] for s in steps]
+    assert env_steps[0] == 0.0 and 32 <= env_steps[1], env_steps
+    assert env_steps == sorted(env_steps) and 96 <= env_steps[-1], env_steps
+    assert env_steps[-1] == summary["online_env_steps"] <= summary["throughput"]["replay/inserts"]
+    final = evals[str(last)]
     assert {"lower_mean_score", "tight/mc_return", "tight/lower_holds@0.5"} <= set(final)
     assert ("adaptive_mean_score" in final) == (method != "cql")
     assert ("bounds_mean_score" in final) == (method == "ccvl")
     assert ("tight/upper_holds@0.5" in final) == (method == "ccvl")
     assert 0.0 <= final["tight/lower_holds@0.5"] <= 1.0
     tp = summary["throughput"]
-    assert tp["learner_steps"] == 16 and tp["replay/inserts"] >= 32
+    assert tp["learner_steps"] == last - 3 and tp["replay/inserts"] >= 96
     assert "actors/actor_env_steps_per_s" in tp  # counters: test_online_eval.py
     # The penalty diagnostic at every evaluation (issue 24): the bounds against Monte-Carlo
     # returns from the offline start on; for CCVL the weight on offline states (the suite's
-    # sample) and, after the start, on the 8 x 32 online rows trained on since the previous
-    # evaluation; |D| = the offline transitions + one per online env step (32 rows / SPI 8
-    # per learner step).
-    for step in ("3", "11", "19"):
+    # sample) and, after the start, on the online rows trained on since the previous
+    # evaluation; |D| = the offline transitions + the online rows trained on / SPI (32 rows /
+    # SPI 8 per learner step).
+    for step in steps:
       assert "tight/lower_minus_mc@0.5" in evals[step]
       assert ("penalty/lower_weight_offline" in evals[step]) == (method != "cql")
       assert ("penalty/upper_weight_offline" in evals[step]) == (method == "ccvl")
     if method != "cql":
       assert "penalty/lower_weight_new" not in evals["3"]
-      for step in ("11", "19"):
-        assert evals[step]["penalty/new_states"] == 256.0
+      for before, step in zip(steps, steps[1:]):
+        assert evals[step]["penalty/new_states"] == (int(step) - int(before)) * 32
         assert evals[step]["penalty/lower_weight_new"] > 0
         assert evals[step]["penalty/lower_dataset_size"] == (
-            offline["num_transitions"] + evals[step]["online_env_steps"])
+            offline["num_transitions"] + (int(step) - 3) * 32 / 8)
       assert os.path.exists(os.path.join(root, "penalty.png"))
   table = open(os.path.join(out, "table.md")).read()
   for label in ("CQL", "CCVL (lower bound only)", "CCVL (bounds)"):
     assert f"| {label} | 1 | " in table
   assert os.path.exists(os.path.join(out, "score_vs_steps.png"))
   assert os.path.exists(os.path.join(out, "penalty_vs_steps.png"))
-  assert "| Breakout | CCVL (bounds) | 64 | " in table           # the penalty per evaluation
+  assert "| Breakout | CCVL (bounds) | 0 | " in table           # the penalty per evaluation
   _check_online_counts_restore(out, offline)
   # A rerun skips the finished runs.
   r = subprocess.run(finetune, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
@@ -172,9 +178,10 @@ def test_minatar_offline_runs_fine_tune_end_to_end(tmp_path):
 
 def _check_online_counts_restore(out, offline):
   """The CCVL run's learner rebuilt in process (online.py's phases up to the restore): its
-  checkpoint at the end resumes with the online counts (n_on = 64 online env steps: |D| =
-  offline + 64, for both bounds); a fresh root with --online_counts=offline restores the
-  offline checkpoint and keeps the offline rule (no online variables, |D| offline)."""
+  checkpoint at the end resumes with the online counts (n_on = the rows trained on / SPI:
+  |D| = offline + n_on, for both bounds) and the actors' env steps; a fresh root with
+  --online_counts=offline restores the offline checkpoint and keeps the offline rule (no
+  online variables, |D| offline)."""
   import dataclasses  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from ccvl_tf.experiments.online import runner as online  # pylint: disable=g-import-not-at-top
@@ -188,10 +195,13 @@ def _check_online_counts_restore(out, offline):
     runner._initialize_checkpointer_and_maybe_resume()  # pylint: disable=protected-access
     return runner
   resumed = learner(cfg)
-  assert resumed.start_step == 19
+  summary = json.load(open(os.path.join(root, "summary.json")))
+  assert resumed.start_step == summary["step"]
+  assert int(resumed.env_steps.numpy()) == summary["online_env_steps"]
+  n_on = (summary["step"] - 3) * 32 / 8
   for bound in (resumed.agent.lower, resumed.agent.upper):
-    assert bound.counts.online and float(bound.counts.online_size.numpy()) == 64.0
-    assert float(bound.counts.total_size().numpy()) == offline["num_transitions"] + 64
+    assert bound.counts.online and float(bound.counts.online_size.numpy()) == n_on
+    assert float(bound.counts.total_size().numpy()) == offline["num_transitions"] + n_on
   fresh = learner(dataclasses.replace(cfg, root_dir=os.path.join(out, "fresh"),
                                       online_counts="offline"))
   assert fresh.start_step == 3 and not fresh.agent.lower.counts.online

@@ -144,3 +144,41 @@ def test_data_benchmark_small_run():
   assert 3.5e9 < out["store_500k_frames_bytes"] < 3.6e9
   json_safe = __import__("json").dumps(out)
   assert "stacked_transitions_per_s" in json_safe
+
+
+def _no_frames_read(monkeypatch):
+  from ccvl_tf.data import replay_plan
+
+  def refuse(self, dst):
+    raise AssertionError("frames were read before the checks")
+
+  monkeypatch.setattr(replay_plan.Chunk, "read_frames_into", refuse)
+
+
+def test_reserve_refuses_a_batch_larger_than_the_dataset_before_reading_frames(
+    two_ckpts, monkeypatch):
+  from ccvl_tf.data import frame_store
+  _no_frames_read(monkeypatch)
+  n = len(A_EXPECTED) + len(B_EXPECTED)
+  reserve = frame_store.Reserve(nbytes=0, what="--batch_size=100", min_transitions=100)
+  with pytest.raises(ValueError, match=r"--batch_size=100 needs at least 100 transitions, but "
+                                       r".*run holds {}$".format(n)):
+    FrameStore.from_replay(two_ckpts, reserve=reserve)
+
+
+def test_reserve_refuses_store_and_batches_beyond_the_available_memory(two_ckpts, monkeypatch):
+  from ccvl_tf.data import frame_store
+  store = FrameStore.from_replay(two_ckpts)
+  # The machine as the check sees it: 1 MB more than the store needs.
+  monkeypatch.setattr(frame_store, "_available_memory", lambda: store.nbytes + 1_000_000)
+  _no_frames_read(monkeypatch)
+  reserve = frame_store.Reserve(nbytes=3_000_000_000, what="--batch_size=3000",
+                                min_transitions=1)
+  with pytest.raises(MemoryError, match=r"the frame store for .*run \(\d+ frames\) needs 0\.00 "
+                                        r"GB and --batch_size=3000 needs about 3\.00 GB, but "
+                                        r"only 0\.00 GB of memory is available"):
+    FrameStore.from_replay(two_ckpts, reserve=reserve)
+  # After the store is in memory (e.g. restored from the cache) only the reserve is checked.
+  with pytest.raises(MemoryError, match=r"^--batch_size=3000 needs about 3\.00 GB, but only"):
+    reserve.check(store.num_transitions)
+  frame_store.Reserve(nbytes=500_000, what="--batch_size=1").check(store.num_transitions)

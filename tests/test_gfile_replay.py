@@ -148,8 +148,9 @@ def test_remote_store_equals_local_and_second_load_reads_only_the_listing(
 
 def test_remote_prefix_subset_reads_only_the_start_of_the_observation_file(
     tmp_path, ram_root, gfile_log):
-  """400 random (incompressible) frames; a subset of the first 40 slots must not
-  fetch the rest of the 2.8 MB observation file."""
+  """400 random (incompressible) frames. The first read of the file verifies it, reading it
+  to the end once; after that a subset of the first 40 slots must not fetch the rest of the
+  2.8 MB observation file."""
   d = str(tmp_path / "big")
   rng = np.random.default_rng(0)
   cap = 400
@@ -167,18 +168,24 @@ def test_remote_prefix_subset_reads_only_the_start_of_the_observation_file(
     json.dump({"subsets": {"first40": [40, None, "prefix"], "all": [None, None]}}, f)
   remote = copy_to_ram(d, ram_root + "/big")
   local = FrameStore.from_replay(d, "first40")
-  got = FrameStore.from_replay(remote, "first40", cache_dir=str(tmp_path / "c"),
-                               progress=lambda m: None)
-  assert_same_store(got, local)
-  assert got.num_frames == 40 and got.num_transitions == 36  # slots 3..38
   obs = remote + "/$store$_observation_ckpt.0.gz"
   size = tf.io.gfile.stat(obs).length
   assert size > 2_500_000
+  first = FrameStore.from_replay(remote, "first40", cache_dir=str(tmp_path / "c1"),
+                                 progress=lambda m: None)
+  assert_same_store(first, local)
+  assert gfile_log["read"][obs] == size  # verified on first use: read to its end
+  gfile_log["read"].clear()
+  del gfile_log["opened"][:]
+  got = FrameStore.from_replay(remote, "first40", cache_dir=str(tmp_path / "c2"),
+                               progress=lambda m: None)
+  assert_same_store(got, local)
+  assert got.num_frames == 40 and got.num_transitions == 36  # slots 3..38
   assert gfile_log["opened"].count(obs) == 1
   assert 0 < gfile_log["read"][obs] < size // 4
   # The whole checkpoint ("all") reads the whole file.
   before = gfile_log["read"][obs]
-  FrameStore.from_replay(remote, "all", cache_dir=str(tmp_path / "c"), progress=lambda m: None)
+  FrameStore.from_replay(remote, "all", cache_dir=str(tmp_path / "c2"), progress=lambda m: None)
   assert gfile_log["read"][obs] - before > 0.95 * size  # 399 of the 400 rows
 
 

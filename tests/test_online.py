@@ -131,13 +131,18 @@ def test_unreachable_server_error_names_the_address():
 
 
 def test_config_and_offline_errors(tmp_path, offline_dir):
-  with pytest.raises(ValueError, match="--offline_dir .* is not a directory"):
+  with pytest.raises(ValueError, match="--offline_dir .*nope does not exist"):
     online.OnlineConfig(offline_dir=str(tmp_path / "nope"), root_dir=str(tmp_path)).validate()
+  (tmp_path / "a_file").write_text("x")
+  with pytest.raises(ValueError, match="--offline_dir .*a_file is a file, not a directory"):
+    online.OnlineConfig(offline_dir=str(tmp_path / "a_file"), root_dir=str(tmp_path)).validate()
   with pytest.raises(ValueError, match="samples_per_insert"):
     online.OnlineConfig(offline_dir=offline_dir, root_dir=str(tmp_path),
                         samples_per_insert=0).validate()
-  cfg = online.OnlineConfig(offline_dir=offline_dir, root_dir=str(tmp_path), num_env_steps=100,
-                            batch_size=32, samples_per_insert=8, offline_fraction=0.25)
+  cfg = online.OnlineConfig(offline_dir=offline_dir, root_dir=str(tmp_path), num_env_steps=140,
+                            batch_size=32, samples_per_insert=8, offline_fraction=0.25,
+                            min_replay_size=40)
+  # About (140 - 40) x 8 / 24 learner steps: the first sample after 40 items.
   assert (cfg.online_batch_size, cfg.offline_batch_size, cfg.num_learner_steps) == (24, 8, 34)
   agent = online.build_agent("gridworld", *online.specs("gridworld"), cfg.bounds())
   with pytest.raises(ValueError, match="no checkpoint in .*empty"):
@@ -165,10 +170,12 @@ def _restored_learner(root, offline_dir):
   agent = online.build_agent(cfg.game, tss, act, cfg.bounds(), alpha=alpha, seed=cfg.seed,
                              agent=cfg.agent)
   offline_step = tf.Variable(-1, dtype=tf.int64, trainable=False)
+  env_steps = tf.Variable(0, dtype=tf.int64, trainable=False)   # the actors' env steps
   path = tf.train.latest_checkpoint(os.path.join(root, "checkpoints"))
   counts = online.online_config.gridworld_counts()     # n(s), grown online: saved too
-  agent.make_checkpoint(offline_step=offline_step, online_counts=counts).restore(
-      path).assert_consumed()
+  agent.make_checkpoint(offline_step=offline_step, online_env_steps=env_steps,
+                        online_counts=counts).restore(path).assert_consumed()
+  assert int(env_steps.numpy()) >= cfg.num_env_steps
   assert counts.counts.numpy().sum() > 2500           # the offline data's 2500 + online ones
   assert int(agent.train_step_counter.numpy()) == int(path.rsplit("-", 1)[1])
   assert int(offline_step.numpy()) == 100
@@ -197,8 +204,9 @@ def _assert_exports_equal_in_process_policies(root, offline_dir, work_dir):
 @pytest.mark.slow
 def test_end_to_end_gridworld_two_actors_one_killed(offline_dir, tmp_path):
   """Learner + in-process server + 2 actor processes; actor 0 is killed -9 once training runs.
-  The learner reaches its budget with the other actor (offline 100 steps + 800 env steps x
-  SPI 4 / batch 16 = 200 learner steps), evaluates, exports. Measured ~45 s here."""
+  The learner reaches its budget, 800 env steps counted at the server, with the other actor
+  (offline 100 steps + about (800 - 32) x SPI 4 / batch 16 = 192 learner steps), evaluates,
+  exports. Measured ~45 s here."""
   root = str(tmp_path / "run")
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
   env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
@@ -218,7 +226,7 @@ def test_end_to_end_gridworld_two_actors_one_killed(offline_dir, tmp_path):
     killed = False
     while proc.poll() is None and time.monotonic() < deadline:
       text = _read(log_path)
-      if not killed and "step 120/" in text:      # training is running on both actors
+      if not killed and "step 120 (" in text:     # training is running on both actors
         actor_pids = json.loads(_read(os.path.join(root, "status.json")))["actor_pids"]
         os.kill(actor_pids[0], 9)
         killed = True
@@ -232,7 +240,16 @@ def test_end_to_end_gridworld_two_actors_one_killed(offline_dir, tmp_path):
     assert killed, text[-3000:]
     assert f"actor 0 (pid {actor_pids[0]}) exited with code -9; 1 actor(s) left" in text
     summary = json.loads(_read(os.path.join(root, "summary.json")))
-    assert summary["offline_step"] == 100 and summary["step"] == summary["final_step"] == 300
+    assert summary["offline_step"] == 100 and summary["step"] == summary["final_step"]
+    assert summary["step"] % 5 == 0  # the budget is checked at the weight pushes
+    # The env steps are the actors' (replay inserts counted at the server): the budget, at most
+    # what the server counted by the end of training, and what the final evaluation reports.
+    env_steps = summary["online_env_steps"]
+    assert summary["env_step_budget"] == 800 <= env_steps <= summary["throughput"][
+        "replay/inserts"], summary
+    assert summary["last_eval"]["online_env_steps"] == env_steps
+    assert "its settings, as this learner's: samples per insert 4, min size 32, capacity 5000" \
+        in text
     assert summary["replay_items"] >= 32
     actor1 = _read(os.path.join(root, "actors", "actor_1.log"))
     assert "collecting into" in actor1
@@ -253,7 +270,7 @@ def test_end_to_end_gridworld_two_actors_one_killed(offline_dir, tmp_path):
     assert {"penalty/lower_weight_offline", "penalty/upper_weight_offline",
             "tight/lower_minus_mc@0.5", "tight/upper_minus_mc@0.5"} <= set(start)
     assert "penalty/lower_weight_new" not in start
-    assert last["penalty/new_states"] == 200 * 16                  # every online row trained on
+    assert last["penalty/new_states"] == (summary["step"] - 100) * 16  # every online row
     assert 0 < last["penalty/lower_weight_new"] and 0 < last["penalty/upper_weight_new"]
     assert os.path.exists(os.path.join(root, "penalty.png"))
     assert "coverage >= 1 - delta at every grid delta" in text
@@ -304,3 +321,46 @@ def test_cql_baseline_fine_tunes_through_the_same_pipeline(tmp_path):
   bad = online.OnlineConfig(offline_dir=offline, root_dir=str(tmp_path / "bad"), agent="ccvl")
   with pytest.raises(ValueError, match="holds a cql run, not --agent=ccvl"):
     online.run(bad, log=lambda s: None)
+
+
+def _connect(cfg, log=lambda s: None):
+  """The learner's phases up to connecting to its Reverb server (online.run's order)."""
+  cfg.validate()
+  runner = online._Runner(cfg, log, tf.distribute.get_strategy())  # pylint: disable=protected-access
+  runner._resolve_config()  # pylint: disable=protected-access
+  runner._build_learner()  # pylint: disable=protected-access
+  runner._initialize_checkpointer_and_maybe_resume()  # pylint: disable=protected-access
+  runner._connect_replay()  # pylint: disable=protected-access
+  return runner
+
+
+def test_a_server_with_another_rate_limiter_or_capacity_is_refused_naming_each(
+    offline_dir, tmp_path, server):
+  """The `server` fixture's table: SPI 2, min size 4, batch 4, capacity 1000, gridworld."""
+  srv_cfg, address = server
+  base = dict(game="gridworld", offline_dir=offline_dir, reverb_address=address, num_actors=0,
+              min_replay_size=4, batch_size=4, replay_capacity=1000, eval_episodes=0,
+              num_env_steps=100)
+  cfg = online.OnlineConfig(root_dir=str(tmp_path / "a"), samples_per_insert=8.0, **base)
+  with pytest.raises(online.ServerMismatch) as e:
+    _connect(cfg)
+  msg = str(e.value)
+  assert msg.startswith(
+      f"the Reverb server at {address} runs another 'replay' table than this learner's: "
+      "samples_per_insert 2 (this learner's --samples_per_insert give 8); min_diff -8 (this "
+      "learner's --batch_size, --samples_per_insert and --min_replay_size give 16); max_diff "
+      "24 (this learner's --batch_size, --samples_per_insert and --min_replay_size give 48). "
+      "Its rate limiter sets how many env steps"), msg
+  cfg = online.OnlineConfig(root_dir=str(tmp_path / "b"), samples_per_insert=2.0,
+                            **dict(base, replay_capacity=500))
+  with pytest.raises(online.ServerMismatch, match=r"max_size 1000 \(this learner's "
+                                                  r"--replay_capacity give 500\)\. "):
+    _connect(cfg)
+  # The same settings: connected; the log gives the server's own values, and the env steps
+  # are counted from the server's inserts since then.
+  logs = []
+  runner = _connect(online.OnlineConfig(root_dir=str(tmp_path / "c"), samples_per_insert=2.0,
+                                        **base), logs.append)
+  assert any("its settings, as this learner's: samples per insert 2, min size 4, capacity "
+             "1000" in line for line in logs), logs
+  assert runner._count_env_steps(100) == 0  # pylint: disable=protected-access

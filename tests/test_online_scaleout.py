@@ -25,9 +25,11 @@ def test_scaleout_with_an_external_server_records_both_sides(tmp_path):
   assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
   record = json.load(open(os.path.join(out, "scaleout.json")))
   (tp,) = record["runs"]
-  # 300 env steps x SPI 8 / batch 16 = 150 learner steps after the offline 20.
-  assert tp["num_actors"] == 1 and tp["learner_steps"] == 150
-  assert tp["replay/inserts"] >= 300 - 1 and tp["replay/samples"] >= 150 * 16
+  # Until the actor's 300 env steps (replay inserts), checked at every weight push (every 10
+  # learner steps): about (300 - 32) x SPI 8 / batch 16 = 134 learner steps after the offline 20.
+  steps = tp["learner_steps"]
+  assert tp["num_actors"] == 1 and steps > 0 and (20 + steps) % 10 == 0
+  assert tp["replay/inserts"] >= 300 and tp["replay/samples"] >= steps * 16
   assert tp["steady_learner_steps_per_s"] > 0 and 0 <= tp["actors/insert_share"] <= 1
   assert "| 1 | " in open(os.path.join(out, "scaleout.md")).read()
   server_log = open(os.path.join(out, "actors_1", "reverb_server.log")).read()

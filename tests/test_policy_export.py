@@ -68,3 +68,27 @@ def test_saved_model_round_trip_in_fresh_tensorflow_only_process(tmp_path):
   # Sampling actually varied delta over the run (otherwise the rng check above proves little).
   deltas = np.concatenate([child[f"adaptive/delta/{i}"] for i in range(7)])
   assert len(set(deltas.tolist())) > 1
+
+
+def test_failed_export_leaves_the_previous_export_and_no_temporary(tmp_path, monkeypatch):
+  import errno
+  from tf_agents.policies import policy_saver
+  tss, aspec = specs(2, 3)
+  policy = policies.FixedDeltaPolicy(tss, aspec, linear_q_model(W3, C3), delta=0.3)
+  out = tmp_path / "policy"
+  policies.export_policy(policy, str(out))
+  before = sorted(os.listdir(out))
+  real = policy_saver.PolicySaver.save
+
+  def full_disk(self, export_dir, *args, **kwargs):
+    real(self, export_dir, *args, **kwargs)  # the whole SavedModel, then the disk is full
+    raise OSError(errno.ENOSPC, "No space left on device", export_dir)
+
+  monkeypatch.setattr(policy_saver.PolicySaver, "save", full_disk)
+  with pytest.raises(OSError, match="No space left on device"):
+    policies.export_policy(policy, str(out))
+  assert sorted(os.listdir(tmp_path)) == ["policy"]  # no .policy.tmp-* / .policy.old-*
+  assert sorted(os.listdir(out)) == before
+  monkeypatch.undo()
+  policies.export_policy(policy, str(out))  # and a later export replaces it
+  assert sorted(os.listdir(tmp_path)) == ["policy"]

@@ -135,6 +135,38 @@ def _actor_pids(root):
 
 
 @pytest.mark.slow
+def test_a_standalone_server_at_another_samples_per_insert_is_refused(offline_dir, tmp_path):
+  """reverb_server.py at --samples_per_insert=2, the learner at 4 (SMALL): one line naming
+  both, before any actor starts."""
+  import portpicker
+  port = portpicker.pick_unused_port()
+  procs = []
+  try:
+    server = _spawn([SERVER, "--game=gridworld", f"--port={port}", "--batch_size=16",
+                     "--samples_per_insert=2", "--min_replay_size=32", "--replay_capacity=5000"],
+                    str(tmp_path / "server.log"))
+    procs.append(server)
+    _wait_for(lambda: "Reverb server at" in _read(server._log_file.name), 60,
+              "the server to start", [server])
+    root = tmp_path / "run"
+    learner = _spawn([FINETUNE, f"--offline_dir={offline_dir}", f"--root_dir={root}",
+                      f"--reverb_address=localhost:{port}", "--num_env_steps=400"] + SMALL,
+                     str(tmp_path / "learner.log"))
+    procs.append(learner)
+    code = _wait_exit(learner, 120, "the learner")
+    out = _read(learner._log_file.name)
+    assert code == 1, out[-3000:]
+    last = out.strip().splitlines()[-1]
+    assert last.startswith(f"finetune_online.py: error: the Reverb server at localhost:{port} "
+                           f"runs another 'replay' table than this learner's: "
+                           f"samples_per_insert 2 (this learner's --samples_per_insert give 4)"
+                           ), last
+    assert "Traceback" not in out and not (root / "actors").exists()
+  finally:
+    _cleanup(procs)
+
+
+@pytest.mark.slow
 def test_server_killed_stops_learner_and_actor_with_the_address(offline_dir, tmp_path):
   import portpicker
   import tensorflow as tf
@@ -188,16 +220,19 @@ def test_server_killed_stops_learner_and_actor_with_the_address(offline_dir, tmp
     fresh = online.build_agent(cfg.game, tss, act, cfg.bounds(), seed=cfg.seed,
                                alpha=offline.get("alpha", offline.get("config", {}).get("alpha")))
     offline_step = tf.Variable(-1, dtype=tf.int64, trainable=False)
+    env_steps = tf.Variable(0, dtype=tf.int64, trainable=False)
     saved_kernel = tf.train.load_checkpoint(path).get_tensor(
         "upper/online/0/.ATTRIBUTES/VARIABLE_VALUE")                  # Q_u's first kernel
     upper_kernel = fresh.upper._online_vars[0]  # pylint: disable=protected-access
     assert not np.allclose(upper_kernel.numpy(), saved_kernel)        # a fresh initialization
     fresh.make_checkpoint(offline_step=offline_step,   # + the gridworld's grown n(s)
+                          online_env_steps=env_steps,
                           online_counts=online.online_config.gridworld_counts()).restore(
                               path).assert_consumed()
     assert int(fresh.train_step_counter.numpy()) == step
     assert int(fresh.upper.train_step_counter.numpy()) == step
     assert int(offline_step.numpy()) == 100
+    assert int(env_steps.numpy()) >= 32  # the actor's env steps, at least the min size
     np.testing.assert_array_equal(upper_kernel.numpy(), saved_kernel)
   finally:
     _cleanup(procs, actor_pids or [])
@@ -224,7 +259,7 @@ def test_learner_killed_and_restarted_resumes_at_its_last_checkpoint(offline_dir
     _wait_for(lambda: not any(_alive(p) for p in actor_pids), 20,
               "the orphaned actor to exit")
     step, path = _latest_step(ckpt_dir)
-    # 100 offline steps; the budget of the restart: 400 env steps * 4 / 16 = 100 learner steps.
+    # 100 offline steps; the restart's budget: 400 env steps, counted on from the checkpoint's.
     second = _spawn(args + ["--num_env_steps=400"], str(tmp_path / "second.log"))
     procs.append(second)
     code = second.wait(timeout=150)
@@ -237,7 +272,7 @@ def test_learner_killed_and_restarted_resumes_at_its_last_checkpoint(offline_dir
     assert items >= 32, out[-3000:]
     summary = json.loads(_read(os.path.join(root, "summary.json")))
     assert summary["start_step"] == step and summary["offline_step"] == 100
-    assert summary["step"] == max(step, 200)
+    assert summary["step"] > step and summary["online_env_steps"] >= 400
   finally:
     _cleanup(procs, actor_pids or [])
 

@@ -106,6 +106,55 @@ def test_train_on_testdata_then_resume(tmp_path):
   assert json.loads((root / "summary.json").read_text())["resumed_from"] == 4
 
 
+# Runs train_offline.py with the SaveV2 of checkpoint ckpt-<FULL_AT> failing as a full disk
+# does, after writing its shard into ckpt-<FULL_AT>_temp/ (the fault, injected; the binary is
+# unchanged).
+DISK_FULL = """
+import os, runpy, sys
+sys.path.insert(0, {root!r})
+import ccvl_tf
+from ccvl_tf import quiet
+quiet.quiet_start()
+import tensorflow as tf
+from tensorflow.python.ops import io_ops
+real = io_ops.save_v2
+def save_v2(prefix, *args, **kwargs):
+  out = real(prefix, *args, **kwargs)
+  path = prefix.numpy().decode()
+  if "ckpt-{step}_temp" in path:
+    raise tf.errors.ResourceExhaustedError(
+        None, None, path + "/part-00000-of-00001.data-00000-of-00001.tempstate1; No space left "
+        "on device [Op:SaveV2]")
+  return out
+io_ops.save_v2 = save_v2
+sys.argv = [{bin!r}] + sys.argv[1:]
+runpy.run_path({bin!r}, run_name="__main__")
+"""
+
+
+@pytest.mark.slow
+def test_disk_full_is_one_line_and_the_rerun_resumes_from_the_last_good_checkpoint(tmp_path):
+  root = tmp_path / "run"
+  script = tmp_path / "disk_full.py"
+  script.write_text(DISK_FULL.format(root=ROOT, bin=BIN, step=4))
+  args = [f"--dataset_dir={TESTDATA}", f"--root_dir={root}", "--num_steps=4", *TINY]
+  env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3")
+  r = subprocess.run([sys.executable, str(script), *args], capture_output=True, text=True,
+                     env=env, cwd=tmp_path, timeout=600)
+  assert r.returncode == 1
+  ckpt = root / "checkpoints"
+  assert r.stderr.strip().splitlines() == [
+      f"train_offline.py: error: could not write {ckpt}/ckpt-4: No space left on device "
+      f"[Op:SaveV2]; the last good checkpoint {ckpt}/ckpt-2 is intact: free space (or make the "
+      f"path writable) and rerun the same command to resume from it"], r.stderr[-3000:]
+  assert sorted(os.listdir(ckpt)) == ["checkpoint", "ckpt-2.data-00000-of-00001",
+                                      "ckpt-2.index", "fingerprint.json"]
+  r2 = _run(args, tmp_path)
+  assert r2.returncode == 0, r2.stderr[-3000:]
+  assert f"Resumed from {ckpt}/ckpt-2 (train step 2)" in r2.stdout
+  assert json.loads((root / "summary.json").read_text())["step"] == 4
+
+
 def test_default_dataset_is_collected_once_and_cached(tmp_path):
   root = tmp_path / "run"
   args = [f"--root_dir={root}", "--num_steps=2", "--default_dataset_steps=300", *TINY]
@@ -124,11 +173,25 @@ def test_default_dataset_is_collected_once_and_cached(tmp_path):
     (["--alpha=-1"], "--alpha must be a finite number >= 0"),
     (["--num_pairs=0"], "--num_pairs must be an integer >= 1"),
     (["--dataset_dir=/nonexistent/replay_logs"], "does not exist"),
+    ([f"--dataset_dir={os.path.join(ROOT, 'README.md')}"], "README.md is a file, not a directory"),
+    (["--learning_rate=inf"], "flag --learning_rate=inf: inf is not a finite number >= 1e-12"),
+    (["--alpha=nan"], "flag --alpha=nan: nan is not a finite number"),
+    (["--batch_size=1000000000"], "--batch_size=1000000000 is larger than the default dataset"),
+    (["--default_dataset_steps=10000000", "--batch_size=5000000"],
+     "--batch_size=5000000 (about 1.01 MB per transition in a train step, --num_deltas=8) "
+     "needs about 5034.10 GB, but only"),
+    ([f"--dataset_dir={TESTDATA}", "--batch_size=5000"],
+     "--batch_size=5000 (about 1.01 MB per transition in a train step, --num_deltas=8) needs "
+     f"at least 5,000 transitions, but {TESTDATA} holds 2,489"),
 ])
 def test_bad_flags(flags, match, tmp_path):
   r = _run([f"--root_dir={tmp_path / 'r'}", *flags], tmp_path)
   assert r.returncode != 0
   assert match in r.stderr, r.stderr[-2000:]
+  # The error alone (absl's parse errors add one line pointing at --helpshort), not after
+  # the help text.
+  assert len(r.stderr.strip().splitlines()) <= 2, r.stderr[-2000:]
+  assert "Traceback" not in r.stderr
 
 
 def test_dataset_of_another_games_action_count(tmp_path):
@@ -138,6 +201,26 @@ def test_dataset_of_another_games_action_count(tmp_path):
   assert r.returncode != 0
   assert "train_offline.py: error:" in r.stderr and "Traceback" not in r.stderr
   assert "dataset of game 'Breakout' with 4 actions, but this game has 6 actions" in r.stderr
+  assert not (tmp_path / "r" / "checkpoints").exists()
+
+
+def test_corrupt_observation_file_is_refused_naming_it(tmp_path):
+  """Four bytes flipped inside the compressed observation file of a copy of the testdata."""
+  import shutil
+  from tests import test_replay_verify
+  data = tmp_path / "replay_logs"
+  shutil.copytree(TESTDATA, data)
+  path = data / "$store$_observation_ckpt.0.gz"
+  blob = bytearray(path.read_bytes())
+  for i in range(4):
+    blob[test_replay_verify.OBS_FLIP_OFFSET + i] ^= 0xFF
+  path.write_bytes(bytes(blob))
+  r = _run([f"--dataset_dir={data}", f"--root_dir={tmp_path / 'r'}", "--num_steps=20",
+            "--reference_agents=none"], tmp_path)
+  assert r.returncode != 0
+  last = r.stderr.strip().splitlines()[-1]
+  assert last.startswith("train_offline.py: error: ") and f"{path} is corrupt: CRC" in last, last
+  assert "Traceback" not in r.stderr
   assert not (tmp_path / "r" / "checkpoints").exists()
 
 

@@ -169,3 +169,96 @@ def test_resume_with_another_fingerprint_is_refused_listing_the_differences(tmp_
   assert int(agent.train_step_counter.numpy()) == 4
   assert any("--allow_config_change" in l for l in lines)
   _train(tmp_path / "run", 6, fingerprint=fp)          # the stored fingerprint is kept
+
+
+# ------------------------------------------------------------------ failed writes (disk full)
+
+ENOSPC_TEXT = ("{{function_node __wrapped__SaveV2_dtypes_7_device_/job:localhost/replica:0/task:0/"
+               "device:CPU:0}} %s/part-00000-of-00001.data-00000-of-00001.tempstate1; No space "
+               "left on device [Op:SaveV2]")
+
+
+def disk_full_at_checkpoint(monkeypatch, step):
+  """The SaveV2 of checkpoint `step` writes its shard into ckpt-<step>_temp/ and then fails
+  as a full disk does (the other saves are untouched)."""
+  import tensorflow as tf
+  from tensorflow.python.ops import io_ops
+  real = io_ops.save_v2
+
+  def save_v2(prefix, *args, **kwargs):
+    out = real(prefix, *args, **kwargs)
+    path = prefix.numpy().decode() if hasattr(prefix, "numpy") else str(prefix)
+    if f"ckpt-{step}_temp" in path:
+      raise tf.errors.ResourceExhaustedError(None, None, ENOSPC_TEXT % os.path.dirname(path))
+    return out
+
+  monkeypatch.setattr(io_ops, "save_v2", save_v2)
+
+
+def _checkpoint_files(root):
+  return sorted(os.listdir(os.path.join(root, "checkpoints")))
+
+
+def test_disk_full_during_a_checkpoint_is_one_line_and_the_run_resumes_from_the_last_good(
+    tmp_path, monkeypatch):
+  import test_training as tt
+  loop = lambda root, n: training.LoopConfig(str(root), n, checkpoint_interval=2,
+                                             log_interval=100, summary_interval=1,
+                                             eval_interval=2)
+  evaluate = lambda step: {"score": float(step)}
+  full = tmp_path / "full"
+  training.train(tt._agent(), tt._make_dataset(), loop(full, 6), evaluate=evaluate,
+                 log=lambda s: None)
+
+  root = tmp_path / "run"
+  with monkeypatch.context() as m:
+    disk_full_at_checkpoint(m, 4)
+    with pytest.raises(training.WriteFailed) as e:
+      training.train(tt._agent(), tt._make_dataset(), loop(root, 6), evaluate=evaluate,
+                     log=lambda s: None)
+  msg = str(e.value)
+  ckpt = os.path.join(root, "checkpoints")
+  assert msg == (f"could not write {ckpt}/ckpt-4: No space left on device [Op:SaveV2]; the last "
+                 f"good checkpoint {ckpt}/ckpt-2 is intact: free space (or make the path "
+                 f"writable) and rerun the same command to resume from it"), msg
+  # Nothing of the failed save is left: no ckpt-4_temp/ folder, no partial ckpt-4 files.
+  assert _checkpoint_files(root) == ["checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index"]
+  assert _eval_rows(root) == [(2, 2.0)]
+  # The same command resumes from ckpt-2 and ends where an uninterrupted run ends.
+  agent = tt._agent()
+  logs = []
+  out = training.train(agent, tt._make_dataset(), loop(root, 6), evaluate=evaluate,
+                       log=logs.append)
+  assert out["resumed_from"] == 2 and out["step"] == 6
+  assert _eval_rows(root) == _eval_rows(full) == [(2, 2.0), (4, 4.0), (6, 6.0)]
+  ref = tt._agent()
+  training.train(ref, tt._make_dataset(), loop(full, 6), log=lambda s: None)  # restores 6
+  for a, b in zip(tt._weights(agent), tt._weights(ref)):
+    np.testing.assert_allclose(a, b, rtol=0, atol=1e-6)
+
+
+def test_disk_full_writing_eval_csv_leaves_no_temporary_and_the_rerun_completes_it(
+    tmp_path, monkeypatch):
+  import errno
+  import test_training as tt
+  cfg = training.LoopConfig(str(tmp_path), 4, checkpoint_interval=2, log_interval=100,
+                            summary_interval=100, eval_interval=2)
+  evaluate = lambda step: {"score": float(step)}
+  real_replace = os.replace
+
+  def replace(src, dst):
+    if str(dst).endswith("eval.csv") and "4" in open(src).read().splitlines()[-1][:1]:
+      raise OSError(errno.ENOSPC, "No space left on device", str(src))
+    return real_replace(src, dst)
+
+  with monkeypatch.context() as m:
+    m.setattr(os, "replace", replace)
+    with pytest.raises(training.WriteFailed, match=r"^could not write .*eval\.csv: No space "
+                                                   r"left on device; the last good checkpoint "
+                                                   r".*ckpt-4 is intact"):
+      training.train(tt._agent(), tt._make_dataset(), cfg, evaluate=evaluate,
+                     log=lambda s: None)
+  assert not [n for n in os.listdir(tmp_path) if ".tmp" in n]
+  out = training.train(tt._agent(), tt._make_dataset(), cfg, evaluate=evaluate,
+                       log=lambda s: None)
+  assert out["step"] == 4 and _eval_rows(tmp_path) == [(2, 2.0), (4, 4.0)]

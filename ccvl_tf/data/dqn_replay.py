@@ -410,7 +410,9 @@ def iterate_transitions(replay_dir: str, suffix: int, *, replay_capacity: Option
   (``ccvl_dataset.json``, else 4).
   The frames are streamed from the gzip file (memory: a few thousand frames),
   unless some stack wraps around the circular buffer; so a corrupt observation
-  file raises ``DatasetError`` when the iteration reaches the damage.
+  file raises ``DatasetError`` when the iteration reaches the damage, or, for a
+  file read for the first time, when the stream ends and its CRC-32 is checked
+  (``replay_files.verified_read``).
   """
   info = inspect_dir(replay_dir)
   replay_dir = info.replay_dir

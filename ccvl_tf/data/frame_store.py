@@ -21,19 +21,51 @@ states are ``dqn_replay.stacked_shape(frame_shape, stack_size)``.
 
 Memory: 7,056 bytes per frame + 9 bytes per slot (action int32, reward float32,
 terminal uint8) + 8 bytes per valid slot (int64 index) ~= 7,073 bytes per
-transition; 500k frames ~= 3.54 GB.
+transition; 500k frames ~= 3.54 GB. Before the frames are read, the store and what the
+caller will hold beside it (:class:`Reserve`, e.g. the training batches) are checked against
+the available memory, and the caller's minimum number of transitions (e.g. the batch size)
+against the dataset.
 """
 from __future__ import annotations
 
+import dataclasses
+import os
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
 from ccvl_tf.data import dqn_replay
+from ccvl_tf.data import replay_files
 from ccvl_tf.data import replay_plan
 from ccvl_tf.data import store_cache
 
 FRAME_SHAPE = (84, 84)
+
+
+@dataclasses.dataclass(frozen=True)
+class Reserve:
+  """What the caller of :meth:`FrameStore.from_replay` will need beside the store, checked
+  before the frames are read (and again after a store restored from the cache)."""
+  nbytes: int            # memory, e.g. the batches in flight and a train step's tensors
+  what: str              # names it in messages, e.g. "training on --batch_size=32 batches"
+  min_transitions: int = 0  # fewer transitions in the dataset are refused
+
+  def check(self, num_transitions: Optional[int], source: str = "", store_bytes: int = 0,
+            store_what: str = "") -> None:
+    """ValueError when the dataset holds fewer than ``min_transitions`` (None: not known
+    yet); MemoryError when ``store_bytes`` (not yet allocated) and ``nbytes`` exceed the
+    available memory."""
+    if num_transitions is not None and num_transitions < self.min_transitions:
+      raise ValueError("{} needs at least {:,} transitions, but {} holds {:,}".format(
+          self.what, self.min_transitions, source, num_transitions))
+    avail = _available_memory()
+    if avail is None or store_bytes + self.nbytes <= avail:
+      return
+    parts = ["{} needs about {:.2f} GB".format(self.what, self.nbytes / 1e9)]
+    if store_bytes:
+      parts.insert(0, "the frame store {} needs {:.2f} GB".format(store_what, store_bytes / 1e9))
+    raise MemoryError("{}, but only {:.2f} GB of memory is available".format(
+        " and ".join(parts), avail / 1e9))
 
 
 class FrameStore:
@@ -79,7 +111,8 @@ class FrameStore:
                   num_actions: Optional[int] = None,
                   suffixes: Optional[Sequence[int]] = None,
                   progress: Optional[Callable[[str], None]] = None,
-                  cache_dir: Optional[str] = None) -> "FrameStore":
+                  cache_dir: Optional[str] = None,
+                  reserve: Optional[Reserve] = None) -> "FrameStore":
     """Loads a Dopamine replay directory (one run) or a subset of it.
 
     ``subset``: one of :data:`ccvl_tf.data.dqn_replay.SUBSETS` ("1%", "5%",
@@ -96,31 +129,37 @@ class FrameStore:
     call with the same arguments loads the cache after checking the remote listing
     and file sizes. Messages about the remote read and the cache go to
     ``progress`` (default: stderr). Local directories are read directly, uncached.
+    ``reserve``: what the caller needs beside the store (:class:`Reserve`).
     """
     def build(dir_info, plan, say):
       return cls.from_plan(dir_info.replay_dir, plan, num_actions=num_actions, progress=say,
-                           dir_info=dir_info)
+                           dir_info=dir_info, reserve=reserve)
 
     def restore(arrays, stack_size):
       return cls(arrays["frames"], arrays["action"], arrays["reward"], arrays["terminal"],
                  arrays["valid"], stack_size=stack_size)
 
-    return store_cache.load_or_build(replay_dir, subset, build=build, restore=restore,
-                                     num_actions=num_actions, suffixes=suffixes,
-                                     cache_dir=cache_dir, progress=progress)
+    store = store_cache.load_or_build(replay_dir, subset, build=build, restore=restore,
+                                      num_actions=num_actions, suffixes=suffixes,
+                                      cache_dir=cache_dir, progress=progress)
+    if reserve is not None:  # a store restored from the cache was not checked yet
+      reserve.check(store.num_transitions, "{} (subset {})".format(replay_dir, subset))
+    return store
 
   @classmethod
   def from_plan(cls, replay_dir: str, plan: List[tuple], *,
                 num_actions: Optional[int] = None,
                 progress: Optional[Callable[[str], None]] = None,
-                dir_info: Optional[dqn_replay.DirInfo] = None) -> "FrameStore":
+                dir_info: Optional[dqn_replay.DirInfo] = None,
+                reserve: Optional[Reserve] = None) -> "FrameStore":
     """Loads the checkpoints of ``plan`` (``replay_plan.subset_plan``): entries
     ``(suffix, rows)`` (rows: batch_rl's capacity trick, None: whole checkpoint)
     or ``(suffix, rows, "prefix")`` (the first ``rows`` slots taken literally).
 
     First the plan's small arrays and transitions (``replay_plan.load_plan``), then,
-    after checking that the store fits in the available memory, the frames,
-    decompressed straight into one preallocated array. Each observation file is
+    after checking that the store (and ``reserve``, :class:`Reserve`) fits in the
+    available memory, the frames, decompressed straight into one preallocated array.
+    Every file read is verified on first use (``replay_files.verified_read``). Each observation file is
     opened once and read only as far as its chunk needs (local or remote alike);
     ``dir_info`` (``dqn_replay.inspect_dir``) saves listing the directory again."""
     loaded = replay_plan.load_plan(replay_dir, plan, num_actions=num_actions,
@@ -133,6 +172,17 @@ class FrameStore:
           "the frame store for {} ({} frames) needs {:.2f} GB but only {:.2f} GB is "
           "available; use a smaller subset (e.g. '1%') or fewer suffixes".format(
               loaded.replay_dir, total, need / 1e9, avail / 1e9))
+    if reserve is not None:
+      reserve.check(loaded.num_transitions, loaded.replay_dir, need,
+                    "for {} ({:,} frames)".format(loaded.replay_dir, total))
+    if progress is not None:
+      unverified = [c.path for c in loaded.chunks if c.rows and not replay_files.is_verified(
+          c.path, replay_files.file_identity(c.path))]
+      if unverified:
+        progress("Verifying {} observation file(s) on first use: each is read to its end once "
+                 "to check its gzip CRC-32 and length (remembered in {}).".format(
+                     len(unverified), os.path.join(replay_files.cache_root(),
+                                                   replay_files.VERIFIED_DIR)))
     frames = np.empty((total,) + loaded.frame_shape, np.uint8)
     action = np.empty((total,), np.int32)
     reward = np.empty((total,), np.float32)

@@ -20,6 +20,14 @@ above never open a file themselves:
     decompressed as it is read, so a prefix of a remote checkpoint costs a prefix
     of the file (in the file system's read blocks; GCS:
     ``GCS_READ_CACHE_BLOCK_SIZE_MB``, 64 MB by default).
+  * verification on first use: a read that stops before the gzip trailer never
+    checks the CRC-32, so a flipped byte would go unnoticed. The first time a file
+    is read its stream is read on to the end after the rows the caller needed
+    (gzip then checks CRC-32 and length); a file that fails is a DatasetError
+    naming it. That the file passed is remembered under
+    ``<cache root>/verified_files/`` (:func:`cache_root`) with the file's identity
+    (size, mtime; locally also ctime, inode and device); a later read of the same,
+    unchanged file skips the rest of the stream.
 
 Every failure is a :class:`DatasetError` naming the path (a ``ValueError``).
 """
@@ -28,6 +36,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import gzip
+import hashlib
 import io
 import json
 import os
@@ -35,10 +44,12 @@ import pickle
 import re
 import sys
 import zlib
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+CACHE_ENV = "CCVL_CACHE_DIR"
+VERIFIED_DIR = "verified_files"
 STORE_PREFIX = "$store$_"
 STORE_ARRAYS = ("observation", "action", "reward", "terminal")
 REQUIRED_NAMES = tuple(STORE_PREFIX + a for a in STORE_ARRAYS) + ("add_count", "invalid_range")
@@ -208,6 +219,8 @@ def list_replay_dir(replay_dir: str) -> List[str]:
   """The names in ``replay_dir`` (already resolved); raises DatasetError for a
   missing directory or one without Dopamine checkpoint files."""
   if not path_isdir(replay_dir):
+    if path_exists(replay_dir):
+      raise DatasetError("replay directory {} is a file, not a directory".format(replay_dir))
     raise DatasetError("replay directory does not exist: {}".format(replay_dir))
   names = list_dir(replay_dir)
   if not any(CKPT_RE.match(n) for n in names):
@@ -292,6 +305,8 @@ class NpyStream:
     self.rows = self.shape[0] if self.shape else 0
     self.row_shape = self.shape[1:]
     self.row_bytes = int(np.prod(self.row_shape, dtype=np.int64)) * dtype.itemsize
+    # the decompressed length of the whole file: header and array
+    self.length = f.tell() + int(np.prod(self.shape, dtype=np.int64)) * dtype.itemsize
 
   def _read_exactly(self, nbytes: int) -> bytes:
     buf = self._f.read(nbytes)
@@ -328,9 +343,12 @@ def open_npy(path: str) -> Iterator[NpyStream]:
   """A gzipped .npy (local or remote) positioned after its header; anything that
   goes wrong while it is open, including in the caller's block, becomes a
   DatasetError naming ``path`` ("missing file", "cannot read ... (corrupt or
-  truncated gzip/npy?)")."""
-  with _named_errors(path), open_gzip(path) as f:
-    yield NpyStream(f, path)
+  truncated gzip/npy?)"). On first use the file is verified when the caller's
+  block ends (:func:`verified_read`)."""
+  opened = []
+  with verified_read(path, lambda: opened[0].length if opened else None) as f:
+    opened.append(NpyStream(f, path))
+    yield opened[0]
 
 
 def read_array(path: str, max_rows: Optional[int] = None) -> Tuple[np.ndarray, int]:
@@ -368,9 +386,104 @@ class _RestrictedUnpickler(pickle.Unpickler):
 def read_int_set(path: str) -> np.ndarray:
   """Sorted int64 [M] from a gzipped .npy array or a gzipped pickled ``set`` of ints
   (newer Dopamine's ``episode_end_indices``; nothing else is unpickled)."""
-  with _named_errors(path), open_gzip(path) as f:
+  with verified_read(path) as f:
     data = f.read()
     if data[:6] == _NPY_MAGIC:
       return np.sort(np.load(io.BytesIO(data), allow_pickle=False).astype(np.int64).reshape(-1))
     return np.array(sorted(int(x) for x in _RestrictedUnpickler(io.BytesIO(data)).load()),
                     dtype=np.int64)
+
+
+# ------------------------------------------------------- verification on first use
+
+def cache_root(cache_dir: Optional[str] = None) -> str:
+  """``cache_dir``, else ``$CCVL_CACHE_DIR``, else ``$XDG_CACHE_HOME/ccvl_tf``
+  (``~/.cache/ccvl_tf``): the local cache of frame stores and verified files."""
+  if cache_dir:
+    return os.path.expanduser(cache_dir)
+  if os.environ.get(CACHE_ENV):
+    return os.path.expanduser(os.environ[CACHE_ENV])
+  base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+  return os.path.join(base, "ccvl_tf")
+
+
+def file_identity(path: str) -> List[int]:
+  """What tells an unchanged file: [size, mtime_ns], locally also ctime_ns, inode and
+  device (ctime cannot be set back by hand)."""
+  if is_remote(path):
+    return list(file_stat(path))
+  try:
+    st = os.stat(path)
+  except FileNotFoundError as e:
+    raise DatasetError("missing file: {}".format(path)) from e
+  return [int(st.st_size), int(st.st_mtime_ns), int(st.st_ctime_ns), int(st.st_ino),
+          int(st.st_dev)]
+
+
+def _canonical(path: str) -> str:
+  return str(path) if is_remote(path) else os.path.realpath(path)
+
+
+def verification_record(path: str) -> str:
+  """Where the verification of ``path`` is remembered."""
+  key = hashlib.sha256(_canonical(path).encode()).hexdigest()[:32]
+  return os.path.join(cache_root(), VERIFIED_DIR, key + ".json")
+
+
+def is_verified(path: str, identity: Sequence[int]) -> bool:
+  """Whether ``path`` with this identity passed :func:`verified_read` before."""
+  try:
+    with open(verification_record(path)) as f:
+      rec = json.load(f)
+  except (OSError, ValueError):
+    return False
+  return (isinstance(rec, dict) and rec.get("path") == _canonical(path)
+          and rec.get("identity") == list(identity))
+
+
+def _remember_verified(path: str, identity: Sequence[int]) -> None:
+  """Records that ``path`` passed (atomically); a cache that cannot be written only
+  means the next run verifies again."""
+  record = verification_record(path)
+  tmp = "{}.tmp-{}".format(record, os.getpid())
+  try:
+    os.makedirs(os.path.dirname(record), exist_ok=True)
+    with open(tmp, "w") as f:
+      json.dump({"path": _canonical(path), "identity": list(identity)}, f)
+    os.replace(tmp, record)
+  except OSError:
+    with contextlib.suppress(OSError):
+      os.remove(tmp)
+
+
+def _read_to_end(f, path: str, length: Optional[int] = None) -> None:
+  """Reads the rest of a gzip stream: gzip checks each member's CRC-32 and length
+  at its end. ``length``: what the decompressed stream must hold in all (an .npy
+  file: its header and array; more is corrupt too)."""
+  try:
+    while f.read(1 << 22):
+      pass
+  except (gzip.BadGzipFile, EOFError, zlib.error) as e:
+    raise DatasetError("{} is corrupt: {} (its gzip checksum or length does not match "
+                       "its data); replace the file".format(path, error_text(e))) from e
+  if length is not None and f.tell() != length:
+    raise DatasetError("{} is corrupt: {} bytes follow the stored array; replace the "
+                       "file".format(path, f.tell() - length))
+
+
+@contextlib.contextmanager
+def verified_read(path: str, length: Optional[Callable[[], Optional[int]]] = None):
+  """``open_gzip(path)`` for the caller's block; if the file was not verified
+  before (:func:`is_verified`), the rest of the stream is then read to its end
+  (CRC-32 and length checked; ``length()``: the decompressed length it must have)
+  and the result remembered. Errors are DatasetErrors naming ``path``
+  (:func:`_named_errors`)."""
+  with _named_errors(path):
+    identity = file_identity(path)  # before reading: a change while reading shows next time
+    check = not is_verified(path, identity)
+    with open_gzip(path) as f:
+      yield f
+      if check:
+        _read_to_end(f, path, None if length is None else length())
+    if check:
+      _remember_verified(path, identity)

@@ -57,7 +57,7 @@ from ccvl_tf.data import dqn_replay
 from ccvl_tf.data import replay_files
 from ccvl_tf.data import replay_plan
 
-CACHE_ENV = "CCVL_CACHE_DIR"
+CACHE_ENV = replay_files.CACHE_ENV
 CACHE_FORMAT = 1
 ARRAYS = ("frames", "action", "reward", "terminal", "valid")
 MANIFEST = "manifest.json"
@@ -90,15 +90,7 @@ Build = Callable[["dqn_replay.DirInfo", List[tuple], Optional[Callable[[str], No
 Restore = Callable[[Dict[str, np.ndarray], int], Store]
 
 
-def cache_root(cache_dir: Optional[str] = None) -> str:
-  """``cache_dir``, else ``$CCVL_CACHE_DIR``, else ``$XDG_CACHE_HOME/ccvl_tf``
-  (``~/.cache/ccvl_tf``)."""
-  if cache_dir:
-    return os.path.expanduser(cache_dir)
-  if os.environ.get(CACHE_ENV):
-    return os.path.expanduser(os.environ[CACHE_ENV])
-  base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-  return os.path.join(base, "ccvl_tf")
+cache_root = replay_files.cache_root  # the cache's root (also of the verified-file records)
 
 
 def key_fields(replay_dir: str, subset: str, suffixes: Optional[Sequence[int]] = None,

@@ -59,7 +59,8 @@ def define_flags(names: Sequence[str] = CCVL_OPTIONS, flag_values=None) -> None:
     elif isinstance(f.default, int):
       flags.DEFINE_integer(f.name, None, text, flag_values=fv)
     elif isinstance(f.default, float):
-      flags.DEFINE_float(f.name, None, text, flag_values=fv)
+      from ccvl_tf import config_flags  # pylint: disable=g-import-not-at-top
+      config_flags.define_finite_float(f.name, None, text, flag_values=fv)
     else:
       flags.DEFINE_string(f.name, None, text, flag_values=fv)
 

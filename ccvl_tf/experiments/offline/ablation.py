@@ -165,9 +165,8 @@ class AblationConfig:
     _parse_variants(",".join(self.variants))
     for flag in ("dataset_dir", "heldout_dir"):
       path = getattr(self, flag)
-      if not os.path.isdir(path):
-        raise ValueError(f"--{flag} {path!r} is not a directory (expected a Dopamine "
-                         f"replay_logs directory)")
+      from ccvl_tf import training  # pylint: disable=g-import-not-at-top
+      training.check_input_dir(path, f"--{flag}", "a Dopamine replay_logs directory")
     if os.path.abspath(self.dataset_dir) == os.path.abspath(self.heldout_dir):
       raise ValueError("--heldout_dir must be another collection than --dataset_dir (held-out "
                        "states)")

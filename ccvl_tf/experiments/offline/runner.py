@@ -1,3 +1,5 @@
+# Over ~500 lines on purpose: one run's config, its set-up (data, memory limits, learner) and its
+# phases in order; the reports and presets it calls are modules of their own.
 """Offline training on Atari (DQN Replay / Dopamine format): data -> learner -> policy -> eval.
 
 `run(OfflineConfig(...))` is what `binaries/train_offline.py` calls:
@@ -98,9 +100,10 @@ class OfflineConfig:
   alpha: Optional[float] = setting(
       None, "alpha, weight of the CCVL / CQL regularizer (>= 0; default: the preset's).")
   num_deltas: int = setting(8, "N, deltas sampled per transition.")
-  num_pairs: int = setting(2, "M, (delta1, delta2) pairs per delta.")
+  num_pairs: int = setting(2, "M, (delta1, delta2) pairs per delta.", upper_bound=1024)
   policy_delta: float = setting(0.5, "delta of the greedy policy evaluated during training.")
-  num_grid_deltas: int = setting(8, "K, the quantized delta grid of the exported policies.")
+  num_grid_deltas: int = setting(8, "K, the quantized delta grid of the exported policies.",
+                                 upper_bound=1024)
   learning_rate: Optional[float] = setting(
       None, "Adam step size (default: the preset's; paper: 5e-5 as Dopamine's offline agents).",
       lower_bound=1e-12)
@@ -175,6 +178,9 @@ class OfflineConfig:
         raise ValueError(f"--{name} must be an integer >= 1, got {v!r}")
     if int(self.eval_interval) != self.eval_interval or self.eval_interval < 0:
       raise ValueError(f"--eval_interval must be an integer >= 0, got {self.eval_interval!r}")
+    if self.dataset_dir is None and self.batch_size > self.default_dataset_steps:
+      raise ValueError(f"--batch_size={self.batch_size} is larger than the default dataset "
+                       f"(--default_dataset_steps={self.default_dataset_steps} transitions)")
     if self.alpha is not None and not (np.isfinite(self.alpha) and self.alpha >= 0):
       raise ValueError(f"--alpha must be a finite number >= 0, got {self.alpha!r}")
     presets.validate(self.preset)
@@ -209,7 +215,9 @@ class OfflineConfig:
                          f"credentials (BUILD.md, 'Reading the DQN Replay Dataset from Google "
                          f"Cloud Storage')") from e
       if not found:
-        raise ValueError(f"--dataset_dir {self.dataset_dir} does not exist (expected a Dopamine "
+        what = ("is a file, not a directory" if dqn_replay.path_exists(self.dataset_dir)
+                else "does not exist")
+        raise ValueError(f"--dataset_dir {self.dataset_dir} {what} (expected a Dopamine "
                          f"replay_logs directory with $store$_observation_ckpt.N.gz files)")
 
 
@@ -317,6 +325,30 @@ def build_agent(cfg: OfflineConfig, agent: str, store, time_step_spec, action_sp
   return get_agent_spec(agent).build(time_step_spec, action_spec, settings), settings
 
 
+# Memory a train step holds per transition beside the frame store: the batches in flight in
+# the input pipeline and the step's float32 copies, activations and gradients, in stacked
+# uint8 observations, plus the delta-conditioned head's share per sampled delta; and a fixed
+# part (networks, traced steps, the evaluation environment). Peak RSS measured on CPU with
+# the Nature torso: CCVL (N = 8) 29 observations per transition at batch 512-2048, BC 26;
+# CCVL at N = 128, batch 256: 19 KB per delta and transition.
+TRAIN_STEP_OBSERVATIONS = 30
+TRAIN_STEP_BYTES_PER_DELTA = 20_000
+TRAIN_STEP_FIXED_BYTES = 500_000_000
+
+
+def training_reserve(cfg: OfflineConfig, observation_shape):
+  """The frame store's `Reserve` of a run: the memory of training on --batch_size batches of
+  `observation_shape` states, and at least --batch_size transitions in the dataset."""
+  from ccvl_tf.data import frame_store
+  per = (int(np.prod(observation_shape)) * TRAIN_STEP_OBSERVATIONS
+         + cfg.num_deltas * TRAIN_STEP_BYTES_PER_DELTA)
+  return frame_store.Reserve(
+      nbytes=cfg.batch_size * per + TRAIN_STEP_FIXED_BYTES,
+      what=f"--batch_size={cfg.batch_size} (about {per / 1e6:.2f} MB per transition in a "
+           f"train step, --num_deltas={cfg.num_deltas})",
+      min_transitions=cfg.batch_size)
+
+
 def _setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True):
   """The dataset, specs, settings and (fresh) agent of an offline run; shared by run() and
   diagnose(). Returns a dict of them."""
@@ -330,6 +362,8 @@ def _setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True)
   env_factory = lambda seed: atari.AtariEnvironment(cfg.game, seed=seed)
   probe = env_factory(cfg.seed)
   num_actions = probe.num_actions
+  reserve = training_reserve(cfg, probe.observation_spec().shape)
+  reserve.check(None)  # memory for the batches alone: before any data is read or collected
   if cfg.dataset_dir:
     replay_dir = cfg.dataset_dir
   elif collect:
@@ -337,11 +371,10 @@ def _setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True)
   else:
     replay_dir = os.path.join(cfg.root_dir, "default_dataset", cfg.game)
   log(f"Loading {replay_dir} (subset {cfg.subset}) ...")
-  from ccvl_tf.data import dqn_replay
-  # Remote datasets: say what is streamed and whether the local frame-store cache is used.
-  store = frame_store.FrameStore.from_replay(
-      replay_dir, cfg.subset, num_actions=num_actions,
-      progress=log if dqn_replay.is_remote(replay_dir) else None)
+  # Progress: the files verified on first use, each checkpoint loaded; remote datasets also
+  # what is streamed and whether the local frame-store cache is used.
+  store = frame_store.FrameStore.from_replay(replay_dir, cfg.subset, num_actions=num_actions,
+                                             progress=log, reserve=reserve)
   log(f"Frame store: {store.num_transitions} transitions, {store.num_frames} frames, "
       f"{store.nbytes / 2**20:.1f} MiB ({store.bytes_per_transition:.0f} bytes/transition).")
 
@@ -424,7 +457,8 @@ def _train_references(cfg: OfflineConfig, parts, make_dataset, log) -> Dict[str,
     exports, _ = get_agent_spec(name).policies(agent, parts["time_step_spec"],
                                                parts["action_spec"], held_out, settings)
     policy_dir = os.path.join(root, "policy")
-    policies.export_policy(exports["policy"], policy_dir, train_step=agent.train_step_counter)
+    with training.writing(policy_dir, result["checkpoint"]):
+      policies.export_policy(exports["policy"], policy_dir, train_step=agent.train_step_counter)
     out[display.get(name, name)] = dict(
         policy=exports["policy"], root_dir=root, policy_dir=policy_dir, step=result["step"],
         settings=agent_overrides(cfg, name), last_metrics=result["last_metrics"])
@@ -491,22 +525,26 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
     log(f"Fixed-CCVL delta (lowest held-out Bellman error on the grid): "
         f"{extra['fixed_delta']:.3f}")
   dirs = {}
+  last_good = result["checkpoint"]
   for export_name, policy in exports.items():
     dirs[export_name] = os.path.join(cfg.root_dir, export_name)
-    policies.export_policy(policy, dirs[export_name], train_step=agent.train_step_counter)
+    with training.writing(dirs[export_name], last_good):
+      policies.export_policy(policy, dirs[export_name], train_step=agent.train_step_counter)
   log("Exported SavedModels: " + ", ".join(f"{d} ({n})" for n, d in dirs.items()) + ".")
   policy_dir = dirs["policy"]
   diag = None
   precomputed = {}
   if spec.train_key == "ccvl":
-    diag = _confidence_diagnostics(cfg, agent, store, exports, settings, game, log)
+    with training.writing(os.path.join(cfg.root_dir, "diagnostics"), last_good):
+      diag = _confidence_diagnostics(cfg, agent, store, exports, settings, game, log)
     precomputed["CCVL (adaptive)"] = diag.pop("adaptive_episode_scores")
     extra = dict(extra, diagnostics=diag)
   references = _train_references(cfg, parts, make_dataset, log)
   from ccvl_tf.experiments.offline import demo_report  # pylint: disable=g-import-not-at-top
-  results_table = demo_report.results_table(
-      cfg, game, replay_dir, spec, exports, precomputed, log,
-      references={n: r["policy"] for n, r in references.items()})
+  with training.writing(os.path.join(cfg.root_dir, "results.md"), last_good):
+    results_table = demo_report.results_table(
+        cfg, game, replay_dir, spec, exports, precomputed, log,
+        references={n: r["policy"] for n, r in references.items()})
   summary = dict(game=game, agent=cfg.agent, dataset_dir=replay_dir, subset=cfg.subset,
                  num_transitions=int(store.num_transitions), step=result["step"],
                  resumed_from=result["resumed_from"], last_metrics=result["last_metrics"],
@@ -517,6 +555,9 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
                  references={n: {k: v for k, v in r.items() if k != "policy"}
                              for n, r in references.items()},
                  results_table=results_table, **extra)
-  with open(os.path.join(cfg.root_dir, "summary.json"), "w") as f:
-    json.dump(summary, f, indent=2, default=float)
+  path = os.path.join(cfg.root_dir, "summary.json")
+  with training.writing(path, last_good, [path + ".tmp"]):
+    with open(path + ".tmp", "w") as f:
+      json.dump(summary, f, indent=2, default=float)
+    os.replace(path + ".tmp", path)
   return summary

@@ -137,9 +137,9 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
   def validate(self):
     if self.agent not in AGENTS:
       raise ValueError(f"--agent must be one of {', '.join(AGENTS)}, got {self.agent!r}")
-    if not self.offline_dir or not os.path.isdir(self.offline_dir):
-      raise ValueError(f"--offline_dir {self.offline_dir!r} is not a directory (pass the "
-                       f"--root_dir of train_offline.py)")
+    from ccvl_tf import training  # pylint: disable=g-import-not-at-top
+    training.check_input_dir(self.offline_dir, "--offline_dir",
+                             "the --root_dir of a train_offline.py or compare.py run")
     if not self.root_dir:
       raise ValueError("--root_dir is required")
     for name in ("num_env_steps", "batch_size", "min_replay_size", "replay_capacity",
@@ -190,9 +190,12 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
 
   @property
   def num_learner_steps(self) -> int:
-    """Learner steps for `num_env_steps` env steps at `samples_per_insert`."""
-    return max(1, int(math.ceil(self.num_env_steps * self.samples_per_insert
-                                / self.online_batch_size)))
+    """About the learner steps of `num_env_steps` env steps: the rate limiter lets the first
+    sample through after `min_replay_size` items, then samples_per_insert / online batch
+    learner steps per env step (an estimate: the run ends when the actors' env steps, counted
+    at the server, reach the budget)."""
+    return max(1, int(math.ceil(max(self.num_env_steps - self.min_replay_size, 0)
+                                * self.samples_per_insert / self.online_batch_size)))
 
   @property
   def offline_agent(self) -> str:

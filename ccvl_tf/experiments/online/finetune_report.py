@@ -14,7 +14,7 @@ from __future__ import annotations
 import csv
 import json
 import os
-from typing import Callable, Dict, List
+from typing import Callable, Dict, List, Tuple
 
 import numpy as np
 
@@ -30,7 +30,8 @@ def run_dir(cfg, method: str, game: str, seed: int) -> str:
 
 def load_runs(cfg) -> List[dict]:
   """One row per evaluation of every finished or partial run: method, game, seed, step,
-  online_env_steps, the primary policy's raw and normalized score, and the run's summary."""
+  learner_steps (since the offline start), online_env_steps (the actors', as counted at the
+  server), the primary policy's raw and normalized score, and the run's summary."""
   from ccvl_tf import scores  # pylint: disable=g-import-not-at-top
   from ccvl_tf import training  # pylint: disable=g-import-not-at-top
   from ccvl_tf.data import minatar_datasets  # pylint: disable=g-import-not-at-top
@@ -46,12 +47,14 @@ def load_runs(cfg) -> List[dict]:
         evals = training.load_eval_record(root)["evals"]
         summary_path = os.path.join(root, "summary.json")
         summary = json.load(open(summary_path)) if os.path.exists(summary_path) else {}
+        offline_step = summary.get("offline_step", min((int(s) for s in evals), default=0))
         for step in sorted(evals, key=int):
           e = evals[step]
           raw = e.get(f"{online_eval.primary_policy_name(method)}_mean_score")
           if raw is None:
             continue
           row = dict(method=method, game=game, seed=int(seed), step=int(step),
+                     learner_steps=int(step) - int(offline_step),
                      online_env_steps=float(e.get("online_env_steps", float("nan"))),
                      score=float(raw), normalized_score=float(norm(np.array([raw]))[0]),
                      final=summary.get("final_step") == int(step))
@@ -195,15 +198,28 @@ def tightness_lines(cfg, pairs) -> List[str]:
   return lines
 
 
-def _per_step_means(rows, method, game, keys) -> Dict[float, Dict[str, float]]:
-  """online env steps -> {key: mean over the seeds' evaluations that have it}."""
-  by_step: Dict[float, Dict[str, List[float]]] = {}
+def _evaluation_groups(rows, method, game) -> List[Tuple[float, List[dict]]]:
+  """The seeds' evaluations of one method and game grouped by when they were made (the same
+  learner steps since the offline start, or the end of the run: the actors' env steps at an
+  evaluation differ a little between runs), as (mean online env steps, rows), in order."""
+  groups: Dict[object, List[dict]] = {}
   for r in rows:
     if r["method"] == method and r["game"] == game:
-      for k in keys:
-        if k in r:
-          by_step.setdefault(r["online_env_steps"], {}).setdefault(k, []).append(r[k])
-  return {x: {k: float(np.mean(v)) for k, v in d.items()} for x, d in sorted(by_step.items())}
+      groups.setdefault("end" if r["final"] else r["learner_steps"], []).append(r)
+  return sorted(((float(np.mean([r["online_env_steps"] for r in rs])), rs)
+                 for rs in groups.values()), key=lambda g: g[0])
+
+
+def _per_step_means(rows, method, game, keys) -> Dict[float, Dict[str, float]]:
+  """mean online env steps of an evaluation group (`_evaluation_groups`) -> {key: mean over
+  the group's evaluations that have it}."""
+  out = {}
+  for x, rs in _evaluation_groups(rows, method, game):
+    means = {k: float(np.mean([r[k] for r in rs if k in r])) for k in keys
+             if any(k in r for r in rs)}
+    if means:
+      out[x] = means
+  return out
 
 
 PENALTY_COLUMNS = (("penalty/lower_weight_new", "w new (Q_l)"),
@@ -279,10 +295,8 @@ def plot(cfg, rows, path: str) -> None:
   fig, axes = plt.subplots(1, len(cfg.games), figsize=(5 * len(cfg.games), 3.8), squeeze=False)
   for ax, game in zip(axes[0], cfg.games):
     for method in cfg.methods:
-      by_step: Dict[float, List[float]] = {}
-      for r in rows:
-        if r["method"] == method and r["game"] == game:
-          by_step.setdefault(r["online_env_steps"], []).append(r["normalized_score"])
+      by_step = {x: [r["normalized_score"] for r in rs]
+                 for x, rs in _evaluation_groups(rows, method, game)}
       if not by_step:
         continue
       xs = sorted(by_step)

@@ -88,8 +88,8 @@ class FinetuneSuiteConfig:
     for name in ("compare_dir", "data_dir", "output_dir"):
       if not getattr(self, name):
         raise ValueError(f"--{name} is required")
-    if not os.path.isdir(self.compare_dir):
-      raise ValueError(f"--compare_dir {self.compare_dir!r} is not a directory")
+    from ccvl_tf import training  # pylint: disable=g-import-not-at-top
+    training.check_input_dir(self.compare_dir, "--compare_dir", "a compare.py --output_dir")
     compare_config.parse_datasets(self.dataset)
     bad = [m for m in self.methods if m not in online_config.AGENTS]
     if bad or not self.methods:

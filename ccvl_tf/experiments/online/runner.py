@@ -1,3 +1,6 @@
+# Over ~500 lines on purpose: the learner's phases share one _Runner's state (server link, env-step
+# count, checkpoint manager, evaluation record); the pieces without that state are modules of
+# this package.
 """Online fine-tuning after offline CCVL (paper Sec. "Online Fine-Tuning on Atari", Table 6).
 
 Processes (docs/online.md has the picture and the multi-machine layout):
@@ -32,8 +35,14 @@ Processes (docs/online.md has the picture and the multi-machine layout):
                   (penalty.start_counts), the gridworld's exact counts too (weight
                   1 / SPI).
 
-Budget: `num_env_steps` env steps, i.e. num_env_steps * samples_per_insert / batch_size_online
-learner steps (the rate limiter keeps the ratio), counted from the offline step.
+Budget: `num_env_steps` env steps taken by the actors, counted at the server as the items
+inserted into the 'replay' table (one per env step), read at every weight push; the run ends at
+the first push at which they reach the budget. The count is kept in the learner's checkpoint
+(inserts after the last checkpoint of a killed learner are not counted). On connecting, the
+learner refuses a server whose 'replay' table has other settings than its own (rate limiter,
+capacity, item signature): its rate limiter decides how many env steps the actors take per
+learner step. About `(num_env_steps - min_replay_size) * samples_per_insert /
+batch_size_online` learner steps (`OnlineConfig.num_learner_steps`, for progress lines).
 
 Root dir layout: checkpoints/ (learner), reverb_checkpoints/ (in-process server), summaries/,
 eval.csv and evals.json (one row per evaluated step), bounds_report.md / .png / .json and
@@ -94,6 +103,7 @@ actor_main = online_actor.actor_main
 
 
 ServerLost = online_server.ServerLost  # the Reverb server stopped answering (names the address)
+ServerMismatch = online_server.ServerMismatch  # its replay table is not this learner's
 
 
 class ActorsGone(RuntimeError):
@@ -109,12 +119,16 @@ restore_offline = online_start.restore_offline
 
 
 # ---------------------------------------------------------------------------- learner
+def _write_json(path: str, obj, last_good=None) -> None:
+  """`obj` as JSON at `path` (atomic); a failed write is training.WriteFailed naming it."""
+  with training.writing(path, last_good, [path + ".tmp"]):
+    with open(path + ".tmp", "w") as f:
+      json.dump(obj, f, indent=2, default=float)
+    os.replace(path + ".tmp", path)
+
+
 def _write_status(cfg, **status):
-  path = os.path.join(cfg.root_dir, "status.json")
-  tmp = path + ".tmp"
-  with open(tmp, "w") as f:
-    json.dump(status, f, indent=2)
-  os.replace(tmp, path)
+  _write_json(os.path.join(cfg.root_dir, "status.json"), status)
 
 
 class _Runner:
@@ -130,6 +144,7 @@ class _Runner:
     self.sample_wait_seconds = 0.0  # in next(replay iterator): rate limiter + pipeline
     self.first_step_time = self.first_step = None
     self.eval_seconds_at_first_step = self.sample_wait_at_first_step = 0.0
+    self.trained = False  # the train phase is over: env steps stay those it ended with
 
   def _resolve_config(self) -> None:
     """The offline run's summary.json checked against the flags, and the settings taken from
@@ -153,14 +168,17 @@ class _Runner:
       self.agent = agent_spec(cfg.agent).build(self.tss, self.act, self.settings)
       self.control = online_config.control_variables()
       self.offline_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="offline_step")
+      # The actors' env steps (replay items inserted) since the run began.
+      self.env_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="online_env_steps")
     self.learner_step = make_learner_step(self.strategy, self.agent)
 
   def _initialize_checkpointer_and_maybe_resume(self) -> None:
     """Resumes from root_dir/checkpoints, else restores the offline checkpoint; sets the
-    online learning rate and the step range [start_step, final_step)."""
+    online learning rate, the start step and the estimated end (planned_step)."""
     cfg, agent, log = self.cfg, self.agent, self.log
     extra = {} if self.counts is None else {"online_counts": self.counts}
-    ckpt = agent.make_checkpoint(offline_step=self.offline_step, **extra)
+    ckpt = agent.make_checkpoint(offline_step=self.offline_step,
+                                 online_env_steps=self.env_steps, **extra)
     self.manager = tf.train.CheckpointManager(ckpt, os.path.join(cfg.root_dir, "checkpoints"),
                                               max_to_keep=3)
     latest = self.manager.latest_checkpoint
@@ -181,7 +199,7 @@ class _Runner:
     self.offline_step_value = int(self.offline_step.numpy())
     self.transitions = online_bounds.TransitionLog(
         os.path.join(cfg.root_dir, "online_transitions.npz"), self.start_step if latest else None)
-    self.final_step = self.offline_step_value + cfg.num_learner_steps
+    self.planned_step = self.offline_step_value + cfg.num_learner_steps  # for progress lines
     self.control["train_step"].assign(self.start_step)
     self.probe = None
     if cfg.penalty_diagnostic and cfg.offline_agent == "ccvl":
@@ -209,8 +227,16 @@ class _Runner:
       log(f"Reverb server in this process at {self.address} (checkpoints in "
           f"{reverb_ckpt_dir}).")
     info = replay.check_server(self.address, cfg.server_timeout_s)
-    log(f"Reverb replay table at {self.address}: {info[replay.REPLAY_TABLE].current_size} "
-        f"items; samples per insert {cfg.samples_per_insert}, min size {cfg.min_replay_size}.")
+    table = info[replay.REPLAY_TABLE]
+    online_server.check_table(self.address, table, cfg,
+                              self.agent.exploration_policy.trajectory_spec)
+    got = replay.server_settings(table)
+    log(f"Reverb replay table at {self.address}: {table.current_size} items; its settings, "
+        f"as this learner's: samples per insert {got['samples_per_insert']:g}, min size "
+        f"{got['min_size_to_sample']:.0f}, capacity {got['max_size']:.0f}.")
+    # Env steps are the inserts counted from here on, added to the checkpoint's count.
+    self.inserts_at_connect = int(replay.rate_limiter_stats(table)["inserts"])
+    self.env_steps_at_connect = int(self.env_steps.numpy())
     self.link = online_server.LearnerServerLink(self.address, cfg.server_timeout_s,
                                                 cfg.reverb_checkpoint_timeout_s)
     self.link.connect(online_config.pushed_variables(self.agent, self.control),
@@ -224,8 +250,10 @@ class _Runner:
     (online_server.LearnerServerLink), so a server lost before or during it ends the run with
     ServerLost naming it. The learner's own checkpoint is written first: after a lost server
     it is the one a restart resumes from."""
-    self.transitions.save()
-    self.manager.save(checkpoint_number=step)
+    with training.writing(self.transitions.path, self.manager.latest_checkpoint,
+                          [self.transitions.path + ".tmp.npz"]):
+      self.transitions.save()
+    training.save_checkpoint(self.manager, step)
     if self.server is not None or self.cfg.reverb_address:
       self.link.checkpoint(step)
 
@@ -255,7 +283,8 @@ class _Runner:
       self.link.check(step)
       if cfg.num_actors and self.actors.alive() == 0:
         raise ActorsGone(f"learner: all {cfg.num_actors} actor(s) exited at train step "
-                         f"{step}, before the budget ({self.final_step}); see "
+                         f"{step}, after {int(self.env_steps.numpy())} of the budget's "
+                         f"{cfg.num_env_steps} env steps; see "
                          f"{cfg.root_dir}/actors/") from None
       self.log(f"no sample for {cfg.sample_timeout_s:.0f}s at step {step} "
                f"({type(e).__name__}); server and {self.actors.alive()} actor(s) alive, "
@@ -272,25 +301,36 @@ class _Runner:
     with self.train_writer.as_default():
       for k, v in shown.items():
         tf.summary.scalar(k, v, step=step)
-    self.log(f"step {step}/{self.final_step}  {rate:.1f} steps/s  "
+    self.log(f"step {step} (env steps {int(self.env_steps.numpy())}/{self.cfg.num_env_steps})  "
+             f"{rate:.1f} steps/s  "
              + "  ".join(f"{k}={v:.4g}" for k, v in shown.items())
              + f"  actors alive {self.actors.alive()}/{self.cfg.num_actors}")
 
+  def _count_env_steps(self, step: int) -> int:
+    """The actors' env steps since the run began (the checkpoint's count plus the replay
+    table's inserts since this learner connected), also kept in `env_steps`."""
+    count = self.env_steps_at_connect + self.link.replay_inserts(step) - self.inserts_at_connect
+    self.env_steps.assign(count)
+    return count
+
   def _run_train_phase(self) -> int:
-    """Trains from start_step to final_step on replay batches, pushing the weights every
-    push_period steps, logging and checkpointing; returns the last step."""
-    cfg, final_step = self.cfg, self.final_step
+    """Trains on replay batches until the actors' env steps reach the budget (checked at every
+    weight push, every push_period steps), logging and checkpointing; returns the last step."""
+    cfg = self.cfg
     online, offline_it = self._batches()
     it = iter(online)
     step = self.start_step
-    self.log(f"Fine-tuning from learner step {self.start_step} to {final_step} "
-             f"({cfg.num_env_steps} env steps x SPI {cfg.samples_per_insert} / batch "
-             f"{cfg.online_batch_size}).")
+    done = self._count_env_steps(step) >= cfg.num_env_steps
+    self.log(f"Fine-tuning from learner step {self.start_step} until the actors have taken "
+             f"{cfg.num_env_steps} env steps ({int(self.env_steps.numpy())} so far; about "
+             f"learner step {self.planned_step} at SPI {cfg.samples_per_insert:g} and batch "
+             f"{cfg.online_batch_size}, after the {cfg.min_replay_size} items before the first "
+             f"sample).")
     if step == self.offline_step_value:
       self._evaluate_once(step)  # the offline start: scores "before" fine-tuning
     last_t, last_step = time.time(), step
     try:
-      while step < final_step:
+      while not done:
         batch, it = self._next_batch(online, it, offline_it, step)
         if batch is None:
           continue
@@ -301,18 +341,21 @@ class _Runner:
           self.first_step_time, self.first_step = time.time(), step
           self.eval_seconds_at_first_step = self.eval_seconds
           self.sample_wait_at_first_step = self.sample_wait_seconds
-        if (cfg.eval_interval and step < final_step
+        pushing = step % cfg.push_period == 0
+        if pushing:
+          done = self._count_env_steps(step) >= cfg.num_env_steps
+        if (cfg.eval_interval and not done
             and (step - self.offline_step_value) % cfg.eval_interval == 0):
           self._evaluate_once(step)
           last_t += self.last_eval_seconds  # progress rates count training time only
-        if step % cfg.push_period == 0 or step == final_step:
+        if pushing:
           self.control["train_step"].assign(step)
           self.link.push(step)
-        if step % cfg.log_interval == 0 or step == final_step:
+        if step % cfg.log_interval == 0 or done:
           now = time.time()
           self._log_progress(step, metrics, (step - last_step) / max(now - last_t, 1e-9))
           last_t, last_step = now, step
-        if step % cfg.checkpoint_interval == 0 or step == final_step:
+        if step % cfg.checkpoint_interval == 0 or done:
           self._save(step)
     except (ServerLost, ActorsGone, FloatingPointError, KeyboardInterrupt):
       raise
@@ -320,6 +363,7 @@ class _Runner:
       # A sample (or a step) failed: name the server if it is the cause.
       self.link.check(step, e)
       raise
+    self.trained = True
     return step
 
   def _record_online_part(self, batch, step: int) -> None:
@@ -349,9 +393,13 @@ class _Runner:
     self.actors.stop(grace_s=3.0)
 
   def online_env_steps(self, step: int) -> float:
-    """Env steps of online data behind learner step `step` (the rate limiter's ratio)."""
-    return ((step - self.offline_step_value) * self.cfg.online_batch_size
-            / self.cfg.samples_per_insert)
+    """The actors' env steps at learner step `step`: 0 at the offline start (its weights owe
+    nothing to the online data), after training the count it ended with, else now."""
+    if step == self.offline_step_value:
+      return 0.0
+    if self.trained:
+      return float(self.env_steps.numpy())
+    return float(self._count_env_steps(step))
 
   def _evaluate_once(self, step: int, tightness: bool = False) -> Dict[str, float]:
     """Evaluates the policies at `step` (online_eval.evaluate; with `tightness`, also the
@@ -382,7 +430,7 @@ class _Runner:
     self.eval_seconds += self.last_eval_seconds
     self.log(f"[eval] step {step} ({self.last_eval_seconds:.0f}s): " + ", ".join(
         f"{k}={v:.4g}" for k, v in sorted(results.items()) if shown_in_log(k)))
-    training.record_evaluation(self.cfg.root_dir, step, results)
+    training.record_evaluation(self.cfg.root_dir, step, results, self.manager.latest_checkpoint)
     return results
 
   def _bounds_report(self, phase: str, step: int) -> Dict[str, float]:
@@ -444,20 +492,23 @@ class _Runner:
     cfg, agent = self.cfg, self.agent
     exports, _ = agent_spec(cfg.agent).policies(agent, self.tss, self.act, None, self.settings)
     dirs = {name: os.path.join(cfg.root_dir, name) for name in exports}
+    last_good = self.manager.latest_checkpoint
     if cfg.export_policies:
       for name, pol in exports.items():
-        policies.export_policy(pol, dirs[name], train_step=agent.train_step_counter)
+        with training.writing(dirs[name], last_good):
+          policies.export_policy(pol, dirs[name], train_step=agent.train_step_counter)
       self.log(f"Exported SavedModels: {', '.join(dirs.values())}.")
     result = dict(game=cfg.game, step=step, start_step=self.start_step,
-                  offline_step=int(self.offline_step.numpy()), final_step=self.final_step,
+                  offline_step=int(self.offline_step.numpy()), final_step=step,
+                  online_env_steps=int(self.env_steps.numpy()),
+                  env_step_budget=cfg.num_env_steps,
                   address=self.address, last_eval=last_eval,
                   start_eval=training.recorded_evaluation(cfg.root_dir, self.offline_step_value),
                   throughput=throughput,
                   checkpoint=self.manager.latest_checkpoint,
                   replay_items=self.link.replay_items(step),
                   config=dataclasses.asdict(cfg), policy_dirs=dirs)
-    with open(os.path.join(cfg.root_dir, "summary.json"), "w") as f:
-      json.dump(result, f, indent=2, default=float)
+    _write_json(os.path.join(cfg.root_dir, "summary.json"), result, last_good)
     return result
 
   def _plot_penalty(self) -> None:
@@ -482,8 +533,7 @@ class _Runner:
     self._initialize_checkpointer_and_maybe_resume()
     self._connect_replay()
     config_path = os.path.join(cfg.root_dir, "online_config.json")
-    with open(config_path, "w") as f:
-      json.dump(dataclasses.asdict(cfg), f, indent=2)
+    _write_json(config_path, dataclasses.asdict(cfg), self.manager.latest_checkpoint)
     self.actors = online_actor.ActorProcesses(cfg, self.address, self.log)
     self.train_writer = tf.summary.create_file_writer(
         os.path.join(cfg.root_dir, "summaries", "train"))
@@ -491,7 +541,7 @@ class _Runner:
       self.actors.start(config_path)
       _write_status(cfg, learner_pid=os.getpid(), address=self.address,
                     actor_pids=[p.pid for p in self.actors.procs], start_step=self.start_step,
-                    final_step=self.final_step)
+                    planned_step=self.planned_step)
       t0 = time.time()
       self.eval_seconds = 0.0
       step = self._run_train_phase()

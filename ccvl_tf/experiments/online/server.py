@@ -27,6 +27,51 @@ class ServerLost(ConnectionError):
   """The Reverb server stopped answering (the message names its address)."""
 
 
+class ServerMismatch(ValueError):
+  """The server's 'replay' table has other settings than the learner's (the message names
+  each, and the flags that set them)."""
+
+
+# A replay-table setting -> the learner flag(s) that set it (replay.table_settings).
+_FLAGS = {"samples_per_insert": "--samples_per_insert", "min_size_to_sample": "--min_replay_size",
+          "max_size": "--replay_capacity",
+          "min_diff": "--batch_size, --samples_per_insert and --min_replay_size",
+          "max_diff": "--batch_size, --samples_per_insert and --min_replay_size"}
+
+
+def _number(x: float) -> str:
+  return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+def check_table(address: str, table_info, cfg, trajectory_spec) -> None:
+  """Raises ServerMismatch unless the server's 'replay' table (`table_info`) has the settings
+  `cfg` (OnlineConfig) gives it and the item signature of `trajectory_spec`: its rate limiter
+  decides how many env steps the actors take per learner step."""
+  from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
+  expected = replay.table_settings(max_size=cfg.replay_capacity, min_size=cfg.min_replay_size,
+                                   samples_per_insert=cfg.samples_per_insert,
+                                   batch_size=cfg.online_batch_size)
+  diffs = replay.setting_differences(table_info, expected,
+                                     tensor_spec.add_outer_dim(trajectory_spec))
+  if not diffs:
+    return
+  parts = []
+  for key, (server, mine) in diffs.items():
+    if key == "signature":
+      parts.append(f"its items are another game's or agent's (this learner: --game={cfg.game} "
+                   f"--agent={cfg.agent})")
+    else:
+      parts.append(f"{key} {_number(server)} (this learner's {_FLAGS[key]} give "
+                   f"{_number(mine)})")
+  raise ServerMismatch(
+      f"the Reverb server at {address} runs another 'replay' table than this learner's: "
+      + "; ".join(parts) + ". Its rate limiter sets how many env steps the actors take per "
+      "learner step, so the run's env-step budget and counts would be off. Start "
+      "binaries/reverb_server.py with this learner's --game, --agent, --samples_per_insert, "
+      "--min_replay_size, --replay_capacity and --batch_size, or give finetune_online.py the "
+      "server's.")
+
+
 class LearnerServerLink:
   """The learner's side of the server: its client, the variable container and the pushed
   variables, with the deadlines of the module docstring."""
@@ -71,6 +116,12 @@ class LearnerServerLink:
     return self._guard(lambda: replay.call_with_deadline(
         fn, self.address, self.server_timeout_s, what), what, step, "--server_timeout_s",
         self.server_timeout_s)
+
+  def replay_inserts(self, step: int) -> int:
+    """Items inserted into the 'replay' table since the server started (its rate limiter's
+    completed inserts)."""
+    return int(replay.rate_limiter_stats(self.call(self.client.server_info, "ServerInfo", step)[
+        replay.REPLAY_TABLE])["inserts"])
 
   def replay_items(self, step: int) -> int:
     """Items in the 'replay' table now."""

@@ -1,0 +1,135 @@
+"""Exported policies used the way TF-Agents users load and run them, in a fresh process:
+`SavedModelPyTFEagerPolicy(path, load_specs_from_pbtxt=True)` with `get_initial_state()` (no
+batch size: TF-Agents asks the SavedModel for batch 0) and with `get_initial_state(batch_size=n)`,
+`PyDriver` on an unbatched environment, and a wrong observation shape (an error naming the
+policy's observation spec)."""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+from tf_agents.specs import tensor_spec
+from tf_agents.trajectories import time_step as ts
+
+import ccvl_tf  # noqa: F401
+from ccvl_tf import networks, policies
+
+OBS_SHAPE = (10, 10, 4)
+NUM_ACTIONS = 3
+
+# The fresh process: TF-Agents' own loaders, nothing of ccvl_tf.
+CHILD = textwrap.dedent("""
+    import json, os, sys
+    os.environ["TF_USE_LEGACY_KERAS"] = "1"
+    import numpy as np
+    from tf_agents.drivers import py_driver
+    from tf_agents.environments import random_py_environment
+    from tf_agents.policies import py_tf_eager_policy
+    from tf_agents.specs import tensor_spec
+    from tf_agents.trajectories import time_step as ts
+
+    out = {}
+    for name in sys.argv[2:]:
+      path = os.path.join(sys.argv[1], name)
+      policy = py_tf_eager_policy.SavedModelPyTFEagerPolicy(path, load_specs_from_pbtxt=True)
+      obs_spec = policy.time_step_spec.observation
+      frames = np.random.default_rng(0).integers(0, 256, (6,) + obs_spec.shape, np.uint8)
+      steps = [ts.restart(frames[0])] + [
+          ts.transition(f, np.float32(1.0)) for f in frames[1:]]
+      runs = {}
+      for how in ("no_batch_size", "batch_size_1"):
+        state = (policy.get_initial_state() if how == "no_batch_size"
+                 else policy.get_initial_state(batch_size=1))
+        actions = []
+        for t in steps:
+          step = policy.action(t, state)
+          state = step.state
+          actions.append(int(step.action))
+        runs[how] = actions
+      # A batch of 3 streams (time steps batched by the caller).
+      batched = py_tf_eager_policy.SavedModelPyTFEagerPolicy(
+          path, load_specs_from_pbtxt=True, batch_time_steps=False)
+      state = batched.get_initial_state(batch_size=3)
+      t = ts.restart(np.stack([frames[0]] * 3), batch_size=3)
+      runs["batch_size_3"] = [int(a) for a in batched.action(t, state).action]
+      # PyDriver on an unbatched environment of the policy's specs.
+      env = random_py_environment.RandomPyEnvironment(
+          obs_spec, policy.action_spec, episode_end_probability=0.3, seed=1)
+      counted = []
+      driver = py_driver.PyDriver(env, policy, [counted.append], max_steps=25)
+      driver.run(env.reset(), policy.get_initial_state(env.batch_size))
+      runs["driver_steps"] = int(sum(not t.is_boundary() for t in counted))
+      # A wrong observation shape.
+      try:
+        policy.action(ts.restart(frames[0][..., :3]), policy.get_initial_state())
+        runs["wrong_shape"] = "accepted"
+      except Exception as e:  # pylint: disable=broad-except
+        runs["wrong_shape"] = str(e)
+      out[name] = runs
+    print("RESULT", json.dumps(out))
+""")
+
+
+def _policies():
+  obs_spec = tensor_spec.BoundedTensorSpec(OBS_SHAPE, tf.uint8, 0, 255, "observation")
+  tss = ts.time_step_spec(obs_spec)
+  aspec = tensor_spec.BoundedTensorSpec((), tf.int32, 0, NUM_ACTIONS - 1, "action")
+  config = networks.minatar_network_config()
+  lower = networks.build_ccvl_network(OBS_SHAPE, "uint8", NUM_ACTIONS, config, name="lower")
+  upper = networks.build_ccvl_network(OBS_SHAPE, "uint8", NUM_ACTIONS, config, name="upper")
+  adaptive = policies.ConfidenceAdaptivePolicy(tss, aspec, lower.q_model, num_deltas=5,
+                                               seed=3, reward_clip=1.0)
+  return {
+      "fixed": policies.FixedDeltaPolicy(tss, aspec, lower.q_model, delta=0.5),
+      "bounds": policies.BoundsPolicy(tss, aspec, lower.q_model, upper.q_model, beta=0.5,
+                                      delta=0.5),
+      "adaptive": adaptive,
+      "adaptive_epsilon_greedy": policies.epsilon_greedy(adaptive, 0.0),
+      "adaptive_bounds": policies.ConfidenceAdaptivePolicy(
+          tss, aspec, lower.q_model, num_deltas=5, seed=3, upper_network=upper.q_model,
+          beta=0.5),
+  }
+
+
+@pytest.mark.slow
+def test_exports_run_under_tf_agents_loaders_in_a_fresh_process(tmp_path):
+  built = _policies()
+  for name, policy in built.items():
+    policies.export_policy(policy, str(tmp_path / name))
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+  proc = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path), *built],
+                        capture_output=True, text=True, env=env, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  out = json.loads(proc.stdout.split("RESULT", 1)[1])
+  for name in built:
+    runs = out[name]
+    # Without a batch size the state is the fresh one of the time step's batch: the same
+    # actions as with batch_size=1.
+    assert runs["no_batch_size"] == runs["batch_size_1"], (name, runs)
+    assert all(0 <= a < NUM_ACTIONS for a in runs["no_batch_size"] + runs["batch_size_3"])
+    assert runs["driver_steps"] == 25, (name, runs)  # max_steps, boundaries not counted
+    assert ("the observation must be uint8 [batch, 10, 10, 4] (the time_step_spec.observation of "
+            "the policy, policy_specs.pbtxt); got shape] [1 10 10 3]"
+            in runs["wrong_shape"]), (name, runs["wrong_shape"])
+
+
+def test_a_state_of_another_batch_size_is_refused_naming_both(tmp_path):
+  built = _policies()
+  policies.export_policy(built["adaptive"], str(tmp_path / "adaptive"))
+  saved = tf.saved_model.load(str(tmp_path / "adaptive"))
+  frames = np.zeros((2,) + OBS_SHAPE, np.uint8)
+  t = ts.restart(tf.constant(frames), batch_size=2)
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=r"the policy state has batch size\] \[3\] \[but the time step has\] "
+                           r"\[2\]"):
+    saved.action(t, saved.get_initial_state(batch_size=3))
+  # Batch 0 (TF-Agents' get_initial_state() without a batch size) is the fresh state.
+  a = saved.action(t, saved.get_initial_state(batch_size=0))
+  b = saved.action(t, saved.get_initial_state(batch_size=2))
+  np.testing.assert_array_equal(a.action, b.action)
+  for k in a.state:
+    np.testing.assert_array_equal(a.state[k], b.state[k], err_msg=k)

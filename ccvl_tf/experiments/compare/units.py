@@ -233,7 +233,7 @@ def configure_tensorflow(threads: int, deterministic: bool, log=None) -> Dict[st
     tf.config.threading.set_inter_op_parallelism_threads(threads)
   except RuntimeError:
     if log is not None and tf.config.threading.get_intra_op_parallelism_threads() != threads:
-      log(f"compare: TensorFlow was already running in this process; its thread count "
+      log(f"TensorFlow was already running in this process; its thread count "
           f"({tf.config.threading.get_intra_op_parallelism_threads() or 'default'}) stays, "
           f"so scores may differ from a run with {threads} thread(s) per unit")
   if deterministic:

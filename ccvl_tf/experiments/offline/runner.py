@@ -441,8 +441,8 @@ def _train_references(cfg: OfflineConfig, parts, make_dataset, log) -> Dict[str,
 def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, object]:
   """Runs the whole offline pipeline; returns a summary dict (also written to summary.json)."""
   cfg.validate()
-  from ccvl_tf.experiments.compare import units as compare_units  # pylint: disable=g-import-not-at-top
-  threads = compare_units.configure_tensorflow(cfg.tf_threads, cfg.deterministic, log)
+  from ccvl_tf.experiments import tf_setup  # pylint: disable=g-import-not-at-top
+  threads = tf_setup.configure_tensorflow(cfg.tf_threads, cfg.deterministic, log)
   log(f"TensorFlow threads: {threads['tf_threads'] or 'the number of cores'} (--tf_threads)"
       + (", op determinism on" if cfg.deterministic else "") + ".")
   from ccvl_tf import evaluation, policies, scores, training

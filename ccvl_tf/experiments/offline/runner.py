@@ -444,7 +444,8 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
   from ccvl_tf.experiments import tf_setup  # pylint: disable=g-import-not-at-top
   threads = tf_setup.configure_tensorflow(cfg.tf_threads, cfg.deterministic, log)
   log(f"TensorFlow threads: {threads['tf_threads'] or 'the number of cores'} (--tf_threads)"
-      + (", op determinism on" if cfg.deterministic else "") + ".")
+      + (", op determinism on" if cfg.deterministic else "")
+      + f"; CPU kernels: {tf_setup.cpu_kernels_in_force()}.")
   from ccvl_tf import evaluation, policies, scores, training
   from ccvl_tf.data import pipeline
   from ccvl_tf.envs import atari

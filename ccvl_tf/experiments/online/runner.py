@@ -32,6 +32,10 @@ Processes (docs/online.md has the picture and the multi-machine layout):
                   (penalty.start_counts), the gridworld's exact counts too (weight
                   1 / SPI).
 
+That is the asynchronous schedule (`--schedule=async`). With `--schedule=deterministic` there
+is no server and no actor process: K actors take env steps in turn in the learner's process
+and the learner samples a seeded replay (deterministic.py), the same numbers every run.
+
 Budget: `num_env_steps` env steps, i.e. num_env_steps * samples_per_insert / batch_size_online
 learner steps (the rate limiter keeps the ratio), counted from the offline step.
 

@@ -468,7 +468,9 @@ def epsilon_greedy(policy: tf_policy.TFPolicy, epsilon: float = 0.001,
 
   Uses TF-Agents' `EpsilonGreedyPolicy` (via `CCVLEpsilonGreedyPolicy`, which keeps the belief
   of a `ConfidenceAdaptivePolicy` intact). The random branch uses TF's stateful RNG, so
-  epsilon-greedy actions are not bit-reproducible across processes; epsilon=0 is.
+  epsilon-greedy actions are not bit-reproducible across processes unless each sets TF's
+  global seed (tf.random.set_seed) before building the policy, as fine-tuning's deterministic
+  schedule does; epsilon=0 is.
   """
   if not 0.0 <= float(epsilon) <= 1.0:
     raise ValueError(f"epsilon must be in [0, 1], got {epsilon!r}")

@@ -1,7 +1,8 @@
 """MinAtar fine-tuning (binaries/finetune_minatar.py, finetune_online.py --game=minatar/...):
 the report's gains by hand from recorded evaluations, and end to end on a tiny real-format
 MinAtar dataset: compare.py's offline CQL and CCVL runs (with their summary.json) fine-tuned by
-the three agents through the real Reverb server and actor processes."""
+the three agents in the suite's default, deterministic schedule (the asynchronous one, through a
+real Reverb server and actor processes: tests/test_online.py)."""
 import csv
 import json
 import os

@@ -62,16 +62,31 @@ class _ScriptedPolicy:
     self.policy = P(time_step_spec, action_spec, info_spec=info_spec)
 
 
-def test_observer_items_become_the_right_transitions(server):
+@pytest.fixture()
+def sampling_server():
+  """A server whose rate limiter lets the learner's dataset draw ~3,000 samples from 5 items
+  (the `server` fixture's SPI 2 stops it after 18, which missed the one item drawn with
+  probability 1/5 in 0.8^18 = 1.8% of runs)."""
+  cfg = online.OnlineConfig(game="gridworld", min_replay_size=4, samples_per_insert=1000.0,
+                            batch_size=4, replay_capacity=1000)
+  srv, address = replay.start_server(online.make_server_tables(cfg))
+  try:
+    yield cfg, address
+  finally:
+    srv.stop()
+
+
+def test_observer_items_become_the_right_transitions(sampling_server):
   """Gridworld start (6, 0): 'up' x2 leads to (4, 0) with reward 0; a 3-step episode cap
   (time-out, discount 1) then a new episode. The learner's dataset must yield exactly the
-  non-boundary transitions with terminal 0 (time-out bootstraps)."""
+  non-boundary transitions with terminal 0 (time-out bootstraps); 200 draws from the 5 items
+  miss one with probability below 1e-19."""
   import reverb
   from tf_agents.drivers import py_driver
   from tf_agents.replay_buffers import reverb_utils
   from ccvl_tf.envs import gridworld
   from ccvl_tf.envs import gridworld_env
-  cfg, address = server
+  cfg, address = sampling_server
   world = gridworld.GridWorld(slip_prob=0.0, horizon=3)
   env = gridworld_env.GridWorldEnvironment(world, seed=0)
   agent = online.build_agent("gridworld", *online.specs("gridworld"), cfg.bounds())
@@ -84,7 +99,7 @@ def test_observer_items_become_the_right_transitions(server):
   observer.flush()
   ds = replay.replay_dataset(spec, address, batch_size=1, rate_limiter_timeout_ms=1000)
   seen = set()
-  for batch in ds.take(40):
+  for batch in ds.take(200):
     s = int(np.argmax(batch["observation"][0]))
     s2 = int(np.argmax(batch["next_observation"][0]))
     seen.add((world.cell(s), int(batch["action"][0]), float(batch["reward"][0]), world.cell(s2),

@@ -12,11 +12,10 @@ and its steps in order):
 
 Shared by them, here: agent_registry.py (agent name -> learner, its settings and exported
 policies), agent_options.py (CCVL's options as flags), evaluate.py (evaluating an exported
-policy: binaries/evaluate.py).
+policy: binaries/evaluate.py), tf_setup.py (a process's TensorFlow threads and determinism).
 
 Imports run one way: online/ -> compare/ -> offline/ -> the shared modules, and online/ ->
-gridworld/ (the exact references of its bounds check). Two deferred imports still run back
+gridworld/ (the exact references of its bounds check). One deferred import still runs back
 from offline/ to compare/: runner.py reads the methods' display names (compare/config.py
-`METHODS`) and ablation.py a worker's TensorFlow set-up (compare/units.py
-`configure_tensorflow`); both belong in a shared module.
+`METHODS`); it belongs in a shared module.
 """

@@ -3,7 +3,8 @@
 `run_unit` has two phases, `train_unit` (build the learner from the agent registry and train
 or resume it) and `evaluate_unit` (the method's policy in the suite's environment, the result
 file); `run_logged` runs a unit with its own log file; `training_groups` says which units share
-a trained learner; `configure_tensorflow` sets a process's threads and determinism.
+a trained learner; `configure_tensorflow` (experiments/tf_setup.py) sets a process's threads and
+determinism.
 """
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ from ccvl_tf import evaluation
 from ccvl_tf.experiments.compare import config as compare_config
 from ccvl_tf.experiments.compare import suites as compare_suites
 from ccvl_tf.experiments.offline import runner as offline
+# A process's threads and determinism (shared with offline/), used through this module by the pool.
+from ccvl_tf.experiments.tf_setup import configure_tensorflow  # noqa: F401
 
 Unit = tuple  # (dataset, game, seed, method)
 
@@ -224,19 +227,3 @@ def training_groups(units: Sequence[Unit]) -> List[List[Unit]]:
   return list(groups.values())
 
 
-def configure_tensorflow(threads: int, deterministic: bool, log=None) -> Dict[str, object]:
-  """Sets TensorFlow's intra/inter-op threads (and op determinism) for this process's units,
-  if TensorFlow's runtime has not started yet; returns what is in force (for the rows)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  try:
-    tf.config.threading.set_intra_op_parallelism_threads(threads)
-    tf.config.threading.set_inter_op_parallelism_threads(threads)
-  except RuntimeError:
-    if log is not None and tf.config.threading.get_intra_op_parallelism_threads() != threads:
-      log(f"compare: TensorFlow was already running in this process; its thread count "
-          f"({tf.config.threading.get_intra_op_parallelism_threads() or 'default'}) stays, "
-          f"so scores may differ from a run with {threads} thread(s) per unit")
-  if deterministic:
-    tf.config.experimental.enable_op_determinism()
-  return {"tf_threads": int(tf.config.threading.get_intra_op_parallelism_threads()),
-          "deterministic": bool(deterministic)}

@@ -13,5 +13,7 @@ Entry point: `runner.run(OfflineConfig(...))` (binaries/train_offline.py). Its s
 
 Beside it: ablation.py, `ablation.run(AblationConfig(...))` (binaries/ablate.py): named
 variants of the learners' settings trained on one development dataset, probed while they
-train, scored at the end (docs/ablation.md).
+train, scored at the end (docs/ablation.md); demo_seeds.py, `demo_seeds.run(DemoSeedsConfig(...))`
+(binaries/demo_seeds.py): the demo (binaries/train_offline.py) once per training seed on one
+dataset, and its table over seeds.
 """

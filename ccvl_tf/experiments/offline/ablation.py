@@ -286,9 +286,8 @@ def _worker_init(threads: int, parent_pid: Optional[int] = None) -> None:
   from ccvl_tf import quiet, worker_lifetime  # pylint: disable=g-import-not-at-top
   worker_lifetime.die_with_parent(parent_pid)  # no orphans training on after a killed parent
   quiet.quiet_start()  # a spawned worker imports TensorFlow afresh
-  from ccvl_tf.experiments.compare import (  # pylint: disable=g-import-not-at-top
-      units as compare_units)
-  compare_units.configure_tensorflow(threads, deterministic=False)
+  from ccvl_tf.experiments import tf_setup  # pylint: disable=g-import-not-at-top
+  tf_setup.configure_tensorflow(threads, deterministic=False)
 
 
 def _worker_run(cfg: AblationConfig, name: str) -> Dict[str, object]:

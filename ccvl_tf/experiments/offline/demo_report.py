@@ -184,11 +184,12 @@ def results_table(cfg, game, replay_dir, spec, exports, precomputed, log,
   behaviour, behaviour_name, note = None, "behaviour", ""
   marker = os.path.join(replay_dir, "COMPLETE")
   info = {}
-  if not cfg.dataset_dir and os.path.exists(marker):
+  if os.path.exists(marker):  # a default dataset (collected by this run or an earlier one)
     with open(marker) as f:
       info = json.load(f)
   factory = scripted.scripted_policies().get(game)
-  if info.get("policy", "").startswith("scripted") and factory is not None:
+  if (info.get("policy") == f"scripted_eps{cfg.behaviour_epsilon:g}"
+      and factory is not None):
     behaviour = lambda env: factory(env, epsilon=cfg.behaviour_epsilon, seed=cfg.seed + 7)
     behaviour_name = f"behaviour (scripted, epsilon {cfg.behaviour_epsilon:g})"
   elif info.get("policy") == "random":

@@ -154,6 +154,13 @@ class OfflineConfig:
       "agent, learning setting or dataset (by default such a resume is refused, listing the "
       "differences). num_steps, intervals and evaluation settings may always change.")
   seed: int = setting(0, "Seed of data order, deltas and evaluation.", lower_bound=0)
+  # The trained weights depend on the intra-op thread count, and TensorFlow's default is the
+  # number of cores: a fixed count gives one network per seed on machines with other core
+  # counts (BUILD.md, "What is and is not bit-reproducible"; tools/determinism_cost.py).
+  tf_threads: int = setting(
+      2, "TensorFlow intra- and inter-op threads (0: TensorFlow's default, the number of "
+      "cores). The trained network depends on it; fixed, the same command gives the same "
+      "network on machines with other core counts.", lower_bound=0)
   # Off by default: on CPU op determinism changed no bit at a fixed thread count (BUILD.md,
   # tools/determinism_cost.py); it matters on GPU.
   deterministic: bool = setting(
@@ -468,9 +475,11 @@ def _train_references(cfg: OfflineConfig, parts, make_dataset, log) -> Dict[str,
 def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, object]:
   """Runs the whole offline pipeline; returns a summary dict (also written to summary.json)."""
   cfg.validate()
-  if cfg.deterministic:
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    tf.config.experimental.enable_op_determinism()
+  from ccvl_tf.experiments import tf_setup  # pylint: disable=g-import-not-at-top
+  threads = tf_setup.configure_tensorflow(cfg.tf_threads, cfg.deterministic, log)
+  log(f"TensorFlow threads: {threads['tf_threads'] or 'the number of cores'} (--tf_threads)"
+      + (", op determinism on" if cfg.deterministic else "")
+      + f"; CPU kernels: {tf_setup.cpu_kernels_in_force()}.")
   from ccvl_tf import evaluation, policies, scores, training
   from ccvl_tf.data import pipeline
   from ccvl_tf.envs import atari

@@ -7,7 +7,8 @@ order:
      learner (start.py);
   3. the Reverb server (in the learner's process, or binaries/reverb_server.py) and K actor
      processes (actor.py; each one `python -m ccvl_tf.experiments.online actor ...`,
-     __main__.py);
+     __main__.py) -- or, with --schedule=deterministic, K actors stepped in turn in the
+     learner's process and a seeded replay (deterministic.py);
   4. the learner's phases: train on the replay table with counts that follow the online data
      (penalty.py), push weights and checkpoint through calls with deadlines (server.py),
      evaluate (evaluations.py; on the gridworld the bounds against exact values, bounds.py);

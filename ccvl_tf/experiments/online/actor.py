@@ -87,9 +87,16 @@ def read_stats(root_dir: str, num_actors: int) -> dict:
   return total
 
 
+def actor_env_seed(seed: int, actor_id: int) -> int:
+  """The environment seed of actor `actor_id` (its process, or its in-process stand-in of the
+  deterministic schedule)."""
+  return seed + 1000 * (actor_id + 1)
+
+
 def actor_main(config_path: str, actor_id: int, address: str, parent_pid: int) -> int:
   """One actor process (see module docstring). Exit codes: 0 finished (learner said so, or
-  the learner is gone), 3 the Reverb server was lost (message names the address).
+  the learner is gone), 2 the configuration is not an asynchronous run's, 3 the Reverb server
+  was lost (message names the address).
 
   parent_pid: the learner's pid when the learner started this actor (the actor exits when
   that process is gone); 0 for an actor started by hand on another machine
@@ -109,6 +116,10 @@ def actor_main(config_path: str, actor_id: int, address: str, parent_pid: int) -
   def fail(msg, code):
     print(f"{tag}: {msg}", file=sys.stderr, flush=True)
     os._exit(code)  # pylint: disable=protected-access  (blocked gRPC calls cannot be joined)
+
+  if cfg.schedule != online_config.ASYNC:
+    fail(f"{config_path} is a --schedule={cfg.schedule} run, whose actors run in the "
+         f"learner's process; actor processes serve --schedule={online_config.ASYNC} runs", 2)
 
   stop = threading.Event()
 
@@ -135,7 +146,7 @@ def actor_main(config_path: str, actor_id: int, address: str, parent_pid: int) -
   container = reverb_variable_container.ReverbVariableContainer(
       address, table_names=[replay.VARIABLE_TABLE])
   container.update(variables)
-  env = online_config.make_env(cfg.game, seed=cfg.seed + 1000 * (actor_id + 1))
+  env = online_config.make_env(cfg.game, seed=actor_env_seed(cfg.seed, actor_id))
   observer = reverb_utils.ReverbAddTrajectoryObserver(
       reverb.Client(address), replay.REPLAY_TABLE, sequence_length=2, stride_length=1)
   timed = TimedObserver(observer)

@@ -24,6 +24,26 @@ GRIDWORLD_VALUE_MAX = 1.0  # every gridworld return is 0 or gamma^t (gridworld/b
 # dataset's, plus the online data's during fine-tuning) -- the form Theorem 1 proves pointwise
 # bounds for. Algorithm 1's regularized form overshoots Q* here (docs/online.md).
 GRIDWORLD_LOWER_OBJECTIVE = "bonus"
+# How actors and the learner take turns (--schedule of finetune_online.py and
+# finetune_minatar.py; `schedule_setting` declares the flag for both).
+ASYNC = "async"
+DETERMINISTIC = "deterministic"
+SCHEDULES = (ASYNC, DETERMINISTIC)
+
+
+def schedule_setting(default: str):
+  """The --schedule field of OnlineConfig and of the fine-tuning suite's config (one
+  declaration: help and choices; each config its default)."""
+  return setting(
+      default, "How actors and learner take turns: 'async' (actor processes and the learner "
+      "run concurrently through the Reverb server, whose rate limiter holds "
+      "--samples_per_insert: the fastest, but the numbers differ between runs) or "
+      "'deterministic' (the actors take env steps in turn in the learner's process, the "
+      "replay is sampled by a seeded generator, the same numbers every run on one machine; "
+      "no Reverb server, no resume; experiments/online/deterministic.py).",
+      enum_values=SCHEDULES)
+
+
 # --agent of the fine-tune -> the registered learner it builds (experiments/agent_registry.py).
 REGISTERED = {"ccvl": "ccvl_bounds", "ccvl_lower": "ccvl_lower", "cql": "cql"}
 AGENTS = tuple(REGISTERED)
@@ -114,6 +134,7 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
       "(Q_l only, explores with the confidence-adaptive policy + epsilon) or 'cql' "
       "(baseline: greedy + epsilon exploration).", enum_values=AGENTS)
   seed: int = setting(0, "Seed.", lower_bound=0)
+  schedule: str = schedule_setting(ASYNC)
 
   # The inherited ExplorationConfig fields that are flags (agents/ does not declare flags).
   FLAG_SPECS = {
@@ -162,6 +183,15 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
     if self.replay_capacity < self.min_replay_size:
       raise ValueError(f"--replay_capacity ({self.replay_capacity}) must be >= "
                        f"--min_replay_size ({self.min_replay_size})")
+    if self.schedule not in SCHEDULES:
+      raise ValueError(f"--schedule must be one of {', '.join(SCHEDULES)}, got "
+                       f"{self.schedule!r}")
+    if self.schedule == DETERMINISTIC and self.reverb_address is not None:
+      raise ValueError("--reverb_address is for --schedule=async: --schedule=deterministic runs "
+                       "its actors in the learner's process, without a Reverb server")
+    if self.schedule == DETERMINISTIC and self.num_actors < 1:
+      raise ValueError(f"--schedule=deterministic steps its actors in the learner's process: "
+                       f"--num_actors must be >= 1, got {self.num_actors!r}")
     if self.reverb_address is not None and ":" not in self.reverb_address:
       raise ValueError(f"--reverb_address must be host:port, got {self.reverb_address!r}")
     if self.alpha is not None and not self.alpha >= 0:

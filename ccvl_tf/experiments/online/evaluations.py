@@ -56,16 +56,20 @@ def primary_policy_name(agent: str) -> str:
 
 def evaluate(cfg, agent, step: int, episodes: Optional[int] = None) -> Dict[str, float]:
   """Mean raw (and normalized) score of each of `named_policies` over `episodes` (default
-  cfg.eval_episodes) episodes of a fresh environment seeded by the step."""
+  cfg.eval_episodes) episodes of a fresh environment. The seeds (environment, epsilon) depend
+  on cfg.seed only, not on `step`: every evaluation of a run -- the offline start ("before"),
+  mid-run, the end ("after") -- plays episodes from the same seeds, so a gain compares the
+  policies on the same environment randomness."""
   from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
   from ccvl_tf.envs import factory  # pylint: disable=g-import-not-at-top
+  del step  # the seeds do not depend on it (above)
   episodes = cfg.eval_episodes if episodes is None else episodes
   out = {}
   for name, policy in named_policies(cfg, agent).items():
-    ev = factory.make_env(cfg.game, cfg.seed + 10_000 + step, cfg.eval_max_steps)
+    ev = factory.make_env(cfg.game, cfg.seed + 10_000, cfg.eval_max_steps)
     records = evaluation.run_episodes(
         evaluation.CompiledPolicy(policy), ev.env, episodes,
-        epsilon=cfg.eval_epsilon, seed=cfg.seed + step, raw_score_fn=ev.raw_score_fn,
+        epsilon=cfg.eval_epsilon, seed=cfg.seed, raw_score_fn=ev.raw_score_fn,
         max_total_steps=episodes * (cfg.eval_max_steps + 2))
     scores = np.array([r.raw_score for r in records])
     out[f"{name}_mean_score"] = float(scores.mean())

@@ -6,9 +6,12 @@ Methods (online_config.AGENTS), each from its own offline run of the comparison:
   cql         CQL, explores greedy + epsilon (the baseline);
   ccvl_lower  CCVL's lower bound Q_l alone, explores with the confidence-adaptive policy;
   ccvl        CCVL with lower and upper bounds, explores with Eq. upper policy (delta ~ b(h)).
-A run is `binaries/finetune_online.py` in a subprocess (its own Reverb server and actor), with
---eval_interval so eval.csv holds the score against online steps; a rerun skips finished runs
-and resumes the others. The report (finetune_report.py) normalizes with the datasets' reference
+A run is `binaries/finetune_online.py` in a subprocess, with --eval_interval so eval.csv holds
+the score against online steps, under --schedule: 'deterministic' (the default here: the actor
+stepped in the learner's process, seeded replay sampling -- the same table twice) or 'async'
+(its own Reverb server and actor process). A rerun skips finished runs; an unfinished
+asynchronous run resumes, an unfinished deterministic one starts again from its offline
+checkpoint (it cannot resume). The report (finetune_report.py) normalizes with the datasets' reference
 scores and aggregates the gains with rliable.
 
 Layout of output_dir: runs/<method>/<Game>/seed_<k>/ (a finetune_online root_dir),
@@ -22,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -80,6 +84,7 @@ class FinetuneSuiteConfig:
   bootstrap_reps: int = setting(2000, "rliable bootstrap reps.", lower_bound=100)
   alpha: Optional[float] = setting(None, "finetune_online.py --alpha for every run (default: "
                                    "each offline run's).", lower_bound=0.0)
+  schedule: str = online_config.schedule_setting(online_config.DETERMINISTIC)
   online_counts: str = setting("grow", "finetune_online.py --online_counts for every run "
                                "('grow': n(s)^-1 follows the online data; 'offline': the "
                                "offline rule, before issue 24).", enum_values=("grow", "offline"))
@@ -94,6 +99,9 @@ class FinetuneSuiteConfig:
     bad = [m for m in self.methods if m not in online_config.AGENTS]
     if bad or not self.methods:
       raise ValueError(f"--methods: unknown {bad}; valid: {', '.join(online_config.AGENTS)}")
+    if self.schedule not in online_config.SCHEDULES:
+      raise ValueError(f"--schedule must be one of {', '.join(online_config.SCHEDULES)}, got "
+                       f"{self.schedule!r}")
     if self.online_counts not in ("grow", "offline"):
       raise ValueError(f"--online_counts must be 'grow' or 'offline', got "
                        f"{self.online_counts!r}")
@@ -207,7 +215,7 @@ def finetune_args(cfg: FinetuneSuiteConfig, method: str, game: str, seed: int,
           f"--min_replay_size={cfg.min_replay_size}", "--replay_capacity=1000000",
           "--num_actors=1", "--export_policies=false",
           f"--checkpoint_interval={cfg.eval_interval}", f"--log_interval={cfg.eval_interval}",
-          f"--online_counts={cfg.online_counts}"
+          f"--online_counts={cfg.online_counts}", f"--schedule={cfg.schedule}"
           ] + ([] if cfg.alpha is None else [f"--alpha={cfg.alpha}"]) + (
               [] if states is None else [f"--offline_states={states}"])
 
@@ -228,6 +236,10 @@ def run(cfg: FinetuneSuiteConfig, log: Callable[[str], None] = print) -> Dict[st
     if run_finished(root):
       log(f"[{i + 1}/{len(units)}] {method} {game} seed {seed}: done (skipped)")
       continue
+    if cfg.schedule == online_config.DETERMINISTIC and os.path.isdir(root):
+      log(f"[{i + 1}/{len(units)}] {method} {game} seed {seed}: {root} holds an unfinished "
+          f"run, which --schedule=deterministic cannot resume; starting it again")
+      shutil.rmtree(root)
     offline = ensure_offline_summary(cfg, method, game, seed, log)
     states = (offline_states(cfg, game, seed, suite)
               if online_config.OFFLINE_AGENT[method] == "ccvl" else None)

@@ -35,6 +35,10 @@ Processes (docs/online.md has the picture and the multi-machine layout):
                   (penalty.start_counts), the gridworld's exact counts too (weight
                   1 / SPI).
 
+That is the asynchronous schedule (`--schedule=async`). With `--schedule=deterministic` there
+is no server and no actor process: K actors take env steps in turn in the learner's process
+and the learner samples a seeded replay (deterministic.py), the same numbers every run.
+
 Budget: `num_env_steps` env steps taken by the actors, counted at the server as the items
 inserted into the 'replay' table (one per env step), read at every weight push; the run ends at
 the first push at which they reach the budget. The count is kept in the learner's checkpoint
@@ -79,6 +83,7 @@ from ccvl_tf import training
 from ccvl_tf.experiments.online import actor as online_actor
 from ccvl_tf.experiments.online import bounds as online_bounds
 from ccvl_tf.experiments.online import config as online_config
+from ccvl_tf.experiments.online import deterministic as online_deterministic
 from ccvl_tf.experiments.online import evaluations as online_eval
 from ccvl_tf.experiments.online import penalty as online_penalty
 from ccvl_tf.experiments.online import server as online_server
@@ -242,6 +247,17 @@ class _Runner:
     self.link.connect(online_config.pushed_variables(self.agent, self.control),
                       self.start_step)
 
+  def _start_in_process_actors(self) -> None:
+    """--schedule=deterministic: the actors in this process, standing in for the actor
+    processes and the server link (online_deterministic.InProcessActors)."""
+    self.address = None
+    self.actors = self.link = online_deterministic.InProcessActors(
+        self.cfg, online_config.pushed_variables(self.agent, self.control),
+        self.offline_step_value, self.log)
+    # Env steps are the in-process replay's inserts, from zero (no resume in this schedule).
+    self.inserts_at_connect = 0
+    self.env_steps_at_connect = int(self.env_steps.numpy())
+
   def _save(self, step: int) -> None:
     """A learner checkpoint, and one of the Reverb server's (its machine, its directory).
 
@@ -260,9 +276,11 @@ class _Runner:
   def _batches(self):
     """Online batches from the 'replay' table, each followed by its offline share (or None)."""
     cfg = self.cfg
-    online = replay.replay_dataset(self.agent.exploration_policy.trajectory_spec, self.address,
-                                   cfg.online_batch_size,
-                                   rate_limiter_timeout_ms=int(cfg.sample_timeout_s * 1000))
+    online = None  # --schedule=deterministic: batches from the in-process actors' replay
+    if cfg.schedule == online_config.ASYNC:
+      online = replay.replay_dataset(self.agent.exploration_policy.trajectory_spec,
+                                     self.address, cfg.online_batch_size,
+                                     rate_limiter_timeout_ms=int(cfg.sample_timeout_s * 1000))
     offline_it = None
     if cfg.offline_batch_size:
       if cfg.game.lower() != GRIDWORLD:
@@ -272,11 +290,12 @@ class _Runner:
 
   def _next_batch(self, online, it, offline_it, step: int):
     """(batch, iterator): the next online batch (with its offline share), or (None, a fresh
-    iterator) after a sampling timeout when the server and the actors are still alive."""
+    iterator) after a sampling timeout when the server and the actors are still alive.
+    --schedule=deterministic (`online` None): the in-process actors' batch at `step`."""
     cfg = self.cfg
     t0 = time.perf_counter()
     try:
-      batch = next(it)
+      batch = self.actors.next_batch(step) if online is None else next(it)
       self.sample_wait_seconds += time.perf_counter() - t0
     except (StopIteration, tf.errors.OutOfRangeError, tf.errors.UnavailableError,
             tf.errors.DeadlineExceededError, tf.errors.CancelledError) as e:
@@ -318,7 +337,7 @@ class _Runner:
     weight push, every push_period steps), logging and checkpointing; returns the last step."""
     cfg = self.cfg
     online, offline_it = self._batches()
-    it = iter(online)
+    it = None if online is None else iter(online)
     step = self.start_step
     done = self._count_env_steps(step) >= cfg.num_env_steps
     self.log(f"Fine-tuning from learner step {self.start_step} until the actors have taken "
@@ -473,6 +492,9 @@ class _Runner:
       out["steady_seconds"] = steady
       out["steady_sample_wait_seconds"] = (self.sample_wait_seconds
                                            - self.sample_wait_at_first_step)
+    if self.cfg.schedule == online_config.DETERMINISTIC:
+      out.update(self.actors.throughput(train_seconds))
+      return out
     out.update({f"actors/{k}": v for k, v in online_actor.read_stats(
         self.cfg.root_dir, self.cfg.num_actors).items()})
     try:
@@ -531,10 +553,21 @@ class _Runner:
     cfg = self.cfg
     self._build_learner()
     self._initialize_checkpointer_and_maybe_resume()
-    self._connect_replay()
+    if cfg.schedule == online_config.DETERMINISTIC:
+      env_steps = int(self.env_steps.numpy())
+      if self.offline_step_value < self.start_step and env_steps < cfg.num_env_steps:
+        raise ValueError(
+            f"--schedule=deterministic cannot resume the interrupted run in {cfg.root_dir} "
+            f"(train step {self.start_step}, {env_steps} of {cfg.num_env_steps} env steps): "
+            f"its actors' environments and replay were not checkpointed. Delete it or use a "
+            f"fresh --root_dir")
+      self._start_in_process_actors()
+    else:
+      self._connect_replay()
     config_path = os.path.join(cfg.root_dir, "online_config.json")
     _write_json(config_path, dataclasses.asdict(cfg), self.manager.latest_checkpoint)
-    self.actors = online_actor.ActorProcesses(cfg, self.address, self.log)
+    if cfg.schedule == online_config.ASYNC:
+      self.actors = online_actor.ActorProcesses(cfg, self.address, self.log)
     self.train_writer = tf.summary.create_file_writer(
         os.path.join(cfg.root_dir, "summaries", "train"))
     try:

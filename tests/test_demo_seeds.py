@@ -1,0 +1,93 @@
+"""The demo over several training seeds (binaries/demo_seeds.py,
+ccvl_tf/experiments/offline/demo_seeds.py): the across-seed statistics and orderings by hand,
+flag errors, and end to end on tiny settings (two seeds on one collected dataset)."""
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from ccvl_tf.experiments.offline import demo_seeds
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _row(policy, mean, episodes=10):
+  return {"policy": policy, "episodes": episodes, "mean": mean, "ci_low": mean - 1.0,
+          "ci_high": mean + 1.0}
+
+
+def test_across_seeds_by_hand(tmp_path):
+  """CCVL 8, 10, 12 over three seeds: mean 10, SD 2, range [8, 12]; BC 9, 9, 13: above CCVL
+  in seeds 0 and 2, below in seed 1; a row one seed lacks is left out."""
+  per_seed = {
+      "0": [_row("random", 1.0), _row("BC", 9.0), _row("CCVL (adaptive)", 8.0)],
+      "1": [_row("random", 1.0), _row("BC", 9.0), _row("CCVL (adaptive)", 10.0),
+            _row("behaviour (scripted, epsilon 0.25)", 20.0)],
+      "2": [_row("random", 2.0), _row("BC", 13.0), _row("CCVL (adaptive)", 12.0)],
+  }
+  rows = demo_seeds.across_seeds(per_seed, reps=200)
+  assert [r["policy"] for r in rows] == ["random", "BC", "CCVL (adaptive)"]
+  ccvl = rows[2]
+  assert (ccvl["mean"], ccvl["sd"], ccvl["min"], ccvl["max"]) == (10.0, 2.0, 8.0, 12.0)
+  assert 8.0 <= ccvl["ci_low"] <= 10.0 <= ccvl["ci_high"] <= 12.0
+  assert demo_seeds.orderings(rows) == [
+      "BC > CCVL (adaptive) in 2 of 3 seeds, < in 1, = in 0"]
+  text = demo_seeds.render(rows, "Breakout")
+  assert "| CCVL (adaptive) | 8.00 (7.00, 9.00) | 10.00 (9.00, 11.00) | 12.00 (11.00, 13.00) " \
+         "| 10.00 | 2.00 | [8.00, 12.00] |" in text
+  # write_report: the per-seed rows as CSV, the table as markdown.
+  cfg = demo_seeds.DemoSeedsConfig(output_dir=str(tmp_path), seeds=("0", "1", "2"))
+  for seed, r in per_seed.items():
+    os.makedirs(demo_seeds.seed_dir(cfg, seed))
+    json.dump(r, open(os.path.join(demo_seeds.seed_dir(cfg, seed), "results.json"), "w"))
+  demo_seeds.write_report(cfg, log=lambda s: None, reps=200)
+  written = list(csv.DictReader(open(tmp_path / "seeds.csv")))
+  assert len(written) == 10 and written[2] == {"seed": "0", "policy": "CCVL (adaptive)",
+                                                "episodes": "10", "mean": "8.0",
+                                                "ci_low": "7.0", "ci_high": "9.0"}
+  assert (tmp_path / "seeds.md").read_text() == text
+
+
+@pytest.mark.parametrize("seeds,flags,match", [
+    (("0", "0"), [], "repeated seeds"),
+    (("0", "x"), [], "--seeds must be integers"),
+    (("0",), ["--seed=3"], "--seed is set by demo_seeds.py"),
+    (("0",), ["--dataset_dir=/d"], "--dataset_dir is set by demo_seeds.py"),
+    (("0",), ["num_steps=3"], "must look like --name=value"),
+])
+def test_bad_settings_name_the_flag(seeds, flags, match, tmp_path):
+  with pytest.raises(ValueError, match=match):
+    demo_seeds.DemoSeedsConfig(output_dir=str(tmp_path), seeds=seeds).validate(flags)
+
+
+@pytest.mark.slow
+def test_two_seeds_end_to_end(tmp_path):
+  """Seeds 0 and 1, tiny trainings: seed 0 collects the dataset, seed 1 trains on it (and
+  still has the behaviour row: the dataset's marker names its behaviour policy); seeds.csv
+  holds each run's results.json rows; a rerun skips both seeds."""
+  out = tmp_path / "seeds"
+  env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3")
+  cmd = [sys.executable, os.path.join(ROOT, "binaries", "demo_seeds.py"), f"--output_dir={out}",
+         "--seeds=0,1", "--", "--num_steps=2", "--default_dataset_steps=300",
+         "--reference_agents=none", "--batch_size=4", "--num_deltas=2", "--log_interval=2",
+         "--checkpoint_interval=2", "--eval_episodes=2", "--eval_max_steps=30",
+         "--num_grid_deltas=3"]
+  r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=1200)
+  assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+  log1 = (out / "seed_1" / "train_offline.log").read_text()
+  assert f"Loading {out}/seed_0/default_dataset/Breakout" in log1
+  assert "No --dataset_dir given" not in log1
+  rows = {s: json.load(open(out / f"seed_{s}" / "results.json")) for s in ("0", "1")}
+  assert [x["policy"] for x in rows["1"]] == [
+      "random", "behaviour (scripted, epsilon 0.25)", "CCVL (adaptive)", "Fixed-CCVL"]
+  written = list(csv.DictReader(open(out / "seeds.csv")))
+  assert [(w["seed"], w["policy"], float(w["mean"])) for w in written] == [
+      (s, x["policy"], x["mean"]) for s in ("0", "1") for x in rows[s]]
+  table = (out / "seeds.md").read_text()
+  assert "the demo over 2 training seeds" in table and "| Fixed-CCVL |" in table
+  assert "CCVL (adaptive) > Fixed-CCVL in" in table
+  r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+  assert r.returncode == 0 and r.stdout.count("done (skipped)") == 2, r.stdout[-2000:]

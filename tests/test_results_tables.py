@@ -5,7 +5,7 @@ Each test reads a committed CSV with the reader of the tool that wrote it, aggre
 that tool's code (rliable IQM and stratified bootstrap, seeded, 2,000 resamples, as the reported
 tables) and compares cell by cell with the table as README.md (and the results page) prints it.
 The peer comparison's numbers (tools/peers) are checked the same way against its committed
-episodes. Tables with no committed rows (the demo's, the fine-tuning rerun's) are not here:
+episodes. Tables with no committed rows (the fine-tuning rerun's) are not here:
 their docs say so.
 """
 import csv
@@ -202,3 +202,20 @@ def test_peer_numbers_are_the_peer_scripts_output():
     for page in PEER_PAGES:
       text = " ".join(open(os.path.join(ROOT, page), encoding="utf-8").read().split())
       assert quoted in text, (name, quoted, page)
+
+
+def test_readme_demo_table_recomputes_from_its_episode_scores():
+  """README's demo table (the run with the default reading) from the run's committed
+  per-episode scores (docs/results/demo_results_monotone.json, the run's results.json): each
+  policy's mean and rliable CI recomputed with the demo's own `score_row`."""
+  from ccvl_tf.experiments.offline import demo_report
+  rows = json.load(open(_doc("results", "demo_results_monotone.json")))
+  table = markdown_docs.table_after(README, "The run with CCVL's default reading")
+  printed = {r[0]: r for r in table[1:]}
+  assert set(printed) == {r["policy"] for r in rows}
+  for r in rows:
+    again = demo_report.score_row(r["policy"], r["scores"])
+    cells = printed[r["policy"]]
+    assert cells[1] == str(len(r["scores"]))
+    assert cells[2] == f"{again['mean']:.2f}"
+    assert cells[3] == f"({again['ci_low']:.2f}, {again['ci_high']:.2f})"

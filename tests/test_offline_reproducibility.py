@@ -92,8 +92,14 @@ def test_cpu_kernels_set_in_the_environment_win(tmp_path):
   assert "CPU kernels: oneDNN off, ONEDNN_MAX_CPU_ISA=AVX2." in r.stdout, r.stdout[-2000:]
 
 
-def test_pin_cpu_kernels_refuses_a_loaded_tensorflow():
+def test_pin_cpu_kernels_refuses_a_loaded_tensorflow(monkeypatch):
   import tensorflow  # noqa: F401  pylint: disable=unused-import,g-import-not-at-top
   from ccvl_tf.experiments import tf_setup  # pylint: disable=g-import-not-at-top
+  for name in tf_setup.CPU_KERNELS:
+    monkeypatch.delenv(name, raising=False)
   with pytest.raises(RuntimeError, match="before TensorFlow is imported"):
     tf_setup.pin_cpu_kernels()
+  # Already in force (set before TensorFlow loaded, e.g. by a wrapper): nothing to do.
+  for name, value in tf_setup.CPU_KERNELS.items():
+    monkeypatch.setenv(name, value)
+  assert tf_setup.pin_cpu_kernels() == tf_setup.CPU_KERNELS

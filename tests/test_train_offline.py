@@ -114,7 +114,9 @@ import os, runpy, sys
 sys.path.insert(0, {root!r})
 import ccvl_tf
 from ccvl_tf import quiet
+from ccvl_tf.experiments import tf_setup
 quiet.quiet_start()
+tf_setup.pin_cpu_kernels()  # as train_offline.py does, before this wrapper loads TensorFlow
 import tensorflow as tf
 from tensorflow.python.ops import io_ops
 real = io_ops.save_v2

@@ -28,7 +28,10 @@ CPU_KERNELS = {"TF_ENABLE_ONEDNN_OPTS": "1", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE"
 def pin_cpu_kernels() -> Dict[str, str]:
   """Sets each variable of CPU_KERNELS the environment does not set already (an explicit
   setting wins); returns the values in force. TensorFlow and oneDNN read them once, when
-  TensorFlow loads, so this must run before: RuntimeError otherwise."""
+  TensorFlow loads, so this must run before: RuntimeError otherwise, unless every variable was
+  already set (by an earlier call, or by a wrapper that imports TensorFlow first)."""
+  if all(name in os.environ for name in CPU_KERNELS):
+    return {name: os.environ[name] for name in CPU_KERNELS}
   if "tensorflow" in sys.modules:
     raise RuntimeError("pin_cpu_kernels() must run before TensorFlow is imported (it sets "
                        + ", ".join(CPU_KERNELS) + ")")

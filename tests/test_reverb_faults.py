@@ -371,3 +371,41 @@ def test_server_killed_mid_push_and_frozen_mid_checkpoint_end_with_server_lost(t
       if p.poll() is None:
         p.send_signal(signal.SIGCONT)
     _cleanup(procs)
+
+
+def test_a_sample_blocked_on_a_killed_server_ends_with_server_lost(tmp_path):
+  """A sample stream whose server died can block for ever: the learner's sample runs under a
+  deadline and then names the lost server (here: an iterator that never returns, and a
+  server that is gone)."""
+  import tensorflow as tf
+  from ccvl_tf import replay
+  from ccvl_tf.experiments.online import runner as online
+  cfg = online.OnlineConfig(game="gridworld", min_replay_size=4, samples_per_insert=2.0,
+                            batch_size=4, replay_capacity=1000, sample_timeout_s=0.5,
+                            server_timeout_s=0.5, root_dir=str(tmp_path))
+  srv, address = replay.start_server(online.make_server_tables(cfg))
+  runner = online._Runner(cfg, lambda s: None, tf.distribute.get_strategy())  # pylint: disable=protected-access
+  runner.address = address
+  runner.link = online.online_server.LearnerServerLink(address, 0.5, 0.5)
+  srv.stop()
+  never = threading.Event()
+
+  def blocked():
+    never.wait()
+    yield None
+
+  outcome = {}
+
+  def sample():
+    try:
+      runner._next_batch(None, blocked(), None, 7)  # pylint: disable=protected-access
+    except Exception as e:  # pylint: disable=broad-except
+      outcome["error"] = e
+
+  worker = threading.Thread(target=sample, daemon=True)
+  worker.start()
+  worker.join(timeout=60)  # a bound, not a sleep: the deadline is 1 s, the check 0.5 s
+  never.set()
+  assert not worker.is_alive(), "the sample is still blocked"
+  assert isinstance(outcome.get("error"), online.ServerLost), outcome
+  assert f"lost the Reverb server at {address} at train step 7" in str(outcome["error"])

@@ -291,14 +291,23 @@ class _Runner:
   def _next_batch(self, online, it, offline_it, step: int):
     """(batch, iterator): the next online batch (with its offline share), or (None, a fresh
     iterator) after a sampling timeout when the server and the actors are still alive.
-    --schedule=deterministic (`online` None): the in-process actors' batch at `step`."""
+    --schedule=deterministic (`online` None): the in-process actors' batch at `step`.
+
+    The sample runs under a deadline, --sample_timeout_s plus --server_timeout_s: the rate
+    limiter's timeout ends a wait on a live server, but a sample stream whose server was
+    killed can block for ever (the iterator is then left to its thread)."""
     cfg = self.cfg
     t0 = time.perf_counter()
     try:
-      batch = self.actors.next_batch(step) if online is None else next(it)
+      if online is None:
+        batch = self.actors.next_batch(step)
+      else:
+        batch = replay.call_with_deadline(lambda: next(it), self.address,
+                                          cfg.sample_timeout_s + cfg.server_timeout_s, "a sample")
       self.sample_wait_seconds += time.perf_counter() - t0
     except (StopIteration, tf.errors.OutOfRangeError, tf.errors.UnavailableError,
-            tf.errors.DeadlineExceededError, tf.errors.CancelledError) as e:
+            tf.errors.DeadlineExceededError, tf.errors.CancelledError,
+            replay.DeadlineExceeded) as e:
       self.link.check(step)
       if cfg.num_actors and self.actors.alive() == 0:
         raise ActorsGone(f"learner: all {cfg.num_actors} actor(s) exited at train step "

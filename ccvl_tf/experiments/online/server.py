@@ -12,7 +12,8 @@ under `ccvl_tf.replay.call_with_deadline` (a worker thread waited for with a tim
 and turns a call that does not return in time, or fails while the server does not answer a
 ServerInfo, into `ServerLost` naming the address, the train step and the deadline. No health
 check precedes a call any more (the deadline makes it redundant). The samples (the replay
-dataset) are bounded by the rate limiter's timeout instead (runner.py).
+dataset) end on the rate limiter's timeout on a live server, and run under a deadline of
+--sample_timeout_s + --server_timeout_s for a killed one (runner.py `_next_batch`).
 """
 from __future__ import annotations
 

@@ -52,3 +52,35 @@ def breakout_tracker(env, epsilon: float = 0.25, seed: int = 0) -> Callable:
     return NOOP
 
   return act
+
+
+# The pixel version of breakout_tracker, on the 84x84 greyscale observation (newest frame):
+# rows of the paddle and of the open field below the bricks, columns inside the side walls.
+PIXEL_PADDLE_ROW = 76
+PIXEL_FIELD_ROWS = (38, 75)
+PIXEL_COLUMNS = (5, 79)
+PIXEL_BALL_MIN = 20      # greyscale level above the black field that counts as the ball
+PIXEL_PADDLE_MIN = 100   # and as the paddle
+PIXEL_DEADBAND = 1.5     # DEADBAND in the 84-column frame
+
+
+def breakout_pixel_actions(observations) -> np.ndarray:
+  """The actions [B] of breakout_tracker's rule read from observations uint8 [B, 84, 84, S]
+  instead of the ALE RAM: serve (FIRE) when no ball is in the open field below the bricks,
+  else move the paddle toward the ball's column. An observation-only player, so that one
+  behaviour can run through environments without RAM access (ale_py's vector environment)
+  and through ours alike."""
+  obs = np.asarray(observations)
+  frames = obs[..., -1].astype(np.int32)  # [B, 84, 84]
+  lo, hi = PIXEL_COLUMNS
+  cols = np.arange(lo, hi, dtype=np.float64)
+  out = np.full(frames.shape[0], FIRE, np.int32)
+  for b, f in enumerate(frames):
+    field = f[PIXEL_FIELD_ROWS[0]:PIXEL_FIELD_ROWS[1], lo:hi]
+    paddle = f[PIXEL_PADDLE_ROW, lo:hi] > PIXEL_PADDLE_MIN
+    ball = np.where(field > PIXEL_BALL_MIN, field, 0).sum(axis=0).astype(np.float64)  # [cols]
+    if ball.sum() <= 0 or not paddle.any():
+      continue
+    diff = float((ball * cols).sum() / ball.sum()) - float(cols[paddle].mean())
+    out[b] = RIGHT if diff > PIXEL_DEADBAND else (LEFT if diff < -PIXEL_DEADBAND else NOOP)
+  return out

@@ -135,12 +135,15 @@ def report(root_dir: str, game: str, policies: Mapping[str, object],
            env_factory: Callable[[int], object], episodes: int, max_steps: int,
            epsilon: float, seed: int, *, behaviour: Optional[Callable] = None,
            behaviour_name: str = "behaviour", precomputed: Optional[Mapping[str, List]] = None,
-           note: str = "", log: Callable[[str], None] = print) -> List[Dict[str, object]]:
+           note: str = "", log: Callable[[str], None] = print,
+           eval_env: str = "sequential") -> List[Dict[str, object]]:
   """Evaluates and tabulates: 'random', the behaviour policy (if `behaviour`, a factory
-  env -> callable), then `policies` (name -> TF-Agents policy, evaluated) or `precomputed`
+  env -> callable), then `policies` (name -> TF-Agents policy, evaluated; on the vector
+  environment when `eval_env` is 'vector', ccvl_tf/envs/atari_vector.py) or `precomputed`
   (name -> episode scores already measured). Returns the rows (also in results.json)."""
   from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
   from ccvl_tf.data import replay_writer  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.envs import atari_vector  # pylint: disable=g-import-not-at-top
   precomputed = dict(precomputed or {})
 
   def scores_of(make_policy, offset):
@@ -157,6 +160,11 @@ def report(root_dir: str, game: str, policies: Mapping[str, object],
       rows.append(score_row(name, precomputed[name]))
     else:
       compiled = evaluation.CompiledPolicy(policy)
+      if atari_vector.use_vector_env(game, eval_env):
+        rows.append(score_row(name, [r.raw_score for r in atari_vector.evaluate_atari(
+            compiled, game, episodes, seed=seed + policy_offset(i), epsilon=epsilon,
+            max_episode_steps=max_steps)]))
+        continue
       rows.append(score_row(name, scores_of(lambda env, c=compiled: c, policy_offset(i))))
   text = render(rows, game, note)
   with open(os.path.join(root_dir, "results.md"), "w") as f:
@@ -209,4 +217,4 @@ def results_table(cfg, game, replay_dir, spec, exports, precomputed, log,
       cfg.root_dir, game, policies, env_factory, cfg.eval_episodes, cfg.eval_max_steps,
       cfg.eval_epsilon, cfg.seed + EVAL_SEED_OFFSET, behaviour=behaviour,
       behaviour_name=behaviour_name,
-      precomputed=precomputed, note=note, log=log)
+      precomputed=precomputed, note=note, log=log, eval_env=cfg.eval_env)

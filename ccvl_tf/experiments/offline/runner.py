@@ -137,6 +137,12 @@ class OfflineConfig:
   # stall the demo. Pass --eval_max_steps=27000 for the paper's protocol.
   eval_max_steps: int = setting(2_000, "Agent-step cap of an evaluation episode.")
   eval_epsilon: float = 0.001
+  eval_env: str = setting(
+      "vector", "Where the Atari evaluations run: vector = all episodes of an evaluation side "
+      "by side in ale_py's AtariVectorEnv, one batched policy call per step, one policy state "
+      "(belief) per episode (ccvl_tf/envs/atari_vector.py); sequential = one environment, one "
+      "episode after another, one policy state carried across them.",
+      enum_values=["vector", "sequential"])
   default_dataset_steps: int = setting(
       DEFAULT_DATASET_STEPS, "Size of the default dataset collected without --dataset_dir.")
   # Behaviour policy of the default dataset: 'auto' (scripted player where the game has one,
@@ -200,6 +206,8 @@ class OfflineConfig:
                        f"{self.default_dataset_policy!r}")
     if not 0.0 <= self.behaviour_epsilon <= 1.0:
       raise ValueError(f"--behaviour_epsilon must be in [0, 1], got {self.behaviour_epsilon!r}")
+    from ccvl_tf.envs import atari_vector
+    atari_vector.use_vector_env(self.game, self.eval_env)  # an unknown --eval_env: ValueError
     if not 0.0 <= self.eval_epsilon <= 1.0:
       raise ValueError(f"--eval_epsilon must be in [0, 1], got {self.eval_epsilon!r}")
     if self.belief_temperature is not None and not (
@@ -240,12 +248,8 @@ def _confidence_diagnostics(cfg: OfflineConfig, agent, store, exports, settings,
   from ccvl_tf.envs import atari
   from ccvl_tf.experiments.offline import confidence_report
   adaptive = exports.get("policy_adaptive", exports["policy"])
-  env = atari.AtariEnvironment(cfg.game, seed=cfg.seed + 30_000,
-                               max_episode_steps=cfg.eval_max_steps)
-  records = evaluation.run_episodes(
-      evaluation.CompiledPolicy(adaptive), env, cfg.eval_episodes, epsilon=cfg.eval_epsilon,
-      seed=cfg.seed + 30_000, raw_score_fn=lambda e: e.episode_raw_return,
-      max_total_steps=cfg.eval_episodes * (cfg.eval_max_steps + 2))
+  records = _evaluate_atari(cfg, evaluation.CompiledPolicy(adaptive), cfg.seed + 30_000,
+                            cfg.seed + 30_000)
   held_out = lambda: pipeline.transition_dataset(store, cfg.batch_size,
                                                  seed=cfg.seed + 778).take(8)
   out = confidence_report.report(
@@ -263,6 +267,24 @@ def _confidence_diagnostics(cfg: OfflineConfig, agent, store, exports, settings,
   writer.flush()
   summary["adaptive_episode_scores"] = [float(r.raw_score) for r in records]
   return summary
+
+
+def _evaluate_atari(cfg: OfflineConfig, policy, env_seed: int, seed: int):
+  """cfg.eval_episodes EpisodeRecords of `policy` in cfg.game (epsilon cfg.eval_epsilon, at
+  most cfg.eval_max_steps agent steps each): on the vector environment seeded `env_seed`, or
+  sequentially in one environment seeded `env_seed` with the epsilon RNG seeded `seed`
+  (--eval_env)."""
+  from ccvl_tf import evaluation
+  from ccvl_tf.envs import atari, atari_vector
+  if atari_vector.use_vector_env(cfg.game, cfg.eval_env):
+    return atari_vector.evaluate_atari(policy, cfg.game, cfg.eval_episodes, seed=env_seed,
+                                       epsilon=cfg.eval_epsilon,
+                                       max_episode_steps=cfg.eval_max_steps)
+  env = atari.AtariEnvironment(cfg.game, seed=env_seed, max_episode_steps=cfg.eval_max_steps)
+  return evaluation.run_episodes(
+      policy, env, cfg.eval_episodes, epsilon=cfg.eval_epsilon, seed=seed,
+      raw_score_fn=lambda e: e.episode_raw_return,
+      max_total_steps=cfg.eval_episodes * (cfg.eval_max_steps + 2))
 
 
 # The OfflineConfig fields the learned function depends on (the run fingerprint); the others
@@ -482,7 +504,6 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
       + f"; CPU kernels: {tf_setup.cpu_kernels_in_force()}.")
   from ccvl_tf import evaluation, policies, scores, training
   from ccvl_tf.data import pipeline
-  from ccvl_tf.envs import atari
 
   os.makedirs(cfg.root_dir, exist_ok=True)
   names = (cfg.agent,) + tuple(a for a in cfg.reference_agents if a != cfg.agent)
@@ -500,14 +521,7 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
   compiled_policy = evaluation.CompiledPolicy(agent.policy)
 
   def evaluate(step):
-    policy = compiled_policy
-    eval_env = atari.AtariEnvironment(cfg.game, seed=cfg.seed + 10_000 + step,
-                                      max_episode_steps=cfg.eval_max_steps)
-    records = evaluation.run_episodes(
-        policy, eval_env, cfg.eval_episodes,
-        epsilon=cfg.eval_epsilon, seed=cfg.seed + step,
-        raw_score_fn=lambda env: env.episode_raw_return,
-        max_total_steps=cfg.eval_episodes * (cfg.eval_max_steps + 2))
+    records = _evaluate_atari(cfg, compiled_policy, cfg.seed + 10_000 + step, cfg.seed + step)
     raw_scores = np.array([r.raw_score for r in records])
     out = {"mean_raw_score": float(raw_scores.mean()), "mean_length": float(
         np.mean([r.length for r in records]))}

@@ -222,3 +222,28 @@ def test_pixel_breakout_player_reads_ball_and_paddle():
   assert scripted.breakout_pixel_actions(_frame(34))[0] == scripted.NOOP   # within 1.5
   batch = np.concatenate([_frame(60), _frame(10)])
   assert scripted.breakout_pixel_actions(batch).tolist() == [scripted.RIGHT, scripted.LEFT]
+
+
+def test_evaluate_atari_reuses_its_environment_and_repeats_exactly():
+  # A random batched player (numpy RNG seeded per call) through the cached environment: the
+  # second call reuses the copies and, seeded alike, plays the same episodes.
+  class Random:
+    def __init__(self):
+      self.rng = np.random.default_rng(4)
+
+    def get_initial_state(self, batch_size=1):
+      return ()
+
+    def action(self, time_step, state):
+      import tensorflow as tf
+      b = time_step.step_type.shape[0]
+      return _Step(tf.constant(self.rng.integers(4, size=b), tf.int32), state, ())
+
+  first = atari_vector.evaluate_atari(Random(), "Breakout", 3, seed=2, epsilon=0.0,
+                                      max_episode_steps=60)
+  env = atari_vector._CACHED["env"]
+  again = atari_vector.evaluate_atari(Random(), "Breakout", 3, seed=2, epsilon=0.0,
+                                      max_episode_steps=60)
+  assert atari_vector._CACHED["env"] is env
+  assert [(r.raw_score, r.length) for r in first] == [(r.raw_score, r.length) for r in again]
+  assert all(r.length <= 60 for r in first)

@@ -303,3 +303,9 @@ def test_reference_agents_are_trained_beside_and_tabulated(tmp_path):
       "random", "BC", "CQL", "CCVL (adaptive)", "Fixed-CCVL"]
   assert summary["references"]["CQL"]["settings"] == {"alpha": 0.1}
   assert summary["settings"] == {"alpha": 0.1} and summary["references"]["BC"]["step"] == 2
+  # The phase times: printed as a table at the end, kept in summary.json.
+  assert "Phase times (wall clock):" in r.stdout and "| training bc |" in r.stdout
+  for phase in ("training ccvl", "training bc", "training cql", "export bc", "diagnostics",
+                "evaluation: CCVL (adaptive), for the diagnostics and the table",
+                "evaluation: random", "evaluation: Fixed-CCVL", "total"):
+    assert summary["phase_times"][phase] >= 0.0, phase

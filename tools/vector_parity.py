@@ -208,7 +208,8 @@ def main(argv=None):
   log = lambda line: print(line, flush=True)  # noqa: E731
   out = {}
   if "frames" in what:
-    out["frames"] = frames(a.games.split(","), range(a.seeds), [int(x) for x in a.frame_steps.split(",")], log)
+    out["frames"] = frames(a.games.split(","), range(a.seeds),
+                           [int(x) for x in a.frame_steps.split(",")], log)
   if "scripted" in what:
     out["scripted"] = scripted_scores(a.episodes, a.epsilon, a.max_steps, a.seed, log)
   if "throughput" in what:

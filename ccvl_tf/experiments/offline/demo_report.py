@@ -136,36 +136,46 @@ def report(root_dir: str, game: str, policies: Mapping[str, object],
            epsilon: float, seed: int, *, behaviour: Optional[Callable] = None,
            behaviour_name: str = "behaviour", precomputed: Optional[Mapping[str, List]] = None,
            note: str = "", log: Callable[[str], None] = print,
-           eval_env: str = "sequential") -> List[Dict[str, object]]:
+           eval_env: str = "sequential", timer=None) -> List[Dict[str, object]]:
   """Evaluates and tabulates: 'random', the behaviour policy (if `behaviour`, a factory
   env -> callable), then `policies` (name -> TF-Agents policy, evaluated; on the vector
   environment when `eval_env` is 'vector', ccvl_tf/envs/atari_vector.py) or `precomputed`
-  (name -> episode scores already measured). Returns the rows (also in results.json)."""
+  (name -> episode scores already measured); `timer` (phase_times.PhaseTimes) times each
+  row's evaluation. Returns the rows (also in results.json)."""
   from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
   from ccvl_tf.data import replay_writer  # pylint: disable=g-import-not-at-top
   from ccvl_tf.envs import atari_vector  # pylint: disable=g-import-not-at-top
   precomputed = dict(precomputed or {})
 
-  def scores_of(make_policy, offset):
-    return episode_scores(make_policy, env_factory, episodes, max_steps, epsilon, seed + offset)
+  import contextlib  # pylint: disable=g-import-not-at-top
+
+  def timed(name):
+    return contextlib.nullcontext() if timer is None else timer.phase(f"evaluation: {name}")
+
+  def scores_of(make_policy, offset, name):
+    with timed(name):
+      return episode_scores(make_policy, env_factory, episodes, max_steps, epsilon,
+                            seed + offset)
 
   rows = [score_row("random", scores_of(
       lambda env: CallablePolicy(replay_writer.random_policy(env.num_actions, seed=seed)),
-      RANDOM_OFFSET))]
+      RANDOM_OFFSET, "random"))]
   if behaviour is not None:
     rows.append(score_row(behaviour_name, scores_of(
-        lambda env: CallablePolicy(behaviour(env)), BEHAVIOUR_OFFSET)))
+        lambda env: CallablePolicy(behaviour(env)), BEHAVIOUR_OFFSET, behaviour_name)))
   for i, (name, policy) in enumerate(policies.items()):
     if name in precomputed:
       rows.append(score_row(name, precomputed[name]))
     else:
       compiled = evaluation.CompiledPolicy(policy)
       if atari_vector.use_vector_env(game, eval_env):
-        rows.append(score_row(name, [r.raw_score for r in atari_vector.evaluate_atari(
-            compiled, game, episodes, seed=seed + policy_offset(i), epsilon=epsilon,
-            max_episode_steps=max_steps)]))
+        with timed(name):
+          scores = [r.raw_score for r in atari_vector.evaluate_atari(
+              compiled, game, episodes, seed=seed + policy_offset(i), epsilon=epsilon,
+              max_episode_steps=max_steps)]
+        rows.append(score_row(name, scores))
         continue
-      rows.append(score_row(name, scores_of(lambda env, c=compiled: c, policy_offset(i))))
+      rows.append(score_row(name, scores_of(lambda env, c=compiled: c, policy_offset(i), name)))
   text = render(rows, game, note)
   with open(os.path.join(root_dir, "results.md"), "w") as f:
     f.write(text)
@@ -180,7 +190,7 @@ def report(root_dir: str, game: str, policies: Mapping[str, object],
 
 
 def results_table(cfg, game, replay_dir, spec, exports, precomputed, log,
-                   references: Optional[Dict[str, object]] = None):
+                   references: Optional[Dict[str, object]] = None, timer=None):
   """train_offline.py's final table: random / behaviour / the reference agents / the learned
   policies of `cfg` (an offline.runner.OfflineConfig), mean raw score with 95% bootstrap CIs:
   cfg.root_dir/results.md, results.png, learning_curve.png (`report`). `spec` is the trained
@@ -217,4 +227,4 @@ def results_table(cfg, game, replay_dir, spec, exports, precomputed, log,
       cfg.root_dir, game, policies, env_factory, cfg.eval_episodes, cfg.eval_max_steps,
       cfg.eval_epsilon, cfg.seed + EVAL_SEED_OFFSET, behaviour=behaviour,
       behaviour_name=behaviour_name,
-      precomputed=precomputed, note=note, log=log, eval_env=cfg.eval_env)
+      precomputed=precomputed, note=note, log=log, eval_env=cfg.eval_env, timer=timer)

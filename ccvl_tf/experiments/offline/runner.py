@@ -47,6 +47,7 @@ from ccvl_tf.experiments.agent_registry import auto_belief_temperature  # noqa: 
 from ccvl_tf.experiments.agent_registry import get_agent_spec  # noqa: F401,E402
 from ccvl_tf.config_flags import setting  # noqa: E402
 from ccvl_tf.experiments.offline import presets  # noqa: E402
+from ccvl_tf.experiments.offline.phase_times import PhaseTimes  # noqa: E402
 
 # The settings a preset gives and a flag may override (presets.PRESET_FIELDS).
 PRESET_FLAGS = presets.PRESET_FIELDS
@@ -236,8 +237,14 @@ class OfflineConfig:
                          f"replay_logs directory with $store$_observation_ckpt.N.gz files)")
 
 
+def _phase(timer: Optional[PhaseTimes], name: str):
+  """timer.phase(name), or nothing when the caller keeps no phase times."""
+  import contextlib
+  return contextlib.nullcontext() if timer is None else timer.phase(name)
+
+
 def _confidence_diagnostics(cfg: OfflineConfig, agent, store, exports, settings, game,
-                            log) -> Dict[str, float]:
+                            log, timer: Optional[PhaseTimes] = None) -> Dict[str, float]:
   """Issue 11's diagnostics at the end of a CCVL run: the delta family, the count estimate
   (dataset vs random-policy and pixel-shuffled frames) and the belief over an evaluation of the
   adaptive policy (--eval_episodes episodes); files in root_dir/diagnostics, headline numbers
@@ -248,8 +255,9 @@ def _confidence_diagnostics(cfg: OfflineConfig, agent, store, exports, settings,
   from ccvl_tf.envs import atari
   from ccvl_tf.experiments.offline import confidence_report
   adaptive = exports.get("policy_adaptive", exports["policy"])
-  records = _evaluate_atari(cfg, evaluation.CompiledPolicy(adaptive), cfg.seed + 30_000,
-                            cfg.seed + 30_000)
+  with _phase(timer, "evaluation: CCVL (adaptive), for the diagnostics and the table"):
+    records = _evaluate_atari(cfg, evaluation.CompiledPolicy(adaptive), cfg.seed + 30_000,
+                              cfg.seed + 30_000)
   held_out = lambda: pipeline.transition_dataset(store, cfg.batch_size,
                                                  seed=cfg.seed + 778).take(8)
   out = confidence_report.report(
@@ -378,7 +386,8 @@ def training_reserve(cfg: OfflineConfig, observation_shape):
       min_transitions=cfg.batch_size)
 
 
-def _setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True):
+def _setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True,
+           timer: Optional[PhaseTimes] = None):
   """The dataset, specs, settings and (fresh) agent of an offline run; shared by run() and
   diagnose(). Returns a dict of them."""
   from tf_agents.specs import tensor_spec
@@ -396,14 +405,16 @@ def _setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True)
   if cfg.dataset_dir:
     replay_dir = cfg.dataset_dir
   elif collect:
-    replay_dir = ensure_default_dataset(cfg, env_factory, log)
+    with _phase(timer, "collection of the default dataset"):
+      replay_dir = ensure_default_dataset(cfg, env_factory, log)
   else:
     replay_dir = os.path.join(cfg.root_dir, "default_dataset", cfg.game)
   log(f"Loading {replay_dir} (subset {cfg.subset}) ...")
   # Progress: the files verified on first use, each checkpoint loaded; remote datasets also
   # what is streamed and whether the local frame-store cache is used.
-  store = frame_store.FrameStore.from_replay(replay_dir, cfg.subset, num_actions=num_actions,
-                                             progress=log, reserve=reserve)
+  with _phase(timer, "frame store"):
+    store = frame_store.FrameStore.from_replay(replay_dir, cfg.subset, num_actions=num_actions,
+                                               progress=log, reserve=reserve)
   log(f"Frame store: {store.num_transitions} transitions, {store.num_frames} frames, "
       f"{store.nbytes / 2**20:.1f} MiB ({store.bytes_per_transition:.0f} bytes/transition).")
 
@@ -456,7 +467,8 @@ def diagnose(root_dir: str, episodes: Optional[int] = None,
   return summary
 
 
-def _train_references(cfg: OfflineConfig, parts, make_dataset, log) -> Dict[str, Dict]:
+def _train_references(cfg: OfflineConfig, parts, make_dataset, log,
+                      timer: Optional[PhaseTimes] = None) -> Dict[str, Dict]:
   """Trains each of --reference_agents (other than --agent) on the same data, steps, seed and
   preset, in root_dir/reference/<agent> (resumable, fingerprinted; no evaluation during
   training), and exports its policy there. Returns {display name: {'policy', 'root_dir',
@@ -476,17 +488,18 @@ def _train_references(cfg: OfflineConfig, parts, make_dataset, log) -> Dict[str,
     loop = training.LoopConfig(
         root_dir=root, num_steps=cfg.num_steps, checkpoint_interval=cfg.checkpoint_interval,
         log_interval=cfg.log_interval, summary_interval=cfg.summary_interval, eval_interval=0)
-    result = training.train(
-        agent, make_dataset, loop, log=lambda line, n=name: log(f"[{n}] {line}"),
-        fingerprint=run_fingerprint(cfg, parts["replay_dir"], parts["store"], agent=name),
-        allow_config_change=cfg.allow_config_change)
+    with _phase(timer, f"training {name}"):
+      result = training.train(
+          agent, make_dataset, loop, log=lambda line, n=name: log(f"[{n}] {line}"),
+          fingerprint=run_fingerprint(cfg, parts["replay_dir"], parts["store"], agent=name),
+          allow_config_change=cfg.allow_config_change)
     from ccvl_tf.data import pipeline  # pylint: disable=g-import-not-at-top
     held_out = pipeline.transition_dataset(parts["store"], cfg.batch_size,
                                            seed=cfg.seed + 777).take(8)
     exports, _ = get_agent_spec(name).policies(agent, parts["time_step_spec"],
                                                parts["action_spec"], held_out, settings)
     policy_dir = os.path.join(root, "policy")
-    with training.writing(policy_dir, result["checkpoint"]):
+    with _phase(timer, f"export {name}"), training.writing(policy_dir, result["checkpoint"]):
       policies.export_policy(exports["policy"], policy_dir, train_step=agent.train_step_counter)
     out[display.get(name, name)] = dict(
         policy=exports["policy"], root_dir=root, policy_dir=policy_dir, step=result["step"],
@@ -497,6 +510,7 @@ def _train_references(cfg: OfflineConfig, parts, make_dataset, log) -> Dict[str,
 def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, object]:
   """Runs the whole offline pipeline; returns a summary dict (also written to summary.json)."""
   cfg.validate()
+  timer = PhaseTimes()
   from ccvl_tf.experiments import tf_setup  # pylint: disable=g-import-not-at-top
   threads = tf_setup.configure_tensorflow(cfg.tf_threads, cfg.deterministic, log)
   log(f"TensorFlow threads: {threads['tf_threads'] or 'the number of cores'} (--tf_threads)"
@@ -509,7 +523,7 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
   names = (cfg.agent,) + tuple(a for a in cfg.reference_agents if a != cfg.agent)
   log(presets.describe(cfg.preset, [get_agent_spec(n).train_key for n in names],
                        {k: getattr(cfg, k) for k in PRESET_FLAGS}))
-  parts = _setup(cfg, log)
+  parts = _setup(cfg, log, timer=timer)
   game, replay_dir, store = parts["game"], parts["replay_dir"], parts["store"]
   spec, settings, agent = parts["spec"], parts["settings"], parts["agent"]
   time_step_spec, action_spec = parts["time_step_spec"], parts["action_spec"]
@@ -521,7 +535,9 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
   compiled_policy = evaluation.CompiledPolicy(agent.policy)
 
   def evaluate(step):
-    records = _evaluate_atari(cfg, compiled_policy, cfg.seed + 10_000 + step, cfg.seed + step)
+    with timer.phase(f"evaluation during training, step {step}"):
+      records = _evaluate_atari(cfg, compiled_policy, cfg.seed + 10_000 + step,
+                                cfg.seed + step)
     raw_scores = np.array([r.raw_score for r in records])
     out = {"mean_raw_score": float(raw_scores.mean()), "mean_length": float(
         np.mean([r.length for r in records]))}
@@ -535,15 +551,17 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
       root_dir=cfg.root_dir, num_steps=cfg.num_steps, checkpoint_interval=cfg.checkpoint_interval,
       log_interval=cfg.log_interval, summary_interval=cfg.summary_interval,
       eval_interval=cfg.eval_interval)
-  result = training.train(agent, make_dataset, loop, evaluate=evaluate, log=log,
-                          fingerprint=run_fingerprint(cfg, replay_dir, store),
-                          allow_config_change=cfg.allow_config_change)
+  with timer.phase(f"training {cfg.agent}"):
+    result = training.train(agent, make_dataset, loop, evaluate=evaluate, log=log,
+                            fingerprint=run_fingerprint(cfg, replay_dir, store),
+                            allow_config_change=cfg.allow_config_change)
 
   # Exported policies (agent registry). CCVL / Fixed-CCVL: Fixed-CCVL's delta is the lowest
   # Bellman error on held-out batches (a pipeline seed the training never used; with the small
   # default dataset these transitions were seen in training too).
   held_out = pipeline.transition_dataset(store, cfg.batch_size, seed=cfg.seed + 777).take(8)
-  exports, extra = spec.policies(agent, time_step_spec, action_spec, held_out, settings)
+  with timer.phase("export (policies, Fixed-CCVL's delta)"):
+    exports, extra = spec.policies(agent, time_step_spec, action_spec, held_out, settings)
   if "fixed_delta" in extra:
     log(f"Fixed-CCVL delta (lowest held-out Bellman error on the grid): "
         f"{extra['fixed_delta']:.3f}")
@@ -551,23 +569,25 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
   last_good = result["checkpoint"]
   for export_name, policy in exports.items():
     dirs[export_name] = os.path.join(cfg.root_dir, export_name)
-    with training.writing(dirs[export_name], last_good):
+    with timer.phase("export (policies, Fixed-CCVL's delta)"), training.writing(
+        dirs[export_name], last_good):
       policies.export_policy(policy, dirs[export_name], train_step=agent.train_step_counter)
   log("Exported SavedModels: " + ", ".join(f"{d} ({n})" for n, d in dirs.items()) + ".")
   policy_dir = dirs["policy"]
   diag = None
   precomputed = {}
   if spec.train_key == "ccvl":
-    with training.writing(os.path.join(cfg.root_dir, "diagnostics"), last_good):
-      diag = _confidence_diagnostics(cfg, agent, store, exports, settings, game, log)
+    with timer.phase("diagnostics"), training.writing(
+        os.path.join(cfg.root_dir, "diagnostics"), last_good):
+      diag = _confidence_diagnostics(cfg, agent, store, exports, settings, game, log, timer)
     precomputed["CCVL (adaptive)"] = diag.pop("adaptive_episode_scores")
     extra = dict(extra, diagnostics=diag)
-  references = _train_references(cfg, parts, make_dataset, log)
+  references = _train_references(cfg, parts, make_dataset, log, timer)
   from ccvl_tf.experiments.offline import demo_report  # pylint: disable=g-import-not-at-top
   with training.writing(os.path.join(cfg.root_dir, "results.md"), last_good):
     results_table = demo_report.results_table(
         cfg, game, replay_dir, spec, exports, precomputed, log,
-        references={n: r["policy"] for n, r in references.items()})
+        references={n: r["policy"] for n, r in references.items()}, timer=timer)
   summary = dict(game=game, agent=cfg.agent, dataset_dir=replay_dir, subset=cfg.subset,
                  num_transitions=int(store.num_transitions), step=result["step"],
                  resumed_from=result["resumed_from"], last_metrics=result["last_metrics"],
@@ -577,10 +597,11 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
                  settings=agent_overrides(cfg, cfg.agent),
                  references={n: {k: v for k, v in r.items() if k != "policy"}
                              for n, r in references.items()},
-                 results_table=results_table, **extra)
+                 results_table=results_table, phase_times=timer.as_dict(), **extra)
   path = os.path.join(cfg.root_dir, "summary.json")
   with training.writing(path, last_good, [path + ".tmp"]):
     with open(path + ".tmp", "w") as f:
       json.dump(summary, f, indent=2, default=float)
     os.replace(path + ".tmp", path)
+  log(timer.render())
   return summary

@@ -127,6 +127,18 @@ def test_step_cap_truncates_with_discount_one_then_the_slot_goes_on():
   assert lasts == [(1, 0.0), (0, 1.0), (0, 0.0)]
 
 
+def test_no_policy_call_while_every_slot_waits():
+  # One slot, 3 episodes: between them the slot waits (autoreset, or the step past the cap);
+  # the policy is never called on an empty batch.
+  class NonEmpty(CountingPolicy):
+    def action(self, time_step, state):
+      assert np.asarray(time_step.step_type).shape[0] > 0
+      return super().action(time_step, state)
+
+  recs = atari_vector.run_batched_episodes(NonEmpty(), FakeVectorEnv([[2, 9, 1]], 4), 3)
+  assert [r.length for r in recs] == [2, 4, 1]
+
+
 def test_epsilon_replaces_actions_and_prev_action():
   # epsilon 1: every executed action is drawn at random, and the state row's prev_action the
   # policy sees next is the executed action, not its own choice (step mod 3).

@@ -288,41 +288,43 @@ def run_batched_episodes(policy, env, num_episodes: int, *, run: int = 0,
   while len(records) < num_episodes:
     rows = np.flatnonzero(status == _PLAY)
     actions = np.zeros(n, np.int64)
-    t = ts.TimeStep(tf.constant(step_type[rows]), tf.constant(reward[rows]),
-                    tf.constant(discount[rows]), tf.constant(obs[rows]))
-    sub = tf.nest.map_structure(lambda x: tf.constant(x[rows]), state)
-    step = action(t, sub)
-    chosen = np.asarray(step.action).reshape(-1).astype(np.int64)
-    for whole, part in zip(flat, tf.nest.flatten(_numpy_state(step.state))):
-      whole[rows] = part
-    deltas = _deltas_of(step)
-    if epsilon > 0.0:
-      explore = rng.random(rows.size) < epsilon
-      chosen = np.where(explore, rng.integers(env.num_actions, size=rows.size), chosen)
-      if explore.any() and isinstance(state, Mapping) and "prev_action" in state:
-        state["prev_action"][rows[explore]] = chosen[explore].astype(state["prev_action"].dtype)
-    for i, j in enumerate(rows):
-      if step_type[j] != int(ts.StepType.LAST):
-        actions[j] = chosen[i]
-        if deltas is not None:
-          ep_deltas[j].append(float(deltas[i]))
-        continue
-      log_b = state["log_belief"][j] if has_belief else None
-      map_delta = (float(delta_grid[int(np.argmax(log_b))])
-                   if log_b is not None and delta_grid is not None else math.nan)
-      rec = evaluation.EpisodeRecord(
-          run=run, episode=int(episode_of[j]), return_=float(ep_return[j]),
-          raw_score=float(ep_raw[j]), length=int(ep_len[j]), deltas=ep_deltas[j],
-          map_delta=map_delta, log_belief=None if log_b is None else np.array(log_b))
-      records[rec.episode] = rec
-      if on_episode is not None:
-        on_episode(rec)
-      ep_return[j], ep_raw[j], ep_len[j], ep_deltas[j] = 0.0, 0.0, 0, []
-      episode_of[j] += n
-      if episode_of[j] >= num_episodes:
-        status[j], episode_of[j] = _DONE, -1
-      else:
-        status[j] = _WAIT if env_ended[j] else _DRAIN
+    if rows.size:  # none while every slot waits for its copy's autoreset or end
+      t = ts.TimeStep(tf.constant(step_type[rows]), tf.constant(reward[rows]),
+                      tf.constant(discount[rows]), tf.constant(obs[rows]))
+      sub = tf.nest.map_structure(lambda x: tf.constant(x[rows]), state)
+      step = action(t, sub)
+      chosen = np.asarray(step.action).reshape(-1).astype(np.int64)
+      for whole, part in zip(flat, tf.nest.flatten(_numpy_state(step.state))):
+        whole[rows] = part
+      deltas = _deltas_of(step)
+      if epsilon > 0.0:
+        explore = rng.random(rows.size) < epsilon
+        chosen = np.where(explore, rng.integers(env.num_actions, size=rows.size), chosen)
+        if explore.any() and isinstance(state, Mapping) and "prev_action" in state:
+          prev = state["prev_action"]
+          prev[rows[explore]] = chosen[explore].astype(prev.dtype)
+      for i, j in enumerate(rows):
+        if step_type[j] != int(ts.StepType.LAST):
+          actions[j] = chosen[i]
+          if deltas is not None:
+            ep_deltas[j].append(float(deltas[i]))
+          continue
+        log_b = state["log_belief"][j] if has_belief else None
+        map_delta = (float(delta_grid[int(np.argmax(log_b))])
+                     if log_b is not None and delta_grid is not None else math.nan)
+        rec = evaluation.EpisodeRecord(
+            run=run, episode=int(episode_of[j]), return_=float(ep_return[j]),
+            raw_score=float(ep_raw[j]), length=int(ep_len[j]), deltas=ep_deltas[j],
+            map_delta=map_delta, log_belief=None if log_b is None else np.array(log_b))
+        records[rec.episode] = rec
+        if on_episode is not None:
+          on_episode(rec)
+        ep_return[j], ep_raw[j], ep_len[j], ep_deltas[j] = 0.0, 0.0, 0, []
+        episode_of[j] += n
+        if episode_of[j] >= num_episodes:
+          status[j], episode_of[j] = _DONE, -1
+        else:
+          status[j] = _WAIT if env_ended[j] else _DRAIN
     if len(records) >= num_episodes:
       break
     playing = status == _PLAY

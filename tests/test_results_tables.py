@@ -5,7 +5,7 @@ Each test reads a committed CSV with the reader of the tool that wrote it, aggre
 that tool's code (rliable IQM and stratified bootstrap, seeded, 2,000 resamples, as the reported
 tables) and compares cell by cell with the table as README.md (and the results page) prints it.
 The peer comparison's numbers (tools/peers) are checked the same way against its committed
-episodes. Tables with no committed rows (the fine-tuning rerun's) are not here:
+episodes. Tables with no committed rows (the asynchronous fine-tuning rerun's) are not here:
 their docs say so.
 """
 import csv
@@ -219,3 +219,23 @@ def test_readme_demo_table_recomputes_from_its_episode_scores():
     assert cells[1] == str(len(r["scores"]))
     assert cells[2] == f"{again['mean']:.2f}"
     assert cells[3] == f"({again['ci_low']:.2f}, {again['ci_high']:.2f})"
+
+
+def test_readme_finetuning_table_recomputes_from_its_rows():
+  """README's fine-tuning table (and the results page's) from docs/finetuning_rows_minatar.csv,
+  read by finetune_report.read_runs_csv and aggregated by the suite's own aggregate_lines with
+  the suite's defaults (3 methods x 2 games x 3 seeds, 2,000 resamples)."""
+  from ccvl_tf.experiments.online import finetune_report
+  from ccvl_tf.experiments.online import finetune_suite
+  cfg = finetune_suite.FinetuneSuiteConfig(compare_dir="-", data_dir="-", output_dir="-")
+  assert cfg.bootstrap_reps == REPS and list(cfg.methods) == ["ccvl", "ccvl_lower", "cql"]
+  pairs = finetune_report.read_runs_csv(_doc("finetuning_rows_minatar.csv"))
+  assert len(pairs) == 18
+  for (method, game, seed), p in pairs.items():
+    assert p["gain"] == pytest.approx(p["after"] - p["before"]), (method, game, seed)
+  lines = finetune_report.aggregate_lines(cfg, pairs)
+  expected = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines]
+  for page, anchor in ((README, "**Online fine-tuning**"),
+                       (_doc("results", "finetuning.md"), "**The reported table")):
+    table = markdown_docs.table_after(page, anchor)
+    assert table == [expected[0]] + expected[2:], page

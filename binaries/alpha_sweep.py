@@ -1,4 +1,4 @@
-"""The alpha sweep (issue 23): normalized score vs alpha for CQL, CCVL and Fixed-CCVL, with BC
+"""The alpha sweep: normalized score vs alpha for CQL, CCVL and Fixed-CCVL, with BC
 as the alpha-free reference -- the neural version of the paper's Fig. 1 (left).
 
   python binaries/alpha_sweep.py --suite=minatar --data_dir=DATASETS --games=Breakout,Seaquest \

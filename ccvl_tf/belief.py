@@ -1,23 +1,6 @@
 """The belief b(h) over a quantized confidence grid (paper Sec. "Confidence-Adaptive Policies").
 
-The paper selects the confidence delta online with a belief b(h) over a *quantized* grid of
-deltas, computed from the Bellman consistency of the transitions in the history h
-(Eq. delta_selection):
-
-    b(h)(delta)  "proportional to"  sum_{(s,a,r,s') in h} (Q(s,a,delta) - r - gamma max_a' Q(s',a',delta))^2
-
-Read literally, that would make the *least* Bellman-consistent delta the most likely, which
-contradicts the paper's own description of the sum as a "surrogate log-likelihood" (after
-Ghosh et al. 2022, APE-V). We implement the surrogate log-likelihood reading:
-
-    log b_t(delta) = log b_0(delta) - (1 / T) * sum_{i <= t} e_i(delta),
-    e_i(delta)     = (Q(s_i,a_i,delta) - r_i - discount_i * max_a' Q(s'_i,a',delta))^2,
-
-i.e. b(delta) proportional to exp(-sum of squared Bellman errors / temperature T), with
-discount_i = gamma * (1 - terminal_i). Smaller T concentrates the belief faster.
-
-All functions are pure TensorFlow ops and accept numpy inputs (the tabular code calls them
-too); shapes broadcast over leading batch dimensions, the grid is the last axis [..., K].
+More in docs/agent.md "Module notes", `ccvl_tf/belief.py`.
 """
 from __future__ import annotations
 

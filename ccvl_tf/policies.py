@@ -1,29 +1,8 @@
 # Over ~500 lines on purpose: every policy shares _CCVLPolicyBase and the Q-network checks,
-# and export_policy / epsilon_greedy wrap them all (issue 16).
+# and export_policy / epsilon_greedy wrap them all.
 """CCVL policies as TF-Agents `TFPolicy` subclasses (paper Sec. "Confidence-Adaptive Policies").
 
-Every policy here holds one or two Q-networks that follow the Q-network contract of
-docs/CONTRACTS.md: a Keras 3 *functional* model with inputs
-``{'observation': [B, *obs_shape], 'delta': [B, K]}`` and output ``Q [B, K, A]``.
-
-* `FixedDeltaPolicy` (Fixed-CCVL): a = argmax_a Q(s, a, delta) at one fixed delta. Stateless.
-* `BoundsPolicy` (Eq. upper policy, fixed delta): a = argmax_{a in A_l} Q_u(s, a, delta) over the
-  safe set A_l = {a : Q_l(s, a, delta) >= beta * max_a' Q_l(s, a', delta)}. Stateless.
-* `ConfidenceAdaptivePolicy` (CCVL, Eq. delta_selection): keeps a belief b over the quantized
-  grid `belief.delta_grid(K)` in `policy_state`, scores the last transition under every grid
-  delta with `belief.bellman_sq_errors` and updates the belief with `belief.update_log_belief`,
-  then draws delta ~ b (or takes argmax b) and acts greedily under Q(s, ., delta). Given an
-  upper-bound network and beta it acts with the bounds rule of Eq. upper policy instead.
-* `epsilon_greedy(policy, epsilon=0.001)`: evaluation epsilon-greedy via TF-Agents'
-  `EpsilonGreedyPolicy` (paper Table "Hyperparameters": evaluation epsilon 0.001), made safe
-  for the stateful adaptive policy (see `CCVLEpsilonGreedyPolicy`).
-
-All policies emit `PolicyInfo(delta=[B] float32)`: the delta the greedy action was computed at.
-Ties in argmax resolve to the lowest index (tf.argmax). Actions are
-`action_spec.minimum + index`.
-
-Export: `tf_agents.policies.PolicySaver(policy).save(dir)`; the SavedModel needs nothing but
-TensorFlow to run (see tests/test_policy_export.py and docs/policies.md).
+More in docs/policies.md "Module notes", `ccvl_tf/policies.py`.
 """
 from __future__ import annotations
 

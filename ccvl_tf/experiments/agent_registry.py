@@ -1,4 +1,4 @@
-"""The agent registry: every learner of agents/ built from one place (issues 6 and 16).
+"""The agent registry: every learner of agents/ built from one place.
 
 `AGENT_REGISTRY` maps a name to an `AgentSpec`: a builder (time_step_spec, action_spec,
 AgentSettings) -> learner (agents.learner.Learner) and the policies it is evaluated / exported
@@ -204,7 +204,7 @@ def _build_aevl(time_step_spec, action_spec, s: AgentSettings):
 
 def _build_aevl_td(time_step_spec, action_spec, s: AgentSettings):
   """AEVL whose members have no CQL term (alpha = 0: Huber TD + DR3 only), the reading under
-  which the paper's AEVL scores track REM's rather than CQL's (issue 11, item 6)."""
+  which the paper's AEVL scores track REM's rather than CQL's."""
   return _build_aevl(time_step_spec, action_spec, dataclasses.replace(s, alpha=0.0))
 
 

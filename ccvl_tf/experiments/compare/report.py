@@ -238,7 +238,7 @@ CONFIDENCE_COLUMNS = (
     ("belief_final_entropy", "belief: final entropy (nats)"),
 )
 # The delta family as greedy policies on held-out dataset states (ccvl_tf.policy_diagnostics
-# .family_summary; issue 23): lo / hi = the grid's smallest / largest delta.
+# .family_summary): lo / hi = the grid's smallest / largest delta.
 FAMILY_COLUMNS = (
     ("family_differs_ends", "greedy action differs, smallest vs largest delta"),
     ("family_differs_any", "greedy action differs anywhere along the grid"),

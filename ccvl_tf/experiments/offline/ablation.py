@@ -1,25 +1,6 @@
-"""Ablation of the offline learners' settings on one Atari dataset (issue 22).
+"""Ablation of the offline learners' settings on one Atari dataset.
 
-Why do CQL / CCVL not learn at the demo's scale when behaviour cloning and a peer library's CQL
-do? `run(AblationConfig(...))` trains named *variants* -- an agent of the registry plus the
-settings it changes (alpha, learning rate, Adam epsilon, DR3, target period, CCVL's count
-weighting and normalization) -- on one development dataset, and measures each the same way:
-
-  1. training (`ccvl_tf.training.train`: resumable, TensorBoard, progress lines);
-  2. every `probe_interval` steps, on held-out dataset states (another collection than the
-     training data) with their data actions: the greedy policy's agreement with the data's
-     action and its greedy mode share (1.0 = one action everywhere), the CQL gap
-     logsumexp_a Q - Q(s, a_D) (log A = no preference), and the features phi(s) the count
-     estimate reads (share of dead ReLU units, share of all-zero states, mean |phi|^2); for
-     CCVL also the family as policies over the delta grid (ccvl_tf.policy_diagnostics);
-  3. at the end, the greedy policy's score in the ALE (`eval_episodes` episodes, epsilon
-     0.001, capped at `eval_max_steps` agent steps); CCVL is scored at its training-time delta
-     (`policy_delta`, 0.5), so every variant is scored by one greedy policy.
-
-Variants run side by side in `workers` spawned processes with `threads_per_worker` TensorFlow
-threads each (a variant's numbers do not depend on the pool size). Outputs in `output_dir`:
-runs/<variant>/ (checkpoints, summaries, eval.csv), results/<variant>.json, rows.csv (one row
-per variant), probes.csv (one row per variant and probe step), table.md and curves.png.
+More in docs/ablation.md "Module notes", `ccvl_tf/experiments/offline/ablation.py`.
 """
 from __future__ import annotations
 
@@ -60,7 +41,7 @@ class Variant:
     return ", ".join(parts) if parts else "defaults"
 
 
-# The ablation grid (issue 22, docs/ablation.md): the agents' defaults, the factors one at a
+# The ablation grid (docs/ablation.md): the agents' defaults, the factors one at a
 # time, and the combinations the factors suggest. Names: <agent>_<changes>.
 _A1 = {"alpha": 1.0}
 _EPS = {"adam_epsilon": 1e-8}
@@ -186,7 +167,7 @@ def probe_batch(store, num_states: int, seed: int) -> Dict[str, np.ndarray]:
 
 def probe(agent, probe: Mapping[str, np.ndarray], num_actions: int,
           grid: Optional[Sequence[float]] = None) -> Dict[str, float]:
-  """The held-out measurements of one agent (see the module docstring, step 2)."""
+  """The held-out measurements of one agent (see the module notes, step 2)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from agents import q_agent_base  # pylint: disable=g-import-not-at-top
   from ccvl_tf import policy_diagnostics  # pylint: disable=g-import-not-at-top

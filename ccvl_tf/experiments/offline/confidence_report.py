@@ -1,23 +1,6 @@
-"""The confidence diagnostics of one trained CCVL agent (issue 11), as files and one dict.
+"""The confidence diagnostics of one trained CCVL agent, as files and one dict.
 
-`report(...)` is what `train_offline.py` and `compare.py` call at the end of a CCVL run and what
-`binaries/diagnose.py` calls on a finished run directory. It measures, with ccvl_tf.diagnostics:
-  * the delta family V(s, delta) = max_a Q(s, a, delta) on `num_states` dataset states over the
-    policy's delta grid: Lemma-1 fraction (stepwise, and V(delta_max) >= V(delta_min)), spread
-    / mean |TD target|, action gap, the largest V and how often V exceeds the largest return;
-  * the count estimate n(s)^-1 on those (seen) states against states the data does not cover:
-    frames of a uniformly random policy in the environment ('random_policy', when an
-    environment factory is given) and the dataset frames with their pixels shuffled
-    ('shuffled_pixels'); ROC AUC of n(s)^-1 as a seen/unseen classifier for each; the spectrum
-    of |D| C against the ridge, and |D| * mean n(s)^-1 against the effective rank;
-  * the family as greedy policies (ccvl_tf.policy_diagnostics.family_action_stats): the share
-    of states whose greedy action changes between the grid's smallest and largest delta and
-    anywhere along it; per grid delta the agreement with the data's action, the greedy mode
-    share and the CQL gap;
-  * the belief over the evaluation episodes (`records`, ccvl_tf.evaluation.EpisodeRecord):
-    expected delta and entropy per episode.
-Writes OUT/diagnostics.json, OUT/delta_family.png, OUT/belief.csv and OUT/belief.png (when
-there are belief records); returns {'summary': flat headline numbers, ...details}.
+More in docs/library.md "Module notes", `ccvl_tf/experiments/offline/confidence_report.py`.
 """
 from __future__ import annotations
 
@@ -137,7 +120,7 @@ def report(agent, held_out: Callable[[], Iterable[Dict]], grid: Sequence[float],
   out["actions"] = policy_diagnostics.greedy_action_stats(
       agent.q_network, obs, acts, agent.config.policy_delta, num_actions)
   out["summary"].update(out["actions"])
-  # The family as policies (issue 23): greedy actions that change with delta, per grid delta.
+  # The family as policies: greedy actions that change with delta, per grid delta.
   out["family_actions"] = policy_diagnostics.family_action_stats(
       agent.q_network, obs, acts, grid, num_actions)
   out["summary"].update(policy_diagnostics.family_summary(out["family_actions"]))

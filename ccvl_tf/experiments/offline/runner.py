@@ -2,24 +2,7 @@
 # phases in order; the reports and presets it calls are modules of their own.
 """Offline training on Atari (DQN Replay / Dopamine format): data -> learner -> policy -> eval.
 
-`run(OfflineConfig(...))` is what `binaries/train_offline.py` calls:
-  1. the dataset: `dataset_dir` (a Dopamine replay_logs directory of one run, e.g. the DQN
-     Replay Dataset's `Breakout/1/replay_logs`, local or gs://) restricted to `subset`;
-     without one, a default dataset is collected once (experiments/default_dataset.py: a
-     scripted player where the game has one, else a random policy) and cached under
-     `root_dir/default_dataset` (said in the log);
-  2. a frame store + tf.data pipeline of transition batches (`ccvl_tf.data`);
-  3. the agent from AGENT_REGISTRY (experiments/agent_registry.py; `agent='ccvl'`:
-     `agents.ccvl_agent.CCVLAgent`; also fixed_ccvl, cql, rem, aevl, aevl_td, dqn), Nature-DQN
-     torso;
-  4. `ccvl_tf.training.train`: progress, TensorBoard, checkpoints, exact resume, periodic ALE
-     evaluation with epsilon = 0.001 (the paper's evaluation epsilon);
-  5. SavedModel export: `root_dir/policy`, the agent's evaluation policy (ccvl: CCVL's
-     confidence-adaptive policy, plus `root_dir/policy_fixed`, Fixed-CCVL: the delta of lowest
-     Bellman error on held-out transitions; aevl: adaptive over members; others greedy), all
-     loadable with plain `tf.saved_model.load`;
-  6. CCVL runs: the confidence diagnostics (experiments/confidence_report.py), then the
-     results table of random / behaviour / learned policies (experiments/demo_report.py).
+More in docs/library.md "Module notes", `ccvl_tf/experiments/offline/runner.py`.
 """
 from __future__ import annotations
 

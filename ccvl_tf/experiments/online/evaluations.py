@@ -3,21 +3,7 @@ gridworld also exactly, `exact_gridworld_scores`), the tightness of the bounds a
 Monte-Carlo returns (`bound_tightness`) and, on the gridworld, against exact values
 (`gridworld_bounds_report`: Q* and the tabular bounds, experiments/gridworld/bounds.py).
 
-Policies scored (keys '<name>_mean_score', '<name>_normalized_score' when the game has
-reference scores):
-  lower     Q_l greedy at policy_delta (CQL: its greedy policy);
-  adaptive  the confidence-adaptive policy over Q_l (delta ~ b(h), belief updated from Q_l's
-            Bellman errors over the evaluation episodes, at the exploration belief's
-            temperature; Eq. delta_selection) -- CCVL agents only: the policy the paper acts
-            with, and what the fine-tuning table reports for CCVL;
-  bounds    Eq. upper policy (argmax Q_u over the safe set of Q_l) -- agents with Q_u only.
-
-Tightness (paper Sec. "Learning Lower- and Upper-Bounds": Q_l <= Q* <= Q_u with probability
-1 - delta): on the states the evaluated policy visits, the Monte-Carlo return
-G_t = sum_k gamma^k r'_{t+k} of the rest of the episode (r' the reward clipped as in training)
-against Q_l(s_t, a_t, delta) and Q_u(s_t, a_t, delta) at a few confidences. G_t is the return of
-the policy that was run, a sample of Q^pi(s_t, a_t) <= Q*(s_t, a_t): Q_u >= G is implied by a
-valid upper bound, Q_l <= G is what a lower bound of *that policy's* value must satisfy.
+More in docs/online.md "Module notes", `ccvl_tf/experiments/online/evaluations.py`.
 """
 from __future__ import annotations
 
@@ -147,7 +133,7 @@ def discounted_returns_to_go(rewards: Sequence[float], gamma: float) -> np.ndarr
 def bound_tightness(cfg, agent, episodes: int, deltas: Sequence[float] = TIGHTNESS_DELTAS,
                     max_states: int = 4000) -> Dict[str, float]:
   """Q_l and Q_u (when the agent has it) against the Monte-Carlo returns of `episodes`
-  episodes of the primary policy (see module docstring), at each delta of `deltas`.
+  episodes of the primary policy (see the module notes), at each delta of `deltas`.
 
   Returns flat keys, for each delta d and bound b in (lower, upper):
     'tight/<b>_minus_mc@d'   mean over visited (s_t, a_t) of Q_b(s_t, a_t, d) - G_t

@@ -2,23 +2,7 @@
 comparison (binaries/compare.py --suite=minatar) fine-tuned online for the same number of
 environment steps by every method, scored before and after.
 
-Methods (online_config.AGENTS), each from its own offline run of the comparison:
-  cql         CQL, explores greedy + epsilon (the baseline);
-  ccvl_lower  CCVL's lower bound Q_l alone, explores with the confidence-adaptive policy;
-  ccvl        CCVL with lower and upper bounds, explores with Eq. upper policy (delta ~ b(h)).
-A run is `binaries/finetune_online.py` in a subprocess, with --eval_interval so eval.csv holds
-the score against online steps, under --schedule: 'deterministic' (the default here: the actor
-stepped in the learner's process, seeded replay sampling -- the same table twice) or 'async'
-(its own Reverb server and actor process). A rerun skips finished runs; an unfinished
-asynchronous run resumes, an unfinished deterministic one starts again from its offline
-checkpoint (it cannot resume). The report (finetune_report.py) normalizes with the datasets' reference
-scores and aggregates the gains with rliable.
-
-Layout of output_dir: runs/<method>/<Game>/seed_<k>/ (a finetune_online root_dir),
-logs/<method>_<Game>_seed<k>.log, offline_states/<Game>_seed<k>.npz (offline states for the
-CCVL runs' penalty diagnostic), then table.md, scores.csv (per evaluation), runs.csv (per
-run: before, after, gain, the final bounds and penalty figures), score_vs_steps.png,
-penalty_vs_steps.png (finetune_report.py).
+More in docs/online.md "Module notes", `ccvl_tf/experiments/online/finetune_suite.py`.
 """
 from __future__ import annotations
 
@@ -87,7 +71,7 @@ class FinetuneSuiteConfig:
   schedule: str = online_config.schedule_setting(online_config.DETERMINISTIC)
   online_counts: str = setting("grow", "finetune_online.py --online_counts for every run "
                                "('grow': n(s)^-1 follows the online data; 'offline': the "
-                               "offline rule, before issue 24).", enum_values=("grow", "offline"))
+                               "rule: counts of the offline dataset only).", enum_values=("grow", "offline"))
 
   def validate(self) -> None:
     for name in ("compare_dir", "data_dir", "output_dir"):

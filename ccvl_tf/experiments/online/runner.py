@@ -3,65 +3,7 @@
 # this package.
 """Online fine-tuning after offline CCVL (paper Sec. "Online Fine-Tuning on Atari", Table 6).
 
-Processes (docs/online.md has the picture and the multi-machine layout):
-
-  Reverb server   'replay' table (2-step Trajectory items, SampleToInsertRatio rate limiter) and
-                  'variables' table (the learner's weights). In the learner process unless
-                  `reverb_address` is given (then binaries/reverb_server.py runs it).
-  actors (K)      `python -m ccvl_tf.experiments.online actor ...` subprocesses (__main__.py)
-                  started by the learner. Each runs the learner's exploration policy,
-                  epsilon-greedy -- 'ccvl': Eq. upper policy (argmax of Q_u over
-                  {a : Q_l >= beta max Q_l}) at delta ~ b(h), the belief in its policy state;
-                  'ccvl_lower': the confidence-adaptive policy over Q_l; 'cql': greedy -- in its own
-                  environment, writes through TF-Agents' ReverbAddTrajectoryObserver, and pulls
-                  the weights every `actor_update_period` env steps with TF-Agents'
-                  ReverbVariableContainer.
-  learner         restores the offline checkpoint (lower bound Q_l from train_offline's
-                  root_dir/checkpoints; Q_u from the same checkpoint when it holds one, else
-                  Q_u <- Q_l), trains `agents.ccvl_bounds_agent.CCVLBoundsAgent` (built
-                  through experiments/agent_registry.py, as 'ccvl_bounds') on batches
-                  from the 'replay' table (optionally mixed with offline batches), pushes the
-                  weights, checkpoints itself (ccvl_tf.training.restore_or_initialize layout)
-                  and the Reverb server (its checkpointer) -- every call to the server with a
-                  deadline (server.py) --, evaluates (before the first online step --
-                  the offline start --, every `eval_interval` learner steps when set, and at
-                  the end; with --penalty_diagnostic at each evaluation the bounds' tightness
-                  against Monte-Carlo returns, evaluations.py, and the CCVL penalty on new and
-                  offline states, penalty.py, else the tightness at the end only; on
-                  the gridworld, CCVL's bounds also against exact values at the start and the
-                  end: ../gridworld/bounds.py), records its throughput, and exports SavedModels.
-                  With --online_counts=grow CCVL's n(s)^-1 follows the online data: the linear
-                  estimate's |D| and C grow with the online rows of each trained batch
-                  (penalty.start_counts), the gridworld's exact counts too (weight
-                  1 / SPI).
-
-That is the asynchronous schedule (`--schedule=async`). With `--schedule=deterministic` there
-is no server and no actor process: K actors take env steps in turn in the learner's process
-and the learner samples a seeded replay (deterministic.py), the same numbers every run.
-
-Budget: `num_env_steps` env steps taken by the actors, counted at the server as the items
-inserted into the 'replay' table (one per env step), read at every weight push; the run ends at
-the first push at which they reach the budget. The count is kept in the learner's checkpoint
-(inserts after the last checkpoint of a killed learner are not counted). On connecting, the
-learner refuses a server whose 'replay' table has other settings than its own (rate limiter,
-capacity, item signature): its rate limiter decides how many env steps the actors take per
-learner step. About `(num_env_steps - min_replay_size) * samples_per_insert /
-batch_size_online` learner steps (`OnlineConfig.num_learner_steps`, for progress lines).
-
-Root dir layout: checkpoints/ (learner), reverb_checkpoints/ (in-process server), summaries/,
-eval.csv and evals.json (one row per evaluated step), bounds_report.md / .png / .json and
-online_transitions.npz (gridworld CCVL), penalty.png (--penalty_diagnostic),
-actors/actor_<i>.log and actor_<i>_stats.json (env steps, seconds inserting), status.json
-(pids, address; rewritten at start), summary.json (with 'throughput'),
-policy/ (CCVL confidence-adaptive with Eq. upper policy), policy_fixed/ (Q_l greedy at
-policy_delta), policy_bounds/ (the exploration policy without epsilon).
-
-Modules of this package: config.py (OnlineConfig, specs, the learner of --agent, the Reverb
-tables), start.py (the offline starting point), server.py (the learner's server calls),
-penalty.py (online counts, penalty diagnostic), actor.py (the actor process and the learner's
-actor subprocesses; __main__.py its command line), evaluations.py (scores, bounds vs
-Monte-Carlo returns), bounds.py (the gridworld's bounds check), this module (the learner's
-runner, `run`, in phases: `_Runner`).
+More in docs/online.md "Module notes", `ccvl_tf/experiments/online/runner.py`.
 """
 from __future__ import annotations
 
@@ -613,7 +555,7 @@ def shown_in_log(key: str) -> bool:
 
 
 def run(cfg: OnlineConfig, log: Callable[[str], None] = print, strategy=None) -> Dict:
-  """The learner (and, unless cfg.reverb_address, the Reverb server); see module docstring.
+  """The learner (and, unless cfg.reverb_address, the Reverb server); see the module notes.
 
   Args:
     cfg: OnlineConfig.

@@ -1,4 +1,4 @@
-"""The online learner's calls to its Reverb server, each with a deadline (issue 24).
+"""The online learner's calls to its Reverb server, each with a deadline.
 
 Reverb's client calls that the learner makes -- the weight push (TF-Agents'
 ReverbVariableContainer.push, a TFClient.insert op), the variable container's ServerInfo,

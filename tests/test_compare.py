@@ -10,6 +10,7 @@ import pytest
 
 import ccvl_tf  # noqa: F401
 from ccvl_tf.experiments.compare import runner as compare
+from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.offline import runner as offline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -193,9 +194,9 @@ def test_training_settings_come_from_the_suite_then_the_flags():
 
 
 def test_registry_has_every_method_and_names_the_valid_agents():
-  assert set(compare.METHODS.values()) == set(offline.AGENTS)
-  assert offline.AGENTS == ("ccvl", "fixed_ccvl", "cql", "rem", "aevl", "aevl_td", "dqn", "bc")
-  assert offline.get_agent_spec("fixed_ccvl").train_key == offline.get_agent_spec("ccvl").train_key
+  assert set(compare.METHODS.values()) == set(agent_registry.AGENTS)
+  assert agent_registry.AGENTS == ("ccvl", "fixed_ccvl", "cql", "rem", "aevl", "aevl_td", "dqn", "bc")
+  assert agent_registry.get_agent_spec("fixed_ccvl").train_key == agent_registry.get_agent_spec("ccvl").train_key
   with pytest.raises(ValueError, match="--agent must be one of ccvl, fixed_ccvl, cql, rem, "
                                        "aevl, aevl_td, dqn, bc, got 'sac'"):
     offline.OfflineConfig(agent="sac").validate()
@@ -211,22 +212,22 @@ def test_aevl_td_members_have_no_cql_term_and_ccvl_options_reach_the_agent():
   obs = tensor_spec.TensorSpec([3], tf.float32)
   act = tensor_spec.BoundedTensorSpec((), tf.int64, 0, 1)
   net = networks.QNetworkConfig(torso="mlp", mlp_units=(4,), n_cos=4, hidden_units=4)
-  s = offline.AgentSettings(network_config=net, dataset_size=10.0, alpha=0.7, num_members=2,
+  s = agent_registry.AgentSettings(network_config=net, dataset_size=10.0, alpha=0.7, num_members=2,
                             ccvl_options={"objective": "bonus", "count_normalization": "mean"})
-  aevl = offline.get_agent_spec("aevl_td").build(ts.time_step_spec(obs), act, s)
+  aevl = agent_registry.get_agent_spec("aevl_td").build(ts.time_step_spec(obs), act, s)
   assert aevl.config.alpha == 0.0
-  assert offline.get_agent_spec("aevl").build(ts.time_step_spec(obs), act, s).config.alpha == 0.7
-  ccvl = offline.get_agent_spec("ccvl").build(ts.time_step_spec(obs), act, s)
+  assert agent_registry.get_agent_spec("aevl").build(ts.time_step_spec(obs), act, s).config.alpha == 0.7
+  ccvl = agent_registry.get_agent_spec("ccvl").build(ts.time_step_spec(obs), act, s)
   assert ccvl.config.objective == "bonus" and ccvl.counts.normalization == "mean"
   assert ccvl.config.alpha == 0.7 and s.belief_temperature is None
   assert compare.METHODS["AEVL-TD"] == "aevl_td"
 
 
 def test_auto_belief_temperature_is_twice_the_smallest_error():
-  assert offline.auto_belief_temperature([0.3, 0.05, 0.2]) == pytest.approx(0.1)
-  assert offline.auto_belief_temperature([0.0, 1.0]) == pytest.approx(1e-6)  # floored
+  assert agent_registry.auto_belief_temperature([0.3, 0.05, 0.2]) == pytest.approx(0.1)
+  assert agent_registry.auto_belief_temperature([0.0, 1.0]) == pytest.approx(1e-6)  # floored
   with pytest.raises(ValueError, match="finite"):
-    offline.auto_belief_temperature([float("nan")])
+    agent_registry.auto_belief_temperature([float("nan")])
 
 
 @pytest.mark.slow

@@ -13,13 +13,10 @@ import numpy as np
 
 from ccvl_tf.data import replay_files
 from ccvl_tf.data import replay_validity
-# Re-exported: the names callers of the DQN Replay reader use from the stages below.
-from ccvl_tf.data.replay_files import (  # noqa: F401  pylint: disable=unused-import
-    METADATA_FILENAME, STORE_PREFIX, DatasetError, UnreachableError, checkpoint_path,
-    error_text, file_stat, is_remote, list_dir, list_suffixes, path_exists, path_isdir,
+from ccvl_tf.data.replay_files import (
+    METADATA_FILENAME, STORE_PREFIX, DatasetError, checkpoint_path, list_suffixes,
     read_metadata, resolve_replay_dir)
-from ccvl_tf.data.replay_validity import (  # noqa: F401  pylint: disable=unused-import
-    STACK_SIZE, UPDATE_HORIZON, prefix_valid_indices, valid_indices)
+from ccvl_tf.data.replay_validity import STACK_SIZE, valid_indices
 
 DQN_REPLAY_CAPACITY = 1_000_000
 STREAM_BLOCK_ROWS = 4096  # frames decompressed at a time by iterate_transitions

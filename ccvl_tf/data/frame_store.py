@@ -12,6 +12,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ccvl_tf.data import dqn_replay
+from ccvl_tf.data import replay_validity
 from ccvl_tf.data import replay_files
 from ccvl_tf.data import replay_plan
 from ccvl_tf.data import store_cache
@@ -56,7 +57,7 @@ class FrameStore:
   """
 
   def __init__(self, frames: np.ndarray, action: np.ndarray, reward: np.ndarray,
-               terminal: np.ndarray, valid: np.ndarray, stack_size: int = dqn_replay.STACK_SIZE):
+               terminal: np.ndarray, valid: np.ndarray, stack_size: int = replay_validity.STACK_SIZE):
     n = frames.shape[0]
     if frames.dtype != np.uint8 or frames.ndim not in (3, 4):
       raise ValueError("frames must be uint8 [N, H, W] or [N, H, W, C], got {} {}".format(
@@ -99,7 +100,7 @@ class FrameStore:
     ``num_actions`` checks every action against the game's action set.
     Frames are decompressed straight into the store (peak memory ~ the store).
 
-    A remote ``replay_dir`` (``gs://...``, ``ram://...``: ``dqn_replay.is_remote``)
+    A remote ``replay_dir`` (``gs://...``, ``ram://...``: ``replay_files.is_remote``)
     is read through ``tf.io.gfile``, only the checkpoints and leading rows the
     subset needs, and the store is cached locally (``ccvl_tf.data.store_cache``:
     ``cache_dir``, else ``$CCVL_CACHE_DIR``, else ``~/.cache/ccvl_tf``); a second

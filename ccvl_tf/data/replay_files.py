@@ -19,6 +19,9 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+# TensorFlow is imported only where gs:// and ram:// paths need tf.io.gfile: it takes ~2 s to
+# import (python -X importtime), and local replay files are read without it.
+
 CACHE_ENV = "CCVL_CACHE_DIR"
 VERIFIED_DIR = "verified_files"
 STORE_PREFIX = "$store$_"

@@ -11,6 +11,7 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 
 from ccvl_tf.data import dqn_replay
+from ccvl_tf.data import replay_files
 
 
 def subset_plan(replay_dir: str, subset: str = "all",
@@ -45,7 +46,7 @@ def select_plan(replay_dir: str, subset: str = "all",
     wanted = set(int(s) for s in suffixes)
     plan = [p for p in plan if p[0] in wanted]
     if not plan:
-      raise dqn_replay.DatasetError("none of suffixes {} in {}".format(sorted(wanted),
+      raise replay_files.DatasetError("none of suffixes {} in {}".format(sorted(wanted),
                                                                        info.replay_dir))
   return info, plan
 
@@ -53,8 +54,8 @@ def select_plan(replay_dir: str, subset: str = "all",
 def source_files(dir_info: dqn_replay.DirInfo, plan: List[tuple]) -> List[str]:
   """Names (in ``dir_info.replay_dir``) of the files that loading ``plan`` reads."""
   names = [n for item in plan for n in dir_info.checkpoint_files(item[0])]
-  if dqn_replay.METADATA_FILENAME in dir_info.names:
-    names.append(dqn_replay.METADATA_FILENAME)
+  if replay_files.METADATA_FILENAME in dir_info.names:
+    names.append(replay_files.METADATA_FILENAME)
   return names
 
 
@@ -111,7 +112,7 @@ def load_plan(replay_dir: str, plan: List[tuple], *, num_actions: Optional[int] 
   loaded = LoadedPlan(replay_dir=dir_info.replay_dir, stack_size=dir_info.stack_size,
                       frame_shape=tuple(dir_info.observation_shape), chunks=chunks)
   if loaded.num_frames == 0:
-    raise dqn_replay.DatasetError("no valid transitions in {} for plan {}".format(
+    raise replay_files.DatasetError("no valid transitions in {} for plan {}".format(
         dir_info.replay_dir, plan))
   return loaded
 
@@ -141,7 +142,7 @@ def _chunk(dir_info: dqn_replay.DirInfo, item: tuple, num_actions: Optional[int]
     sel = slice(0, nrows)
   # Keep only the per-slot values the store holds (not the 1M-entry arrays).
   return Chunk(suffix=suffix, stored_rows=ckpt.capacity, rows=nrows, order=order, slots=idx,
-               path=dqn_replay.checkpoint_path(dir_info.replay_dir,
-                                               dqn_replay.STORE_PREFIX + "observation", suffix),
+               path=replay_files.checkpoint_path(dir_info.replay_dir,
+                                               replay_files.STORE_PREFIX + "observation", suffix),
                action=ckpt.action[sel].copy(), reward=ckpt.reward[sel].copy(),
                terminal=ckpt.terminal[sel].copy())

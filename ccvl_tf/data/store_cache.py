@@ -17,7 +17,7 @@ from typing import Callable, Dict, List, Optional, Protocol, Sequence
 
 import numpy as np
 
-from ccvl_tf.data import dqn_replay
+from ccvl_tf.data import replay_validity
 from ccvl_tf.data import replay_files
 from ccvl_tf.data import replay_plan
 
@@ -64,8 +64,8 @@ def key_fields(replay_dir: str, subset: str, suffixes: Optional[Sequence[int]] =
   return dict(format=CACHE_FORMAT, replay_dir=str(replay_dir).rstrip("/"), subset=str(subset),
               suffixes=None if suffixes is None else sorted(set(int(s) for s in suffixes)),
               num_actions=None if num_actions is None else int(num_actions),
-              default_stack_size=dqn_replay.STACK_SIZE,
-              update_horizon=dqn_replay.UPDATE_HORIZON)
+              default_stack_size=replay_validity.STACK_SIZE,
+              update_horizon=replay_validity.UPDATE_HORIZON)
 
 
 def entry_dir(fields: dict, cache_dir: Optional[str] = None) -> str:

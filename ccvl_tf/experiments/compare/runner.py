@@ -15,6 +15,7 @@ from ccvl_tf.experiments.compare import pool as compare_pool
 from ccvl_tf.experiments.compare import report as compare_report
 from ccvl_tf.experiments.compare import suites as compare_suites
 from ccvl_tf.experiments.compare import units as compare_units
+from ccvl_tf.experiments import tf_setup
 
 # The names binaries/compare.py, the tests and the docs use, from the modules that own them.
 METHODS = compare_config.METHODS
@@ -38,7 +39,6 @@ result_path = compare_units.result_path
 train_dir = compare_units.train_dir
 run_unit = compare_units.run_unit
 training_groups = compare_units.training_groups
-configure_tensorflow = compare_units.configure_tensorflow
 UnitFailed = compare_pool.UnitFailed
 read_results = compare_report.read_results
 write_scores_csv = compare_report.write_scores_csv
@@ -84,7 +84,7 @@ def run(cfg: compare_config.CompareConfig, log: Callable[[str], None] = print) -
   if workers > 1:
     compare_pool.run_parallel(cfg, todo, report)
   else:
-    tf_settings = compare_units.configure_tensorflow(cfg.threads_per_worker,
+    tf_settings = tf_setup.configure_tensorflow(cfg.threads_per_worker,
                                                      cfg.deterministic, log)
     for unit in todo:
       t = time.time()

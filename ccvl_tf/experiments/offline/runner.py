@@ -7,29 +7,25 @@ More in docs/library.md "Module notes", `ccvl_tf/experiments/offline/runner.py`.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 from typing import Callable, Dict, Optional, Sequence
 
-import ccvl_tf  # noqa: F401
+import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
+import keras
 import numpy as np
+import tensorflow as tf
+from tf_agents.specs import tensor_spec
+from tf_agents.trajectories import time_step as ts
 
-from ccvl_tf.experiments.offline.default_dataset import DEFAULT_BEHAVIOUR_EPSILON  # noqa: F401,E402
-from ccvl_tf.experiments.offline.default_dataset import DEFAULT_DATASET_STEPS  # noqa: F401,E402
-from ccvl_tf.experiments.offline.default_dataset import ensure_default_dataset  # noqa: F401,E402
-
-
-# The agent registry (--agent=NAME of train_offline.py and compare.py) lives in
-# experiments/agent_registry.py; its names stay importable from here.
-from ccvl_tf.experiments.agent_registry import AGENT_REGISTRY  # noqa: F401,E402
-from ccvl_tf.experiments.agent_registry import AGENTS  # noqa: F401,E402
-from ccvl_tf.experiments.agent_registry import AgentSettings  # noqa: F401,E402
-from ccvl_tf.experiments.agent_registry import AgentSpec  # noqa: F401,E402
-from ccvl_tf.experiments.agent_registry import auto_belief_temperature  # noqa: F401,E402
-from ccvl_tf.experiments.agent_registry import get_agent_spec  # noqa: F401,E402
-from ccvl_tf.config_flags import setting  # noqa: E402
-from ccvl_tf.experiments.offline import presets  # noqa: E402
+from ccvl_tf import belief, evaluation, networks, policies, scores, training
+from ccvl_tf.config_flags import setting
+from ccvl_tf.data import dqn_replay, frame_store, pipeline, replay_files
+from ccvl_tf.envs import atari
+from ccvl_tf.experiments import agent_options, agent_registry, tf_setup
+from ccvl_tf.experiments.offline import confidence_report, default_dataset, demo_report, presets
 
 # The settings a preset gives and a flag may override (presets.PRESET_FIELDS).
 PRESET_FLAGS = presets.PRESET_FIELDS
@@ -40,7 +36,7 @@ def parse_reference_agents(text) -> tuple:
   valid ones."""
   names = [t.strip() for t in str(text).split(",") if t.strip() and t.strip() != "none"]
   for name in names:
-    get_agent_spec(name, flag="--reference_agents")
+    agent_registry.get_agent_spec(name, flag="--reference_agents")
   return tuple(dict.fromkeys(names))
 
 
@@ -72,7 +68,7 @@ class OfflineConfig:
                         enum_values=["1%", "5%", "initial10%", "all"])
   agent: str = setting(
       "ccvl", "Which learner (ccvl_tf.experiments.agent_registry): " + "; ".join(
-          f"{s.name}: {s.description}" for s in AGENT_REGISTRY.values() if s.offline) + ".")
+          f"{s.name}: {s.description}" for s in agent_registry.AGENT_REGISTRY.values() if s.offline) + ".")
   num_steps: int = setting(10_000, "Gradient steps in total.")
   batch_size: int = setting(32, "Transitions per batch.")
   preset: str = setting(
@@ -121,7 +117,7 @@ class OfflineConfig:
   eval_max_steps: int = setting(2_000, "Agent-step cap of an evaluation episode.")
   eval_epsilon: float = 0.001
   default_dataset_steps: int = setting(
-      DEFAULT_DATASET_STEPS, "Size of the default dataset collected without --dataset_dir.")
+      default_dataset.DEFAULT_DATASET_STEPS, "Size of the default dataset collected without --dataset_dir.")
   # Behaviour policy of the default dataset: 'auto' (scripted player where the game has one,
   # else random), 'scripted' or 'random'; and the scripted player's random-action probability.
   default_dataset_policy: str = setting(
@@ -129,7 +125,7 @@ class OfflineConfig:
       "player where the game has one (Breakout: paddle/ball from the ALE RAM), else uniformly "
       "random.", enum_values=["auto", "scripted", "random"])
   behaviour_epsilon: float = setting(
-      DEFAULT_BEHAVIOUR_EPSILON, "The scripted player's probability of a uniformly random "
+      default_dataset.DEFAULT_BEHAVIOUR_EPSILON, "The scripted player's probability of a uniformly random "
       "action.", lower_bound=0.0, upper_bound=1.0)
   # Resume checkpoints although their fingerprint (agent, learning settings, dataset) differs.
   allow_config_change: bool = setting(
@@ -151,10 +147,9 @@ class OfflineConfig:
       "on CPU results are already deterministic for a fixed thread count).")
 
   def validate(self):
-    get_agent_spec(self.agent)  # unknown names: a ValueError listing the valid ones
+    agent_registry.get_agent_spec(self.agent)  # unknown names: a ValueError listing the valid ones
     if self.learning_rate is not None and not self.learning_rate > 0:
       raise ValueError(f"--learning_rate must be > 0, got {self.learning_rate!r}")
-    from ccvl_tf.data import dqn_replay
     if self.subset not in dqn_replay.SUBSETS and self.subset != "all":
       raise ValueError(f"--subset must be one of {', '.join(list(dqn_replay.SUBSETS) + ['all'])}"
                        f", got {self.subset!r}")
@@ -175,7 +170,7 @@ class OfflineConfig:
       raise ValueError(f"--alpha must be a finite number >= 0, got {self.alpha!r}")
     presets.validate(self.preset)
     for name in self.reference_agents:
-      get_agent_spec(name, flag="--reference_agents")
+      agent_registry.get_agent_spec(name, flag="--reference_agents")
     if not 0.0 < self.policy_delta < 1.0:
       raise ValueError(f"--policy_delta must be in (0, 1), got {self.policy_delta!r}")
     if self.default_dataset_policy not in ("auto", "scripted", "random"):
@@ -189,23 +184,21 @@ class OfflineConfig:
         np.isfinite(self.belief_temperature) and self.belief_temperature > 0):
       raise ValueError(f"--belief_temperature must be a finite number > 0 (or unset: from the "
                        f"held-out data), got {self.belief_temperature!r}")
-    from ccvl_tf.experiments import agent_options
     agent_options.validate(self.ccvl_options)
-    from ccvl_tf import training
     training.check_output_dir(self.root_dir, "--root_dir")
     if self.dataset_dir is not None:
-      # Local paths: os.path.isdir; gs://..., ram://...: tf.io.gfile (dqn_replay.path_isdir).
+      # Local paths: os.path.isdir; gs://..., ram://...: tf.io.gfile (replay_files.path_isdir).
       try:
-        found = dqn_replay.path_isdir(self.dataset_dir)
-      except dqn_replay.UnreachableError as e:
+        found = replay_files.path_isdir(self.dataset_dir)
+      except replay_files.UnreachableError as e:
         cause = e.__cause__ or e
         raise ValueError(f"--dataset_dir {self.dataset_dir} could not be reached "
-                         f"({type(cause).__name__}: {dqn_replay.error_text(cause)}); a gs:// "
+                         f"({type(cause).__name__}: {replay_files.error_text(cause)}); a gs:// "
                          f"path needs network access and, for a non-public bucket, Google "
                          f"credentials (BUILD.md, 'Reading the DQN Replay Dataset from Google "
                          f"Cloud Storage')") from e
       if not found:
-        what = ("is a file, not a directory" if dqn_replay.path_exists(self.dataset_dir)
+        what = ("is a file, not a directory" if replay_files.path_exists(self.dataset_dir)
                 else "does not exist")
         raise ValueError(f"--dataset_dir {self.dataset_dir} {what} (expected a Dopamine "
                          f"replay_logs directory with $store$_observation_ckpt.N.gz files)")
@@ -217,11 +210,6 @@ def _confidence_diagnostics(cfg: OfflineConfig, agent, store, exports, settings,
   (dataset vs random-policy and pixel-shuffled frames) and the belief over an evaluation of the
   adaptive policy (--eval_episodes episodes); files in root_dir/diagnostics, headline numbers
   in summary.json and TensorBoard (diagnostics/*)."""
-  import tensorflow as tf
-  from ccvl_tf import belief, evaluation
-  from ccvl_tf.data import pipeline
-  from ccvl_tf.envs import atari
-  from ccvl_tf.experiments.offline import confidence_report
   adaptive = exports.get("policy_adaptive", exports["policy"])
   env = atari.AtariEnvironment(cfg.game, seed=cfg.seed + 30_000,
                                max_episode_steps=cfg.eval_max_steps)
@@ -257,7 +245,7 @@ FINGERPRINT_FIELDS = ("game", "agent", "subset", "batch_size", "num_deltas",
 
 def agent_overrides(cfg: OfflineConfig, agent: str) -> Dict[str, object]:
   """The training settings of `agent` in this run: the preset's, under the flags given."""
-  return presets.resolve(cfg.preset, get_agent_spec(agent).train_key,
+  return presets.resolve(cfg.preset, agent_registry.get_agent_spec(agent).train_key,
                          {k: getattr(cfg, k) for k in PRESET_FLAGS})
 
 
@@ -265,15 +253,13 @@ def dataset_identity(replay_dir: str) -> Dict[str, object]:
   """Path, and a hash of the replay directory's listing (file names and sizes) and of its
   small metadata files, so that another dataset in the same place is noticed without reading
   the data itself."""
-  import hashlib
-  from ccvl_tf.data import dqn_replay
   h = hashlib.sha256()
-  remote = dqn_replay.is_remote(replay_dir)
-  names = sorted(dqn_replay.list_dir(replay_dir)) if dqn_replay.path_isdir(replay_dir) else []
+  remote = replay_files.is_remote(replay_dir)
+  names = sorted(replay_files.list_dir(replay_dir)) if replay_files.path_isdir(replay_dir) else []
   for name in names:
     path = (replay_dir.rstrip("/") + "/" + name) if remote else os.path.join(replay_dir, name)
     try:
-      size = dqn_replay.file_stat(path)[0]
+      size = replay_files.file_stat(path)[0]
     except Exception:  # pylint: disable=broad-except
       size = -1  # a sub-directory or an unreadable entry: the name still counts
     h.update(f"{name}:{size}\n".encode())
@@ -302,17 +288,15 @@ def run_fingerprint(cfg: OfflineConfig, replay_dir: str, store,
 def build_agent(cfg: OfflineConfig, agent: str, store, time_step_spec, action_spec):
   """(learner, AgentSettings) of `agent` for this run: the Nature torso, the preset's training
   settings under the flags given, initial weights a function of --seed."""
-  import keras
-  from ccvl_tf import networks
   keras.utils.set_random_seed(cfg.seed)  # initial weights are a function of --seed
-  settings = AgentSettings(
+  settings = agent_registry.AgentSettings(
       network_config=networks.QNetworkConfig(torso="nature"),
       dataset_size=float(store.num_transitions), num_deltas=cfg.num_deltas,
       num_pairs=cfg.num_pairs, policy_delta=cfg.policy_delta,
       num_grid_deltas=cfg.num_grid_deltas, belief_temperature=cfg.belief_temperature,
       ccvl_options=dict(cfg.ccvl_options), reward_clip=1.0, seed=cfg.seed,
       **agent_overrides(cfg, agent))
-  return get_agent_spec(agent).build(time_step_spec, action_spec, settings), settings
+  return agent_registry.get_agent_spec(agent).build(time_step_spec, action_spec, settings), settings
 
 
 # Memory a train step holds per transition beside the frame store: the batches in flight in
@@ -329,7 +313,6 @@ TRAIN_STEP_FIXED_BYTES = 500_000_000
 def training_reserve(cfg: OfflineConfig, observation_shape):
   """The frame store's `Reserve` of a run: the memory of training on --batch_size batches of
   `observation_shape` states, and at least --batch_size transitions in the dataset."""
-  from ccvl_tf.data import frame_store
   per = (int(np.prod(observation_shape)) * TRAIN_STEP_OBSERVATIONS
          + cfg.num_deltas * TRAIN_STEP_BYTES_PER_DELTA)
   return frame_store.Reserve(
@@ -342,11 +325,7 @@ def training_reserve(cfg: OfflineConfig, observation_shape):
 def _setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True):
   """The dataset, specs, settings and (fresh) agent of an offline run; shared by run() and
   diagnose(). Returns a dict of them."""
-  from tf_agents.specs import tensor_spec
-  from tf_agents.trajectories import time_step as ts
 
-  from ccvl_tf.data import frame_store
-  from ccvl_tf.envs import atari
 
   atari.check_game(cfg.game)  # unknown names: a ValueError listing the valid ones
   env_factory = lambda seed: atari.AtariEnvironment(cfg.game, seed=seed)
@@ -357,7 +336,7 @@ def _setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True)
   if cfg.dataset_dir:
     replay_dir = cfg.dataset_dir
   elif collect:
-    replay_dir = ensure_default_dataset(cfg, env_factory, log)
+    replay_dir = default_dataset.ensure_default_dataset(cfg, env_factory, log)
   else:
     replay_dir = os.path.join(cfg.root_dir, "default_dataset", cfg.game)
   log(f"Loading {replay_dir} (subset {cfg.subset}) ...")
@@ -371,7 +350,7 @@ def _setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True)
   obs_spec = tensor_spec.from_spec(probe.observation_spec())
   action_spec = tensor_spec.from_spec(probe.action_spec())
   time_step_spec = ts.time_step_spec(obs_spec)
-  spec = get_agent_spec(cfg.agent)
+  spec = agent_registry.get_agent_spec(cfg.agent)
   agent, settings = build_agent(cfg, cfg.agent, store, time_step_spec, action_spec)
   return dict(game=probe.game, replay_dir=replay_dir, store=store, spec=spec,
               settings=settings, agent=agent, time_step_spec=time_step_spec,
@@ -383,8 +362,6 @@ def diagnose(root_dir: str, episodes: Optional[int] = None,
   """binaries/diagnose.py: the confidence diagnostics of a finished (or interrupted)
   train_offline CCVL run, from its summary.json and latest checkpoint; writes
   root_dir/diagnostics and returns the headline numbers."""
-  import tensorflow as tf
-  from ccvl_tf.data import pipeline
   path = os.path.join(root_dir, "summary.json")
   if not os.path.exists(path):
     raise ValueError(f"--root_dir {root_dir} has no summary.json: not a finished "
@@ -396,7 +373,7 @@ def diagnose(root_dir: str, episodes: Optional[int] = None,
   cfg.root_dir = root_dir
   if episodes is not None:
     cfg.eval_episodes = int(episodes)
-  if get_agent_spec(cfg.agent).train_key != "ccvl":
+  if agent_registry.get_agent_spec(cfg.agent).train_key != "ccvl":
     raise ValueError(f"{root_dir} is a run of --agent={cfg.agent}; the confidence "
                      f"diagnostics need a CCVL run (--agent=ccvl or fixed_ccvl)")
   parts = _setup(cfg, log, collect=False)
@@ -422,13 +399,12 @@ def _train_references(cfg: OfflineConfig, parts, make_dataset, log) -> Dict[str,
   preset, in root_dir/reference/<agent> (resumable, fingerprinted; no evaluation during
   training), and exports its policy there. Returns {display name: {'policy', 'root_dir',
   'step', 'settings'}} in --reference_agents order."""
-  from ccvl_tf import policies, training  # pylint: disable=g-import-not-at-top
   from ccvl_tf.experiments.compare import (  # pylint: disable=g-import-not-at-top
       config as compare_config)
   display = {v: k for k, v in compare_config.METHODS.items()}
   out = {}
   for name in cfg.reference_agents:
-    if get_agent_spec(name).train_key == get_agent_spec(cfg.agent).train_key:
+    if agent_registry.get_agent_spec(name).train_key == agent_registry.get_agent_spec(cfg.agent).train_key:
       continue
     root = os.path.join(cfg.root_dir, "reference", name)
     agent, settings = build_agent(cfg, name, parts["store"], parts["time_step_spec"],
@@ -441,10 +417,9 @@ def _train_references(cfg: OfflineConfig, parts, make_dataset, log) -> Dict[str,
         agent, make_dataset, loop, log=lambda line, n=name: log(f"[{n}] {line}"),
         fingerprint=run_fingerprint(cfg, parts["replay_dir"], parts["store"], agent=name),
         allow_config_change=cfg.allow_config_change)
-    from ccvl_tf.data import pipeline  # pylint: disable=g-import-not-at-top
     held_out = pipeline.transition_dataset(parts["store"], cfg.batch_size,
                                            seed=cfg.seed + 777).take(8)
-    exports, _ = get_agent_spec(name).policies(agent, parts["time_step_spec"],
+    exports, _ = agent_registry.get_agent_spec(name).policies(agent, parts["time_step_spec"],
                                                parts["action_spec"], held_out, settings)
     policy_dir = os.path.join(root, "policy")
     with training.writing(policy_dir, result["checkpoint"]):
@@ -458,18 +433,14 @@ def _train_references(cfg: OfflineConfig, parts, make_dataset, log) -> Dict[str,
 def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, object]:
   """Runs the whole offline pipeline; returns a summary dict (also written to summary.json)."""
   cfg.validate()
-  from ccvl_tf.experiments import tf_setup  # pylint: disable=g-import-not-at-top
   threads = tf_setup.configure_tensorflow(cfg.tf_threads, cfg.deterministic, log)
   log(f"TensorFlow threads: {threads['tf_threads'] or 'the number of cores'} (--tf_threads)"
       + (", op determinism on" if cfg.deterministic else "")
       + f"; CPU kernels: {tf_setup.cpu_kernels_in_force()}.")
-  from ccvl_tf import evaluation, policies, scores, training
-  from ccvl_tf.data import pipeline
-  from ccvl_tf.envs import atari
 
   os.makedirs(cfg.root_dir, exist_ok=True)
   names = (cfg.agent,) + tuple(a for a in cfg.reference_agents if a != cfg.agent)
-  log(presets.describe(cfg.preset, [get_agent_spec(n).train_key for n in names],
+  log(presets.describe(cfg.preset, [agent_registry.get_agent_spec(n).train_key for n in names],
                        {k: getattr(cfg, k) for k in PRESET_FLAGS}))
   parts = _setup(cfg, log)
   game, replay_dir, store = parts["game"], parts["replay_dir"], parts["store"]
@@ -532,7 +503,6 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
     precomputed["CCVL (adaptive)"] = diag.pop("adaptive_episode_scores")
     extra = dict(extra, diagnostics=diag)
   references = _train_references(cfg, parts, make_dataset, log)
-  from ccvl_tf.experiments.offline import demo_report  # pylint: disable=g-import-not-at-top
   with training.writing(os.path.join(cfg.root_dir, "results.md"), last_good):
     results_table = demo_report.results_table(
         cfg, game, replay_dir, spec, exports, precomputed, log,

@@ -18,6 +18,7 @@ from typing import Callable, Dict, Optional, Sequence
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 from ccvl_tf.config_flags import setting
+from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.compare import config as compare_config
 from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf.experiments.online import finetune_report
@@ -138,7 +139,7 @@ def ensure_offline_summary(cfg: FinetuneSuiteConfig, method: str, game: str, see
                                       data_dir=cfg.data_dir)
   suite = compare_suites.MinAtarSuite(ccfg)
   data = suite.data(game, cfg.dataset_kind, seed, suite.default_batch_size)
-  spec = compare_units.offline.get_agent_spec(compare_config.METHODS[OFFLINE_METHOD[method]])
+  spec = agent_registry.get_agent_spec(compare_config.METHODS[OFFLINE_METHOD[method]])
   tss, act = suite.specs(game)
   learner = spec.build(tss, act, compare_units.agent_settings(suite, data, seed))
   more = {}

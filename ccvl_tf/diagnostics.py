@@ -412,7 +412,7 @@ def belief_trace(records: Sequence[object], grid) -> List[Dict[str, float]]:
   """The belief b(h) over the grid at the end of each evaluation episode.
 
   Args:
-    records: EpisodeRecords (ccvl_tf.evaluation); those without a log_belief are skipped.
+    records: EpisodeRecords (ccvl_tf.rollouts); those without a log_belief are skipped.
     grid: the policy's confidence grid [K] (the belief's support).
 
   Returns:

@@ -270,7 +270,7 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
     * `tf_agents.drivers.py_driver.PyDriver` on an *unbatched* environment calls
       `get_initial_state` at every FIRST step after its first episode: run it one episode
       per `run()` call passing the returned state back in, wrap the env in
-      `BatchedPyEnvironment`, or use `ccvl_tf.evaluation.run_episodes`;
+      `BatchedPyEnvironment`, or use `ccvl_tf.rollouts.run_episodes`;
     * `DynamicEpisodeDriver`/`DynamicStepDriver.run()` call `get_initial_state` when
       `policy_state` is None: always pass the previous run's final state;
     * wrappers built with TF-Agents' defaults (GreedyPolicy, EpsilonGreedyPolicy) have
@@ -546,7 +546,7 @@ def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None) -
       state = saved.get_initial_state(batch_size=1)
       step = saved.action(time_step, state); state = step.state
 
-  `policy_specs.pbtxt` next to it holds the specs (read by ccvl_tf.evaluation).
+  `policy_specs.pbtxt` next to it holds the specs (read by ccvl_tf.rollouts).
   Use this rather than `PolicySaver(policy)` directly: that also saves `distribution()`, and the
   result then needs TFP imported to load.
 

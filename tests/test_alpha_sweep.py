@@ -14,7 +14,7 @@ import pytest
 
 import ccvl_tf  # noqa: F401
 from ccvl_tf import config_flags
-from ccvl_tf import evaluation
+from ccvl_tf import score_stats
 from ccvl_tf.experiments.compare import alpha_sweep
 from ccvl_tf.experiments.compare import alpha_sweep_report as report
 
@@ -182,7 +182,7 @@ def test_report_numbers_on_hand_built_results(tmp_path):
 
   # IQM [95% CI] cells: exactly what aggregate_scores gives on the same [seeds, games] matrix.
   def cell(matrix):
-    a = evaluation.aggregate_scores(np.asarray(matrix, np.float64), reps=reps, seed=0)["iqm"]
+    a = score_stats.aggregate_scores(np.asarray(matrix, np.float64), reps=reps, seed=0)["iqm"]
     return f"{a.value:.1f} [{a.ci_low:.1f}, {a.ci_high:.1f}]"
   cql = {a: cell(np.array(v)[:, None]) for a, v in CQL.items()}
   assert f"| CQL | {cql[0.1]} | {cql[1.0]} | - |" in table

@@ -11,7 +11,7 @@ and its steps in order):
               (binaries/gridworld.py).
 
 Shared by them, here: agent_registry.py (agent name -> learner, its settings and exported
-policies), agent_options.py (CCVL's options as flags), evaluate.py (evaluating an exported
+policies), agent_options.py (CCVL's options as flags), score_export.py (scoring an exported
 policy: binaries/evaluate.py), tf_setup.py (a process's TensorFlow threads and determinism).
 
 Imports run one way: online/ -> compare/ -> offline/ -> the shared modules, and online/ ->

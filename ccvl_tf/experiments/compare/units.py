@@ -17,7 +17,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import numpy as np
 
-from ccvl_tf import evaluation
+from ccvl_tf import rollouts
 from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.compare import config as compare_config
 from ccvl_tf.experiments.compare import suites as compare_suites
@@ -140,11 +140,11 @@ def evaluate_unit(suite: compare_suites.Suite, trained: TrainedUnit, method: str
   exports, extra = trained.spec.policies(trained.learner, trained.time_step_spec,
                                          trained.action_spec, trained.data.held_out(),
                                          trained.settings)
-  policy = evaluation.CompiledPolicy(exports["policy"])
+  policy = rollouts.CompiledPolicy(exports["policy"])
   episodes = cfg.eval_episodes or suite.default_eval_episodes
   max_steps = cfg.eval_max_steps or suite.default_eval_max_steps
   ev = suite.eval_env(game, 10_000 + seed, max_steps)
-  records = evaluation.run_episodes(policy, ev.env, episodes, run=seed,
+  records = rollouts.run_episodes(policy, ev.env, episodes, run=seed,
                                     epsilon=compare_config.EVAL_EPSILON, seed=seed,
                                     raw_score_fn=ev.raw_score_fn)
   raw = np.array([r.raw_score for r in records], np.float64)

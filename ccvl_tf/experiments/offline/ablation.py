@@ -199,7 +199,7 @@ def run_variant(cfg: AblationConfig, name: str, log: Callable[[str], None] = pri
   import keras  # pylint: disable=g-import-not-at-top
   from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
   from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
-  from ccvl_tf import belief, evaluation, networks, training  # pylint: disable=g-import-not-at-top
+  from ccvl_tf import belief, networks, rollouts, training# pylint: disable=g-import-not-at-top
   from ccvl_tf.data import pipeline  # pylint: disable=g-import-not-at-top
   from ccvl_tf.envs import atari  # pylint: disable=g-import-not-at-top
   from ccvl_tf.experiments import agent_registry  # pylint: disable=g-import-not-at-top
@@ -222,7 +222,7 @@ def run_variant(cfg: AblationConfig, name: str, log: Callable[[str], None] = pri
   grid = (belief.delta_grid(settings.num_grid_deltas)
           if agent_registry.get_agent_spec(variant.agent).train_key == "ccvl" else None)
   root = os.path.join(cfg.output_dir, "runs", name)
-  compiled = evaluation.CompiledPolicy(agent.policy)
+  compiled = rollouts.CompiledPolicy(agent.policy)
   final = {}
 
   def evaluate(step):
@@ -241,7 +241,7 @@ def run_variant(cfg: AblationConfig, name: str, log: Callable[[str], None] = pri
   if cfg.eval_episodes:  # the ALE score of the final greedy policy (kept in the result file)
     env = atari.AtariEnvironment(cfg.game, seed=cfg.seed + 10_000,
                                  max_episode_steps=cfg.eval_max_steps)
-    records = evaluation.run_episodes(
+    records = rollouts.run_episodes(
         compiled, env, cfg.eval_episodes, epsilon=cfg.eval_epsilon, seed=cfg.seed + 20_000,
         raw_score_fn=lambda e: e.episode_raw_return,
         max_total_steps=cfg.eval_episodes * (cfg.eval_max_steps + 2))

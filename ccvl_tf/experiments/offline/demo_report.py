@@ -3,7 +3,7 @@
 `report(...)` evaluates each policy for the same number of episodes in fresh ALE environments
 (evaluation epsilon 0.001, the same episode cap), and writes ROOT/results.md (mean raw score
 and its 95% bootstrap CI over episodes, rliable's percentile bootstrap through
-`ccvl_tf.evaluation.aggregate_scores`), ROOT/results.png (the same as bars with CIs) and
+`ccvl_tf.score_stats.aggregate_scores`), ROOT/results.png (the same as bars with CIs) and
 ROOT/learning_curve.png (the evaluations during training, from evals.json). The CCVL
 (adaptive) row reuses the episodes the confidence diagnostics ran (their belief trace is the
 same evaluation).
@@ -53,12 +53,12 @@ def policy_offset(i: int) -> int:
 
 def episode_records(make_policy: Callable, env_factory: Callable[[int], object], episodes: int,
                     max_steps: int, epsilon: float, seed: int) -> list:
-  """The evaluation.EpisodeRecords of `episodes` episodes of make_policy(env) in a fresh
+  """The rollouts.EpisodeRecords of `episodes` episodes of make_policy(env) in a fresh
   environment env_factory(seed), evaluation epsilon `epsilon` drawn from `seed`
   (run_episodes); raw_score is the game score."""
-  from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
+  from ccvl_tf import rollouts, score_stats# pylint: disable=g-import-not-at-top
   env = env_factory(seed)
-  return evaluation.run_episodes(
+  return rollouts.run_episodes(
       make_policy(env), env, episodes, epsilon=epsilon, seed=seed,
       raw_score_fn=lambda e: e.episode_raw_return,
       max_total_steps=episodes * (max_steps + 2))
@@ -73,11 +73,11 @@ def episode_scores(make_policy: Callable, env_factory: Callable[[int], object], 
 
 def score_row(name: str, scores: Sequence[float], reps: int = 2000) -> Dict[str, object]:
   """Mean raw score of the episodes and its 95% bootstrap CI (rliable)."""
-  from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
+  from ccvl_tf import rollouts, score_stats# pylint: disable=g-import-not-at-top
   arr = np.asarray(scores, np.float64)
   if arr.size == 0:
     raise ValueError(f"no episodes for {name}")
-  agg = evaluation.aggregate_scores(arr[:, None], reps=reps)["mean"]
+  agg = score_stats.aggregate_scores(arr[:, None], reps=reps)["mean"]
   return {"policy": name, "episodes": int(arr.size), "mean": float(arr.mean()),
           "ci_low": agg.ci_low, "ci_high": agg.ci_high, "scores": arr.tolist()}
 
@@ -139,7 +139,7 @@ def report(root_dir: str, game: str, policies: Mapping[str, object],
   """Evaluates and tabulates: 'random', the behaviour policy (if `behaviour`, a factory
   env -> callable), then `policies` (name -> TF-Agents policy, evaluated) or `precomputed`
   (name -> episode scores already measured). Returns the rows (also in results.json)."""
-  from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
+  from ccvl_tf import rollouts, score_stats# pylint: disable=g-import-not-at-top
   from ccvl_tf.data import replay_writer  # pylint: disable=g-import-not-at-top
   precomputed = dict(precomputed or {})
 
@@ -156,7 +156,7 @@ def report(root_dir: str, game: str, policies: Mapping[str, object],
     if name in precomputed:
       rows.append(score_row(name, precomputed[name]))
     else:
-      compiled = evaluation.CompiledPolicy(policy)
+      compiled = rollouts.CompiledPolicy(policy)
       rows.append(score_row(name, scores_of(lambda env, c=compiled: c, policy_offset(i))))
   text = render(rows, game, note)
   with open(os.path.join(root_dir, "results.md"), "w") as f:

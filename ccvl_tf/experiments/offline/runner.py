@@ -20,7 +20,7 @@ import tensorflow as tf
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
-from ccvl_tf import belief, evaluation, networks, policies, scores, training
+from ccvl_tf import belief, networks, policies, rollouts, scores, training
 from ccvl_tf.config_flags import setting
 from ccvl_tf.data import dqn_replay, frame_store, pipeline, replay_files
 from ccvl_tf.envs import atari
@@ -213,8 +213,8 @@ def _confidence_diagnostics(cfg: OfflineConfig, agent, store, exports, settings,
   adaptive = exports.get("policy_adaptive", exports["policy"])
   env = atari.AtariEnvironment(cfg.game, seed=cfg.seed + 30_000,
                                max_episode_steps=cfg.eval_max_steps)
-  records = evaluation.run_episodes(
-      evaluation.CompiledPolicy(adaptive), env, cfg.eval_episodes, epsilon=cfg.eval_epsilon,
+  records = rollouts.run_episodes(
+      rollouts.CompiledPolicy(adaptive), env, cfg.eval_episodes, epsilon=cfg.eval_epsilon,
       seed=cfg.seed + 30_000, raw_score_fn=lambda e: e.episode_raw_return,
       max_total_steps=cfg.eval_episodes * (cfg.eval_max_steps + 2))
   held_out = lambda: pipeline.transition_dataset(store, cfg.batch_size,
@@ -451,13 +451,13 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
     return pipeline.transition_dataset(store, cfg.batch_size, seed=cfg.seed, start_batch=start)
 
   # policy.action traced once (tf.function) instead of running eagerly: ~5x faster per step.
-  compiled_policy = evaluation.CompiledPolicy(agent.policy)
+  compiled_policy = rollouts.CompiledPolicy(agent.policy)
 
   def evaluate(step):
     policy = compiled_policy
     eval_env = atari.AtariEnvironment(cfg.game, seed=cfg.seed + 10_000 + step,
                                       max_episode_steps=cfg.eval_max_steps)
-    records = evaluation.run_episodes(
+    records = rollouts.run_episodes(
         policy, eval_env, cfg.eval_episodes,
         epsilon=cfg.eval_epsilon, seed=cfg.seed + step,
         raw_score_fn=lambda env: env.episode_raw_return,

@@ -330,12 +330,12 @@ def specs(game: str, seed: int = 0):
 def server_signatures(game: str, bounds=None, agent_name: str = "ccvl"):
   """(replay item signature, variables signature) for the game and agent (both tables)."""
   from tf_agents.specs import tensor_spec
-  from ccvl_tf import replay
+  from ccvl_tf import reverb_replay
   tss, act = specs(game)
   cfg = OnlineConfig(game=game)
   agent = build_agent(game, tss, act, bounds or cfg.bounds(), agent=agent_name)
   replay_sig = tensor_spec.add_outer_dim(agent.exploration_policy.trajectory_spec)
-  return replay_sig, replay.variable_signature(pushed_variables(agent, control_variables()))
+  return replay_sig, reverb_replay.variable_signature(pushed_variables(agent, control_variables()))
 
 
 def control_variables():
@@ -350,9 +350,9 @@ def pushed_variables(agent, control):
 
 
 def make_server_tables(cfg: OnlineConfig):
-  from ccvl_tf import replay
+  from ccvl_tf import reverb_replay
   replay_sig, var_sig = server_signatures(cfg.game, cfg.bounds(), cfg.agent)
-  return replay.make_tables(replay_sig, var_sig, max_size=cfg.replay_capacity,
+  return reverb_replay.make_tables(replay_sig, var_sig, max_size=cfg.replay_capacity,
                             min_size=cfg.min_replay_size,
                             samples_per_insert=cfg.samples_per_insert,
                             batch_size=cfg.online_batch_size)

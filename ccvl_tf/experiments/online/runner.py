@@ -20,13 +20,13 @@ import tensorflow as tf
 
 from ccvl_tf import distributed
 from ccvl_tf import policies
-from ccvl_tf import replay
+from ccvl_tf import reverb_replay
 from ccvl_tf import training
 from ccvl_tf.experiments.online import actor as online_actor
 from ccvl_tf.experiments.online import bounds as online_bounds
 from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf.experiments.online import deterministic as online_deterministic
-from ccvl_tf.experiments.online import evaluations as online_eval
+from ccvl_tf.experiments.online import scores_and_bounds as online_eval
 from ccvl_tf.experiments.online import penalty as online_penalty
 from ccvl_tf.experiments.online import server as online_server
 from ccvl_tf.experiments.online import start as online_start
@@ -169,20 +169,20 @@ class _Runner:
     self.address = cfg.reverb_address
     reverb_ckpt_dir = os.path.join(cfg.root_dir, "reverb_checkpoints")
     if self.address is None:
-      self.server, self.address = replay.start_server(
+      self.server, self.address = reverb_replay.start_server(
           online_config.make_server_tables(cfg), cfg.reverb_port, reverb_ckpt_dir)
       log(f"Reverb server in this process at {self.address} (checkpoints in "
           f"{reverb_ckpt_dir}).")
-    info = replay.check_server(self.address, cfg.server_timeout_s)
-    table = info[replay.REPLAY_TABLE]
+    info = reverb_replay.check_server(self.address, cfg.server_timeout_s)
+    table = info[reverb_replay.REPLAY_TABLE]
     online_server.check_table(self.address, table, cfg,
                               self.agent.exploration_policy.trajectory_spec)
-    got = replay.server_settings(table)
+    got = reverb_replay.server_settings(table)
     log(f"Reverb replay table at {self.address}: {table.current_size} items; its settings, "
         f"as this learner's: samples per insert {got['samples_per_insert']:g}, min size "
         f"{got['min_size_to_sample']:.0f}, capacity {got['max_size']:.0f}.")
     # Env steps are the inserts counted from here on, added to the checkpoint's count.
-    self.inserts_at_connect = int(replay.rate_limiter_stats(table)["inserts"])
+    self.inserts_at_connect = int(reverb_replay.rate_limiter_stats(table)["inserts"])
     self.env_steps_at_connect = int(self.env_steps.numpy())
     self.link = online_server.LearnerServerLink(self.address, cfg.server_timeout_s,
                                                 cfg.reverb_checkpoint_timeout_s)
@@ -220,7 +220,7 @@ class _Runner:
     cfg = self.cfg
     online = None  # --schedule=deterministic: batches from the in-process actors' replay
     if cfg.schedule == online_config.ASYNC:
-      online = replay.replay_dataset(self.agent.exploration_policy.trajectory_spec,
+      online = reverb_replay.replay_dataset(self.agent.exploration_policy.trajectory_spec,
                                      self.address, cfg.online_batch_size,
                                      rate_limiter_timeout_ms=int(cfg.sample_timeout_s * 1000))
     offline_it = None
@@ -244,12 +244,12 @@ class _Runner:
       if online is None:
         batch = self.actors.next_batch(step)
       else:
-        batch = replay.call_with_deadline(lambda: next(it), self.address,
+        batch = reverb_replay.call_with_deadline(lambda: next(it), self.address,
                                           cfg.sample_timeout_s + cfg.server_timeout_s, "a sample")
       self.sample_wait_seconds += time.perf_counter() - t0
     except (StopIteration, tf.errors.OutOfRangeError, tf.errors.UnavailableError,
             tf.errors.DeadlineExceededError, tf.errors.CancelledError,
-            replay.DeadlineExceeded) as e:
+            reverb_replay.DeadlineExceeded) as e:
       self.link.check(step)
       if cfg.num_actors and self.actors.alive() == 0:
         raise ActorsGone(f"learner: all {cfg.num_actors} actor(s) exited at train step "
@@ -429,7 +429,7 @@ class _Runner:
     warm-up (from the first completed step: filling min_replay_size, tracing), the learner's
     seconds waiting for samples (rate limiter + input pipeline), the local actors' env steps/s
     and seconds in their inserts (online_actor.read_stats), and the replay table's completed
-    inserts / samples since its server started (replay.rate_limiter_stats)."""
+    inserts / samples since its server started (reverb_replay.rate_limiter_stats)."""
     out = {"train_seconds": train_seconds,
            "learner_steps": float(step - self.start_step),
            "learner_steps_per_s": (step - self.start_step) / max(train_seconds, 1e-9),
@@ -449,8 +449,8 @@ class _Runner:
     out.update({f"actors/{k}": v for k, v in online_actor.read_stats(
         self.cfg.root_dir, self.cfg.num_actors).items()})
     try:
-      stats = replay.rate_limiter_stats(self.link.client.server_info(
-          timeout=max(1, int(self.cfg.server_timeout_s)))[replay.REPLAY_TABLE])
+      stats = reverb_replay.rate_limiter_stats(self.link.client.server_info(
+          timeout=max(1, int(self.cfg.server_timeout_s)))[reverb_replay.REPLAY_TABLE])
     except Exception as e:  # pylint: disable=broad-except  (a report, not the run's result)
       self.log(f"could not read the replay table's statistics: {e}")
       return out

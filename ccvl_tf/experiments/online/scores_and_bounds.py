@@ -3,7 +3,7 @@ gridworld also exactly, `exact_gridworld_scores`), the tightness of the bounds a
 Monte-Carlo returns (`bound_tightness`) and, on the gridworld, against exact values
 (`gridworld_bounds_report`: Q* and the tabular bounds, experiments/gridworld/bounds.py).
 
-More in docs/online.md "Module notes", `ccvl_tf/experiments/online/evaluations.py`.
+More in docs/online.md "Module notes", `ccvl_tf/experiments/online/scores_and_bounds.py`.
 """
 from __future__ import annotations
 
@@ -46,15 +46,15 @@ def evaluate(cfg, agent, step: int, episodes: Optional[int] = None) -> Dict[str,
   on cfg.seed only, not on `step`: every evaluation of a run -- the offline start ("before"),
   mid-run, the end ("after") -- plays episodes from the same seeds, so a gain compares the
   policies on the same environment randomness."""
-  from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
+  from ccvl_tf import rollouts# pylint: disable=g-import-not-at-top
   from ccvl_tf.envs import factory  # pylint: disable=g-import-not-at-top
   del step  # the seeds do not depend on it (above)
   episodes = cfg.eval_episodes if episodes is None else episodes
   out = {}
   for name, policy in named_policies(cfg, agent).items():
     ev = factory.make_env(cfg.game, cfg.seed + 10_000, cfg.eval_max_steps)
-    records = evaluation.run_episodes(
-        evaluation.CompiledPolicy(policy), ev.env, episodes,
+    records = rollouts.run_episodes(
+        rollouts.CompiledPolicy(policy), ev.env, episodes,
         epsilon=cfg.eval_epsilon, seed=cfg.seed, raw_score_fn=ev.raw_score_fn,
         max_total_steps=episodes * (cfg.eval_max_steps + 2))
     scores = np.array([r.raw_score for r in records])
@@ -143,9 +143,9 @@ def bound_tightness(cfg, agent, episodes: int, deltas: Sequence[float] = TIGHTNE
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
-  from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
+  from ccvl_tf import rollouts# pylint: disable=g-import-not-at-top
   from ccvl_tf.envs import factory  # pylint: disable=g-import-not-at-top
-  policy = evaluation.CompiledPolicy(named_policies(cfg, agent)[primary_policy_name(cfg.agent)])
+  policy = rollouts.CompiledPolicy(named_policies(cfg, agent)[primary_policy_name(cfg.agent)])
   ev = factory.make_env(cfg.game, cfg.seed + 20_000, cfg.eval_max_steps)
   env, clip = ev.env, cfg.bounds().reward_clip
   gamma = float(agent.config.gamma)

@@ -15,7 +15,6 @@ policies), agent_options.py (CCVL's options as flags), score_export.py (scoring 
 policy: binaries/evaluate.py), tf_setup.py (a process's TensorFlow threads and determinism).
 
 Imports run one way: online/ -> compare/ -> offline/ -> the shared modules, and online/ ->
-gridworld/ (the exact references of its bounds check). One deferred import still runs back
-from offline/ to compare/: runner.py reads the methods' display names (compare/config.py
-`METHODS`); it belongs in a shared module.
+gridworld/ (the exact references of its bounds check). Nothing imports back up: an offline
+run's reference agents and results table are compare/offline_table.py, called by the binary.
 """

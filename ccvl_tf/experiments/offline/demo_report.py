@@ -177,7 +177,7 @@ def results_table(cfg, game, replay_dir, spec, exports, precomputed, log,
   policies of `cfg` (an offline.runner.OfflineConfig), mean raw score with 95% bootstrap CIs:
   cfg.root_dir/results.md, results.png, learning_curve.png (`report`). `spec` is the trained
   agent's AgentSpec, `exports` its exported policies, `references` the output of
-  runner._train_references."""
+  compare/offline_table.train_references."""
   from ccvl_tf.envs import atari, scripted  # pylint: disable=g-import-not-at-top
   env_factory = lambda seed: atari.AtariEnvironment(cfg.game, seed=seed,
                                                     max_episode_steps=cfg.eval_max_steps)

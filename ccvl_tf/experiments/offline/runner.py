@@ -25,10 +25,50 @@ from ccvl_tf.config_flags import setting
 from ccvl_tf.data import dqn_replay, frame_store, pipeline, replay_files
 from ccvl_tf.envs import atari
 from ccvl_tf.experiments import agent_options, agent_registry, tf_setup
-from ccvl_tf.experiments.offline import confidence_report, default_dataset, demo_report, presets
+from ccvl_tf.experiments.offline import confidence_report, default_dataset, presets
 
 # The settings a preset gives and a flag may override (presets.PRESET_FIELDS).
 PRESET_FLAGS = presets.PRESET_FIELDS
+
+
+@dataclasses.dataclass(frozen=True)
+class Seeds:
+  """Every random stream of an offline run, derived from --seed in this one place. The values
+  are fixed: checkpoints, run fingerprints and reported scores depend on them."""
+  base: int
+
+  def weights(self) -> int:  # the learners' initial weights (keras.utils.set_random_seed)
+    return self.base
+
+  def learner(self) -> int:  # the learner's own draws (AgentSettings.seed: its deltas)
+    return self.base
+
+  def data_order(self) -> int:  # the training batches
+    return self.base
+
+  def probe_env(self) -> int:  # the environment read for the game's specs
+    return self.base
+
+  def diagnostics(self) -> int:  # the confidence report's own draws
+    return self.base
+
+  def held_out(self) -> int:  # the batches that pick Fixed-CCVL's delta and set the belief
+    return self.base + 777
+
+  def diagnostics_held_out(self) -> int:  # the batches of the confidence diagnostics
+    return self.base + 778
+
+  def eval_env(self, step: int) -> int:  # the environment of the evaluation at `step`
+    return self.base + 10_000 + step
+
+  def eval_episodes(self, step: int) -> int:  # that evaluation's exploration draws
+    return self.base + step
+
+  def adaptive_eval(self) -> int:  # the adaptive policy's episodes in the diagnostics
+    return self.base + 30_000
+
+  def diagnostics_env(self) -> int:  # the environments of the count diagnostics
+    return self.base + 40_000
 
 
 def parse_reference_agents(text) -> tuple:
@@ -204,27 +244,29 @@ class OfflineConfig:
                          f"replay_logs directory with $store$_observation_ckpt.N.gz files)")
 
 
-def _confidence_diagnostics(cfg: OfflineConfig, agent, store, exports, settings, game,
-                            log) -> Dict[str, float]:
-  """Issue 11's diagnostics at the end of a CCVL run: the delta family, the count estimate
+def _confidence_diagnostics(cfg: OfflineConfig, run_setup: "Setup", exports,
+                            log) -> Dict[str, object]:
+  """The confidence diagnostics at the end of a CCVL run: the delta family, the count estimate
   (dataset vs random-policy and pixel-shuffled frames) and the belief over an evaluation of the
   adaptive policy (--eval_episodes episodes); files in root_dir/diagnostics, headline numbers
-  in summary.json and TensorBoard (diagnostics/*)."""
+  in summary.json and TensorBoard (diagnostics/*), and the adaptive policy's episode scores
+  under 'adaptive_episode_scores'."""
+  seeds, agent, store = Seeds(cfg.seed), run_setup.agent, run_setup.store
   adaptive = exports.get("policy_adaptive", exports["policy"])
-  env = atari.AtariEnvironment(cfg.game, seed=cfg.seed + 30_000,
+  env = atari.AtariEnvironment(cfg.game, seed=seeds.adaptive_eval(),
                                max_episode_steps=cfg.eval_max_steps)
   records = rollouts.run_episodes(
       rollouts.CompiledPolicy(adaptive), env, cfg.eval_episodes, epsilon=cfg.eval_epsilon,
-      seed=cfg.seed + 30_000, raw_score_fn=lambda e: e.episode_raw_return,
+      seed=seeds.adaptive_eval(), raw_score_fn=lambda e: e.episode_raw_return,
       max_total_steps=cfg.eval_episodes * (cfg.eval_max_steps + 2))
   held_out = lambda: pipeline.transition_dataset(store, cfg.batch_size,
-                                                 seed=cfg.seed + 778).take(8)
+                                                 seed=seeds.diagnostics_held_out()).take(8)
   out = confidence_report.report(
-      agent, held_out, belief.delta_grid(settings.num_grid_deltas),
+      agent, held_out, belief.delta_grid(run_setup.settings.num_grid_deltas),
       os.path.join(cfg.root_dir, "diagnostics"),
-      env_factory=lambda: atari.AtariEnvironment(cfg.game, seed=cfg.seed + 40_000,
+      env_factory=lambda: atari.AtariEnvironment(cfg.game, seed=seeds.diagnostics_env(),
                                                  max_episode_steps=cfg.eval_max_steps),
-      records=records, seed=cfg.seed, log=log)
+      records=records, seed=seeds.diagnostics(), log=log)
   summary = dict(out["summary"], adaptive_mean_raw_score=float(
       np.mean([r.raw_score for r in records])))
   writer = tf.summary.create_file_writer(os.path.join(cfg.root_dir, "summaries"))
@@ -288,13 +330,13 @@ def run_fingerprint(cfg: OfflineConfig, replay_dir: str, store,
 def build_agent(cfg: OfflineConfig, agent: str, store, time_step_spec, action_spec):
   """(learner, AgentSettings) of `agent` for this run: the Nature torso, the preset's training
   settings under the flags given, initial weights a function of --seed."""
-  keras.utils.set_random_seed(cfg.seed)  # initial weights are a function of --seed
+  keras.utils.set_random_seed(Seeds(cfg.seed).weights())  # initial weights: --seed's
   settings = agent_registry.AgentSettings(
       network_config=networks.QNetworkConfig(torso="nature"),
       dataset_size=float(store.num_transitions), num_deltas=cfg.num_deltas,
       num_pairs=cfg.num_pairs, policy_delta=cfg.policy_delta,
       num_grid_deltas=cfg.num_grid_deltas, belief_temperature=cfg.belief_temperature,
-      ccvl_options=dict(cfg.ccvl_options), reward_clip=1.0, seed=cfg.seed,
+      ccvl_options=dict(cfg.ccvl_options), reward_clip=1.0, seed=Seeds(cfg.seed).learner(),
       **agent_overrides(cfg, agent))
   return agent_registry.get_agent_spec(agent).build(time_step_spec, action_spec, settings), settings
 
@@ -322,14 +364,25 @@ def training_reserve(cfg: OfflineConfig, observation_shape):
       min_transitions=cfg.batch_size)
 
 
-def _setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True):
-  """The dataset, specs, settings and (fresh) agent of an offline run; shared by run() and
-  diagnose(). Returns a dict of them."""
+@dataclasses.dataclass
+class Setup:
+  """The data and the (fresh) learner of an offline run."""
+  game: str                   # the ALE name
+  replay_dir: str
+  store: frame_store.FrameStore
+  spec: agent_registry.AgentSpec
+  settings: agent_registry.AgentSettings
+  agent: object               # the learner (agents/learner.py)
+  time_step_spec: object
+  action_spec: object
 
 
+def setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True) -> Setup:
+  """The dataset (collected first when there is none and `collect`) and the learner of
+  --agent; shared by run() and diagnose()."""
   atari.check_game(cfg.game)  # unknown names: a ValueError listing the valid ones
   env_factory = lambda seed: atari.AtariEnvironment(cfg.game, seed=seed)
-  probe = env_factory(cfg.seed)
+  probe = env_factory(Seeds(cfg.seed).probe_env())
   num_actions = probe.num_actions
   reserve = training_reserve(cfg, probe.observation_spec().shape)
   reserve.check(None)  # memory for the batches alone: before any data is read or collected
@@ -352,9 +405,24 @@ def _setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True)
   time_step_spec = ts.time_step_spec(obs_spec)
   spec = agent_registry.get_agent_spec(cfg.agent)
   agent, settings = build_agent(cfg, cfg.agent, store, time_step_spec, action_spec)
-  return dict(game=probe.game, replay_dir=replay_dir, store=store, spec=spec,
-              settings=settings, agent=agent, time_step_spec=time_step_spec,
-              action_spec=action_spec)
+  return Setup(game=probe.game, replay_dir=replay_dir, store=store, spec=spec,
+               settings=settings, agent=agent, time_step_spec=time_step_spec,
+               action_spec=action_spec)
+
+
+def training_batches(cfg: OfflineConfig, store) -> Callable:
+  """start batch -> the training batches from there (the learner's and the reference agents')."""
+  return lambda start: pipeline.transition_dataset(store, cfg.batch_size,
+                                                   seed=Seeds(cfg.seed).data_order(),
+                                                   start_batch=start)
+
+
+def held_out_batches(cfg: OfflineConfig, store):
+  """The 8 batches that pick Fixed-CCVL's delta and the belief's temperature (a pipeline seed
+  the training never used; with the small default dataset these transitions were seen in
+  training too)."""
+  return pipeline.transition_dataset(store, cfg.batch_size,
+                                     seed=Seeds(cfg.seed).held_out()).take(8)
 
 
 def diagnose(root_dir: str, episodes: Optional[int] = None,
@@ -376,97 +444,91 @@ def diagnose(root_dir: str, episodes: Optional[int] = None,
   if agent_registry.get_agent_spec(cfg.agent).train_key != "ccvl":
     raise ValueError(f"{root_dir} is a run of --agent={cfg.agent}; the confidence "
                      f"diagnostics need a CCVL run (--agent=ccvl or fixed_ccvl)")
-  parts = _setup(cfg, log, collect=False)
-  agent = parts["agent"]
+  run_setup = setup(cfg, log, collect=False)
+  agent = run_setup.agent
   ckpt_dir = os.path.join(root_dir, "checkpoints")
   latest = tf.train.latest_checkpoint(ckpt_dir)
   if latest is None:
     raise ValueError(f"no checkpoint under {ckpt_dir}")
   agent.make_checkpoint().restore(latest).assert_existing_objects_matched()
   log(f"Restored {latest}.")
-  held_out = pipeline.transition_dataset(parts["store"], cfg.batch_size,
-                                         seed=cfg.seed + 777).take(8)
-  exports, _ = parts["spec"].policies(agent, parts["time_step_spec"], parts["action_spec"],
-                                      held_out, parts["settings"])
-  summary = _confidence_diagnostics(cfg, agent, parts["store"], exports, parts["settings"],
-                                    parts["game"], log)
+  exports, _ = run_setup.spec.policies(agent, run_setup.time_step_spec, run_setup.action_spec,
+                                       held_out_batches(cfg, run_setup.store),
+                                       run_setup.settings)
+  summary = _confidence_diagnostics(cfg, run_setup, exports, log)
   summary.pop("adaptive_episode_scores", None)
   return summary
 
 
-def _train_references(cfg: OfflineConfig, parts, make_dataset, log) -> Dict[str, Dict]:
-  """Trains each of --reference_agents (other than --agent) on the same data, steps, seed and
-  preset, in root_dir/reference/<agent> (resumable, fingerprinted; no evaluation during
-  training), and exports its policy there. Returns {display name: {'policy', 'root_dir',
-  'step', 'settings'}} in --reference_agents order."""
-  from ccvl_tf.experiments.compare import (  # pylint: disable=g-import-not-at-top
-      config as compare_config)
-  display = {v: k for k, v in compare_config.METHODS.items()}
-  out = {}
-  for name in cfg.reference_agents:
-    if agent_registry.get_agent_spec(name).train_key == agent_registry.get_agent_spec(cfg.agent).train_key:
-      continue
-    root = os.path.join(cfg.root_dir, "reference", name)
-    agent, settings = build_agent(cfg, name, parts["store"], parts["time_step_spec"],
-                                  parts["action_spec"])
-    log(f"Reference agent {name}: training {cfg.num_steps} steps in {root}.")
-    loop = training.LoopConfig(
-        root_dir=root, num_steps=cfg.num_steps, checkpoint_interval=cfg.checkpoint_interval,
-        log_interval=cfg.log_interval, summary_interval=cfg.summary_interval, eval_interval=0)
-    result = training.train(
-        agent, make_dataset, loop, log=lambda line, n=name: log(f"[{n}] {line}"),
-        fingerprint=run_fingerprint(cfg, parts["replay_dir"], parts["store"], agent=name),
-        allow_config_change=cfg.allow_config_change)
-    held_out = pipeline.transition_dataset(parts["store"], cfg.batch_size,
-                                           seed=cfg.seed + 777).take(8)
-    exports, _ = agent_registry.get_agent_spec(name).policies(agent, parts["time_step_spec"],
-                                               parts["action_spec"], held_out, settings)
-    policy_dir = os.path.join(root, "policy")
-    with training.writing(policy_dir, result["checkpoint"]):
-      policies.export_policy(exports["policy"], policy_dir, train_step=agent.train_step_counter)
-    out[display.get(name, name)] = dict(
-        policy=exports["policy"], root_dir=root, policy_dir=policy_dir, step=result["step"],
-        settings=agent_overrides(cfg, name), last_metrics=result["last_metrics"])
-  return out
+@dataclasses.dataclass
+class Trained:
+  """What run() leaves for the steps after it (binaries/train_offline.py: the reference agents
+  and the results table, experiments/compare/offline_table.py)."""
+  setup: Setup
+  summary: Dict[str, object]          # as written to summary.json
+  exports: Dict[str, object]          # export name -> the policy exported there
+  adaptive_episode_scores: Optional[Sequence[float]]  # the diagnostics' (CCVL), else None
+  checkpoint: str                     # the last good checkpoint
 
 
-def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, object]:
-  """Runs the whole offline pipeline; returns a summary dict (also written to summary.json)."""
+def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Trained:
+  """The offline run: data -> learner -> training -> exported policies -> diagnostics, and
+  summary.json."""
   cfg.validate()
+  _configure_tensorflow(cfg, log)
+  os.makedirs(cfg.root_dir, exist_ok=True)
+  names = (cfg.agent,) + tuple(a for a in cfg.reference_agents if a != cfg.agent)
+  log(presets.describe(cfg.preset, [agent_registry.get_agent_spec(n).train_key for n in names],
+                       {k: getattr(cfg, k) for k in PRESET_FLAGS}))
+  run_setup = setup(cfg, log)
+  result = _train(cfg, run_setup, log)
+  exports, extra, dirs = _export(cfg, run_setup, result["checkpoint"], log)
+  adaptive_scores = None
+  if run_setup.spec.train_key == "ccvl":
+    with training.writing(os.path.join(cfg.root_dir, "diagnostics"), result["checkpoint"]):
+      diag = _confidence_diagnostics(cfg, run_setup, exports, log)
+    adaptive_scores = diag.pop("adaptive_episode_scores")
+    extra = dict(extra, diagnostics=diag)
+  summary = dict(game=run_setup.game, agent=cfg.agent, dataset_dir=run_setup.replay_dir,
+                 subset=cfg.subset, num_transitions=int(run_setup.store.num_transitions),
+                 step=result["step"], resumed_from=result["resumed_from"],
+                 last_metrics=result["last_metrics"], last_eval=result["last_eval"],
+                 checkpoint=result["checkpoint"], policy_dir=dirs["policy"],
+                 fixed_policy_dir=dirs.get("policy_fixed"), exported_policies=dirs,
+                 config=dataclasses.asdict(cfg), settings=agent_overrides(cfg, cfg.agent),
+                 **extra)
+  write_summary(cfg, summary, result["checkpoint"])
+  return Trained(setup=run_setup, summary=summary, exports=exports,
+                 adaptive_episode_scores=adaptive_scores, checkpoint=result["checkpoint"])
+
+
+def _configure_tensorflow(cfg: OfflineConfig, log) -> None:
   threads = tf_setup.configure_tensorflow(cfg.tf_threads, cfg.deterministic, log)
   log(f"TensorFlow threads: {threads['tf_threads'] or 'the number of cores'} (--tf_threads)"
       + (", op determinism on" if cfg.deterministic else "")
       + f"; CPU kernels: {tf_setup.cpu_kernels_in_force()}.")
 
-  os.makedirs(cfg.root_dir, exist_ok=True)
-  names = (cfg.agent,) + tuple(a for a in cfg.reference_agents if a != cfg.agent)
-  log(presets.describe(cfg.preset, [agent_registry.get_agent_spec(n).train_key for n in names],
-                       {k: getattr(cfg, k) for k in PRESET_FLAGS}))
-  parts = _setup(cfg, log)
-  game, replay_dir, store = parts["game"], parts["replay_dir"], parts["store"]
-  spec, settings, agent = parts["spec"], parts["settings"], parts["agent"]
-  time_step_spec, action_spec = parts["time_step_spec"], parts["action_spec"]
 
-  def make_dataset(start):
-    return pipeline.transition_dataset(store, cfg.batch_size, seed=cfg.seed, start_batch=start)
-
+def _train(cfg: OfflineConfig, run_setup: Setup, log) -> Dict[str, object]:
+  """training.train on --num_steps batches, evaluating in the ALE every --eval_interval."""
+  seeds = Seeds(cfg.seed)
   # policy.action traced once (tf.function) instead of running eagerly: ~5x faster per step.
-  compiled_policy = rollouts.CompiledPolicy(agent.policy)
+  compiled_policy = rollouts.CompiledPolicy(run_setup.agent.policy)
 
   def evaluate(step):
-    policy = compiled_policy
-    eval_env = atari.AtariEnvironment(cfg.game, seed=cfg.seed + 10_000 + step,
+    eval_env = atari.AtariEnvironment(cfg.game, seed=seeds.eval_env(step),
                                       max_episode_steps=cfg.eval_max_steps)
     records = rollouts.run_episodes(
-        policy, eval_env, cfg.eval_episodes,
-        epsilon=cfg.eval_epsilon, seed=cfg.seed + step,
+        compiled_policy, eval_env, cfg.eval_episodes,
+        epsilon=cfg.eval_epsilon, seed=seeds.eval_episodes(step),
         raw_score_fn=lambda env: env.episode_raw_return,
         max_total_steps=cfg.eval_episodes * (cfg.eval_max_steps + 2))
     raw_scores = np.array([r.raw_score for r in records])
     out = {"mean_raw_score": float(raw_scores.mean()), "mean_length": float(
         np.mean([r.length for r in records]))}
     try:
-      out["normalized_score"] = float(np.mean(scores.normalized_score(game, raw_scores)))
+      out["normalized_score"] = float(np.mean(scores.normalized_score(run_setup.game,
+                                                                      raw_scores)))
     except ValueError:
       pass  # a game without published reference scores
     return out
@@ -475,51 +537,36 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
       root_dir=cfg.root_dir, num_steps=cfg.num_steps, checkpoint_interval=cfg.checkpoint_interval,
       log_interval=cfg.log_interval, summary_interval=cfg.summary_interval,
       eval_interval=cfg.eval_interval)
-  result = training.train(agent, make_dataset, loop, evaluate=evaluate, log=log,
-                          fingerprint=run_fingerprint(cfg, replay_dir, store),
-                          allow_config_change=cfg.allow_config_change)
+  return training.train(run_setup.agent, training_batches(cfg, run_setup.store), loop,
+                        evaluate=evaluate, log=log,
+                        fingerprint=run_fingerprint(cfg, run_setup.replay_dir, run_setup.store),
+                        allow_config_change=cfg.allow_config_change)
 
-  # Exported policies (agent registry). CCVL / Fixed-CCVL: Fixed-CCVL's delta is the lowest
-  # Bellman error on held-out batches (a pipeline seed the training never used; with the small
-  # default dataset these transitions were seen in training too).
-  held_out = pipeline.transition_dataset(store, cfg.batch_size, seed=cfg.seed + 777).take(8)
-  exports, extra = spec.policies(agent, time_step_spec, action_spec, held_out, settings)
+
+def _export(cfg: OfflineConfig, run_setup: Setup, last_good: str, log):
+  """(exports, extra, dirs): the agent's policies (agent registry; Fixed-CCVL's delta is the
+  lowest Bellman error on the held-out batches) as SavedModels in root_dir/<export name>."""
+  agent = run_setup.agent
+  exports, extra = run_setup.spec.policies(agent, run_setup.time_step_spec,
+                                           run_setup.action_spec,
+                                           held_out_batches(cfg, run_setup.store),
+                                           run_setup.settings)
   if "fixed_delta" in extra:
     log(f"Fixed-CCVL delta (lowest held-out Bellman error on the grid): "
         f"{extra['fixed_delta']:.3f}")
   dirs = {}
-  last_good = result["checkpoint"]
   for export_name, policy in exports.items():
     dirs[export_name] = os.path.join(cfg.root_dir, export_name)
     with training.writing(dirs[export_name], last_good):
       policies.export_policy(policy, dirs[export_name], train_step=agent.train_step_counter)
   log("Exported SavedModels: " + ", ".join(f"{d} ({n})" for n, d in dirs.items()) + ".")
-  policy_dir = dirs["policy"]
-  diag = None
-  precomputed = {}
-  if spec.train_key == "ccvl":
-    with training.writing(os.path.join(cfg.root_dir, "diagnostics"), last_good):
-      diag = _confidence_diagnostics(cfg, agent, store, exports, settings, game, log)
-    precomputed["CCVL (adaptive)"] = diag.pop("adaptive_episode_scores")
-    extra = dict(extra, diagnostics=diag)
-  references = _train_references(cfg, parts, make_dataset, log)
-  with training.writing(os.path.join(cfg.root_dir, "results.md"), last_good):
-    results_table = demo_report.results_table(
-        cfg, game, replay_dir, spec, exports, precomputed, log,
-        references={n: r["policy"] for n, r in references.items()})
-  summary = dict(game=game, agent=cfg.agent, dataset_dir=replay_dir, subset=cfg.subset,
-                 num_transitions=int(store.num_transitions), step=result["step"],
-                 resumed_from=result["resumed_from"], last_metrics=result["last_metrics"],
-                 last_eval=result["last_eval"], checkpoint=result["checkpoint"],
-                 policy_dir=policy_dir, fixed_policy_dir=dirs.get("policy_fixed"),
-                 exported_policies=dirs, config=dataclasses.asdict(cfg),
-                 settings=agent_overrides(cfg, cfg.agent),
-                 references={n: {k: v for k, v in r.items() if k != "policy"}
-                             for n, r in references.items()},
-                 results_table=results_table, **extra)
+  return exports, extra, dirs
+
+
+def write_summary(cfg: OfflineConfig, summary: Dict[str, object], last_good: str) -> None:
+  """root_dir/summary.json, replaced at once (a failed write names the last good checkpoint)."""
   path = os.path.join(cfg.root_dir, "summary.json")
   with training.writing(path, last_good, [path + ".tmp"]):
     with open(path + ".tmp", "w") as f:
       json.dump(summary, f, indent=2, default=float)
     os.replace(path + ".tmp", path)
-  return summary

@@ -61,7 +61,7 @@ class AEVLAgent(q_agent_base.OfflineQAgent):
                 temperature: Optional[float] = None):
     cfg = self._config
     return policies.ConfidenceAdaptivePolicy(
-        time_step_spec, action_spec, self._contract, num_deltas=cfg.num_members,
+        time_step_spec, action_spec, self._contract, num_grid_deltas=cfg.num_members,
         gamma=cfg.gamma, temperature=cfg.belief_temperature if temperature is None
         else temperature, sample_delta=cfg.sample_member,
         seed=cfg.seed if seed is None else seed, reward_clip=cfg.reward_clip)

@@ -180,7 +180,7 @@ def exploration_belief_policy(time_step_spec, action_spec, lower_network, gamma:
   same at that fixed delta instead (FixedDeltaPolicy / BoundsPolicy)."""
   if bounds.explore_delta is None:
     return policies.ConfidenceAdaptivePolicy(
-        time_step_spec, action_spec, lower_network, num_deltas=bounds.num_grid_deltas,
+        time_step_spec, action_spec, lower_network, num_grid_deltas=bounds.num_grid_deltas,
         gamma=gamma, temperature=bounds.belief_temperature, seed=seed,
         reward_clip=bounds.reward_clip, upper_network=upper_network,
         beta=bounds.beta if upper_network is not None else None,

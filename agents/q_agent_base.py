@@ -221,8 +221,9 @@ class GuardedLearner(tf_agent.TFAgent):
   every gradient are finite (`guarded_update`), and raise `NonFiniteLossError` otherwise.
 
   It implements `agents.learner.Learner` and `OnlineLearner`. The pieces of the guarded step
-  are public for `ccvl_tf.distributed` and the benchmark: `prepare_batch`, `step_seed`,
-  `loss_and_grads`, `apply_update`, `check_finite` and `compiled_train_step`.
+  are public for the step under a tf.distribute strategy (experiments/online/distributed.py) and
+  the benchmark: `prepare_batch`, `step_seed`, `loss_and_grads`, `apply_update`, `check_finite`
+  and `compiled_train_step`.
   """
 
   AGENT_NAME = "Q"

@@ -10,23 +10,23 @@ import numpy as np
 import tensorflow as tf
 
 
-def delta_grid(num_deltas: int) -> np.ndarray:
-  """The quantized confidences: midpoints of `num_deltas` equal bins of (0, 1), float32 [K].
+def delta_grid(num_grid_deltas: int) -> np.ndarray:
+  """The quantized confidences: midpoints of `num_grid_deltas` equal bins of (0, 1), float32 [K].
 
   Example: delta_grid(4) = [0.125, 0.375, 0.625, 0.875]. Midpoints keep every delta strictly
   inside (0, 1), where log(1/delta) is finite and positive.
   """
-  if int(num_deltas) != num_deltas or num_deltas < 1:
-    raise ValueError(f"num_deltas must be an integer >= 1, got {num_deltas!r}")
-  k = int(num_deltas)
+  if int(num_grid_deltas) != num_grid_deltas or num_grid_deltas < 1:
+    raise ValueError(f"num_grid_deltas must be an integer >= 1, got {num_grid_deltas!r}")
+  k = int(num_grid_deltas)
   return ((np.arange(k, dtype=np.float64) + 0.5) / k).astype(np.float32)
 
 
-def uniform_log_belief(num_deltas: int) -> np.ndarray:
+def uniform_log_belief(num_grid_deltas: int) -> np.ndarray:
   """log b_0: the uniform prior over the K grid deltas, float32 [K] (each -log K)."""
-  if int(num_deltas) != num_deltas or num_deltas < 1:
-    raise ValueError(f"num_deltas must be an integer >= 1, got {num_deltas!r}")
-  return np.full([int(num_deltas)], -np.log(num_deltas), dtype=np.float32)
+  if int(num_grid_deltas) != num_grid_deltas or num_grid_deltas < 1:
+    raise ValueError(f"num_grid_deltas must be an integer >= 1, got {num_grid_deltas!r}")
+  return np.full([int(num_grid_deltas)], -np.log(num_grid_deltas), dtype=np.float32)
 
 
 def bellman_sq_errors(q_sa, reward, discount, next_v):

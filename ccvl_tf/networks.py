@@ -496,7 +496,7 @@ def contract_q_model(net: QEnsembleNetwork, mode: str = "mean", name: str = None
       are ignored; K copies). Lets FixedDeltaPolicy act greedily for CQL / REM / DQN-style nets.
     * mode='member': delta selects a member, e = min(floor(delta * E), E - 1). With the belief
       grid `belief.delta_grid(E)` = (e + 0.5) / E, grid entry e *is* member e, so
-      `ConfidenceAdaptivePolicy(num_deltas=E)` keeps its belief over the E members (AEVL;
+      `ConfidenceAdaptivePolicy(num_grid_deltas=E)` keeps its belief over the E members (AEVL;
       PolicyInfo.delta = (e + 0.5) / E names the member acted with).
   Shares the network's variables (no copy).
   """

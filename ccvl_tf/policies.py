@@ -281,7 +281,7 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
     time_step_spec, action_spec: TF-Agents specs.
     q_network: contract Q-network (the lower bound Q_l when `upper_network` is given); the
       belief is always scored with this network.
-    num_deltas: K, size of the quantized grid `belief.delta_grid(K)`.
+    num_grid_deltas: K, size of the quantized grid `belief.delta_grid(K)`.
     gamma: discount of the Bellman error (the training discount, 0.99 on Atari).
     temperature: T of the surrogate likelihood; smaller concentrates faster.
     sample_delta: True: delta ~ b; False: delta = argmax b.
@@ -291,7 +291,7 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
     upper_network, beta: optional Q_u network and beta > 0 for Eq. upper policy.
   """
 
-  def __init__(self, time_step_spec, action_spec, q_network, num_deltas: int = 8,
+  def __init__(self, time_step_spec, action_spec, q_network, num_grid_deltas: int = 8,
                gamma: float = 0.99, temperature: float = 1.0, sample_delta: bool = True,
                seed: int = 0, reward_clip: Optional[float] = None, upper_network=None,
                beta: Optional[float] = None, resample: str = "step", name=None):
@@ -310,8 +310,8 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
     self._q_network = q_network
     self._upper = upper_network
     self._beta = None if beta is None else float(beta)
-    self._grid = belief.delta_grid(num_deltas)  # [K] numpy float32
-    self._num_deltas = int(num_deltas)
+    self._grid = belief.delta_grid(num_grid_deltas)  # [K] numpy float32
+    self._num_grid_deltas = int(num_grid_deltas)
     self._gamma = float(gamma)
     self._temperature = float(temperature)
     self._sample_delta = bool(sample_delta)
@@ -324,7 +324,7 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
       raise ValueError("ConfidenceAdaptivePolicy needs a single (non-nested) observation spec, "
                        f"got {obs_spec}")
     state_spec = {
-        LOG_BELIEF: tf.TensorSpec([self._num_deltas], tf.float32, name=LOG_BELIEF),
+        LOG_BELIEF: tf.TensorSpec([self._num_grid_deltas], tf.float32, name=LOG_BELIEF),
         PREV_OBSERVATION: tf.TensorSpec(obs_spec.shape, obs_spec.dtype, name=PREV_OBSERVATION),
         PREV_ACTION: tf.TensorSpec((), action_spec.dtype, name=PREV_ACTION),
         HAS_PREV: tf.TensorSpec((), tf.bool, name=HAS_PREV),
@@ -344,7 +344,7 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
 
   def _get_initial_state(self, batch_size):
     state = tensor_spec.zero_spec_nest(self._policy_state_spec, outer_dims=(batch_size,))
-    k = self._num_deltas
+    k = self._num_grid_deltas
     log_b0 = tf.constant(belief.uniform_log_belief(k), tf.float32)  # [K]
     state[LOG_BELIEF] = tf.tile(log_b0[tf.newaxis], [batch_size, 1])  # [B, K]
     state[RNG] = tf.tile(tf.constant([[self._seed, 0]], tf.int64), [batch_size, 1])  # [B, 2]

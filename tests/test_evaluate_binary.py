@@ -35,7 +35,7 @@ def _export_gridworld_policy(path, num_actions=4):
   c = np.zeros(num_actions)
   c[1] = 1.0
   model = linear_q_model(np.zeros([64, num_actions]), c)
-  policy = policies.ConfidenceAdaptivePolicy(tss, aspec, model, num_deltas=4, gamma=0.95)
+  policy = policies.ConfidenceAdaptivePolicy(tss, aspec, model, num_grid_deltas=4, gamma=0.95)
   return policies.export_policy(policy, str(path))
 
 
@@ -52,7 +52,7 @@ def _export_pixel_policy(path, shape, num_actions):
   model = keras.Model({"observation": obs, "delta": d}, keras.layers.Add()([q, qd]))
   tss = ts.time_step_spec(tf.TensorSpec(shape, tf.uint8, "observation"))
   aspec = tensor_spec.BoundedTensorSpec((), tf.int32, 0, num_actions - 1, "action")
-  policy = policies.ConfidenceAdaptivePolicy(tss, aspec, model, num_deltas=4, reward_clip=1.0)
+  policy = policies.ConfidenceAdaptivePolicy(tss, aspec, model, num_grid_deltas=4, reward_clip=1.0)
   return policies.export_policy(policy, str(path))
 
 

@@ -114,7 +114,7 @@ class ScriptedEnv(py_environment.PyEnvironment):
 
 def _adaptive(sample=False):
   tss, aspec = specs(2, 3)
-  return policies.ConfidenceAdaptivePolicy(tss, aspec, linear_q_model(W3, C3), num_deltas=2,
+  return policies.ConfidenceAdaptivePolicy(tss, aspec, linear_q_model(W3, C3), num_grid_deltas=2,
                                            gamma=0.5, temperature=1.0, sample_delta=sample)
 
 

@@ -203,7 +203,7 @@ def _assert_exports_equal_in_process_policies(root, offline_dir, work_dir):
   cfg, (tss, act), agent = _restored_learner(root, offline_dir)
   built = {  # as online.run exports them
       "policy": policies.ConfidenceAdaptivePolicy(
-          tss, act, agent.q_network, num_deltas=cfg.num_grid_deltas, gamma=agent.config.gamma,
+          tss, act, agent.q_network, num_grid_deltas=cfg.num_grid_deltas, gamma=agent.config.gamma,
           seed=cfg.seed, upper_network=agent.upper_q_network, beta=cfg.beta, reward_clip=None),
       "policy_fixed": policies.FixedDeltaPolicy(tss, act, agent.q_network, cfg.policy_delta),
       "policy_bounds": agent.bounds_policy,

@@ -50,7 +50,7 @@ def _in_process_policies(root):
   assert int(agent.train_step_counter.numpy()) == summary["step"]
   assert not np.allclose(agent.q_values(np.zeros([1, 84, 84, 4], np.uint8), 0.5), before)
   adaptive = policies.ConfidenceAdaptivePolicy(
-      tss, aspec, agent.q_network, num_deltas=3, gamma=cfg.gamma,
+      tss, aspec, agent.q_network, num_grid_deltas=3, gamma=cfg.gamma,
       temperature=summary["belief_temperature"], seed=0, reward_clip=1.0,
       resample=cfg.belief_resample)
   fixed = policies.FixedDeltaPolicy(tss, aspec, agent.q_network, delta=summary["fixed_delta"])

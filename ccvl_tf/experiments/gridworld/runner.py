@@ -69,7 +69,9 @@ class Config:
   alphas: tuple = setting(DEFAULT_ALPHAS, "alpha grid of the sweep (Fig. 1 left), each >= 0.",
                           kind="list", flag_default=[str(a) for a in DEFAULT_ALPHAS],
                           parse=parse_alphas)
-  num_deltas: int = setting(  # K, the quantized delta grid (midpoints of K bins of (0, 1))
+  # K, the quantized delta grid (midpoints of K bins of (0, 1)); num_grid_deltas elsewhere. The
+  # name stays num_deltas here: it is gridworld.py's --num_deltas and a key of summary.json.
+  num_deltas: int = setting(
       10, "K, size of the quantized delta grid.")
   eval_episodes: int = setting(  # evaluation episodes per seed (the belief adapts across them)
       10, "Evaluation episodes per seed; CCVL's belief adapts across them.")

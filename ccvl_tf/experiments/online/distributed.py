@@ -1,6 +1,6 @@
 """A CCVL train step under a tf.distribute strategy (MirroredStrategy on several GPUs).
 
-More in docs/online.md "Module notes", `ccvl_tf/distributed.py`.
+More in docs/online.md "Module notes", `ccvl_tf/experiments/online/distributed.py`.
 """
 from __future__ import annotations
 

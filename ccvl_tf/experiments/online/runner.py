@@ -18,7 +18,6 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 import numpy as np
 import tensorflow as tf
 
-from ccvl_tf import distributed
 from ccvl_tf import policies
 from ccvl_tf import reverb_replay
 from ccvl_tf import training
@@ -26,6 +25,7 @@ from ccvl_tf.experiments.online import actor as online_actor
 from ccvl_tf.experiments.online import bounds as online_bounds
 from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf.experiments.online import deterministic as online_deterministic
+from ccvl_tf.experiments.online import distributed
 from ccvl_tf.experiments.online import scores_and_bounds as online_eval
 from ccvl_tf.experiments.online import penalty as online_penalty
 from ccvl_tf.experiments.online import server as online_server
@@ -57,7 +57,7 @@ class ActorsGone(RuntimeError):
   """Every actor process exited before the learner's budget was reached."""
 
 
-# The learner's step under a strategy (ccvl_tf/distributed.py), used here and by tests.
+# The learner's step under a strategy (online/distributed.py), used here and by tests.
 make_learner_step = distributed.make_learner_step
 # The offline starting point (start.py), used through this module by binaries and tests.
 offline_gridworld_batches = online_start.offline_gridworld_batches

@@ -57,7 +57,8 @@ class FrameStore:
   """
 
   def __init__(self, frames: np.ndarray, action: np.ndarray, reward: np.ndarray,
-               terminal: np.ndarray, valid: np.ndarray, stack_size: int = replay_validity.STACK_SIZE):
+               terminal: np.ndarray, valid: np.ndarray,
+               stack_size: int = replay_validity.STACK_SIZE):
     n = frames.shape[0]
     if frames.dtype != np.uint8 or frames.ndim not in (3, 4):
       raise ValueError("frames must be uint8 [N, H, W] or [N, H, W, C], got {} {}".format(

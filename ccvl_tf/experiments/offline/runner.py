@@ -108,7 +108,8 @@ class OfflineConfig:
                         enum_values=["1%", "5%", "initial10%", "all"])
   agent: str = setting(
       "ccvl", "Which learner (ccvl_tf.experiments.agent_registry): " + "; ".join(
-          f"{s.name}: {s.description}" for s in agent_registry.AGENT_REGISTRY.values() if s.offline) + ".")
+          f"{s.name}: {s.description}" for s in agent_registry.AGENT_REGISTRY.values()
+          if s.offline) + ".")
   num_steps: int = setting(10_000, "Gradient steps in total.")
   batch_size: int = setting(32, "Transitions per batch.")
   preset: str = setting(
@@ -157,7 +158,8 @@ class OfflineConfig:
   eval_max_steps: int = setting(2_000, "Agent-step cap of an evaluation episode.")
   eval_epsilon: float = 0.001
   default_dataset_steps: int = setting(
-      default_dataset.DEFAULT_DATASET_STEPS, "Size of the default dataset collected without --dataset_dir.")
+      default_dataset.DEFAULT_DATASET_STEPS,
+      "Size of the default dataset collected without --dataset_dir.")
   # Behaviour policy of the default dataset: 'auto' (scripted player where the game has one,
   # else random), 'scripted' or 'random'; and the scripted player's random-action probability.
   default_dataset_policy: str = setting(
@@ -165,7 +167,8 @@ class OfflineConfig:
       "player where the game has one (Breakout: paddle/ball from the ALE RAM), else uniformly "
       "random.", enum_values=["auto", "scripted", "random"])
   behaviour_epsilon: float = setting(
-      default_dataset.DEFAULT_BEHAVIOUR_EPSILON, "The scripted player's probability of a uniformly random "
+      default_dataset.DEFAULT_BEHAVIOUR_EPSILON,
+      "The scripted player's probability of a uniformly random "
       "action.", lower_bound=0.0, upper_bound=1.0)
   # Resume checkpoints although their fingerprint (agent, learning settings, dataset) differs.
   allow_config_change: bool = setting(

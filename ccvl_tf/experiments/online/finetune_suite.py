@@ -72,7 +72,8 @@ class FinetuneSuiteConfig:
   schedule: str = online_config.schedule_setting(online_config.DETERMINISTIC)
   online_counts: str = setting("grow", "finetune_online.py --online_counts for every run "
                                "('grow': n(s)^-1 follows the online data; 'offline': the "
-                               "rule: counts of the offline dataset only).", enum_values=("grow", "offline"))
+                               "rule: counts of the offline dataset only).",
+                               enum_values=("grow", "offline"))
 
   def validate(self) -> None:
     for name in ("compare_dir", "data_dir", "output_dir"):

@@ -49,11 +49,11 @@ def check_table(address: str, table_info, cfg, trajectory_spec) -> None:
   `cfg` (OnlineConfig) gives it and the item signature of `trajectory_spec`: its rate limiter
   decides how many env steps the actors take per learner step."""
   from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
-  expected = reverb_replay.table_settings(max_size=cfg.replay_capacity, min_size=cfg.min_replay_size,
-                                   samples_per_insert=cfg.samples_per_insert,
-                                   batch_size=cfg.online_batch_size)
+  expected = reverb_replay.table_settings(
+      max_size=cfg.replay_capacity, min_size=cfg.min_replay_size,
+      samples_per_insert=cfg.samples_per_insert, batch_size=cfg.online_batch_size)
   diffs = reverb_replay.setting_differences(table_info, expected,
-                                     tensor_spec.add_outer_dim(trajectory_spec))
+                                            tensor_spec.add_outer_dim(trajectory_spec))
   if not diffs:
     return
   parts = []
@@ -121,8 +121,8 @@ class LearnerServerLink:
   def replay_inserts(self, step: int) -> int:
     """Items inserted into the 'replay' table since the server started (its rate limiter's
     completed inserts)."""
-    return int(reverb_replay.rate_limiter_stats(self.call(self.client.server_info, "ServerInfo", step)[
-        reverb_replay.REPLAY_TABLE])["inserts"])
+    info = self.call(self.client.server_info, "ServerInfo", step)
+    return int(reverb_replay.rate_limiter_stats(info[reverb_replay.REPLAY_TABLE])["inserts"])
 
   def replay_items(self, step: int) -> int:
     """Items in the 'replay' table now."""

@@ -128,13 +128,13 @@ def test_parts_pass_every_compare_setting_on(tmp_path):
   only_bc = alpha_sweep.AlphaSweepConfig(output_dir=str(tmp_path), methods=["BC"])
   only_bc.validate()
   assert only_bc.parts() == [("bc", None, ["BC"])]
-  assert alpha_sweep.alpha_dir_name(0.03) == "alpha_0.03"
-  assert alpha_sweep.alpha_dir_name(10.0) == "alpha_10"
+  assert report.alpha_dir_name(0.03) == "alpha_0.03"
+  assert report.alpha_dir_name(10.0) == "alpha_10"
 
 
 # ------------------------------------------------------------------------------ the report
 def _write_result(out, alpha, method, game, seed, score, diagnostics=None):
-  part = "bc" if alpha is None else alpha_sweep.alpha_dir_name(alpha)
+  part = "bc" if alpha is None else report.alpha_dir_name(alpha)
   path = out / part / "results" / method.lower() / "1pct" / game / f"seed_{seed}.json"
   path.parent.mkdir(parents=True, exist_ok=True)
   row = dict(method=method, dataset="1%", game=game, seed=seed, score=score / 100.0,

@@ -15,12 +15,9 @@ from ccvl_tf.experiments.compare import config as compare_config
 
 # The sweep's layout (methods, part directories) is defined with its report, the stage below.
 from ccvl_tf.experiments.compare import alpha_sweep_report  # noqa: E402
-from ccvl_tf.experiments.compare.alpha_sweep_report import ALPHA_DIR_PREFIX  # noqa: F401,E402
-from ccvl_tf.experiments.compare.alpha_sweep_report import ALPHA_FREE_METHODS  # noqa: F401,E402
-from ccvl_tf.experiments.compare.alpha_sweep_report import ALPHA_METHODS  # noqa: F401,E402
-from ccvl_tf.experiments.compare.alpha_sweep_report import BC_DIR  # noqa: F401,E402
-from ccvl_tf.experiments.compare.alpha_sweep_report import SWEEP_METHODS  # noqa: F401,E402
-from ccvl_tf.experiments.compare.alpha_sweep_report import alpha_dir_name  # noqa: F401,E402
+from ccvl_tf.experiments.compare.alpha_sweep_report import (  # noqa: E402
+    ALPHA_DIR_PREFIX, ALPHA_FREE_METHODS, ALPHA_METHODS, BC_DIR, SWEEP_METHODS, alpha_dir_name)
+
 # The default grid: {0.03, 0.1, 0.3, 1, 3, 10}, a decade in half-decade steps.
 DEFAULT_ALPHAS = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
 def parse_alphas(text) -> Tuple[float, ...]:

@@ -44,12 +44,12 @@ def main(argv):
   except ValueError as e:
     raise app.UsageError(str(e))
   from ccvl_tf import training  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments.compare import runner as compare  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.compare import pool as compare_pool  # pylint: disable=g-import-not-at-top
   try:
     out = alpha_sweep.run(cfg, log=lambda s: print(s, flush=True))
   except (ValueError, FileNotFoundError, MemoryError, training.TrainingStopped,
           training.WriteFailed,
-          compare.UnitFailed) as e:
+          compare_pool.UnitFailed) as e:
     sys.exit(f"alpha_sweep.py: error: {e}")
   print(f"Table: {out['paths']['table']}", flush=True)
 

@@ -17,39 +17,6 @@ from ccvl_tf.experiments.compare import suites as compare_suites
 from ccvl_tf.experiments.compare import units as compare_units
 from ccvl_tf.experiments import tf_setup
 
-# The names binaries/compare.py, the tests and the docs use, from the modules that own them.
-METHODS = compare_config.METHODS
-SUITES = compare_config.SUITES
-DATASET_KINDS = compare_config.DATASET_KINDS
-SUBSET_OF_KIND = compare_config.SUBSET_OF_KIND
-SCORE_COLUMNS = compare_config.SCORE_COLUMNS
-EVAL_EPSILON = compare_config.EVAL_EPSILON
-CompareConfig = compare_config.CompareConfig
-parse_methods = compare_config.parse_methods
-parse_datasets = compare_config.parse_datasets
-slug = compare_config.slug
-Data = compare_suites.Data
-Suite = compare_suites.Suite
-GridworldSuite = compare_suites.GridworldSuite
-MinAtarSuite = compare_suites.MinAtarSuite
-AtariSuite = compare_suites.AtariSuite
-SUITE_CLASSES = compare_suites.SUITE_CLASSES
-Unit = compare_units.Unit
-result_path = compare_units.result_path
-train_dir = compare_units.train_dir
-run_unit = compare_units.run_unit
-training_groups = compare_units.training_groups
-UnitFailed = compare_pool.UnitFailed
-read_results = compare_report.read_results
-write_scores_csv = compare_report.write_scores_csv
-aggregate = compare_report.aggregate
-per_game_table = compare_report.per_game_table
-render_table = compare_report.render_table
-plot_iqm = compare_report.plot_iqm
-write_outputs = compare_report.write_outputs
-confidence_table = compare_report.confidence_table
-
-
 def run(cfg: compare_config.CompareConfig, log: Callable[[str], None] = print) -> dict:
   """Runs every missing unit, then writes the outputs; returns dict(done, skipped, paths, ...)."""
   cfg.validate()

@@ -21,6 +21,7 @@ from ccvl_tf import rollouts
 from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.compare import config as compare_config
 from ccvl_tf.experiments.compare import suites as compare_suites
+from ccvl_tf.experiments.offline import confidence_report
 # A process's threads and determinism (shared with offline/), used through this module by the pool.
 
 Unit = tuple  # (dataset, game, seed, method)
@@ -184,7 +185,6 @@ def run_unit(suite: compare_suites.Suite, method: str, dataset: str, game: str, 
 def _diagnostics(suite, learner, data, game, seed, records) -> dict:
   """The confidence diagnostics of a CCVL unit (experiments/offline/confidence_report.py), flat."""
   from ccvl_tf import belief  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments.offline import confidence_report  # pylint: disable=g-import-not-at-top
   grid = belief.delta_grid(suite.cfg.num_grid_deltas)
 
   def env_factory():

@@ -11,6 +11,9 @@ from typing import Callable, Dict, Iterable, Optional, Sequence
 import ccvl_tf  # noqa: F401
 
 import numpy as np
+import tensorflow as tf
+
+from ccvl_tf import diagnostics, policies, policy_diagnostics
 
 
 def dataset_observations(batches: Iterable[Dict], num_states: int) -> np.ndarray:
@@ -73,8 +76,6 @@ def report(agent, held_out: Callable[[], Iterable[Dict]], grid: Sequence[float],
       1 / (1 - gamma), the largest return with rewards clipped to [-1, 1] (the Atari and
       MinAtar datasets are clipped so; pass the game's own bound when it is tighter).
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from ccvl_tf import diagnostics  # pylint: disable=g-import-not-at-top
   grid = np.asarray(grid, np.float32)
   seen = dataset_observations(held_out(), num_states)
   scale = diagnostics.td_target_scale(agent.q_network, held_out(), grid, agent.config.gamma)
@@ -112,8 +113,6 @@ def report(agent, held_out: Callable[[], Iterable[Dict]], grid: Sequence[float],
       movement = diagnostics.belief_movement(trace, grid)
       out["belief"] = {"movement": movement, "trace": trace}
   out["summary"] = diagnostics.summarize(family, separation, spectrum, movement, mean_x_size)
-  from ccvl_tf import policies  # pylint: disable=g-import-not-at-top
-  from ccvl_tf import policy_diagnostics  # pylint: disable=g-import-not-at-top
   obs, acts = dataset_observations_and_actions(held_out(), num_states)
   acts = acts - int(agent.action_spec.minimum)
   num_actions = policies.action_count(agent.action_spec)

@@ -19,6 +19,13 @@ import ccvl_tf  # noqa: F401
 
 import numpy as np
 
+from ccvl_tf import rollouts, score_stats
+from ccvl_tf.data import replay_writer
+
+# TensorFlow (also through ccvl_tf.training and ccvl_tf.envs) and matplotlib each take ~2 s to
+# import (python -X importtime); they are imported in the functions that need them, so the
+# score rows and tables (score_row, render: tools/peers/peer_table.py) are made without them.
+
 _Step = collections.namedtuple("_Step", ["action", "state", "info"])
 
 
@@ -56,7 +63,6 @@ def episode_records(make_policy: Callable, env_factory: Callable[[int], object],
   """The rollouts.EpisodeRecords of `episodes` episodes of make_policy(env) in a fresh
   environment env_factory(seed), evaluation epsilon `epsilon` drawn from `seed`
   (run_episodes); raw_score is the game score."""
-  from ccvl_tf import rollouts, score_stats# pylint: disable=g-import-not-at-top
   env = env_factory(seed)
   return rollouts.run_episodes(
       make_policy(env), env, episodes, epsilon=epsilon, seed=seed,
@@ -73,7 +79,6 @@ def episode_scores(make_policy: Callable, env_factory: Callable[[int], object], 
 
 def score_row(name: str, scores: Sequence[float], reps: int = 2000) -> Dict[str, object]:
   """Mean raw score of the episodes and its 95% bootstrap CI (rliable)."""
-  from ccvl_tf import rollouts, score_stats# pylint: disable=g-import-not-at-top
   arr = np.asarray(scores, np.float64)
   if arr.size == 0:
     raise ValueError(f"no episodes for {name}")
@@ -139,8 +144,6 @@ def report(root_dir: str, game: str, policies: Mapping[str, object],
   """Evaluates and tabulates: 'random', the behaviour policy (if `behaviour`, a factory
   env -> callable), then `policies` (name -> TF-Agents policy, evaluated) or `precomputed`
   (name -> episode scores already measured). Returns the rows (also in results.json)."""
-  from ccvl_tf import rollouts, score_stats# pylint: disable=g-import-not-at-top
-  from ccvl_tf.data import replay_writer  # pylint: disable=g-import-not-at-top
   precomputed = dict(precomputed or {})
 
   def scores_of(make_policy, offset):

@@ -138,7 +138,7 @@ def _matrix(pairs, cfg, method, what) -> np.ndarray:
 
 
 def aggregate_lines(cfg, pairs) -> List[str]:
-  from ccvl_tf import score_stats# pylint: disable=g-import-not-at-top
+  from ccvl_tf import score_stats  # pylint: disable=g-import-not-at-top
   lines = ["| Method | runs | before (IQM) | after (IQM) | gain: mean [95% CI] | "
            "gain: IQM [95% CI] |", "| --- | --- | --- | --- | --- | --- |"]
   for method in cfg.methods:

@@ -46,7 +46,7 @@ def evaluate(cfg, agent, step: int, episodes: Optional[int] = None) -> Dict[str,
   on cfg.seed only, not on `step`: every evaluation of a run -- the offline start ("before"),
   mid-run, the end ("after") -- plays episodes from the same seeds, so a gain compares the
   policies on the same environment randomness."""
-  from ccvl_tf import rollouts# pylint: disable=g-import-not-at-top
+  from ccvl_tf import rollouts  # pylint: disable=g-import-not-at-top
   from ccvl_tf.envs import factory  # pylint: disable=g-import-not-at-top
   del step  # the seeds do not depend on it (above)
   episodes = cfg.eval_episodes if episodes is None else episodes
@@ -143,7 +143,7 @@ def bound_tightness(cfg, agent, episodes: int, deltas: Sequence[float] = TIGHTNE
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
-  from ccvl_tf import rollouts# pylint: disable=g-import-not-at-top
+  from ccvl_tf import rollouts  # pylint: disable=g-import-not-at-top
   from ccvl_tf.envs import factory  # pylint: disable=g-import-not-at-top
   policy = rollouts.CompiledPolicy(named_policies(cfg, agent)[primary_policy_name(cfg.agent)])
   ev = factory.make_env(cfg.game, cfg.seed + 20_000, cfg.eval_max_steps)

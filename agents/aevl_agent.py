@@ -1,26 +1,7 @@
 """AEVLAgent: adaptive ensemble value learning (the paper's ablation; a discrete-action APE-V,
 Ghosh et al. 2022).
 
-E independently initialized Q-networks (each its own torso and output layer, distinct Keras
-layers so each draws its own initial weights), each trained on the same conservative
-objective as CQLAgent, against its own target network:
-
-  loss = sum_e mean_B [ TD(Q_e(s, a_D) - y_e) + alpha (logsumexp_a Q_e(s, a) - Q_e(s, a_D)) ]
-         (+ c_DR3 mean over members of DR3),  y_e = r + gamma (1 - terminal) max_a' Q_target,e
-
-(the sum over members: every member gets the gradient it would get trained alone; pieces from
-`ccvl_tf.losses.cql_loss` / `td_targets` / `dr3_penalty`). All members see the same batches.
-
-Acting: CCVL's belief-based adaptive selection, over members instead of deltas. The ensemble is
-presented as a contract model whose delta input *indexes members*
-(`networks.contract_q_model(mode='member')`: delta -> member min(floor(delta E), E - 1)), and
-`ccvl_tf.policies.ConfidenceAdaptivePolicy(num_deltas=E)` is used unchanged: its grid
-`belief.delta_grid(E)` = (e + 0.5) / E is exactly member e, the belief b(e) is updated with the
-Bellman errors of member e (`belief.bellman_sq_errors` / `update_log_belief`), a member is
-drawn from b every step, and PolicyInfo.delta = (e + 0.5) / E names the member acted with.
-
-Defaults: E = 4 members (an assumption: the paper does not give E; APE-V used small ensembles);
-alpha, c_DR3, Adam, gamma, target period as CQLConfig.
+More in docs/agent.md "Module notes", `agents/aevl_agent.py`.
 """
 from __future__ import annotations
 
@@ -80,13 +61,13 @@ class AEVLAgent(q_agent_base.OfflineQAgent):
                 temperature: Optional[float] = None):
     cfg = self._config
     return policies.ConfidenceAdaptivePolicy(
-        time_step_spec, action_spec, self._contract, num_deltas=cfg.num_members,
+        time_step_spec, action_spec, self._contract, num_grid_deltas=cfg.num_members,
         gamma=cfg.gamma, temperature=cfg.belief_temperature if temperature is None
         else temperature, sample_delta=cfg.sample_member,
         seed=cfg.seed if seed is None else seed, reward_clip=cfg.reward_clip)
 
   def adaptive_policy(self, seed: Optional[int] = None, temperature: Optional[float] = None):
-    """ConfidenceAdaptivePolicy over the E members (see the module docstring)."""
+    """ConfidenceAdaptivePolicy over the E members (see the module notes)."""
     return self._adaptive(self.time_step_spec, self.action_spec, seed, temperature)
 
   def _make_policy(self, time_step_spec, action_spec):

@@ -1,4 +1,4 @@
-"""BCAgent: discrete behaviour cloning, the anchor of every offline-RL table (issue 22).
+"""BCAgent: discrete behaviour cloning, the anchor of every offline-RL table.
 
 One train step on a batch of B transitions (s, a_D, ...) (only s and a_D are used):
 

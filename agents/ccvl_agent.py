@@ -1,26 +1,6 @@
 """CCVLAgent: confidence-conditioned value learning as a TF-Agents agent (paper Algorithm 1).
 
-One train step on a batch of transitions (s, a_D, r, s', terminal), B of them:
-
-  1. sample delta ~ U(0, 1) [B, N] and delta_{j,1}, delta_{j,2} ~ U(0, delta) [B, N, M]
-     (ccvl_tf.losses.sample_confidences; stateless, seeded by (seed, train step));
-  2. online network: Q(s, ., delta) [B, N, A], phi(s) [B, D] and (DR3) phi(s') [B, D] from one
-     torso pass over the 2B frames [s; s'], the delta head on s only;
-  3. target network: Q_target(s', ., delta_{j,2}) at the N*M confidences [B, N*M, A]
-     (its own torso pass), TD targets r + gamma (1 - terminal) max_a' Q_target [B, N, M];
-  4. n(s)^-1: linear estimate phi^T (|D| C + lambda I)^-1 phi from ccvl_tf.counts (or an
-     exact tabular function), no gradient;
-  5. loss = mean_{B, N} max_j L_j (ccvl_tf.losses.ccvl_loss) + c_DR3 * mean |phi(s).phi(s')|;
-  6. Adam step -- skipped when the loss or a gradient is NaN/inf (then `train` raises
-     NonFiniteLossError naming the step, and the weights are the last good ones);
-  7. counts updated with phi(s); target network copied every `target_update_period` steps.
-
-Training input: a dict as in docs/CONTRACTS.md "Transition batches"
-(observation, action, reward, next_observation, terminal), via `train_on_batch(batch)` or
-`train(batch)`; a TF-Agents Trajectory [B, 2, ...] is accepted by `train` too.
-
-Defaults follow Dopamine's offline DR3 setup (Adam lr 5e-5, eps 3.125e-4, gamma 0.99, target
-period 2000, batch 32); N, M and delta_entry are justified by measurement in docs/agent.md.
+More in docs/agent.md "Module notes", `agents/ccvl_agent.py`.
 """
 from __future__ import annotations
 

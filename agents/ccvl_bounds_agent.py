@@ -1,34 +1,7 @@
 """CCVL with lower and upper bounds Q_l(s, a, delta), Q_u(s, a, delta) (paper Sec. "Learning
 Lower- and Upper-Bounds", Eq. upper update, Eq. upper policy).
 
-  * Q_l: `agents.ccvl_agent.CCVLAgent` unchanged (Algorithm 1, Eq. cql update).
-  * Q_u: `UpperCCVLAgent`, the same network, counts, guarded Adam step, target network and
-    checkpoint and objective (`ccvl_agent.ccvl_objective`) as CCVLAgent (it subclasses it),
-    with only the pair loss replaced (`UpperPairLoss`). By default (upper_objective='bonus')
-    Eq. (upper update) as the paper prints it (`ccvl_tf.upper_losses.ccvl_upper_bonus_loss`):
-        y_j   = r + gamma (1-terminal) max_a' Qbar_u(s',a',delta_{j,2})   (pair 0: delta_2 = delta)
-        loss  = mean_{B,N} TD(Q_u(s,a_D,delta) - min(min_j y_j + alpha_u sqrt(log(1/delta) n(s)^-1),
-                                                     value_max))
-    With upper_objective='regularized' the earlier CQL-like reading
-    (`ccvl_tf.upper_losses.ccvl_upper_loss`: the softmin term, min over the M pairs); its fixed point
-    lies below Q* at frequent actions and diverges at rare ones (docs/online.md "Why the upper
-    bound diverged"; tests/test_bounds_fixed_points.py).
-  * `CCVLBoundsAgent` composes the two (separate networks, no shared torso: measured cost in
-    docs/online.md), trains both on every batch and exposes
-      - `policy`: Fixed-CCVL greedy in Q_l (acting safely),
-      - `bounds_policy`: Eq. upper policy, argmax of Q_u over the safe set
-        {a : Q_l >= beta max Q_l}, at delta ~ b(h) from a belief in its policy state updated
-        by Q_l's Bellman errors (ccvl_tf.policies.ConfidenceAdaptivePolicy with upper_network;
-        the default), or at a fixed `explore_delta` (ccvl_tf.policies.BoundsPolicy),
-      - `exploration_policy`: bounds_policy, epsilon-greedy (what online actors run).
-    It implements `agents.learner.Learner` and `OnlineLearner` (train_on_batch, make_checkpoint,
-    train_step_counter, ...; `restore_offline`, `set_learning_rate`, `policy_variables`), so
-    the offline loop trains it too; online fine-tuning builds it through the agent registry
-    ('ccvl_bounds', ccvl_tf/experiments/agent_registry.py).
-
-Checkpoint layout (`make_checkpoint`): the lower agent's items at the top level (online,
-target, optimizer, train_step, counts -- exactly a CCVLAgent checkpoint, so an offline CCVL
-checkpoint restores into it) plus `upper` (a CCVLAgent-layout checkpoint of Q_u).
+More in docs/agent.md "Module notes", `agents/ccvl_bounds_agent.py`.
 """
 from __future__ import annotations
 
@@ -207,7 +180,7 @@ def exploration_belief_policy(time_step_spec, action_spec, lower_network, gamma:
   same at that fixed delta instead (FixedDeltaPolicy / BoundsPolicy)."""
   if bounds.explore_delta is None:
     return policies.ConfidenceAdaptivePolicy(
-        time_step_spec, action_spec, lower_network, num_deltas=bounds.num_grid_deltas,
+        time_step_spec, action_spec, lower_network, num_grid_deltas=bounds.num_grid_deltas,
         gamma=gamma, temperature=bounds.belief_temperature, seed=seed,
         reward_clip=bounds.reward_clip, upper_network=upper_network,
         beta=bounds.beta if upper_network is not None else None,

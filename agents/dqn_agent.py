@@ -1,24 +1,6 @@
 """DQN baseline: TF-Agents' own `DqnAgent`, wrapped to the interface `agents.learner.Learner`.
 
-`DQNLearner` owns a `tf_agents.agents.dqn.dqn_agent.DqnAgent` with a TF-Agents `QNetwork`
-(tf.keras / Keras 2, as TF-Agents requires) on the same torso choices as our networks:
-  * 'nature': uint8 frames scaled by 1/255, conv (32, 8, 4), (64, 4, 2), (64, 3, 1), fc 512;
-  * 'mlp':    float vectors, fc `mlp_units`;
-  * 'minatar': {0, 1} grids, conv (16, 3, 1), fc `torso_units`.
-Loss: TF-Agents' `element_wise_huber_loss`, target r + gamma (1 - terminal) max_a' Q_target
-(no double DQN), Adam (lr 5e-5, eps 3.125e-4), target period 2000 -- the same Dopamine offline
-settings as the other agents.
-
-Protocol: `train_on_batch(batch)` takes a docs/CONTRACTS.md transition dict, builds the
-Trajectory [B, 2] DqnAgent trains on (reward and discount = 1 - terminal on the first step, as
-`trajectory.to_transition` reads them), first computes the loss with `DqnAgent.loss` (no
-variable change) and raises `NonFiniteLossError` if it is NaN/inf, and only then calls
-`DqnAgent.train`. (Gradients are not checked separately: a finite loss with a non-finite
-gradient would still be applied -- DqnAgent offers no hook between the two.) The check costs one
-extra forward pass per step. Note: TF-Agents 0.19's public `DqnAgent.loss()` computes the loss
-with gamma = 1.0 (its `_loss` default; only `train()` passes the agent's gamma), so the
-pre-check's value differs from the trained loss; only its finiteness is used. The metrics
-returned are `train()`'s (tested in tests/test_dqn_agent.py).
+More in docs/agent.md "Module notes", `agents/dqn_agent.py`.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The learner interface every agent here implements (issue 16: one shape of 'learner').
+"""The learner interface every agent here implements: one shape of 'learner'.
 
 `Learner` is what the offline loop (`ccvl_tf.training.train`), the agent registry
 (`ccvl_tf.experiments.agent_registry`) and the comparison use; `OnlineLearner` adds what online

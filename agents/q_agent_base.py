@@ -1,23 +1,6 @@
 """Shared plumbing of every offline agent here.
 
-`GuardedLearner` (a TF-Agents `TFAgent`) is what CCVLAgent, UpperCCVLAgent and the baselines
-share: Adam, checkpoint, train step counter, Trajectory/contract input and the guarded train
-step (`guarded_update`, also used by `ccvl_tf.distributed`): loss and gradients are computed
-first, and the update (Adam, step counter, periodic target copy) is applied only when the loss
-and every gradient are finite. Otherwise `train_on_batch` / `train` raise `NonFiniteLossError` (a
-`FloatingPointError`) naming the step, with every variable as before the step.
-
-`OfflineQAgent` (the delta-free baselines CQL, REM, AEVL; issue 6) adds an online and a target
-`ccvl_tf.networks.QEnsembleNetwork` (E members x H heads).
-
-It implements the learner interface of `agents/learner.py` (`Learner`: `train_on_batch(batch)
--> metrics with 'loss'`, `make_checkpoint()`, `train_step_counter`, ...; and `OnlineLearner`)
-and the batch contract of docs/CONTRACTS.md. Subclasses only define the objective
-(`_objective(batch, seed, training) -> metrics dict with 'loss'`), built from the pure
-functions of `ccvl_tf.losses`, and the evaluation policy.
-
-`q_network` is the contract view of the online network (`networks.contract_q_model`), so the
-policies of `ccvl_tf.policies` act with it unchanged.
+More in docs/agent.md "Module notes", `agents/q_agent_base.py`.
 """
 from __future__ import annotations
 
@@ -164,7 +147,7 @@ def guarded_update(metrics: Dict[str, tf.Tensor], grads, variables, optimizer,
 
 
 def feature_metrics(phi: tf.Tensor) -> Dict[str, tf.Tensor]:
-  """How alive the features phi(s) are on a batch (issue 22: a collapsed representation gives
+  """How alive the features phi(s) are on a batch (a collapsed representation gives
   Q(s, ., delta) = the head's bias, one greedy action everywhere, and n(s)^-1 = 0).
 
   Args:
@@ -238,8 +221,9 @@ class GuardedLearner(tf_agent.TFAgent):
   every gradient are finite (`guarded_update`), and raise `NonFiniteLossError` otherwise.
 
   It implements `agents.learner.Learner` and `OnlineLearner`. The pieces of the guarded step
-  are public for `ccvl_tf.distributed` and the benchmark: `prepare_batch`, `step_seed`,
-  `loss_and_grads`, `apply_update`, `check_finite` and `compiled_train_step`.
+  are public for the step under a tf.distribute strategy (experiments/online/distributed.py) and
+  the benchmark: `prepare_batch`, `step_seed`, `loss_and_grads`, `apply_update`, `check_finite`
+  and `compiled_train_step`.
   """
 
   AGENT_NAME = "Q"
@@ -430,7 +414,7 @@ class GuardedLearner(tf_agent.TFAgent):
 
 
 class OfflineQAgent(GuardedLearner):
-  """Base of CQLAgent, REMAgent, AEVLAgent (see the module docstring).
+  """Base of CQLAgent, REMAgent, AEVLAgent (see the module notes).
 
   Subclasses call `_setup` from their `__init__` and implement `_objective` and `_make_policy`.
   """

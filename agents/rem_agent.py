@@ -1,23 +1,7 @@
 """REMAgent: Random Ensemble Mixture (Agarwal, Schuurmans & Norouzi, ICML 2020, "An Optimistic
 Perspective on Offline Reinforcement Learning"; google-research/batch_rl).
 
-A multi-head Q-network Q_k(s, a), k = 1..H, on one torso. Every train step draws one random
-convex combination alpha_k = u_k / sum_j u_j, u_k ~ U(0, 1) (batch_rl's
-`random_stochastic_matrix(H, num_cols=1)`: one draw shared by the batch), and minimizes
-
-  y    = r + gamma (1 - terminal) max_a' sum_k alpha_k Q_target,k(s', a')   [B] (same alpha)
-  loss = mean_B TD(sum_k alpha_k Q_k(s, a_D) - y)    (+ c_DR3 DR3, off by default)
-
-Pieces: `ccvl_tf.losses.rem_weights`, `convex_combination`, `td_targets`, `cql_loss` with
-alpha = 0 (= mean TD). The policy acts greedily in the mean of the heads (the uniform
-combination, as batch_rl's REM network's `q_values`).
-
-Defaults are batch_rl's `batch_rl/fixed_replay/configs/rem.gin` (read from the repository):
-FixedReplayMultiHeadDQNAgent with num_heads = 200, transform_strategy = 'STOCHASTIC', Adam
-lr 5e-5, eps 3.125e-4, gamma 0.99, target_update_period 8000 agent steps at update_period 4
-(= 2000 gradient updates here), Huber loss (Dopamine's DQN loss). DR3 is off (c = 0): plain
-REM as published; set dr3_coef for REM + DR3 (the paper quotes REM numbers from Kumar et al.
-2022).
+More in docs/agent.md "Module notes", `agents/rem_agent.py`.
 """
 from __future__ import annotations
 
@@ -62,7 +46,7 @@ def rem_objective(q_heads, next_q_heads, weights, batch, config, dr3=None):
 
 
 class REMAgent(q_agent_base.OfflineQAgent):
-  """Random Ensemble Mixture over H heads (see the module docstring)."""
+  """Random Ensemble Mixture over H heads (see the module notes)."""
 
   AGENT_NAME = "REM"
 

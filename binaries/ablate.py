@@ -1,4 +1,4 @@
-"""Ablation of the offline learners' settings on one development dataset (issue 22).
+"""Ablation of the offline learners' settings on one development dataset.
 
   python binaries/ablate.py --dataset_dir=DEV/replay_logs --heldout_dir=HELDOUT/replay_logs \
       --output_dir=runs/ablation [--variants=bc,cql,cql_alpha1,...] [--num_steps=10000]

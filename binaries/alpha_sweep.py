@@ -1,4 +1,4 @@
-"""The alpha sweep (issue 23): normalized score vs alpha for CQL, CCVL and Fixed-CCVL, with BC
+"""The alpha sweep: normalized score vs alpha for CQL, CCVL and Fixed-CCVL, with BC
 as the alpha-free reference -- the neural version of the paper's Fig. 1 (left).
 
   python binaries/alpha_sweep.py --suite=minatar --data_dir=DATASETS --games=Breakout,Seaquest \
@@ -44,12 +44,12 @@ def main(argv):
   except ValueError as e:
     raise app.UsageError(str(e))
   from ccvl_tf import training  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments.compare import runner as compare  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.compare import pool as compare_pool  # pylint: disable=g-import-not-at-top
   try:
     out = alpha_sweep.run(cfg, log=lambda s: print(s, flush=True))
   except (ValueError, FileNotFoundError, MemoryError, training.TrainingStopped,
           training.WriteFailed,
-          compare.UnitFailed) as e:
+          compare_pool.UnitFailed) as e:
     sys.exit(f"alpha_sweep.py: error: {e}")
   print(f"Table: {out['paths']['table']}", flush=True)
 

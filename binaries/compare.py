@@ -22,9 +22,11 @@ from ccvl_tf import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 from ccvl_tf import config_flags
 from ccvl_tf.experiments import agent_options
+from ccvl_tf.experiments.compare import config as compare_config
+from ccvl_tf.experiments.compare import pool as compare_pool
 from ccvl_tf.experiments.compare import runner as compare
 
-config_flags.define(compare.CompareConfig)  # the `setting` fields of CompareConfig
+config_flags.define(compare_config.CompareConfig)  # the `setting` fields of CompareConfig
 agent_options.define_flags()  # CCVL's options, generated from agents.ccvl_agent.CCVLConfig
 
 
@@ -35,7 +37,7 @@ def main(argv):
   if not flags.FLAGS.output_dir:
     raise app.UsageError("--output_dir is required")
   try:
-    cfg = config_flags.from_flags(compare.CompareConfig,
+    cfg = config_flags.from_flags(compare_config.CompareConfig,
                                   ccvl_options=agent_options.from_flags())
     cfg.validate()
   except ValueError as e:
@@ -45,7 +47,7 @@ def main(argv):
     compare.run(cfg, log=lambda s: print(s, flush=True))
   except (ValueError, FileNotFoundError, MemoryError, training.TrainingStopped,
           training.WriteFailed,
-          compare.UnitFailed) as e:
+          compare_pool.UnitFailed) as e:
     sys.exit(f"compare.py: error: {e}")
 
 

@@ -1,17 +1,17 @@
 r"""Evaluates an exported CCVL policy (a TF-Agents SavedModel) on Atari, MinAtar or the gridworld.
 
-  python binaries/evaluate.py --policy_dir=DIR --game=Pong --episodes=100 --seeds=5 \
+  python binaries/score_export.py --policy_dir=DIR --game=Pong --episodes=100 --seeds=5 \
       --output_dir=results/eval/pong
-  python binaries/evaluate.py --policy_dir=DIR --game=minatar/Breakout --data_dir=DATASETS \
+  python binaries/score_export.py --policy_dir=DIR --game=minatar/Breakout --data_dir=DATASETS \
       --episodes=20 --seeds=3 --output_dir=results/eval/minatar_breakout
-  python binaries/evaluate.py --policy_dir=DIR --game=gridworld --episodes=10 --output_dir=OUT
+  python binaries/score_export.py --policy_dir=DIR --game=gridworld --episodes=10 --output_dir=OUT
 
 --game selects the environment (ccvl_tf.envs.factory.make_env): 'gridworld' (the paper's
 gridworld at evaluation slip 0.15), 'minatar/<Game>' (MinAtar; normalized with the reference
 scores of --data_dir) or an Atari game name. Writes returns.csv, delta.csv, summary.json (mean,
 IQM, 95% stratified bootstrap CI), results.csv, returns.png and delta.png to --output_dir (see
-ccvl_tf.experiments.evaluate and docs/policies.md).
-Flags -> EvaluateConfig -> ccvl_tf.experiments.evaluate.run (no algorithm code here).
+ccvl_tf.experiments.score_export and docs/policies.md).
+Flags -> EvaluateConfig -> ccvl_tf.experiments.score_export.run (no algorithm code here).
 """
 import sys
 
@@ -21,19 +21,19 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from ccvl_tf import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 from ccvl_tf import config_flags
-from ccvl_tf.experiments import evaluate
+from ccvl_tf.experiments import score_export
 
-config_flags.define(evaluate.EvaluateConfig)  # the `setting` fields of EvaluateConfig
+config_flags.define(score_export.EvaluateConfig)  # the `setting` fields of EvaluateConfig
 flags.mark_flags_as_required(["policy_dir", "game", "output_dir"])
 
 
 def main(argv):
   del argv
-  cfg = config_flags.from_flags(evaluate.EvaluateConfig)
+  cfg = config_flags.from_flags(score_export.EvaluateConfig)
   try:
-    summary = evaluate.run(cfg)
+    summary = score_export.run(cfg)
   except (ValueError, FileNotFoundError) as e:
-    sys.exit(f"evaluate.py: error: {e}")
+    sys.exit(f"score_export.py: error: {e}")
   if "normalized_iqm" in summary:
     ci = summary["normalized_iqm_ci95"]
     print(f"{summary['game']}: normalized IQM {summary['normalized_iqm']:.1f} "

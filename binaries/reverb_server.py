@@ -3,7 +3,7 @@
   python binaries/reverb_server.py --game=gridworld|Breakout [--agent=ccvl|cql] --port=8000 \
       [--checkpoint_dir=DIR] [--samples_per_insert=8 --min_replay_size=1000 ...]
 
-Holds the 'replay' and 'variables' tables of ccvl_tf.replay with the signatures of --game
+Holds the 'replay' and 'variables' tables of ccvl_tf.reverb_replay with the signatures of --game
 (the table flags must match the learner's: a learner refuses a server with others). With --checkpoint_dir it restores the latest
 complete Reverb checkpoint at start, and the learner's checkpoints (client.checkpoint()) are
 written there. Prints "Reverb server at localhost:PORT" once serving, then a one-line security
@@ -33,15 +33,15 @@ def main(argv):
   del argv
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.ERROR)
-  from ccvl_tf import replay
+  from ccvl_tf import reverb_replay
   cfg = config_flags.from_flags(online.OnlineConfig, _TABLE_FLAGS)
   try:
     tables = online.make_server_tables(cfg)
-    server, address = replay.start_server(tables, _PORT.value, _CKPT.value)
+    server, address = reverb_replay.start_server(tables, _PORT.value, _CKPT.value)
   except (ValueError, RuntimeError) as e:
     sys.exit(f"reverb_server.py: error: {e}")
   print(f"Reverb server at {address}", flush=True)
-  print(replay.security_note(server.port), flush=True)
+  print(reverb_replay.security_note(server.port), flush=True)
   done = threading.Event()
   for sig in (signal.SIGTERM, signal.SIGINT):
     signal.signal(sig, lambda *_: done.set())

@@ -12,7 +12,9 @@ losses) goes to stdout, TensorBoard summaries to root_dir/summaries, checkpoints
 root_dir/checkpoints (a rerun resumes exactly where it stopped), the final policies to
 root_dir/policy (the agent's evaluation policy; for ccvl the confidence-adaptive CCVL policy, plus
 root_dir/policy_fixed for Fixed-CCVL) as SavedModels.
-Flags -> OfflineConfig -> ccvl_tf.experiments.offline.runner.run (no algorithm code here).
+Flags -> OfflineConfig -> ccvl_tf.experiments.offline.runner.run, then
+ccvl_tf.experiments.compare.offline_table.run (the reference agents, results.md; no algorithm
+code here).
 """
 import sys
 
@@ -27,6 +29,7 @@ from ccvl_tf.experiments import tf_setup  # noqa: E402
 tf_setup.pin_cpu_kernels()  # before TensorFlow loads: the same CPU kernels on every machine
 from ccvl_tf import config_flags
 from ccvl_tf.experiments import agent_options
+from ccvl_tf.experiments.compare import offline_table
 from ccvl_tf.experiments.offline import runner as offline
 
 config_flags.define(offline.OfflineConfig)  # the `setting` fields of OfflineConfig
@@ -47,7 +50,8 @@ def main(argv):
     raise app.UsageError(str(e))
   from ccvl_tf import training
   try:
-    summary = offline.run(cfg, log=lambda s: print(s, flush=True))
+    log = lambda s: print(s, flush=True)
+    summary = offline_table.run(cfg, offline.run(cfg, log=log), log=log)
   except (ValueError, MemoryError, training.TrainingStopped, training.WriteFailed) as e:
     # Bad data (names the file), a checkpoint of another run, a NaN loss (names the step and
     # the last good checkpoint), a failed write (names the path and the last good

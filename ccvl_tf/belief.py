@@ -1,23 +1,6 @@
 """The belief b(h) over a quantized confidence grid (paper Sec. "Confidence-Adaptive Policies").
 
-The paper selects the confidence delta online with a belief b(h) over a *quantized* grid of
-deltas, computed from the Bellman consistency of the transitions in the history h
-(Eq. delta_selection):
-
-    b(h)(delta)  "proportional to"  sum_{(s,a,r,s') in h} (Q(s,a,delta) - r - gamma max_a' Q(s',a',delta))^2
-
-Read literally, that would make the *least* Bellman-consistent delta the most likely, which
-contradicts the paper's own description of the sum as a "surrogate log-likelihood" (after
-Ghosh et al. 2022, APE-V). We implement the surrogate log-likelihood reading:
-
-    log b_t(delta) = log b_0(delta) - (1 / T) * sum_{i <= t} e_i(delta),
-    e_i(delta)     = (Q(s_i,a_i,delta) - r_i - discount_i * max_a' Q(s'_i,a',delta))^2,
-
-i.e. b(delta) proportional to exp(-sum of squared Bellman errors / temperature T), with
-discount_i = gamma * (1 - terminal_i). Smaller T concentrates the belief faster.
-
-All functions are pure TensorFlow ops and accept numpy inputs (the tabular code calls them
-too); shapes broadcast over leading batch dimensions, the grid is the last axis [..., K].
+More in docs/agent.md "Module notes", `ccvl_tf/belief.py`.
 """
 from __future__ import annotations
 
@@ -27,23 +10,23 @@ import numpy as np
 import tensorflow as tf
 
 
-def delta_grid(num_deltas: int) -> np.ndarray:
-  """The quantized confidences: midpoints of `num_deltas` equal bins of (0, 1), float32 [K].
+def delta_grid(num_grid_deltas: int) -> np.ndarray:
+  """The quantized confidences: midpoints of `num_grid_deltas` equal bins of (0, 1), float32 [K].
 
   Example: delta_grid(4) = [0.125, 0.375, 0.625, 0.875]. Midpoints keep every delta strictly
   inside (0, 1), where log(1/delta) is finite and positive.
   """
-  if int(num_deltas) != num_deltas or num_deltas < 1:
-    raise ValueError(f"num_deltas must be an integer >= 1, got {num_deltas!r}")
-  k = int(num_deltas)
+  if int(num_grid_deltas) != num_grid_deltas or num_grid_deltas < 1:
+    raise ValueError(f"num_grid_deltas must be an integer >= 1, got {num_grid_deltas!r}")
+  k = int(num_grid_deltas)
   return ((np.arange(k, dtype=np.float64) + 0.5) / k).astype(np.float32)
 
 
-def uniform_log_belief(num_deltas: int) -> np.ndarray:
+def uniform_log_belief(num_grid_deltas: int) -> np.ndarray:
   """log b_0: the uniform prior over the K grid deltas, float32 [K] (each -log K)."""
-  if int(num_deltas) != num_deltas or num_deltas < 1:
-    raise ValueError(f"num_deltas must be an integer >= 1, got {num_deltas!r}")
-  return np.full([int(num_deltas)], -np.log(num_deltas), dtype=np.float32)
+  if int(num_grid_deltas) != num_grid_deltas or num_grid_deltas < 1:
+    raise ValueError(f"num_grid_deltas must be an integer >= 1, got {num_grid_deltas!r}")
+  return np.full([int(num_grid_deltas)], -np.log(num_grid_deltas), dtype=np.float32)
 
 
 def bellman_sq_errors(q_sa, reward, discount, next_v):

@@ -1,62 +1,6 @@
 """Inverse state-visitation estimates n(s)^-1 for the CCVL regularizer weight.
 
-The paper (Sec. "Practical Algorithm", after Donoghue et al.'s linear-value estimate) uses
-
-    n(s)^-1  ~  phi(s)^T (Phi^T Phi)^-1 phi(s)
-
-where phi(s) [D] are last-layer features (treated as constants: stop-gradient) and Phi [|D|, D]
-stacks phi over the dataset. For one-hot features Phi^T Phi = diag(n(s)) and the estimate is
-exactly 1/n(s). In Eq. (cql update) the count enters as n(s) wedge 1 = max(n(s), 1), so every
-estimate here is capped at 1.
-
-Phi^T Phi over the whole dataset is too costly to recompute from scratch each step and the
-features move during training, so LinearInverseCounts keeps a running estimate of the
-per-sample second moment C = E_D[phi phi^T] from the minibatches it sees (cumulative mean, or
-an exponential moving average that forgets stale features), and uses
-Phi^T Phi ~ |D| * C, with |D| the dataset size, plus a ridge term lambda I:
-
-    n(s)^-1 ~ min(1, phi^T (|D| C + lambda I)^-1 phi).
-
-The inverse (a D x D Cholesky solve) is cached in a variable and refreshed by refresh().
-
-ExactInverseCounts is the tabular version: 1 / max(n(s), 1) from integer states.
-
-Two scale controls (issue 11; measured in docs/agent.md "Confidence diagnostics"):
-
-* ridge_mode='relative' sets lambda = ridge * trace(|D| C) / D, i.e. relative to the average
-  eigenvalue of |D| C, so the ridge stays below the data's feature directions whatever the
-  feature scale (a fixed lambda = 1 dominates |D| C when DR3 shrinks phi, and then n(s)^-1
-  tracks |phi|^2 instead of visitation). 'absolute' keeps lambda = ridge.
-* normalization='mean' divides n(s)^-1 by its running mean over the data, so that the weight
-  alpha sqrt(log(1/delta) n(s)^-1 / mean n^-1) is alpha sqrt(log(1/delta)) at a typical state
-  (CQL's scale at any |D|) and larger at rarely visited ones. The running mean is TensorFlow
-  Probability's exponential moving mean (`tfp.stats.assign_moving_mean_variance`, with zero
-  debiasing) of the per-batch n(s)^-1 of the training batches, which are dataset states.
-
-Online fine-tuning (issue 24; `start_online`): the paper's mechanism is that the weight
-alpha sqrt(log(1/delta) n(s)^-1) falls where the agent gathers data. Offline, |D| is fixed and
-the training batches are the dataset. Online they are the agent's new data, so after
-`start_online(online_rows, samples_per_insert)`:
-
-* |D| = |D_off| + n_on counts every transition the learner has had: n_on grows by the online
-  rows of each trained batch / SPI (each inserted transition is sampled SPI times on average;
-  the rule of GrowingExactCounts);
-* Phi^T Phi ~ |D_off| C_off + n_on C_on: C_off (`second_moment`) keeps E[phi phi^T] over the
-  offline data (updated only by offline rows, when the batches hold any: with none it is the
-  offline run's C, with its features), C_on (`online_moment`) the same running mean over the
-  online rows (the replay's states);
-* the normalization constant is frozen at its offline value (the running mean n(s)^-1 over
-  the offline batches at the end of offline training, saved in the offline checkpoint).
-
-So for one-hot features a state seen n times offline and k times online has n(s)^-1 =
-1 / (n + k): its weight shrinks by sqrt(n / (n + k)) (tests/test_counts.py). Without
-start_online (online fine-tuning's --online_counts=offline) the estimate behaves as offline,
-which online pins the typical normalized weight at alpha sqrt(log(1/delta)).
-
-The second moment C itself is the uncentered E[phi phi^T] kept in tf.Variables that
-tf.train.Checkpoint saves with the agent (two lines of TF); TFP's running covariance
-(tfp.experimental.stats.RunningCovariance) is the *centered* covariance in immutable state
-objects, without forgetting.
+More in docs/agent.md "Module notes", `ccvl_tf/counts.py`.
 """
 from __future__ import annotations
 
@@ -74,7 +18,7 @@ NORMALIZATIONS = ("none", "mean")
 
 class LinearInverseCounts(tf.Module):
   """n(s)^-1 ~ min(1, phi^T (|D| C + ridge I)^-1 phi) with a running C = E[phi phi^T]; online
-  (`start_online`) |D| C becomes |D_off| C_off + n_on C_on (module docstring)."""
+  (`start_online`) |D| C becomes |D_off| C_off + n_on C_on (module notes)."""
 
   def __init__(self, feature_dim: int, dataset_size: float, ridge: float = 1.0,
                decay: Optional[float] = None, ridge_mode: str = "absolute",
@@ -140,7 +84,7 @@ class LinearInverseCounts(tf.Module):
     return self.online_rows is not None
 
   def start_online(self, online_rows: int, samples_per_insert: float) -> None:
-    """From now on n(s)^-1 follows the data the learner trains on (module docstring).
+    """From now on n(s)^-1 follows the data the learner trains on (module notes).
 
     Creates the online variables (C_on `online_moment`, the feature vectors folded into it
     `online_seen`, n_on `online_size`); call it after restoring an offline checkpoint (which

@@ -1,30 +1,8 @@
 # Over ~500 lines on purpose: the three diagnostics share the grid checks and summarize(),
-# and split apart each would import the others (issue 16).
+# and split apart each would import the others.
 """Diagnostics of the confidence dimension: the delta family, the count estimate, the belief.
 
-CCVL's central object is a *family* of value functions indexed by the confidence delta
-(paper Sec. "Confidence-Conditioned Value Learning"): Q(s, a, delta) should be a lower bound
-that holds with probability 1 - delta, so a larger delta (less confidence) allows a larger
-value. This module measures, on held-out states, whether a trained agent has that structure
-and whether its ingredients work (issue 11, item 1):
-
-  * the delta family (`delta_family`, `td_target_scale`, `plot_delta_family`):
-        V(s, delta) = max_a Q(s, a, delta)
-    on the policy's grid of deltas; Lemma 1 says V(s, delta) is nondecreasing in delta; its
-    spread V(s, delta_top) - V(s, delta_bottom) relative to the TD-target scale tells whether
-    the adaptive policy has anything to choose between;
-  * the count estimate (`roc_auc`, `count_separation`, `count_spectrum`,
-    `mean_inverse_count_times_size`, `unseen_observations`):
-        n(s)^-1 ~ min(1, phi(s)^T (|D| C + lambda I)^-1 phi(s))
-    (ccvl_tf/counts.py) should be larger on states the data does not cover; the eigenvalues
-    of |D| C against the ridge lambda show whether lambda dominates the data term;
-  * the belief b(h) over the grid during an evaluation (`belief_trace`, `belief_movement`,
-    `write_belief_csv`, `plot_belief`): its expected delta and entropy per episode.
-
-`summarize` flattens the headline numbers into one JSON-friendly dict.
-
-Everything here is pure library code (no flags, no files except the explicit writers); the
-count statistics (percentiles) and the belief's entropy use TensorFlow Probability.
+More in docs/agent.md "Module notes", `ccvl_tf/diagnostics.py`.
 """
 from __future__ import annotations
 
@@ -434,7 +412,7 @@ def belief_trace(records: Sequence[object], grid) -> List[Dict[str, float]]:
   """The belief b(h) over the grid at the end of each evaluation episode.
 
   Args:
-    records: EpisodeRecords (ccvl_tf.evaluation); those without a log_belief are skipped.
+    records: EpisodeRecords (ccvl_tf.rollouts); those without a log_belief are skipped.
     grid: the policy's confidence grid [K] (the belief's support).
 
   Returns:

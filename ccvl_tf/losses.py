@@ -1,28 +1,6 @@
 """Pure loss functions for CCVL (Algorithm 1, Eq. cql update) and reusable pieces for baselines.
 
-Paper symbols (Hong, Kumar & Levine, ICLR 2023):
-  delta            confidence level in (0, 1) at which Q(s, a, delta) is learned; N of them are
-                   sampled per transition, delta ~ U(0, 1).
-  delta_1, delta_2 for each delta, M pairs (delta_{j,1}, delta_{j,2}) ~ U(0, delta), j = 1..M.
-                   delta_1 sets the weight of the CQL regularizer, delta_2 the confidence of
-                   the bootstrapped target.
-  alpha            weight of the regularizer (alpha >= 0).
-  n(s)^-1          inverse state visitation (n(s) wedge 1 in the paper, i.e. capped at 1),
-                   exact in tabular settings, phi^T (Phi^T Phi)^-1 phi otherwise
-                   (ccvl_tf/counts.py). Treated as a constant here (no gradient).
-  gamma            discount.
-
-Eq. (cql update), inner term for pair j, as in Algorithm 1:
-
-  L_j = alpha * sqrt(log(1/delta_{j,1}) * n(s)^-1) * (logsumexp_a Q(s,a,delta) - Q(s,a_D,delta))
-        + TD(Q(s,a_D,delta) - (r + gamma (1 - terminal) max_a' Q_target(s',a',delta_{j,2})))
-
-with TD(x) = x^2 / 2 (the paper) or Huber(x) (Dopamine / DR3). The CQL "max_pi E_pi Q + R(pi)"
-with the entropy regularizer R is the logsumexp (as in CQL(H)). The CCVL loss is
-mean over the batch and the N deltas of max_j L_j.
-
-Shapes: B batch, N deltas per transition, M pairs per delta, A actions, D feature width.
-Every function takes and returns tensors; none holds state.
+More in docs/agent.md "Module notes", `ccvl_tf/losses.py`.
 """
 from __future__ import annotations
 
@@ -364,7 +342,7 @@ def dr3_penalty(phi: tf.Tensor, next_phi: tf.Tensor) -> tf.Tensor:
   return tf.reduce_mean(tf.abs(tf.reduce_sum(phi * next_phi, axis=-1)))  # [B, D] -> [B] -> ()
 
 
-# ---- baselines (issue 6): CQL, REM; shapes B batch, H heads, A actions ------------------------
+# ---- baselines: CQL, REM; shapes B batch, H heads, A actions ------------------------
 def cql_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor, alpha: float,
              td_loss_type: str = "huber", huber_kappa: float = 1.0) -> Dict[str, tf.Tensor]:
   """Discrete CQL(H) (Kumar et al. 2020, Eq. 4; the DR3 setup's CQL, without the DR3 term):
@@ -411,7 +389,7 @@ def convex_combination(q_heads: tf.Tensor, weights: tf.Tensor) -> tf.Tensor:
                    tf.broadcast_to(weights, tf.shape(q_heads)[:2]))  # [B, A]
 
 
-# ---- behaviour cloning (issue 22): the anchor every offline table reports ---------------------
+# ---- behaviour cloning: the anchor every offline table reports ---------------------
 def bc_loss(logits: tf.Tensor, actions: tf.Tensor, logit_penalty: float = 0.0
             ) -> Dict[str, tf.Tensor]:
   """Discrete behaviour cloning: cross-entropy of pi(a | s) = softmax(logits) on the data's

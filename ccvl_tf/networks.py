@@ -1,42 +1,8 @@
 # Over ~500 lines on purpose: CCVL's Q(s, a, delta) and the baselines' ensembles share the
-# torso, initializer and QNetworkConfig: the Q-network contract of docs/CONTRACTS.md (issue 16).
+# torso, initializer and QNetworkConfig: the Q-network contract of docs/CONTRACTS.md.
 """Confidence-conditioned Q-networks Q(s, a, delta) in Keras 3 (paper Sec. "Practical Algorithm").
 
-The paper parameterizes Q(s, a, delta) after implicit quantile networks (IQN, Dabney et al.
-2018): a state torso psi(s), a cosine embedding of the confidence delta,
-
-    e_i(delta) = cos(pi * i * delta),   i = 1 .. n_cos          (n_cos = 64 as in IQN)
-    eta(delta) = ReLU(W_e e(delta) + b_e)                         (width = torso width)
-
-the elementwise product psi(s) * eta(delta), then one hidden ReLU layer and one linear output
-per action. The torso runs once per state and is shared by the K deltas of that state.
-
-Where delta enters is a configuration choice (`delta_entry`):
-  * 'features' (default): after the torso's last layer (for the Nature torso: after the
-    3136 -> 512 dense layer). Per delta the head costs a 512x512 + 512xA matmul.
-  * 'conv' (Nature torso only, exactly IQN): on the flattened conv features (3136 wide)
-    before the 3136 -> 512 layer, so every delta pays a 3136x512 matmul.
-  See docs/agent.md for the measured speed of each.
-
-Every model here is a Keras 3 *functional* model with a dict of named inputs, so it saves
-inside a SavedModel (tests/test_policy_export.py loads it in a fresh process). Contract (docs/CONTRACTS.md):
-
-    q_model({'observation': [B, *obs_shape], 'delta': [B, K]}) -> Q [B, K, A] float32
-
-Features phi(s) [B, D] (used by the count estimate n(s)^-1 and by DR3) come from second and
-third functional models sharing the same layers:
-    phi_model(observation) -> phi [B, D]
-    q_and_phi_model({'observation', 'delta'}) -> {'q': [B, K, A], 'phi': [B, D]}
-(one torso pass for both outputs), and two models that split the network at the torso, so a
-learner can run the torso once over [s; s'] (phi(s') for DR3) and the head only on s:
-    torso_model({'observation'}) -> psi [B, W]
-    head_model({'features': psi [B, W], 'delta': [B, K]}) -> {'q': [B, K, A], 'phi': [B, D]}
-(`q_phi_and_next_phi` below). phi(s) is the last delta-independent representation:
-  * delta_entry='features': the torso output (512 for Nature, the last MLP width for MLP),
-    i.e. exactly the penultimate layer of the Nature DQN that DR3 regularizes;
-  * delta_entry='conv': the head's hidden layer (512) evaluated at a reference confidence
-    `phi_delta` (default 0.5), because the only delta-free layer there is 3136 wide, too wide
-    for a D x D inverse.
+More in docs/agent.md "Module notes", `ccvl_tf/networks.py`.
 """
 from __future__ import annotations
 
@@ -175,7 +141,7 @@ class QNetworkConfig:
 
 @dataclasses.dataclass
 class CCVLNetwork:
-  """The three functional models over one set of layers (see module docstring)."""
+  """The three functional models over one set of layers (see the module notes)."""
   q_model: keras.Model
   phi_model: keras.Model
   q_and_phi_model: keras.Model
@@ -331,7 +297,7 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
                        config: QNetworkConfig = QNetworkConfig(),
                        name: str = "ccvl_q", delta_head: str = "cosine",
                        delta_sign: float = 1.0) -> CCVLNetwork:
-  """Builds Q(s, a, delta) and its feature models phi(s) (see module docstring).
+  """Builds Q(s, a, delta) and its feature models phi(s) (see the module notes).
 
   Args:
     observation_shape: per-state observation shape, e.g. (84, 84, 4) or (S,).
@@ -445,7 +411,7 @@ def copy_weights(source: CCVLNetwork, target: CCVLNetwork) -> None:
     d.assign(s)
 
 
-# ---- plain (delta-free) Q-networks for the baselines: CQL, REM, AEVL (issue 6) ------------------
+# ---- plain (delta-free) Q-networks for the baselines: CQL, REM, AEVL ----------------------------
 @dataclasses.dataclass
 class QEnsembleNetwork:
   """E independently initialized members, each a torso and H linear heads (no delta input).
@@ -530,7 +496,7 @@ def contract_q_model(net: QEnsembleNetwork, mode: str = "mean", name: str = None
       are ignored; K copies). Lets FixedDeltaPolicy act greedily for CQL / REM / DQN-style nets.
     * mode='member': delta selects a member, e = min(floor(delta * E), E - 1). With the belief
       grid `belief.delta_grid(E)` = (e + 0.5) / E, grid entry e *is* member e, so
-      `ConfidenceAdaptivePolicy(num_deltas=E)` keeps its belief over the E members (AEVL;
+      `ConfidenceAdaptivePolicy(num_grid_deltas=E)` keeps its belief over the E members (AEVL;
       PolicyInfo.delta = (e + 0.5) / E names the member acted with).
   Shares the network's variables (no copy).
   """

@@ -1,29 +1,8 @@
 # Over ~500 lines on purpose: every policy shares _CCVLPolicyBase and the Q-network checks,
-# and export_policy / epsilon_greedy wrap them all (issue 16).
+# and export_policy / epsilon_greedy wrap them all.
 """CCVL policies as TF-Agents `TFPolicy` subclasses (paper Sec. "Confidence-Adaptive Policies").
 
-Every policy here holds one or two Q-networks that follow the Q-network contract of
-docs/CONTRACTS.md: a Keras 3 *functional* model with inputs
-``{'observation': [B, *obs_shape], 'delta': [B, K]}`` and output ``Q [B, K, A]``.
-
-* `FixedDeltaPolicy` (Fixed-CCVL): a = argmax_a Q(s, a, delta) at one fixed delta. Stateless.
-* `BoundsPolicy` (Eq. upper policy, fixed delta): a = argmax_{a in A_l} Q_u(s, a, delta) over the
-  safe set A_l = {a : Q_l(s, a, delta) >= beta * max_a' Q_l(s, a', delta)}. Stateless.
-* `ConfidenceAdaptivePolicy` (CCVL, Eq. delta_selection): keeps a belief b over the quantized
-  grid `belief.delta_grid(K)` in `policy_state`, scores the last transition under every grid
-  delta with `belief.bellman_sq_errors` and updates the belief with `belief.update_log_belief`,
-  then draws delta ~ b (or takes argmax b) and acts greedily under Q(s, ., delta). Given an
-  upper-bound network and beta it acts with the bounds rule of Eq. upper policy instead.
-* `epsilon_greedy(policy, epsilon=0.001)`: evaluation epsilon-greedy via TF-Agents'
-  `EpsilonGreedyPolicy` (paper Table "Hyperparameters": evaluation epsilon 0.001), made safe
-  for the stateful adaptive policy (see `CCVLEpsilonGreedyPolicy`).
-
-All policies emit `PolicyInfo(delta=[B] float32)`: the delta the greedy action was computed at.
-Ties in argmax resolve to the lowest index (tf.argmax). Actions are
-`action_spec.minimum + index`.
-
-Export: `tf_agents.policies.PolicySaver(policy).save(dir)`; the SavedModel needs nothing but
-TensorFlow to run (see tests/test_policy_export.py and docs/policies.md).
+More in docs/policies.md "Module notes", `ccvl_tf/policies.py`.
 """
 from __future__ import annotations
 
@@ -291,7 +270,7 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
     * `tf_agents.drivers.py_driver.PyDriver` on an *unbatched* environment calls
       `get_initial_state` at every FIRST step after its first episode: run it one episode
       per `run()` call passing the returned state back in, wrap the env in
-      `BatchedPyEnvironment`, or use `ccvl_tf.evaluation.run_episodes`;
+      `BatchedPyEnvironment`, or use `ccvl_tf.rollouts.run_episodes`;
     * `DynamicEpisodeDriver`/`DynamicStepDriver.run()` call `get_initial_state` when
       `policy_state` is None: always pass the previous run's final state;
     * wrappers built with TF-Agents' defaults (GreedyPolicy, EpsilonGreedyPolicy) have
@@ -302,7 +281,7 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
     time_step_spec, action_spec: TF-Agents specs.
     q_network: contract Q-network (the lower bound Q_l when `upper_network` is given); the
       belief is always scored with this network.
-    num_deltas: K, size of the quantized grid `belief.delta_grid(K)`.
+    num_grid_deltas: K, size of the quantized grid `belief.delta_grid(K)`.
     gamma: discount of the Bellman error (the training discount, 0.99 on Atari).
     temperature: T of the surrogate likelihood; smaller concentrates faster.
     sample_delta: True: delta ~ b; False: delta = argmax b.
@@ -312,7 +291,7 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
     upper_network, beta: optional Q_u network and beta > 0 for Eq. upper policy.
   """
 
-  def __init__(self, time_step_spec, action_spec, q_network, num_deltas: int = 8,
+  def __init__(self, time_step_spec, action_spec, q_network, num_grid_deltas: int = 8,
                gamma: float = 0.99, temperature: float = 1.0, sample_delta: bool = True,
                seed: int = 0, reward_clip: Optional[float] = None, upper_network=None,
                beta: Optional[float] = None, resample: str = "step", name=None):
@@ -331,8 +310,8 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
     self._q_network = q_network
     self._upper = upper_network
     self._beta = None if beta is None else float(beta)
-    self._grid = belief.delta_grid(num_deltas)  # [K] numpy float32
-    self._num_deltas = int(num_deltas)
+    self._grid = belief.delta_grid(num_grid_deltas)  # [K] numpy float32
+    self._num_grid_deltas = int(num_grid_deltas)
     self._gamma = float(gamma)
     self._temperature = float(temperature)
     self._sample_delta = bool(sample_delta)
@@ -345,7 +324,7 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
       raise ValueError("ConfidenceAdaptivePolicy needs a single (non-nested) observation spec, "
                        f"got {obs_spec}")
     state_spec = {
-        LOG_BELIEF: tf.TensorSpec([self._num_deltas], tf.float32, name=LOG_BELIEF),
+        LOG_BELIEF: tf.TensorSpec([self._num_grid_deltas], tf.float32, name=LOG_BELIEF),
         PREV_OBSERVATION: tf.TensorSpec(obs_spec.shape, obs_spec.dtype, name=PREV_OBSERVATION),
         PREV_ACTION: tf.TensorSpec((), action_spec.dtype, name=PREV_ACTION),
         HAS_PREV: tf.TensorSpec((), tf.bool, name=HAS_PREV),
@@ -365,7 +344,7 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
 
   def _get_initial_state(self, batch_size):
     state = tensor_spec.zero_spec_nest(self._policy_state_spec, outer_dims=(batch_size,))
-    k = self._num_deltas
+    k = self._num_grid_deltas
     log_b0 = tf.constant(belief.uniform_log_belief(k), tf.float32)  # [K]
     state[LOG_BELIEF] = tf.tile(log_b0[tf.newaxis], [batch_size, 1])  # [B, K]
     state[RNG] = tf.tile(tf.constant([[self._seed, 0]], tf.int64), [batch_size, 1])  # [B, 2]
@@ -567,7 +546,7 @@ def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None) -
       state = saved.get_initial_state(batch_size=1)
       step = saved.action(time_step, state); state = step.state
 
-  `policy_specs.pbtxt` next to it holds the specs (read by ccvl_tf.evaluation).
+  `policy_specs.pbtxt` next to it holds the specs (read by ccvl_tf.rollouts).
   Use this rather than `PolicySaver(policy)` directly: that also saves `distribution()`, and the
   result then needs TFP imported to load.
 

@@ -3,7 +3,7 @@
 A CQL(H)-type penalty on dataset states reshapes the *action preferences* of Q(s, ., delta)
 (at its fixed point it moves Q(s, a) by about w (pi(a|s) / pi_beta(a|s) - 1)) more than the
 value V(s, delta) = max_a Q(s, a, delta); so whether CCVL's confidence family is a family of
-different *policies* shows in its greedy actions, not in V (issue 23). On held-out dataset
+different *policies* shows in its greedy actions, not in V. On held-out dataset
 states s_i with the data's actions a_i:
 
   * `greedy_action_stats` (one delta): does the greedy policy depend on the state at all

@@ -4,7 +4,7 @@ binaries/evaluate.py writes.
 
 A results CSV has one row per (method, dataset, game, seed) with the raw game score of that run
 (the average return of its evaluation episodes): columns RESULTS_COLUMNS. Normalized scores come
-from ccvl_tf.scores, aggregates (IQM, stratified bootstrap CIs) from ccvl_tf.evaluation.
+from ccvl_tf.scores, aggregates (IQM, stratified bootstrap CIs) from ccvl_tf.rollouts.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import numpy as np
 
-from ccvl_tf import evaluation
+from ccvl_tf import rollouts, score_stats
 from ccvl_tf import scores
 
 RESULTS_COLUMNS = ("method", "dataset", "game", "seed", "score")
@@ -115,7 +115,7 @@ def render_aggregate_table(rows: Sequence[dict], reps: int = 2000, seed: int = 0
   for dataset in datasets:
     for method in methods:
       if any(r["method"] == method and r["dataset"] == dataset for r in rows):
-        cells[(method, dataset)] = evaluation.aggregate_scores(
+        cells[(method, dataset)] = score_stats.aggregate_scores(
             score_matrix_from_rows(rows, method, dataset, games), reps=reps, seed=seed)["iqm"]
   lines = iqm_table_lines(datasets, methods, cells)
   note = (f"\nNormalized IQM over {len(games)} games x seeds, 95% stratified bootstrap CIs "
@@ -161,7 +161,7 @@ def write_results_csv(path: str, rows: Sequence[dict]) -> None:
 
 
 # ------------------------------------------------------------------------------ evaluate.py's files
-def write_returns_csv(path: str, records: Sequence[evaluation.EpisodeRecord],
+def write_returns_csv(path: str, records: Sequence[rollouts.EpisodeRecord],
                       normalized) -> None:
   """returns.csv: per episode its run, index, length, return, raw and normalized score."""
   with open(path, "w", newline="") as f:
@@ -172,7 +172,7 @@ def write_returns_csv(path: str, records: Sequence[evaluation.EpisodeRecord],
                   f"{rec.raw_score:.6g}", f"{float(n):.6g}"])
 
 
-def write_delta_csv(path: str, records: Sequence[evaluation.EpisodeRecord]) -> None:
+def write_delta_csv(path: str, records: Sequence[rollouts.EpisodeRecord]) -> None:
   """delta.csv: per episode the mean / first / last delta acted under and the belief's argmax
   at its end (nan for a policy without deltas)."""
   with open(path, "w", newline="") as f:
@@ -184,7 +184,7 @@ def write_delta_csv(path: str, records: Sequence[evaluation.EpisodeRecord]) -> N
       w.writerow([rec.run, rec.episode] + [f"{v:.6g}" for v in (*vals, rec.map_delta)])
 
 
-def plot_runs(path: str, records: Sequence[evaluation.EpisodeRecord], values, ylabel: str,
+def plot_runs(path: str, records: Sequence[rollouts.EpisodeRecord], values, ylabel: str,
               title: str) -> None:
   """One line per run: `values` (aligned with records) against the episode index."""
   import matplotlib  # pylint: disable=g-import-not-at-top

@@ -1,48 +1,6 @@
 """The offline training loop: progress, TensorBoard summaries, checkpoints with exact resume.
 
-Works with any `agents.learner.Learner` (the protocol every agent of `agents/` implements; the
-Acme pattern: the learner owns what gets checkpointed, the loop does logging and counters); the
-loop uses:
-
-  learner.train_on_batch(batch) -> dict of scalar metrics, with at least 'loss';
-      raises FloatingPointError (e.g. agents.ccvl_agent.NonFiniteLossError) on a NaN/inf loss,
-      without changing its variables;
-  learner.make_checkpoint() -> tf.train.Checkpoint of everything a restart needs;
-  learner.train_step_counter -> int64 tf.Variable (the number of completed train steps).
-
-Exact resume: the batch used at train step i is batch number i of `make_dataset(start)` (the
-pipelines of `ccvl_tf.data.pipeline` are a deterministic function of (seed, batch number)), and
-the learners draw their own randomness statelessly from (seed, step). Restarting from the
-checkpoint at step k and training to step n therefore gives the same variables as an
-uninterrupted run to n (tested in tests/test_training.py).
-
-Layout under `root_dir`:
-  checkpoints/      tf.train.CheckpointManager (ckpt-<step>), the last `keep_checkpoints` kept
-  summaries/train/  TensorBoard scalars of the learner's metrics (+ steps_per_sec)
-  summaries/eval/   TensorBoard scalars of the evaluation results
-  eval.csv          step, then one column per evaluation result (rewritten from evals.json)
-  evals.json        the evaluation record: {step: results}, last metrics (written atomically)
-  checkpoints/fingerprint.json  what the checkpoints were trained on (see `train`)
-
-Exactly-once evaluation across kills: every evaluation step is also a checkpoint step (a
-checkpoint is saved first), and an evaluation is recorded in evals.json (atomic replace)
-before eval.csv is rewritten from that record and TensorBoard is written. A run killed after an
-evaluation resumes from that step's checkpoint and finds it recorded; one killed during an
-evaluation resumes from that step's checkpoint, finds it missing and evaluates it (also when the
-step is the last one: a rerun of a finished command runs a missing final evaluation, and
-otherwise returns the recorded one). A kill between the record and the TensorBoard write loses
-that step's TensorBoard scalars only.
-
-Checkpoint fallback: if the latest checkpoint cannot be restored (truncated or missing data
-file, garbage index), the newest intact older one is restored instead and the skipped ones are
-named in the log; only when none restores is there an error, which lists every checkpoint and
-why it failed.
-
-Failed writes (disk full, a path that cannot be written): every file the loop writes goes
-through `ccvl_tf.writes` (`writing`, `save_checkpoint`), which raises `WriteFailed` naming the
-path and the last good checkpoint, after removing what the failed write left (a checkpoint's
-`ckpt-N_temp/` folder and partial `ckpt-N.*` files, `*.tmp` files). The checkpoints written
-before are untouched, so the same command resumes from the last good one once there is space.
+More in docs/library.md "Module notes", `ccvl_tf/training.py`.
 """
 from __future__ import annotations
 
@@ -61,7 +19,7 @@ import tensorflow as tf
 
 from ccvl_tf import writes
 
-# Failed writes (module docstring); their names as callers know them.
+# Failed writes (module notes); their names as callers know them.
 WriteFailed = writes.WriteFailed
 writing = writes.writing
 save_checkpoint = writes.save_checkpoint
@@ -84,7 +42,7 @@ class LoopConfig:
   """Settings of `train`.
 
   Attributes:
-    root_dir: where checkpoints, summaries and eval.csv go (see module docstring).
+    root_dir: where checkpoints, summaries and eval.csv go (see the module notes).
     num_steps: total train steps (the loop resumes and stops there).
     checkpoint_interval: save every this many steps (and at the end).
     log_interval: print a progress line every this many steps.
@@ -411,7 +369,7 @@ def train(learner, make_dataset: Callable[[int], Iterable[Dict]], cfg: LoopConfi
   """Trains `learner` to `cfg.num_steps`, resuming from `root_dir/checkpoints` if present.
 
   Args:
-    learner: see the module docstring.
+    learner: see the module notes.
     make_dataset: start_batch -> iterable of transition batches; batch i is used at step i.
     cfg: LoopConfig.
     evaluate: optional step -> dict of scalar results (e.g. mean return), run every

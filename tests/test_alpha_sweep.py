@@ -14,7 +14,7 @@ import pytest
 
 import ccvl_tf  # noqa: F401
 from ccvl_tf import config_flags
-from ccvl_tf import evaluation
+from ccvl_tf import score_stats
 from ccvl_tf.experiments.compare import alpha_sweep
 from ccvl_tf.experiments.compare import alpha_sweep_report as report
 
@@ -128,13 +128,13 @@ def test_parts_pass_every_compare_setting_on(tmp_path):
   only_bc = alpha_sweep.AlphaSweepConfig(output_dir=str(tmp_path), methods=["BC"])
   only_bc.validate()
   assert only_bc.parts() == [("bc", None, ["BC"])]
-  assert alpha_sweep.alpha_dir_name(0.03) == "alpha_0.03"
-  assert alpha_sweep.alpha_dir_name(10.0) == "alpha_10"
+  assert report.alpha_dir_name(0.03) == "alpha_0.03"
+  assert report.alpha_dir_name(10.0) == "alpha_10"
 
 
 # ------------------------------------------------------------------------------ the report
 def _write_result(out, alpha, method, game, seed, score, diagnostics=None):
-  part = "bc" if alpha is None else alpha_sweep.alpha_dir_name(alpha)
+  part = "bc" if alpha is None else report.alpha_dir_name(alpha)
   path = out / part / "results" / method.lower() / "1pct" / game / f"seed_{seed}.json"
   path.parent.mkdir(parents=True, exist_ok=True)
   row = dict(method=method, dataset="1%", game=game, seed=seed, score=score / 100.0,
@@ -182,7 +182,7 @@ def test_report_numbers_on_hand_built_results(tmp_path):
 
   # IQM [95% CI] cells: exactly what aggregate_scores gives on the same [seeds, games] matrix.
   def cell(matrix):
-    a = evaluation.aggregate_scores(np.asarray(matrix, np.float64), reps=reps, seed=0)["iqm"]
+    a = score_stats.aggregate_scores(np.asarray(matrix, np.float64), reps=reps, seed=0)["iqm"]
     return f"{a.value:.1f} [{a.ci_low:.1f}, {a.ci_high:.1f}]"
   cql = {a: cell(np.array(v)[:, None]) for a, v in CQL.items()}
   assert f"| CQL | {cql[0.1]} | {cql[1.0]} | - |" in table

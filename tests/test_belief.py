@@ -8,7 +8,7 @@ from ccvl_tf import belief
 def test_delta_grid_and_uniform():
   np.testing.assert_allclose(belief.delta_grid(4), [0.125, 0.375, 0.625, 0.875])
   np.testing.assert_allclose(belief.uniform_log_belief(4), np.log(0.25))
-  with pytest.raises(ValueError, match="num_deltas"):
+  with pytest.raises(ValueError, match="num_grid_deltas"):
     belief.delta_grid(0)
 
 

@@ -1,6 +1,6 @@
 """Upper bounds Q_u(s, a, delta): Eq. (upper update) loss by hand, checkpoint layout, policies,
 Q_u >= Q_l on the data after a short training on a tiny chain MDP, and both bounds' train step
-under MirroredStrategy (ccvl_tf/distributed.py) equal to the single-device step."""
+under MirroredStrategy (ccvl_tf/experiments/online/distributed.py) equal to the single-device step."""
 import math
 import os
 import subprocess

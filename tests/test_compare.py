@@ -9,7 +9,11 @@ import sys
 import pytest
 
 import ccvl_tf  # noqa: F401
+from ccvl_tf.experiments.compare import config as compare_config
+from ccvl_tf.experiments.compare import report as compare_report
 from ccvl_tf.experiments.compare import runner as compare
+from ccvl_tf.experiments.compare import units as compare_units
+from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.offline import runner as offline
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -32,7 +36,7 @@ def test_tiny_gridworld_comparison_writes_every_output_and_resumes(tmp_path):
   assert "6 runs; 0 already done (skipped), 6 to run" in r.stdout
   assert "[6/6] CCVL 1% gridworld seed 1" in r.stdout and "ETA" in r.stdout
   rows = list(csv.DictReader(open(out / "scores.csv")))
-  assert tuple(rows[0]) == compare.SCORE_COLUMNS
+  assert tuple(rows[0]) == compare_config.SCORE_COLUMNS
   assert sorted((x["method"], x["seed"]) for x in rows) == sorted(
       (m, s) for m in ("CQL", "Fixed-CCVL", "CCVL") for s in ("0", "1"))
   assert all(x["dataset"] == "1%" and x["game"] == "gridworld" for x in rows)
@@ -83,14 +87,14 @@ def test_tiny_gridworld_comparison_writes_every_output_and_resumes(tmp_path):
   assert len(list(csv.DictReader(open(out / "scores.csv")))) == 9
   # The outputs are a function of the result files alone (what a no-op rerun rewrites).
   os.remove(out / "table.md")
-  compare.write_outputs(str(out), "gridworld", reps=50)
+  compare_report.write_outputs(str(out), "gridworld", reps=50)
   assert "| 1% |" in (out / "table.md").read_text()
 
 
 def test_training_groups_keep_a_shared_learner_in_one_worker():
   units = [(d, "g", s, m) for d in ("1%", "5%") for s in (0, 1)
            for m in ("REM", "Fixed-CCVL", "CQL", "CCVL")]
-  groups = compare.training_groups(units)
+  groups = compare_units.training_groups(units)
   assert len(groups) == 12  # 2 datasets x 2 seeds x 3 learners (REM, CQL, CCVL)
   assert sorted(u for g in groups for u in g) == sorted(units)
   shared = [g for g in groups if len(g) > 1]
@@ -115,23 +119,23 @@ def test_bad_input_lists_the_valid_names(tmp_path):
   assert r.returncode != 0
   assert "unknown method 'FOO'" in r.stderr and "REM, CQL, AEVL, Fixed-CCVL, CCVL, DQN" in r.stderr
   with pytest.raises(ValueError, match="--suite must be one of gridworld, minatar, atari"):
-    compare.CompareConfig(suite="procgen").validate()
+    compare_config.CompareConfig(suite="procgen").validate()
   with pytest.raises(ValueError, match="valid kinds: 1%, 5%, Initial 10%"):
-    compare.parse_datasets("2%")
-  assert compare.parse_methods("fixed_ccvl, rem,CCVL") == ["Fixed-CCVL", "REM", "CCVL"]
-  assert compare.parse_datasets("1%,initial10%") == ["1%", "Initial 10%"]
+    compare_config.parse_datasets("2%")
+  assert compare_config.parse_methods("fixed_ccvl, rem,CCVL") == ["Fixed-CCVL", "REM", "CCVL"]
+  assert compare_config.parse_datasets("1%,initial10%") == ["1%", "Initial 10%"]
 
 
 def test_missing_minatar_dataset_says_how_to_make_it(tmp_path):
   with pytest.raises(ValueError, match="needs --data_dir"):
-    compare.CompareConfig(suite="minatar").validate()
-  cfg = compare.CompareConfig(suite="minatar", data_dir=str(tmp_path / "none"),
+    compare_config.CompareConfig(suite="minatar").validate()
+  cfg = compare_config.CompareConfig(suite="minatar", data_dir=str(tmp_path / "none"),
                               games=["Breakout"], output_dir=str(tmp_path / "out"))
   with pytest.raises(ValueError, match="make_minatar_datasets.py --output_dir=.*none "
                                        "--games=Breakout"):
     compare.run(cfg, log=lambda s: None)
   with pytest.raises(ValueError, match="missing DQN Replay directories"):
-    compare.run(compare.CompareConfig(suite="atari", data_dir=str(tmp_path), games=["Pong"],
+    compare.run(compare_config.CompareConfig(suite="atari", data_dir=str(tmp_path), games=["Pong"],
                                       output_dir=str(tmp_path / "out")), log=lambda s: None)
 
 
@@ -162,7 +166,7 @@ def test_an_interrupted_minatar_build_keeps_its_finished_games_scored(tmp_path, 
   del references["games"]["Breakout"]
   with open(scores_path, "w") as f:
     json.dump(references, f)
-  cfg = compare.CompareConfig(suite="minatar", data_dir=data, games=["Breakout"],
+  cfg = compare_config.CompareConfig(suite="minatar", data_dir=data, games=["Breakout"],
                               output_dir=str(tmp_path / "out"))
   with pytest.raises(ValueError, match="Breakout's dataset is complete but "
                                        "minatar_scores.json has no entry.*make_minatar_datasets"
@@ -176,26 +180,26 @@ def test_training_settings_come_from_the_suite_then_the_flags():
   from ccvl_tf.experiments.compare import suites, units  # pylint: disable=g-import-not-at-top
   data = suites.Data(make_dataset=None, held_out=None, size=10)
   plain = units.agent_settings(
-      suites.SUITE_CLASSES["gridworld"](compare.CompareConfig(suite="gridworld")), data, 0)
+      suites.SUITE_CLASSES["gridworld"](compare_config.CompareConfig(suite="gridworld")), data, 0)
   assert (plain.learning_rate, plain.adam_epsilon, plain.dr3_coef,
           plain.target_update_period) == (3e-3, 1e-7, 0.0, 10)
-  cfg = compare.CompareConfig(suite="gridworld", adam_epsilon=1e-8, dr3_coef=0.5,
+  cfg = compare_config.CompareConfig(suite="gridworld", adam_epsilon=1e-8, dr3_coef=0.5,
                               learning_rate=1e-4)
   given = units.agent_settings(suites.SUITE_CLASSES["gridworld"](cfg), data, 0)
   assert (given.learning_rate, given.adam_epsilon, given.dr3_coef,
           given.target_update_period) == (1e-4, 1e-8, 0.5, 10)
   minatar = units.agent_settings(suites.SUITE_CLASSES["minatar"](
-      compare.CompareConfig(suite="minatar", data_dir="x")), data, 0)
+      compare_config.CompareConfig(suite="minatar", data_dir="x")), data, 0)
   assert (minatar.dr3_coef, minatar.learning_rate) == (0.0, 2.5e-4)
   for bad in (0.0, float("nan")):
     with pytest.raises(ValueError, match="--adam_epsilon must be a finite number > 0"):
-      compare.CompareConfig(suite="gridworld", adam_epsilon=bad).validate()
+      compare_config.CompareConfig(suite="gridworld", adam_epsilon=bad).validate()
 
 
 def test_registry_has_every_method_and_names_the_valid_agents():
-  assert set(compare.METHODS.values()) == set(offline.AGENTS)
-  assert offline.AGENTS == ("ccvl", "fixed_ccvl", "cql", "rem", "aevl", "aevl_td", "dqn", "bc")
-  assert offline.get_agent_spec("fixed_ccvl").train_key == offline.get_agent_spec("ccvl").train_key
+  assert set(compare_config.METHODS.values()) == set(agent_registry.AGENTS)
+  assert agent_registry.AGENTS == ("ccvl", "fixed_ccvl", "cql", "rem", "aevl", "aevl_td", "dqn", "bc")
+  assert agent_registry.get_agent_spec("fixed_ccvl").train_key == agent_registry.get_agent_spec("ccvl").train_key
   with pytest.raises(ValueError, match="--agent must be one of ccvl, fixed_ccvl, cql, rem, "
                                        "aevl, aevl_td, dqn, bc, got 'sac'"):
     offline.OfflineConfig(agent="sac").validate()
@@ -211,22 +215,22 @@ def test_aevl_td_members_have_no_cql_term_and_ccvl_options_reach_the_agent():
   obs = tensor_spec.TensorSpec([3], tf.float32)
   act = tensor_spec.BoundedTensorSpec((), tf.int64, 0, 1)
   net = networks.QNetworkConfig(torso="mlp", mlp_units=(4,), n_cos=4, hidden_units=4)
-  s = offline.AgentSettings(network_config=net, dataset_size=10.0, alpha=0.7, num_members=2,
+  s = agent_registry.AgentSettings(network_config=net, dataset_size=10.0, alpha=0.7, num_members=2,
                             ccvl_options={"objective": "bonus", "count_normalization": "mean"})
-  aevl = offline.get_agent_spec("aevl_td").build(ts.time_step_spec(obs), act, s)
+  aevl = agent_registry.get_agent_spec("aevl_td").build(ts.time_step_spec(obs), act, s)
   assert aevl.config.alpha == 0.0
-  assert offline.get_agent_spec("aevl").build(ts.time_step_spec(obs), act, s).config.alpha == 0.7
-  ccvl = offline.get_agent_spec("ccvl").build(ts.time_step_spec(obs), act, s)
+  assert agent_registry.get_agent_spec("aevl").build(ts.time_step_spec(obs), act, s).config.alpha == 0.7
+  ccvl = agent_registry.get_agent_spec("ccvl").build(ts.time_step_spec(obs), act, s)
   assert ccvl.config.objective == "bonus" and ccvl.counts.normalization == "mean"
   assert ccvl.config.alpha == 0.7 and s.belief_temperature is None
-  assert compare.METHODS["AEVL-TD"] == "aevl_td"
+  assert compare_config.METHODS["AEVL-TD"] == "aevl_td"
 
 
 def test_auto_belief_temperature_is_twice_the_smallest_error():
-  assert offline.auto_belief_temperature([0.3, 0.05, 0.2]) == pytest.approx(0.1)
-  assert offline.auto_belief_temperature([0.0, 1.0]) == pytest.approx(1e-6)  # floored
+  assert agent_registry.auto_belief_temperature([0.3, 0.05, 0.2]) == pytest.approx(0.1)
+  assert agent_registry.auto_belief_temperature([0.0, 1.0]) == pytest.approx(1e-6)  # floored
   with pytest.raises(ValueError, match="finite"):
-    offline.auto_belief_temperature([float("nan")])
+    agent_registry.auto_belief_temperature([float("nan")])
 
 
 @pytest.mark.slow
@@ -281,7 +285,7 @@ def test_confidence_md_shows_the_family_as_policies_per_dataset_kind():
       {"method": "CCVL", "dataset": "1%", "diagnostics": {"family_differs_any": 0.125}},
       {"method": "CQL", "dataset": "1%", "score": 1.0},
   ]
-  text = compare.confidence_table(rows)
+  text = compare_report.confidence_table(rows)
   family = text[text.index("## The delta family as greedy policies"):]
   assert ("| Data | runs | greedy action differs, smallest vs largest delta | greedy action "
           "differs anywhere along the grid | agreement with the data's action, smallest delta | "
@@ -294,7 +298,7 @@ def test_confidence_md_shows_the_family_as_policies_per_dataset_kind():
           "1.25 [1, 1.5] | 2.5 [2, 3] |") in family
   # The value-level table is still first, with the same rows.
   assert text.index("| 5% | 2 | n/a |") < text.index("## The delta family")
-  assert compare.confidence_table([{"method": "CQL", "dataset": "1%"}]) == ""
+  assert compare_report.confidence_table([{"method": "CQL", "dataset": "1%"}]) == ""
 
 
 def test_confidence_md_compares_adaptive_with_fixed_delta_on_the_same_runs():
@@ -310,7 +314,7 @@ def test_confidence_md_compares_adaptive_with_fixed_delta_on_the_same_runs():
   rows[0]["diagnostics"] = {"family_differs_any": 0.5}
   rows.append({"method": "CCVL", "dataset": "5%", "game": "A", "seed": 0,
                "normalized_score": 3.0, "diagnostics": {}})
-  text = compare.confidence_table(rows, reps=200)
+  text = compare_report.confidence_table(rows, reps=200)
   part = text[text.index("## Does adapting delta help?"):]
   assert ("| Data | runs | CCVL higher / same / lower | mean difference (normalized) | "
           "P(CCVL > Fixed-CCVL) [95% CI] |") in part

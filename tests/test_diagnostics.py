@@ -15,7 +15,7 @@ from ccvl_tf import counts
 from ccvl_tf import diagnostics
 from ccvl_tf import policy_diagnostics
 from ccvl_tf.belief import delta_grid
-from ccvl_tf.evaluation import EpisodeRecord
+from ccvl_tf.rollouts import EpisodeRecord
 
 GRID4 = delta_grid(4)  # [0.125, 0.375, 0.625, 0.875]
 

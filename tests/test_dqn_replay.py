@@ -14,9 +14,11 @@ import pytest
 
 import ccvl_tf  # noqa: F401
 from ccvl_tf.data import dqn_replay
+from ccvl_tf.data import replay_validity
+from ccvl_tf.data import replay_files
 from ccvl_tf.data import replay_plan
 from ccvl_tf.data import replay_writer
-from ccvl_tf.data.dqn_replay import DatasetError
+from ccvl_tf.data.replay_files import DatasetError
 
 
 def write_ckpt(d, suffix, frame_values, action, reward, terminal, add_count, invalid_range,
@@ -179,7 +181,7 @@ def test_valid_indices_equals_dopamine_reference_on_random_buffers():
     add_count = int(rng.integers(0, 3 * cap))
     cursor = add_count % cap
     inv = np.array([(cursor - 1 + i) % cap for i in range(5)])
-    ours = dqn_replay.valid_indices(terminal, add_count, inv).tolist()
+    ours = replay_validity.valid_indices(terminal, add_count, inv).tolist()
     assert ours == _dopamine_reference(terminal, add_count, inv, cap), trial
 
 
@@ -258,7 +260,7 @@ def test_writer_pads_episodes_and_logs_like_batch_rl(tmp_path):
   c1 = dqn_replay.load_checkpoint(d, 1)  # final buffer: add_count = cursor (batch_rl)
   assert c1.add_count == 17 % 8
   assert c1.observation[0, 0, 0] == 11 and c1.observation[7, 0, 0] == 10
-  meta = json.load(open(os.path.join(d, dqn_replay.METADATA_FILENAME)))
+  meta = json.load(open(os.path.join(d, replay_files.METADATA_FILENAME)))
   assert meta["num_actions"] == 4 and meta["suffixes"] == [0, 1]
   with pytest.raises(FileExistsError):
     replay_writer.DopamineReplayWriter(d, replay_capacity=8)
@@ -277,7 +279,7 @@ def test_missing_and_empty_directory(tmp_path):
   empty = tmp_path / "empty"
   empty.mkdir()
   with pytest.raises(DatasetError, match="empty"):
-    dqn_replay.list_suffixes(str(empty))
+    replay_files.list_suffixes(str(empty))
   with pytest.raises(DatasetError, match="empty"):
     dqn_replay.load_checkpoint(str(empty), 0)
 
@@ -286,7 +288,7 @@ def test_suffix_with_a_missing_array(dir_a):
   os.remove(os.path.join(dir_a, "$store$_reward_ckpt.0.gz"))
   before = _snapshot(dir_a)
   with pytest.raises(DatasetError, match=r"\$store\$_reward_ckpt\.0\.gz"):
-    dqn_replay.list_suffixes(dir_a)
+    replay_files.list_suffixes(dir_a)
   with pytest.raises(DatasetError, match=r"\$store\$_reward_ckpt\.0\.gz"):
     list(dqn_replay.iterate_transitions(dir_a, 0))
   assert _snapshot(dir_a) == before
@@ -324,7 +326,7 @@ def test_actions_outside_the_action_set(dir_a):
 
 
 def test_dataset_of_another_games_action_count(dir_a):
-  with open(os.path.join(dir_a, dqn_replay.METADATA_FILENAME), "w") as f:
+  with open(os.path.join(dir_a, replay_files.METADATA_FILENAME), "w") as f:
     json.dump({"game": "Seaquest", "num_actions": 18}, f)
   with pytest.raises(DatasetError, match="Seaquest.*18 actions.*4 actions"):
     dqn_replay.load_checkpoint(dir_a, 0, num_actions=4)

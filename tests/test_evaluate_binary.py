@@ -1,5 +1,5 @@
-"""binaries/evaluate.py: real subprocess runs on the gridworld and MinAtar (a small exported
-policy each), its body ccvl_tf.experiments.evaluate on Atari, and the input checks."""
+"""binaries/score_export.py: real subprocess runs on the gridworld and MinAtar (a small exported
+policy each), its body ccvl_tf.experiments.score_export on Atari, and the input checks."""
 import csv
 import json
 import os
@@ -20,12 +20,12 @@ from ccvl_tf import reporting
 from ccvl_tf.envs import atari
 from ccvl_tf.envs import gridworld_env
 from ccvl_tf.envs import minatar
-from ccvl_tf.experiments import evaluate
+from ccvl_tf.experiments import score_export
 from ccvl_tf.tabular import evaluation as tabular_eval
 from tests.test_policies import linear_q_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BINARY = os.path.join(REPO, "binaries", "evaluate.py")
+BINARY = os.path.join(REPO, "binaries", "score_export.py")
 
 
 def _export_gridworld_policy(path, num_actions=4):
@@ -35,7 +35,7 @@ def _export_gridworld_policy(path, num_actions=4):
   c = np.zeros(num_actions)
   c[1] = 1.0
   model = linear_q_model(np.zeros([64, num_actions]), c)
-  policy = policies.ConfidenceAdaptivePolicy(tss, aspec, model, num_deltas=4, gamma=0.95)
+  policy = policies.ConfidenceAdaptivePolicy(tss, aspec, model, num_grid_deltas=4, gamma=0.95)
   return policies.export_policy(policy, str(path))
 
 
@@ -52,7 +52,7 @@ def _export_pixel_policy(path, shape, num_actions):
   model = keras.Model({"observation": obs, "delta": d}, keras.layers.Add()([q, qd]))
   tss = ts.time_step_spec(tf.TensorSpec(shape, tf.uint8, "observation"))
   aspec = tensor_spec.BoundedTensorSpec((), tf.int32, 0, num_actions - 1, "action")
-  policy = policies.ConfidenceAdaptivePolicy(tss, aspec, model, num_deltas=4, reward_clip=1.0)
+  policy = policies.ConfidenceAdaptivePolicy(tss, aspec, model, num_grid_deltas=4, reward_clip=1.0)
   return policies.export_policy(policy, str(path))
 
 
@@ -65,7 +65,7 @@ def _run(args):
 
 
 def _config(policy_dir, game, output_dir, **kw):
-  return evaluate.EvaluateConfig(policy_dir=str(policy_dir), game=game,
+  return score_export.EvaluateConfig(policy_dir=str(policy_dir), game=game,
                                  output_dir=str(output_dir), progress=False, **kw)
 
 
@@ -135,7 +135,7 @@ def test_evaluate_binary_end_to_end_on_minatar(tmp_path):
                                               rel=1e-5)
   # Without --data_dir: raw scores only, said in the summary.
   raw_out = tmp_path / "raw"
-  summary = evaluate.run(_config(policy_dir, "minatar/breakout", raw_out, episodes=1,
+  summary = score_export.run(_config(policy_dir, "minatar/breakout", raw_out, episodes=1,
                                  max_episode_steps=5))
   assert "normalized_iqm" not in summary and "--data_dir" in summary["note"]
   with open(raw_out / "returns.csv") as f:
@@ -155,24 +155,24 @@ def test_evaluate_bad_inputs_fail_fast(tmp_path):
   three_actions = _export_gridworld_policy(tmp_path / "p3", num_actions=3)
   out = tmp_path / "o"
   with pytest.raises(ValueError, match="has 3 actions but the game has 4"):
-    evaluate.run(_config(three_actions, "gridworld", out, episodes=1))
+    score_export.run(_config(three_actions, "gridworld", out, episodes=1))
   with pytest.raises(ValueError, match="--episodes must be an integer >= 1"):
-    evaluate.run(_config(three_actions, "gridworld", out, episodes=0))
+    score_export.run(_config(three_actions, "gridworld", out, episodes=0))
   with pytest.raises(ValueError, match="--seeds must be an integer >= 1"):
-    evaluate.run(_config(three_actions, "gridworld", out, episodes=1, seeds=0))
+    score_export.run(_config(three_actions, "gridworld", out, episodes=1, seeds=0))
   with pytest.raises(ValueError, match="--policy_dir .*nope does not exist"):
-    evaluate.run(_config(tmp_path / "nope", "gridworld", out, episodes=1))
+    score_export.run(_config(tmp_path / "nope", "gridworld", out, episodes=1))
   with pytest.raises(ValueError, match="--data_dir gives MinAtar reference scores"):
-    evaluate.run(_config(three_actions, "Pong", out, episodes=1, data_dir=str(tmp_path)))
+    score_export.run(_config(three_actions, "Pong", out, episodes=1, data_dir=str(tmp_path)))
   # A bad game name lists the valid ones: the gridworld, MinAtar's and the ALE's games.
   with pytest.raises(ValueError, match=r"unknown game 'Pongg'; valid games: 'gridworld'; "
                                        r"MinAtar 'minatar/<Game>' with <Game> one of Asterix, "
                                        r"Breakout, .*; or an Atari game, one of .*Pong"):
-    evaluate.run(_config(three_actions, "Pongg", out, episodes=1))
+    score_export.run(_config(three_actions, "Pongg", out, episodes=1))
   with pytest.raises(ValueError, match="unknown MinAtar game 'minatar/Pong'; valid games"):
-    evaluate.run(_config(three_actions, "minatar/Pong", out, episodes=1))
+    score_export.run(_config(three_actions, "minatar/Pong", out, episodes=1))
   with pytest.raises(FileNotFoundError, match="minatar_scores.json does not exist"):
-    evaluate.run(_config(three_actions, "minatar/Breakout", out, episodes=1,
+    score_export.run(_config(three_actions, "minatar/Breakout", out, episodes=1,
                          data_dir=str(tmp_path)))
   assert not out.exists()
 
@@ -180,7 +180,7 @@ def test_evaluate_bad_inputs_fail_fast(tmp_path):
 def test_evaluate_on_atari_with_a_tiny_policy(tmp_path):
   num_actions = atari.AtariEnvironment("Pong").num_actions  # 6
   policy_dir = _export_pixel_policy(tmp_path / "pong", (84, 84, 4), num_actions)
-  summary = evaluate.run(_config(policy_dir, "Pong", tmp_path / "out", episodes=1,
+  summary = score_export.run(_config(policy_dir, "Pong", tmp_path / "out", episodes=1,
                                  max_episode_steps=30, bootstrap_reps=50))
   with open(tmp_path / "out" / "returns.csv") as f:
     row = next(csv.DictReader(f))
@@ -190,4 +190,4 @@ def test_evaluate_on_atari_with_a_tiny_policy(tmp_path):
       100 * (float(row["raw_score"]) + 20.7) / 39.6, rel=1e-4)
   assert summary["game"] == "Pong"
   with pytest.raises(ValueError, match="6 actions but the game has 4"):
-    evaluate.run(_config(policy_dir, "Breakout", tmp_path / "o2", episodes=1))
+    score_export.run(_config(policy_dir, "Breakout", tmp_path / "o2", episodes=1))

@@ -1,5 +1,5 @@
-"""Tests for ccvl_tf/evaluation.py: rliable aggregation, the evaluation loop, loading exports
-(normalization: tests/test_scores.py; tables: tests/test_reporting.py)."""
+"""Tests for ccvl_tf/score_stats.py (rliable aggregation) and ccvl_tf/rollouts.py (the evaluation
+loop, loading exports; normalization: tests/test_scores.py; tables: tests/test_reporting.py)."""
 import math
 import os
 
@@ -14,7 +14,7 @@ from tf_agents.specs import array_spec
 from tf_agents.trajectories import time_step as ts
 
 from ccvl_tf import belief
-from ccvl_tf import evaluation
+from ccvl_tf import rollouts, score_stats
 from ccvl_tf import policies
 from ccvl_tf.envs import gridworld
 from ccvl_tf.envs import gridworld_env
@@ -40,7 +40,7 @@ def _independent_stratified_bootstrap_iqm(scores, reps, rng):
 
 
 def test_aggregate_scores_against_independent_computation():
-  agg = evaluation.aggregate_scores(SCORES, reps=2000, seed=0)
+  agg = score_stats.aggregate_scores(SCORES, reps=2000, seed=0)
   # IQM: 25% trimmed mean of the 20 pooled scores (drops the 5 lowest and 5 highest).
   assert agg["iqm"].value == pytest.approx(scipy.stats.trim_mean(SCORES.ravel(), 0.25))
   # By hand: sorted middle 10 = 40 45 50 55 60 80 85 90 95 100 -> 700 / 10 = 70.
@@ -59,10 +59,10 @@ def test_aggregate_scores_against_independent_computation():
 def test_aggregate_scores_is_seeded_and_leaves_global_rng_alone():
   np.random.seed(99)
   before = np.random.get_state()[1].copy()
-  a = evaluation.aggregate_scores(SCORES, reps=500, seed=1)
+  a = score_stats.aggregate_scores(SCORES, reps=500, seed=1)
   assert np.array_equal(np.random.get_state()[1], before)
-  b = evaluation.aggregate_scores(SCORES, reps=500, seed=1)
-  c = evaluation.aggregate_scores(SCORES, reps=500, seed=2)
+  b = score_stats.aggregate_scores(SCORES, reps=500, seed=1)
+  c = score_stats.aggregate_scores(SCORES, reps=500, seed=2)
   assert a == b
   assert (a["iqm"].ci_low, a["iqm"].ci_high) != (c["iqm"].ci_low, c["iqm"].ci_high)
 
@@ -70,12 +70,12 @@ def test_aggregate_scores_is_seeded_and_leaves_global_rng_alone():
 def test_aggregate_degenerate_runs_give_zero_width_ci():
   # Every run identical within a game: every stratified resample is the same matrix.
   scores = np.tile([[1.0, 2.0, 3.0, 4.0]], [3, 1])
-  agg = evaluation.aggregate_scores(scores, reps=200, seed=0)["iqm"]
+  agg = score_stats.aggregate_scores(scores, reps=200, seed=0)["iqm"]
   # IQM of [1,1,1,2,2,2,3,3,3,4,4,4] trimmed 3 each side: mean(1,2,2,2,3,3,3,4)... = 2.5.
   assert agg.value == pytest.approx(2.5)
   assert agg.ci_low == pytest.approx(2.5) and agg.ci_high == pytest.approx(2.5)
   with pytest.raises(ValueError, match="num_runs"):
-    evaluation.aggregate_scores(np.ones(3))
+    score_stats.aggregate_scores(np.ones(3))
 
 
 # ----------------------------------------------------------------------------- evaluation loop
@@ -114,7 +114,7 @@ class ScriptedEnv(py_environment.PyEnvironment):
 
 def _adaptive(sample=False):
   tss, aspec = specs(2, 3)
-  return policies.ConfidenceAdaptivePolicy(tss, aspec, linear_q_model(W3, C3), num_deltas=2,
+  return policies.ConfidenceAdaptivePolicy(tss, aspec, linear_q_model(W3, C3), num_grid_deltas=2,
                                            gamma=0.5, temperature=1.0, sample_delta=sample)
 
 
@@ -125,15 +125,15 @@ def test_probability_of_improvement_by_hand():
   x above y in every pair: 1 with a zero-width CI; x == y: 0.5."""
   x = np.array([[10.0, 5.0], [41.0, 5.0]])   # [runs, games]
   y = np.array([[0.0, 5.0], [30.0, 0.0]])
-  p = evaluation.probability_of_improvement(x, y, reps=200)
+  p = score_stats.probability_of_improvement(x, y, reps=200)
   assert p.value == pytest.approx(0.75)
   assert p.ci_low <= 0.75 <= p.ci_high
-  assert evaluation.probability_of_improvement(x, y, reps=200) == p     # seeded
-  top = evaluation.probability_of_improvement(x + 100.0, y, reps=200)
+  assert score_stats.probability_of_improvement(x, y, reps=200) == p     # seeded
+  top = score_stats.probability_of_improvement(x + 100.0, y, reps=200)
   assert (top.value, top.ci_low, top.ci_high) == pytest.approx((1.0, 1.0, 1.0))
-  assert evaluation.probability_of_improvement(x, x, reps=200).value == pytest.approx(0.5)
+  assert score_stats.probability_of_improvement(x, x, reps=200).value == pytest.approx(0.5)
   with pytest.raises(ValueError, match="same games"):
-    evaluation.probability_of_improvement(x, y[:, :1])
+    score_stats.probability_of_improvement(x, y[:, :1])
 
 
 def test_run_episodes_fixed_policy_records():
@@ -141,7 +141,7 @@ def test_run_episodes_fixed_policy_records():
   policy = policies.FixedDeltaPolicy(tss, aspec, linear_q_model(W3, C3), delta=0.25)
   env = ScriptedEnv()
   seen = []
-  recs = evaluation.run_episodes(policy, env, 3, on_episode=seen.append)
+  recs = rollouts.run_episodes(policy, env, 3, on_episode=seen.append)
   assert len(recs) == 3 and seen == recs
   for i, r in enumerate(recs):
     assert r.episode == i and r.length == 2
@@ -151,13 +151,13 @@ def test_run_episodes_fixed_policy_records():
   # executed, so 2 actions per episode.
   assert env.actions == [0, 2] * 3
   with pytest.raises(ValueError, match="num_episodes"):
-    evaluation.run_episodes(policy, env, 0)
+    rollouts.run_episodes(policy, env, 0)
 
 
 def test_run_episodes_carries_belief_across_episodes():
   # Each episode adds [0, -1.25] to log b (see tests/test_policies.py, hand example): after
   # episode 1 b(0.25) = 1/(1+e^-1.25) = 0.777300, after episode 2 1/(1+e^-2.5) = 0.924142.
-  recs = evaluation.run_episodes(_adaptive(), ScriptedEnv(), 2)
+  recs = rollouts.run_episodes(_adaptive(), ScriptedEnv(), 2)
   b = [float(np.exp(r.log_belief[0])) for r in recs]
   assert b[0] == pytest.approx(0.777300, abs=1e-5)
   assert b[1] == pytest.approx(0.924142, abs=1e-5)
@@ -166,7 +166,7 @@ def test_run_episodes_carries_belief_across_episodes():
 
 def test_epsilon_actions_are_the_ones_scored_by_the_belief():
   env = ScriptedEnv()
-  recs = evaluation.run_episodes(_adaptive(), env, 4, epsilon=1.0, seed=3)
+  recs = rollouts.run_episodes(_adaptive(), env, 4, epsilon=1.0, seed=3)
   acts = np.array(env.actions).reshape(4, 2)
   assert len(set(env.actions)) > 1  # random actions
   # Replay the executed actions through the belief math independently.
@@ -184,23 +184,23 @@ def test_epsilon_actions_are_the_ones_scored_by_the_belief():
 
 def test_run_episodes_with_exported_policy(tmp_path):
   policies.export_policy(_adaptive(), str(tmp_path / "p"))
-  saved, meta = evaluation.load_saved_policy(str(tmp_path / "p"), num_actions=3,
+  saved, meta = rollouts.load_saved_policy(str(tmp_path / "p"), num_actions=3,
                                              observation_shape=(2,))
   assert meta == {"num_actions": 3, "observation_shape": (2,)}
-  recs = evaluation.run_episodes(saved, ScriptedEnv(), 2)
+  recs = rollouts.run_episodes(saved, ScriptedEnv(), 2)
   assert float(np.exp(recs[1].log_belief[0])) == pytest.approx(0.924142, abs=1e-5)
   # A stateless export (empty policy state) runs through the same loop.
   tss, aspec = specs(2, 3)
   fixed = policies.FixedDeltaPolicy(tss, aspec, linear_q_model(W3, C3), delta=0.25)
   policies.export_policy(fixed, str(tmp_path / "f"))
-  saved, _ = evaluation.load_saved_policy(str(tmp_path / "f"))
+  saved, _ = rollouts.load_saved_policy(str(tmp_path / "f"))
   env = ScriptedEnv()
-  recs = evaluation.run_episodes(saved, env, 2)
+  recs = rollouts.run_episodes(saved, env, 2)
   assert env.actions == [0, 2, 0, 2] and recs[1].deltas == [0.25, 0.25]
   # Without its spec file a policy cannot be checked against a game: refused, not guessed.
   os.remove(tmp_path / "f" / "policy_specs.pbtxt")
   with pytest.raises(ValueError, match=r"policy_specs\.pbtxt is missing.*re-export"):
-    evaluation.load_saved_policy(str(tmp_path / "f"), num_actions=3)
+    rollouts.load_saved_policy(str(tmp_path / "f"), num_actions=3)
 
 
 def test_plain_policy_saver_export_also_loads_for_evaluation(tmp_path):
@@ -208,27 +208,27 @@ def test_plain_policy_saver_export_also_loads_for_evaluation(tmp_path):
   # which load_saved_policy provides.
   from tf_agents.policies import policy_saver
   policy_saver.PolicySaver(_adaptive(), batch_size=None).save(str(tmp_path / "plain"))
-  saved, meta = evaluation.load_saved_policy(str(tmp_path / "plain"), num_actions=3)
-  recs = evaluation.run_episodes(saved, ScriptedEnv(), 2)
+  saved, meta = rollouts.load_saved_policy(str(tmp_path / "plain"), num_actions=3)
+  recs = rollouts.run_episodes(saved, ScriptedEnv(), 2)
   assert float(np.exp(recs[1].log_belief[0])) == pytest.approx(0.924142, abs=1e-5)
 
 
 def test_load_saved_policy_errors(tmp_path):
   with pytest.raises(ValueError, match="--policy_dir .*missing does not exist"):
-    evaluation.load_saved_policy(str(tmp_path / "missing"))
+    rollouts.load_saved_policy(str(tmp_path / "missing"))
   (tmp_path / "a_file").write_text("x")
   with pytest.raises(ValueError, match="--policy_dir .*a_file is a file, not a directory"):
-    evaluation.load_saved_policy(str(tmp_path / "a_file"))
+    rollouts.load_saved_policy(str(tmp_path / "a_file"))
   (tmp_path / "empty").mkdir()
   with pytest.raises(ValueError, match="not a SavedModel directory"):
-    evaluation.load_saved_policy(str(tmp_path / "empty"))
+    rollouts.load_saved_policy(str(tmp_path / "empty"))
   tss, aspec = specs(2, 3)
   policies.export_policy(policies.FixedDeltaPolicy(tss, aspec, linear_q_model(W3, C3), 0.5),
                          str(tmp_path / "fixed"))
   with pytest.raises(ValueError, match="has 3 actions but the game has 18"):
-    evaluation.load_saved_policy(str(tmp_path / "fixed"), num_actions=18)
+    rollouts.load_saved_policy(str(tmp_path / "fixed"), num_actions=18)
   with pytest.raises(ValueError, match=r"shape \(2,\).*\(84, 84, 4\)"):
-    evaluation.load_saved_policy(str(tmp_path / "fixed"), observation_shape=(84, 84, 4))
+    rollouts.load_saved_policy(str(tmp_path / "fixed"), observation_shape=(84, 84, 4))
 
 
 def test_gridworld_environment_goal_by_hand():
@@ -239,7 +239,7 @@ def test_gridworld_environment_goal_by_hand():
   aspec = policies.tensor_spec.BoundedTensorSpec((), tf.int32, 0, 3, "action")
   model = linear_q_model(np.zeros([world.num_states, 4]), [0., 1., 0., 0.])
   policy = policies.FixedDeltaPolicy(tss, aspec, model, delta=0.5)
-  recs = evaluation.run_episodes(
+  recs = rollouts.run_episodes(
       policy, env, 2, raw_score_fn=lambda e: e.get_info()["episode_discounted_return"])
   # Layout row 6 is "S......G": 7 steps right, reward 1 on arrival, discounted gamma^6.
   for r in recs:

@@ -6,6 +6,7 @@ import pytest
 
 import ccvl_tf  # noqa: F401
 from ccvl_tf.data import dqn_replay
+from ccvl_tf.data import replay_files
 from ccvl_tf.data import replay_writer
 from ccvl_tf.data.frame_store import FrameStore
 from tests.test_dqn_replay import (A_ACTION, A_EXPECTED, A_FRAMES, A_REWARD, A_TERM,
@@ -89,7 +90,7 @@ def test_sample_uniform_and_memory_per_transition(tmp_path):
   # Uniform over 376 transitions: each action ~ 1/3.
   counts = np.bincount(b["action"], minlength=3) / 4000
   assert np.abs(counts - 1 / 3).max() < 0.04
-  with pytest.raises(dqn_replay.DatasetError, match="outside"):
+  with pytest.raises(replay_files.DatasetError, match="outside"):
     FrameStore.from_replay(d, num_actions=2)
 
 
@@ -97,7 +98,7 @@ def test_truncated_observation_file_detected_when_loading_store(two_ckpts):
   path = os.path.join(two_ckpts, "$store$_observation_ckpt.1.gz")
   data = open(path, "rb").read()
   open(path, "wb").write(data[:len(data) // 2])
-  with pytest.raises(dqn_replay.DatasetError, match=r"observation_ckpt\.1\.gz"):
+  with pytest.raises(replay_files.DatasetError, match=r"observation_ckpt\.1\.gz"):
     FrameStore.from_replay(two_ckpts)
 
 

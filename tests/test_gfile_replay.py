@@ -18,7 +18,7 @@ import tensorflow as tf
 
 import ccvl_tf  # noqa: F401
 from ccvl_tf.data import dqn_replay, replay_files, store_cache
-from ccvl_tf.data.dqn_replay import DatasetError
+from ccvl_tf.data.replay_files import DatasetError
 from ccvl_tf.data.frame_store import FrameStore
 
 TESTDATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
@@ -164,7 +164,7 @@ def test_remote_prefix_subset_reads_only_the_start_of_the_observation_file(
   for name, arr in arrays.items():
     with gzip.open(os.path.join(d, name + "_ckpt.0.gz"), "wb") as f:
       np.save(f, arr, allow_pickle=False)
-  with open(os.path.join(d, dqn_replay.METADATA_FILENAME), "w") as f:
+  with open(os.path.join(d, replay_files.METADATA_FILENAME), "w") as f:
     json.dump({"subsets": {"first40": [40, None, "prefix"], "all": [None, None]}}, f)
   remote = copy_to_ram(d, ram_root + "/big")
   local = FrameStore.from_replay(d, "first40")
@@ -264,7 +264,7 @@ def test_unreachable_source_uses_a_complete_cache_as_is(ram_root, cache_env, mon
   first = FrameStore.from_replay(remote, "1%", progress=lambda m: None)
 
   def offline(path):
-    raise dqn_replay.UnreachableError("could not reach {} (no network)".format(path))
+    raise replay_files.UnreachableError("could not reach {} (no network)".format(path))
 
   monkeypatch.setattr(replay_files, "list_dir", offline)
   msgs = []
@@ -275,9 +275,9 @@ def test_unreachable_source_uses_a_complete_cache_as_is(ram_root, cache_env, mon
 def test_reader_functions_on_remote_paths(ram_root):
   remote = copy_to_ram(TESTDATA, ram_root + "/Breakout/1/replay_logs")
   run_dir = ram_root + "/Breakout/1"
-  assert dqn_replay.resolve_replay_dir(run_dir) == remote
-  assert dqn_replay.list_suffixes(run_dir) == [0, 1, 2]
-  assert dqn_replay.read_metadata(remote)["game"] == "Breakout"
+  assert replay_files.resolve_replay_dir(run_dir) == remote
+  assert replay_files.list_suffixes(run_dir) == [0, 1, 2]
+  assert replay_files.read_metadata(remote)["game"] == "Breakout"
   ref = dqn_replay.load_checkpoint(TESTDATA, 1, num_actions=4)
   got = dqn_replay.load_checkpoint(remote, 1, num_actions=4)
   for name in ("observation", "action", "reward", "terminal", "invalid_range"):
@@ -289,10 +289,10 @@ def test_reader_functions_on_remote_paths(ram_root):
   np.testing.assert_array_equal(np.stack([t.observation for t in rem]),
                                 np.stack([t.observation for t in loc]))
   with pytest.raises(DatasetError, match="replay directory does not exist: ram://.*nope"):
-    dqn_replay.list_suffixes(ram_root + "/nope")
+    replay_files.list_suffixes(ram_root + "/nope")
   tf.io.gfile.remove(remote + "/add_count_ckpt.2.gz")
   with pytest.raises(DatasetError, match=r"suffix 2 in ram://.*missing .*add_count_ckpt\.2\.gz"):
-    dqn_replay.list_suffixes(remote)
+    replay_files.list_suffixes(remote)
 
 
 def test_offline_config_accepts_remote_dataset_dirs(ram_root, monkeypatch):

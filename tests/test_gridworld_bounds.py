@@ -149,7 +149,7 @@ def test_offline_gridworld_bounds_hold_at_every_grid_delta(tmp_path):
   of the 8 grid deltas (measured: Q_l 0.65-1.00, Q_u 0.965-1.00), with mean gaps to Q* within
   0.5 and to the tabular bounds within 0.2 (measured 0.46 and 0.14)."""
   from ccvl_tf.experiments.online import runner as online
-  from ccvl_tf.experiments.online import evaluations as online_eval
+  from ccvl_tf.experiments.online import scores_and_bounds as online_eval
   root = str(tmp_path / "offline")
   online.train_offline_gridworld(root, num_steps=1500, seed=0, log=lambda s: None)
   cfg = online.OnlineConfig(game="gridworld")

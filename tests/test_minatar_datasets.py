@@ -10,6 +10,8 @@ import pytest
 
 import ccvl_tf  # noqa: F401
 from ccvl_tf.data import dqn_replay
+from ccvl_tf.data import replay_validity
+from ccvl_tf.data import replay_files
 from ccvl_tf.data import replay_plan
 from ccvl_tf.data import replay_writer
 from ccvl_tf.data import minatar_datasets as md
@@ -69,7 +71,7 @@ EXPECTED = [(1, 0, 0.0, 2, False), (2, 1, 1.0, 3, False), (5, 1, 1.0, 6, False),
 
 
 def test_writer_reader_store_pipeline_on_hand_worked_stack1_buffer(tiny):
-  meta = dqn_replay.read_metadata(tiny)
+  meta = replay_files.read_metadata(tiny)
   assert meta["stack_size"] == 1 and meta["observation_shape"] == [10, 10, 3]
   c0 = dqn_replay.load_checkpoint(tiny, 0, num_actions=3)
   assert c0.observation.shape == (4, 10, 10, 3) and c0.stack_size == 1
@@ -81,7 +83,7 @@ def test_writer_reader_store_pipeline_on_hand_worked_stack1_buffer(tiny):
   assert c1.terminal.tolist() == [0, 1, 0, 0] and c1.valid_indices().tolist() == [0, 1]
   # The reader.
   got = [(value(t.observation), t.action, t.reward, value(t.next_observation), t.terminal)
-         for s in dqn_replay.list_suffixes(tiny) for t in dqn_replay.iterate_transitions(tiny, s)]
+         for s in replay_files.list_suffixes(tiny) for t in dqn_replay.iterate_transitions(tiny, s)]
   assert sorted(got) == EXPECTED
   arrays = dqn_replay.transition_arrays(c1, c1.valid_indices())
   assert arrays["observation"].shape == (2, 10, 10, 3)
@@ -118,7 +120,7 @@ def test_stacking_multichannel_frames_with_k2():
 
 
 def test_wrong_observation_shape_is_rejected(tiny):
-  with pytest.raises(dqn_replay.DatasetError, match=r"observation_ckpt\.0\.gz.*84, 84"):
+  with pytest.raises(replay_files.DatasetError, match=r"observation_ckpt\.0\.gz.*84, 84"):
     dqn_replay.load_checkpoint(tiny, 0, observation_shape=(84, 84))
 
 
@@ -152,7 +154,7 @@ def test_subset_table_and_scaled_subsets_on_a_tiny_dataset(tmp_path):
   # batch_rl's capacity trick would pair slot 4 (value 25) with slot 0 (21): a bogus
   # transition with stack size 1 -- why this dataset's subsets are prefixes.
   c1 = dqn_replay.load_checkpoint(d, 1)
-  assert 4 in dqn_replay.valid_indices(c1.terminal, c1.add_count, c1.invalid_range,
+  assert 4 in replay_validity.valid_indices(c1.terminal, c1.add_count, c1.invalid_range,
                                        replay_capacity=5, stack_size=1)
   assert FrameStore.from_replay(d, "initial10%").num_transitions == 18  # slots 0..17
   assert FrameStore.from_replay(d, "all").num_transitions == 18 * 3
@@ -266,13 +268,13 @@ def test_binary_builds_caches_and_restarts_an_interrupted_game(tmp_path):
     assert sorted(n for n in os.listdir(rdir) if n != "replay_logs") == sorted(
         ["COMPLETE", "summary.json", "dqn_q_network.npz"])
     logs = os.path.join(rdir, "replay_logs")
-    assert dqn_replay.list_suffixes(logs) == [0, 1, 2]
+    assert replay_files.list_suffixes(logs) == [0, 1, 2]
     per_suffix = {"$store$_observation", "$store$_action", "$store$_reward", "$store$_terminal",
                   "add_count", "invalid_range"}
     assert sorted(os.listdir(logs)) == sorted(
         ["{}_ckpt.{}.gz".format(n, s) for n in per_suffix for s in range(3)] +
         ["ccvl_dataset.json"])
-    meta = dqn_replay.read_metadata(logs)
+    meta = replay_files.read_metadata(logs)
     assert meta["stack_size"] == 1 and meta["replay_capacity"] == {"Breakout": 41,
                                                                    "SpaceInvaders": 44}[game]
     assert meta["subsets"]["1%"] == [2, None, "prefix"] and meta["game"] == game

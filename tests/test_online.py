@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from ccvl_tf import replay
+from ccvl_tf import reverb_replay
 from ccvl_tf.experiments.online import runner as online
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -37,7 +37,7 @@ def offline_dir(tmp_path_factory):
 def server():
   cfg = online.OnlineConfig(game="gridworld", min_replay_size=4, samples_per_insert=2.0,
                             batch_size=4, replay_capacity=1000)
-  srv, address = replay.start_server(online.make_server_tables(cfg))
+  srv, address = reverb_replay.start_server(online.make_server_tables(cfg))
   try:
     yield cfg, address
   finally:
@@ -69,7 +69,7 @@ def sampling_server():
   probability 1/5 in 0.8^18 = 1.8% of runs)."""
   cfg = online.OnlineConfig(game="gridworld", min_replay_size=4, samples_per_insert=1000.0,
                             batch_size=4, replay_capacity=1000)
-  srv, address = replay.start_server(online.make_server_tables(cfg))
+  srv, address = reverb_replay.start_server(online.make_server_tables(cfg))
   try:
     yield cfg, address
   finally:
@@ -94,10 +94,10 @@ def test_observer_items_become_the_right_transitions(sampling_server):
   scripted = _ScriptedPolicy([0, 0, 1, 0] * 4, env.time_step_spec(), env.action_spec(),
                              agent.exploration_policy.info_spec)
   observer = reverb_utils.ReverbAddTrajectoryObserver(
-      reverb.Client(address), replay.REPLAY_TABLE, sequence_length=2, stride_length=1)
+      reverb.Client(address), reverb_replay.REPLAY_TABLE, sequence_length=2, stride_length=1)
   py_driver.PyDriver(env, scripted.policy, [observer], max_steps=6).run(env.reset())
   observer.flush()
-  ds = replay.replay_dataset(spec, address, batch_size=1, rate_limiter_timeout_ms=1000)
+  ds = reverb_replay.replay_dataset(spec, address, batch_size=1, rate_limiter_timeout_ms=1000)
   seen = set()
   for batch in ds.take(200):
     s = int(np.argmax(batch["observation"][0]))
@@ -118,7 +118,7 @@ def test_variable_container_round_trip_and_rate_limiter_timeout(server):
   av = online._pushed_variables(actor, online._control_variables())
   lv["train_step"].assign(42)
   container = reverb_variable_container.ReverbVariableContainer(
-      address, table_names=[replay.VARIABLE_TABLE])
+      address, table_names=[reverb_replay.VARIABLE_TABLE])
   container.push(lv)
   obs = np.eye(64, dtype=np.float32)[:5]
   assert not np.allclose(actor.upper.q_values(obs, 0.5), learner.upper.q_values(obs, 0.5))
@@ -127,7 +127,7 @@ def test_variable_container_round_trip_and_rate_limiter_timeout(server):
   np.testing.assert_allclose(actor.upper.q_values(obs, 0.5), learner.upper.q_values(obs, 0.5))
   np.testing.assert_allclose(actor.lower.q_values(obs, 0.5), learner.lower.q_values(obs, 0.5))
   # An empty replay table: the sample waits rate_limiter_timeout_ms, then the dataset ends.
-  ds = replay.replay_dataset(learner.exploration_policy.trajectory_spec, address, 4,
+  ds = reverb_replay.replay_dataset(learner.exploration_policy.trajectory_spec, address, 4,
                              rate_limiter_timeout_ms=300)
   t = time.monotonic()
   assert list(ds.take(1)) == []
@@ -139,10 +139,10 @@ def test_unreachable_server_error_names_the_address():
   address = f"localhost:{portpicker.pick_unused_port()}"
   t = time.monotonic()
   with pytest.raises(ConnectionError, match=f"Reverb server at {address} is not reachable"):
-    replay.check_server(address, timeout_s=1)
+    reverb_replay.check_server(address, timeout_s=1)
   assert time.monotonic() - t < 15
   with pytest.raises(ValueError, match="host:port"):
-    replay.check_server("localhost", 1)
+    reverb_replay.check_server("localhost", 1)
 
 
 def test_config_and_offline_errors(tmp_path, offline_dir):
@@ -203,7 +203,7 @@ def _assert_exports_equal_in_process_policies(root, offline_dir, work_dir):
   cfg, (tss, act), agent = _restored_learner(root, offline_dir)
   built = {  # as online.run exports them
       "policy": policies.ConfidenceAdaptivePolicy(
-          tss, act, agent.q_network, num_deltas=cfg.num_grid_deltas, gamma=agent.config.gamma,
+          tss, act, agent.q_network, num_grid_deltas=cfg.num_grid_deltas, gamma=agent.config.gamma,
           seed=cfg.seed, upper_network=agent.upper_q_network, beta=cfg.beta, reward_clip=None),
       "policy_fixed": policies.FixedDeltaPolicy(tss, act, agent.q_network, cfg.policy_delta),
       "policy_bounds": agent.bounds_policy,

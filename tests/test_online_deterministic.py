@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from ccvl_tf import replay
+from ccvl_tf import reverb_replay
 from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf.experiments.online import deterministic
-from ccvl_tf.experiments.online import evaluations
+from ccvl_tf.experiments.online import scores_and_bounds
 from ccvl_tf.experiments.online import runner as online
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -40,7 +40,7 @@ def test_seeded_replay_holds_what_the_reverb_path_holds():
   from tests.test_online import _ScriptedPolicy
   cfg = online.OnlineConfig(game="gridworld", min_replay_size=4, samples_per_insert=2.0,
                             batch_size=4, replay_capacity=1000)
-  server, address = replay.start_server(online.make_server_tables(cfg))
+  server, address = reverb_replay.start_server(online.make_server_tables(cfg))
   try:
     world = gridworld.GridWorld(slip_prob=0.0, horizon=3)
     env = gridworld_env.GridWorldEnvironment(world, seed=0)
@@ -51,14 +51,14 @@ def test_seeded_replay_holds_what_the_reverb_path_holds():
     py_driver.PyDriver(env, scripted.policy, [trajectories.append], max_steps=6).run(
         env.reset())
     to_reverb = reverb_utils.ReverbAddTrajectoryObserver(
-        reverb.Client(address), replay.REPLAY_TABLE, sequence_length=2, stride_length=1)
+        reverb.Client(address), reverb_replay.REPLAY_TABLE, sequence_length=2, stride_length=1)
     seeded = deterministic.SeededReplay(capacity=100, seed=0)
     observe = seeded.observer()
     for traj in trajectories:
       to_reverb(traj)
       observe(traj)
     to_reverb.flush()
-    size = reverb.Client(address).server_info()[replay.REPLAY_TABLE].current_size
+    size = reverb.Client(address).server_info()[reverb_replay.REPLAY_TABLE].current_size
   finally:
     server.stop()
   items = [(world.cell(int(np.argmax(o))), int(a), float(r), world.cell(int(np.argmax(o2))),
@@ -68,7 +68,7 @@ def test_seeded_replay_holds_what_the_reverb_path_holds():
                    ((5, 0), 0, 0.0, (4, 0), 0.0)]
   assert size == len(seeded) == seeded.inserts == 5
   # The batch of a step is a function of (seed, step) and the contents: the dtypes of the
-  # Reverb dataset's batches (replay.trajectory_to_transition).
+  # Reverb dataset's batches (reverb_replay.trajectory_to_transition).
   a, b = seeded.sample(8, step=7), seeded.sample(8, step=7)
   assert all(np.array_equal(a[k], b[k]) for k in a)
   assert not np.array_equal(seeded.sample(8, step=8)["observation"], a["observation"])
@@ -109,7 +109,7 @@ def test_errors_name_the_flag(tmp_path):
 def test_every_evaluation_of_a_run_uses_the_same_seeds(monkeypatch):
   """The offline start ("before") and the end ("after") play episodes from the same
   environment and epsilon seeds, whatever the step."""
-  from ccvl_tf import evaluation
+  from ccvl_tf import rollouts
   from ccvl_tf.envs import factory
   cfg = online.OnlineConfig(game="gridworld", agent="cql", seed=3, eval_episodes=2)
   agent = online.build_agent("gridworld", *online.specs("gridworld"), cfg.bounds(), agent="cql")
@@ -122,17 +122,17 @@ def test_every_evaluation_of_a_run_uses_the_same_seeds(monkeypatch):
 
   def recording_run_episodes(policy, env, episodes, **kwargs):
     seen.append(("episodes", kwargs["seed"]))
-    return [evaluation.EpisodeRecord(run=0, episode=i, return_=0.0, raw_score=0.0, length=1,
+    return [rollouts.EpisodeRecord(run=0, episode=i, return_=0.0, raw_score=0.0, length=1,
                                      deltas=[], map_delta=float("nan"))
             for i in range(episodes)]
 
   monkeypatch.setattr(factory, "make_env", recording_make_env)
-  monkeypatch.setattr(evaluation, "run_episodes", recording_run_episodes)
-  monkeypatch.setattr(evaluations, "exact_gridworld_scores", lambda cfg, agent: {})
-  evaluations.evaluate(cfg, agent, step=100)
+  monkeypatch.setattr(rollouts, "run_episodes", recording_run_episodes)
+  monkeypatch.setattr(scores_and_bounds, "exact_gridworld_scores", lambda cfg, agent: {})
+  scores_and_bounds.evaluate(cfg, agent, step=100)
   before = list(seen)
   seen.clear()
-  evaluations.evaluate(cfg, agent, step=2600)
+  scores_and_bounds.evaluate(cfg, agent, step=2600)
   assert seen == before == [("env", 10_003), ("episodes", 3)]
 
 

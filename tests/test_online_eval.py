@@ -8,9 +8,9 @@ import ccvl_tf  # noqa: F401
 import numpy as np
 import pytest
 
-from ccvl_tf import replay
+from ccvl_tf import reverb_replay
 from ccvl_tf.experiments.online import actor as online_actor
-from ccvl_tf.experiments.online import evaluations as online_eval
+from ccvl_tf.experiments.online import scores_and_bounds as online_eval
 
 
 def test_discounted_returns_to_go_by_hand():
@@ -37,15 +37,15 @@ def test_actor_stats_are_summed_over_actors(tmp_path):
 def test_rate_limiter_stats_count_completed_inserts_and_samples():
   """A real server, a table with a SampleToInsertRatio limiter: 6 items inserted, 2 sampled."""
   import reverb  # pylint: disable=g-import-not-at-top
-  table = reverb.Table(replay.REPLAY_TABLE, reverb.selectors.Uniform(), reverb.selectors.Fifo(),
+  table = reverb.Table(reverb_replay.REPLAY_TABLE, reverb.selectors.Uniform(), reverb.selectors.Fifo(),
                        100, reverb.rate_limiters.SampleToInsertRatio(1.0, 2, 10.0))
-  srv, address = replay.start_server([table])
+  srv, address = reverb_replay.start_server([table])
   try:
     client = reverb.Client(address)
     for i in range(6):
-      client.insert(np.array([i], np.int32), {replay.REPLAY_TABLE: 1.0})
-    assert len(list(client.sample(replay.REPLAY_TABLE, num_samples=2))) == 2
-    stats = replay.rate_limiter_stats(client.server_info()[replay.REPLAY_TABLE])
+      client.insert(np.array([i], np.int32), {reverb_replay.REPLAY_TABLE: 1.0})
+    assert len(list(client.sample(reverb_replay.REPLAY_TABLE, num_samples=2))) == 2
+    stats = reverb_replay.rate_limiter_stats(client.server_info()[reverb_replay.REPLAY_TABLE])
     assert stats == {"inserts": 6.0, "samples": 2.0}
   finally:
     srv.stop()

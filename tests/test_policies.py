@@ -162,7 +162,7 @@ def test_belief_update_episode_boundary_by_hand():
   """
   tss, aspec = specs(2, 3)
   policy = policies.ConfidenceAdaptivePolicy(
-      tss, aspec, linear_q_model(W3, C3), num_deltas=2, gamma=0.5, temperature=1.0,
+      tss, aspec, linear_q_model(W3, C3), num_grid_deltas=2, gamma=0.5, temperature=1.0,
       sample_delta=False)
   np.testing.assert_allclose(policy.delta_grid, [0.25, 0.75])
   s0, s1, s2 = [[1.0, 0.0]], [[0.0, 0.2]], [[0.0, 0.0]]
@@ -201,7 +201,7 @@ def test_belief_update_matches_belief_module():
   tss, aspec = specs(2, 3)
   k, gamma, temp = 4, 0.9, 0.5
   policy = policies.ConfidenceAdaptivePolicy(
-      tss, aspec, linear_q_model(W3, C3), num_deltas=k, gamma=gamma, temperature=temp,
+      tss, aspec, linear_q_model(W3, C3), num_grid_deltas=k, gamma=gamma, temperature=temp,
       sample_delta=False)
   grid = belief.delta_grid(k)  # [0.125, 0.375, 0.625, 0.875]
   s, s_next, r = np.array([0.3, 0.1]), np.array([0.2, 0.6]), 0.4
@@ -218,7 +218,7 @@ def test_reward_clip_applies_to_scoring():
   # Same as step 2 of the hand test but r = 5.75 clipped to 0.75: same belief 0.562177.
   tss, aspec = specs(2, 3)
   policy = policies.ConfidenceAdaptivePolicy(
-      tss, aspec, linear_q_model(W3, C3), num_deltas=2, gamma=0.5, sample_delta=False,
+      tss, aspec, linear_q_model(W3, C3), num_grid_deltas=2, gamma=0.5, sample_delta=False,
       reward_clip=0.75)
   step = policy.action(first([[1.0, 0.0]]), policy.get_initial_state(1))
   step = policy.action(mid([[0.0, 0.2]], [5.75]), step.state)
@@ -234,7 +234,7 @@ def test_belief_concentrates_on_bellman_consistent_delta():
   """
   tss, aspec = specs(2, 3)
   model = linear_q_model(np.zeros([2, 3]), [4., 4., 4.])
-  policy = policies.ConfidenceAdaptivePolicy(tss, aspec, model, num_deltas=5, gamma=0.5,
+  policy = policies.ConfidenceAdaptivePolicy(tss, aspec, model, num_grid_deltas=5, gamma=0.5,
                                              temperature=1.0, sample_delta=True, seed=7)
   obs = [[1.0, 0.0]]
   step = policy.action(first(obs), policy.get_initial_state(1))
@@ -250,7 +250,7 @@ def test_belief_concentrates_on_bellman_consistent_delta():
 
 def test_sampling_is_deterministic_given_state_and_advances_rng():
   tss, aspec = specs(2, 3)
-  policy = policies.ConfidenceAdaptivePolicy(tss, aspec, linear_q_model(W3, C3), num_deltas=8,
+  policy = policies.ConfidenceAdaptivePolicy(tss, aspec, linear_q_model(W3, C3), num_grid_deltas=8,
                                              sample_delta=True, seed=3)
   state = policy.get_initial_state(4)
   np.testing.assert_array_equal(state["rng"].numpy(), [[3, 0]] * 4)
@@ -273,7 +273,7 @@ def test_adaptive_bounds_policy_uses_sampled_delta():
   tss, aspec = specs(1, 4)
   lower = linear_q_model([[3., 2.5, 1., -1.]], [0.] * 4, name="lower")
   upper = linear_q_model([[3.5, 4., 9., 10.]], [0.] * 4, name="upper")
-  policy = policies.ConfidenceAdaptivePolicy(tss, aspec, lower, num_deltas=4,
+  policy = policies.ConfidenceAdaptivePolicy(tss, aspec, lower, num_grid_deltas=4,
                                              upper_network=upper, beta=0.8)
   step = policy.action(first([[1.0]]), policy.get_initial_state(1))
   assert int(step.action[0]) == 1
@@ -283,7 +283,7 @@ def test_adaptive_bounds_policy_uses_sampled_delta():
 # ----------------------------------------------------------------------------- epsilon-greedy
 def test_epsilon_zero_equals_greedy_and_keeps_belief_across_first():
   tss, aspec = specs(2, 3)
-  inner = policies.ConfidenceAdaptivePolicy(tss, aspec, linear_q_model(W3, C3), num_deltas=2,
+  inner = policies.ConfidenceAdaptivePolicy(tss, aspec, linear_q_model(W3, C3), num_grid_deltas=2,
                                             gamma=0.5, sample_delta=False)
   wrapped = policies.epsilon_greedy(inner, epsilon=0.0)
   assert isinstance(wrapped, epsilon_greedy_policy.EpsilonGreedyPolicy)
@@ -305,7 +305,7 @@ def test_epsilon_zero_equals_greedy_and_keeps_belief_across_first():
 def test_stock_epsilon_greedy_would_reset_the_belief():
   """Documents why epsilon_greedy() exists: TF-Agents' defaults reset state at FIRST steps."""
   tss, aspec = specs(2, 3)
-  inner = policies.ConfidenceAdaptivePolicy(tss, aspec, linear_q_model(W3, C3), num_deltas=2,
+  inner = policies.ConfidenceAdaptivePolicy(tss, aspec, linear_q_model(W3, C3), num_grid_deltas=2,
                                             gamma=0.5, sample_delta=False)
   stock = epsilon_greedy_policy.EpsilonGreedyPolicy(inner, epsilon=0.0)
   st = inner.get_initial_state(1)
@@ -318,7 +318,7 @@ def test_stock_epsilon_greedy_would_reset_the_belief():
 
 def test_epsilon_one_records_executed_action_and_greedy_delta():
   tss, aspec = specs(2, 3)
-  inner = policies.ConfidenceAdaptivePolicy(tss, aspec, linear_q_model(W3, C3), num_deltas=2,
+  inner = policies.ConfidenceAdaptivePolicy(tss, aspec, linear_q_model(W3, C3), num_grid_deltas=2,
                                             sample_delta=False)
   wrapped = policies.epsilon_greedy(inner, epsilon=1.0)
   st = wrapped.get_initial_state(64)
@@ -344,9 +344,9 @@ def test_resample_per_episode_holds_delta_within_episode():
   # sampling holds it until the next FIRST step.
   tss, aspec = specs(2, 3)
   model = linear_q_model(np.zeros([2, 3]), [0., 0., 0.])
-  held = policies.ConfidenceAdaptivePolicy(tss, aspec, model, num_deltas=8, seed=5,
+  held = policies.ConfidenceAdaptivePolicy(tss, aspec, model, num_grid_deltas=8, seed=5,
                                            resample="episode")
-  per_step = policies.ConfidenceAdaptivePolicy(tss, aspec, model, num_deltas=8, seed=5)
+  per_step = policies.ConfidenceAdaptivePolicy(tss, aspec, model, num_grid_deltas=8, seed=5)
   obs = [[0.0, 0.0]]
 
   def deltas(policy, steps):

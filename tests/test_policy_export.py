@@ -32,7 +32,7 @@ def _sequence():
 def test_saved_model_round_trip_in_fresh_tensorflow_only_process(tmp_path):
   tss, aspec = specs(2, 3)
   model = linear_q_model(W3, C3)
-  adaptive = policies.ConfidenceAdaptivePolicy(tss, aspec, model, num_deltas=5, gamma=0.9,
+  adaptive = policies.ConfidenceAdaptivePolicy(tss, aspec, model, num_grid_deltas=5, gamma=0.9,
                                                temperature=0.1, sample_delta=True, seed=11)
   built = {
       "fixed": policies.FixedDeltaPolicy(tss, aspec, model, delta=0.3),
@@ -45,7 +45,7 @@ def test_saved_model_round_trip_in_fresh_tensorflow_only_process(tmp_path):
               (2,), np.float32, 3, networks.QNetworkConfig(torso="mlp", mlp_units=(8,),
                                                            hidden_units=8),
               delta_head="monotone").q_model,
-          num_deltas=5, gamma=0.9, temperature=0.1, sample_delta=True, seed=3),
+          num_grid_deltas=5, gamma=0.9, temperature=0.1, sample_delta=True, seed=3),
   }
   for name, policy in built.items():
     policies.export_policy(policy, str(tmp_path / name))

@@ -20,7 +20,7 @@ import pytest
 
 import ccvl_tf  # noqa: F401
 from ccvl_tf.data import dqn_replay
-from ccvl_tf.data.dqn_replay import DatasetError
+from ccvl_tf.data.replay_files import DatasetError
 from ccvl_tf.data.frame_store import FrameStore
 from tests.test_dqn_replay import _dopamine_reference
 

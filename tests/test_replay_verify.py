@@ -17,7 +17,7 @@ import pytest
 
 import ccvl_tf  # noqa: F401
 from ccvl_tf.data import replay_files
-from ccvl_tf.data.dqn_replay import DatasetError
+from ccvl_tf.data.replay_files import DatasetError
 from ccvl_tf.data.frame_store import FrameStore
 
 TESTDATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),

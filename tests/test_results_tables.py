@@ -17,7 +17,7 @@ import ccvl_tf  # noqa: F401
 import numpy as np
 import pytest
 
-from ccvl_tf import evaluation
+from ccvl_tf import score_stats
 from ccvl_tf import reporting
 from ccvl_tf.experiments.compare import alpha_sweep_report
 from ccvl_tf.experiments.compare import report as compare_report
@@ -166,7 +166,7 @@ def test_readme_gridworld_table_recomputes_from_its_rows():
 
 def test_readme_gridworld_cis_are_the_rows_bootstrap():
   """The CIs README quotes beside the gridworld table: the 95% bootstrap CI of the mean over
-  the 10 seeds (evaluation.aggregate_scores, as every table's CI)."""
+  the 10 seeds (score_stats.aggregate_scores, as every table's CI)."""
   rows = _gridworld_rows()
   text = " ".join(open(README, encoding="utf-8").read().split())
   for method, reading, alpha in (("CQL", "", 1.0), ("CCVL", "logsumexp+monotone", 0.1),
@@ -175,7 +175,7 @@ def test_readme_gridworld_cis_are_the_rows_bootstrap():
     v = np.array([s for m, r, a, _, s in rows
                   if m == method and r == reading and a == alpha])[:, None]
     assert v.shape == (10, 1)
-    agg = evaluation.aggregate_scores(v, reps=REPS, seed=0)["mean"]
+    agg = score_stats.aggregate_scores(v, reps=REPS, seed=0)["mean"]
     assert f"{agg.value:.3f} [{agg.ci_low:.3f}, {agg.ci_high:.3f}]" in text, (method, reading,
                                                                                alpha)
 

@@ -279,32 +279,32 @@ def test_learner_killed_and_restarted_resumes_at_its_last_checkpoint(offline_dir
 
 # ---- deadlines on the learner's calls (issue 24) ----------------------------------------------
 def test_call_with_deadline_returns_raises_or_times_out_naming_the_server():
-  from ccvl_tf import replay
-  assert replay.call_with_deadline(lambda: 42, "h:1", 5.0, "the answer") == 42
+  from ccvl_tf import reverb_replay
+  assert reverb_replay.call_with_deadline(lambda: 42, "h:1", 5.0, "the answer") == 42
   with pytest.raises(KeyError, match="own error"):
-    replay.call_with_deadline(lambda: {}["own error"], "h:1", 5.0, "a lookup")
+    reverb_replay.call_with_deadline(lambda: {}["own error"], "h:1", 5.0, "a lookup")
   never, started = threading.Event(), threading.Event()
   t0 = time.monotonic()
-  with pytest.raises(replay.DeadlineExceeded,
+  with pytest.raises(reverb_replay.DeadlineExceeded,
                      match=r"server at h:1 did not complete the hang within its deadline of "
                            r"0\.5s"):
-    replay.call_with_deadline(never.wait, "h:1", 0.5, "the hang", started)
+    reverb_replay.call_with_deadline(never.wait, "h:1", 0.5, "the hang", started)
   assert started.is_set() and 0.5 <= time.monotonic() - t0 < 5.0
   never.set()  # let the worker thread end
   with pytest.raises(ValueError, match="timeout_s"):
-    replay.call_with_deadline(lambda: 1, "h:1", 0.0, "x")
+    reverb_replay.call_with_deadline(lambda: 1, "h:1", 0.0, "x")
 
 
 _SERVER_SCRIPT = """
 import sys, threading
 import ccvl_tf
 import tensorflow as tf
-from ccvl_tf import replay
-tables = replay.make_tables(tf.TensorSpec([1, 2], tf.float32),
+from ccvl_tf import reverb_replay
+tables = reverb_replay.make_tables(tf.TensorSpec([1, 2], tf.float32),
                             {"train_step": tf.TensorSpec([], tf.int64),
                              "w": tf.TensorSpec([3], tf.float32)},
                             max_size=10, min_size=1, batch_size=1)
-server, address = replay.start_server(tables, 0, sys.argv[1])
+server, address = reverb_replay.start_server(tables, 0, sys.argv[1])
 print("Reverb server at", address, flush=True)
 threading.Event().wait()
 """
@@ -378,12 +378,12 @@ def test_a_sample_blocked_on_a_killed_server_ends_with_server_lost(tmp_path):
   deadline and then names the lost server (here: an iterator that never returns, and a
   server that is gone)."""
   import tensorflow as tf
-  from ccvl_tf import replay
+  from ccvl_tf import reverb_replay
   from ccvl_tf.experiments.online import runner as online
   cfg = online.OnlineConfig(game="gridworld", min_replay_size=4, samples_per_insert=2.0,
                             batch_size=4, replay_capacity=1000, sample_timeout_s=0.5,
                             server_timeout_s=0.5, root_dir=str(tmp_path))
-  srv, address = replay.start_server(online.make_server_tables(cfg))
+  srv, address = reverb_replay.start_server(online.make_server_tables(cfg))
   runner = online._Runner(cfg, lambda s: None, tf.distribute.get_strategy())  # pylint: disable=protected-access
   runner.address = address
   runner.link = online.online_server.LearnerServerLink(address, 0.5, 0.5)
@@ -398,7 +398,8 @@ def test_a_sample_blocked_on_a_killed_server_ends_with_server_lost(tmp_path):
 
   def sample():
     try:
-      runner._next_batch(None, blocked(), None, 7)  # pylint: disable=protected-access
+      # `online` not None: the asynchronous schedule (None is the deterministic one's).
+      runner._next_batch((), blocked(), None, 7)  # pylint: disable=protected-access
     except Exception as e:  # pylint: disable=broad-except
       outcome["error"] = e
 

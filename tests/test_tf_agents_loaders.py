@@ -81,7 +81,7 @@ def _policies():
   config = networks.minatar_network_config()
   lower = networks.build_ccvl_network(OBS_SHAPE, "uint8", NUM_ACTIONS, config, name="lower")
   upper = networks.build_ccvl_network(OBS_SHAPE, "uint8", NUM_ACTIONS, config, name="upper")
-  adaptive = policies.ConfidenceAdaptivePolicy(tss, aspec, lower.q_model, num_deltas=5,
+  adaptive = policies.ConfidenceAdaptivePolicy(tss, aspec, lower.q_model, num_grid_deltas=5,
                                                seed=3, reward_clip=1.0)
   return {
       "fixed": policies.FixedDeltaPolicy(tss, aspec, lower.q_model, delta=0.5),
@@ -90,7 +90,7 @@ def _policies():
       "adaptive": adaptive,
       "adaptive_epsilon_greedy": policies.epsilon_greedy(adaptive, 0.0),
       "adaptive_bounds": policies.ConfidenceAdaptivePolicy(
-          tss, aspec, lower.q_model, num_deltas=5, seed=3, upper_network=upper.q_model,
+          tss, aspec, lower.q_model, num_grid_deltas=5, seed=3, upper_network=upper.q_model,
           beta=0.5),
   }
 

@@ -50,7 +50,7 @@ def _in_process_policies(root):
   assert int(agent.train_step_counter.numpy()) == summary["step"]
   assert not np.allclose(agent.q_values(np.zeros([1, 84, 84, 4], np.uint8), 0.5), before)
   adaptive = policies.ConfidenceAdaptivePolicy(
-      tss, aspec, agent.q_network, num_deltas=3, gamma=cfg.gamma,
+      tss, aspec, agent.q_network, num_grid_deltas=3, gamma=cfg.gamma,
       temperature=summary["belief_temperature"], seed=0, reward_clip=1.0,
       resample=cfg.belief_resample)
   fixed = policies.FixedDeltaPolicy(tss, aspec, agent.q_network, delta=summary["fixed_delta"])
@@ -231,6 +231,7 @@ def test_presets_resolve_under_the_flags_and_reach_the_fingerprint():
   (not the flags) are in the run fingerprint, so a run cannot silently resume under another
   preset; the settings reach the agent's config."""
   from ccvl_tf.experiments.offline import runner as offline_lib  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments import agent_registry  # pylint: disable=g-import-not-at-top
   from ccvl_tf.experiments.offline import presets  # pylint: disable=g-import-not-at-top
   with pytest.raises(ValueError, match="--learning_rate must be > 0"):
     offline_lib.OfflineConfig(learning_rate=0.0).validate()
@@ -273,7 +274,7 @@ def test_presets_resolve_under_the_flags_and_reach_the_fingerprint():
   assert a["alpha"] == 0.1 and a["preset"] == "paper" and "learning_rate" not in a
   assert b["learning_rate"] == 2.5e-4 and b["target_update_period"] == 500
   assert ref["agent"] == "bc" and "alpha" not in ref
-  settings = offline_lib.AgentSettings(learning_rate=2.5e-4, target_update_period=500, alpha=0.1,
+  settings = agent_registry.AgentSettings(learning_rate=2.5e-4, target_update_period=500, alpha=0.1,
                                        adam_epsilon=1e-8, dr3_coef=0.0, dataset_size=10.0)
   from ccvl_tf.experiments import agent_registry  # pylint: disable=g-import-not-at-top
   cfg = agent_registry._ccvl_config(settings)  # pylint: disable=protected-access

@@ -123,9 +123,9 @@ def _demo_agent(work_dir, data_steps):
   from ccvl_tf.data import pipeline  # pylint: disable=g-import-not-at-top
   from ccvl_tf.experiments.offline import runner  # pylint: disable=g-import-not-at-top
   cfg = _demo_config(work_dir, data_steps)
-  parts = runner._setup(cfg, log=lambda s: None)  # pylint: disable=protected-access
-  data = pipeline.transition_dataset(parts["store"], cfg.batch_size, seed=cfg.seed)
-  return parts["agent"], iter(data)
+  run_setup = runner.setup(cfg, log=lambda s: None)
+  data = pipeline.transition_dataset(run_setup.store, cfg.batch_size, seed=cfg.seed)
+  return run_setup.agent, iter(data)
 
 
 def checkpoint_hash(agent, directory) -> str:
@@ -175,7 +175,7 @@ def main():
     spec = json.loads(sys.argv[2])
     if spec.get("prepare"):
       from ccvl_tf.experiments.offline import runner  # pylint: disable=g-import-not-at-top
-      runner._setup(_demo_config(spec["work_dir"], spec["data_steps"]), log=print)  # pylint: disable=protected-access
+      runner.setup(_demo_config(spec["work_dir"], spec["data_steps"]), log=print)
       return
     print(json.dumps(child(spec["workload"], spec["intra"], spec["inter"], spec["det"],
                            spec["steps"], spec["warmup"], spec["work_dir"],

@@ -30,16 +30,16 @@ from ccvl_tf import networks
 from ccvl_tf import training
 from ccvl_tf.bench import data as bench_data
 from ccvl_tf.data import pipeline
-from ccvl_tf.experiments.offline import runner as offline
+from ccvl_tf.experiments import agent_registry
 
 
 def _ccvl_agent(dataset_size: float, num_actions: int = 4, seed: int = 0):
   keras.utils.set_random_seed(seed)
   obs_spec = tensor_spec.BoundedTensorSpec(networks.NATURE_OBSERVATION_SHAPE, tf.uint8, 0, 255)
   action_spec = tensor_spec.BoundedTensorSpec((), tf.int64, 0, num_actions - 1)
-  settings = offline.AgentSettings(network_config=networks.QNetworkConfig(torso="nature"),
+  settings = agent_registry.AgentSettings(network_config=networks.QNetworkConfig(torso="nature"),
                                    dataset_size=dataset_size, seed=seed)
-  return offline.get_agent_spec("ccvl").build(ts.time_step_spec(obs_spec), action_spec,
+  return agent_registry.get_agent_spec("ccvl").build(ts.time_step_spec(obs_spec), action_spec,
                                               settings)
 
 

@@ -1,62 +1,7 @@
 """Stage 2 of the replay data pipeline (docs/data.md): one Dopamine replay
 checkpoint's reader (the DQN Replay Dataset's format).
 
-File format (exactly what Dopamine's ``OutOfGraphReplayBuffer.save`` and
-batch_rl's ``OutOfGraphLoggedReplayBuffer._log_buffer`` write): for a suffix N,
-one gzip file per attribute, ``<name>_ckpt.N.gz``, each holding one
-``np.save(..., allow_pickle=False)`` array:
-
-  ``$store$_observation_ckpt.N.gz``  uint8   [C, 84, 84]  one frame per slot
-  ``$store$_action_ckpt.N.gz``       int32   [C]
-  ``$store$_reward_ckpt.N.gz``       float32 [C]          (clipped to [-1, 1])
-  ``$store$_terminal_ckpt.N.gz``     uint8   [C]          1 on the last transition
-                                                         of an episode
-  ``add_count_ckpt.N.gz``            int     []           transitions ever added,
-                                                         blank padding included
-  ``invalid_range_ckpt.N.gz``        int     [stack+horizon] slots around the cursor
-  ``episode_end_indices_ckpt.N.gz``  (newer Dopamine only) a pickled ``set`` of slots
-
-C is the replay capacity (1,000,000 in the DQN Replay Dataset). Slot ``i`` holds
-(frame s_i, action a_i, reward r_i, terminal t_i): the frame *before* the action.
-The next state of slot ``i`` is the stack ending at slot ``i + 1``. Every episode
-starts with ``stack_size - 1`` all-zero padding transitions, so the first states
-of an episode are stacks like [0, 0, 0, s_0]. The buffer is circular: the next
-write goes to ``cursor = add_count % C``. Dopamine allocates the arrays with
-``np.empty``: slots never written (past ``add_count`` in a buffer that is not
-full) hold garbage. Which slots are transitions, and the checks of their values,
-are the rules of :mod:`ccvl_tf.data.replay_validity`; the files themselves are
-found, listed and decompressed by :mod:`ccvl_tf.data.replay_files` (local paths or
-``gs://``, ``ram://`` through ``tf.io.gfile``).
-
-A read covers a *view* of the checkpoint: the whole of it, batch_rl's subset trick
-(``replay_capacity`` R < C: Dopamine's rules on slots ``[0, R)`` with cursor
-``add_count % R``, as the CQL / batch_rl code loads the 1% / 5% subsets), or a
-literal prefix (``prefix_rows`` R: the transitions whose stack and next slot lie in
-``[0, R)``). :func:`load_checkpoint` checks the values at exactly the view's
-transitions (``ReplayCheckpoint.slots``), so garbage anywhere else never refuses a
-checkpoint, and garbage in a slot that is read always does, naming the file and the
-slot.
-
-Other observation shapes and stack sizes (e.g. the MinAtar datasets of
-``ccvl_tf.data.minatar_datasets``: one [10, 10, C] observation per slot, no frame
-stacking). Our writer records ``stack_size`` and ``observation_shape`` in
-``ccvl_dataset.json``; the reader, the subset plan and the frame store take both
-from there (defaults without that file: 4 and [84, 84], i.e. the DQN Replay
-Dataset). A slot's frame may be 2-D [H, W] (Atari) or 3-D [H, W, C] (MinAtar); a
-stacked state is [H, W, K] resp. [H, W, K * C] (oldest frame's channels first;
-with K = 1 simply the [H, W, C] observation), see :func:`stacked_shape`. With
-K = 1 there is no episode-start padding and a slot is a transition unless it is
-next to the cursor (``invalid_range``). A dataset may also declare what its
-subsets mean (a ``"subsets"`` table in ``ccvl_dataset.json``, same form as
-:data:`SUBSETS`, read here; the subset plan, :mod:`ccvl_tf.data.replay_plan`,
-applies it and says where the standard subsets come from).
-
-Public API: :func:`iterate_transitions`, :func:`load_checkpoint`,
-:func:`inspect_dir`, :func:`dataset_format`, :func:`transition_arrays`,
-:func:`read_frames_into`, and, from the stages below, under the names callers
-know them by: :func:`valid_indices`, :func:`prefix_valid_indices`,
-:func:`list_suffixes`, :func:`read_metadata`, :class:`DatasetError` ... The writer
-and the collection loop are in :mod:`ccvl_tf.data.replay_writer`.
+More in docs/data.md "Module notes", `ccvl_tf/data/dqn_replay.py`.
 """
 from __future__ import annotations
 
@@ -68,13 +13,10 @@ import numpy as np
 
 from ccvl_tf.data import replay_files
 from ccvl_tf.data import replay_validity
-# Re-exported: the names callers of the DQN Replay reader use from the stages below.
-from ccvl_tf.data.replay_files import (  # noqa: F401  pylint: disable=unused-import
-    METADATA_FILENAME, STORE_PREFIX, DatasetError, UnreachableError, checkpoint_path,
-    error_text, file_stat, is_remote, list_dir, list_suffixes, path_exists, path_isdir,
+from ccvl_tf.data.replay_files import (
+    METADATA_FILENAME, STORE_PREFIX, DatasetError, checkpoint_path, list_suffixes,
     read_metadata, resolve_replay_dir)
-from ccvl_tf.data.replay_validity import (  # noqa: F401  pylint: disable=unused-import
-    STACK_SIZE, UPDATE_HORIZON, prefix_valid_indices, valid_indices)
+from ccvl_tf.data.replay_validity import STACK_SIZE, valid_indices
 
 DQN_REPLAY_CAPACITY = 1_000_000
 STREAM_BLOCK_ROWS = 4096  # frames decompressed at a time by iterate_transitions
@@ -242,7 +184,7 @@ def load_checkpoint(replay_dir: str, suffix: int, *, max_rows: Optional[int] = N
   """Reads and validates one suffix. ``max_rows`` reads only the first rows of
   the observation array (the big one), e.g. for the 1%/5% subsets.
 
-  The view (see the module docstring): the whole checkpoint, or
+  The view (see the module notes): the whole checkpoint, or
   ``replay_capacity`` (batch_rl's subset trick), or ``prefix_rows`` (a literal
   prefix); ``stack_size`` defaults to the dataset's. ``slots`` of the result are the
   view's transitions (``replay_validity.view_indices``); their rewards (finite,

@@ -1,30 +1,7 @@
 """Stage 4 of the replay data pipeline (docs/data.md): the frame store, every 84x84
 frame held once (uint8), stacks built at sample time.
 
-Layout: one contiguous uint8 array ``frames [N, 84, 84]`` with the Dopamine slots
-of each loaded checkpoint (or subset) one after another, in chronological order,
-padding frames included; per-slot ``action``/``reward``/``terminal``; and
-``valid [M]``, the slots that are transitions (Dopamine's rule, see
-:func:`ccvl_tf.data.dqn_replay.valid_indices`). For every valid slot ``i`` the
-frames ``i-3 .. i+1`` lie in the same checkpoint chunk and no episode boundary
-lies inside the stack ``i-3 .. i``, so stacks never cross episodes (the episode
-start's zero padding takes the place of missing history, as in Dopamine).
-
-It is built from a subset plan (:mod:`ccvl_tf.data.replay_plan`); one built from a
-remote directory is kept in a local cache (:mod:`ccvl_tf.data.store_cache`, which
-:meth:`FrameStore.from_replay` asks first).
-
-Other datasets (see ``dqn_replay``): frames may be [N, H, W, C] (MinAtar: one
-whole [10, 10, C] observation per slot) and the stack size is the dataset's
-(``ccvl_dataset.json``; MinAtar: 1, so a state is just its slot's frame). Stacked
-states are ``dqn_replay.stacked_shape(frame_shape, stack_size)``.
-
-Memory: 7,056 bytes per frame + 9 bytes per slot (action int32, reward float32,
-terminal uint8) + 8 bytes per valid slot (int64 index) ~= 7,073 bytes per
-transition; 500k frames ~= 3.54 GB. Before the frames are read, the store and what the
-caller will hold beside it (:class:`Reserve`, e.g. the training batches) are checked against
-the available memory, and the caller's minimum number of transitions (e.g. the batch size)
-against the dataset.
+More in docs/data.md "Module notes", `ccvl_tf/data/frame_store.py`.
 """
 from __future__ import annotations
 
@@ -35,6 +12,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 import numpy as np
 
 from ccvl_tf.data import dqn_replay
+from ccvl_tf.data import replay_validity
 from ccvl_tf.data import replay_files
 from ccvl_tf.data import replay_plan
 from ccvl_tf.data import store_cache
@@ -79,7 +57,8 @@ class FrameStore:
   """
 
   def __init__(self, frames: np.ndarray, action: np.ndarray, reward: np.ndarray,
-               terminal: np.ndarray, valid: np.ndarray, stack_size: int = dqn_replay.STACK_SIZE):
+               terminal: np.ndarray, valid: np.ndarray,
+               stack_size: int = replay_validity.STACK_SIZE):
     n = frames.shape[0]
     if frames.dtype != np.uint8 or frames.ndim not in (3, 4):
       raise ValueError("frames must be uint8 [N, H, W] or [N, H, W, C], got {} {}".format(
@@ -122,7 +101,7 @@ class FrameStore:
     ``num_actions`` checks every action against the game's action set.
     Frames are decompressed straight into the store (peak memory ~ the store).
 
-    A remote ``replay_dir`` (``gs://...``, ``ram://...``: ``dqn_replay.is_remote``)
+    A remote ``replay_dir`` (``gs://...``, ``ram://...``: ``replay_files.is_remote``)
     is read through ``tf.io.gfile``, only the checkpoints and leading rows the
     subset needs, and the store is cached locally (``ccvl_tf.data.store_cache``:
     ``cache_dir``, else ``$CCVL_CACHE_DIR``, else ``~/.cache/ccvl_tf``); a second

@@ -1,53 +1,6 @@
 """MinAtar offline datasets made the way the DQN Replay Dataset was made.
 
-The DQN Replay Dataset (Agarwal et al., ICML 2020) logged *every* transition of
-an online Nature-DQN run (Dopamine) into 50 replay checkpoints. Here, per game:
-
-1. an online DQN (TF-Agents' own ``DqnAgent``; the MinAtar paper's network: one
-   conv layer of 16 3x3 filters, stride 1, then a dense layer of 128 ReLUs) is
-   trained for ``num_steps`` environment steps with epsilon-greedy exploration
-   and uniform experience replay, with MinAtar's DQN baseline hyperparameters
-   except a 4x learning rate, a scaled epsilon decay and clipped rewards
-   (:class:`BehaviourDQNConfig`; sources and reasons there, measurements in docs/minatar.md);
-2. every transition it takes is written, in order, with
-   :class:`ccvl_tf.data.replay_writer.DopamineReplayWriter` (stack_size 1: a slot
-   holds the whole uint8 [10, 10, C] observation before the action, the action,
-   the clipped reward and the terminal flag) into ``num_checkpoints`` (K)
-   checkpoints of capacity ``ceil((num_steps + 1) / K)`` slots. As in batch_rl
-   the last one is the final, partial buffer;
-3. the final Q-network, acted epsilon-greedily with epsilon 0.001, is evaluated
-   for ``eval_episodes`` episodes: its mean raw return is the "DQN" reference
-   score of the game (the Atari tables normalize to Nature DQN); a uniformly
-   random policy is scored the same way (``random_episodes`` episodes). Both go
-   to ``minatar_scores.json`` (:func:`load_scores` reads them back as the
-   ``references`` of :func:`ccvl_tf.scores.normalized_score`).
-
-Subsets (:func:`subset_table`, written into each dataset's ``ccvl_dataset.json``
-so that ``FrameStore.from_replay(dir, subset)`` / ``replay_plan.subset_plan``
-use them): the DQN Replay names scaled to the run:
-  * ``"1%"`` / ``"5%"``: the first 1% / 5% of the slots of *every* checkpoint
-    (DQN Replay: the first 10,000 / 50,000 of each 1M-slot checkpoint), taken
-    as literal prefixes (``dqn_replay.PREFIX``; see ``replay_plan`` for why not
-    batch_rl's capacity trick with stack size 1);
-  * ``"initial10%"``: the first 10% of the checkpoints whole (DQN Replay: the
-    first 5 of 50), i.e. the first 10% of the run, when the policy is still
-    mostly random;
-  * ``"all"``: everything.
-
-Layout under ``output_dir`` (one *run* per game and seed, like DQN Replay's
-``<game>/<run>/replay_logs``)::
-
-  minatar_scores.json                     DQN and random reference scores per game
-  <Game>/<seed>/replay_logs/*_ckpt.N.gz   the Dopamine checkpoints
-  <Game>/<seed>/replay_logs/ccvl_dataset.json
-  <Game>/<seed>/summary.json              steps, seconds, returns, hyperparameters
-  <Game>/<seed>/dqn_q_network.npz         the final online Q-network's weights
-  <Game>/<seed>/COMPLETE                  written last: the run is finished
-
-Public API: :class:`BehaviourDQNConfig`, :func:`build_game`, :func:`build_all`,
-:func:`run_dqn`, :func:`evaluate`, :func:`random_policy_returns`,
-:func:`subset_table`, :func:`checkpoint_capacity`, :func:`run_dir`,
-:func:`replay_dir`, :func:`load_scores`, :func:`write_scores`.
+More in docs/data.md "Module notes", `ccvl_tf/data/minatar_datasets.py`.
 """
 from __future__ import annotations
 

@@ -14,6 +14,9 @@ from typing import Callable, List, Optional
 
 import numpy as np
 
+# TensorFlow and TF-Agents are imported only in the functions that build or run the DQN: they
+# take ~2 s to import (python -X importtime), and BehaviourDQNConfig is read without them.
+
 from ccvl_tf.data import replay_writer
 
 

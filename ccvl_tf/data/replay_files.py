@@ -1,35 +1,6 @@
 """Stage 1 of the replay data pipeline (docs/data.md): file access.
 
-Everything that touches a replay directory's files goes through here; the stages
-above never open a file themselves:
-
-  * paths: a replay directory is a local path or any path with a URL scheme
-    (``gs://atari-replay-datasets/dqn/Breakout/1/replay_logs``, TensorFlow's
-    in-memory ``ram://...``). Remote paths are read through ``tf.io.gfile``
-    (listing, exists/isdir, stat, ``GFile`` as the fileobj of ``gzip.GzipFile``),
-    local ones with ``os``/``gzip``. A remote file system that answers with an
-    error other than "not found" (gs:// without network or permission) raises
-    :class:`UnreachableError`; nothing is retried here (TensorFlow's GCS client
-    retries its own requests).
-  * the listing rules: Dopamine's file names (``<name>_ckpt.<N>.gz``), a run
-    directory's ``replay_logs/``, which suffixes are complete (the four
-    ``$store$_*`` arrays + ``add_count`` + ``invalid_range``), the optional
-    ``ccvl_dataset.json``.
-  * the gzipped ``.npy`` arrays: read whole, only their first rows, streamed in
-    blocks, or decompressed straight into a caller's buffer. The gzip stream is
-    decompressed as it is read, so a prefix of a remote checkpoint costs a prefix
-    of the file (in the file system's read blocks; GCS:
-    ``GCS_READ_CACHE_BLOCK_SIZE_MB``, 64 MB by default).
-  * verification on first use: a read that stops before the gzip trailer never
-    checks the CRC-32, so a flipped byte would go unnoticed. The first time a file
-    is read its stream is read on to the end after the rows the caller needed
-    (gzip then checks CRC-32 and length); a file that fails is a DatasetError
-    naming it. That the file passed is remembered under
-    ``<cache root>/verified_files/`` (:func:`cache_root`) with the file's identity
-    (size, mtime; locally also ctime, inode and device); a later read of the same,
-    unchanged file skips the rest of the stream.
-
-Every failure is a :class:`DatasetError` naming the path (a ``ValueError``).
+More in docs/data.md "Module notes", `ccvl_tf/data/replay_files.py`.
 """
 from __future__ import annotations
 
@@ -47,6 +18,9 @@ import zlib
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
+
+# TensorFlow is imported only where gs:// and ram:// paths need tf.io.gfile: it takes ~2 s to
+# import (python -X importtime), and local replay files are read without it.
 
 CACHE_ENV = "CCVL_CACHE_DIR"
 VERIFIED_DIR = "verified_files"

@@ -1,53 +1,7 @@
 """Stage 3 of the replay data pipeline (docs/data.md): the subset plan, i.e. which
 checkpoints of a replay directory, and which rows of each, a frame store holds.
 
-A plan is a list of entries, one per checkpoint (suffix), in suffix order:
-``(suffix, None)`` the whole checkpoint; ``(suffix, R)`` batch_rl's capacity trick
-at capacity R (Dopamine's rules on slots ``[0, R)`` with cursor ``add_count % R``);
-``(suffix, R, "prefix")`` the first R slots taken literally
-(``replay_validity.prefix_valid_indices``). :func:`subset_plan` makes one from a
-subset name, :func:`select_plan` also restricts it to some suffixes, and
-:func:`load_chunks` reads what the frame store needs of each entry: the small
-per-slot arrays, the checked transitions (``dqn_replay.load_checkpoint`` with the
-entry's view) and which rows of the observation file to take, in which order
-(:class:`Chunk`; the frames themselves are read by :meth:`Chunk.read_frames_into`
-when the store has room for them).
-
-Subsets used by the offline Atari literature (``dqn_replay.SUBSETS``):
-  * ``"1%"`` / ``"5%"``: the first 10,000 / 50,000 slots of every checkpoint of a
-    run (50 checkpoints x 10k = 500k transitions = 1% of the ~50M-transition run).
-    Papers: the CCVL paper (Sec. 6.2) and DR3 (Kumar et al., ICLR 2022) call these
-    "1% and 5% of samples uniformly drawn from the DQN Replay Dataset", following
-    CQL (Kumar et al., NeurIPS 2020, Atari "1%" / "10%"), which builds on the data
-    and code of Agarwal, Schuurmans & Norouzi, "An Optimistic Perspective on
-    Offline RL" (ICML 2020, the DQN Replay / REM paper). Code: the CQL Atari code
-    (github.com/aviralkumar2907/CQL, ``atari/README.md``: "subsampling the first
-    10000 samples from each of [the 50 buffers]"; ``fixed_replay_buffer.py``
-    sets ``replay_capacity = 10000`` and then loads the full 1M-slot checkpoint
-    arrays, so Dopamine's sampler only addresses slots ``[0, 10000)`` with
-    ``cursor = add_count % 10000``). "Uniform" in the papers therefore means
-    uniform sampling over this per-checkpoint prefix, which is spread uniformly
-    over training time. We reproduce the capacity trick exactly
-    (``valid_indices(..., replay_capacity=10_000)``), including the few slots it
-    leaves out next to its artificial cursor. batch_rl/CQL load every suffix whose
-    6 or 7 files are present; we use every suffix present too (the published runs
-    hold 50 logged buffers plus, when present, the final partial one).
-  * ``"initial10%"``: the first 10% of the run = the first 20M frames = 5M
-    transitions = the first 5 checkpoints (suffixes 0-4) whole. CCVL paper Sec.
-    6.2 ("10% of the initial samples ... the first 20M observations during online
-    DQN"), DR3; the CQL code's ``_load_replay_buffers_initial(num_load=5,
-    num_buffers=5)`` draws from suffixes 0-4. We use the 5 smallest suffixes
-    present.
-  * ``"all"``: every suffix whole.
-
-Datasets whose ``ccvl_dataset.json`` declares its own ``"subsets"`` table (the
-MinAtar datasets: the same names scaled to their run length) use that table
-instead. An entry may carry a third element ``"prefix"`` (``dqn_replay.PREFIX``):
-then "the first R slots of a checkpoint" is taken literally instead of through
-batch_rl's capacity trick. The MinAtar datasets need this: with ``stack_size=1``
-the trick's modular view makes slot ``R - 1`` a transition whose "next state" is
-slot 0 (Dopamine's own sampler would return that bogus transition; with 4-stacks
-the trick's cursor lands so that it does not).
+More in docs/data.md "Module notes", `ccvl_tf/data/replay_plan.py`.
 """
 from __future__ import annotations
 
@@ -57,6 +11,7 @@ from typing import List, Optional, Sequence, Tuple
 import numpy as np
 
 from ccvl_tf.data import dqn_replay
+from ccvl_tf.data import replay_files
 
 
 def subset_plan(replay_dir: str, subset: str = "all",
@@ -91,7 +46,7 @@ def select_plan(replay_dir: str, subset: str = "all",
     wanted = set(int(s) for s in suffixes)
     plan = [p for p in plan if p[0] in wanted]
     if not plan:
-      raise dqn_replay.DatasetError("none of suffixes {} in {}".format(sorted(wanted),
+      raise replay_files.DatasetError("none of suffixes {} in {}".format(sorted(wanted),
                                                                        info.replay_dir))
   return info, plan
 
@@ -99,8 +54,8 @@ def select_plan(replay_dir: str, subset: str = "all",
 def source_files(dir_info: dqn_replay.DirInfo, plan: List[tuple]) -> List[str]:
   """Names (in ``dir_info.replay_dir``) of the files that loading ``plan`` reads."""
   names = [n for item in plan for n in dir_info.checkpoint_files(item[0])]
-  if dqn_replay.METADATA_FILENAME in dir_info.names:
-    names.append(dqn_replay.METADATA_FILENAME)
+  if replay_files.METADATA_FILENAME in dir_info.names:
+    names.append(replay_files.METADATA_FILENAME)
   return names
 
 
@@ -157,7 +112,7 @@ def load_plan(replay_dir: str, plan: List[tuple], *, num_actions: Optional[int] 
   loaded = LoadedPlan(replay_dir=dir_info.replay_dir, stack_size=dir_info.stack_size,
                       frame_shape=tuple(dir_info.observation_shape), chunks=chunks)
   if loaded.num_frames == 0:
-    raise dqn_replay.DatasetError("no valid transitions in {} for plan {}".format(
+    raise replay_files.DatasetError("no valid transitions in {} for plan {}".format(
         dir_info.replay_dir, plan))
   return loaded
 
@@ -187,7 +142,7 @@ def _chunk(dir_info: dqn_replay.DirInfo, item: tuple, num_actions: Optional[int]
     sel = slice(0, nrows)
   # Keep only the per-slot values the store holds (not the 1M-entry arrays).
   return Chunk(suffix=suffix, stored_rows=ckpt.capacity, rows=nrows, order=order, slots=idx,
-               path=dqn_replay.checkpoint_path(dir_info.replay_dir,
-                                               dqn_replay.STORE_PREFIX + "observation", suffix),
+               path=replay_files.checkpoint_path(dir_info.replay_dir,
+                                               replay_files.STORE_PREFIX + "observation", suffix),
                action=ckpt.action[sel].copy(), reward=ckpt.reward[sel].copy(),
                terminal=ckpt.terminal[sel].copy())

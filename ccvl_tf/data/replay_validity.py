@@ -1,26 +1,7 @@
 """Stage 2 of the replay data pipeline (docs/data.md), its rules: which slots of a
 Dopamine replay checkpoint are transitions, and the checks of the values there.
 
-Which slots are transitions (Dopamine ``sample_index_batch`` +
-``is_valid_transition``, reproduced by :func:`valid_indices`): with ``K`` the
-stack size and ``n`` the update horizon (1 here), ``C`` the capacity and
-``cursor = add_count % C``,
-  * not full (``add_count < C``): ``K - 1 <= i < cursor - n``;
-  * full: ``i`` in ``[cursor - C + K - 1, cursor - n)`` taken modulo C;
-  * ``i`` not in ``invalid_range`` (``cursor - n ... cursor + K - 1``, mod C);
-  * no terminal flag among the ``K - 1`` slots before ``i`` (``terminal[i]``
-    itself may be 1: that is a terminal transition, whose next state is unused).
-  * newer Dopamine: a slot in ``episode_end_indices`` with terminal 0 (an episode
-    truncated by the time limit) is not a transition either. We also reject stacks
-    that contain such a truncated end (Dopamine does not check this; it keeps our
-    promise that stacks never cross episodes).
-
-Only these slots are ever read as transitions. Dopamine allocates its arrays with
-``np.empty``, so the slots of a buffer that is not full hold whatever bytes were in
-memory past ``add_count`` (NaN or 1e31 rewards, any action, terminal 255...), and
-the slots of ``invalid_range`` may hold anything too. :func:`check_slot_values`
-therefore checks the values (rewards finite, actions in the action set, terminal
-flags 0 or 1) at exactly the slots a reader yields, and names the first bad one.
+More in docs/data.md "Module notes", `ccvl_tf/data/replay_validity.py`.
 """
 from __future__ import annotations
 
@@ -128,7 +109,7 @@ def check_slot_values(action: np.ndarray, reward: np.ndarray, terminal: np.ndarr
   terminal flag is 0 or 1 and the action is ``>= 0`` (and ``< num_actions`` when
   given). The message names the file (``paths["reward"]`` / ``["terminal"]`` /
   ``["action"]``) and the first bad slot. Slots outside ``slots`` are not looked at:
-  they may hold anything (see the module docstring)."""
+  they may hold anything (see the module notes)."""
   slots = np.asarray(slots, np.int64)
   r = reward[slots].astype(np.float64)
   bad = ~np.isfinite(r) | (np.abs(r) > MAX_ABS_REWARD)

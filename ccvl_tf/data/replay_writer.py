@@ -16,7 +16,11 @@ from typing import Callable, List, Optional
 
 import numpy as np
 
+# TensorFlow is imported only where a SavedModel behaviour policy needs it: it takes ~2 s to
+# import (python -X importtime), and a random or scripted policy writes a dataset without it.
+
 from ccvl_tf.data import dqn_replay
+from ccvl_tf.data import replay_validity
 from ccvl_tf.data import replay_files
 
 
@@ -53,9 +57,9 @@ class DopamineReplayWriter:
   """
 
   def __init__(self, output_dir: str, replay_capacity: int = dqn_replay.DQN_REPLAY_CAPACITY,
-               stack_size: int = dqn_replay.STACK_SIZE, observation_shape=(84, 84),
+               stack_size: int = replay_validity.STACK_SIZE, observation_shape=(84, 84),
                metadata: Optional[dict] = None):
-    if replay_capacity < stack_size + dqn_replay.UPDATE_HORIZON:
+    if replay_capacity < stack_size + replay_validity.UPDATE_HORIZON:
       raise ValueError("replay_capacity too small")
     os.makedirs(output_dir, exist_ok=True)
     existing = sorted(n for n in os.listdir(output_dir)
@@ -88,8 +92,8 @@ class DopamineReplayWriter:
     self._terminal[c] = terminal
     self.add_count += 1
     c = self.cursor()
-    self.invalid_range = np.array([(c - dqn_replay.UPDATE_HORIZON + i) % self._cap
-                                   for i in range(self._k + dqn_replay.UPDATE_HORIZON)])
+    self.invalid_range = np.array([(c - replay_validity.UPDATE_HORIZON + i) % self._cap
+                                   for i in range(self._k + replay_validity.UPDATE_HORIZON)])
 
   def add(self, frame: np.ndarray, action: int, reward: float, terminal: bool) -> None:
     """One transition: the single frame *before* ``action`` (``observation_shape``)

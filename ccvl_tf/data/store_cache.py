@@ -1,43 +1,7 @@
 """Stage 4 of the replay data pipeline (docs/data.md), its local cache: the frame
 stores built from remote replay directories.
 
-``FrameStore.from_replay(d, subset, ...)`` calls :func:`load_or_build`, which
-builds the store of a local ``d`` directly (uncached) and, for a remote ``d``
-(``gs://...``, ``ram://...``: ``replay_files.is_remote``), looks here first. The
-first call reads the checkpoints the subset needs through ``tf.io.gfile`` (only
-their leading rows) and writes the store here:
-
-  ``<root>/frame_stores/<key>/``  with ``<root>`` = the ``cache_dir`` argument,
-  else ``$CCVL_CACHE_DIR``, else ``$XDG_CACHE_HOME/ccvl_tf`` (``~/.cache/ccvl_tf``)
-  and ``<key>`` = sha256 of (replay_dir, subset, suffixes, num_actions, the
-  default stack size and update horizon, the cache format), 32 hex digits.
-
-An entry holds ``frames.npy``, ``action.npy``, ``reward.npy``, ``terminal.npy``,
-``valid.npy`` (``np.save``, uncompressed) and ``manifest.json``: the key fields,
-the source identity (resolved replay_dir, subset, plan, the directory's full
-listing, and ``[size, mtime_ns]`` from ``gfile.stat`` of every file the build
-read: the checkpoints of the plan's suffixes and ``ccvl_dataset.json``), the
-store's stack size, and per array its shape, dtype, file size and CRC-32.
-It is written atomically: into ``<root>/frame_stores/.tmp-<key>-<pid>-*/``, files
-fsynced, manifest last, then renamed to ``<key>/``; so an entry that exists is
-complete, and a failed build (e.g. a truncated remote checkpoint) leaves none.
-
-A later call with the same arguments validates the entry, reading nothing remote
-but one listing of the replay directory and one ``stat`` per recorded file:
-
-  * stale: the listing differs (files added or removed), or a recorded file's
-    size or modification time differs, or the directory is gone -> rebuilt;
-  * truncated/corrupt: the manifest is missing or unreadable, an array file is
-    missing, has the wrong size, shape or dtype, or its CRC-32 differs, or the
-    arrays do not make a valid store -> rebuilt.
-
-The cache knows stores only as their arrays: the frame store hands it a ``build``
-(a subset plan -> store) and a ``restore`` (arrays -> store, checking them), so
-this module never imports the frame store.
-
-Each rebuild is announced with the reason (``progress``, default stderr). When
-the remote file system cannot be reached at all (e.g. no network), a complete
-entry is used as is, with a line saying it was not checked against the source.
+More in docs/data.md "Module notes", `ccvl_tf/data/store_cache.py`.
 """
 from __future__ import annotations
 
@@ -53,7 +17,7 @@ from typing import Callable, Dict, List, Optional, Protocol, Sequence
 
 import numpy as np
 
-from ccvl_tf.data import dqn_replay
+from ccvl_tf.data import replay_validity
 from ccvl_tf.data import replay_files
 from ccvl_tf.data import replay_plan
 
@@ -100,8 +64,8 @@ def key_fields(replay_dir: str, subset: str, suffixes: Optional[Sequence[int]] =
   return dict(format=CACHE_FORMAT, replay_dir=str(replay_dir).rstrip("/"), subset=str(subset),
               suffixes=None if suffixes is None else sorted(set(int(s) for s in suffixes)),
               num_actions=None if num_actions is None else int(num_actions),
-              default_stack_size=dqn_replay.STACK_SIZE,
-              update_horizon=dqn_replay.UPDATE_HORIZON)
+              default_stack_size=replay_validity.STACK_SIZE,
+              update_horizon=replay_validity.UPDATE_HORIZON)
 
 
 def entry_dir(fields: dict, cache_dir: Optional[str] = None) -> str:
@@ -298,7 +262,7 @@ def load_or_build(replay_dir: str, subset: str = "all", *, build: Build, restore
   """The frame store of ``FrameStore.from_replay(replay_dir, subset, ...)``: for a
   local ``replay_dir`` ``build`` of its subset plan (``replay_plan.select_plan``),
   uncached; for a remote one from a valid cache entry (``restore``), else built
-  (reading through tf.io.gfile) and cached. See the module docstring for what is
+  (reading through tf.io.gfile) and cached. See the module notes for what is
   checked."""
   if not replay_files.is_remote(replay_dir):
     info, plan = replay_plan.select_plan(replay_dir, subset, suffixes)

@@ -1,34 +1,7 @@
 """The 8x8 lava gridworld of the paper's illustrative example (Sec. "Illustrative Example on
 Gridworld", Fig. 1-2; after Fu et al. 2019).
 
-Layout (row 0 at the top; fixed *before* any learner was run, see README "Gridworld"):
-
-    . . . . . . . .      S start, G goal (+1 on arrival, episode ends)
-    . . . . . . . .      L lava (absorbing: reward 0 for the rest of the episode)
-    . . # # # # . .      # wall (moving into it, or off the grid, leaves the agent in place)
-    . . # # # # . .
-    . . # # # # . .
-    . # L L L L # .
-    S . . . . . . G
-    . # L L L L # .
-
-Two routes lead from S to G: the *short* route, 7 steps along row 6 with lava directly above
-and below four of its cells, and the *long* route, 19 steps up the left side, across the top and
-down the right side, never next to lava. Actions: 0 up, 1 right, 2 down, 3 left. With probability
-`slip_prob` (p) the agent moves in one of the three unintended directions, chosen uniformly.
-
-With gamma = 0.95 (the default discount), exact value iteration gives (tests/test_gridworld.py):
-  * p = 0.3 (the data environment): the optimal policy takes the long, safe route
-    (V*(S) = 0.2514; the short route's policy would get 0.2114);
-  * p = 0.15 (the evaluation environment): the short route beside the lava is optimal
-    (V*(S) = 0.4339; the long route's policy gets 0.3551, i.e. 0.82 of optimal).
-Both properties hold for gamma in [0.945, 0.96]; 0.95 sits inside that interval with margin.
-The layout, gamma and horizon were chosen from these value-iteration numbers alone, before any
-learner was run, and are not to be tuned on learner results.
-
-Lava and the goal are absorbing zero-reward states in the MDP (P[s, a, s] = 1, R = 0), so their
-value is exactly 0; episodes (data collection and evaluation) end on entering either, or after
-`horizon` steps (a time-out, not a terminal: learners bootstrap through it).
+More in docs/library.md "Module notes", `ccvl_tf/envs/gridworld.py`.
 """
 from __future__ import annotations
 
@@ -63,7 +36,7 @@ class GridWorld:
     slip_prob: p, the probability of moving in an unintended direction.
     gamma: the discount factor.
     horizon: the episode length cap (time-out).
-    layout: rows of characters, see the module docstring.
+    layout: rows of characters, see the module notes.
   """
   slip_prob: float = DATA_SLIP_PROB
   gamma: float = GAMMA

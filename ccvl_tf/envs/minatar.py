@@ -1,34 +1,6 @@
 """MinAtar games (Young & Tian, 2019; ``minatar`` 1.0.15) as TF-Agents PyEnvironments.
 
-MinAtar re-implements five Atari games on a 10x10 grid whose state is a boolean
-tensor [10, 10, C] with one channel per kind of object (C = 4 for Asterix and
-Breakout, 7 for Freeway, 10 for Seaquest, 6 for SpaceInvaders). This wrapper:
-  * observation: uint8 [10, 10, C] with values in {0, 1} (the boolean state; no
-    frame stacking: MinAtar states carry motion in "trail" channels already);
-  * action: int32 scalar in [0, num_actions), an index into the game's minimal
-    action set (``minimal_action_set()``, e.g. Breakout: no-op, left, right);
-    ``action_set`` gives MinAtar's action ids (0..5 = n, l, u, r, d, f);
-  * sticky actions exactly as MinAtar implements them: with probability
-    ``sticky_action_prob`` (MinAtar's default 0.1) the *previous* action is
-    repeated instead of the chosen one. As in MinAtar, the previous action
-    carries over an episode reset (MinAtar keeps ``last_action`` on reset);
-  * difficulty ramping on (MinAtar's default; only Asterix and Seaquest ramp);
-  * reward: MinAtar's per-step reward clipped to [-1, 1] in the TimeStep
-    (``clip_rewards=True``, as Dopamine stores rewards in the DQN Replay
-    Dataset); rewards are non-negative integers and exceed 1 only for Seaquest's
-    surfacing bonus and SpaceInvaders' simultaneous kills. The raw game score is
-    kept in ``last_raw_reward`` / ``episode_raw_return`` / ``get_info()``;
-  * episode end: game over -> termination (discount 0). MinAtar itself has no
-    time limit except Freeway's own 2,500-step game length; we cap episodes at
-    ``max_episode_steps`` = 10,000 agent steps (truncation, discount 1). Why
-    10,000: a learned policy can survive indefinitely in Breakout (ball loops),
-    Asterix and SpaceInvaders, so evaluation needs a bound; 10,000 is 4x
-    Freeway's whole game and the cap plays the role of Atari's 27,000-step cap
-    (one MinAtar step = one frame: no frame skip). It is rarely reached by the
-    policies of our dataset runs (see docs/minatar.md);
-  * determinism: one ``numpy.random.RandomState(seed)`` drives both the sticky
-    actions and the game's randomness (MinAtar's ``Environment.seed``), so a
-    seed and an action sequence fix the whole trajectory.
+More in docs/minatar.md "Module notes", `ccvl_tf/envs/minatar.py`.
 """
 from __future__ import annotations
 
@@ -80,7 +52,7 @@ def _minatar():
 
 
 class MinAtarEnvironment(py_environment.PyEnvironment):
-  """One MinAtar game as a TF-Agents PyEnvironment (see the module docstring).
+  """One MinAtar game as a TF-Agents PyEnvironment (see the module notes).
 
   Args:
     game: a name accepted by :func:`canonical_game_name`.

@@ -11,11 +11,10 @@ and its steps in order):
               (binaries/gridworld.py).
 
 Shared by them, here: agent_registry.py (agent name -> learner, its settings and exported
-policies), agent_options.py (CCVL's options as flags), evaluate.py (evaluating an exported
+policies), agent_options.py (CCVL's options as flags), score_export.py (scoring an exported
 policy: binaries/evaluate.py), tf_setup.py (a process's TensorFlow threads and determinism).
 
 Imports run one way: online/ -> compare/ -> offline/ -> the shared modules, and online/ ->
-gridworld/ (the exact references of its bounds check). One deferred import still runs back
-from offline/ to compare/: runner.py reads the methods' display names (compare/config.py
-`METHODS`); it belongs in a shared module.
+gridworld/ (the exact references of its bounds check). Nothing imports back up: an offline
+run's reference agents and results table are compare/offline_table.py, called by the binary.
 """

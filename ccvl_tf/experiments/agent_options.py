@@ -1,6 +1,6 @@
 """CCVL's own options, declared once (agents.ccvl_agent.CCVLConfig) and exposed as flags.
 
-The confidence options of issue 11 (objective, count estimate, belief resampling) live only in
+The confidence options (objective, count estimate, belief resampling) live only in
 `CCVLConfig`, with their documentation in its "Attributes:" docstring. Binaries do not copy
 them: `define_flags()` generates one absl flag per option from the dataclass (type, default and
 help text), `from_flags()` returns the options the user set, and experiment configs carry them

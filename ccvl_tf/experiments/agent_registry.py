@@ -1,4 +1,4 @@
-"""The agent registry: every learner of agents/ built from one place (issues 6 and 16).
+"""The agent registry: every learner of agents/ built from one place.
 
 `AGENT_REGISTRY` maps a name to an `AgentSpec`: a builder (time_step_spec, action_spec,
 AgentSettings) -> learner (agents.learner.Learner) and the policies it is evaluated / exported
@@ -122,7 +122,7 @@ def _bounds_policies(agent, time_step_spec, action_spec, held_out, s: AgentSetti
   online fine-tuning exports as policy/, policy_fixed/, policy_bounds/)."""
   del held_out
   adaptive = policies.ConfidenceAdaptivePolicy(
-      time_step_spec, action_spec, agent.q_network, num_deltas=s.num_grid_deltas,
+      time_step_spec, action_spec, agent.q_network, num_grid_deltas=s.num_grid_deltas,
       gamma=agent.config.gamma, seed=s.seed, upper_network=agent.upper_q_network,
       beta=agent.bounds.beta, reward_clip=s.reward_clip)
   fixed = policies.FixedDeltaPolicy(time_step_spec, action_spec, agent.q_network,
@@ -165,7 +165,7 @@ def _ccvl_policies(agent, time_step_spec, action_spec, held_out, s: AgentSetting
   temperature = (auto_belief_temperature(errors) if s.belief_temperature is None
                  else float(s.belief_temperature))
   adaptive = policies.ConfidenceAdaptivePolicy(
-      time_step_spec, action_spec, agent.q_network, num_deltas=s.num_grid_deltas,
+      time_step_spec, action_spec, agent.q_network, num_grid_deltas=s.num_grid_deltas,
       gamma=agent.config.gamma, temperature=temperature, seed=s.seed,
       reward_clip=s.reward_clip, resample=agent.config.belief_resample)
   fixed = policies.FixedDeltaPolicy(time_step_spec, action_spec, agent.q_network,
@@ -204,7 +204,7 @@ def _build_aevl(time_step_spec, action_spec, s: AgentSettings):
 
 def _build_aevl_td(time_step_spec, action_spec, s: AgentSettings):
   """AEVL whose members have no CQL term (alpha = 0: Huber TD + DR3 only), the reading under
-  which the paper's AEVL scores track REM's rather than CQL's (issue 11, item 6)."""
+  which the paper's AEVL scores track REM's rather than CQL's."""
   return _build_aevl(time_step_spec, action_spec, dataclasses.replace(s, alpha=0.0))
 
 

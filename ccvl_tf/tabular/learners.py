@@ -1,24 +1,6 @@
 """Exact tabular offline learners on the empirical MDP of a dataset.
 
-Every learner iterates an empirical Bellman update to its fixed point, computing each
-iterate's arg-min *exactly* (in closed form for the bonus updates; by Newton's method for the
-regularized ones, whose per-state problems are strictly convex). Notation of the paper:
-
-  n(s, a), n(s)   visitation counts in the dataset D; n ^ 1 = max(n, 1)
-  B^ Q(s, a)      empirical Bellman optimality backup: mean over the transitions (s, a, r, s')
-                  in D of r + gamma * (1 - terminal) * max_a' Q(s', a')
-  delta           a confidence level in (0, 1), on a sorted grid (`ccvl_tf.belief.delta_grid`)
-
-Pairs (s, a) never seen in D have no empirical backup. The bonus learners treat them with the
-pessimistic prior "reward 0, no continuation" (0 is the smallest possible return here, so it
-is a valid lower bound) and subtract the bonus with n ^ 1 = 1. The regularized learners follow
-the exact CQL solution: an action never taken at a visited state is pushed to -inf by the
-penalty (nothing anchors it), and a state never visited keeps its initial value 0.
-
-Sign convention: Eq. (anti_exploration) and Eq. (update) in the paper are printed as
-(Q - B^Q - alpha*bonus)^2, whose minimizer *adds* the bonus; anti-exploration bonuses are
-subtracted (Rezaeifar et al. 2021, and the paper's own lower-bound claims), so we implement
-Q = B^Q - alpha * bonus.
+More in docs/library.md "Module notes", `ccvl_tf/tabular/learners.py`.
 """
 from __future__ import annotations
 

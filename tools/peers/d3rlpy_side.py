@@ -9,7 +9,7 @@ tools/peers/requirements.txt), never in the project's. tools/peers/peers.py call
   python d3rlpy_side.py serve --model=O/model.d3
       reads observations from stdin, each 84*84*4 uint8 bytes in our layout [84, 84, 4]
       (oldest frame first), and answers each with the greedy action index and a newline on
-      stdout; used by our evaluation loop (ccvl_tf.evaluation.run_episodes) in the project's
+      stdout; used by our evaluation loop (ccvl_tf.rollouts.run_episodes) in the project's
       environment.
 """
 import argparse

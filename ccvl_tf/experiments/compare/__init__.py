@@ -11,4 +11,7 @@ Entry point: `runner.run(CompareConfig(...))` (binaries/compare.py). Its steps, 
 Second entry point: `alpha_sweep.run(AlphaSweepConfig(...))` (binaries/alpha_sweep.py): the
 comparison once per alpha (CQL, CCVL, Fixed-CCVL) and once for behaviour cloning, then
 rows.csv, table.md and alpha_sweep.png (alpha_sweep_report.py; docs/alpha_sweep.md).
+
+Third: `offline_table.run(cfg, trained)` after `offline.runner.run` (binaries/train_offline.py):
+the reference agents trained beside an offline run and its results table.
 """

@@ -1,25 +1,6 @@
-"""The alpha sweep: the neural version of the paper's Fig. 1 (left), return vs alpha (issue 23).
+"""The alpha sweep: the neural version of the paper's Fig. 1 (left), return vs alpha.
 
-The paper's claim: CQL's return depends on its regularizer weight alpha (it must be tuned),
-CCVL's should not, because CCVL learns the whole family Q(s, a, delta) of conservatism levels
-and picks delta while acting, instead of committing to one degree of conservatism through
-alpha. `run(AlphaSweepConfig(...))` (what `binaries/alpha_sweep.py` calls) measures it with the
-comparison's machinery (`ccvl_tf.experiments.compare.runner.run`), once per alpha:
-
-  OUT/alpha_<a>/   a whole comparison (results/, runs/, logs/, scores.csv, table.md,
-                   confidence.md, ...) of the alpha-dependent methods -- CQL, CCVL and
-                   Fixed-CCVL (the last two share one trained learner) -- at --alpha=a;
-  OUT/bc/          the same comparison of behaviour cloning once: BC has no alpha, it is the
-                   alpha-free reference line.
-Every part is resumable as compare is (a finished method/dataset/game/seed is skipped, an
-interrupted training resumes from its checkpoint), so rerunning the same command continues a
-sweep. Then `alpha_sweep_report.write_outputs` writes OUT/rows.csv, OUT/table.md and
-OUT/alpha_sweep.png from all result files (docs/alpha_sweep.md).
-
-`AlphaSweepConfig` is `CompareConfig` (every setting compare passes on: suite, data_dir,
-games, datasets, seeds, first_seed, workers, num_steps, eval_episodes, learning_rate,
-dr3_coef, CCVL's options, ...) with `alphas` instead of the single `alpha`, and `methods`
-restricted to SWEEP_METHODS.
+More in docs/alpha_sweep.md "Module notes", `ccvl_tf/experiments/compare/alpha_sweep.py`.
 """
 from __future__ import annotations
 
@@ -34,13 +15,10 @@ from ccvl_tf.experiments.compare import config as compare_config
 
 # The sweep's layout (methods, part directories) is defined with its report, the stage below.
 from ccvl_tf.experiments.compare import alpha_sweep_report  # noqa: E402
-from ccvl_tf.experiments.compare.alpha_sweep_report import ALPHA_DIR_PREFIX  # noqa: F401,E402
-from ccvl_tf.experiments.compare.alpha_sweep_report import ALPHA_FREE_METHODS  # noqa: F401,E402
-from ccvl_tf.experiments.compare.alpha_sweep_report import ALPHA_METHODS  # noqa: F401,E402
-from ccvl_tf.experiments.compare.alpha_sweep_report import BC_DIR  # noqa: F401,E402
-from ccvl_tf.experiments.compare.alpha_sweep_report import SWEEP_METHODS  # noqa: F401,E402
-from ccvl_tf.experiments.compare.alpha_sweep_report import alpha_dir_name  # noqa: F401,E402
-# At least the grid of issue 23: {0.03, 0.1, 0.3, 1, 3, 10}.
+from ccvl_tf.experiments.compare.alpha_sweep_report import (  # noqa: E402
+    ALPHA_DIR_PREFIX, ALPHA_FREE_METHODS, ALPHA_METHODS, BC_DIR, SWEEP_METHODS, alpha_dir_name)
+
+# The default grid: {0.03, 0.1, 0.3, 1, 3, 10}, a decade in half-decade steps.
 DEFAULT_ALPHAS = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
 def parse_alphas(text) -> Tuple[float, ...]:
   """'0.03, 0.1,1' -> (0.03, 0.1, 1.0), sorted; ValueError naming --alphas for a value that is

@@ -9,7 +9,7 @@ From the result files of every part of a sweep (OUT/alpha_<a>/results, OUT/bc/re
                   ccvl_tf.policy_diagnostics, and the value-level confidence diagnostics,
                   experiments/offline/confidence_report.py);
   table.md        per dataset kind: (1) normalized IQM [95% CI] over seeds x games of each
-                  method at each alpha (rliable via ccvl_tf.evaluation.aggregate_scores), BC as
+                  method at each alpha (rliable via ccvl_tf.score_stats.aggregate_scores), BC as
                   one alpha-free row; (2) flatness over alpha per method (`flatness`); (3) CCVL's
                   family diagnostics vs alpha, mean over runs;
   alpha_sweep.png per dataset kind: normalized IQM vs alpha (log axis) with 95% CI bands for
@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ccvl_tf import evaluation
+from ccvl_tf import score_stats
 from ccvl_tf import reporting
 from ccvl_tf.experiments.compare import config as compare_config
 from ccvl_tf.experiments.compare import report as compare_report
@@ -178,15 +178,15 @@ def score_matrix(rows: Sequence[dict], method: str, dataset: str, alpha: Optiona
 
 
 def iqm_cells(rows: Sequence[dict], reps: int = 2000
-              ) -> Dict[Tuple[str, str, Optional[float]], evaluation.Aggregate]:
+              ) -> Dict[Tuple[str, str, Optional[float]], score_stats.Aggregate]:
   """(method, dataset, alpha) -> the normalized IQM with its 95% stratified bootstrap CI
-  (evaluation.aggregate_scores, seed 0) over that cell's score matrix."""
+  (score_stats.aggregate_scores, seed 0) over that cell's score matrix."""
   out = {}
   for key in sorted({(r["method"], r["dataset"], r["alpha"]) for r in rows},
                     key=lambda k: (k[0], k[1], -1.0 if k[2] is None else k[2])):
     m = score_matrix(rows, *key)
     if m is not None:
-      out[key] = evaluation.aggregate_scores(m, reps=reps, seed=0)["iqm"]
+      out[key] = score_stats.aggregate_scores(m, reps=reps, seed=0)["iqm"]
   return out
 
 
@@ -232,7 +232,7 @@ def flatness(rows: Sequence[dict], method: str, dataset: str,
   cube = np.array([[[table[(a, g, s)] for g in games] for s in seeds] for a in have])  # [K,S,G]
 
   def stats(c):
-    iqms = np.array([evaluation.iqm(c[k]) for k in range(c.shape[0])])
+    iqms = np.array([score_stats.iqm(c[k]) for k in range(c.shape[0])])
     best = iqms.max()
     return iqms, best - iqms.min(), (iqms.min() / best if best > 0 else math.nan)
 
@@ -274,7 +274,7 @@ def family_means(rows: Sequence[dict], dataset: str
 
 
 # ------------------------------------------------------------------------------ table.md
-def _cell(a: Optional[evaluation.Aggregate]) -> str:
+def _cell(a: Optional[score_stats.Aggregate]) -> str:
   return "-" if a is None else f"{a.value:.1f} [{a.ci_low:.1f}, {a.ci_high:.1f}]"
 
 

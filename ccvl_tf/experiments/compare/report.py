@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ccvl_tf import evaluation
+from ccvl_tf import score_stats
 from ccvl_tf import reporting
 from ccvl_tf.experiments.compare import config as compare_config
 
@@ -110,7 +110,7 @@ def _games_and_common_seeds(game_seed_pairs) -> Tuple[List[str], List[int]]:
 
 
 def aggregate(rows: Sequence[dict], reps: int = 2000) -> Dict[tuple, object]:
-  """(method, dataset) -> evaluation.Aggregate of the normalized IQM over seeds x games.
+  """(method, dataset) -> score_stats.Aggregate of the normalized IQM over seeds x games.
 
   The score matrix is [seeds, games] of normalized scores (rliable's stratified bootstrap
   resamples seeds within each game). Only seeds present for every game are used.
@@ -126,7 +126,7 @@ def aggregate(rows: Sequence[dict], reps: int = 2000) -> Dict[tuple, object]:
         continue
       table = {(r["game"], r["seed"]): r["normalized_score"] for r in sel}
       matrix = np.array([[table[(g, s)] for g in games] for s in seeds])  # [seeds, games]
-      out[(method, dataset)] = evaluation.aggregate_scores(matrix, reps=reps, seed=0)["iqm"]
+      out[(method, dataset)] = score_stats.aggregate_scores(matrix, reps=reps, seed=0)["iqm"]
   return out
 
 
@@ -238,7 +238,7 @@ CONFIDENCE_COLUMNS = (
     ("belief_final_entropy", "belief: final entropy (nats)"),
 )
 # The delta family as greedy policies on held-out dataset states (ccvl_tf.policy_diagnostics
-# .family_summary; issue 23): lo / hi = the grid's smallest / largest delta.
+# .family_summary): lo / hi = the grid's smallest / largest delta.
 FAMILY_COLUMNS = (
     ("family_differs_ends", "greedy action differs, smallest vs largest delta"),
     ("family_differs_any", "greedy action differs anywhere along the grid"),
@@ -269,7 +269,7 @@ def adaptive_vs_fixed_lines(rows: Sequence[dict], reps: int = 2000) -> List[str]
   """Markdown table lines: per dataset kind, CCVL (adaptive) against Fixed-CCVL on the runs
   both have (same game and seed: the same trained network): how many runs score higher /
   the same / lower, and P(CCVL > Fixed-CCVL) with its 95% CI
-  (evaluation.probability_of_improvement over the seeds both have in every game);
+  (score_stats.probability_of_improvement over the seeds both have in every game);
   [] without both methods."""
   keys = ("method", "dataset", "game", "seed", "normalized_score")
   by = {(r["method"], r["dataset"], r["game"], r["seed"]): r["normalized_score"] for r in rows
@@ -287,7 +287,7 @@ def adaptive_vs_fixed_lines(rows: Sequence[dict], reps: int = 2000) -> List[str]
     if seeds:
       x = np.array([[by[("CCVL", dataset, g, s)] for g in games] for s in seeds])
       y = np.array([[by[("Fixed-CCVL", dataset, g, s)] for g in games] for s in seeds])
-      p = evaluation.probability_of_improvement(x, y, reps=reps, seed=0)
+      p = score_stats.probability_of_improvement(x, y, reps=reps, seed=0)
       cell = f"{p.value:.2f} [{p.ci_low:.2f}, {p.ci_high:.2f}]"
     lines.append(f"| {dataset} | {len(pairs)} | {int((diff > 0).sum())} / "
                  f"{int((diff == 0).sum())} / {int((diff < 0).sum())} | "

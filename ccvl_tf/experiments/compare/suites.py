@@ -185,8 +185,7 @@ class MinAtarSuite(_ReplaySuite):
   # Cost-driven (docs/compare.md): measured 90-230 steps/s per method on the shared CPU, so the
   # full suite (5 games x 3 kinds x 3 seeds x 4 trainings) at 5k steps is ~1-2 h of CPU.
   default_steps = 5_000
-  # 20 episodes per run (issue 11: the belief needs episodes to adapt over; the paper averages
-  # 100). Was 5 before the confidence work.
+  # 20 episodes per run: the belief needs episodes to adapt over (the paper averages 100).
   default_eval_episodes = 20
   default_eval_max_steps = 10_000  # MinAtar env's cap (the reference DQN scores used it too)
   # DR3 off for every method: the development split's rule (docs/alpha_sweep.md, "The DR3

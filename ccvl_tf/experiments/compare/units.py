@@ -3,8 +3,7 @@
 `run_unit` has two phases, `train_unit` (build the learner from the agent registry and train
 or resume it) and `evaluate_unit` (the method's policy in the suite's environment, the result
 file); `run_logged` runs a unit with its own log file; `training_groups` says which units share
-a trained learner; `configure_tensorflow` (experiments/tf_setup.py) sets a process's threads and
-determinism.
+a trained learner.
 """
 from __future__ import annotations
 
@@ -18,12 +17,12 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import numpy as np
 
-from ccvl_tf import evaluation
+from ccvl_tf import rollouts
+from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.compare import config as compare_config
 from ccvl_tf.experiments.compare import suites as compare_suites
-from ccvl_tf.experiments.offline import runner as offline
+from ccvl_tf.experiments.offline import confidence_report
 # A process's threads and determinism (shared with offline/), used through this module by the pool.
-from ccvl_tf.experiments.tf_setup import configure_tensorflow  # noqa: F401
 
 Unit = tuple  # (dataset, game, seed, method)
 
@@ -50,13 +49,13 @@ def result_path(output_dir: str, method: str, dataset: str, game: str, seed: int
 def train_dir(output_dir: str, method: str, dataset: str, game: str, seed: int) -> str:
   """runs/<train_key>/<dataset>/<game>/seed_<k>: the training's root (shared by the methods of
   one train_key)."""
-  key = offline.get_agent_spec(compare_config.METHODS[method]).train_key
+  key = agent_registry.get_agent_spec(compare_config.METHODS[method]).train_key
   return os.path.join(output_dir, "runs", key, compare_config.slug(dataset), game,
                       f"seed_{seed}")
 
 
 def agent_settings(suite: compare_suites.Suite, data: compare_suites.Data,
-                   seed: int) -> offline.AgentSettings:
+                   seed: int) -> agent_registry.AgentSettings:
   """The registry settings of a unit: the suite's network and training overrides, then the
   settings given in the CompareConfig."""
   cfg = suite.cfg
@@ -64,7 +63,7 @@ def agent_settings(suite: compare_suites.Suite, data: compare_suites.Data,
   for name in ("learning_rate", "adam_epsilon", "target_update_period", "dr3_coef"):
     if getattr(cfg, name) is not None:
       over[name] = getattr(cfg, name)
-  return offline.AgentSettings(
+  return agent_registry.AgentSettings(
       network_config=suite.network_config(), dataset_size=float(data.size),
       inverse_count_fn=data.inverse_count_fn, alpha=cfg.alpha, num_deltas=cfg.num_deltas,
       num_pairs=cfg.num_pairs, num_heads=cfg.num_heads, num_members=cfg.num_members,
@@ -82,7 +81,7 @@ def train_unit(suite: compare_suites.Suite, method: str, dataset: str, game: str
   import keras  # pylint: disable=g-import-not-at-top  (TensorFlow loads when a unit runs)
   from ccvl_tf import training  # pylint: disable=g-import-not-at-top
   cfg = suite.cfg
-  spec = offline.get_agent_spec(compare_config.METHODS[method])
+  spec = agent_registry.get_agent_spec(compare_config.METHODS[method])
   batch_size = cfg.batch_size or suite.default_batch_size
   data = suite.data(game, dataset, seed, batch_size)
   time_step_spec, action_spec = suite.specs(game)
@@ -142,11 +141,11 @@ def evaluate_unit(suite: compare_suites.Suite, trained: TrainedUnit, method: str
   exports, extra = trained.spec.policies(trained.learner, trained.time_step_spec,
                                          trained.action_spec, trained.data.held_out(),
                                          trained.settings)
-  policy = evaluation.CompiledPolicy(exports["policy"])
+  policy = rollouts.CompiledPolicy(exports["policy"])
   episodes = cfg.eval_episodes or suite.default_eval_episodes
   max_steps = cfg.eval_max_steps or suite.default_eval_max_steps
   ev = suite.eval_env(game, 10_000 + seed, max_steps)
-  records = evaluation.run_episodes(policy, ev.env, episodes, run=seed,
+  records = rollouts.run_episodes(policy, ev.env, episodes, run=seed,
                                     epsilon=compare_config.EVAL_EPSILON, seed=seed,
                                     raw_score_fn=ev.raw_score_fn)
   raw = np.array([r.raw_score for r in records], np.float64)
@@ -186,7 +185,6 @@ def run_unit(suite: compare_suites.Suite, method: str, dataset: str, game: str, 
 def _diagnostics(suite, learner, data, game, seed, records) -> dict:
   """The confidence diagnostics of a CCVL unit (experiments/offline/confidence_report.py), flat."""
   from ccvl_tf import belief  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments.offline import confidence_report  # pylint: disable=g-import-not-at-top
   grid = belief.delta_grid(suite.cfg.num_grid_deltas)
 
   def env_factory():
@@ -222,7 +220,7 @@ def training_groups(units: Sequence[Unit]) -> List[List[Unit]]:
   must never train at the same time in two processes."""
   groups: Dict[tuple, List[Unit]] = {}
   for u in units:
-    key = (u[0], u[1], u[2], offline.get_agent_spec(compare_config.METHODS[u[3]]).train_key)
+    key = (u[0], u[1], u[2], agent_registry.get_agent_spec(compare_config.METHODS[u[3]]).train_key)
     groups.setdefault(key, []).append(u)
   return list(groups.values())
 

@@ -1,25 +1,7 @@
 """Do the learned bounds bound? Q_l(s, a, delta) <= Q*(s, a) <= Q_u(s, a, delta) on the gridworld,
-checked against exact values (issue 27).
+checked against exact values.
 
-On the gridworld every reference can be computed exactly:
-  * Q* by value iteration on the world the data came from (`ccvl_tf.tabular.value_iteration`:
-    p = 0.3 for the offline dataset, p = 0.15 for the online data of fine-tuning);
-  * the tabular CCVL bounds of the *same objective on the same data*
-    (`ccvl_tf.tabular.learners`): Eq. (update) for Q_l (`ccvl_bonus_q`) and Eq. (upper update)
-    for Q_u (`ccvl_upper_bonus_q`), both with the bonus alpha sqrt(log(1/delta) / n(s)) at the
-    learner's state counts n(s), solved exactly on the empirical MDP of the data.
-
-`coverage_rows` compares a learner's Q_l, Q_u [K, S, A] on the grid deltas with them, on the
-(s, a) pairs of the data ("visited pairs"):
-  lower_holds   share of visited pairs with Q_l <= Q*   (Theorem 1: >= 1 - delta)
-  upper_holds   share of visited pairs with Q_u >= Q*   (Eq. upper value: >= 1 - delta)
-  lower_gap, upper_gap                 mean of Q_l - Q*, Q_u - Q* over them
-  lower_minus_tabular, upper_minus_tabular   mean of Q_l - Q_l^tab, Q_u - Q_u^tab
-  tabular_lower_holds, tabular_upper_holds   the same shares for the tabular bounds
-  v_lower_holds, v_upper_holds   share of visited states with max_a Q_l <= V*, max_a Q_u >= V*
-Pairwise (Q) coverage is what Theorem 1 promises for the bonus form, which the gridworld bounds
-are trained with; for the regularized form Theorem 2 only promises V = max_a Q, so both are
-reported. `markdown_table` and `plot` write them; `q_tables` reads Q_l, Q_u off a learner.
+More in docs/library.md "Module notes", `ccvl_tf/experiments/gridworld/bounds.py`.
 """
 from __future__ import annotations
 
@@ -70,7 +52,7 @@ def references(data: Transitions, world: GridWorld, deltas: Sequence[float], alp
 
 def coverage_rows(q_lower: np.ndarray, q_upper: Optional[np.ndarray], refs: Dict[str, np.ndarray],
                   deltas: Sequence[float]) -> List[Dict[str, float]]:
-  """One row per grid delta (keys in the module docstring).
+  """One row per grid delta (keys in the module notes).
 
   Args:
     q_lower: the learner's Q_l [K, S, A] at `deltas`.

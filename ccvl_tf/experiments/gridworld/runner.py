@@ -1,33 +1,6 @@
 """The paper's illustrative gridworld experiment (Sec. "Illustrative Example on Gridworld").
 
-Reproduces, on the layout of `ccvl_tf.envs.gridworld` (data at p = 0.3, evaluation at p = 0.15):
-  * Fig. 1 left  - normalized return of CQL, CCVL (confidence-adaptive) and Fixed-CCVL against
-                   alpha (`alpha_sweep.csv`, `alpha_sweep.png`);
-  * Fig. 1 right - the delta CCVL acts with over the evaluation episodes at one alpha
-                   (`delta_adaptation.csv`, `delta_adaptation.png`);
-  * Fig. 2       - the paths CQL and CCVL take, drawn on the grid (`trajectories.png`);
-  * Theorem 1    - coverage of the bonus-form CCVL lower bound over resampled datasets
-                   (`coverage.csv`, `coverage.png`);
-  * Lemma 1 and Theorem 2 for every reading of Eq. (cql update) (the regularizer's gap and the
-    outer max over delta' <= delta): the family solved exactly and trained as the neural agent
-    on one-hot states (`family.csv`), and V <= V* over resampled datasets
-    (`coverage_theorem2.csv`, `coverage_theorem2.png`); see `family.py`.
-
-Protocol (fixed before any result was seen):
-  * seed i (i = first_seed, ..., first_seed + seeds - 1) -> dataset
-    `make_gridworld_dataset(seed=i)` (2,500 transitions) and an evaluation random stream
-    seeded by (i, alpha index, reading index);
-  * CCVL uses the regularized update Eq. (cql update), as the paper's experiments do, on a grid
-    of K deltas, in each reading of `readings`; CQL uses Eq. (cql); both solved exactly
-    (`ccvl_tf.tabular.learners`);
-    "CCVL-bonus" is the explicit-bonus update Eq. (update) with the same adaptive policy;
-  * normalized return = episode discounted return / optimal expected return at p = 0.15;
-    CQL and Fixed-CCVL are Markov policies, scored by their exact expected return; CCVL adapts,
-    so it is scored by the mean of its sampled evaluation episodes (the paper: "the average score
-    across the adaptation process"), with the belief kept across those episodes;
-  * Fixed-CCVL acts with the grid delta of lowest mean Bellman error on the offline data;
-  * the belief temperature is set from the offline data (`auto_temperature`), never from
-    evaluation returns.
+More in docs/library.md "Module notes", `ccvl_tf/experiments/gridworld/runner.py`.
 """
 from __future__ import annotations
 
@@ -79,7 +52,7 @@ def method_label(method: str, reading: str) -> str:
 
 @dataclasses.dataclass
 class Config:
-  """Settings of one run; defaults reproduce the paper's setup (see module docstring). The
+  """Settings of one run; defaults reproduce the paper's setup (see the module notes). The
   `setting` fields are binaries/gridworld.py's flags (ccvl_tf/config_flags.py)."""
   output_dir: str = setting(help="Directory for the CSV/PNG/JSON outputs.", flag_default=None,
                             required=True)
@@ -96,7 +69,9 @@ class Config:
   alphas: tuple = setting(DEFAULT_ALPHAS, "alpha grid of the sweep (Fig. 1 left), each >= 0.",
                           kind="list", flag_default=[str(a) for a in DEFAULT_ALPHAS],
                           parse=parse_alphas)
-  num_deltas: int = setting(  # K, the quantized delta grid (midpoints of K bins of (0, 1))
+  # K, the quantized delta grid (midpoints of K bins of (0, 1)); num_grid_deltas elsewhere. The
+  # name stays num_deltas here: it is gridworld.py's --num_deltas and a key of summary.json.
+  num_deltas: int = setting(
       10, "K, size of the quantized delta grid.")
   eval_episodes: int = setting(  # evaluation episodes per seed (the belief adapts across them)
       10, "Evaluation episodes per seed; CCVL's belief adapts across them.")

@@ -1,25 +1,6 @@
-"""Ablation of the offline learners' settings on one Atari dataset (issue 22).
+"""Ablation of the offline learners' settings on one Atari dataset.
 
-Why do CQL / CCVL not learn at the demo's scale when behaviour cloning and a peer library's CQL
-do? `run(AblationConfig(...))` trains named *variants* -- an agent of the registry plus the
-settings it changes (alpha, learning rate, Adam epsilon, DR3, target period, CCVL's count
-weighting and normalization) -- on one development dataset, and measures each the same way:
-
-  1. training (`ccvl_tf.training.train`: resumable, TensorBoard, progress lines);
-  2. every `probe_interval` steps, on held-out dataset states (another collection than the
-     training data) with their data actions: the greedy policy's agreement with the data's
-     action and its greedy mode share (1.0 = one action everywhere), the CQL gap
-     logsumexp_a Q - Q(s, a_D) (log A = no preference), and the features phi(s) the count
-     estimate reads (share of dead ReLU units, share of all-zero states, mean |phi|^2); for
-     CCVL also the family as policies over the delta grid (ccvl_tf.policy_diagnostics);
-  3. at the end, the greedy policy's score in the ALE (`eval_episodes` episodes, epsilon
-     0.001, capped at `eval_max_steps` agent steps); CCVL is scored at its training-time delta
-     (`policy_delta`, 0.5), so every variant is scored by one greedy policy.
-
-Variants run side by side in `workers` spawned processes with `threads_per_worker` TensorFlow
-threads each (a variant's numbers do not depend on the pool size). Outputs in `output_dir`:
-runs/<variant>/ (checkpoints, summaries, eval.csv), results/<variant>.json, rows.csv (one row
-per variant), probes.csv (one row per variant and probe step), table.md and curves.png.
+More in docs/ablation.md "Module notes", `ccvl_tf/experiments/offline/ablation.py`.
 """
 from __future__ import annotations
 
@@ -60,7 +41,7 @@ class Variant:
     return ", ".join(parts) if parts else "defaults"
 
 
-# The ablation grid (issue 22, docs/ablation.md): the agents' defaults, the factors one at a
+# The ablation grid (docs/ablation.md): the agents' defaults, the factors one at a
 # time, and the combinations the factors suggest. Names: <agent>_<changes>.
 _A1 = {"alpha": 1.0}
 _EPS = {"adam_epsilon": 1e-8}
@@ -186,7 +167,7 @@ def probe_batch(store, num_states: int, seed: int) -> Dict[str, np.ndarray]:
 
 def probe(agent, probe: Mapping[str, np.ndarray], num_actions: int,
           grid: Optional[Sequence[float]] = None) -> Dict[str, float]:
-  """The held-out measurements of one agent (see the module docstring, step 2)."""
+  """The held-out measurements of one agent (see the module notes, step 2)."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from agents import q_agent_base  # pylint: disable=g-import-not-at-top
   from ccvl_tf import policy_diagnostics  # pylint: disable=g-import-not-at-top
@@ -218,7 +199,7 @@ def run_variant(cfg: AblationConfig, name: str, log: Callable[[str], None] = pri
   import keras  # pylint: disable=g-import-not-at-top
   from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
   from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
-  from ccvl_tf import belief, evaluation, networks, training  # pylint: disable=g-import-not-at-top
+  from ccvl_tf import belief, networks, rollouts, training  # pylint: disable=g-import-not-at-top
   from ccvl_tf.data import pipeline  # pylint: disable=g-import-not-at-top
   from ccvl_tf.envs import atari  # pylint: disable=g-import-not-at-top
   from ccvl_tf.experiments import agent_registry  # pylint: disable=g-import-not-at-top
@@ -241,7 +222,7 @@ def run_variant(cfg: AblationConfig, name: str, log: Callable[[str], None] = pri
   grid = (belief.delta_grid(settings.num_grid_deltas)
           if agent_registry.get_agent_spec(variant.agent).train_key == "ccvl" else None)
   root = os.path.join(cfg.output_dir, "runs", name)
-  compiled = evaluation.CompiledPolicy(agent.policy)
+  compiled = rollouts.CompiledPolicy(agent.policy)
   final = {}
 
   def evaluate(step):
@@ -260,7 +241,7 @@ def run_variant(cfg: AblationConfig, name: str, log: Callable[[str], None] = pri
   if cfg.eval_episodes:  # the ALE score of the final greedy policy (kept in the result file)
     env = atari.AtariEnvironment(cfg.game, seed=cfg.seed + 10_000,
                                  max_episode_steps=cfg.eval_max_steps)
-    records = evaluation.run_episodes(
+    records = rollouts.run_episodes(
         compiled, env, cfg.eval_episodes, epsilon=cfg.eval_epsilon, seed=cfg.seed + 20_000,
         raw_score_fn=lambda e: e.episode_raw_return,
         max_total_steps=cfg.eval_episodes * (cfg.eval_max_steps + 2))

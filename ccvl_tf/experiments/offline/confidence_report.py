@@ -1,23 +1,6 @@
-"""The confidence diagnostics of one trained CCVL agent (issue 11), as files and one dict.
+"""The confidence diagnostics of one trained CCVL agent, as files and one dict.
 
-`report(...)` is what `train_offline.py` and `compare.py` call at the end of a CCVL run and what
-`binaries/diagnose.py` calls on a finished run directory. It measures, with ccvl_tf.diagnostics:
-  * the delta family V(s, delta) = max_a Q(s, a, delta) on `num_states` dataset states over the
-    policy's delta grid: Lemma-1 fraction (stepwise, and V(delta_max) >= V(delta_min)), spread
-    / mean |TD target|, action gap, the largest V and how often V exceeds the largest return;
-  * the count estimate n(s)^-1 on those (seen) states against states the data does not cover:
-    frames of a uniformly random policy in the environment ('random_policy', when an
-    environment factory is given) and the dataset frames with their pixels shuffled
-    ('shuffled_pixels'); ROC AUC of n(s)^-1 as a seen/unseen classifier for each; the spectrum
-    of |D| C against the ridge, and |D| * mean n(s)^-1 against the effective rank;
-  * the family as greedy policies (ccvl_tf.policy_diagnostics.family_action_stats): the share
-    of states whose greedy action changes between the grid's smallest and largest delta and
-    anywhere along it; per grid delta the agreement with the data's action, the greedy mode
-    share and the CQL gap;
-  * the belief over the evaluation episodes (`records`, ccvl_tf.evaluation.EpisodeRecord):
-    expected delta and entropy per episode.
-Writes OUT/diagnostics.json, OUT/delta_family.png, OUT/belief.csv and OUT/belief.png (when
-there are belief records); returns {'summary': flat headline numbers, ...details}.
+More in docs/library.md "Module notes", `ccvl_tf/experiments/offline/confidence_report.py`.
 """
 from __future__ import annotations
 
@@ -28,6 +11,9 @@ from typing import Callable, Dict, Iterable, Optional, Sequence
 import ccvl_tf  # noqa: F401
 
 import numpy as np
+import tensorflow as tf
+
+from ccvl_tf import diagnostics, policies, policy_diagnostics
 
 
 def dataset_observations(batches: Iterable[Dict], num_states: int) -> np.ndarray:
@@ -90,8 +76,6 @@ def report(agent, held_out: Callable[[], Iterable[Dict]], grid: Sequence[float],
       1 / (1 - gamma), the largest return with rewards clipped to [-1, 1] (the Atari and
       MinAtar datasets are clipped so; pass the game's own bound when it is tighter).
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from ccvl_tf import diagnostics  # pylint: disable=g-import-not-at-top
   grid = np.asarray(grid, np.float32)
   seen = dataset_observations(held_out(), num_states)
   scale = diagnostics.td_target_scale(agent.q_network, held_out(), grid, agent.config.gamma)
@@ -129,15 +113,13 @@ def report(agent, held_out: Callable[[], Iterable[Dict]], grid: Sequence[float],
       movement = diagnostics.belief_movement(trace, grid)
       out["belief"] = {"movement": movement, "trace": trace}
   out["summary"] = diagnostics.summarize(family, separation, spectrum, movement, mean_x_size)
-  from ccvl_tf import policies  # pylint: disable=g-import-not-at-top
-  from ccvl_tf import policy_diagnostics  # pylint: disable=g-import-not-at-top
   obs, acts = dataset_observations_and_actions(held_out(), num_states)
   acts = acts - int(agent.action_spec.minimum)
   num_actions = policies.action_count(agent.action_spec)
   out["actions"] = policy_diagnostics.greedy_action_stats(
       agent.q_network, obs, acts, agent.config.policy_delta, num_actions)
   out["summary"].update(out["actions"])
-  # The family as policies (issue 23): greedy actions that change with delta, per grid delta.
+  # The family as policies: greedy actions that change with delta, per grid delta.
   out["family_actions"] = policy_diagnostics.family_action_stats(
       agent.q_network, obs, acts, grid, num_actions)
   out["summary"].update(policy_diagnostics.family_summary(out["family_actions"]))

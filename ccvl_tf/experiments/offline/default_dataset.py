@@ -1,4 +1,4 @@
-"""The default dataset of train_offline.py when no --dataset_dir is given (issue 13).
+"""The default dataset of train_offline.py when no --dataset_dir is given.
 
 `ensure_default_dataset(cfg, env_factory)` collects, once, `cfg.default_dataset_steps`
 transitions of the default behaviour policy (`default_behaviour`: the scripted player of

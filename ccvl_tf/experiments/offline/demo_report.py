@@ -3,7 +3,7 @@
 `report(...)` evaluates each policy for the same number of episodes in fresh ALE environments
 (evaluation epsilon 0.001, the same episode cap), and writes ROOT/results.md (mean raw score
 and its 95% bootstrap CI over episodes, rliable's percentile bootstrap through
-`ccvl_tf.evaluation.aggregate_scores`), ROOT/results.png (the same as bars with CIs) and
+`ccvl_tf.score_stats.aggregate_scores`), ROOT/results.png (the same as bars with CIs) and
 ROOT/learning_curve.png (the evaluations during training, from evals.json). The CCVL
 (adaptive) row reuses the episodes the confidence diagnostics ran (their belief trace is the
 same evaluation).
@@ -11,6 +11,7 @@ same evaluation).
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import os
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
@@ -18,6 +19,13 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 import ccvl_tf  # noqa: F401
 
 import numpy as np
+
+from ccvl_tf import rollouts, score_stats
+from ccvl_tf.data import replay_writer
+
+# TensorFlow (also through ccvl_tf.training and ccvl_tf.envs) and matplotlib each take ~2 s to
+# import (python -X importtime); they are imported in the functions that need them, so the
+# score rows and tables (score_row, render: tools/peers/peer_table.py) are made without them.
 
 _Step = collections.namedtuple("_Step", ["action", "state", "info"])
 
@@ -53,12 +61,11 @@ def policy_offset(i: int) -> int:
 
 def episode_records(make_policy: Callable, env_factory: Callable[[int], object], episodes: int,
                     max_steps: int, epsilon: float, seed: int) -> list:
-  """The evaluation.EpisodeRecords of `episodes` episodes of make_policy(env) in a fresh
+  """The rollouts.EpisodeRecords of `episodes` episodes of make_policy(env) in a fresh
   environment env_factory(seed), evaluation epsilon `epsilon` drawn from `seed`
   (run_episodes); raw_score is the game score."""
-  from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
   env = env_factory(seed)
-  return evaluation.run_episodes(
+  return rollouts.run_episodes(
       make_policy(env), env, episodes, epsilon=epsilon, seed=seed,
       raw_score_fn=lambda e: e.episode_raw_return,
       max_total_steps=episodes * (max_steps + 2))
@@ -73,11 +80,10 @@ def episode_scores(make_policy: Callable, env_factory: Callable[[int], object], 
 
 def score_row(name: str, scores: Sequence[float], reps: int = 2000) -> Dict[str, object]:
   """Mean raw score of the episodes and its 95% bootstrap CI (rliable)."""
-  from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
   arr = np.asarray(scores, np.float64)
   if arr.size == 0:
     raise ValueError(f"no episodes for {name}")
-  agg = evaluation.aggregate_scores(arr[:, None], reps=reps)["mean"]
+  agg = score_stats.aggregate_scores(arr[:, None], reps=reps)["mean"]
   return {"policy": name, "episodes": int(arr.size), "mean": float(arr.mean()),
           "ci_low": agg.ci_low, "ci_high": agg.ci_high, "scores": arr.tolist()}
 
@@ -142,12 +148,8 @@ def report(root_dir: str, game: str, policies: Mapping[str, object],
   environment when `eval_env` is 'vector', ccvl_tf/envs/atari_vector.py) or `precomputed`
   (name -> episode scores already measured); `timer` (phase_times.PhaseTimes) times each
   row's evaluation. Returns the rows (also in results.json)."""
-  from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.data import replay_writer  # pylint: disable=g-import-not-at-top
   from ccvl_tf.envs import atari_vector  # pylint: disable=g-import-not-at-top
   precomputed = dict(precomputed or {})
-
-  import contextlib  # pylint: disable=g-import-not-at-top
 
   def timed(name):
     return contextlib.nullcontext() if timer is None else timer.phase(f"evaluation: {name}")
@@ -167,7 +169,7 @@ def report(root_dir: str, game: str, policies: Mapping[str, object],
     if name in precomputed:
       rows.append(score_row(name, precomputed[name]))
     else:
-      compiled = evaluation.CompiledPolicy(policy)
+      compiled = rollouts.CompiledPolicy(policy)
       if atari_vector.use_vector_env(game, eval_env):
         with timed(name):
           scores = [r.raw_score for r in atari_vector.evaluate_atari(
@@ -195,7 +197,7 @@ def results_table(cfg, game, replay_dir, spec, exports, precomputed, log,
   policies of `cfg` (an offline.runner.OfflineConfig), mean raw score with 95% bootstrap CIs:
   cfg.root_dir/results.md, results.png, learning_curve.png (`report`). `spec` is the trained
   agent's AgentSpec, `exports` its exported policies, `references` the output of
-  runner._train_references."""
+  compare/offline_table.train_references."""
   from ccvl_tf.envs import atari, scripted  # pylint: disable=g-import-not-at-top
   env_factory = lambda seed: atari.AtariEnvironment(cfg.game, seed=seed,
                                                     max_episode_steps=cfg.eval_max_steps)

@@ -140,7 +140,7 @@ def across_seeds(per_seed: Mapping[str, Sequence[Mapping[str, object]]],
   """Per policy (in the first seed's row order, policies every seed has): the per-seed means
   and, over seeds, their mean, sample standard deviation, range and 95% percentile-bootstrap
   CI (rliable, as the per-episode CIs)."""
-  from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
+  from ccvl_tf import score_stats  # pylint: disable=g-import-not-at-top
   seeds = list(per_seed)
   by_seed = {s: {r["policy"]: r for r in rows} for s, rows in per_seed.items()}
   names = [r["policy"] for r in per_seed[seeds[0]]
@@ -153,7 +153,7 @@ def across_seeds(per_seed: Mapping[str, Sequence[Mapping[str, object]]],
            "sd": float(means.std(ddof=1)) if len(means) > 1 else 0.0,
            "min": float(means.min()), "max": float(means.max())}
     if len(means) > 1:
-      agg = evaluation.aggregate_scores(means[:, None], reps=reps)["mean"]
+      agg = score_stats.aggregate_scores(means[:, None], reps=reps)["mean"]
       row["ci_low"], row["ci_high"] = float(agg.ci_low), float(agg.ci_high)
     out.append(row)
   return out

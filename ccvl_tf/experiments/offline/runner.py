@@ -2,55 +2,75 @@
 # phases in order; the reports and presets it calls are modules of their own.
 """Offline training on Atari (DQN Replay / Dopamine format): data -> learner -> policy -> eval.
 
-`run(OfflineConfig(...))` is what `binaries/train_offline.py` calls:
-  1. the dataset: `dataset_dir` (a Dopamine replay_logs directory of one run, e.g. the DQN
-     Replay Dataset's `Breakout/1/replay_logs`, local or gs://) restricted to `subset`;
-     without one, a default dataset is collected once (experiments/default_dataset.py: a
-     scripted player where the game has one, else a random policy) and cached under
-     `root_dir/default_dataset` (said in the log);
-  2. a frame store + tf.data pipeline of transition batches (`ccvl_tf.data`);
-  3. the agent from AGENT_REGISTRY (experiments/agent_registry.py; `agent='ccvl'`:
-     `agents.ccvl_agent.CCVLAgent`; also fixed_ccvl, cql, rem, aevl, aevl_td, dqn), Nature-DQN
-     torso;
-  4. `ccvl_tf.training.train`: progress, TensorBoard, checkpoints, exact resume, periodic ALE
-     evaluation with epsilon = 0.001 (the paper's evaluation epsilon);
-  5. SavedModel export: `root_dir/policy`, the agent's evaluation policy (ccvl: CCVL's
-     confidence-adaptive policy, plus `root_dir/policy_fixed`, Fixed-CCVL: the delta of lowest
-     Bellman error on held-out transitions; aevl: adaptive over members; others greedy), all
-     loadable with plain `tf.saved_model.load`;
-  6. CCVL runs: the confidence diagnostics (experiments/confidence_report.py), then the
-     results table of random / behaviour / learned policies (experiments/demo_report.py).
+More in docs/library.md "Module notes", `ccvl_tf/experiments/offline/runner.py`.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import hashlib
 import json
 import os
 from typing import Callable, Dict, Optional, Sequence
 
-import ccvl_tf  # noqa: F401
+import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
+import keras
 import numpy as np
+import tensorflow as tf
+from tf_agents.specs import tensor_spec
+from tf_agents.trajectories import time_step as ts
 
-from ccvl_tf.experiments.offline.default_dataset import DEFAULT_BEHAVIOUR_EPSILON  # noqa: F401,E402
-from ccvl_tf.experiments.offline.default_dataset import DEFAULT_DATASET_STEPS  # noqa: F401,E402
-from ccvl_tf.experiments.offline.default_dataset import ensure_default_dataset  # noqa: F401,E402
-
-
-# The agent registry (--agent=NAME of train_offline.py and compare.py) lives in
-# experiments/agent_registry.py; its names stay importable from here.
-from ccvl_tf.experiments.agent_registry import AGENT_REGISTRY  # noqa: F401,E402
-from ccvl_tf.experiments.agent_registry import AGENTS  # noqa: F401,E402
-from ccvl_tf.experiments.agent_registry import AgentSettings  # noqa: F401,E402
-from ccvl_tf.experiments.agent_registry import AgentSpec  # noqa: F401,E402
-from ccvl_tf.experiments.agent_registry import auto_belief_temperature  # noqa: F401,E402
-from ccvl_tf.experiments.agent_registry import get_agent_spec  # noqa: F401,E402
-from ccvl_tf.config_flags import setting  # noqa: E402
-from ccvl_tf.experiments.offline import presets  # noqa: E402
-from ccvl_tf.experiments.offline.phase_times import PhaseTimes  # noqa: E402
+from ccvl_tf import belief, networks, policies, rollouts, scores, training
+from ccvl_tf.config_flags import setting
+from ccvl_tf.data import dqn_replay, frame_store, pipeline, replay_files
+from ccvl_tf.envs import atari, atari_vector
+from ccvl_tf.experiments import agent_options, agent_registry, tf_setup
+from ccvl_tf.experiments.offline import confidence_report, default_dataset, presets
+from ccvl_tf.experiments.offline.phase_times import PhaseTimes
 
 # The settings a preset gives and a flag may override (presets.PRESET_FIELDS).
 PRESET_FLAGS = presets.PRESET_FIELDS
+
+
+@dataclasses.dataclass(frozen=True)
+class Seeds:
+  """Every random stream of an offline run, derived from --seed in this one place. The values
+  are fixed: checkpoints, run fingerprints and reported scores depend on them."""
+  base: int
+
+  def weights(self) -> int:  # the learners' initial weights (keras.utils.set_random_seed)
+    return self.base
+
+  def learner(self) -> int:  # the learner's own draws (AgentSettings.seed: its deltas)
+    return self.base
+
+  def data_order(self) -> int:  # the training batches
+    return self.base
+
+  def probe_env(self) -> int:  # the environment read for the game's specs
+    return self.base
+
+  def diagnostics(self) -> int:  # the confidence report's own draws
+    return self.base
+
+  def held_out(self) -> int:  # the batches that pick Fixed-CCVL's delta and set the belief
+    return self.base + 777
+
+  def diagnostics_held_out(self) -> int:  # the batches of the confidence diagnostics
+    return self.base + 778
+
+  def eval_env(self, step: int) -> int:  # the environment of the evaluation at `step`
+    return self.base + 10_000 + step
+
+  def eval_episodes(self, step: int) -> int:  # that evaluation's exploration draws
+    return self.base + step
+
+  def adaptive_eval(self) -> int:  # the adaptive policy's episodes in the diagnostics
+    return self.base + 30_000
+
+  def diagnostics_env(self) -> int:  # the environments of the count diagnostics
+    return self.base + 40_000
 
 
 def parse_reference_agents(text) -> tuple:
@@ -58,7 +78,7 @@ def parse_reference_agents(text) -> tuple:
   valid ones."""
   names = [t.strip() for t in str(text).split(",") if t.strip() and t.strip() != "none"]
   for name in names:
-    get_agent_spec(name, flag="--reference_agents")
+    agent_registry.get_agent_spec(name, flag="--reference_agents")
   return tuple(dict.fromkeys(names))
 
 
@@ -90,7 +110,8 @@ class OfflineConfig:
                         enum_values=["1%", "5%", "initial10%", "all"])
   agent: str = setting(
       "ccvl", "Which learner (ccvl_tf.experiments.agent_registry): " + "; ".join(
-          f"{s.name}: {s.description}" for s in AGENT_REGISTRY.values() if s.offline) + ".")
+          f"{s.name}: {s.description}" for s in agent_registry.AGENT_REGISTRY.values()
+          if s.offline) + ".")
   num_steps: int = setting(10_000, "Gradient steps in total.")
   batch_size: int = setting(32, "Transitions per batch.")
   preset: str = setting(
@@ -145,7 +166,8 @@ class OfflineConfig:
       "episode after another, one policy state carried across them.",
       enum_values=["vector", "sequential"])
   default_dataset_steps: int = setting(
-      DEFAULT_DATASET_STEPS, "Size of the default dataset collected without --dataset_dir.")
+      default_dataset.DEFAULT_DATASET_STEPS,
+      "Size of the default dataset collected without --dataset_dir.")
   # Behaviour policy of the default dataset: 'auto' (scripted player where the game has one,
   # else random), 'scripted' or 'random'; and the scripted player's random-action probability.
   default_dataset_policy: str = setting(
@@ -153,7 +175,8 @@ class OfflineConfig:
       "player where the game has one (Breakout: paddle/ball from the ALE RAM), else uniformly "
       "random.", enum_values=["auto", "scripted", "random"])
   behaviour_epsilon: float = setting(
-      DEFAULT_BEHAVIOUR_EPSILON, "The scripted player's probability of a uniformly random "
+      default_dataset.DEFAULT_BEHAVIOUR_EPSILON,
+      "The scripted player's probability of a uniformly random "
       "action.", lower_bound=0.0, upper_bound=1.0)
   # Resume checkpoints although their fingerprint (agent, learning settings, dataset) differs.
   allow_config_change: bool = setting(
@@ -175,10 +198,9 @@ class OfflineConfig:
       "on CPU results are already deterministic for a fixed thread count).")
 
   def validate(self):
-    get_agent_spec(self.agent)  # unknown names: a ValueError listing the valid ones
+    agent_registry.get_agent_spec(self.agent)  # unknown names: a ValueError listing the valid ones
     if self.learning_rate is not None and not self.learning_rate > 0:
       raise ValueError(f"--learning_rate must be > 0, got {self.learning_rate!r}")
-    from ccvl_tf.data import dqn_replay
     if self.subset not in dqn_replay.SUBSETS and self.subset != "all":
       raise ValueError(f"--subset must be one of {', '.join(list(dqn_replay.SUBSETS) + ['all'])}"
                        f", got {self.subset!r}")
@@ -199,7 +221,7 @@ class OfflineConfig:
       raise ValueError(f"--alpha must be a finite number >= 0, got {self.alpha!r}")
     presets.validate(self.preset)
     for name in self.reference_agents:
-      get_agent_spec(name, flag="--reference_agents")
+      agent_registry.get_agent_spec(name, flag="--reference_agents")
     if not 0.0 < self.policy_delta < 1.0:
       raise ValueError(f"--policy_delta must be in (0, 1), got {self.policy_delta!r}")
     if self.default_dataset_policy not in ("auto", "scripted", "random"):
@@ -207,7 +229,6 @@ class OfflineConfig:
                        f"{self.default_dataset_policy!r}")
     if not 0.0 <= self.behaviour_epsilon <= 1.0:
       raise ValueError(f"--behaviour_epsilon must be in [0, 1], got {self.behaviour_epsilon!r}")
-    from ccvl_tf.envs import atari_vector
     atari_vector.use_vector_env(self.game, self.eval_env)  # an unknown --eval_env: ValueError
     if not 0.0 <= self.eval_epsilon <= 1.0:
       raise ValueError(f"--eval_epsilon must be in [0, 1], got {self.eval_epsilon!r}")
@@ -215,23 +236,21 @@ class OfflineConfig:
         np.isfinite(self.belief_temperature) and self.belief_temperature > 0):
       raise ValueError(f"--belief_temperature must be a finite number > 0 (or unset: from the "
                        f"held-out data), got {self.belief_temperature!r}")
-    from ccvl_tf.experiments import agent_options
     agent_options.validate(self.ccvl_options)
-    from ccvl_tf import training
     training.check_output_dir(self.root_dir, "--root_dir")
     if self.dataset_dir is not None:
-      # Local paths: os.path.isdir; gs://..., ram://...: tf.io.gfile (dqn_replay.path_isdir).
+      # Local paths: os.path.isdir; gs://..., ram://...: tf.io.gfile (replay_files.path_isdir).
       try:
-        found = dqn_replay.path_isdir(self.dataset_dir)
-      except dqn_replay.UnreachableError as e:
+        found = replay_files.path_isdir(self.dataset_dir)
+      except replay_files.UnreachableError as e:
         cause = e.__cause__ or e
         raise ValueError(f"--dataset_dir {self.dataset_dir} could not be reached "
-                         f"({type(cause).__name__}: {dqn_replay.error_text(cause)}); a gs:// "
+                         f"({type(cause).__name__}: {replay_files.error_text(cause)}); a gs:// "
                          f"path needs network access and, for a non-public bucket, Google "
                          f"credentials (BUILD.md, 'Reading the DQN Replay Dataset from Google "
                          f"Cloud Storage')") from e
       if not found:
-        what = ("is a file, not a directory" if dqn_replay.path_exists(self.dataset_dir)
+        what = ("is a file, not a directory" if replay_files.path_exists(self.dataset_dir)
                 else "does not exist")
         raise ValueError(f"--dataset_dir {self.dataset_dir} {what} (expected a Dopamine "
                          f"replay_logs directory with $store$_observation_ckpt.N.gz files)")
@@ -239,33 +258,45 @@ class OfflineConfig:
 
 def _phase(timer: Optional[PhaseTimes], name: str):
   """timer.phase(name), or nothing when the caller keeps no phase times."""
-  import contextlib
   return contextlib.nullcontext() if timer is None else timer.phase(name)
 
 
-def _confidence_diagnostics(cfg: OfflineConfig, agent, store, exports, settings, game,
-                            log, timer: Optional[PhaseTimes] = None) -> Dict[str, float]:
-  """Issue 11's diagnostics at the end of a CCVL run: the delta family, the count estimate
+def evaluate_atari(cfg: OfflineConfig, policy, env_seed: int, seed: int):
+  """cfg.eval_episodes EpisodeRecords of `policy` in cfg.game (epsilon cfg.eval_epsilon, at
+  most cfg.eval_max_steps agent steps each): on the vector environment seeded `env_seed`, or
+  sequentially in one environment seeded `env_seed` with the epsilon RNG seeded `seed`
+  (--eval_env)."""
+  if atari_vector.use_vector_env(cfg.game, cfg.eval_env):
+    return atari_vector.evaluate_atari(policy, cfg.game, cfg.eval_episodes, seed=env_seed,
+                                       epsilon=cfg.eval_epsilon,
+                                       max_episode_steps=cfg.eval_max_steps)
+  env = atari.AtariEnvironment(cfg.game, seed=env_seed, max_episode_steps=cfg.eval_max_steps)
+  return rollouts.run_episodes(
+      policy, env, cfg.eval_episodes, epsilon=cfg.eval_epsilon, seed=seed,
+      raw_score_fn=lambda e: e.episode_raw_return,
+      max_total_steps=cfg.eval_episodes * (cfg.eval_max_steps + 2))
+
+
+def _confidence_diagnostics(cfg: OfflineConfig, run_setup: "Setup", exports, log,
+                            timer: Optional[PhaseTimes] = None) -> Dict[str, object]:
+  """The confidence diagnostics at the end of a CCVL run: the delta family, the count estimate
   (dataset vs random-policy and pixel-shuffled frames) and the belief over an evaluation of the
   adaptive policy (--eval_episodes episodes); files in root_dir/diagnostics, headline numbers
-  in summary.json and TensorBoard (diagnostics/*)."""
-  import tensorflow as tf
-  from ccvl_tf import belief, evaluation
-  from ccvl_tf.data import pipeline
-  from ccvl_tf.envs import atari
-  from ccvl_tf.experiments.offline import confidence_report
+  in summary.json and TensorBoard (diagnostics/*), and the adaptive policy's episode scores
+  under 'adaptive_episode_scores'."""
+  seeds, agent, store = Seeds(cfg.seed), run_setup.agent, run_setup.store
   adaptive = exports.get("policy_adaptive", exports["policy"])
   with _phase(timer, "evaluation: CCVL (adaptive), for the diagnostics and the table"):
-    records = _evaluate_atari(cfg, evaluation.CompiledPolicy(adaptive), cfg.seed + 30_000,
-                              cfg.seed + 30_000)
+    records = evaluate_atari(cfg, rollouts.CompiledPolicy(adaptive), seeds.adaptive_eval(),
+                             seeds.adaptive_eval())
   held_out = lambda: pipeline.transition_dataset(store, cfg.batch_size,
-                                                 seed=cfg.seed + 778).take(8)
+                                                 seed=seeds.diagnostics_held_out()).take(8)
   out = confidence_report.report(
-      agent, held_out, belief.delta_grid(settings.num_grid_deltas),
+      agent, held_out, belief.delta_grid(run_setup.settings.num_grid_deltas),
       os.path.join(cfg.root_dir, "diagnostics"),
-      env_factory=lambda: atari.AtariEnvironment(cfg.game, seed=cfg.seed + 40_000,
+      env_factory=lambda: atari.AtariEnvironment(cfg.game, seed=seeds.diagnostics_env(),
                                                  max_episode_steps=cfg.eval_max_steps),
-      records=records, seed=cfg.seed, log=log)
+      records=records, seed=seeds.diagnostics(), log=log)
   summary = dict(out["summary"], adaptive_mean_raw_score=float(
       np.mean([r.raw_score for r in records])))
   writer = tf.summary.create_file_writer(os.path.join(cfg.root_dir, "summaries"))
@@ -277,24 +308,6 @@ def _confidence_diagnostics(cfg: OfflineConfig, agent, store, exports, settings,
   return summary
 
 
-def _evaluate_atari(cfg: OfflineConfig, policy, env_seed: int, seed: int):
-  """cfg.eval_episodes EpisodeRecords of `policy` in cfg.game (epsilon cfg.eval_epsilon, at
-  most cfg.eval_max_steps agent steps each): on the vector environment seeded `env_seed`, or
-  sequentially in one environment seeded `env_seed` with the epsilon RNG seeded `seed`
-  (--eval_env)."""
-  from ccvl_tf import evaluation
-  from ccvl_tf.envs import atari, atari_vector
-  if atari_vector.use_vector_env(cfg.game, cfg.eval_env):
-    return atari_vector.evaluate_atari(policy, cfg.game, cfg.eval_episodes, seed=env_seed,
-                                       epsilon=cfg.eval_epsilon,
-                                       max_episode_steps=cfg.eval_max_steps)
-  env = atari.AtariEnvironment(cfg.game, seed=env_seed, max_episode_steps=cfg.eval_max_steps)
-  return evaluation.run_episodes(
-      policy, env, cfg.eval_episodes, epsilon=cfg.eval_epsilon, seed=seed,
-      raw_score_fn=lambda e: e.episode_raw_return,
-      max_total_steps=cfg.eval_episodes * (cfg.eval_max_steps + 2))
-
-
 # The OfflineConfig fields the learned function depends on (the run fingerprint); the others
 # (num_steps, intervals, evaluation settings, root_dir) may change between resumes.
 FINGERPRINT_FIELDS = ("game", "agent", "subset", "batch_size", "num_deltas",
@@ -304,7 +317,7 @@ FINGERPRINT_FIELDS = ("game", "agent", "subset", "batch_size", "num_deltas",
 
 def agent_overrides(cfg: OfflineConfig, agent: str) -> Dict[str, object]:
   """The training settings of `agent` in this run: the preset's, under the flags given."""
-  return presets.resolve(cfg.preset, get_agent_spec(agent).train_key,
+  return presets.resolve(cfg.preset, agent_registry.get_agent_spec(agent).train_key,
                          {k: getattr(cfg, k) for k in PRESET_FLAGS})
 
 
@@ -312,15 +325,13 @@ def dataset_identity(replay_dir: str) -> Dict[str, object]:
   """Path, and a hash of the replay directory's listing (file names and sizes) and of its
   small metadata files, so that another dataset in the same place is noticed without reading
   the data itself."""
-  import hashlib
-  from ccvl_tf.data import dqn_replay
   h = hashlib.sha256()
-  remote = dqn_replay.is_remote(replay_dir)
-  names = sorted(dqn_replay.list_dir(replay_dir)) if dqn_replay.path_isdir(replay_dir) else []
+  remote = replay_files.is_remote(replay_dir)
+  names = sorted(replay_files.list_dir(replay_dir)) if replay_files.path_isdir(replay_dir) else []
   for name in names:
     path = (replay_dir.rstrip("/") + "/" + name) if remote else os.path.join(replay_dir, name)
     try:
-      size = dqn_replay.file_stat(path)[0]
+      size = replay_files.file_stat(path)[0]
     except Exception:  # pylint: disable=broad-except
       size = -1  # a sub-directory or an unreadable entry: the name still counts
     h.update(f"{name}:{size}\n".encode())
@@ -349,17 +360,15 @@ def run_fingerprint(cfg: OfflineConfig, replay_dir: str, store,
 def build_agent(cfg: OfflineConfig, agent: str, store, time_step_spec, action_spec):
   """(learner, AgentSettings) of `agent` for this run: the Nature torso, the preset's training
   settings under the flags given, initial weights a function of --seed."""
-  import keras
-  from ccvl_tf import networks
-  keras.utils.set_random_seed(cfg.seed)  # initial weights are a function of --seed
-  settings = AgentSettings(
+  keras.utils.set_random_seed(Seeds(cfg.seed).weights())  # initial weights: --seed's
+  settings = agent_registry.AgentSettings(
       network_config=networks.QNetworkConfig(torso="nature"),
       dataset_size=float(store.num_transitions), num_deltas=cfg.num_deltas,
       num_pairs=cfg.num_pairs, policy_delta=cfg.policy_delta,
       num_grid_deltas=cfg.num_grid_deltas, belief_temperature=cfg.belief_temperature,
-      ccvl_options=dict(cfg.ccvl_options), reward_clip=1.0, seed=cfg.seed,
+      ccvl_options=dict(cfg.ccvl_options), reward_clip=1.0, seed=Seeds(cfg.seed).learner(),
       **agent_overrides(cfg, agent))
-  return get_agent_spec(agent).build(time_step_spec, action_spec, settings), settings
+  return agent_registry.get_agent_spec(agent).build(time_step_spec, action_spec, settings), settings
 
 
 # Memory a train step holds per transition beside the frame store: the batches in flight in
@@ -376,7 +385,6 @@ TRAIN_STEP_FIXED_BYTES = 500_000_000
 def training_reserve(cfg: OfflineConfig, observation_shape):
   """The frame store's `Reserve` of a run: the memory of training on --batch_size batches of
   `observation_shape` states, and at least --batch_size transitions in the dataset."""
-  from ccvl_tf.data import frame_store
   per = (int(np.prod(observation_shape)) * TRAIN_STEP_OBSERVATIONS
          + cfg.num_deltas * TRAIN_STEP_BYTES_PER_DELTA)
   return frame_store.Reserve(
@@ -386,19 +394,26 @@ def training_reserve(cfg: OfflineConfig, observation_shape):
       min_transitions=cfg.batch_size)
 
 
-def _setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True,
-           timer: Optional[PhaseTimes] = None):
-  """The dataset, specs, settings and (fresh) agent of an offline run; shared by run() and
-  diagnose(). Returns a dict of them."""
-  from tf_agents.specs import tensor_spec
-  from tf_agents.trajectories import time_step as ts
+@dataclasses.dataclass
+class Setup:
+  """The data and the (fresh) learner of an offline run."""
+  game: str                   # the ALE name
+  replay_dir: str
+  store: frame_store.FrameStore
+  spec: agent_registry.AgentSpec
+  settings: agent_registry.AgentSettings
+  agent: object               # the learner (agents/learner.py)
+  time_step_spec: object
+  action_spec: object
 
-  from ccvl_tf.data import frame_store
-  from ccvl_tf.envs import atari
 
+def setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True,
+          timer: Optional[PhaseTimes] = None) -> Setup:
+  """The dataset (collected first when there is none and `collect`) and the learner of
+  --agent; shared by run() and diagnose()."""
   atari.check_game(cfg.game)  # unknown names: a ValueError listing the valid ones
   env_factory = lambda seed: atari.AtariEnvironment(cfg.game, seed=seed)
-  probe = env_factory(cfg.seed)
+  probe = env_factory(Seeds(cfg.seed).probe_env())
   num_actions = probe.num_actions
   reserve = training_reserve(cfg, probe.observation_spec().shape)
   reserve.check(None)  # memory for the batches alone: before any data is read or collected
@@ -406,7 +421,7 @@ def _setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True,
     replay_dir = cfg.dataset_dir
   elif collect:
     with _phase(timer, "collection of the default dataset"):
-      replay_dir = ensure_default_dataset(cfg, env_factory, log)
+      replay_dir = default_dataset.ensure_default_dataset(cfg, env_factory, log)
   else:
     replay_dir = os.path.join(cfg.root_dir, "default_dataset", cfg.game)
   log(f"Loading {replay_dir} (subset {cfg.subset}) ...")
@@ -421,11 +436,26 @@ def _setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True,
   obs_spec = tensor_spec.from_spec(probe.observation_spec())
   action_spec = tensor_spec.from_spec(probe.action_spec())
   time_step_spec = ts.time_step_spec(obs_spec)
-  spec = get_agent_spec(cfg.agent)
+  spec = agent_registry.get_agent_spec(cfg.agent)
   agent, settings = build_agent(cfg, cfg.agent, store, time_step_spec, action_spec)
-  return dict(game=probe.game, replay_dir=replay_dir, store=store, spec=spec,
-              settings=settings, agent=agent, time_step_spec=time_step_spec,
-              action_spec=action_spec)
+  return Setup(game=probe.game, replay_dir=replay_dir, store=store, spec=spec,
+               settings=settings, agent=agent, time_step_spec=time_step_spec,
+               action_spec=action_spec)
+
+
+def training_batches(cfg: OfflineConfig, store) -> Callable:
+  """start batch -> the training batches from there (the learner's and the reference agents')."""
+  return lambda start: pipeline.transition_dataset(store, cfg.batch_size,
+                                                   seed=Seeds(cfg.seed).data_order(),
+                                                   start_batch=start)
+
+
+def held_out_batches(cfg: OfflineConfig, store):
+  """The 8 batches that pick Fixed-CCVL's delta and the belief's temperature (a pipeline seed
+  the training never used; with the small default dataset these transitions were seen in
+  training too)."""
+  return pipeline.transition_dataset(store, cfg.batch_size,
+                                     seed=Seeds(cfg.seed).held_out()).take(8)
 
 
 def diagnose(root_dir: str, episodes: Optional[int] = None,
@@ -433,8 +463,6 @@ def diagnose(root_dir: str, episodes: Optional[int] = None,
   """binaries/diagnose.py: the confidence diagnostics of a finished (or interrupted)
   train_offline CCVL run, from its summary.json and latest checkpoint; writes
   root_dir/diagnostics and returns the headline numbers."""
-  import tensorflow as tf
-  from ccvl_tf.data import pipeline
   path = os.path.join(root_dir, "summary.json")
   if not os.path.exists(path):
     raise ValueError(f"--root_dir {root_dir} has no summary.json: not a finished "
@@ -446,103 +474,95 @@ def diagnose(root_dir: str, episodes: Optional[int] = None,
   cfg.root_dir = root_dir
   if episodes is not None:
     cfg.eval_episodes = int(episodes)
-  if get_agent_spec(cfg.agent).train_key != "ccvl":
+  if agent_registry.get_agent_spec(cfg.agent).train_key != "ccvl":
     raise ValueError(f"{root_dir} is a run of --agent={cfg.agent}; the confidence "
                      f"diagnostics need a CCVL run (--agent=ccvl or fixed_ccvl)")
-  parts = _setup(cfg, log, collect=False)
-  agent = parts["agent"]
+  run_setup = setup(cfg, log, collect=False)
+  agent = run_setup.agent
   ckpt_dir = os.path.join(root_dir, "checkpoints")
   latest = tf.train.latest_checkpoint(ckpt_dir)
   if latest is None:
     raise ValueError(f"no checkpoint under {ckpt_dir}")
   agent.make_checkpoint().restore(latest).assert_existing_objects_matched()
   log(f"Restored {latest}.")
-  held_out = pipeline.transition_dataset(parts["store"], cfg.batch_size,
-                                         seed=cfg.seed + 777).take(8)
-  exports, _ = parts["spec"].policies(agent, parts["time_step_spec"], parts["action_spec"],
-                                      held_out, parts["settings"])
-  summary = _confidence_diagnostics(cfg, agent, parts["store"], exports, parts["settings"],
-                                    parts["game"], log)
+  exports, _ = run_setup.spec.policies(agent, run_setup.time_step_spec, run_setup.action_spec,
+                                       held_out_batches(cfg, run_setup.store),
+                                       run_setup.settings)
+  summary = _confidence_diagnostics(cfg, run_setup, exports, log)
   summary.pop("adaptive_episode_scores", None)
   return summary
 
 
-def _train_references(cfg: OfflineConfig, parts, make_dataset, log,
-                      timer: Optional[PhaseTimes] = None) -> Dict[str, Dict]:
-  """Trains each of --reference_agents (other than --agent) on the same data, steps, seed and
-  preset, in root_dir/reference/<agent> (resumable, fingerprinted; no evaluation during
-  training), and exports its policy there. Returns {display name: {'policy', 'root_dir',
-  'step', 'settings'}} in --reference_agents order."""
-  from ccvl_tf import policies, training  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments.compare import (  # pylint: disable=g-import-not-at-top
-      config as compare_config)
-  display = {v: k for k, v in compare_config.METHODS.items()}
-  out = {}
-  for name in cfg.reference_agents:
-    if get_agent_spec(name).train_key == get_agent_spec(cfg.agent).train_key:
-      continue
-    root = os.path.join(cfg.root_dir, "reference", name)
-    agent, settings = build_agent(cfg, name, parts["store"], parts["time_step_spec"],
-                                  parts["action_spec"])
-    log(f"Reference agent {name}: training {cfg.num_steps} steps in {root}.")
-    loop = training.LoopConfig(
-        root_dir=root, num_steps=cfg.num_steps, checkpoint_interval=cfg.checkpoint_interval,
-        log_interval=cfg.log_interval, summary_interval=cfg.summary_interval, eval_interval=0)
-    with _phase(timer, f"training {name}"):
-      result = training.train(
-          agent, make_dataset, loop, log=lambda line, n=name: log(f"[{n}] {line}"),
-          fingerprint=run_fingerprint(cfg, parts["replay_dir"], parts["store"], agent=name),
-          allow_config_change=cfg.allow_config_change)
-    from ccvl_tf.data import pipeline  # pylint: disable=g-import-not-at-top
-    held_out = pipeline.transition_dataset(parts["store"], cfg.batch_size,
-                                           seed=cfg.seed + 777).take(8)
-    exports, _ = get_agent_spec(name).policies(agent, parts["time_step_spec"],
-                                               parts["action_spec"], held_out, settings)
-    policy_dir = os.path.join(root, "policy")
-    with _phase(timer, f"export {name}"), training.writing(policy_dir, result["checkpoint"]):
-      policies.export_policy(exports["policy"], policy_dir, train_step=agent.train_step_counter)
-    out[display.get(name, name)] = dict(
-        policy=exports["policy"], root_dir=root, policy_dir=policy_dir, step=result["step"],
-        settings=agent_overrides(cfg, name), last_metrics=result["last_metrics"])
-  return out
+@dataclasses.dataclass
+class Trained:
+  """What run() leaves for the steps after it (binaries/train_offline.py: the reference agents
+  and the results table, experiments/compare/offline_table.py)."""
+  setup: Setup
+  summary: Dict[str, object]          # as written to summary.json
+  exports: Dict[str, object]          # export name -> the policy exported there
+  adaptive_episode_scores: Optional[Sequence[float]]  # the diagnostics' (CCVL), else None
+  checkpoint: str                     # the last good checkpoint
+  timer: Optional[PhaseTimes] = None  # the phase times so far (printed at the end)
 
 
-def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, object]:
-  """Runs the whole offline pipeline; returns a summary dict (also written to summary.json)."""
+def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Trained:
+  """The offline run: data -> learner -> training -> exported policies -> diagnostics, and
+  summary.json."""
   cfg.validate()
+  _configure_tensorflow(cfg, log)
+  os.makedirs(cfg.root_dir, exist_ok=True)
+  names = (cfg.agent,) + tuple(a for a in cfg.reference_agents if a != cfg.agent)
+  log(presets.describe(cfg.preset, [agent_registry.get_agent_spec(n).train_key for n in names],
+                       {k: getattr(cfg, k) for k in PRESET_FLAGS}))
   timer = PhaseTimes()
-  from ccvl_tf.experiments import tf_setup  # pylint: disable=g-import-not-at-top
+  run_setup = setup(cfg, log, timer=timer)
+  result = _train(cfg, run_setup, log, timer)
+  exports, extra, dirs = _export(cfg, run_setup, result["checkpoint"], log, timer)
+  adaptive_scores = None
+  if run_setup.spec.train_key == "ccvl":
+    with timer.phase("diagnostics"), training.writing(
+        os.path.join(cfg.root_dir, "diagnostics"), result["checkpoint"]):
+      diag = _confidence_diagnostics(cfg, run_setup, exports, log, timer)
+    adaptive_scores = diag.pop("adaptive_episode_scores")
+    extra = dict(extra, diagnostics=diag)
+  summary = dict(game=run_setup.game, agent=cfg.agent, dataset_dir=run_setup.replay_dir,
+                 subset=cfg.subset, num_transitions=int(run_setup.store.num_transitions),
+                 step=result["step"], resumed_from=result["resumed_from"],
+                 last_metrics=result["last_metrics"], last_eval=result["last_eval"],
+                 checkpoint=result["checkpoint"], policy_dir=dirs["policy"],
+                 fixed_policy_dir=dirs.get("policy_fixed"), exported_policies=dirs,
+                 config=dataclasses.asdict(cfg), settings=agent_overrides(cfg, cfg.agent),
+                 **extra, phase_times=timer.as_dict())
+  write_summary(cfg, summary, result["checkpoint"])
+  return Trained(setup=run_setup, summary=summary, exports=exports,
+                 adaptive_episode_scores=adaptive_scores, checkpoint=result["checkpoint"],
+                 timer=timer)
+
+
+def _configure_tensorflow(cfg: OfflineConfig, log) -> None:
   threads = tf_setup.configure_tensorflow(cfg.tf_threads, cfg.deterministic, log)
   log(f"TensorFlow threads: {threads['tf_threads'] or 'the number of cores'} (--tf_threads)"
       + (", op determinism on" if cfg.deterministic else "")
       + f"; CPU kernels: {tf_setup.cpu_kernels_in_force()}.")
-  from ccvl_tf import evaluation, policies, scores, training
-  from ccvl_tf.data import pipeline
 
-  os.makedirs(cfg.root_dir, exist_ok=True)
-  names = (cfg.agent,) + tuple(a for a in cfg.reference_agents if a != cfg.agent)
-  log(presets.describe(cfg.preset, [get_agent_spec(n).train_key for n in names],
-                       {k: getattr(cfg, k) for k in PRESET_FLAGS}))
-  parts = _setup(cfg, log, timer=timer)
-  game, replay_dir, store = parts["game"], parts["replay_dir"], parts["store"]
-  spec, settings, agent = parts["spec"], parts["settings"], parts["agent"]
-  time_step_spec, action_spec = parts["time_step_spec"], parts["action_spec"]
 
-  def make_dataset(start):
-    return pipeline.transition_dataset(store, cfg.batch_size, seed=cfg.seed, start_batch=start)
-
+def _train(cfg: OfflineConfig, run_setup: Setup, log,
+           timer: Optional[PhaseTimes] = None) -> Dict[str, object]:
+  """training.train on --num_steps batches, evaluating in the ALE every --eval_interval."""
+  seeds = Seeds(cfg.seed)
   # policy.action traced once (tf.function) instead of running eagerly: ~5x faster per step.
-  compiled_policy = evaluation.CompiledPolicy(agent.policy)
+  compiled_policy = rollouts.CompiledPolicy(run_setup.agent.policy)
 
   def evaluate(step):
-    with timer.phase(f"evaluation during training, step {step}"):
-      records = _evaluate_atari(cfg, compiled_policy, cfg.seed + 10_000 + step,
-                                cfg.seed + step)
+    with _phase(timer, f"evaluation during training, step {step}"):
+      records = evaluate_atari(cfg, compiled_policy, seeds.eval_env(step),
+                               seeds.eval_episodes(step))
     raw_scores = np.array([r.raw_score for r in records])
     out = {"mean_raw_score": float(raw_scores.mean()), "mean_length": float(
         np.mean([r.length for r in records]))}
     try:
-      out["normalized_score"] = float(np.mean(scores.normalized_score(game, raw_scores)))
+      out["normalized_score"] = float(np.mean(scores.normalized_score(run_setup.game,
+                                                                      raw_scores)))
     except ValueError:
       pass  # a game without published reference scores
     return out
@@ -551,57 +571,41 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Dict[str, obj
       root_dir=cfg.root_dir, num_steps=cfg.num_steps, checkpoint_interval=cfg.checkpoint_interval,
       log_interval=cfg.log_interval, summary_interval=cfg.summary_interval,
       eval_interval=cfg.eval_interval)
-  with timer.phase(f"training {cfg.agent}"):
-    result = training.train(agent, make_dataset, loop, evaluate=evaluate, log=log,
-                            fingerprint=run_fingerprint(cfg, replay_dir, store),
-                            allow_config_change=cfg.allow_config_change)
+  with _phase(timer, f"training {cfg.agent}"):
+    return training.train(run_setup.agent, training_batches(cfg, run_setup.store), loop,
+                          evaluate=evaluate, log=log,
+                          fingerprint=run_fingerprint(cfg, run_setup.replay_dir,
+                                                      run_setup.store),
+                          allow_config_change=cfg.allow_config_change)
 
-  # Exported policies (agent registry). CCVL / Fixed-CCVL: Fixed-CCVL's delta is the lowest
-  # Bellman error on held-out batches (a pipeline seed the training never used; with the small
-  # default dataset these transitions were seen in training too).
-  held_out = pipeline.transition_dataset(store, cfg.batch_size, seed=cfg.seed + 777).take(8)
-  with timer.phase("export (policies, Fixed-CCVL's delta)"):
-    exports, extra = spec.policies(agent, time_step_spec, action_spec, held_out, settings)
+
+def _export(cfg: OfflineConfig, run_setup: Setup, last_good: str, log,
+            timer: Optional[PhaseTimes] = None):
+  """(exports, extra, dirs): the agent's policies (agent registry; Fixed-CCVL's delta is the
+  lowest Bellman error on the held-out batches) as SavedModels in root_dir/<export name>."""
+  agent = run_setup.agent
+  with _phase(timer, "export (policies, Fixed-CCVL's delta)"):
+    exports, extra = run_setup.spec.policies(agent, run_setup.time_step_spec,
+                                             run_setup.action_spec,
+                                             held_out_batches(cfg, run_setup.store),
+                                             run_setup.settings)
   if "fixed_delta" in extra:
     log(f"Fixed-CCVL delta (lowest held-out Bellman error on the grid): "
         f"{extra['fixed_delta']:.3f}")
   dirs = {}
-  last_good = result["checkpoint"]
   for export_name, policy in exports.items():
     dirs[export_name] = os.path.join(cfg.root_dir, export_name)
-    with timer.phase("export (policies, Fixed-CCVL's delta)"), training.writing(
+    with _phase(timer, "export (policies, Fixed-CCVL's delta)"), training.writing(
         dirs[export_name], last_good):
       policies.export_policy(policy, dirs[export_name], train_step=agent.train_step_counter)
   log("Exported SavedModels: " + ", ".join(f"{d} ({n})" for n, d in dirs.items()) + ".")
-  policy_dir = dirs["policy"]
-  diag = None
-  precomputed = {}
-  if spec.train_key == "ccvl":
-    with timer.phase("diagnostics"), training.writing(
-        os.path.join(cfg.root_dir, "diagnostics"), last_good):
-      diag = _confidence_diagnostics(cfg, agent, store, exports, settings, game, log, timer)
-    precomputed["CCVL (adaptive)"] = diag.pop("adaptive_episode_scores")
-    extra = dict(extra, diagnostics=diag)
-  references = _train_references(cfg, parts, make_dataset, log, timer)
-  from ccvl_tf.experiments.offline import demo_report  # pylint: disable=g-import-not-at-top
-  with training.writing(os.path.join(cfg.root_dir, "results.md"), last_good):
-    results_table = demo_report.results_table(
-        cfg, game, replay_dir, spec, exports, precomputed, log,
-        references={n: r["policy"] for n, r in references.items()}, timer=timer)
-  summary = dict(game=game, agent=cfg.agent, dataset_dir=replay_dir, subset=cfg.subset,
-                 num_transitions=int(store.num_transitions), step=result["step"],
-                 resumed_from=result["resumed_from"], last_metrics=result["last_metrics"],
-                 last_eval=result["last_eval"], checkpoint=result["checkpoint"],
-                 policy_dir=policy_dir, fixed_policy_dir=dirs.get("policy_fixed"),
-                 exported_policies=dirs, config=dataclasses.asdict(cfg),
-                 settings=agent_overrides(cfg, cfg.agent),
-                 references={n: {k: v for k, v in r.items() if k != "policy"}
-                             for n, r in references.items()},
-                 results_table=results_table, phase_times=timer.as_dict(), **extra)
+  return exports, extra, dirs
+
+
+def write_summary(cfg: OfflineConfig, summary: Dict[str, object], last_good: str) -> None:
+  """root_dir/summary.json, replaced at once (a failed write names the last good checkpoint)."""
   path = os.path.join(cfg.root_dir, "summary.json")
   with training.writing(path, last_good, [path + ".tmp"]):
     with open(path + ".tmp", "w") as f:
       json.dump(summary, f, indent=2, default=float)
     os.replace(path + ".tmp", path)
-  log(timer.render())
-  return summary

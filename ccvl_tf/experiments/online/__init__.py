@@ -9,9 +9,10 @@ order:
      processes (actor.py; each one `python -m ccvl_tf.experiments.online actor ...`,
      __main__.py) -- or, with --schedule=deterministic, K actors stepped in turn in the
      learner's process and a seeded replay (deterministic.py);
-  4. the learner's phases: train on the replay table with counts that follow the online data
-     (penalty.py), push weights and checkpoint through calls with deadlines (server.py),
-     evaluate (evaluations.py; on the gridworld the bounds against exact values, bounds.py);
+  4. the learner's phases: train on the replay table (the step under a tf.distribute
+     strategy: distributed.py) with counts that follow the online data (penalty.py), push
+     weights and checkpoint through calls with deadlines (server.py), evaluate
+     (scores_and_bounds.py; on the gridworld the bounds against exact values, bounds.py);
   5. the exported policies and summary.json.
 
 Second entry point: `finetune_suite.run(FinetuneSuiteConfig(...))`

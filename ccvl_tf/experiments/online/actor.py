@@ -107,7 +107,7 @@ def actor_main(config_path: str, actor_id: int, address: str, parent_pid: int) -
   from tf_agents.experimental.distributed import reverb_variable_container
   from tf_agents.policies import py_tf_eager_policy
   from tf_agents.replay_buffers import reverb_utils
-  from ccvl_tf import replay
+  from ccvl_tf import reverb_replay
 
   with open(config_path) as f:
     cfg = online_config.OnlineConfig(**json.load(f))
@@ -129,12 +129,12 @@ def actor_main(config_path: str, actor_id: int, address: str, parent_pid: int) -
       if parent_pid > 0 and os.getppid() != parent_pid:
         fail(f"the learner (pid {parent_pid}) is gone; stopping", 0)
       try:
-        replay.check_server(address, cfg.server_timeout_s)
+        reverb_replay.check_server(address, cfg.server_timeout_s)
       except ConnectionError as e:
         fail(f"lost the Reverb server at {address}: {e}", 3)
 
   try:
-    replay.check_server(address, cfg.server_timeout_s)
+    reverb_replay.check_server(address, cfg.server_timeout_s)
   except ConnectionError as e:
     fail(str(e), 3)
   threading.Thread(target=watchdog, daemon=True).start()
@@ -144,11 +144,11 @@ def actor_main(config_path: str, actor_id: int, address: str, parent_pid: int) -
   control = online_config.control_variables()
   variables = online_config.pushed_variables(agent, control)
   container = reverb_variable_container.ReverbVariableContainer(
-      address, table_names=[replay.VARIABLE_TABLE])
+      address, table_names=[reverb_replay.VARIABLE_TABLE])
   container.update(variables)
   env = online_config.make_env(cfg.game, seed=actor_env_seed(cfg.seed, actor_id))
   observer = reverb_utils.ReverbAddTrajectoryObserver(
-      reverb.Client(address), replay.REPLAY_TABLE, sequence_length=2, stride_length=1)
+      reverb.Client(address), reverb_replay.REPLAY_TABLE, sequence_length=2, stride_length=1)
   timed = TimedObserver(observer)
   stats = stats_path(cfg.root_dir, actor_id)
   policy = py_tf_eager_policy.PyTFEagerPolicy(agent.exploration_policy, use_tf_function=True)
@@ -170,7 +170,7 @@ def actor_main(config_path: str, actor_id: int, address: str, parent_pid: int) -
         break
   except (tf.errors.OpError, RuntimeError, ValueError) as e:
     try:
-      replay.check_server(address, cfg.server_timeout_s)
+      reverb_replay.check_server(address, cfg.server_timeout_s)
     except ConnectionError as ce:
       fail(f"lost the Reverb server at {address}: {ce}", 3)
     raise

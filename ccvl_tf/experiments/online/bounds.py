@@ -1,4 +1,4 @@
-"""The gridworld's bounds check during online fine-tuning (issue 27): the online transitions the
+"""The gridworld's bounds check during online fine-tuning: the online transitions the
 learner trained on (`TransitionLog`) and the report of Q_l, Q_u against exact values at the
 offline start and after fine-tuning (`report_phase`; the references and the coverage rows are
 experiments/gridworld/bounds.py's, the learner's Q tables evaluations.gridworld_bounds_report's).

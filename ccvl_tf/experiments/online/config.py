@@ -19,7 +19,7 @@ from ccvl_tf.config_flags import setting
 
 GRIDWORLD = "gridworld"
 GRIDWORLD_VALUE_MAX = 1.0  # every gridworld return is 0 or gamma^t (gridworld/bounds.py)
-# The gridworld's bounds (issue 27): both trained in the bonus form, Eq. (update) for Q_l and
+# The gridworld's bounds: both trained in the bonus form, Eq. (update) for Q_l and
 # Eq. (upper update) for Q_u, with the exact state counts n(s) (GrowingExactCounts: the offline
 # dataset's, plus the online data's during fine-tuning) -- the form Theorem 1 proves pointwise
 # bounds for. Algorithm 1's regularized form overshoots Q* here (docs/online.md).
@@ -116,7 +116,7 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
       upper_bound=86400.0)
   reverb_port: int = setting(0, "Port of the in-process server (0: free port).", lower_bound=0,
                              upper_bound=65535)
-  online_counts: str = setting(  # issue 24: penalty.py
+  online_counts: str = setting(  # penalty.py
       "grow", "CCVL's n(s)^-1 online: 'grow' (|D| counts the online transitions too, C "
       "accumulates their features, the normalization is frozen at its offline value, so the "
       "weight falls where data arrives; gridworld: the exact counts grow) or 'offline' (the "
@@ -330,12 +330,12 @@ def specs(game: str, seed: int = 0):
 def server_signatures(game: str, bounds=None, agent_name: str = "ccvl"):
   """(replay item signature, variables signature) for the game and agent (both tables)."""
   from tf_agents.specs import tensor_spec
-  from ccvl_tf import replay
+  from ccvl_tf import reverb_replay
   tss, act = specs(game)
   cfg = OnlineConfig(game=game)
   agent = build_agent(game, tss, act, bounds or cfg.bounds(), agent=agent_name)
   replay_sig = tensor_spec.add_outer_dim(agent.exploration_policy.trajectory_spec)
-  return replay_sig, replay.variable_signature(pushed_variables(agent, control_variables()))
+  return replay_sig, reverb_replay.variable_signature(pushed_variables(agent, control_variables()))
 
 
 def control_variables():
@@ -350,9 +350,9 @@ def pushed_variables(agent, control):
 
 
 def make_server_tables(cfg: OnlineConfig):
-  from ccvl_tf import replay
+  from ccvl_tf import reverb_replay
   replay_sig, var_sig = server_signatures(cfg.game, cfg.bounds(), cfg.agent)
-  return replay.make_tables(replay_sig, var_sig, max_size=cfg.replay_capacity,
+  return reverb_replay.make_tables(replay_sig, var_sig, max_size=cfg.replay_capacity,
                             min_size=cfg.min_replay_size,
                             samples_per_insert=cfg.samples_per_insert,
                             batch_size=cfg.online_batch_size)

@@ -1,32 +1,7 @@
 """The deterministic schedule of online fine-tuning (`--schedule=deterministic`): the same
 numbers twice.
 
-In the asynchronous schedule (runner.py) actor processes and the learner run concurrently
-through a Reverb server: which transitions a batch holds, and which weights an actor acts with,
-depend on how the operating system interleaves them, and Reverb's uniform sampler draws from
-an unseeded generator -- two runs of one command give different networks. Here everything runs
-in the learner's process, in a fixed order:
-
-  actors    K actors (`InProcessActors`), each with the environment, exploration policy and
-            weight copy an actor process would have (same environment seeds), take env steps
-            in turn (actor i takes the env steps n with n % K == i); each pulls the published
-            weights every `actor_update_period` of its own env steps, as an actor process does.
-  replay    `SeededReplay`: the transitions the Reverb path would yield -- consecutive
-            trajectories of one actor paired as ReverbAddTrajectoryObserver(sequence_length=2)
-            pairs them, episode boundaries dropped -- in a FIFO of `replay_capacity`, sampled
-            uniformly with replacement by a generator seeded from (seed, learner step).
-  schedule  before the learner's k-th online step the actors have inserted
-            min_replay_size + ceil(k * batch / samples_per_insert) transitions: the centre of
-            Reverb's SampleToInsertRatio limiter (inserts * SPI - samples = SPI * min_size),
-            without its error buffer.
-  push      the learner publishes its weights every `push_period` steps (a copy the actors
-            pull from), as the asynchronous learner pushes them to the 'variables' table.
-
-TensorFlow's stateful random ops (the epsilon-greedy branch of the exploration policy) are
-made repeatable by `tf.random.set_seed(seed)` before the actors are built. A run on one
-machine (same thread count) is then bit-identical to another run of the same command
-(tests/test_online_deterministic.py). It cannot resume: the actors' environments and the
-replay are not checkpointed, so a run directory with an online checkpoint is refused.
+More in docs/online.md "Module notes", `ccvl_tf/experiments/online/deterministic.py`.
 """
 from __future__ import annotations
 
@@ -96,7 +71,7 @@ class SeededReplay:
 
 
 class InProcessActors:
-  """The actors of the deterministic schedule, in the learner's process (module docstring).
+  """The actors of the deterministic schedule, in the learner's process (the module notes).
 
   It stands where the asynchronous runner has its actor processes and its server link:
   `start`, `alive`, `stop`, `procs` as online_actor.ActorProcesses; `push`, `checkpoint`,

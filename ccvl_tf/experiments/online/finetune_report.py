@@ -138,7 +138,7 @@ def _matrix(pairs, cfg, method, what) -> np.ndarray:
 
 
 def aggregate_lines(cfg, pairs) -> List[str]:
-  from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
+  from ccvl_tf import score_stats  # pylint: disable=g-import-not-at-top
   lines = ["| Method | runs | before (IQM) | after (IQM) | gain: mean [95% CI] | "
            "gain: IQM [95% CI] |", "| --- | --- | --- | --- | --- | --- |"]
   for method in cfg.methods:
@@ -147,9 +147,9 @@ def aggregate_lines(cfg, pairs) -> List[str]:
       lines.append(f"| {LABELS[method]} | {int(np.sum(~np.isnan(gain)))} of {gain.size} "
                    "(incomplete) | | | | |")
       continue
-    agg = evaluation.aggregate_scores(gain, reps=cfg.bootstrap_reps)
-    before = evaluation.iqm(_matrix(pairs, cfg, method, "before").ravel())
-    after = evaluation.iqm(_matrix(pairs, cfg, method, "after").ravel())
+    agg = score_stats.aggregate_scores(gain, reps=cfg.bootstrap_reps)
+    before = score_stats.iqm(_matrix(pairs, cfg, method, "before").ravel())
+    after = score_stats.iqm(_matrix(pairs, cfg, method, "after").ravel())
     m, q = agg["mean"], agg["iqm"]
     lines.append(f"| {LABELS[method]} | {gain.size} | {before:.1f} | {after:.1f} | "
                  f"{m.value:+.1f} [{m.ci_low:+.1f}, {m.ci_high:+.1f}] | "

@@ -2,23 +2,7 @@
 comparison (binaries/compare.py --suite=minatar) fine-tuned online for the same number of
 environment steps by every method, scored before and after.
 
-Methods (online_config.AGENTS), each from its own offline run of the comparison:
-  cql         CQL, explores greedy + epsilon (the baseline);
-  ccvl_lower  CCVL's lower bound Q_l alone, explores with the confidence-adaptive policy;
-  ccvl        CCVL with lower and upper bounds, explores with Eq. upper policy (delta ~ b(h)).
-A run is `binaries/finetune_online.py` in a subprocess, with --eval_interval so eval.csv holds
-the score against online steps, under --schedule: 'deterministic' (the default here: the actor
-stepped in the learner's process, seeded replay sampling -- the same table twice) or 'async'
-(its own Reverb server and actor process). A rerun skips finished runs; an unfinished
-asynchronous run resumes, an unfinished deterministic one starts again from its offline
-checkpoint (it cannot resume). The report (finetune_report.py) normalizes with the datasets' reference
-scores and aggregates the gains with rliable.
-
-Layout of output_dir: runs/<method>/<Game>/seed_<k>/ (a finetune_online root_dir),
-logs/<method>_<Game>_seed<k>.log, offline_states/<Game>_seed<k>.npz (offline states for the
-CCVL runs' penalty diagnostic), then table.md, scores.csv (per evaluation), runs.csv (per
-run: before, after, gain, the final bounds and penalty figures), score_vs_steps.png,
-penalty_vs_steps.png (finetune_report.py).
+More in docs/online.md "Module notes", `ccvl_tf/experiments/online/finetune_suite.py`.
 """
 from __future__ import annotations
 
@@ -34,6 +18,7 @@ from typing import Callable, Dict, Optional, Sequence
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 from ccvl_tf.config_flags import setting
+from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.compare import config as compare_config
 from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf.experiments.online import finetune_report
@@ -87,7 +72,8 @@ class FinetuneSuiteConfig:
   schedule: str = online_config.schedule_setting(online_config.DETERMINISTIC)
   online_counts: str = setting("grow", "finetune_online.py --online_counts for every run "
                                "('grow': n(s)^-1 follows the online data; 'offline': the "
-                               "offline rule, before issue 24).", enum_values=("grow", "offline"))
+                               "rule: counts of the offline dataset only).",
+                               enum_values=("grow", "offline"))
 
   def validate(self) -> None:
     for name in ("compare_dir", "data_dir", "output_dir"):
@@ -154,7 +140,7 @@ def ensure_offline_summary(cfg: FinetuneSuiteConfig, method: str, game: str, see
                                       data_dir=cfg.data_dir)
   suite = compare_suites.MinAtarSuite(ccfg)
   data = suite.data(game, cfg.dataset_kind, seed, suite.default_batch_size)
-  spec = compare_units.offline.get_agent_spec(compare_config.METHODS[OFFLINE_METHOD[method]])
+  spec = agent_registry.get_agent_spec(compare_config.METHODS[OFFLINE_METHOD[method]])
   tss, act = suite.specs(game)
   learner = spec.build(tss, act, compare_units.agent_settings(suite, data, seed))
   more = {}

@@ -1,29 +1,7 @@
-"""The CCVL penalty during online fine-tuning (issue 24): counts that follow the online data,
+"""The CCVL penalty during online fine-tuning: counts that follow the online data,
 and a diagnostic of the weight the learner puts on its states.
 
-The paper's fine-tuning mechanism is that the weight
-
-    w(s, delta) = alpha sqrt(log(1/delta) n(s)^-1)
-
-of Eq. (cql update) (and alpha_u's bonus of Eq. upper update) falls where the agent gathers
-data, so Q_l rises toward Q* where it has been checked online and the bounds tighten.
-
-* `start_counts`: with --online_counts=grow (default) every CCVL bound's linear n(s)^-1
-  follows the data from the first online step (agents.ccvl_agent.CCVLAgent.
-  start_online_counts -> counts.LinearInverseCounts.start_online: |D| = |D_off| + the online
-  transitions, C over both, the normalization frozen at its offline value); 'offline' keeps
-  the offline estimate's rule (|D_off|, C and the normalization over the training batches,
-  which online are the new data: the typical weight stays alpha sqrt(log(1/delta))). The
-  gridworld's exact counts (counts.GrowingExactCounts) grow with 'grow' and stay the offline
-  data's with 'offline' (runner.py).
-* `PenaltyProbe`: at each evaluation, the mean w(s, PENALTY_DELTA) of each bound over a
-  uniform sample (reservoir) of the online rows trained on since the previous evaluation
-  ('new') and over a fixed sample of offline states ('offline'), the mean n(s)^-1 behind them
-  and the |D| in force: keys 'penalty/<bound>_weight_new', '..._weight_offline',
-  '..._inverse_count_new', '..._inverse_count_offline', '..._dataset_size' (linear counts),
-  'penalty/new_states'.
-* `plot`: those weights and the bounds against Monte-Carlo returns (online_eval's tight/*)
-  against online env steps (the runner's penalty.png, finetune_report's penalty_vs_steps.png).
+More in docs/online.md "Module notes", `ccvl_tf/experiments/online/penalty.py`.
 """
 from __future__ import annotations
 
@@ -40,7 +18,7 @@ TIGHT_KEYS = ("tight/lower_minus_mc@0.5", "tight/upper_minus_mc@0.5")
 def start_counts(agent, online_rows: int, samples_per_insert: float,
                  log: Callable[[str], None] = print) -> List[str]:
   """--online_counts=grow: n(s)^-1 of every CCVL bound with a linear estimate follows the
-  online data from now on (see module docstring); returns the bounds it applies to ('lower',
+  online data from now on (see the module notes); returns the bounds it applies to ('lower',
   'upper'). Call under the learner's strategy scope (it creates variables), after the offline
   restore and before an online checkpoint's restore."""
   started = []
@@ -81,7 +59,7 @@ def offline_states(game: str, path: Optional[str], size: int, seed: int) -> Opti
 
 class PenaltyProbe:
   """The regularizer weight of each CCVL bound on new online states and on offline states
-  (module docstring). `add` the online rows of every trained batch; `measure` at each
+  (module notes). `add` the online rows of every trained batch; `measure` at each
   evaluation (it starts a new window of new states)."""
 
   def __init__(self, offline_observations: Optional[np.ndarray], capacity: int = 512,
@@ -120,7 +98,7 @@ class PenaltyProbe:
     return np.stack(self._sample) if self._sample else None
 
   def measure(self, agent, delta: float = PENALTY_DELTA) -> Dict[str, float]:
-    """The penalty keys (module docstring) for every guarded learner of `agent` that has
+    """The penalty keys (module notes) for every guarded learner of `agent` that has
     `regularizer_weight` (CCVL bounds); {} for other learners. Starts a new window."""
     out: Dict[str, float] = {}
     sets = {"new": self.new_observations, "offline": self.offline}

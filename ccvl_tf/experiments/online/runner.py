@@ -3,65 +3,7 @@
 # this package.
 """Online fine-tuning after offline CCVL (paper Sec. "Online Fine-Tuning on Atari", Table 6).
 
-Processes (docs/online.md has the picture and the multi-machine layout):
-
-  Reverb server   'replay' table (2-step Trajectory items, SampleToInsertRatio rate limiter) and
-                  'variables' table (the learner's weights). In the learner process unless
-                  `reverb_address` is given (then binaries/reverb_server.py runs it).
-  actors (K)      `python -m ccvl_tf.experiments.online actor ...` subprocesses (__main__.py)
-                  started by the learner. Each runs the learner's exploration policy,
-                  epsilon-greedy -- 'ccvl': Eq. upper policy (argmax of Q_u over
-                  {a : Q_l >= beta max Q_l}) at delta ~ b(h), the belief in its policy state;
-                  'ccvl_lower': the confidence-adaptive policy over Q_l; 'cql': greedy -- in its own
-                  environment, writes through TF-Agents' ReverbAddTrajectoryObserver, and pulls
-                  the weights every `actor_update_period` env steps with TF-Agents'
-                  ReverbVariableContainer.
-  learner         restores the offline checkpoint (lower bound Q_l from train_offline's
-                  root_dir/checkpoints; Q_u from the same checkpoint when it holds one, else
-                  Q_u <- Q_l), trains `agents.ccvl_bounds_agent.CCVLBoundsAgent` (built
-                  through experiments/agent_registry.py, as 'ccvl_bounds') on batches
-                  from the 'replay' table (optionally mixed with offline batches), pushes the
-                  weights, checkpoints itself (ccvl_tf.training.restore_or_initialize layout)
-                  and the Reverb server (its checkpointer) -- every call to the server with a
-                  deadline (server.py) --, evaluates (before the first online step --
-                  the offline start --, every `eval_interval` learner steps when set, and at
-                  the end; with --penalty_diagnostic at each evaluation the bounds' tightness
-                  against Monte-Carlo returns, evaluations.py, and the CCVL penalty on new and
-                  offline states, penalty.py, else the tightness at the end only; on
-                  the gridworld, CCVL's bounds also against exact values at the start and the
-                  end: ../gridworld/bounds.py), records its throughput, and exports SavedModels.
-                  With --online_counts=grow CCVL's n(s)^-1 follows the online data: the linear
-                  estimate's |D| and C grow with the online rows of each trained batch
-                  (penalty.start_counts), the gridworld's exact counts too (weight
-                  1 / SPI).
-
-That is the asynchronous schedule (`--schedule=async`). With `--schedule=deterministic` there
-is no server and no actor process: K actors take env steps in turn in the learner's process
-and the learner samples a seeded replay (deterministic.py), the same numbers every run.
-
-Budget: `num_env_steps` env steps taken by the actors, counted at the server as the items
-inserted into the 'replay' table (one per env step), read at every weight push; the run ends at
-the first push at which they reach the budget. The count is kept in the learner's checkpoint
-(inserts after the last checkpoint of a killed learner are not counted). On connecting, the
-learner refuses a server whose 'replay' table has other settings than its own (rate limiter,
-capacity, item signature): its rate limiter decides how many env steps the actors take per
-learner step. About `(num_env_steps - min_replay_size) * samples_per_insert /
-batch_size_online` learner steps (`OnlineConfig.num_learner_steps`, for progress lines).
-
-Root dir layout: checkpoints/ (learner), reverb_checkpoints/ (in-process server), summaries/,
-eval.csv and evals.json (one row per evaluated step), bounds_report.md / .png / .json and
-online_transitions.npz (gridworld CCVL), penalty.png (--penalty_diagnostic),
-actors/actor_<i>.log and actor_<i>_stats.json (env steps, seconds inserting), status.json
-(pids, address; rewritten at start), summary.json (with 'throughput'),
-policy/ (CCVL confidence-adaptive with Eq. upper policy), policy_fixed/ (Q_l greedy at
-policy_delta), policy_bounds/ (the exploration policy without epsilon).
-
-Modules of this package: config.py (OnlineConfig, specs, the learner of --agent, the Reverb
-tables), start.py (the offline starting point), server.py (the learner's server calls),
-penalty.py (online counts, penalty diagnostic), actor.py (the actor process and the learner's
-actor subprocesses; __main__.py its command line), evaluations.py (scores, bounds vs
-Monte-Carlo returns), bounds.py (the gridworld's bounds check), this module (the learner's
-runner, `run`, in phases: `_Runner`).
+More in docs/online.md "Module notes", `ccvl_tf/experiments/online/runner.py`.
 """
 from __future__ import annotations
 
@@ -76,15 +18,15 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 import numpy as np
 import tensorflow as tf
 
-from ccvl_tf import distributed
 from ccvl_tf import policies
-from ccvl_tf import replay
+from ccvl_tf import reverb_replay
 from ccvl_tf import training
 from ccvl_tf.experiments.online import actor as online_actor
 from ccvl_tf.experiments.online import bounds as online_bounds
 from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf.experiments.online import deterministic as online_deterministic
-from ccvl_tf.experiments.online import evaluations as online_eval
+from ccvl_tf.experiments.online import distributed
+from ccvl_tf.experiments.online import scores_and_bounds as online_eval
 from ccvl_tf.experiments.online import penalty as online_penalty
 from ccvl_tf.experiments.online import server as online_server
 from ccvl_tf.experiments.online import start as online_start
@@ -115,7 +57,7 @@ class ActorsGone(RuntimeError):
   """Every actor process exited before the learner's budget was reached."""
 
 
-# The learner's step under a strategy (ccvl_tf/distributed.py), used here and by tests.
+# The learner's step under a strategy (online/distributed.py), used here and by tests.
 make_learner_step = distributed.make_learner_step
 # The offline starting point (start.py), used through this module by binaries and tests.
 offline_gridworld_batches = online_start.offline_gridworld_batches
@@ -227,20 +169,20 @@ class _Runner:
     self.address = cfg.reverb_address
     reverb_ckpt_dir = os.path.join(cfg.root_dir, "reverb_checkpoints")
     if self.address is None:
-      self.server, self.address = replay.start_server(
+      self.server, self.address = reverb_replay.start_server(
           online_config.make_server_tables(cfg), cfg.reverb_port, reverb_ckpt_dir)
       log(f"Reverb server in this process at {self.address} (checkpoints in "
           f"{reverb_ckpt_dir}).")
-    info = replay.check_server(self.address, cfg.server_timeout_s)
-    table = info[replay.REPLAY_TABLE]
+    info = reverb_replay.check_server(self.address, cfg.server_timeout_s)
+    table = info[reverb_replay.REPLAY_TABLE]
     online_server.check_table(self.address, table, cfg,
                               self.agent.exploration_policy.trajectory_spec)
-    got = replay.server_settings(table)
+    got = reverb_replay.server_settings(table)
     log(f"Reverb replay table at {self.address}: {table.current_size} items; its settings, "
         f"as this learner's: samples per insert {got['samples_per_insert']:g}, min size "
         f"{got['min_size_to_sample']:.0f}, capacity {got['max_size']:.0f}.")
     # Env steps are the inserts counted from here on, added to the checkpoint's count.
-    self.inserts_at_connect = int(replay.rate_limiter_stats(table)["inserts"])
+    self.inserts_at_connect = int(reverb_replay.rate_limiter_stats(table)["inserts"])
     self.env_steps_at_connect = int(self.env_steps.numpy())
     self.link = online_server.LearnerServerLink(self.address, cfg.server_timeout_s,
                                                 cfg.reverb_checkpoint_timeout_s)
@@ -278,7 +220,7 @@ class _Runner:
     cfg = self.cfg
     online = None  # --schedule=deterministic: batches from the in-process actors' replay
     if cfg.schedule == online_config.ASYNC:
-      online = replay.replay_dataset(self.agent.exploration_policy.trajectory_spec,
+      online = reverb_replay.replay_dataset(self.agent.exploration_policy.trajectory_spec,
                                      self.address, cfg.online_batch_size,
                                      rate_limiter_timeout_ms=int(cfg.sample_timeout_s * 1000))
     offline_it = None
@@ -302,12 +244,12 @@ class _Runner:
       if online is None:
         batch = self.actors.next_batch(step)
       else:
-        batch = replay.call_with_deadline(lambda: next(it), self.address,
+        batch = reverb_replay.call_with_deadline(lambda: next(it), self.address,
                                           cfg.sample_timeout_s + cfg.server_timeout_s, "a sample")
       self.sample_wait_seconds += time.perf_counter() - t0
     except (StopIteration, tf.errors.OutOfRangeError, tf.errors.UnavailableError,
             tf.errors.DeadlineExceededError, tf.errors.CancelledError,
-            replay.DeadlineExceeded) as e:
+            reverb_replay.DeadlineExceeded) as e:
       self.link.check(step)
       if cfg.num_actors and self.actors.alive() == 0:
         raise ActorsGone(f"learner: all {cfg.num_actors} actor(s) exited at train step "
@@ -487,7 +429,7 @@ class _Runner:
     warm-up (from the first completed step: filling min_replay_size, tracing), the learner's
     seconds waiting for samples (rate limiter + input pipeline), the local actors' env steps/s
     and seconds in their inserts (online_actor.read_stats), and the replay table's completed
-    inserts / samples since its server started (replay.rate_limiter_stats)."""
+    inserts / samples since its server started (reverb_replay.rate_limiter_stats)."""
     out = {"train_seconds": train_seconds,
            "learner_steps": float(step - self.start_step),
            "learner_steps_per_s": (step - self.start_step) / max(train_seconds, 1e-9),
@@ -507,8 +449,8 @@ class _Runner:
     out.update({f"actors/{k}": v for k, v in online_actor.read_stats(
         self.cfg.root_dir, self.cfg.num_actors).items()})
     try:
-      stats = replay.rate_limiter_stats(self.link.client.server_info(
-          timeout=max(1, int(self.cfg.server_timeout_s)))[replay.REPLAY_TABLE])
+      stats = reverb_replay.rate_limiter_stats(self.link.client.server_info(
+          timeout=max(1, int(self.cfg.server_timeout_s)))[reverb_replay.REPLAY_TABLE])
     except Exception as e:  # pylint: disable=broad-except  (a report, not the run's result)
       self.log(f"could not read the replay table's statistics: {e}")
       return out
@@ -613,7 +555,7 @@ def shown_in_log(key: str) -> bool:
 
 
 def run(cfg: OnlineConfig, log: Callable[[str], None] = print, strategy=None) -> Dict:
-  """The learner (and, unless cfg.reverb_address, the Reverb server); see module docstring.
+  """The learner (and, unless cfg.reverb_address, the Reverb server); see the module notes.
 
   Args:
     cfg: OnlineConfig.

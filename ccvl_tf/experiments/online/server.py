@@ -1,10 +1,10 @@
-"""The online learner's calls to its Reverb server, each with a deadline (issue 24).
+"""The online learner's calls to its Reverb server, each with a deadline.
 
 Reverb's client calls that the learner makes -- the weight push (TF-Agents'
 ReverbVariableContainer.push, a TFClient.insert op), the variable container's ServerInfo,
 Client.checkpoint() -- take no deadline, and a server that dies or freezes between a health
 check and the call blocked the learner forever. `LearnerServerLink` runs every one of them
-under `ccvl_tf.replay.call_with_deadline` (a worker thread waited for with a timeout):
+under `ccvl_tf.reverb_replay.call_with_deadline` (a worker thread waited for with a timeout):
 
   push, ServerInfo         --server_timeout_s
   Reverb checkpoint        --reverb_checkpoint_timeout_s (a big table takes a while to write)
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional, TypeVar
 
-from ccvl_tf import replay
+from ccvl_tf import reverb_replay
 
 _T = TypeVar("_T")
 
@@ -33,7 +33,7 @@ class ServerMismatch(ValueError):
   each, and the flags that set them)."""
 
 
-# A replay-table setting -> the learner flag(s) that set it (replay.table_settings).
+# A replay-table setting -> the learner flag(s) that set it (reverb_replay.table_settings).
 _FLAGS = {"samples_per_insert": "--samples_per_insert", "min_size_to_sample": "--min_replay_size",
           "max_size": "--replay_capacity",
           "min_diff": "--batch_size, --samples_per_insert and --min_replay_size",
@@ -49,11 +49,11 @@ def check_table(address: str, table_info, cfg, trajectory_spec) -> None:
   `cfg` (OnlineConfig) gives it and the item signature of `trajectory_spec`: its rate limiter
   decides how many env steps the actors take per learner step."""
   from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
-  expected = replay.table_settings(max_size=cfg.replay_capacity, min_size=cfg.min_replay_size,
-                                   samples_per_insert=cfg.samples_per_insert,
-                                   batch_size=cfg.online_batch_size)
-  diffs = replay.setting_differences(table_info, expected,
-                                     tensor_spec.add_outer_dim(trajectory_spec))
+  expected = reverb_replay.table_settings(
+      max_size=cfg.replay_capacity, min_size=cfg.min_replay_size,
+      samples_per_insert=cfg.samples_per_insert, batch_size=cfg.online_batch_size)
+  diffs = reverb_replay.setting_differences(table_info, expected,
+                                            tensor_spec.add_outer_dim(trajectory_spec))
   if not diffs:
     return
   parts = []
@@ -94,19 +94,19 @@ class LearnerServerLink:
     self.variables = variables
     self.container = self.call(
         lambda: reverb_variable_container.ReverbVariableContainer(
-            self.address, table_names=[replay.VARIABLE_TABLE]),
+            self.address, table_names=[reverb_replay.VARIABLE_TABLE]),
         "the variable container's ServerInfo", step)
     self.push(step)
 
   def push(self, step: int) -> None:
     """The variables' values now (a snapshot) into the 'variables' table."""
-    self._guard(lambda: replay.push_with_deadline(
+    self._guard(lambda: reverb_replay.push_with_deadline(
         self.container, self.variables, self.address, self.server_timeout_s),
         "the weight push", step, "--server_timeout_s", self.server_timeout_s)
 
   def checkpoint(self, step: int) -> str:
     """A checkpoint of the server (written by the server, on its machine)."""
-    return self._guard(lambda: replay.call_with_deadline(
+    return self._guard(lambda: reverb_replay.call_with_deadline(
         self.client.checkpoint, self.address, self.checkpoint_timeout_s,
         "the Reverb checkpoint"),
         "the Reverb checkpoint", step, "--reverb_checkpoint_timeout_s",
@@ -114,27 +114,27 @@ class LearnerServerLink:
 
   def call(self, fn: Callable[[], _T], what: str, step: int) -> _T:
     """fn() (a call to the server) with the deadline --server_timeout_s."""
-    return self._guard(lambda: replay.call_with_deadline(
+    return self._guard(lambda: reverb_replay.call_with_deadline(
         fn, self.address, self.server_timeout_s, what), what, step, "--server_timeout_s",
         self.server_timeout_s)
 
   def replay_inserts(self, step: int) -> int:
     """Items inserted into the 'replay' table since the server started (its rate limiter's
     completed inserts)."""
-    return int(replay.rate_limiter_stats(self.call(self.client.server_info, "ServerInfo", step)[
-        replay.REPLAY_TABLE])["inserts"])
+    info = self.call(self.client.server_info, "ServerInfo", step)
+    return int(reverb_replay.rate_limiter_stats(info[reverb_replay.REPLAY_TABLE])["inserts"])
 
   def replay_items(self, step: int) -> int:
     """Items in the 'replay' table now."""
     return int(self.call(self.client.server_info, "ServerInfo", step)[
-        replay.REPLAY_TABLE].current_size)
+        reverb_replay.REPLAY_TABLE].current_size)
 
   def check(self, step: int, error: Optional[Exception] = None) -> None:
     """Raises ServerLost naming the address when the server does not answer a ServerInfo
     within --server_timeout_s (`error`: the failure that made the learner ask, named in the
     message)."""
     try:
-      replay.check_server(self.address, self.server_timeout_s)
+      reverb_replay.check_server(self.address, self.server_timeout_s)
     except ConnectionError as ce:
       if error is None:
         raise ServerLost(f"learner: lost the Reverb server at {self.address} at train step "
@@ -146,7 +146,7 @@ class LearnerServerLink:
              timeout_s: float) -> _T:
     try:
       return call()
-    except replay.DeadlineExceeded as e:
+    except reverb_replay.DeadlineExceeded as e:
       raise ServerLost(f"learner: lost the Reverb server at {self.address} at train step "
                        f"{step}: {what} did not return within {flag}={timeout_s:g}s") from e
     except Exception as e:  # pylint: disable=broad-except

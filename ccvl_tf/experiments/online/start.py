@@ -85,7 +85,7 @@ def restore_offline(agent, offline_dir: str, log=print) -> int:
 def resolve_config(cfg: OnlineConfig, log: Callable[[str], None] = print
                    ) -> Tuple[OnlineConfig, Dict]:
   """(cfg, the offline run's summary.json or {}): checks the summary against the flags
-  (agent, game; gridworld bounds trained before issue 27 are refused) and takes the
+  (agent, game; gridworld bounds in the linear-count, regularized form are refused) and takes the
   exploration belief's temperature from it when --belief_temperature is unset (resolved before
   online_config.json is written, so actors use the same one)."""
   summary = {}
@@ -106,7 +106,7 @@ def resolve_config(cfg: OnlineConfig, log: Callable[[str], None] = print
     if (game.lower() == GRIDWORLD and cfg.offline_agent == "ccvl"
         and summary.get("counts") != "exact"):
       raise ValueError(
-          f"--offline_dir {cfg.offline_dir} holds gridworld bounds trained before issue 27 "
+          f"--offline_dir {cfg.offline_dir} holds gridworld bounds of an earlier version "
           "(linear counts, regularized objectives), which this version does not fine-tune; "
           "use a fresh --offline_dir with --prepare_gridworld_offline")
   if cfg.belief_temperature is None and summary.get("belief_temperature"):

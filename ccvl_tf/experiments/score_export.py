@@ -25,7 +25,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 import numpy as np
 from tqdm import tqdm
 
-from ccvl_tf import evaluation
+from ccvl_tf import rollouts, score_stats
 from ccvl_tf import reporting
 from ccvl_tf.data import minatar_datasets
 from ccvl_tf.envs import factory
@@ -97,12 +97,12 @@ def run(cfg: EvaluateConfig) -> dict:
     FileNotFoundError: cfg.data_dir without minatar_scores.json (saying how to make it).
   """
   cfg.validate()
-  evaluation.check_saved_model_dir(cfg.policy_dir)  # before anything slow
+  rollouts.check_saved_model_dir(cfg.policy_dir)  # before anything slow
   references = minatar_datasets.load_scores(cfg.data_dir) if cfg.data_dir else None
   probe = factory.make_env(cfg.game, cfg.first_seed, cfg.max_episode_steps,
                            references=references)
   action_spec = probe.env.action_spec()
-  saved, meta = evaluation.load_saved_policy(
+  saved, meta = rollouts.load_saved_policy(
       cfg.policy_dir, num_actions=int(action_spec.maximum) - int(action_spec.minimum) + 1,
       observation_shape=probe.env.observation_spec().shape)
   os.makedirs(cfg.output_dir, exist_ok=True)
@@ -111,14 +111,14 @@ def run(cfg: EvaluateConfig) -> dict:
 
 
 def _run_seeds(cfg: EvaluateConfig, saved, probe: factory.GameEnv,
-               references) -> List[evaluation.EpisodeRecord]:
+               references) -> List[rollouts.EpisodeRecord]:
   """cfg.seeds runs of cfg.episodes episodes (run 0 in `probe`, each other run in a new
   environment of its seed), with a progress bar when cfg.progress."""
   bar = None
   if cfg.progress:
     bar = tqdm(total=cfg.episodes * cfg.seeds, desc=f"evaluate {cfg.game}", unit="episode",
                file=sys.stderr, dynamic_ncols=True)
-  records: List[evaluation.EpisodeRecord] = []
+  records: List[rollouts.EpisodeRecord] = []
   try:
     for run in range(cfg.seeds):
       seed = cfg.first_seed + run
@@ -136,7 +136,7 @@ def _run_seeds(cfg: EvaluateConfig, saved, probe: factory.GameEnv,
         if bar is not None and ep_steps % 1000 == 0:  # long Atari episodes
           bar.set_postfix_str(f"seed {run} episode step {ep_steps}")
 
-      records += evaluation.run_episodes(
+      records += rollouts.run_episodes(
           saved, ev.env, cfg.episodes, run=run, epsilon=cfg.epsilon, seed=seed,
           raw_score_fn=ev.raw_score_fn, on_episode=on_episode, on_step=on_step)
   finally:
@@ -146,7 +146,7 @@ def _run_seeds(cfg: EvaluateConfig, saved, probe: factory.GameEnv,
 
 
 def _write_outputs(cfg: EvaluateConfig, probe: factory.GameEnv,
-                   records: List[evaluation.EpisodeRecord], meta: dict) -> dict:
+                   records: List[rollouts.EpisodeRecord], meta: dict) -> dict:
   """returns.csv, delta.csv, results.csv, summary.json, returns.png, delta.png; the summary."""
   out = cfg.output_dir
   raw = np.array([r.raw_score for r in records])
@@ -159,7 +159,7 @@ def _write_outputs(cfg: EvaluateConfig, probe: factory.GameEnv,
            score=raw[[i for i, r in enumerate(records) if r.run == run]].mean())
       for run in range(cfg.seeds)])
   if probe.normalize is not None:
-    summary = evaluation.summarize(records, probe.normalize, reps=cfg.bootstrap_reps,
+    summary = score_stats.summarize(records, probe.normalize, reps=cfg.bootstrap_reps,
                                    seed=cfg.first_seed)
   else:
     summary = {"num_runs": cfg.seeds, "num_episodes": len(records),
@@ -171,7 +171,7 @@ def _write_outputs(cfg: EvaluateConfig, probe: factory.GameEnv,
       "episodes_per_run": cfg.episodes, "seeds": [cfg.first_seed + r for r in range(cfg.seeds)],
       "epsilon": cfg.epsilon, "score": probe.score_name, "policy_specs": {
           k: list(v) if isinstance(v, tuple) else v for k, v in meta.items()},
-      "raw_iqm_over_episodes": evaluation.iqm(raw),
+      "raw_iqm_over_episodes": score_stats.iqm(raw),
   })
   deltas = [np.mean(r.deltas) if r.deltas else np.nan for r in records]
   if any(np.isfinite(deltas)):

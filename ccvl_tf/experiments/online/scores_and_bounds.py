@@ -3,21 +3,7 @@ gridworld also exactly, `exact_gridworld_scores`), the tightness of the bounds a
 Monte-Carlo returns (`bound_tightness`) and, on the gridworld, against exact values
 (`gridworld_bounds_report`: Q* and the tabular bounds, experiments/gridworld/bounds.py).
 
-Policies scored (keys '<name>_mean_score', '<name>_normalized_score' when the game has
-reference scores):
-  lower     Q_l greedy at policy_delta (CQL: its greedy policy);
-  adaptive  the confidence-adaptive policy over Q_l (delta ~ b(h), belief updated from Q_l's
-            Bellman errors over the evaluation episodes, at the exploration belief's
-            temperature; Eq. delta_selection) -- CCVL agents only: the policy the paper acts
-            with, and what the fine-tuning table reports for CCVL;
-  bounds    Eq. upper policy (argmax Q_u over the safe set of Q_l) -- agents with Q_u only.
-
-Tightness (paper Sec. "Learning Lower- and Upper-Bounds": Q_l <= Q* <= Q_u with probability
-1 - delta): on the states the evaluated policy visits, the Monte-Carlo return
-G_t = sum_k gamma^k r'_{t+k} of the rest of the episode (r' the reward clipped as in training)
-against Q_l(s_t, a_t, delta) and Q_u(s_t, a_t, delta) at a few confidences. G_t is the return of
-the policy that was run, a sample of Q^pi(s_t, a_t) <= Q*(s_t, a_t): Q_u >= G is implied by a
-valid upper bound, Q_l <= G is what a lower bound of *that policy's* value must satisfy.
+More in docs/online.md "Module notes", `ccvl_tf/experiments/online/scores_and_bounds.py`.
 """
 from __future__ import annotations
 
@@ -60,15 +46,15 @@ def evaluate(cfg, agent, step: int, episodes: Optional[int] = None) -> Dict[str,
   on cfg.seed only, not on `step`: every evaluation of a run -- the offline start ("before"),
   mid-run, the end ("after") -- plays episodes from the same seeds, so a gain compares the
   policies on the same environment randomness."""
-  from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
+  from ccvl_tf import rollouts  # pylint: disable=g-import-not-at-top
   from ccvl_tf.envs import factory  # pylint: disable=g-import-not-at-top
   del step  # the seeds do not depend on it (above)
   episodes = cfg.eval_episodes if episodes is None else episodes
   out = {}
   for name, policy in named_policies(cfg, agent).items():
     ev = factory.make_env(cfg.game, cfg.seed + 10_000, cfg.eval_max_steps)
-    records = evaluation.run_episodes(
-        evaluation.CompiledPolicy(policy), ev.env, episodes,
+    records = rollouts.run_episodes(
+        rollouts.CompiledPolicy(policy), ev.env, episodes,
         epsilon=cfg.eval_epsilon, seed=cfg.seed, raw_score_fn=ev.raw_score_fn,
         max_total_steps=episodes * (cfg.eval_max_steps + 2))
     scores = np.array([r.raw_score for r in records])
@@ -147,7 +133,7 @@ def discounted_returns_to_go(rewards: Sequence[float], gamma: float) -> np.ndarr
 def bound_tightness(cfg, agent, episodes: int, deltas: Sequence[float] = TIGHTNESS_DELTAS,
                     max_states: int = 4000) -> Dict[str, float]:
   """Q_l and Q_u (when the agent has it) against the Monte-Carlo returns of `episodes`
-  episodes of the primary policy (see module docstring), at each delta of `deltas`.
+  episodes of the primary policy (see the module notes), at each delta of `deltas`.
 
   Returns flat keys, for each delta d and bound b in (lower, upper):
     'tight/<b>_minus_mc@d'   mean over visited (s_t, a_t) of Q_b(s_t, a_t, d) - G_t
@@ -157,9 +143,9 @@ def bound_tightness(cfg, agent, episodes: int, deltas: Sequence[float] = TIGHTNE
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
-  from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
+  from ccvl_tf import rollouts  # pylint: disable=g-import-not-at-top
   from ccvl_tf.envs import factory  # pylint: disable=g-import-not-at-top
-  policy = evaluation.CompiledPolicy(named_policies(cfg, agent)[primary_policy_name(cfg.agent)])
+  policy = rollouts.CompiledPolicy(named_policies(cfg, agent)[primary_policy_name(cfg.agent)])
   ev = factory.make_env(cfg.game, cfg.seed + 20_000, cfg.eval_max_steps)
   env, clip = ev.env, cfg.bounds().reward_clip
   gamma = float(agent.config.gamma)

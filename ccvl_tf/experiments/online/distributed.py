@@ -1,24 +1,6 @@
 """A CCVL train step under a tf.distribute strategy (MirroredStrategy on several GPUs).
 
-`CCVLAgent.train_on_batch` applies Adam inside a `tf.cond` (the NaN guard). Under
-MirroredStrategy that is a synchronization point inside control flow in replica context, which
-TensorFlow rejects ("`merge_call` called while defining a new graph ..."). This step splits the
-work the way TF-Agents' `Learner` / Keras do, keeping the guard:
-
-  replica context  (strategy.run)    each replica takes its slice of the batch, computes the
-                                     loss and gradients (`agent.loss_and_grads`) and phi(s);
-  cross-replica    (the tf.function) gradients are averaged over replicas (= gradient of the
-                                     full-batch mean loss for equal slices), metrics averaged,
-                                     phi concatenated; then the guarded update every agent
-                                     uses (`agent.apply_update`, i.e.
-                                     `agents.q_agent_base.guarded_update`): Adam, counts
-                                     (`agent.update_counts`), step, target copy.
-
-Equal slices make it the same optimization step as the single-device step on the whole batch
-(tested on two logical CPUs: tests/test_bounds_agent.py::test_mirrored_step_equals_single_device_step).
-It works for `agents.ccvl_agent.CCVLAgent` and its subclass `UpperCCVLAgent` through their
-public step pieces (`prepare_batch`, `step_seed`, `loss_and_grads`, `apply_update`,
-`update_counts`, `check_finite`); other learners raise a ValueError.
+More in docs/online.md "Module notes", `ccvl_tf/experiments/online/distributed.py`.
 """
 from __future__ import annotations
 

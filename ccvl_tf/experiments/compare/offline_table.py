@@ -1,0 +1,86 @@
+"""train_offline.py's results table: the reference agents (--reference_agents) trained beside
+the run's agent on the same data, steps, seed and preset, and the table of every policy's
+scores (root_dir/results.md), both added to the run's summary.json."""
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Callable, Dict
+
+from ccvl_tf import policies, training
+from ccvl_tf.experiments import agent_registry
+from ccvl_tf.experiments.compare import config as compare_config
+from ccvl_tf.experiments.offline import demo_report
+from ccvl_tf.experiments.offline import runner as offline
+
+
+def run(cfg: offline.OfflineConfig, trained: offline.Trained,
+        log: Callable[[str], None] = print) -> Dict[str, object]:
+  """Trains the reference agents, writes results.md (and its plots) and adds 'references' and
+  'results_table' to summary.json (and the phase times of these steps to its 'phase_times',
+  printed as a table at the end); returns the summary."""
+  run_setup, timer = trained.setup, trained.timer
+  references = train_references(cfg, run_setup, log, timer)
+  precomputed = ({} if trained.adaptive_episode_scores is None
+                 else {"CCVL (adaptive)": trained.adaptive_episode_scores})
+  with training.writing(os.path.join(cfg.root_dir, "results.md"), trained.checkpoint):
+    results_table = demo_report.results_table(
+        cfg, run_setup.game, run_setup.replay_dir, run_setup.spec, trained.exports,
+        precomputed, log, references={n: r["policy"] for n, r in references.items()},
+        timer=timer)
+  added = dict(references={n: {k: v for k, v in r.items() if k != "policy"}
+                           for n, r in references.items()},
+               results_table=results_table)
+  summary = {}
+  for key, value in trained.summary.items():  # summary.json's key order: added after 'settings'
+    summary[key] = value
+    if key == "settings":
+      summary.update(added)
+  if timer is not None:
+    summary["phase_times"] = timer.as_dict()
+  offline.write_summary(cfg, summary, trained.checkpoint)
+  if timer is not None:
+    log(timer.render())
+  return summary
+
+
+def _phase(timer, name: str):
+  return contextlib.nullcontext() if timer is None else timer.phase(name)
+
+
+def train_references(cfg: offline.OfflineConfig, run_setup: offline.Setup,
+                     log, timer=None) -> Dict[str, Dict]:
+  """Trains each of --reference_agents (other than --agent) on the same data, steps, seed and
+  preset, in root_dir/reference/<agent> (resumable, fingerprinted; no evaluation during
+  training), and exports its policy there. Returns {display name: {'policy', 'root_dir',
+  'policy_dir', 'step', 'settings', 'last_metrics'}} in --reference_agents order."""
+  display = {v: k for k, v in compare_config.METHODS.items()}
+  make_dataset = offline.training_batches(cfg, run_setup.store)
+  out = {}
+  for name in cfg.reference_agents:
+    if (agent_registry.get_agent_spec(name).train_key
+        == agent_registry.get_agent_spec(cfg.agent).train_key):
+      continue
+    root = os.path.join(cfg.root_dir, "reference", name)
+    agent, settings = offline.build_agent(cfg, name, run_setup.store, run_setup.time_step_spec,
+                                          run_setup.action_spec)
+    log(f"Reference agent {name}: training {cfg.num_steps} steps in {root}.")
+    loop = training.LoopConfig(
+        root_dir=root, num_steps=cfg.num_steps, checkpoint_interval=cfg.checkpoint_interval,
+        log_interval=cfg.log_interval, summary_interval=cfg.summary_interval, eval_interval=0)
+    with _phase(timer, f"training {name}"):
+      result = training.train(
+          agent, make_dataset, loop, log=lambda line, n=name: log(f"[{n}] {line}"),
+          fingerprint=offline.run_fingerprint(cfg, run_setup.replay_dir, run_setup.store,
+                                              agent=name),
+          allow_config_change=cfg.allow_config_change)
+    exports, _ = agent_registry.get_agent_spec(name).policies(
+        agent, run_setup.time_step_spec, run_setup.action_spec,
+        offline.held_out_batches(cfg, run_setup.store), settings)
+    policy_dir = os.path.join(root, "policy")
+    with _phase(timer, f"export {name}"), training.writing(policy_dir, result["checkpoint"]):
+      policies.export_policy(exports["policy"], policy_dir, train_step=agent.train_step_counter)
+    out[display.get(name, name)] = dict(
+        policy=exports["policy"], root_dir=root, policy_dir=policy_dir, step=result["step"],
+        settings=offline.agent_overrides(cfg, name), last_metrics=result["last_metrics"])
+  return out

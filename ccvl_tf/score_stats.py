@@ -1,0 +1,141 @@
+"""Statistics of evaluation scores with rliable: IQM, mean and median with stratified
+bootstrap CIs, the probability of improvement, and a run's summary.json numbers.
+
+The evaluation protocol (paper Sec. "Offline Training on Atari", Agarwal et al. 2021):
+docs/policies.md "Evaluation".
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Dict, Sequence
+
+import numpy as np
+
+
+# ------------------------------------------------------------------------------ rliable
+def _import_rliable():
+  """Imports rliable's `library` and `metrics` (IQM, stratified bootstrap CIs).
+
+  rliable imports `arch`, whose 7.x releases fail to import with pandas 3 (a `deprecate_kwarg`
+  TypeError); requirements.txt pins pandas < 3 for that reason (BUILD.md, troubleshooting).
+  """
+  try:
+    from rliable import library, metrics  # pylint: disable=g-import-not-at-top
+  except TypeError as e:
+    raise ImportError(
+        f"rliable failed to import ({e}); with arch 7.x this means pandas >= 3 is installed. "
+        f"Install the pinned versions: pip install -r requirements.txt (pandas==2.3.3).") from e
+  return library, metrics
+
+
+@dataclasses.dataclass(frozen=True)
+class Aggregate:
+  """Point estimate and 95% stratified bootstrap CI of one aggregate metric."""
+  value: float
+  ci_low: float
+  ci_high: float
+
+  def as_dict(self):
+    return {"value": self.value, "ci_low": self.ci_low, "ci_high": self.ci_high}
+
+
+def _seeded_interval_estimates(scores, func, reps: int, seed: int, confidence: float):
+  """rliable's get_interval_estimates for one entry (a score matrix, or an (x, y) pair for
+  pairwise metrics): (point, interval). rliable draws its resampling indices from numpy's
+  *global* RNG (`np.random.choice`), not from `random_state`, so the global state is seeded
+  for the call and restored afterwards; random_state is left None (StratifiedBootstrap ignores
+  it for resampling, and passing it only triggers arch's deprecation warning)."""
+  library, _ = _import_rliable()
+  saved = np.random.get_state()
+  try:
+    np.random.seed(seed)
+    points, intervals = library.get_interval_estimates(
+        {"m": scores}, func, reps=reps, confidence_interval_size=confidence)
+  finally:
+    np.random.set_state(saved)
+  return points["m"], intervals["m"]
+
+
+def aggregate_scores(score_matrix, reps: int = 2000, seed: int = 0,
+                     confidence: float = 0.95) -> Dict[str, Aggregate]:
+  """IQM, mean and median over runs x games with stratified bootstrap CIs (rliable).
+
+  Args:
+    score_matrix: normalized scores [num_runs, num_games] (one score per run and game, e.g. the
+      average normalized return of a run's evaluation episodes).
+    reps: bootstrap replications (rliable's default is 50,000; 2,000 gives CI ends within about
+      a percent of that for tables).
+    seed: makes the CIs reproducible. rliable draws its resampling indices from numpy's *global*
+      RNG (`np.random.choice`), not from `random_state`, so the global state is seeded for the
+      call and restored afterwards.
+    confidence: CI coverage.
+
+  Returns:
+    {'iqm': Aggregate, 'mean': Aggregate, 'median': Aggregate}; 'mean'/'median' are rliable's
+    mean/median of per-game means.
+  """
+  scores = np.asarray(score_matrix, np.float64)
+  if scores.ndim != 2 or scores.size == 0:
+    raise ValueError(f"score_matrix must be [num_runs, num_games], got shape {scores.shape}")
+  _, metrics = _import_rliable()
+  funcs = {"iqm": metrics.aggregate_iqm, "mean": metrics.aggregate_mean,
+           "median": metrics.aggregate_median}
+  aggregate_func = lambda x: np.array([f(x) for f in funcs.values()])  # noqa: E731
+  point, interval = _seeded_interval_estimates(scores, aggregate_func, reps, seed,
+                                               confidence)  # [3], [2, 3]
+  return {name: Aggregate(float(point[i]), float(interval[0, i]), float(interval[1, i]))
+          for i, name in enumerate(funcs)}
+
+
+def probability_of_improvement(scores_x, scores_y, reps: int = 2000, seed: int = 0,
+                               confidence: float = 0.95) -> Aggregate:
+  """P(X > Y): rliable's probability of improvement of method X over method Y (per game the
+  Mann-Whitney statistic, the share of run pairs with x > y, ties counting 1/2; averaged over
+  games), with a stratified bootstrap CI. 0.5: neither is better.
+
+  Args:
+    scores_x, scores_y: normalized scores [num_runs, num_games] of the two methods (same games,
+      in the same column order).
+    reps, seed, confidence: as aggregate_scores (the global numpy RNG is seeded for the call
+      and restored).
+  """
+  x, y = np.asarray(scores_x, np.float64), np.asarray(scores_y, np.float64)
+  if x.ndim != 2 or y.ndim != 2 or x.shape[1] != y.shape[1] or x.size == 0 or y.size == 0:
+    raise ValueError(f"scores_x and scores_y must be [num_runs, num_games] with the same "
+                     f"games, got shapes {x.shape} and {y.shape}")
+  _, metrics = _import_rliable()
+  point, interval = _seeded_interval_estimates((x, y), metrics.probability_of_improvement,
+                                               reps, seed, confidence)
+  point, interval = np.ravel(point), np.reshape(interval, (2, -1))
+  return Aggregate(float(point[0]), float(interval[0, 0]), float(interval[1, 0]))
+
+
+def iqm(values) -> float:
+  """Interquartile mean of a flat sample (rliable's aggregate_iqm: 25% trimmed mean)."""
+  _, metrics = _import_rliable()
+  return float(metrics.aggregate_iqm(np.asarray(values, np.float64).reshape(-1, 1)))
+
+
+def summarize(records: Sequence, normalize: Callable[[np.ndarray], np.ndarray],
+              reps: int = 2000, seed: int = 0) -> dict:
+  """summary.json content of ccvl_tf.rollouts.EpisodeRecords: raw/normalized mean, per-run
+  means, IQM over runs with 95% CI."""
+  runs = sorted({r.run for r in records})
+  raw = np.array([r.raw_score for r in records])
+  norm = np.asarray(normalize(raw), np.float64)
+  per_run = np.array([[norm[[i for i, r in enumerate(records) if r.run == run]].mean()]
+                      for run in runs])  # [num_runs, 1]
+  agg = aggregate_scores(per_run, reps=reps, seed=seed)
+  return {
+      "num_runs": len(runs),
+      "num_episodes": len(records),
+      "raw_return_mean": float(raw.mean()),
+      "normalized_mean": float(norm.mean()),
+      "normalized_per_run_mean": per_run[:, 0].tolist(),
+      "normalized_iqm": agg["iqm"].value,
+      "normalized_iqm_ci95": [agg["iqm"].ci_low, agg["iqm"].ci_high],
+      "normalized_mean_ci95": [agg["mean"].ci_low, agg["mean"].ci_high],
+      "normalized_episode_iqm": iqm(norm),
+      "note": ("IQM and stratified bootstrap CI (rliable) over runs of the per-run mean "
+               "normalized score; with one run the CI is the point estimate."),
+  }

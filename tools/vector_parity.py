@@ -33,7 +33,7 @@ import ccvl_tf  # noqa: E402,F401  (sets TF_USE_LEGACY_KERAS before TensorFlow l
 
 import numpy as np  # noqa: E402
 
-from ccvl_tf import evaluation  # noqa: E402
+from ccvl_tf import rollouts  # noqa: E402
 from ccvl_tf.envs import atari, atari_vector, scripted  # noqa: E402
 
 _Step = collections.namedtuple("_Step", ["action", "state", "info"])
@@ -94,7 +94,7 @@ def _sequential_scores(policy, seeds, epsilon, cap, eps_seed):
   scores, steps = [], 0
   for k, s in enumerate(seeds):
     env = atari.AtariEnvironment("Breakout", seed=int(s), max_episode_steps=cap)
-    rec = evaluation.run_episodes(policy, env, 1, epsilon=epsilon, seed=eps_seed + k,
+    rec = rollouts.run_episodes(policy, env, 1, epsilon=epsilon, seed=eps_seed + k,
                                   raw_score_fn=lambda e: e.episode_raw_return)[0]
     scores.append(rec.raw_score)
     steps += rec.length
@@ -144,8 +144,8 @@ def scripted_scores(episodes, epsilon, cap, seed, log):
 
 def _policy(policy_dir):
   if policy_dir:
-    saved, _ = evaluation.load_saved_policy(policy_dir)
-    return evaluation.CompiledPolicy(saved), policy_dir
+    saved, _ = rollouts.load_saved_policy(policy_dir)
+    return rollouts.CompiledPolicy(saved), policy_dir
   from ccvl_tf.experiments.offline import runner  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
@@ -159,7 +159,7 @@ def _policy(policy_dir):
   del tf
   adaptive = policies.ConfidenceAdaptivePolicy(tss, tensor_spec.from_spec(env.action_spec()),
                                                agent._q_network, num_deltas=8, reward_clip=1.0)
-  return evaluation.CompiledPolicy(adaptive), "random-init CCVL adaptive policy"
+  return rollouts.CompiledPolicy(adaptive), "random-init CCVL adaptive policy"
 
 
 def throughput(policy_dir, episodes, cap, repeats, seed, log):

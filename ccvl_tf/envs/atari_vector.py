@@ -11,7 +11,7 @@ life-loss terminals, the minimal action set, and an ALE seeded like ours (``rand
 Rewards come back raw (the game score); the TimeSteps the policy sees carry them clipped to
 [-1, 1], as the sequential environment's do.
 
-`run_batched_episodes` is `ccvl_tf.evaluation.run_episodes` over N environments at once:
+`run_batched_episodes` is `ccvl_tf.rollouts.run_episodes` over N environments at once:
   * `num_episodes` episodes on N = min(num_episodes, num_envs) slots; slot j plays episodes
     j, j + N, j + 2N, ... in order and leaves the batch after its last one, without touching
     the other slots (the policy is called on the rows of the slots still playing);
@@ -164,13 +164,13 @@ def _initial_state(policy, num_slots: int, seed: int):
 
 def _action_fn(policy):
   """policy.action as one tf.function traced for any batch size (the playing slots shrink as
-  episodes end) when `policy` is a TF-Agents policy or a ccvl_tf.evaluation.CompiledPolicy
+  episodes end) when `policy` is a TF-Agents policy or a ccvl_tf.rollouts.CompiledPolicy
   (of a policy or a loaded SavedModel; the trace is kept on it, so later evaluations reuse
   it); other objects' `action` is called as it is."""
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tf_agents.policies import tf_policy  # pylint: disable=g-import-not-at-top
-  from ccvl_tf import evaluation  # pylint: disable=g-import-not-at-top
-  if isinstance(policy, evaluation.CompiledPolicy):
+  from ccvl_tf import rollouts  # pylint: disable=g-import-not-at-top
+  if isinstance(policy, rollouts.CompiledPolicy):
     if getattr(policy, "batched_action", None) is None:
       policy.batched_action = tf.function(policy.policy.action, reduce_retracing=True)
     return policy.batched_action
@@ -237,23 +237,23 @@ def run_batched_episodes(policy, env, num_episodes: int, *, run: int = 0,
 
   Args:
     policy: anything with `get_initial_state(batch_size)` and `action(time_step, state)` on
-      batches (TF-Agents policy, ccvl_tf.evaluation.CompiledPolicy, loaded SavedModel).
+      batches (TF-Agents policy, ccvl_tf.rollouts.CompiledPolicy, loaded SavedModel).
     env: an AtariVectorEnvironment (or an object with its interface: num_envs, num_actions,
       max_episode_steps, reset(seeds), step(actions)); its num_envs slots are all used, so
       make it with min(num_episodes, cap) copies.
     num_episodes: >= num_envs.
     run, epsilon, seed, delta_grid, on_episode, max_total_steps: as
-      ccvl_tf.evaluation.run_episodes (seed seeds the epsilon RNG, the 'rng' entry of the
+      ccvl_tf.rollouts.run_episodes (seed seeds the epsilon RNG, the 'rng' entry of the
       policy state and, through `slot_seeds`, the slots' ALEs).
     on_step: called as on_step(agent steps taken in this call, total agent steps).
 
   Returns:
-    One evaluation.EpisodeRecord per episode, ordered by episode index; raw_score is the sum
+    One rollouts.EpisodeRecord per episode, ordered by episode index; raw_score is the sum
     of the raw (unclipped) rewards, return_ the sum of the clipped ones.
   """
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
-  from ccvl_tf import belief, evaluation  # pylint: disable=g-import-not-at-top
+  from ccvl_tf import belief, rollouts  # pylint: disable=g-import-not-at-top
 
   n = int(env.num_envs)
   if int(num_episodes) != num_episodes or num_episodes < n:
@@ -312,7 +312,7 @@ def run_batched_episodes(policy, env, num_episodes: int, *, run: int = 0,
         log_b = state["log_belief"][j] if has_belief else None
         map_delta = (float(delta_grid[int(np.argmax(log_b))])
                      if log_b is not None and delta_grid is not None else math.nan)
-        rec = evaluation.EpisodeRecord(
+        rec = rollouts.EpisodeRecord(
             run=run, episode=int(episode_of[j]), return_=float(ep_return[j]),
             raw_score=float(ep_raw[j]), length=int(ep_len[j]), deltas=ep_deltas[j],
             map_delta=map_delta, log_belief=None if log_b is None else np.array(log_b))

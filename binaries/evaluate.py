@@ -1,10 +1,10 @@
 r"""Evaluates an exported CCVL policy (a TF-Agents SavedModel) on Atari, MinAtar or the gridworld.
 
-  python binaries/score_export.py --policy_dir=DIR --game=Pong --episodes=100 --seeds=5 \
+  python binaries/evaluate.py --policy_dir=DIR --game=Pong --episodes=100 --seeds=5 \
       --output_dir=results/eval/pong
-  python binaries/score_export.py --policy_dir=DIR --game=minatar/Breakout --data_dir=DATASETS \
+  python binaries/evaluate.py --policy_dir=DIR --game=minatar/Breakout --data_dir=DATASETS \
       --episodes=20 --seeds=3 --output_dir=results/eval/minatar_breakout
-  python binaries/score_export.py --policy_dir=DIR --game=gridworld --episodes=10 --output_dir=OUT
+  python binaries/evaluate.py --policy_dir=DIR --game=gridworld --episodes=10 --output_dir=OUT
 
 --game selects the environment (ccvl_tf.envs.factory.make_env): 'gridworld' (the paper's
 gridworld at evaluation slip 0.15), 'minatar/<Game>' (MinAtar; normalized with the reference
@@ -33,7 +33,7 @@ def main(argv):
   try:
     summary = score_export.run(cfg)
   except (ValueError, FileNotFoundError) as e:
-    sys.exit(f"score_export.py: error: {e}")
+    sys.exit(f"evaluate.py: error: {e}")
   if "normalized_iqm" in summary:
     ci = summary["normalized_iqm_ci95"]
     print(f"{summary['game']}: normalized IQM {summary['normalized_iqm']:.1f} "

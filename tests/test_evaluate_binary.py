@@ -1,4 +1,4 @@
-"""binaries/score_export.py: real subprocess runs on the gridworld and MinAtar (a small exported
+"""binaries/evaluate.py: real subprocess runs on the gridworld and MinAtar (a small exported
 policy each), its body ccvl_tf.experiments.score_export on Atari, and the input checks."""
 import csv
 import json
@@ -25,7 +25,7 @@ from ccvl_tf.tabular import evaluation as tabular_eval
 from tests.test_policies import linear_q_model
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BINARY = os.path.join(REPO, "binaries", "score_export.py")
+BINARY = os.path.join(REPO, "binaries", "evaluate.py")
 
 
 def _export_gridworld_policy(path, num_actions=4):

@@ -239,3 +239,32 @@ def test_readme_finetuning_table_recomputes_from_its_rows():
                        (_doc("results", "finetuning.md"), "**The reported table")):
     table = markdown_docs.table_after(page, anchor)
     assert table == [expected[0]] + expected[2:], page
+
+
+def test_demo_over_seeds_recomputes_from_its_episode_scores():
+  """The demo over five training seeds (docs/results/demo_seeds.md and README's table) from
+  the five runs' committed results.json rows (docs/results/demo_seeds_results.json): each
+  seed's mean and CI from its episode scores (demo_report.score_row), the over-seeds columns
+  and the orderings with demo_seeds' own across_seeds and render."""
+  from ccvl_tf.experiments.offline import demo_report
+  from ccvl_tf.experiments.offline import demo_seeds
+  per_seed = json.load(open(_doc("results", "demo_seeds_results.json")))
+  assert sorted(per_seed) == ["0", "1", "2", "3", "4"]
+  for seed, rows in per_seed.items():
+    for r in rows:
+      again = demo_report.score_row(r["policy"], r["scores"])
+      assert (again["mean"], again["ci_low"], again["ci_high"]) == pytest.approx(
+          (r["mean"], r["ci_low"], r["ci_high"])), (seed, r["policy"])
+  # seed 0 is the reported demo run (the same network, the same episodes)
+  assert per_seed["0"] == json.load(open(_doc("results", "demo_results_monotone.json")))
+  rows = demo_seeds.across_seeds(per_seed, reps=REPS)
+  text = demo_seeds.render(rows, "Breakout")
+  assert open(_doc("results", "demo_seeds.md"), encoding="utf-8").read() == text
+  table = markdown_docs.table_after(README, "The demo over five training seeds (mean raw score")
+  assert table[0] == ["policy", "mean over seeds", "SD over seeds", "range",
+                      "95% CI over seeds", "per-seed means (seeds 0-4)"]
+  assert len(table) - 1 == len(rows)
+  for cells, r in zip(table[1:], rows):
+    assert cells == [r["policy"], f"{r['mean']:.2f}", f"{r['sd']:.2f}",
+                     f"[{r['min']:.2f}, {r['max']:.2f}]", f"({r['ci_low']:.2f}, {r['ci_high']:.2f})",
+                     ", ".join(f"{float(x['mean']):.1f}" for x in r["seed_rows"])]

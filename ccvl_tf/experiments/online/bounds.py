@@ -1,7 +1,7 @@
 """The gridworld's bounds check during online fine-tuning: the online transitions the
 learner trained on (`TransitionLog`) and the report of Q_l, Q_u against exact values at the
 offline start and after fine-tuning (`report_phase`; the references and the coverage rows are
-experiments/gridworld/bounds.py's, the learner's Q tables evaluations.gridworld_bounds_report's).
+experiments/gridworld/bounds.py's, the learner's Q tables scores_and_bounds.gridworld_bounds_report's).
 
 Phases:
   START  'offline start': on the offline dataset (tabular.dataset.make_gridworld_dataset(seed=0),
@@ -87,7 +87,7 @@ def report_phase(cfg, agent, alpha: float, counts: np.ndarray, transitions: Tran
   from ccvl_tf.experiments.gridworld import (  # pylint: disable=g-import-not-at-top
       bounds as gridworld_bounds)
   from ccvl_tf.experiments.online import (  # pylint: disable=g-import-not-at-top
-      evaluations as online_eval)
+      scores_and_bounds as online_eval)
   from ccvl_tf.tabular import dataset as tds  # pylint: disable=g-import-not-at-top
   if phase not in (START, AFTER):
     raise ValueError(f"phase must be {START!r} or {AFTER!r}, got {phase!r}")

@@ -36,7 +36,7 @@ def load_runs(cfg) -> List[dict]:
   from ccvl_tf import training  # pylint: disable=g-import-not-at-top
   from ccvl_tf.data import minatar_datasets  # pylint: disable=g-import-not-at-top
   from ccvl_tf.experiments.online import (  # pylint: disable=g-import-not-at-top
-      evaluations as online_eval)
+      scores_and_bounds as online_eval)
   refs = minatar_datasets.load_scores(cfg.data_dir)
   rows = []
   for method in cfg.methods:

@@ -3,14 +3,13 @@ the run's agent on the same data, steps, seed and preset, and the table of every
 scores (root_dir/results.md), both added to the run's summary.json."""
 from __future__ import annotations
 
-import contextlib
 import os
 from typing import Callable, Dict
 
 from ccvl_tf import policies, training
 from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.compare import config as compare_config
-from ccvl_tf.experiments.offline import demo_report
+from ccvl_tf.experiments.offline import demo_report, phase_times
 from ccvl_tf.experiments.offline import runner as offline
 
 
@@ -44,10 +43,6 @@ def run(cfg: offline.OfflineConfig, trained: offline.Trained,
   return summary
 
 
-def _phase(timer, name: str):
-  return contextlib.nullcontext() if timer is None else timer.phase(name)
-
-
 def train_references(cfg: offline.OfflineConfig, run_setup: offline.Setup,
                      log, timer=None) -> Dict[str, Dict]:
   """Trains each of --reference_agents (other than --agent) on the same data, steps, seed and
@@ -68,7 +63,7 @@ def train_references(cfg: offline.OfflineConfig, run_setup: offline.Setup,
     loop = training.LoopConfig(
         root_dir=root, num_steps=cfg.num_steps, checkpoint_interval=cfg.checkpoint_interval,
         log_interval=cfg.log_interval, summary_interval=cfg.summary_interval, eval_interval=0)
-    with _phase(timer, f"training {name}"):
+    with phase_times.phase(timer, f"training {name}"):
       result = training.train(
           agent, make_dataset, loop, log=lambda line, n=name: log(f"[{n}] {line}"),
           fingerprint=offline.run_fingerprint(cfg, run_setup.replay_dir, run_setup.store,
@@ -78,7 +73,8 @@ def train_references(cfg: offline.OfflineConfig, run_setup: offline.Setup,
         agent, run_setup.time_step_spec, run_setup.action_spec,
         offline.held_out_batches(cfg, run_setup.store), settings)
     policy_dir = os.path.join(root, "policy")
-    with _phase(timer, f"export {name}"), training.writing(policy_dir, result["checkpoint"]):
+    with phase_times.phase(timer, f"export {name}"), training.writing(policy_dir,
+                                                                      result["checkpoint"]):
       policies.export_policy(exports["policy"], policy_dir, train_step=agent.train_step_counter)
     out[display.get(name, name)] = dict(
         policy=exports["policy"], root_dir=root, policy_dir=policy_dir, step=result["step"],

@@ -11,7 +11,6 @@ same evaluation).
 from __future__ import annotations
 
 import collections
-import contextlib
 import json
 import os
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
@@ -22,6 +21,7 @@ import numpy as np
 
 from ccvl_tf import rollouts, score_stats
 from ccvl_tf.data import replay_writer
+from ccvl_tf.experiments.offline import phase_times
 
 # TensorFlow (also through ccvl_tf.training and ccvl_tf.envs) and matplotlib each take ~2 s to
 # import (python -X importtime); they are imported in the functions that need them, so the
@@ -152,7 +152,7 @@ def report(root_dir: str, game: str, policies: Mapping[str, object],
   precomputed = dict(precomputed or {})
 
   def timed(name):
-    return contextlib.nullcontext() if timer is None else timer.phase(f"evaluation: {name}")
+    return phase_times.phase(timer, f"evaluation: {name}")
 
   def scores_of(make_policy, offset, name):
     with timed(name):

@@ -61,3 +61,8 @@ class PhaseTimes:
                  f"{100 * rest / max(total, 1e-9):.0f}% |")
     lines.append(f"| total | {total:.1f} | 100% |")
     return "\n".join(lines)
+
+
+def phase(timer: "PhaseTimes | None", name: str):
+  """timer.phase(name), or a no-op block when the caller keeps no phase times (timer None)."""
+  return contextlib.nullcontext() if timer is None else timer.phase(name)

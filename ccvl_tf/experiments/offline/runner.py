@@ -6,7 +6,6 @@ More in docs/library.md "Module notes", `ccvl_tf/experiments/offline/runner.py`.
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
@@ -27,6 +26,7 @@ from ccvl_tf.data import dqn_replay, frame_store, pipeline, replay_files
 from ccvl_tf.envs import atari, atari_vector
 from ccvl_tf.experiments import agent_options, agent_registry, tf_setup
 from ccvl_tf.experiments.offline import confidence_report, default_dataset, presets
+from ccvl_tf.experiments.offline import phase_times
 from ccvl_tf.experiments.offline.phase_times import PhaseTimes
 
 # The settings a preset gives and a flag may override (presets.PRESET_FIELDS).
@@ -256,11 +256,6 @@ class OfflineConfig:
                          f"replay_logs directory with $store$_observation_ckpt.N.gz files)")
 
 
-def _phase(timer: Optional[PhaseTimes], name: str):
-  """timer.phase(name), or nothing when the caller keeps no phase times."""
-  return contextlib.nullcontext() if timer is None else timer.phase(name)
-
-
 def evaluate_atari(cfg: OfflineConfig, policy, env_seed: int, seed: int):
   """cfg.eval_episodes EpisodeRecords of `policy` in cfg.game (epsilon cfg.eval_epsilon, at
   most cfg.eval_max_steps agent steps each): on the vector environment seeded `env_seed`, or
@@ -286,7 +281,8 @@ def _confidence_diagnostics(cfg: OfflineConfig, run_setup: "Setup", exports, log
   under 'adaptive_episode_scores'."""
   seeds, agent, store = Seeds(cfg.seed), run_setup.agent, run_setup.store
   adaptive = exports.get("policy_adaptive", exports["policy"])
-  with _phase(timer, "evaluation: CCVL (adaptive), for the diagnostics and the table"):
+  with phase_times.phase(timer,
+                         "evaluation: CCVL (adaptive), for the diagnostics and the table"):
     records = evaluate_atari(cfg, rollouts.CompiledPolicy(adaptive), seeds.adaptive_eval(),
                              seeds.adaptive_eval())
   held_out = lambda: pipeline.transition_dataset(store, cfg.batch_size,
@@ -420,14 +416,14 @@ def setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True,
   if cfg.dataset_dir:
     replay_dir = cfg.dataset_dir
   elif collect:
-    with _phase(timer, "collection of the default dataset"):
+    with phase_times.phase(timer, "collection of the default dataset"):
       replay_dir = default_dataset.ensure_default_dataset(cfg, env_factory, log)
   else:
     replay_dir = os.path.join(cfg.root_dir, "default_dataset", cfg.game)
   log(f"Loading {replay_dir} (subset {cfg.subset}) ...")
   # Progress: the files verified on first use, each checkpoint loaded; remote datasets also
   # what is streamed and whether the local frame-store cache is used.
-  with _phase(timer, "frame store"):
+  with phase_times.phase(timer, "frame store"):
     store = frame_store.FrameStore.from_replay(replay_dir, cfg.subset, num_actions=num_actions,
                                                progress=log, reserve=reserve)
   log(f"Frame store: {store.num_transitions} transitions, {store.num_frames} frames, "
@@ -554,7 +550,7 @@ def _train(cfg: OfflineConfig, run_setup: Setup, log,
   compiled_policy = rollouts.CompiledPolicy(run_setup.agent.policy)
 
   def evaluate(step):
-    with _phase(timer, f"evaluation during training, step {step}"):
+    with phase_times.phase(timer, f"evaluation during training, step {step}"):
       records = evaluate_atari(cfg, compiled_policy, seeds.eval_env(step),
                                seeds.eval_episodes(step))
     raw_scores = np.array([r.raw_score for r in records])
@@ -571,7 +567,7 @@ def _train(cfg: OfflineConfig, run_setup: Setup, log,
       root_dir=cfg.root_dir, num_steps=cfg.num_steps, checkpoint_interval=cfg.checkpoint_interval,
       log_interval=cfg.log_interval, summary_interval=cfg.summary_interval,
       eval_interval=cfg.eval_interval)
-  with _phase(timer, f"training {cfg.agent}"):
+  with phase_times.phase(timer, f"training {cfg.agent}"):
     return training.train(run_setup.agent, training_batches(cfg, run_setup.store), loop,
                           evaluate=evaluate, log=log,
                           fingerprint=run_fingerprint(cfg, run_setup.replay_dir,
@@ -584,7 +580,7 @@ def _export(cfg: OfflineConfig, run_setup: Setup, last_good: str, log,
   """(exports, extra, dirs): the agent's policies (agent registry; Fixed-CCVL's delta is the
   lowest Bellman error on the held-out batches) as SavedModels in root_dir/<export name>."""
   agent = run_setup.agent
-  with _phase(timer, "export (policies, Fixed-CCVL's delta)"):
+  with phase_times.phase(timer, "export (policies, Fixed-CCVL's delta)"):
     exports, extra = run_setup.spec.policies(agent, run_setup.time_step_spec,
                                              run_setup.action_spec,
                                              held_out_batches(cfg, run_setup.store),
@@ -595,7 +591,7 @@ def _export(cfg: OfflineConfig, run_setup: Setup, last_good: str, log,
   dirs = {}
   for export_name, policy in exports.items():
     dirs[export_name] = os.path.join(cfg.root_dir, export_name)
-    with _phase(timer, "export (policies, Fixed-CCVL's delta)"), training.writing(
+    with phase_times.phase(timer, "export (policies, Fixed-CCVL's delta)"), training.writing(
         dirs[export_name], last_good):
       policies.export_policy(policy, dirs[export_name], train_step=agent.train_step_counter)
   log("Exported SavedModels: " + ", ".join(f"{d} ({n})" for n, d in dirs.items()) + ".")

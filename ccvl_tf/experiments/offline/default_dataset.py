@@ -6,6 +6,12 @@ ccvl_tf/envs/scripted.py where the game has one, mixed with `cfg.behaviour_epsil
 random actions; a uniformly random policy otherwise) in the Dopamine checkpoint format under
 root_dir/default_dataset/<game>, and records the behaviour policy and its episode scores in the
 COMPLETE marker. `cfg` is an experiments.offline.OfflineConfig.
+
+Where the collection runs (`cfg.default_dataset_env`): a uniformly random behaviour policy on an
+Atari game is collected on `VECTOR_COLLECTION_ENVS` copies of ale_py's vector environment side
+by side (ccvl_tf/data/vector_collection.py; 'auto' and 'vector'), the scripted player in one
+environment (it reads the ALE RAM, which the vector environment does not expose;
+'sequential' for every policy). 'auto' uses a cached dataset whichever way it was collected.
 """
 from __future__ import annotations
 
@@ -20,9 +26,16 @@ import numpy as np
 
 from ccvl_tf.config_flags import setting
 from ccvl_tf.data import dqn_replay
+from ccvl_tf.data import vector_collection
 from ccvl_tf.envs import atari
+from ccvl_tf.envs import atari_vector
 
 DEFAULT_DATASET_STEPS = 50_000
+# Where the default dataset is collected (OfflineConfig.default_dataset_env; module docstring).
+COLLECTION_ENVS = ("auto", "vector", "sequential")
+# Copies of the vector environment a random policy's default dataset is collected on; the
+# dataset depends on it (not on the number of threads), so it is fixed.
+VECTOR_COLLECTION_ENVS = 8
 # The scripted behaviour player's probability of a uniformly random action (default dataset).
 DEFAULT_BEHAVIOUR_EPSILON = 0.25
 
@@ -69,6 +82,28 @@ def default_behaviour(cfg, env):
           replay_writer.random_policy(env.num_actions, seed=cfg.seed))
 
 
+def collection_env(cfg, policy_name: str) -> str:
+  """'vector' or 'sequential': where a new default dataset of behaviour `policy_name`
+  (default_behaviour's name) is collected under `cfg.default_dataset_env`.
+
+  Raises:
+    ValueError: an unknown --default_dataset_env, or 'vector' for the scripted player or a game
+      the vector environment does not run (the message names the flag).
+  """
+  choice = getattr(cfg, "default_dataset_env", "sequential")
+  if choice not in COLLECTION_ENVS:
+    raise ValueError(f"--default_dataset_env must be one of {', '.join(COLLECTION_ENVS)}, "
+                     f"got {choice!r}")
+  possible = policy_name == "random" and atari_vector.use_vector_env(cfg.game, "vector")
+  if choice == "vector" and not possible:
+    raise ValueError(
+        f"--default_dataset_env=vector collects a uniformly random policy on an Atari game; "
+        f"the default dataset of {cfg.game} is {policy_name} (the scripted player reads the "
+        f"ALE RAM, which the vector environment does not expose): use auto or sequential, or "
+        f"--default_dataset_policy=random")
+  return "vector" if possible and choice != "sequential" else "sequential"
+
+
 def ensure_default_dataset(cfg, env_factory, log=print) -> str:
   """Collects (once) the default dataset: `default_dataset_steps` transitions of the default
   behaviour policy (`default_behaviour`), in the Dopamine checkpoint format, under
@@ -80,25 +115,32 @@ def ensure_default_dataset(cfg, env_factory, log=print) -> str:
   marker = os.path.join(out, "COMPLETE")
   env = env_factory(seed=cfg.seed + 1_000)
   name, description, policy = default_behaviour(cfg, env)
+  where = collection_env(cfg, name)
   if os.path.exists(marker):
     with open(marker) as f:
       info = json.load(f)
-    if info.get("policy", "random") == name and info.get("steps") == cfg.default_dataset_steps:
-      log(f"Using the cached default dataset {out} ({description}; behaviour score "
-          f"{info.get('behaviour_mean_score', float('nan')):.1f}).")
+    cached_where = info.get("collection_env", "sequential")
+    if info.get("policy", "random") == name and info.get("steps") == cfg.default_dataset_steps \
+        and cfg.default_dataset_env in ("auto", cached_where):
+      log(f"Using the cached default dataset {out} ({description}, collected {cached_where}; "
+          f"behaviour score {info.get('behaviour_mean_score', float('nan')):.1f}).")
       return out
     log(f"The cached default dataset {out} was collected with {info.get('policy', 'random')} "
-        f"/ {info.get('steps')} steps; collecting it again with {name} / "
-        f"{cfg.default_dataset_steps} steps.")
+        f"/ {info.get('steps')} steps / {cached_where}; collecting it again with {name} / "
+        f"{cfg.default_dataset_steps} steps / {where}.")
   if os.path.isdir(out):  # an interrupted or outdated collection: start again
     import shutil
     shutil.rmtree(out)
+  on = (f"{VECTOR_COLLECTION_ENVS} copies of the vector environment" if where == "vector"
+        else "one environment")
   log(f"No --dataset_dir given: collecting a default dataset of {cfg.default_dataset_steps} "
-      f"transitions of {description} in {cfg.game} into {out} (cached for later runs). Pass "
-      f"--dataset_dir=<.../replay_logs> to train on the DQN Replay Dataset.")
-  writer = replay_writer.DopamineReplayWriter(
-      out, metadata=dict(game=env.game, num_actions=env.num_actions, action_set=env.action_set,
-                         policy=name, steps=cfg.default_dataset_steps, seed=cfg.seed))
+      f"transitions of {description} in {cfg.game} on {on} into {out} (cached for later "
+      f"runs). Pass --dataset_dir=<.../replay_logs> to train on the DQN Replay Dataset.")
+  metadata = dict(game=env.game, num_actions=env.num_actions, action_set=env.action_set,
+                  policy=name, steps=cfg.default_dataset_steps, seed=cfg.seed)
+  if where == "vector":
+    metadata.update(collection_env=where, num_envs=VECTOR_COLLECTION_ENVS)
+  writer = replay_writer.DopamineReplayWriter(out, metadata=metadata)
   every = max(1, cfg.default_dataset_steps // 5)
 
   def progress(p):
@@ -107,17 +149,35 @@ def ensure_default_dataset(cfg, env_factory, log=print) -> str:
         f"ETA {p['eta_s']:.0f}s  episodes {p['episodes']}"
         + (f"  mean score {mean:.1f}" if mean is not None else ""))
 
-  summary = replay_writer.collect(env, policy, cfg.default_dataset_steps, writer,
-                               progress=progress, progress_every=every)
+  if where == "vector":
+    summary = _collect_on_vector_env(cfg, env, writer, progress, every)
+  else:
+    summary = replay_writer.collect(env, policy, cfg.default_dataset_steps, writer,
+                                    progress=progress, progress_every=every)
   writer.close()
   scores = [float(x) for x in summary["episode_returns"]]
   info = {"steps": cfg.default_dataset_steps, "policy": name, "description": description,
           "behaviour_episode_scores": scores,
           "behaviour_mean_score": float(np.mean(scores)) if scores else float("nan"),
+          "collection_env": where, "collection_seconds": float(summary["seconds"]),
           "time": time.time()}
+  if where == "vector":
+    info["num_envs"] = VECTOR_COLLECTION_ENVS
   log(f"Behaviour policy ({name}): mean score {info['behaviour_mean_score']:.1f} over "
       f"{len(scores)} complete episodes of the collection.")
   with open(marker + ".tmp", "w") as f:
     json.dump(info, f)
   os.replace(marker + ".tmp", marker)
   return out
+
+
+def _collect_on_vector_env(cfg, env, writer, progress, every) -> dict:
+  """The random policy's default dataset on VECTOR_COLLECTION_ENVS copies (the sequential
+  environment `env`'s game, step cap and collection seed)."""
+  vec = atari_vector.AtariVectorEnvironment(cfg.game, VECTOR_COLLECTION_ENVS)
+  try:
+    return vector_collection.collect_random(vec, cfg.default_dataset_steps, writer,
+                                            seed=cfg.seed + 1_000, progress=progress,
+                                            progress_every=every)
+  finally:
+    vec.close()

@@ -174,6 +174,14 @@ class OfflineConfig:
       "auto", "Behaviour policy of the default dataset (no --dataset_dir): auto = the scripted "
       "player where the game has one (Breakout: paddle/ball from the ALE RAM), else uniformly "
       "random.", enum_values=["auto", "scripted", "random"])
+  default_dataset_env: str = setting(
+      "auto", "Where the default dataset is collected: auto = a uniformly random policy on "
+      f"{default_dataset.VECTOR_COLLECTION_ENVS} copies of ale_py's vector environment side by "
+      "side, the scripted player (it reads the ALE RAM) in one environment, and a cached "
+      "dataset used whichever way it was collected; vector = the vector environment (random "
+      "policy only); sequential = one environment for every policy. The two ways give "
+      "different samples of the same policy.",
+      enum_values=list(default_dataset.COLLECTION_ENVS))
   behaviour_epsilon: float = setting(
       default_dataset.DEFAULT_BEHAVIOUR_EPSILON,
       "The scripted player's probability of a uniformly random "
@@ -227,6 +235,10 @@ class OfflineConfig:
     if self.default_dataset_policy not in ("auto", "scripted", "random"):
       raise ValueError(f"--default_dataset_policy must be auto, scripted or random, got "
                        f"{self.default_dataset_policy!r}")
+    if self.default_dataset_env not in default_dataset.COLLECTION_ENVS:
+      raise ValueError(f"--default_dataset_env must be one of "
+                       f"{', '.join(default_dataset.COLLECTION_ENVS)}, got "
+                       f"{self.default_dataset_env!r}")
     if not 0.0 <= self.behaviour_epsilon <= 1.0:
       raise ValueError(f"--behaviour_epsilon must be in [0, 1], got {self.behaviour_epsilon!r}")
     atari_vector.use_vector_env(self.game, self.eval_env)  # an unknown --eval_env: ValueError

@@ -10,7 +10,9 @@ of a TF-Agents SavedModel policy (``PolicySaver`` export; it is called with
 ``invalid_range_ckpt.N.gz`` per logged buffer (one every ``--replay_capacity - 1``
 adds, as batch_rl's logger) plus ``ccvl_dataset.json`` (game, action count,
 policy). Refuses to write into a directory that already holds a dataset.
-Flags -> ccvl_tf.data.replay_writer.collect (no algorithm code here).
+``--num_envs=N`` (N > 1, random policy) steps N copies of ale_py's vector environment side by
+side (ccvl_tf.data.vector_collection). Flags -> ccvl_tf.data.replay_writer.collect /
+vector_collection.collect_random (no algorithm code here).
 """
 import os
 import sys
@@ -25,7 +27,9 @@ from absl import app  # noqa: E402
 
 from ccvl_tf import config_flags  # noqa: E402
 from ccvl_tf.data import replay_writer  # noqa: E402
+from ccvl_tf.data import vector_collection  # noqa: E402
 from ccvl_tf.envs import atari  # noqa: E402
+from ccvl_tf.envs import atari_vector  # noqa: E402
 from ccvl_tf.experiments.offline import default_dataset  # noqa: E402
 
 config_flags.define(default_dataset.CollectConfig)  # the `setting` fields of CollectConfig
@@ -49,6 +53,9 @@ def main(argv):
                                  sticky_action_prob=cfg.sticky_action_prob)
   except ValueError as e:
     raise app.UsageError(str(e))
+  if cfg.num_envs > 1 and cfg.policy != "random":
+    raise app.UsageError(f"--num_envs={cfg.num_envs} runs a random policy on the vector "
+                         f"environment; --policy={cfg.policy} needs --num_envs=1")
   if cfg.policy == "random":
     policy = replay_writer.random_policy(env.num_actions, seed=cfg.seed)
   else:
@@ -61,13 +68,27 @@ def main(argv):
         cfg.output_dir, replay_capacity=cfg.replay_capacity,
         metadata=dict(game=env.game, num_actions=env.num_actions, action_set=env.action_set,
                       policy=cfg.policy, steps=cfg.steps, seed=cfg.seed,
-                      sticky_action_prob=cfg.sticky_action_prob))
+                      sticky_action_prob=cfg.sticky_action_prob,
+                      **({"collection_env": "vector", "num_envs": cfg.num_envs}
+                         if cfg.num_envs > 1 else {})))
   except FileExistsError as e:
     raise app.UsageError(str(e))
-  print("collecting {} steps of {} ({} actions) with policy {} into {}".format(
-      cfg.steps, env.game, env.num_actions, cfg.policy, cfg.output_dir), flush=True)
-  summary = replay_writer.collect(env, policy, cfg.steps, writer, progress=_print_progress,
-                                  progress_every=cfg.progress_every)
+  print("collecting {} steps of {} ({} actions) with policy {} on {} into {}".format(
+      cfg.steps, env.game, env.num_actions, cfg.policy,
+      f"{cfg.num_envs} copies of the vector environment" if cfg.num_envs > 1 else
+      "one environment", cfg.output_dir), flush=True)
+  if cfg.num_envs > 1:
+    vec = atari_vector.AtariVectorEnvironment(cfg.game, cfg.num_envs,
+                                              sticky_action_prob=cfg.sticky_action_prob)
+    try:
+      summary = vector_collection.collect_random(vec, cfg.steps, writer, cfg.seed,
+                                                 progress=_print_progress,
+                                                 progress_every=cfg.progress_every)
+    finally:
+      vec.close()
+  else:
+    summary = replay_writer.collect(env, policy, cfg.steps, writer, progress=_print_progress,
+                                    progress_every=cfg.progress_every)
   suffixes = writer.close()
   print("wrote checkpoints {} ({} complete episodes) to {}".format(
       suffixes, summary["episodes"], cfg.output_dir), flush=True)

@@ -92,6 +92,24 @@ def test_binary_random_policy_end_to_end(tmp_path):
   assert sorted(os.listdir(out)) == before
 
 
+def test_binary_random_policy_on_the_vector_env(tmp_path):
+  out = str(tmp_path / "Pong" / "1" / "replay_logs")
+  cmd = [sys.executable, os.path.join(ROOT, "binaries", "collect_dataset.py"), "--game=Pong",
+         "--policy=random", "--steps=400", "--output_dir=" + out, "--replay_capacity=1000",
+         "--progress_every=200", "--num_envs=4"]
+  res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+  assert res.returncode == 0, res.stderr[-2000:]
+  assert "on 4 copies of the vector environment" in res.stdout
+  assert "step 400/400" in res.stdout
+  meta = json.load(open(os.path.join(out, replay_files.METADATA_FILENAME)))
+  assert meta["collection_env"] == "vector" and meta["num_envs"] == 4
+  assert FrameStore.from_replay(out, num_actions=6).num_transitions == 399
+  bad = subprocess.run([*cmd[:3], "--policy=" + str(tmp_path), "--steps=10",
+                        "--output_dir=" + str(tmp_path / "x"), "--num_envs=2"],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+  assert bad.returncode != 0 and "needs --num_envs=1" in bad.stderr, bad.stderr[-2000:]
+
+
 def test_saved_model_policy_is_used(tmp_path):
   from tf_agents.policies import fixed_policy, policy_saver
   from tf_agents.specs import tensor_spec

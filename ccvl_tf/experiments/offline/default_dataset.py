@@ -57,6 +57,11 @@ class CollectConfig:
   sticky_action_prob: float = setting(atari.STICKY_ACTION_PROB, "ALE repeat_action_probability.",
                                       lower_bound=0.0, upper_bound=1.0)
   progress_every: int = setting(10_000, "Print progress every N steps.", lower_bound=1)
+  num_envs: int = setting(
+      1, "Copies of the game stepped side by side: 1 = one environment; N > 1 = N copies of "
+      "ale_py's vector environment (random policy only; whole episodes in the order they end; "
+      "another sample of the same policy than N = 1, fixed by --seed and N).", lower_bound=1,
+      upper_bound=256)
 
 
 def default_behaviour(cfg, env):

@@ -58,11 +58,11 @@ def test_a_corrupt_entry_is_said_removed_and_missed(tmp_path):
                   lambda m: None)
   entry = store_cache.entry_dir(key, str(tmp_path))
   path = os.path.join(entry, "valid.npy")
-  with open(path, "r+b") as f:
-    f.seek(-3, os.SEEK_END)
-    b = f.read(1)
-    f.seek(-3, os.SEEK_END)
-    f.write(bytes([b[0] ^ 0xFF]))
+  with open(path, "rb") as f:
+    data = bytearray(f.read())
+  data[-3] ^= 0xFF  # a byte of the last slot index: the file keeps its size
+  with open(path, "wb") as f:
+    f.write(data)
   msgs = []
   assert store_cache.get(key, str(tmp_path), msgs.append) is None
   assert msgs == ["The frame store cache {} is truncated or corrupt: {}: CRC-32 mismatch "

@@ -172,10 +172,10 @@ def load_entry(entry: str, manifest: dict) -> Cached:
   try:
     return Cached(arrays, int(manifest["stack_size"]))
   except (KeyError, TypeError, ValueError) as e:
-    raise CacheInvalid("corrupt", not_a_store(entry, e)) from e
+    raise CacheInvalid("corrupt", _not_a_store(entry, e)) from e
 
 
-def not_a_store(entry: str, error: Exception) -> str:
+def _not_a_store(entry: str, error: Exception) -> str:
   """Why an entry whose arrays do not make a frame store is corrupt."""
   return "{}: the arrays do not make a frame store: {}".format(entry, error)
 
@@ -307,7 +307,7 @@ def reject(fields: dict, error: Exception, cache_dir: Optional[str] = None,
   """Removes the entry under ``fields`` whose arrays the frame store refused with
   ``error``, saying so as ``get`` says of a corrupt entry."""
   entry = entry_dir(fields, cache_dir)
-  _drop(entry, CacheInvalid("corrupt", not_a_store(entry, error)),
+  _drop(entry, CacheInvalid("corrupt", _not_a_store(entry, error)),
         say if say is not None else _stderr)
 
 

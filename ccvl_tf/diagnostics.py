@@ -199,6 +199,7 @@ def plot_delta_family(path: str, result: Mapping[str, object], num_states: int =
   """
   if int(num_states) != num_states or num_states < 0:
     raise ValueError(f"num_states must be an integer >= 0, got {num_states!r}")
+  # Here: matplotlib (~250 ms to import) only when a figure is drawn.
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
@@ -495,6 +496,7 @@ def plot_belief(path: str, trace: Sequence[Mapping[str, float]]) -> None:
   (one line per run)."""
   if not trace:
     raise ValueError("trace is empty: nothing to plot")
+  # Here: matplotlib (~250 ms to import) only when a figure is drawn.
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top

@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 from tf_agents.policies import epsilon_greedy_policy
+from tf_agents.policies import policy_saver
 from tf_agents.policies import tf_policy
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import policy_step
@@ -558,8 +559,6 @@ def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None) -
     directory: output directory (created).
     train_step: optional scalar int64 tf.Variable saved as the train step.
   """
-  # Imported here: policy_saver pulls in more of TF-Agents than acting needs.
-  from tf_agents.policies import policy_saver  # pylint: disable=g-import-not-at-top
   view = _ActionOnlyPolicy(policy)
   saver = policy_saver.PolicySaver(view, batch_size=None, train_step=train_step)
   if "://" in directory:  # remote (gs://): written in place
@@ -589,7 +588,6 @@ def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None) -
 def _save(saver, policy: tf_policy.TFPolicy, directory: str) -> None:
   """saver.save(directory), then policy_specs.pbtxt with the policy's own specs (the export
   view's observation has no fixed shape; TF-Agents' loaders read the real one from there)."""
-  from tf_agents.policies import policy_saver  # pylint: disable=g-import-not-at-top
   saver.save(directory)
   tensor_spec.to_pbtxt_file(
       os.path.join(directory, policy_saver.POLICY_SPECS_PBTXT),

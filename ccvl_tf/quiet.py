@@ -22,6 +22,8 @@ import os
 import sys
 import warnings
 
+import ccvl_tf
+
 
 def verbose_requested() -> bool:
   return os.environ.get("CCVL_VERBOSE", "") not in ("", "0")
@@ -31,18 +33,17 @@ def quiet_start() -> None:
   """Silences the third-party start-up noise (see the module doc); no-op with CCVL_VERBOSE=1."""
   if verbose_requested():
     return
-  import ccvl_tf  # pylint: disable=g-import-not-at-top
   if "tensorflow" not in sys.modules and not ccvl_tf.USER_SET_TF_LOG_LEVEL:
     os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
   warnings.filterwarnings("ignore", message=r'"is( not)?" with a literal',
                           category=SyntaxWarning)
   warnings.filterwarnings("ignore", category=DeprecationWarning)
   try:
-    with contextlib.redirect_stderr(io.StringIO()):
+    with contextlib.redirect_stderr(io.StringIO()):  # here: its banner printed on import
       import gym  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
   except Exception:  # pylint: disable=broad-except
     pass  # gym missing or broken: the real import later reports it
-  try:
+  try:  # here: after TF_CPP_MIN_LOG_LEVEL and the filters above are set
     import ale_py  # pylint: disable=g-import-not-at-top
     ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
   except Exception:  # pylint: disable=broad-except

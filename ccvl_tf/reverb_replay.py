@@ -27,7 +27,10 @@ from typing import Callable, Dict, Optional, Sequence, TypeVar
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import numpy as np
+import portpicker
 import tensorflow as tf
+from tf_agents.replay_buffers import reverb_replay_buffer
+from tf_agents.trajectories import time_step as ts
 
 _T = TypeVar("_T")
 
@@ -59,6 +62,7 @@ def make_tables(replay_signature, variable_signature, *, max_size: int, min_size
     samples_per_insert: SPI (> 0).
     batch_size: the learner's (online) batch, for the error buffer.
   """
+  # Here: reverb (~130 ms, its native libraries) loads only in processes that use a server.
   import reverb  # pylint: disable=g-import-not-at-top
   if not samples_per_insert > 0:
     raise ValueError(f"samples_per_insert must be > 0, got {samples_per_insert!r}")
@@ -139,9 +143,9 @@ def start_server(tables, port: int = 0, checkpoint_dir: Optional[str] = None):
   Returns:
     (server, 'localhost:<port>').
   """
+  # Here: reverb (~130 ms, its native libraries) loads only in processes that use a server.
   import reverb  # pylint: disable=g-import-not-at-top
   if not port:
-    import portpicker  # pylint: disable=g-import-not-at-top
     port = portpicker.pick_unused_port()
   checkpointer = None
   if checkpoint_dir:
@@ -163,6 +167,7 @@ def check_server(address: str, timeout_s: float = 10.0,
   Raises:
     ConnectionError: unreachable / dead server (after `timeout_s`), or a missing table.
   """
+  # Here: reverb (~130 ms, its native libraries) loads only in processes that use a server.
   import reverb  # pylint: disable=g-import-not-at-top
   if not address or ":" not in address:
     raise ValueError(f"--reverb_address must be host:port, got {address!r}")
@@ -278,7 +283,6 @@ def trajectory_to_transition(traj) -> Dict[str, tf.Tensor]:
 
 def is_transition(traj) -> tf.Tensor:
   """False for boundary items (LAST -> FIRST), which are not (s, a, r, s') transitions."""
-  from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
   return tf.not_equal(traj.step_type[0], ts.StepType.LAST)
 
 
@@ -290,7 +294,6 @@ def replay_dataset(data_spec, address: str, batch_size: int, *,
   `rate_limiter_timeout_ms` the dataset ends (StopIteration / OutOfRangeError) when no sample
   could be drawn for that long: the caller then checks the server and the actors.
   """
-  from tf_agents.replay_buffers import reverb_replay_buffer  # pylint: disable=g-import-not-at-top
   buffer = reverb_replay_buffer.ReverbReplayBuffer(
       data_spec, REPLAY_TABLE, sequence_length=2, server_address=address,
       rate_limiter_timeout_ms=int(rate_limiter_timeout_ms))

@@ -20,6 +20,7 @@ def _import_rliable():
   TypeError); requirements.txt pins pandas < 3 for that reason (BUILD.md, troubleshooting).
   """
   try:
+    # Here: rliable (~1.2 s to import) only for the bootstrap CIs.
     from rliable import library, metrics  # pylint: disable=g-import-not-at-top
   except TypeError as e:
     raise ImportError(

@@ -9,12 +9,10 @@ The training: the demo preset's CCVL (batch 32, Nature torso) for 30 steps on th
 testdata, where 1 and 2 intra-op threads already give different weights. The binary also fixes
 the CPU kernels before TensorFlow loads (oneDNN on, its instructions at most AVX-512), unless
 the environment sets them."""
-import hashlib
 import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -45,15 +43,9 @@ def _train(root, preexec_fn=None):
 
 def _digest(root):
   """sha256 over every tensor of the final checkpoint (names and bytes, in name order)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  reader = tf.train.load_checkpoint(os.path.join(root, "checkpoints", "ckpt-30"))
-  digest = hashlib.sha256()
-  for key in sorted(reader.get_variable_to_shape_map()):
-    if key.endswith("OBJECT_CONFIG_JSON") or key == "_CHECKPOINTABLE_OBJECT_GRAPH":
-      continue
-    digest.update(key.encode())
-    digest.update(np.asarray(reader.get_tensor(key)).tobytes())
-  return digest.hexdigest()
+  # TensorFlow loads in this process only here: the trainings run in subprocesses.
+  from ccvl_tf import checkpoint_digest  # pylint: disable=g-import-not-at-top
+  return checkpoint_digest.digest(os.path.join(root, "checkpoints", "ckpt-30"))
 
 
 @pytest.fixture(scope="module")

@@ -131,17 +131,10 @@ def _demo_agent(work_dir, data_steps):
 def checkpoint_hash(agent, directory) -> str:
   """sha256 (16 hex digits) over every tensor of the learner's checkpoint, written to
   `directory` and read back, in key order."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  path = agent.make_checkpoint().write(os.path.join(directory, "ckpt"))
-  reader = tf.train.load_checkpoint(path)
-  digest = hashlib.sha256()
-  for key in sorted(reader.get_variable_to_shape_map()):
-    if key.endswith(".ATTRIBUTES/OBJECT_CONFIG_JSON") or key == "_CHECKPOINTABLE_OBJECT_GRAPH":
-      continue
-    digest.update(key.encode())
-    digest.update(np.asarray(reader.get_tensor(key)).tobytes())
-  return digest.hexdigest()[:16]
+  # After _configure: TensorFlow loads in the child once its threads and kernels are set.
+  from ccvl_tf import checkpoint_digest  # pylint: disable=g-import-not-at-top
+  return checkpoint_digest.digest(agent.make_checkpoint().write(
+      os.path.join(directory, "ckpt")))[:16]
 
 
 def child(workload, intra, inter, deterministic, steps, warmup, work_dir, data_steps) -> dict:

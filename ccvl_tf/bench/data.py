@@ -22,7 +22,9 @@ from typing import Optional
 
 import numpy as np
 
+from ccvl_tf.data import pipeline
 from ccvl_tf.data.frame_store import FrameStore
+from ccvl_tf.envs import atari
 
 EPISODE_LENGTH = 1000
 
@@ -68,7 +70,6 @@ def _sampling_rate(store: FrameStore, seconds: float, batch_size: int = 32) -> f
 
 
 def _pipeline_rate(store: FrameStore, seconds: float, batch_size: int = 32) -> float:
-  from ccvl_tf.data import pipeline  # pylint: disable=g-import-not-at-top
   it = iter(pipeline.transition_dataset(store, batch_size, seed=0))
   for _ in range(5):
     next(it)
@@ -80,7 +81,6 @@ def _pipeline_rate(store: FrameStore, seconds: float, batch_size: int = 32) -> f
 
 
 def _ale_rate(steps: int) -> float:
-  from ccvl_tf.envs import atari  # pylint: disable=g-import-not-at-top
   env = atari.AtariEnvironment("Breakout", seed=0)
   rng = np.random.default_rng(0)
   env.reset()

@@ -10,6 +10,7 @@ profiler's own overhead inflates absolute times; the shares are what to read.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import glob
 import os
 import tempfile
@@ -18,13 +19,13 @@ from typing import Callable, Dict
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import tensorflow as tf
+from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
 from ccvl_tf import networks
 from ccvl_tf.bench import train_step
 
 
 def _read_xspace(logdir: str):
-  from tensorflow.tsl.profiler.protobuf import xplane_pb2  # pylint: disable=g-import-not-at-top
   paths = glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True)
   if not paths:
     raise RuntimeError(f"the profiler wrote no *.xplane.pb under {logdir}")
@@ -92,7 +93,6 @@ def run(steps: int = 10, top: int = 15, batch_size: int = 32, num_actions: int =
   obs_shape = networks.NATURE_OBSERVATION_SHAPE
   batch = train_step.synthetic_batch(batch_size, obs_shape, num_actions)
   base = train_step.ccvl_agent.CCVLConfig()
-  import dataclasses  # pylint: disable=g-import-not-at-top
   makers = {
       "ccvl_default": lambda: train_step.make_ccvl_step(batch, obs_shape, num_actions, base),
       "ccvl_no_dr3": lambda: train_step.make_ccvl_step(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -110,19 +111,51 @@ class FrameStore:
     ``progress`` (default: stderr). Local directories are read directly, uncached.
     ``reserve``: what the caller needs beside the store (:class:`Reserve`).
     """
-    def build(dir_info, plan, say):
-      return cls.from_plan(dir_info.replay_dir, plan, num_actions=num_actions, progress=say,
-                           dir_info=dir_info, reserve=reserve)
-
-    def restore(arrays, stack_size):
-      return cls(arrays["frames"], arrays["action"], arrays["reward"], arrays["terminal"],
-                 arrays["valid"], stack_size=stack_size)
-
-    store = store_cache.load_or_build(replay_dir, subset, build=build, restore=restore,
-                                      num_actions=num_actions, suffixes=suffixes,
-                                      cache_dir=cache_dir, progress=progress)
+    if not replay_files.is_remote(replay_dir):
+      info, plan = replay_plan.select_plan(replay_dir, subset, suffixes)
+      store = cls.from_plan(info.replay_dir, plan, num_actions=num_actions, progress=progress,
+                            dir_info=info, reserve=reserve)
+    else:
+      say = progress if progress is not None else _stderr
+      key = store_cache.key_fields(replay_dir, subset, suffixes, num_actions)
+      store = cls._from_cache(key, cache_dir, say)
+      if store is None:
+        store = cls._build_and_cache(replay_dir, subset, key, suffixes=suffixes,
+                                     num_actions=num_actions, cache_dir=cache_dir, say=say,
+                                     reserve=reserve)
     if reserve is not None:  # a store restored from the cache was not checked yet
       reserve.check(store.num_transitions, "{} (subset {})".format(replay_dir, subset))
+    return store
+
+  @classmethod
+  def _from_cache(cls, key: dict, cache_dir: Optional[str],
+                  say: Callable[[str], None]) -> Optional["FrameStore"]:
+    """The store of the cache entry under ``key``, or None (no valid entry; an entry
+    whose arrays do not make a store is removed)."""
+    cached = store_cache.get(key, cache_dir, say)
+    if cached is None:
+      return None
+    try:
+      return cls(**cached.arrays, stack_size=cached.stack_size)
+    except (KeyError, TypeError, ValueError) as e:
+      store_cache.reject(key, e, cache_dir, say)
+      return None
+
+  @classmethod
+  def _build_and_cache(cls, replay_dir: str, subset: str, key: dict, *,
+                       suffixes: Optional[Sequence[int]], num_actions: Optional[int],
+                       cache_dir: Optional[str], say: Callable[[str], None],
+                       reserve: Optional[Reserve]) -> "FrameStore":
+    """The store of a remote ``replay_dir`` read through tf.io.gfile, then cached."""
+    info, plan = replay_plan.select_plan(replay_dir, subset, suffixes)
+    source = store_cache.source_record(info, subset, plan)  # before reading
+    say("Reading {} (subset {}: {} checkpoint(s), only the rows it needs) through tf.io.gfile; "
+        "the frame store will be cached in {}.".format(
+            info.replay_dir, subset, len(plan), store_cache.entry_dir(key, cache_dir)))
+    store = cls.from_plan(info.replay_dir, plan, num_actions=num_actions, progress=say,
+                          dir_info=info, reserve=reserve)
+    store_cache.put(key, store_cache.Cached(store.arrays(), store.stack_size), source,
+                    cache_dir, say)
     return store
 
   @classmethod
@@ -183,6 +216,10 @@ class FrameStore:
                stack_size=loaded.stack_size)
 
   # ------------------------------------------------------------------ queries
+  def arrays(self) -> Dict[str, np.ndarray]:
+    """The arrays the store is made of (``store_cache.ARRAYS``), by name."""
+    return {name: getattr(self, name) for name in store_cache.ARRAYS}
+
   @property
   def num_frames(self) -> int:
     return int(self.frames.shape[0])
@@ -245,6 +282,10 @@ class FrameStore:
   def sample(self, batch_size: int, rng: np.random.Generator) -> Dict[str, np.ndarray]:
     """Uniform sample with replacement over valid transitions."""
     return self.gather(rng.integers(0, self.num_transitions, size=batch_size))
+
+
+def _stderr(msg: str) -> None:
+  print(msg, file=sys.stderr, flush=True)
 
 
 def _available_memory() -> Optional[int]:

@@ -13,9 +13,14 @@ import time
 from typing import Callable, List, Optional
 
 import numpy as np
-
-# TensorFlow and TF-Agents are imported only in the functions that build or run the DQN: they
-# take ~2 s to import (python -X importtime), and BehaviourDQNConfig is read without them.
+import tensorflow as tf
+from tf_agents.agents.dqn import dqn_agent
+from tf_agents.networks import q_network
+from tf_agents.specs import tensor_spec
+from tf_agents.trajectories import policy_step
+from tf_agents.trajectories import time_step as ts_lib
+from tf_agents.trajectories import trajectory
+from tf_agents.utils import common
 
 from ccvl_tf.data import replay_writer
 
@@ -131,13 +136,6 @@ def _init_like_pytorch(variables, rng: np.random.Generator) -> None:
 
 def make_agent(observation_spec, action_spec, config: BehaviourDQNConfig, seed: int):
   """TF-Agents ``DqnAgent`` with the MinAtar network. Returns (agent, q_network)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tf_agents.agents.dqn import dqn_agent  # pylint: disable=g-import-not-at-top
-  from tf_agents.networks import q_network  # pylint: disable=g-import-not-at-top
-  from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
-  from tf_agents.trajectories import time_step as ts_lib  # pylint: disable=g-import-not-at-top
-  from tf_agents.utils import common  # pylint: disable=g-import-not-at-top
-
   obs_spec = tensor_spec.from_spec(observation_spec)
   act_spec = tensor_spec.from_spec(action_spec)
   net = q_network.QNetwork(
@@ -162,8 +160,6 @@ def make_agent(observation_spec, action_spec, config: BehaviourDQNConfig, seed: 
 
 
 def _greedy_fn(q_net, obs_shape):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-
   @tf.function(input_signature=[tf.TensorSpec((1,) + tuple(obs_shape), tf.uint8)])
   def greedy(obs):
     q, _ = q_net(obs, training=False)                 # [1, A]
@@ -172,11 +168,6 @@ def _greedy_fn(q_net, obs_shape):
 
 
 def _train_fn(agent):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tf_agents.trajectories import policy_step  # pylint: disable=g-import-not-at-top
-  from tf_agents.trajectories import time_step as ts_lib  # pylint: disable=g-import-not-at-top
-  from tf_agents.trajectories import trajectory  # pylint: disable=g-import-not-at-top
-
   @tf.function
   def train(obs, action, reward, discount, last, next_obs):
     b = tf.shape(action)[0]

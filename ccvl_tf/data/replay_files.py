@@ -51,6 +51,7 @@ def is_remote(path: str) -> bool:
 
 
 def _gfile():
+  # Here: TensorFlow (see the note at the top).
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return tf.io.gfile
 

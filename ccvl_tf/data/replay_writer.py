@@ -15,9 +15,8 @@ import time
 from typing import Callable, List, Optional
 
 import numpy as np
-
-# TensorFlow is imported only where a SavedModel behaviour policy needs it: it takes ~2 s to
-# import (python -X importtime), and a random or scripted policy writes a dataset without it.
+import tensorflow as tf
+from tf_agents.trajectories import time_step as ts_lib
 
 from ccvl_tf.data import dqn_replay
 from ccvl_tf.data import replay_validity
@@ -157,8 +156,6 @@ def saved_model_policy(policy_dir: str) -> Callable:
   episode start and ``action(TimeStep(step_type, reward, discount, observation),
   policy_state)`` (batch of 1) each step, carrying the policy state.
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tf_agents.trajectories import time_step as ts_lib  # pylint: disable=g-import-not-at-top
   if not os.path.isdir(policy_dir):
     raise ValueError("--policy must be 'random' or a SavedModel directory; {} does not "
                      "exist".format(policy_dir))

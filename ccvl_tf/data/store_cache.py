@@ -1,7 +1,8 @@
-"""Stage 4 of the replay data pipeline (docs/data.md), its local cache: the frame
-stores built from remote replay directories.
+"""Stage 4 of the replay data pipeline (docs/data.md), its local cache: the arrays of
+frame stores built from remote replay directories, as a plain ``get`` / ``put``.
 
-More in docs/data.md "Module notes", `ccvl_tf/data/store_cache.py`.
+The frame store decides when to build and calls ``get`` and ``put``; this module never
+builds nor imports it. More in docs/data.md "Module notes", `ccvl_tf/data/store_cache.py`.
 """
 from __future__ import annotations
 
@@ -13,10 +14,11 @@ import sys
 import tempfile
 import time
 import zlib
-from typing import Callable, Dict, List, Optional, Protocol, Sequence
+from typing import Callable, Dict, List, NamedTuple, Optional, Sequence
 
 import numpy as np
 
+from ccvl_tf.data import dqn_replay
 from ccvl_tf.data import replay_validity
 from ccvl_tf.data import replay_files
 from ccvl_tf.data import replay_plan
@@ -37,21 +39,10 @@ class CacheInvalid(Exception):
     self.why = why
 
 
-class Store(Protocol):
-  """What the cache keeps of a frame store (``ccvl_tf.data.frame_store.FrameStore``)."""
-  frames: np.ndarray
-  action: np.ndarray
-  reward: np.ndarray
-  terminal: np.ndarray
-  valid: np.ndarray
+class Cached(NamedTuple):
+  """What an entry holds: the arrays named in ``ARRAYS`` and the store's stack size."""
+  arrays: Dict[str, np.ndarray]
   stack_size: int
-  nbytes: int
-  num_transitions: int
-
-
-# build(dir_info, subset plan, progress) -> store; restore({name: array}, stack_size) -> store
-Build = Callable[["dqn_replay.DirInfo", List[tuple], Optional[Callable[[str], None]]], Store]
-Restore = Callable[[Dict[str, np.ndarray], int], Store]
 
 
 cache_root = replay_files.cache_root  # the cache's root (also of the verified-file records)
@@ -148,10 +139,9 @@ def check_source(manifest: dict) -> Optional[str]:
   return None
 
 
-def load_entry(entry: str, manifest: dict, restore: Restore) -> Store:
-  """The store of a cache entry (``restore`` of its arrays); raises
-  CacheInvalid("corrupt", why) for a missing, truncated or altered array file, or
-  arrays that ``restore`` refuses."""
+def load_entry(entry: str, manifest: dict) -> Cached:
+  """The arrays of a cache entry; raises CacheInvalid("corrupt", why) for a missing,
+  truncated or altered array file, or a missing stack size."""
   arrays = {}
   for name in ARRAYS:
     rec = manifest["arrays"].get(name)
@@ -180,10 +170,14 @@ def load_entry(entry: str, manifest: dict, restore: Restore) -> Store:
       raise CacheInvalid("corrupt", "{}: CRC-32 mismatch (altered or damaged)".format(path))
     arrays[name] = arr
   try:
-    return restore(arrays, int(manifest["stack_size"]))
+    return Cached(arrays, int(manifest["stack_size"]))
   except (KeyError, TypeError, ValueError) as e:
-    raise CacheInvalid("corrupt", "{}: the arrays do not make a frame store: {}".format(
-        entry, e)) from e
+    raise CacheInvalid("corrupt", _not_a_store(entry, e)) from e
+
+
+def _not_a_store(entry: str, error: Exception) -> str:
+  """Why an entry whose arrays do not make a frame store is corrupt."""
+  return "{}: the arrays do not make a frame store: {}".format(entry, error)
 
 
 # ---------------------------------------------------------------------- writing
@@ -216,9 +210,9 @@ def _clean_leftovers(parent: str, key: str) -> None:
     shutil.rmtree(os.path.join(parent, n), ignore_errors=True)
 
 
-def write_entry(entry: str, store: Store, manifest: dict,
+def write_entry(entry: str, cached: Cached, manifest: dict,
                 say: Callable[[str], None]) -> bool:
-  """Writes ``store`` + ``manifest`` to ``entry`` atomically (temp dir + rename).
+  """Writes ``cached`` + ``manifest`` to ``entry`` atomically (temp dir + rename).
   Returns False (after saying why) if that was not possible; the run goes on."""
   parent, key = os.path.split(entry)
   tmp = None
@@ -228,12 +222,12 @@ def write_entry(entry: str, store: Store, manifest: dict,
     tmp = tempfile.mkdtemp(prefix=".tmp-{}-{}-".format(key, os.getpid()), dir=parent)
     records = {}
     for name in ARRAYS:
-      arr = np.ascontiguousarray(getattr(store, name))
+      arr = np.ascontiguousarray(cached.arrays[name])
       path = os.path.join(tmp, name + ".npy")
       _fsync_write(path, lambda f, a=arr: np.save(f, a, allow_pickle=False))
       records[name] = dict(file=name + ".npy", shape=list(arr.shape), dtype=arr.dtype.str,
                            bytes=os.path.getsize(path), crc32=_crc32(arr))
-    manifest = dict(manifest, arrays=records, stack_size=int(store.stack_size))
+    manifest = dict(manifest, arrays=records, stack_size=int(cached.stack_size))
     _fsync_write(os.path.join(tmp, MANIFEST),
                  lambda f: f.write(json.dumps(manifest, indent=1, sort_keys=True).encode()))
     try:
@@ -243,7 +237,8 @@ def write_entry(entry: str, store: Store, manifest: dict,
         return True
       raise
     tmp = None
-    say("Cached the frame store in {} ({:.1f} MiB).".format(entry, store.nbytes / 2**20))
+    nbytes = sum(cached.arrays[name].nbytes for name in ARRAYS)
+    say("Cached the frame store in {} ({:.1f} MiB).".format(entry, nbytes / 2**20))
     return True
   except OSError as e:
     say("Could not write the frame store cache {}: {}; continuing without it.".format(entry, e))
@@ -253,45 +248,17 @@ def write_entry(entry: str, store: Store, manifest: dict,
       shutil.rmtree(tmp, ignore_errors=True)
 
 
-# ------------------------------------------------------------------------ entry
+# ------------------------------------------------------------------ get / put
 
-def load_or_build(replay_dir: str, subset: str = "all", *, build: Build, restore: Restore,
-                  num_actions: Optional[int] = None, suffixes: Optional[Sequence[int]] = None,
-                  cache_dir: Optional[str] = None,
-                  progress: Optional[Callable[[str], None]] = None) -> Store:
-  """The frame store of ``FrameStore.from_replay(replay_dir, subset, ...)``: for a
-  local ``replay_dir`` ``build`` of its subset plan (``replay_plan.select_plan``),
-  uncached; for a remote one from a valid cache entry (``restore``), else built
-  (reading through tf.io.gfile) and cached. See the module notes for what is
-  checked."""
-  if not replay_files.is_remote(replay_dir):
-    info, plan = replay_plan.select_plan(replay_dir, subset, suffixes)
-    return build(info, plan, progress)
-  say = progress if progress is not None else _stderr
-  fields = key_fields(replay_dir, subset, suffixes, num_actions)
+def get(fields: dict, cache_dir: Optional[str] = None,
+        say: Optional[Callable[[str], None]] = None) -> Optional[Cached]:
+  """The arrays cached under ``fields`` (``key_fields``), or None: no entry, or one
+  that is stale or corrupt (said with the reason, and removed). See the module notes
+  for what is checked."""
+  say = say if say is not None else _stderr
   entry = entry_dir(fields, cache_dir)
-  if os.path.isdir(entry):
-    store = _use_entry(entry, fields, subset, restore, say)
-    if store is not None:
-      return store
-  info, plan = replay_plan.select_plan(replay_dir, subset, suffixes)
-  names = replay_plan.source_files(info, plan)
-  stats = _stats(info.replay_dir, names)  # before reading: a change while reading shows next time
-  say("Reading {} (subset {}: {} checkpoint(s), only the rows it needs) through tf.io.gfile; "
-      "the frame store will be cached in {}.".format(info.replay_dir, subset, len(plan), entry))
-  store = build(info, plan, say)
-  manifest = dict(key=fields, created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                  source=dict(replay_dir=info.replay_dir, subset=subset,
-                              plan=[list(p) for p in plan], listing=list(info.names),
-                              files=stats))
-  write_entry(entry, store, manifest, say)
-  return store
-
-
-def _use_entry(entry: str, fields: dict, subset: str, restore: Restore,
-               say: Callable[[str], None]) -> Optional[Store]:
-  """The store of an existing entry, or None (after saying why, and removing the
-  entry) when it is stale or corrupt."""
+  if not os.path.isdir(entry):
+    return None
   try:
     manifest = _read_manifest(entry)
     if manifest.get("key") != fields:
@@ -303,11 +270,9 @@ def _use_entry(entry: str, fields: dict, subset: str, restore: Restore,
       raise CacheInvalid("corrupt", "{}: malformed source record: {!r}".format(
           os.path.join(entry, MANIFEST), e)) from e
     t0 = time.time()
-    store = load_entry(entry, manifest, restore)
+    cached = load_entry(entry, manifest)
   except CacheInvalid as e:
-    what = "is stale" if e.kind == "stale" else "is truncated or corrupt"
-    say("The frame store cache {} {}: {}; rebuilding it.".format(entry, what, e.why))
-    shutil.rmtree(entry, ignore_errors=True)
+    _drop(entry, e, say)
     return None
   if note is not None:
     checked = "not checked against the source: {}".format(note)
@@ -315,6 +280,38 @@ def _use_entry(entry: str, fields: dict, subset: str, restore: Restore,
     checked = "source listing and {} file sizes unchanged".format(
         len(manifest["source"]["files"]))
   say("Using the cached frame store {} of {} (subset {}; {} transitions; {}; loaded in "
-      "{:.1f} s).".format(entry, manifest["source"]["replay_dir"], subset,
-                          store.num_transitions, checked, time.time() - t0))
-  return store
+      "{:.1f} s).".format(entry, manifest["source"]["replay_dir"], fields["subset"],
+                          int(cached.arrays["valid"].shape[0]), checked, time.time() - t0))
+  return cached
+
+
+def source_record(dir_info: dqn_replay.DirInfo, subset: str, plan: List[tuple]) -> dict:
+  """The identity of the source a store is built from: call it before reading, so that
+  a change while reading shows as stale next time."""
+  names = replay_plan.source_files(dir_info, plan)
+  return dict(replay_dir=dir_info.replay_dir, subset=subset, plan=[list(p) for p in plan],
+              listing=list(dir_info.names), files=_stats(dir_info.replay_dir, names))
+
+
+def put(fields: dict, cached: Cached, source: dict, cache_dir: Optional[str] = None,
+        say: Optional[Callable[[str], None]] = None) -> bool:
+  """Caches ``cached`` under ``fields`` with its ``source`` (``source_record``).
+  Returns False (after saying why) if it could not be written; nothing else fails."""
+  say = say if say is not None else _stderr
+  manifest = dict(key=fields, created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), source=source)
+  return write_entry(entry_dir(fields, cache_dir), cached, manifest, say)
+
+
+def reject(fields: dict, error: Exception, cache_dir: Optional[str] = None,
+           say: Optional[Callable[[str], None]] = None) -> None:
+  """Removes the entry under ``fields`` whose arrays the frame store refused with
+  ``error``, saying so as ``get`` says of a corrupt entry."""
+  entry = entry_dir(fields, cache_dir)
+  _drop(entry, CacheInvalid("corrupt", _not_a_store(entry, error)),
+        say if say is not None else _stderr)
+
+
+def _drop(entry: str, invalid: CacheInvalid, say: Callable[[str], None]) -> None:
+  what = "is stale" if invalid.kind == "stale" else "is truncated or corrupt"
+  say("The frame store cache {} {}: {}; rebuilding it.".format(entry, what, invalid.why))
+  shutil.rmtree(entry, ignore_errors=True)

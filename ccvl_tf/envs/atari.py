@@ -27,6 +27,8 @@ import numpy as np
 from tf_agents.environments import py_environment
 from tf_agents.specs import array_spec
 from tf_agents.trajectories import time_step as ts
+import ale_py
+import ale_py.roms  # noqa: F401  pylint: disable=unused-import
 
 from ccvl_tf.envs import episode
 
@@ -35,12 +37,6 @@ FRAME_SKIP = 4
 SCREEN_SIZE = 84
 STACK_SIZE = 4
 MAX_EPISODE_STEPS = 27_000
-
-
-def _ale():
-  import ale_py  # pylint: disable=g-import-not-at-top
-  import ale_py.roms  # pylint: disable=g-import-not-at-top,unused-import
-  return ale_py
 
 
 def rom_id(game: str) -> str:
@@ -56,12 +52,12 @@ def _camel(rid: str) -> str:
 @functools.lru_cache(maxsize=1)
 def valid_game_names() -> List[str]:
   """CamelCase names of the games whose ROMs ship with ale_py."""
-  return sorted(_camel(r) for r in _ale().roms.get_all_rom_ids())
+  return sorted(_camel(r) for r in ale_py.roms.get_all_rom_ids())
 
 
 def check_game(game: str) -> str:
   rid = rom_id(game)
-  if rid not in _ale().roms.get_all_rom_ids():
+  if rid not in ale_py.roms.get_all_rom_ids():
     raise ValueError("unknown Atari game {!r}; valid names: {}".format(
         game, ", ".join(valid_game_names())))
   return rid
@@ -107,7 +103,6 @@ class AtariEnvironment(py_environment.PyEnvironment):
                screen_size: int = SCREEN_SIZE, stack_size: int = STACK_SIZE,
                max_episode_steps: Optional[int] = MAX_EPISODE_STEPS, clip_rewards: bool = True):
     super().__init__(handle_auto_reset=False)
-    ale_py = _ale()
     self.game = _camel(check_game(game))
     self._ale = ale_py.ALEInterface()
     self._ale.setLoggerMode(ale_py.LoggerMode.Error)

@@ -41,8 +41,14 @@ from collections.abc import Mapping
 from typing import Callable, List, Optional, Sequence
 
 import numpy as np
+import tensorflow as tf
+from tf_agents.policies import tf_policy
+from tf_agents.trajectories import time_step as ts
 
+from ccvl_tf import belief
+from ccvl_tf import rollouts
 from ccvl_tf.envs import atari
+from ccvl_tf.envs import factory
 
 EVAL_ENVS = ("vector", "sequential")
 # A slot of run_batched_episodes: playing (its observation awaits a policy call), waiting for
@@ -62,7 +68,6 @@ def use_vector_env(game: str, eval_env: str) -> bool:
     raise ValueError(f"--eval_env must be one of {', '.join(EVAL_ENVS)}, got {eval_env!r}")
   if eval_env != "vector":
     return False
-  from ccvl_tf.envs import factory  # pylint: disable=g-import-not-at-top
   name = str(game).strip()
   if name.lower() == factory.GRIDWORLD or factory.is_minatar(name):
     return False
@@ -103,6 +108,7 @@ class AtariVectorEnvironment:
       raise ValueError(f"max_episode_steps must be an integer >= 1, got {max_episode_steps!r}")
     rid = atari.check_game(game)
     try:
+      # Here: without gymnasium only the vector evaluation fails, with the message below.
       from ale_py.vector_env import AtariVectorEnv  # pylint: disable=g-import-not-at-top
     except ImportError as e:
       raise ImportError(
@@ -146,7 +152,6 @@ class AtariVectorEnvironment:
 
 
 def _numpy_state(state):
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   return tf.nest.map_structure(lambda x: np.array(x), state)
 
 
@@ -167,9 +172,6 @@ def _action_fn(policy):
   episodes end) when `policy` is a TF-Agents policy or a ccvl_tf.rollouts.CompiledPolicy
   (of a policy or a loaded SavedModel; the trace is kept on it, so later evaluations reuse
   it); other objects' `action` is called as it is."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tf_agents.policies import tf_policy  # pylint: disable=g-import-not-at-top
-  from ccvl_tf import rollouts  # pylint: disable=g-import-not-at-top
   if isinstance(policy, rollouts.CompiledPolicy):
     if getattr(policy, "batched_action", None) is None:
       policy.batched_action = tf.function(policy.policy.action, reduce_retracing=True)
@@ -251,10 +253,6 @@ def run_batched_episodes(policy, env, num_episodes: int, *, run: int = 0,
     One rollouts.EpisodeRecord per episode, ordered by episode index; raw_score is the sum
     of the raw (unclipped) rewards, return_ the sum of the clipped ones.
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
-  from ccvl_tf import belief, rollouts  # pylint: disable=g-import-not-at-top
-
   n = int(env.num_envs)
   if int(num_episodes) != num_episodes or num_episodes < n:
     raise ValueError(f"num_episodes must be an integer >= the environment's {n} slots, got "

@@ -47,6 +47,7 @@ def canonical_game_name(game: str) -> str:
 
 
 def _minatar():
+  # Here: minatar (~1 s to import) only for MinAtar games; envs/factory imports this module.
   import minatar  # pylint: disable=g-import-not-at-top
   return minatar
 

@@ -393,7 +393,8 @@ def family_stats(q_delta: np.ndarray, states: np.ndarray, tol: float = 1e-9) -> 
 def data_bellman_errors(q_delta: np.ndarray, data: Transitions, gamma: float) -> np.ndarray:
   """Mean squared Bellman error on the data for each grid delta, [K]:
   mean_i (Q(s_i, a_i, delta) - r_i - gamma (1 - t_i) max_a' Q(s'_i, a', delta))^2."""
-  from ccvl_tf import belief  # TensorFlow; imported lazily so the tabular core stays numpy-only
+  # Here: belief loads TensorFlow (~2.3 s to import); the tabular core stays numpy-only.
+  from ccvl_tf import belief  # pylint: disable=g-import-not-at-top
   s, a, s2 = np.asarray(data.state), np.asarray(data.action), np.asarray(data.next_state)
   q_sa = np.moveaxis(q_delta[:, s, a], 0, -1)  # [K, N] -> [N, K]
   next_v = np.moveaxis(_state_values(q_delta[:, s2]), 0, -1)  # [N, K]

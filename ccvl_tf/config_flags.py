@@ -4,12 +4,20 @@ A config field that is also a flag is declared with `setting(default, help, ...)
 its flag's help text, bounds or choices sit in one place, the dataclass. A binary then calls
 `define(Config)` (one absl flag per such field: name, type, default, help, bounds) and
 `from_flags(Config, **more)` (the config back from the parsed flags; `more`: values that are
-not flags of their own, e.g. `ccvl_options=agent_options.from_flags()`). CCVL's own options
-are generated the same way from agents.ccvl_agent.CCVLConfig (experiments/agent_options.py).
+not flags of their own, e.g. `agent_values=agent_options.given()`). The agents' configs
+(agents/*.py) declare their settings the same way; a run's binary defines some of them as
+flags with `define(AgentConfig, names, unset=True)`: default None, i.e. "not given" (the
+preset's or the agent config's default applies), read back with `given`.
 
-A field inherited from a class outside experiments/ (agents/ does not import this module) is
-made a flag by the subclass's `FLAG_SPECS = {name: FlagSpec(...)}` (a ClassVar). Fields
-without either (or with `setting(..., flag=False)`) are not flags. The type of a
+`check(config)` validates a config against its declared bounds and choices (`lower_bound`,
+`upper_bound`: inclusive, also the flag's bounds at parse time unless `parse_bounds=False`;
+`above`, `below`: exclusive; `enum_values`); `check_values(cls, values)` does the same for
+some values of the fields of `cls`. `redeclare(Base, name, default)` is a subclass's field
+with the base's declaration and another default.
+
+A field inherited from a class that declares it without `setting` is made a flag by the
+subclass's `FLAG_SPECS = {name: FlagSpec(...)}` (a ClassVar). Fields without either (or with
+`setting(..., flag=False)`) are not flags. The type of a
 flag is the field's annotation (Optional[X] -> X): int, float, bool, str; `kind="list"` is a
 comma-separated list flag (absl DEFINE_list) and `kind="csv"` a plain string flag whose default
 is the joined default sequence and whose value `parse` turns into the field's value. Float
@@ -25,7 +33,7 @@ import math
 import os
 import sys
 import typing
-from typing import Callable, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 from absl import app
 from absl import flags
@@ -48,6 +56,9 @@ class FlagSpec:
   kind: Optional[str] = None               # None (from the annotation), 'list' or 'csv'
   parse: Optional[Callable[[object], object]] = None  # flag value -> field value
   required: bool = False                   # absl's required=True: the flag must be given
+  above: Optional[float] = None            # exclusive lower bound (check() only)
+  below: Optional[float] = None            # exclusive upper bound (check() only)
+  parse_bounds: bool = True                # lower/upper_bound also at flag parse time
 
 
 class _FiniteFloatParser(flags.FloatParser):
@@ -128,15 +139,27 @@ def _default_of(field, spec: FlagSpec):
   return default
 
 
-def define(cls, names: Optional[Sequence[str]] = None, flag_values=None) -> None:
-  """Defines one absl flag per flag field of the dataclass `cls` (`names`: only those)."""
+def define(cls, names: Optional[Sequence[str]] = None, flag_values=None, unset: bool = False,
+           help_prefix: str = "", default_notes: Optional[Mapping[str, str]] = None) -> None:
+  """Defines one absl flag per flag field of the dataclass `cls` (`names`: only those).
+
+  unset=True: every flag's default is None ("not given"; `given` omits it) and its help ends
+  with the field's default, "(default: 0.1)", or with default_notes[name] formatted with
+  {default} ("the preset's, else {default}"); `help_prefix` starts each help text."""
   fv = flags.FLAGS if flag_values is None else flag_values
   for f, spec in flag_fields(cls, names):
     common = dict(flag_values=fv, required=spec.required)
-    bounds = dict(lower_bound=spec.lower_bound, upper_bound=spec.upper_bound)
+    bounds = (dict(lower_bound=spec.lower_bound, upper_bound=spec.upper_bound)
+              if spec.parse_bounds else {})
     default = _default_of(f, spec)
+    if unset:
+      note = (default_notes or {}).get(f.name, "{default}").format(default=repr(default))
+      spec = dataclasses.replace(spec, help=f"{help_prefix}{spec.help} (default: {note})")
+      default = None
     kind = spec.kind or ("enum" if spec.enum_values is not None else _flag_type(cls, f))
-    if kind == "enum":
+    if kind == "enum" and unset:  # a value outside the choices: check() names the setting
+      flags.DEFINE_string(f.name, default, spec.help, **common)
+    elif kind == "enum":
       flags.DEFINE_enum(f.name, default, list(spec.enum_values), spec.help, **common)
     elif kind == "list":
       flags.DEFINE_list(f.name, default, spec.help, **common)
@@ -167,3 +190,65 @@ def from_flags(cls, names: Optional[Sequence[str]] = None, flag_values=None, **m
   """cls(**flag values, **more): the config of the parsed flags (`names`: only those flags,
   the other fields keep their defaults; `more` adds or overrides)."""
   return cls(**dict(values(cls, names, flag_values), **more))
+
+
+def given(cls, names: Optional[Sequence[str]] = None, flag_values=None) -> dict:
+  """{field: value} of the flags of `cls` (`names`: only those) that were given, i.e. whose
+  value is not None (flags defined with `define(..., unset=True)`)."""
+  return {k: v for k, v in values(cls, names, flag_values).items() if v is not None}
+
+
+def redeclare(base, name: str, default) -> dataclasses.Field:
+  """The field `name` of the dataclass `base` declared again with another default (its help,
+  bounds and choices kept): a subclass's own default for an inherited setting."""
+  field = {f.name: f for f in dataclasses.fields(base)}[name]
+  return dataclasses.field(default=default, metadata=field.metadata)
+
+
+def _problem(spec: FlagSpec, value) -> Optional[str]:
+  """What `value` breaks of the declared bounds / choices ("must be ..."), or None."""
+  if spec.enum_values is not None:
+    if value not in spec.enum_values:
+      return f"must be one of {', '.join(map(str, spec.enum_values))}"
+    return None
+  if value is None or isinstance(value, str) or not isinstance(value, (int, float)):
+    return None
+  lo, hi, above, below = spec.lower_bound, spec.upper_bound, spec.above, spec.below
+  if lo is None and hi is None and above is None and below is None:
+    return None
+  if isinstance(value, int) and not isinstance(value, bool) and isinstance(lo, int):
+    if lo is not None and value < lo or hi is not None and value > hi:
+      return f"must be an integer >= {lo}" + (f" and <= {hi}" if hi is not None else "")
+    return None
+  if isinstance(lo, int) and not isinstance(lo, bool) and (isinstance(value, bool)
+                                                          or int(value) != value):
+    return f"must be an integer >= {lo}" + (f" and <= {hi}" if hi is not None else "")
+  finite = math.isfinite(value)
+  if above is not None and below is not None:
+    return None if finite and above < value < below else f"must be in ({above:g}, {below:g})"
+  if above is not None and not (finite and value > above):
+    return f"must be > {above:g} (a finite number)"
+  if lo is not None and hi is not None:
+    return None if finite and lo <= value <= hi else f"must be in [{lo:g}, {hi:g}]"
+  if lo is not None and not (finite and value >= lo):
+    return f"must be a finite number >= {lo:g}"
+  if hi is not None and not (finite and value <= hi):
+    return f"must be a finite number <= {hi:g}"
+  return None
+
+
+def check_values(cls, values_: dict, prefix: str = "") -> None:
+  """ValueError "<prefix><name> must be ..., got <value>" for the first of `values_` (field
+  name -> value of the dataclass `cls`) outside its declared bounds or choices."""
+  specs = {f.name: spec for f, spec in flag_fields(cls)}
+  for name, value in values_.items():
+    spec = specs.get(name)
+    problem = None if spec is None else _problem(spec, value)
+    if problem:
+      raise ValueError(f"{prefix}{name} {problem}, got {value!r}")
+
+
+def check(config, prefix: str = "") -> None:
+  """check_values of every declared field of the dataclass instance `config`."""
+  check_values(type(config), {f.name: getattr(config, f.name)
+                              for f in dataclasses.fields(config)}, prefix)

@@ -234,9 +234,9 @@ def test_presets_resolve_under_the_flags_and_reach_the_fingerprint():
   from ccvl_tf.experiments import agent_registry  # pylint: disable=g-import-not-at-top
   from ccvl_tf.experiments.offline import presets  # pylint: disable=g-import-not-at-top
   with pytest.raises(ValueError, match="--learning_rate must be > 0"):
-    offline_lib.OfflineConfig(learning_rate=0.0).validate()
+    offline_lib.OfflineConfig(agent_values={"learning_rate": 0.0}).validate()
   with pytest.raises(ValueError, match="--target_update_period must be an integer >= 1"):
-    offline_lib.OfflineConfig(target_update_period=0).validate()
+    offline_lib.OfflineConfig(agent_values={"target_update_period": 0}).validate()
   with pytest.raises(ValueError, match="--preset must be one of demo, paper, got 'fast'"):
     offline_lib.OfflineConfig(preset="fast").validate()
   with pytest.raises(ValueError, match="--reference_agents must be one of"):
@@ -248,7 +248,7 @@ def test_presets_resolve_under_the_flags_and_reach_the_fingerprint():
   paper = offline_lib.agent_overrides(offline_lib.OfflineConfig(preset="paper"), "ccvl")
   assert paper == {"alpha": 0.1}
   given = offline_lib.agent_overrides(
-      offline_lib.OfflineConfig(preset="paper", alpha=2.0, learning_rate=2.5e-4), "ccvl")
+      offline_lib.OfflineConfig(preset="paper", agent_values={"alpha": 2.0, "learning_rate": 2.5e-4}), "ccvl")
   assert given == {"alpha": 2.0, "learning_rate": 2.5e-4}
   assert offline_lib.agent_overrides(offline_lib.OfflineConfig(preset="paper"), "bc") == {}
   demo = offline_lib.agent_overrides(offline_lib.OfflineConfig(preset="demo"), "cql")
@@ -267,7 +267,8 @@ def test_presets_resolve_under_the_flags_and_reach_the_fingerprint():
   with mock.patch.object(offline_lib, "dataset_identity", return_value={}):
     a = offline_lib.run_fingerprint(offline_lib.OfflineConfig(preset="paper"), "d", _Store())
     b = offline_lib.run_fingerprint(
-        offline_lib.OfflineConfig(preset="paper", learning_rate=2.5e-4, target_update_period=500),
+        offline_lib.OfflineConfig(preset="paper", agent_values={"learning_rate": 2.5e-4,
+                                                             "target_update_period": 500}),
         "d", _Store())
     ref = offline_lib.run_fingerprint(offline_lib.OfflineConfig(preset="paper"), "d", _Store(),
                                       agent="bc")

@@ -96,6 +96,7 @@ class CCVLConfig(q_agent_base.BaseQConfig):
   jit_compile: bool = setting(False, "XLA-compile the loss-and-gradient computation.")
 
   def validate(self) -> None:
+    losses.validate_num_samples(self.num_deltas, self.num_pairs)  # names them N and M
     config_flags.check(self)
 
 

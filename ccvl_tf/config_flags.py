@@ -13,7 +13,8 @@ preset's or the agent config's default applies), read back with `given`.
 `upper_bound`: inclusive, also the flag's bounds at parse time unless `parse_bounds=False`;
 `above`, `below`: exclusive; `enum_values`); `check_values(cls, values)` does the same for
 some values of the fields of `cls`. `redeclare(Base, name, default)` is a subclass's field
-with the base's declaration and another default.
+with the base's declaration and another default; `borrow(AgentConfig, name)` a run config's
+optional field (default None) with the agent config's declaration.
 
 A field inherited from a class that declares it without `setting` is made a flag by the
 subclass's `FLAG_SPECS = {name: FlagSpec(...)}` (a ClassVar). Fields without either (or with
@@ -59,6 +60,7 @@ class FlagSpec:
   above: Optional[float] = None            # exclusive lower bound (check() only)
   below: Optional[float] = None            # exclusive upper bound (check() only)
   parse_bounds: bool = True                # lower/upper_bound also at flag parse time
+  flag_name: Optional[str] = None          # the flag's name where it is not the field's
 
 
 class _FiniteFloatParser(flags.FloatParser):
@@ -156,21 +158,22 @@ def define(cls, names: Optional[Sequence[str]] = None, flag_values=None, unset: 
       note = (default_notes or {}).get(f.name, "{default}").format(default=repr(default))
       spec = dataclasses.replace(spec, help=f"{help_prefix}{spec.help} (default: {note})")
       default = None
+    name = spec.flag_name or f.name
     kind = spec.kind or ("enum" if spec.enum_values is not None else _flag_type(cls, f))
     if kind == "enum" and unset:  # a value outside the choices: check() names the setting
-      flags.DEFINE_string(f.name, default, spec.help, **common)
+      flags.DEFINE_string(name, default, spec.help, **common)
     elif kind == "enum":
-      flags.DEFINE_enum(f.name, default, list(spec.enum_values), spec.help, **common)
+      flags.DEFINE_enum(name, default, list(spec.enum_values), spec.help, **common)
     elif kind == "list":
-      flags.DEFINE_list(f.name, default, spec.help, **common)
+      flags.DEFINE_list(name, default, spec.help, **common)
     elif kind in ("csv", str):
-      flags.DEFINE_string(f.name, default, spec.help, **common)
+      flags.DEFINE_string(name, default, spec.help, **common)
     elif kind is bool:
-      flags.DEFINE_boolean(f.name, default, spec.help, **common)
+      flags.DEFINE_boolean(name, default, spec.help, **common)
     elif kind is int:
-      flags.DEFINE_integer(f.name, default, spec.help, **common, **bounds)
+      flags.DEFINE_integer(name, default, spec.help, **common, **bounds)
     elif kind is float:
-      define_finite_float(f.name, default, spec.help, **common, **bounds)
+      define_finite_float(name, default, spec.help, **common, **bounds)
     else:
       raise TypeError(f"{cls.__name__}.{f.name}: no flag type for {kind!r}; give kind=")
 
@@ -181,7 +184,7 @@ def values(cls, names: Optional[Sequence[str]] = None, flag_values=None) -> dict
   fv = flags.FLAGS if flag_values is None else flag_values
   out = {}
   for f, spec in flag_fields(cls, names):
-    value = fv[f.name].value
+    value = fv[spec.flag_name or f.name].value
     out[f.name] = spec.parse(value) if spec.parse is not None else value
   return out
 
@@ -203,6 +206,18 @@ def redeclare(base, name: str, default) -> dataclasses.Field:
   bounds and choices kept): a subclass's own default for an inherited setting."""
   field = {f.name: f for f in dataclasses.fields(base)}[name]
   return dataclasses.field(default=default, metadata=field.metadata)
+
+
+def borrow(cls, name: str, note: str = "{default}") -> dataclasses.Field:
+  """A run config's field for the setting `name` that the dataclass `cls` (an agent config)
+  declares: default None ("not given": the run's own default or the agent's applies), help,
+  bounds and choices those of the declaration, the help ending with "(default: <note>)",
+  `note` formatted with the declaration's {default}."""
+  field = {f.name: f for f in dataclasses.fields(cls)}[name]
+  spec = field.metadata[_KEY]
+  note = note.format(default=repr(_default_of(field, spec)))
+  return dataclasses.field(default=None, metadata={_KEY: dataclasses.replace(
+      spec, help=f"{spec.help} (default: {note})", flag_default=_SAME)})
 
 
 def _problem(spec: FlagSpec, value) -> Optional[str]:
@@ -245,7 +260,7 @@ def check_values(cls, values_: dict, prefix: str = "") -> None:
     spec = specs.get(name)
     problem = None if spec is None else _problem(spec, value)
     if problem:
-      raise ValueError(f"{prefix}{name} {problem}, got {value!r}")
+      raise ValueError(f"{prefix}{spec.flag_name or name} {problem}, got {value!r}")
 
 
 def check(config, prefix: str = "") -> None:

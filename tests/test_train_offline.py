@@ -275,7 +275,7 @@ def test_presets_resolve_under_the_flags_and_reach_the_fingerprint():
   assert a["alpha"] == 0.1 and a["preset"] == "paper" and "learning_rate" not in a
   assert b["learning_rate"] == 2.5e-4 and b["target_update_period"] == 500
   assert ref["agent"] == "bc" and "alpha" not in ref
-  settings = agent_registry.AgentSettings(learning_rate=2.5e-4, target_update_period=500, alpha=0.1,
+  settings = agent_registry.make_settings(learning_rate=2.5e-4, target_update_period=500, alpha=0.1,
                                        adam_epsilon=1e-8, dr3_coef=0.0, dataset_size=10.0)
   from ccvl_tf.experiments import agent_registry  # pylint: disable=g-import-not-at-top
   cfg = agent_registry._ccvl_config(settings)  # pylint: disable=protected-access

@@ -378,13 +378,13 @@ def build_agent(cfg: OfflineConfig, agent: str, store, time_step_spec, action_sp
   """(learner, AgentSettings) of `agent` for this run: the Nature torso, the preset's training
   settings under the flags given, initial weights a function of --seed."""
   keras.utils.set_random_seed(Seeds(cfg.seed).weights())  # initial weights: --seed's
+  given = {k: v for k, v in cfg.agent_values.items() if k not in PRESET_FLAGS}
   settings = agent_registry.AgentSettings(
       network_config=networks.QNetworkConfig(torso="nature"),
       dataset_size=float(store.num_transitions),
-      **{k: ccvl_value(cfg, k) for k in agent_options.CCVL_SAMPLING},
+      agent_values=dict(given, **agent_overrides(cfg, agent)),
       num_grid_deltas=cfg.num_grid_deltas, belief_temperature=cfg.belief_temperature,
-      ccvl_options=ccvl_options(cfg), reward_clip=1.0, seed=Seeds(cfg.seed).learner(),
-      **agent_overrides(cfg, agent))
+      reward_clip=1.0, seed=Seeds(cfg.seed).learner())
   return agent_registry.get_agent_spec(agent).build(time_step_spec, action_spec, settings), settings
 
 

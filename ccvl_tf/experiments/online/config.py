@@ -285,7 +285,7 @@ def agent_settings(game: str, bounds, alpha: Optional[float] = None, seed: int =
     from ccvl_tf.experiments.compare import (  # pylint: disable=g-import-not-at-top
         suites as compare_suites)
     extra = dict(dict(compare_suites.MinAtarSuite.training_overrides), **extra)
-    return agent_registry.AgentSettings(network_config=networks.minatar_network_config(),
+    return agent_registry.make_settings(network_config=networks.minatar_network_config(),
                                         alpha=alpha, reward_clip=1.0, **extra)
   if game.lower() == GRIDWORLD:
     if agent != "cql":
@@ -295,11 +295,11 @@ def agent_settings(game: str, bounds, alpha: Optional[float] = None, seed: int =
     extra = dict(dict(num_deltas=4, num_pairs=2, td_loss="squared", dr3_coef=0.0,
                       learning_rate=3e-3, adam_epsilon=1e-7, target_update_period=10,
                       collect_epsilon=0.0), **extra)
-    return agent_registry.AgentSettings(
+    return agent_registry.make_settings(
         network_config=networks.QNetworkConfig(torso="mlp", mlp_units=(64,), n_cos=16,
                                                hidden_units=64),
         alpha=0.2 if alpha is None else alpha, gamma=gridworld.GAMMA, **extra)
-  return agent_registry.AgentSettings(network_config=networks.QNetworkConfig(torso="nature"),
+  return agent_registry.make_settings(network_config=networks.QNetworkConfig(torso="nature"),
                                       alpha=0.1 if alpha is None else alpha, reward_clip=1.0,
                                       **extra)
 

@@ -248,7 +248,8 @@ def test_presets_resolve_under_the_flags_and_reach_the_fingerprint():
   paper = offline_lib.agent_overrides(offline_lib.OfflineConfig(preset="paper"), "ccvl")
   assert paper == {"alpha": 0.1}
   given = offline_lib.agent_overrides(
-      offline_lib.OfflineConfig(preset="paper", agent_values={"alpha": 2.0, "learning_rate": 2.5e-4}), "ccvl")
+      offline_lib.OfflineConfig(preset="paper",
+                                agent_values={"alpha": 2.0, "learning_rate": 2.5e-4}), "ccvl")
   assert given == {"alpha": 2.0, "learning_rate": 2.5e-4}
   assert offline_lib.agent_overrides(offline_lib.OfflineConfig(preset="paper"), "bc") == {}
   demo = offline_lib.agent_overrides(offline_lib.OfflineConfig(preset="demo"), "cql")
@@ -311,3 +312,24 @@ def test_reference_agents_are_trained_beside_and_tabulated(tmp_path):
                 "evaluation: CCVL (adaptive), for the diagnostics and the table",
                 "evaluation: random", "evaluation: Fixed-CCVL", "total"):
     assert summary["phase_times"][phase] >= 0.0, phase
+
+
+def test_a_summary_config_of_the_flat_shape_gives_the_same_config_and_fingerprint():
+  """summary.json's 'config' keeps the agent settings by name (alpha, num_deltas, ...,
+  ccvl_options), as run directories made before the agent settings were one dict; reading
+  it back gives the same config, record and run fingerprint."""
+  from ccvl_tf.experiments.offline import runner as offline_lib  # pylint: disable=g-import-not-at-top
+  import unittest.mock as mock  # pylint: disable=g-import-not-at-top
+  cfg = offline_lib.OfflineConfig(preset="paper", agent_values={
+      "alpha": 2.0, "num_deltas": 2, "objective": "bound", "learning_rate": 1e-4})
+  saved = json.loads(json.dumps(offline_lib.record(cfg)))
+  assert saved["alpha"] == 2.0 and saved["num_deltas"] == 2 and saved["num_pairs"] == 2
+  assert saved["dr3_coef"] is None and saved["ccvl_options"] == {"objective": "bound"}
+  again = offline_lib.from_record(saved)
+  assert json.loads(json.dumps(offline_lib.record(again))) == saved
+
+  class _Store:
+    num_transitions = 10
+  with mock.patch.object(offline_lib, "dataset_identity", return_value={}):
+    assert offline_lib.run_fingerprint(again, "d", _Store()) == \
+        offline_lib.run_fingerprint(cfg, "d", _Store())

@@ -14,7 +14,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 from agents import ccvl_bounds_agent
 from ccvl_tf.experiments import agent_registry
-from ccvl_tf.config_flags import FlagSpec
+from ccvl_tf import config_flags
 from ccvl_tf.config_flags import setting
 
 GRIDWORLD = "gridworld"
@@ -53,8 +53,8 @@ OFFLINE_AGENT = {"ccvl": "ccvl", "ccvl_lower": "ccvl", "cql": "cql"}
 
 @dataclasses.dataclass(frozen=True)
 class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
-  """Settings of one fine-tuning run; its flag fields (`setting`, FLAG_SPECS) are the flags
-  of binaries/finetune_online.py (ccvl_tf/config_flags.py).
+  """Settings of one fine-tuning run; its flag fields (`setting`, and those declared in
+  ExplorationConfig) are the flags of binaries/finetune_online.py (ccvl_tf/config_flags.py).
 
   The upper bound's and the exploration policy's settings (upper_alpha, upper_objective,
   upper_regularizer, beta, explore_delta, explore_epsilon, num_grid_deltas, belief_temperature) are inherited
@@ -84,7 +84,9 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
   min_replay_size: int = setting(1_000, "Items in the replay table before the first sample.",
                                  lower_bound=1)
   replay_capacity: int = setting(1_000_000, "Replay table size.", lower_bound=1)
-  belief_temperature: Optional[float] = None  # None: the offline run's (summary.json), else 1
+  # None: the offline run's (summary.json), else 1.
+  belief_temperature: Optional[float] = config_flags.redeclare(
+      ccvl_bounds_agent.ExplorationConfig, "belief_temperature", None)
   policy_delta: float = setting(0.5, "delta of the exported Fixed-CCVL policy (Q_l greedy).")
   alpha: Optional[float] = setting(  # None: the offline run's (summary.json)
       None, "alpha of the online learner's regularizer (default: the offline run's).",
@@ -137,23 +139,6 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
   schedule: str = schedule_setting(ASYNC)
 
   # The inherited ExplorationConfig fields that are flags (agents/ does not declare flags).
-  FLAG_SPECS = {
-      "beta": FlagSpec("beta of Eq. upper policy's safe set."),
-      "explore_delta": FlagSpec(
-          "Fixed delta of the exploration (bounds) policy; unset (default): "
-          "delta ~ the belief b(h) in the policy state, drawn per episode "
-          "and updated from Q_l's Bellman errors (Eq. upper policy).",
-          lower_bound=1e-6, upper_bound=1 - 1e-6),
-      "belief_temperature": FlagSpec(
-          "Temperature of the exploration belief (unset: the offline run's, "
-          "from its summary.json; 1 if it has none).", lower_bound=1e-12, upper_bound=1e12),
-      "explore_epsilon": FlagSpec("Actors' epsilon."),
-      "upper_alpha": FlagSpec("alpha of the upper bound (default: alpha)."),
-      "upper_objective": FlagSpec(
-          "Objective of Q_u: 'bonus' (Eq. upper update: target + alpha_u sqrt(log(1/delta) "
-          "n(s)^-1)) or 'regularized' (the softmin term; its fixed point overshoots, "
-          "docs/online.md).", enum_values=("bonus", "regularized")),
-  }
 
   def validate(self):
     if self.agent not in AGENTS:

@@ -1,31 +1,12 @@
-"""Absl flags generated from a run's config dataclass: each setting is declared once.
+"""Absl flags generated from config dataclasses: each setting is declared once.
 
-A config field that is also a flag is declared with `setting(default, help, ...)`: its default,
-its flag's help text, bounds or choices sit in one place, the dataclass. A binary then calls
-`define(Config)` (one absl flag per such field: name, type, default, help, bounds) and
-`from_flags(Config, **more)` (the config back from the parsed flags; `more`: values that are
-not flags of their own, e.g. `agent_values=agent_options.given()`). The agents' configs
-(agents/*.py) declare their settings the same way; a run's binary defines some of them as
-flags with `define(AgentConfig, names, unset=True)`: default None, i.e. "not given" (the
-preset's or the agent config's default applies), read back with `given`.
-
-`check(config)` validates a config against its declared bounds and choices (`lower_bound`,
-`upper_bound`: inclusive, also the flag's bounds at parse time unless `parse_bounds=False`;
-`above`, `below`: exclusive; `enum_values`); `check_values(cls, values)` does the same for
-some values of the fields of `cls`. `redeclare(Base, name, default)` is a subclass's field
-with the base's declaration and another default; `borrow(AgentConfig, name)` a run config's
-optional field (default None) with the agent config's declaration.
-
-A field inherited from a class that declares it without `setting` is made a flag by the
-subclass's `FLAG_SPECS = {name: FlagSpec(...)}` (a ClassVar). Fields without either (or with
-`setting(..., flag=False)`) are not flags. The type of a
-flag is the field's annotation (Optional[X] -> X): int, float, bool, str; `kind="list"` is a
-comma-separated list flag (absl DEFINE_list) and `kind="csv"` a plain string flag whose default
-is the joined default sequence and whose value `parse` turns into the field's value. Float
-flags refuse inf and nan at start-up (`define_finite_float`), bounds or not.
-
-`run(main)` is absl's `app.run(main)` with usage errors (`app.UsageError` raised by `main`) as
-one line, last, instead of after the whole help text.
+A setting is a field declared with `setting(default, help, bounds or choices)`; the agents'
+configs (agents/*.py) declare theirs so, and run configs too. `define(Config)` makes one flag
+per setting (`unset=True`: default None, "not given", for agent settings a run may take from
+a preset), `from_flags` / `given` read them back, `check(config)` validates a config against
+its declarations, `redeclare` gives an inherited setting another default, `borrow` puts an
+agent setting in a run config. `run(main)`: absl's app.run with one-line usage errors.
+More in docs/library.md "Module notes", `ccvl_tf/config_flags.py`.
 """
 from __future__ import annotations
 
@@ -112,10 +93,9 @@ def setting(default=dataclasses.MISSING, help: str = "", *,  # pylint: disable=r
 
 def flag_fields(cls, names: Optional[Sequence[str]] = None) -> list:
   """(field, FlagSpec) of the flags of `cls`, in declaration order (`names`: only those)."""
-  extra = getattr(cls, "FLAG_SPECS", {})
   out = []
   for f in dataclasses.fields(cls):
-    spec = f.metadata.get(_KEY, extra.get(f.name))
+    spec = f.metadata.get(_KEY)
     if spec is not None and (names is None or f.name in names):
       out.append((f, spec))
   if names is not None and len(out) != len(names):

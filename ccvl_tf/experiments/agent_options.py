@@ -4,8 +4,9 @@ Each setting is declared once, with its default, bounds and help, in the agent c
 (`setting` of ccvl_tf/config_flags.py). `define_flags(names)` makes one flag per setting whose
 default is None ("not given": the run's preset or the agent config's default applies),
 `from_flags(names)` returns the settings the user gave, and a run config carries them as one
-dict (`OfflineConfig.agent_values`, `CompareConfig.ccvl_options`) that the agent registry
-applies with dataclasses.replace on the agent's default config.
+dict (`OfflineConfig.agent_values`; `CompareConfig.ccvl_options` beside the fields it borrows
+from the agent configs, config_flags.borrow) that the agent registry applies with
+dataclasses.replace on the agent's default config (`AgentSettings.agent_values`).
 """
 from __future__ import annotations
 

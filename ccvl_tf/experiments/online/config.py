@@ -12,6 +12,7 @@ from typing import Optional
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
+from agents import ccvl_agent
 from agents import ccvl_bounds_agent
 from ccvl_tf.experiments import agent_registry
 from ccvl_tf import config_flags
@@ -88,11 +89,11 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
   belief_temperature: Optional[float] = config_flags.redeclare(
       ccvl_bounds_agent.ExplorationConfig, "belief_temperature", None)
   policy_delta: float = setting(0.5, "delta of the exported Fixed-CCVL policy (Q_l greedy).")
-  alpha: Optional[float] = setting(  # None: the offline run's (summary.json)
-      None, "alpha of the online learner's regularizer (default: the offline run's).",
-      lower_bound=0.0)
-  learning_rate: Optional[float] = setting(  # None: the offline one
-      None, "Adam learning rate of both bounds online (default: the offline one).")
+  # The online learner's alpha and step size (both bounds); None: the offline run's.
+  alpha: Optional[float] = config_flags.borrow(ccvl_agent.CCVLConfig, "alpha",
+                                               "the offline run's")
+  learning_rate: Optional[float] = config_flags.borrow(ccvl_agent.CCVLConfig, "learning_rate",
+                                                       "the offline run's")
   actor_update_period: int = setting(100, "Env steps between an actor's weight pulls.")
   push_period: int = setting(10, "Learner steps between weight pushes.")
   checkpoint_interval: int = setting(

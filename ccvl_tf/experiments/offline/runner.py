@@ -33,8 +33,7 @@ from ccvl_tf.experiments.offline.phase_times import PhaseTimes
 PRESET_FLAGS = presets.PRESET_FIELDS
 # The agent settings train_offline.py takes as flags, declared in agents.ccvl_agent.CCVLConfig
 # (experiments/agent_options.py); the given ones are OfflineConfig.agent_values.
-AGENT_FLAGS = (agent_options.TRAINING[:1] + agent_options.CCVL_SAMPLING
-               + agent_options.TRAINING[1:] + agent_options.CCVL_OPTIONS)
+AGENT_FLAGS = agent_options.TRAINING + agent_options.CCVL_SAMPLING + agent_options.CCVL_OPTIONS
 
 # Their defaults as their help states them: the --preset's where it sets one, else the agent's.
 AGENT_FLAG_NOTES = {name: "the --preset's, else {default}" for name in PRESET_FLAGS}

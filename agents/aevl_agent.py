@@ -17,32 +17,22 @@ from agents import q_agent_base
 from ccvl_tf import losses
 from ccvl_tf import networks
 from ccvl_tf import policies
+from ccvl_tf.config_flags import setting
 
 NonFiniteLossError = q_agent_base.NonFiniteLossError
 
 
 @dataclasses.dataclass(frozen=True)
 class AEVLConfig(cql_agent.CQLConfig):
-  """AEVL hyperparameters: CQL's, plus E (`num_members`) and the belief's temperature.
-
-  Attributes:
-    num_members: E, independently initialized ensemble members.
-    belief_temperature: T of the belief update log b <- log b - e / T.
-    sample_member: draw the member from the belief (True, as CCVL) or take its argmax.
-    reward_clip: clip rewards to [-c, c] when scoring Bellman errors (None: no clipping).
-  """
-  num_members: int = 4
-  belief_temperature: float = 1.0
-  sample_member: bool = True
-  reward_clip: Optional[float] = None
-
-  def validate(self) -> None:
-    super().validate()
-    if isinstance(self.num_members, bool) or int(self.num_members) != self.num_members or \
-        self.num_members < 1:
-      raise ValueError(f"num_members must be an integer >= 1, got {self.num_members!r}")
-    if not self.belief_temperature > 0:
-      raise ValueError(f"belief_temperature must be > 0, got {self.belief_temperature!r}")
+  """AEVL hyperparameters: CQL's, plus E (`num_members`) and the belief's temperature T."""
+  num_members: int = setting(4, "E, independently initialized ensemble members.",
+                             lower_bound=1)
+  belief_temperature: float = setting(
+      1.0, "T of the belief update log b <- log b - e / T.", above=0.0)
+  sample_member: bool = setting(
+      True, "Draw the member from the belief (as CCVL) or take its argmax.")
+  reward_clip: Optional[float] = setting(
+      None, "Clip rewards to [-c, c] when scoring Bellman errors (None: no clipping).")
 
 
 class AEVLAgent(q_agent_base.OfflineQAgent):

@@ -25,34 +25,25 @@ from typing import Optional
 
 import ccvl_tf  # noqa: F401
 
-import numpy as np
 import tensorflow as tf
 
 from agents import q_agent_base
 from ccvl_tf import losses
 from ccvl_tf import networks
 from ccvl_tf import policies
+from ccvl_tf.config_flags import redeclare, setting
 
 NonFiniteLossError = q_agent_base.NonFiniteLossError
 
 
 @dataclasses.dataclass(frozen=True)
 class BCConfig(q_agent_base.CommonQConfig):
-  """Behaviour-cloning hyperparameters (d3rlpy's DiscreteBC defaults).
-
-  Attributes:
-    logit_penalty: beta, weight of mean l(s, a)^2 (d3rlpy: 0.5).
-    learning_rate, adam_epsilon: Adam (d3rlpy: 1e-3, 1e-8).
-  """
-  learning_rate: float = 1e-3
-  adam_epsilon: float = 1e-8
-  logit_penalty: float = 0.5
-
-  def validate(self) -> None:
-    super().validate()
-    if not (np.isfinite(self.logit_penalty) and self.logit_penalty >= 0):
-      raise ValueError(f"logit_penalty must be a finite number >= 0, got "
-                       f"{self.logit_penalty!r}")
+  """Behaviour-cloning hyperparameters (d3rlpy's DiscreteBC defaults: Adam 1e-3, 1e-8;
+  beta 0.5)."""
+  learning_rate: float = redeclare(q_agent_base.CommonQConfig, "learning_rate", 1e-3)
+  adam_epsilon: float = redeclare(q_agent_base.CommonQConfig, "adam_epsilon", 1e-8)
+  logit_penalty: float = setting(0.5, "beta, weight of mean l(s, a)^2 (d3rlpy: 0.5).",
+                                 lower_bound=0.0)
 
 
 class BCAgent(q_agent_base.OfflineQAgent):

@@ -15,10 +15,12 @@ import tensorflow as tf
 from tf_agents.policies import epsilon_greedy_policy
 
 from ccvl_tf import belief
+from ccvl_tf import config_flags
 from ccvl_tf import counts as counts_lib
 from ccvl_tf import losses
 from ccvl_tf import networks
 from ccvl_tf import policies
+from ccvl_tf.config_flags import setting
 
 from agents import q_agent_base
 
@@ -35,91 +37,67 @@ _tf_variables = q_agent_base.tf_variables
 
 @dataclasses.dataclass(frozen=True)
 class CCVLConfig(q_agent_base.BaseQConfig):
-  """Hyperparameters of CCVL, named after the paper's symbols; the shared ones (gamma, td_loss,
-  huber_kappa, dr3_coef, learning_rate, adam_epsilon, target_update_period, collect_epsilon,
-  seed) are BaseQConfig's, with DR3 on by default here (dr3_coef 0.03), td_loss 'squared'
-  being the paper's 1/2 x^2 and seed seeding the delta samples.
-
-  Attributes:
-    num_deltas: N, confidences delta ~ U(0, 1) sampled per transition.
-    num_pairs: M, pairs (delta_1, delta_2) ~ U(0, delta) per delta; the loss takes max_j L_j.
-    alpha: weight of the count-weighted CQL regularizer (>= 0).
-    dr3_coef: c, weight of the DR3 term mean |phi(s).phi(s')| (0 disables it and its cost).
-    objective: which reading of Eq. (cql update) is trained (ccvl_tf.losses.OBJECTIVES):
-      'algorithm1' (Algorithm 1 literally: max over j of the pair loss), 'bound' (delta_1 =
-      delta, target max over delta_2 <= delta: the proof of Lemma 1), 'bonus' (Eq. update's
-      anti-exploration form with n(s)^-1, no regularizer). docs/agent.md explains each.
-    gap: the regularizer's gap (ccvl_tf.losses.GAPS): 'logsumexp' (CQL(H), R(pi) the entropy)
-      or 'max' (R(pi) = 0: max_a Q - Q(s, a_D), whose exact tabular family has V nondecreasing
-      in delta and below the largest return; docs/agent.md "The confidence family").
-    delta_head: how delta enters Q(s, a, delta) (ccvl_tf.networks.DELTA_HEADS): 'cosine' (the
-      IQN cosine embedding) or 'monotone' (a base value plus nonnegative increments over delta:
-      Q nondecreasing in delta by construction, Lemma 1, wherever Q is used).
-    count_ridge: lambda of the linear n(s)^-1 estimate ('absolute'), or its multiple of the
-      mean eigenvalue trace(|D| C) / D ('relative').
-    count_ridge_mode: 'absolute' or 'relative' (ccvl_tf.counts.RIDGE_MODES).
-    count_normalization: 'none' or 'mean' (n(s)^-1 divided by its running data mean).
-    count_weight: 'linear' (n(s)^-1 from the linear estimate, the paper) or 'off' (n(s)^-1 = 1
-      everywhere: the weight alpha sqrt(log(1/delta_1)), an ablation; the counts are still
-      kept for the diagnostics).
-    count_decay: None (cumulative mean of phi phi^T) or EMA decay in (0, 1); the default
-      0.999 averages over the last ~1000 updates, since phi(s) drifts during training.
-    count_refresh_period: recompute (|D| C + lambda I)^-1 every this many steps.
-    policy_delta: delta of the greedy fixed-delta `policy`.
-    belief_resample: when the confidence-adaptive policy draws delta from its belief: 'episode'
-      (at the first step of each episode, held for the episode; the default) or 'step'.
-    jit_compile: XLA-compile the loss-and-gradient computation.
-  """
-  num_deltas: int = 8
-  num_pairs: int = 2
-  alpha: float = 0.1
-  dr3_coef: float = 0.03
+  """Hyperparameters of CCVL, named after the paper's symbols: N (`num_deltas`), M
+  (`num_pairs`), alpha, c (`dr3_coef`), lambda (`count_ridge`); each declared here once with
+  its help and bounds (ccvl_tf/config_flags.py `setting`). The shared ones are BaseQConfig's,
+  with DR3 on by default here (dr3_coef 0.03), td_loss 'squared' being the paper's 1/2 x^2 and
+  seed seeding the delta samples. docs/agent.md explains the objectives and the count
+  estimate."""
+  num_deltas: int = setting(8, "N, confidences delta ~ U(0, 1) sampled per transition.",
+                            lower_bound=1, parse_bounds=False)
+  num_pairs: int = setting(
+      2, "M, pairs (delta_1, delta_2) ~ U(0, delta) per delta; the loss takes max_j L_j.",
+      lower_bound=1, upper_bound=1024, parse_bounds=False)
+  alpha: float = setting(0.1, "alpha, weight of the count-weighted CQL regularizer.",
+                         lower_bound=0.0, parse_bounds=False)
+  dr3_coef: float = config_flags.redeclare(q_agent_base.BaseQConfig, "dr3_coef", 0.03)
   # objective and count settings: chosen on the development split by a rule fixed before the
-  # runs (docs/dev_split.md); the pre-issue-11 behaviour is objective='algorithm1',
-  # count_ridge=1.0, count_ridge_mode='absolute', count_normalization='none'.
-  objective: str = "algorithm1"
+  # runs (docs/dev_split.md).
+  objective: str = setting(
+      "algorithm1", "which reading of Eq. (cql update) is trained: 'algorithm1' (Algorithm 1 "
+      "literally: max over j of the pair loss), 'bound' (delta_1 = delta, target max over "
+      "delta_2 <= delta: the proof of Lemma 1), 'bonus' (Eq. update's anti-exploration form "
+      "with n(s)^-1, no regularizer). docs/agent.md explains each.",
+      enum_values=losses.OBJECTIVES)
   # gap and delta_head: the reading chosen on the development split by a rule fixed before
   # the runs (docs/family_dev_split.md): an ordered family by construction, CQL(H)'s gap.
-  gap: str = "logsumexp"
-  delta_head: str = "monotone"
-  count_ridge: float = 1e-3
-  count_ridge_mode: str = "relative"
-  count_normalization: str = "mean"
-  count_weight: str = "linear"
-  count_decay: Optional[float] = 0.999
-  count_refresh_period: int = 100
-  policy_delta: float = 0.5
-  belief_resample: str = "episode"
-  jit_compile: bool = False
+  gap: str = setting(
+      "logsumexp", "the regularizer's gap: 'logsumexp' (CQL(H), R(pi) the entropy) or 'max' "
+      "(R(pi) = 0: max_a Q - Q(s, a_D), whose exact tabular family has V nondecreasing in "
+      "delta and below the largest return; docs/agent.md \"The confidence family\").",
+      enum_values=losses.GAPS)
+  delta_head: str = setting(
+      "monotone", "how delta enters Q(s, a, delta): 'cosine' (the IQN cosine embedding) or "
+      "'monotone' (a base value plus nonnegative increments over delta: Q nondecreasing in "
+      "delta by construction, Lemma 1, wherever Q is used).", enum_values=networks.DELTA_HEADS)
+  count_ridge: float = setting(
+      1e-3, "lambda of the linear n(s)^-1 estimate ('absolute'), or its multiple of the mean "
+      "eigenvalue trace(|D| C) / D ('relative').", above=0.0)
+  count_ridge_mode: str = setting("relative", "'absolute' or 'relative' (see count_ridge).",
+                                  enum_values=counts_lib.RIDGE_MODES)
+  count_normalization: str = setting(
+      "mean", "'none' or 'mean' (n(s)^-1 divided by its running data mean).",
+      enum_values=counts_lib.NORMALIZATIONS)
+  count_weight: str = setting(
+      "linear", "'linear' (n(s)^-1 from the linear estimate, the paper) or 'off' (n(s)^-1 = 1 "
+      "everywhere: the weight alpha sqrt(log(1/delta_1)), an ablation; the counts are still "
+      "kept for the diagnostics).", enum_values=COUNT_WEIGHTS)
+  count_decay: Optional[float] = setting(
+      0.999, "None (cumulative mean of phi phi^T) or EMA decay in (0, 1); the default 0.999 "
+      "averages over the last ~1000 updates, since phi(s) drifts during training.")
+  count_refresh_period: int = setting(
+      100, "Recompute (|D| C + lambda I)^-1 every this many steps.", lower_bound=1)
+  policy_delta: float = setting(0.5, "delta of the greedy fixed-delta policy evaluated "
+                                "during training.", above=0.0, below=1.0)
+  belief_resample: str = setting(
+      "episode", "when the confidence-adaptive policy draws delta from its belief: 'episode' "
+      "(at the first step of each episode, held for the episode) or 'step'.",
+      enum_values=("episode", "step"))
+  jit_compile: bool = setting(False, "XLA-compile the loss-and-gradient computation.")
 
   def validate(self) -> None:
-    losses.validate_num_samples(self.num_deltas, self.num_pairs)
-    losses.validate_alpha(self.alpha)
-    losses.validate_delta(self.policy_delta, "policy_delta")
-    losses.validate_objective(self.objective)
-    losses.validate_gap(self.gap)
-    if self.delta_head not in networks.DELTA_HEADS:
-      raise ValueError(f"delta_head must be one of {', '.join(networks.DELTA_HEADS)}, got "
-                       f"{self.delta_head!r}")
-    if self.count_ridge_mode not in counts_lib.RIDGE_MODES:
-      raise ValueError(f"count_ridge_mode must be one of {counts_lib.RIDGE_MODES}, got "
-                       f"{self.count_ridge_mode!r}")
-    if self.count_normalization not in counts_lib.NORMALIZATIONS:
-      raise ValueError(f"count_normalization must be one of {counts_lib.NORMALIZATIONS}, got "
-                       f"{self.count_normalization!r}")
-    if self.count_weight not in COUNT_WEIGHTS:
-      raise ValueError(f"count_weight must be one of {COUNT_WEIGHTS}, got "
-                       f"{self.count_weight!r}")
-    if not (np.isfinite(self.count_ridge) and self.count_ridge > 0):
-      raise ValueError(f"count_ridge must be a finite number > 0, got {self.count_ridge!r}")
-    if self.belief_resample not in ("episode", "step"):
-      raise ValueError(f"belief_resample must be 'episode' or 'step', got "
-                       f"{self.belief_resample!r}")
-    q_agent_base.validate_shared_settings(self)
-    if int(self.count_refresh_period) != self.count_refresh_period or \
-        self.count_refresh_period < 1:
-      raise ValueError(f"count_refresh_period must be an integer >= 1, got "
-                       f"{self.count_refresh_period!r}")
+    losses.validate_num_samples(self.num_deltas, self.num_pairs)  # names them N and M
+    config_flags.check(self)
 
 
 def forward_and_targets(online: networks.CCVLNetwork, target: networks.CCVLNetwork,

@@ -14,101 +14,74 @@ import numpy as np
 import tensorflow as tf
 
 from agents import ccvl_agent
+from ccvl_tf import config_flags
 from ccvl_tf import losses
 from ccvl_tf import upper_losses
 from ccvl_tf import networks
 from ccvl_tf import policies
+from ccvl_tf.config_flags import setting
 
 
 @dataclasses.dataclass(frozen=True)
 class ExplorationConfig:
-  """The settings of the upper bound and of the exploration policy that online fine-tuning
-  exposes as flags: declared here once, inherited by BoundsConfig and by
-  ccvl_tf.experiments.online.config.OnlineConfig.
-
-  Attributes:
-    upper_alpha: alpha_u, weight of the upper bound's bonus / regularizer (None: the lower
-      alpha).
-    upper_objective: 'bonus' (default): Eq. upper update as the paper prints it, Q_u regressed
-      on min_{delta_2} B^ Q_u + alpha_u sqrt(log(1/delta) n(s)^-1) (upper_losses.ccvl_upper_bonus_loss);
-      'regularized': the CQL-like term `upper_regularizer` instead of the bonus (its exact
-      fixed point raises rarely taken actions by ~w / pi_beta and unseen ones to +inf, and the
-      max backup compounds it: docs/online.md "Why the upper bound diverged").
-    upper_regularizer: with upper_objective='regularized': 'softmin' or 'neg_logsumexp'
-      (literal sign flip; diverges, see upper_losses.UPPER_REGULARIZERS).
-    beta: beta of Eq. upper policy's safe set A_l = {a : Q_l >= beta max_a' Q_l} (> 0).
-      The paper gives no value; 0.5 is a placeholder (with rewards >= 0, beta -> 0 lets Q_u
-      choose among all actions, beta = 1 keeps only argmax Q_l).
-    explore_delta: None (default): the exploration policy draws delta from a belief b(h) over
-      `num_grid_deltas` grid confidences carried in its policy state, as Eq. upper policy
-      writes it (delta ~ b(h)): drawn at the first step of each episode (`belief_resample`)
-      and b updated from Q_l's Bellman errors on the transitions it collects
-      (policies.ConfidenceAdaptivePolicy with upper_network=Q_u). A float in (0, 1): Q_l and
-      Q_u at that fixed delta (policies.BoundsPolicy).
-    explore_epsilon: epsilon-greedy on top of the bounds policy while collecting.
-    num_grid_deltas: K of the exploration belief's grid (belief.delta_grid).
-    belief_temperature: T of the exploration belief's update (offline CCVL sets it from
-      held-out data; online fine-tuning passes the offline run's value).
-  """
-  upper_alpha: Optional[float] = None
-  upper_objective: str = "bonus"
-  upper_regularizer: str = "softmin"
-  beta: float = 0.5
-  explore_delta: Optional[float] = None
-  explore_epsilon: float = 0.01
-  num_grid_deltas: int = 8
-  belief_temperature: float = 1.0
+  """The settings of the upper bound Q_u (alpha_u, its objective) and of the exploration
+  policy (beta, delta, epsilon, the belief's K and T), each declared here once with its help
+  and bounds (ccvl_tf/config_flags.py `setting`), inherited by BoundsConfig and by
+  ccvl_tf.experiments.online.config.OnlineConfig (finetune_online.py's flags)."""
+  upper_alpha: Optional[float] = setting(
+      None, "alpha_u, weight of the upper bound's bonus / regularizer (default: the lower "
+      "bound's alpha).", lower_bound=0.0, parse_bounds=False)
+  # 'regularized': its exact fixed point raises rarely taken actions by ~w / pi_beta and
+  # unseen ones to +inf, and the max backup compounds it (docs/online.md "Why the upper
+  # bound diverged").
+  upper_objective: str = setting(
+      "bonus", "Objective of Q_u: 'bonus' (Eq. upper update: target + alpha_u "
+      "sqrt(log(1/delta) n(s)^-1)) or 'regularized' (the softmin term; its fixed point "
+      "overshoots, docs/online.md).", enum_values=upper_losses.UPPER_OBJECTIVES)
+  upper_regularizer: str = setting(
+      "softmin", "With upper_objective='regularized': 'softmin' or 'neg_logsumexp' (literal "
+      "sign flip; diverges, see upper_losses.UPPER_REGULARIZERS).",
+      enum_values=upper_losses.UPPER_REGULARIZERS)
+  # The paper gives no value of beta; 0.5 is a placeholder (with rewards >= 0, beta -> 0 lets
+  # Q_u choose among all actions, beta = 1 keeps only argmax Q_l).
+  beta: float = setting(0.5, "beta of Eq. upper policy's safe set A_l = {a : Q_l >= beta "
+                        "max_a' Q_l}.", above=0.0)
+  explore_delta: Optional[float] = setting(
+      None, "Fixed delta of the exploration (bounds) policy (policies.BoundsPolicy); unset "
+      "(default): delta ~ the belief b(h) in the policy state, drawn per episode and updated "
+      "from Q_l's Bellman errors (Eq. upper policy; policies.ConfidenceAdaptivePolicy with "
+      "upper_network=Q_u).", above=0.0, below=1.0, lower_bound=1e-6, upper_bound=1 - 1e-6)
+  explore_epsilon: float = setting(0.01, "Actors' epsilon, on top of the bounds policy.",
+                                   lower_bound=0.0, upper_bound=1.0)
+  num_grid_deltas: int = setting(8, "K of the exploration belief's grid (belief.delta_grid).",
+                                 lower_bound=1)
+  belief_temperature: float = setting(
+      1.0, "Temperature T of the exploration belief's update (offline CCVL sets it from "
+      "held-out data; fine-tuning: unset, the offline run's from its summary.json, 1 if it "
+      "has none).", lower_bound=1e-12, upper_bound=1e12)
 
 
 @dataclasses.dataclass(frozen=True)
 class BoundsConfig(ExplorationConfig):
-  """Settings of the upper bound and of the exploration policy: ExplorationConfig's and
-
-  Attributes:
-    pair_reduction: upper_objective='regularized' only: 'min' (Eq. upper update's min over
-      delta_1, delta_2) or 'max'.
-    value_max: None or a known upper limit of every return (r_max / (1 - gamma), or tighter
-      when the MDP says so): the upper bound's bonus-form target is capped there
-      (min(Q_u, V_max) is still an upper bound of Q*).
-    belief_resample: 'episode' (default) or 'step': when delta is drawn from the belief.
-    reward_clip: None or c > 0: rewards clipped to [-c, c] when scoring Bellman errors (the
-      reward scale Q was trained on; 1.0 for Atari).
-  """
-  pair_reduction: str = "min"
-  belief_resample: str = "episode"
-  reward_clip: Optional[float] = None
-  value_max: Optional[float] = None
+  """Settings of the upper bound and of the exploration policy: ExplorationConfig's and the
+  pair reduction, when delta is redrawn, the reward clip and V_max."""
+  pair_reduction: str = setting(
+      "min", "upper_objective='regularized' only: 'min' (Eq. upper update's min over delta_1, "
+      "delta_2) or 'max'.", enum_values=upper_losses.PAIR_REDUCTIONS)
+  belief_resample: str = setting("episode", "When delta is drawn from the belief: 'episode' "
+                                 "or 'step'.", enum_values=("episode", "step"))
+  reward_clip: Optional[float] = setting(
+      None, "None or c > 0: rewards clipped to [-c, c] when scoring Bellman errors (the reward "
+      "scale Q was trained on; 1.0 for Atari).", above=0.0)
+  # min(Q_u, V_max) is still an upper bound of Q*.
+  value_max: Optional[float] = setting(
+      None, "None or a known upper limit of every return (r_max / (1 - gamma), or tighter when "
+      "the MDP says so): the upper bound's bonus-form target is capped there.")
 
   def validate(self):
-    if self.upper_alpha is not None:
-      losses.validate_alpha(self.upper_alpha)
-    if self.upper_objective not in upper_losses.UPPER_OBJECTIVES:
-      raise ValueError(f"upper_objective must be one of {upper_losses.UPPER_OBJECTIVES}, got "
-                       f"{self.upper_objective!r}")
     if self.value_max is not None and not np.isfinite(self.value_max):
       raise ValueError(f"value_max must be None or finite, got {self.value_max!r}")
-    if self.upper_regularizer not in upper_losses.UPPER_REGULARIZERS:
-      raise ValueError(f"upper_regularizer must be one of {upper_losses.UPPER_REGULARIZERS}, got "
-                       f"{self.upper_regularizer!r}")
-    if self.pair_reduction not in upper_losses.PAIR_REDUCTIONS:
-      raise ValueError(f"pair_reduction must be one of {upper_losses.PAIR_REDUCTIONS}, got "
-                       f"{self.pair_reduction!r}")
-    if not self.beta > 0:
-      raise ValueError(f"beta must be > 0 (Eq. upper policy), got {self.beta!r}")
-    if self.explore_delta is not None:
-      losses.validate_delta(self.explore_delta, "explore_delta")
-    if int(self.num_grid_deltas) != self.num_grid_deltas or self.num_grid_deltas < 1:
-      raise ValueError(f"num_grid_deltas must be an integer >= 1, got {self.num_grid_deltas!r}")
-    if not (np.isfinite(self.belief_temperature) and self.belief_temperature > 0):
-      raise ValueError(f"belief_temperature must be a finite number > 0, got "
-                       f"{self.belief_temperature!r}")
-    if self.belief_resample not in ("episode", "step"):
-      raise ValueError(f"belief_resample must be 'episode' or 'step', got "
-                       f"{self.belief_resample!r}")
-    if self.reward_clip is not None and not self.reward_clip > 0:
-      raise ValueError(f"reward_clip must be None or > 0, got {self.reward_clip!r}")
-    if not 0.0 <= self.explore_epsilon <= 1.0:
-      raise ValueError(f"explore_epsilon must be in [0, 1], got {self.explore_epsilon!r}")
+    config_flags.check(self)
 
 
 class UpperPairLoss(ccvl_agent.PairLoss):

@@ -31,6 +31,7 @@ from agents import q_agent_base
 from ccvl_tf import losses
 from ccvl_tf import networks
 from ccvl_tf import policies
+from ccvl_tf.config_flags import redeclare, setting
 
 NonFiniteLossError = q_agent_base.NonFiniteLossError
 
@@ -38,12 +39,8 @@ NonFiniteLossError = q_agent_base.NonFiniteLossError
 @dataclasses.dataclass(frozen=True)
 class CQLConfig(q_agent_base.BaseQConfig):
   """CQL hyperparameters. alpha: weight of the CQL(H) gap (>= 0); the rest as BaseQConfig."""
-  alpha: float = 0.1
-  dr3_coef: float = 0.03
-
-  def validate(self) -> None:
-    super().validate()
-    losses.validate_alpha(self.alpha)
+  alpha: float = setting(0.1, "alpha, weight of the CQL(H) gap.", lower_bound=0.0)
+  dr3_coef: float = redeclare(q_agent_base.BaseQConfig, "dr3_coef", 0.03)
 
 
 def cql_objective(q, next_q, batch, config, dr3=None):

@@ -16,10 +16,12 @@ from tf_agents.agents import tf_agent
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import trajectory as trajectory_lib
 
+from ccvl_tf import config_flags
 from ccvl_tf import fused_adam
 from ccvl_tf import losses
 from ccvl_tf import networks
 from ccvl_tf import policies
+from ccvl_tf.config_flags import setting
 
 BATCH_KEYS = ("observation", "action", "reward", "next_observation", "terminal")
 
@@ -37,22 +39,22 @@ class NonFiniteLossError(FloatingPointError):
 
 @dataclasses.dataclass(frozen=True)
 class CommonQConfig:
-  """Hyperparameters every agent of agents/ has (Dopamine offline defaults); each is declared
-  here once and inherited (DQNConfig; through BaseQConfig, CQL / REM / AEVL / CCVL).
-
-  Attributes:
-    gamma: discount.
-    learning_rate, adam_epsilon: Adam (Dopamine offline: 5e-5, 3.125e-4).
-    target_update_period: copy online -> target every this many steps (paper: 2000).
-    collect_epsilon: epsilon of `collect_policy`.
-    seed: seed of the stateless per-step randomness (combined with the train step).
-  """
-  gamma: float = 0.99
-  learning_rate: float = 5e-5
-  adam_epsilon: float = 3.125e-4
-  target_update_period: int = 2000
-  collect_epsilon: float = 0.01
-  seed: int = 0
+  """Hyperparameters every agent of agents/ has (Dopamine offline defaults), each declared
+  here once with its help and bounds (ccvl_tf/config_flags.py `setting`) and inherited
+  (DQNConfig; through BaseQConfig, CQL / REM / AEVL / CCVL): gamma, Adam's step size and
+  epsilon, the target period, the collect policy's epsilon and the seed."""
+  gamma: float = setting(0.99, "gamma, the discount.", lower_bound=0.0, upper_bound=1.0)
+  learning_rate: float = setting(
+      5e-5, "Adam step size (paper: 5e-5 as Dopamine's offline agents).", above=0.0,
+      lower_bound=1e-12)
+  adam_epsilon: float = setting(3.125e-4, "Adam epsilon (paper: Dopamine's 3.125e-4).",
+                                lower_bound=1e-16)
+  target_update_period: int = setting(
+      2000, "Steps between target-network copies (paper: 2000).", lower_bound=1)
+  collect_epsilon: float = setting(0.01, "epsilon of the collect policy.", lower_bound=0.0,
+                                   upper_bound=1.0)
+  seed: int = setting(0, "Seed of the stateless per-step randomness (combined with the train "
+                      "step).")
 
   def validate(self) -> None:
     validate_shared_settings(self)
@@ -61,38 +63,20 @@ class CommonQConfig:
 @dataclasses.dataclass(frozen=True)
 class BaseQConfig(CommonQConfig):
   """Hyperparameters shared by the baselines and CCVL: CommonQConfig's and the TD loss / DR3
-  settings (Dopamine offline / DR3 setup defaults).
-
-  Attributes:
-    td_loss: 'huber' (Dopamine / DR3) or 'squared'.
-    huber_kappa: Huber threshold.
-    dr3_coef: c, weight of the DR3 term mean |phi(s).phi(s')| (0 disables it).
-  """
-  td_loss: str = "huber"
-  huber_kappa: float = 1.0
-  dr3_coef: float = 0.0
+  settings (Dopamine offline / DR3 setup defaults)."""
+  td_loss: str = setting("huber", "TD loss: huber (Dopamine / DR3) or squared.",
+                         enum_values=losses.TD_LOSS_TYPES)
+  huber_kappa: float = setting(1.0, "Huber threshold.", above=0.0)
+  dr3_coef: float = setting(
+      0.0, "c, weight of the DR3 feature penalty mean |phi(s).phi(s')| (0 disables it; "
+      "paper: 0.03).", lower_bound=0.0)
 
 
 def validate_shared_settings(cfg) -> None:
-  """ValueError naming the field, for the settings the agent configs share: gamma,
-  learning_rate, target_update_period, and (where the config has them) td_loss, huber_kappa,
-  dr3_coef, collect_epsilon."""
-  if not 0.0 <= cfg.gamma <= 1.0:
-    raise ValueError(f"gamma must be in [0, 1], got {cfg.gamma!r}")
-  if hasattr(cfg, "td_loss") and cfg.td_loss not in losses.TD_LOSS_TYPES:
-    raise ValueError(f"td_loss must be one of {losses.TD_LOSS_TYPES}, got {cfg.td_loss!r}")
-  if hasattr(cfg, "huber_kappa") and not cfg.huber_kappa > 0:
-    raise ValueError(f"huber_kappa must be > 0, got {cfg.huber_kappa!r}")
-  if hasattr(cfg, "dr3_coef") and not cfg.dr3_coef >= 0:
-    raise ValueError(f"dr3_coef must be >= 0, got {cfg.dr3_coef!r}")
-  if not cfg.learning_rate > 0:
-    raise ValueError(f"learning_rate must be > 0, got {cfg.learning_rate!r}")
-  if int(cfg.target_update_period) != cfg.target_update_period or \
-      cfg.target_update_period < 1:
-    raise ValueError(f"target_update_period must be an integer >= 1, got "
-                     f"{cfg.target_update_period!r}")
-  if hasattr(cfg, "collect_epsilon") and not 0.0 <= cfg.collect_epsilon <= 1.0:
-    raise ValueError(f"collect_epsilon must be in [0, 1], got {cfg.collect_epsilon!r}")
+  """ValueError naming the field outside its declared bounds or choices (config_flags.check):
+  gamma, learning_rate, adam_epsilon, target_update_period, collect_epsilon and (where the
+  config has them) td_loss, huber_kappa, dr3_coef."""
+  config_flags.check(cfg)
 
 
 def tf_variables(variables):

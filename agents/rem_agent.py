@@ -16,6 +16,7 @@ from agents import q_agent_base
 from ccvl_tf import losses
 from ccvl_tf import networks
 from ccvl_tf import policies
+from ccvl_tf.config_flags import setting
 
 NonFiniteLossError = q_agent_base.NonFiniteLossError
 
@@ -23,13 +24,8 @@ NonFiniteLossError = q_agent_base.NonFiniteLossError
 @dataclasses.dataclass(frozen=True)
 class REMConfig(q_agent_base.BaseQConfig):
   """REM hyperparameters. num_heads: H, the heads mixed by the random convex combination."""
-  num_heads: int = 200
-
-  def validate(self) -> None:
-    super().validate()
-    if isinstance(self.num_heads, bool) or int(self.num_heads) != self.num_heads or \
-        self.num_heads < 1:
-      raise ValueError(f"num_heads must be an integer >= 1, got {self.num_heads!r}")
+  num_heads: int = setting(200, "H, the heads mixed by the random convex combination.",
+                           lower_bound=1)
 
 
 def rem_objective(q_heads, next_q_heads, weights, batch, config, dr3=None):

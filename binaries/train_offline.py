@@ -33,7 +33,8 @@ from ccvl_tf.experiments.compare import offline_table
 from ccvl_tf.experiments.offline import runner as offline
 
 config_flags.define(offline.OfflineConfig)  # the `setting` fields of OfflineConfig
-agent_options.define_flags()  # CCVL's options, generated from agents.ccvl_agent.CCVLConfig
+# alpha, N, M, ..., CCVL's options: generated from agents.ccvl_agent.CCVLConfig
+agent_options.define_flags(offline.AGENT_FLAGS, default_notes=offline.AGENT_FLAG_NOTES)
 
 
 def main(argv):
@@ -41,7 +42,7 @@ def main(argv):
   if not flags.FLAGS["verbosity"].present:  # TF/TF-Agents INFO logs drown the progress lines
     logging.set_verbosity(logging.ERROR)
   cfg = config_flags.from_flags(offline.OfflineConfig,
-                                ccvl_options=agent_options.from_flags())
+                                agent_values=agent_options.from_flags(offline.AGENT_FLAGS))
   try:
     cfg.validate()
     from ccvl_tf.envs import atari

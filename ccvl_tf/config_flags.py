@@ -1,22 +1,12 @@
-"""Absl flags generated from a run's config dataclass: each setting is declared once.
+"""Absl flags generated from config dataclasses: each setting is declared once.
 
-A config field that is also a flag is declared with `setting(default, help, ...)`: its default,
-its flag's help text, bounds or choices sit in one place, the dataclass. A binary then calls
-`define(Config)` (one absl flag per such field: name, type, default, help, bounds) and
-`from_flags(Config, **more)` (the config back from the parsed flags; `more`: values that are
-not flags of their own, e.g. `ccvl_options=agent_options.from_flags()`). CCVL's own options
-are generated the same way from agents.ccvl_agent.CCVLConfig (experiments/agent_options.py).
-
-A field inherited from a class outside experiments/ (agents/ does not import this module) is
-made a flag by the subclass's `FLAG_SPECS = {name: FlagSpec(...)}` (a ClassVar). Fields
-without either (or with `setting(..., flag=False)`) are not flags. The type of a
-flag is the field's annotation (Optional[X] -> X): int, float, bool, str; `kind="list"` is a
-comma-separated list flag (absl DEFINE_list) and `kind="csv"` a plain string flag whose default
-is the joined default sequence and whose value `parse` turns into the field's value. Float
-flags refuse inf and nan at start-up (`define_finite_float`), bounds or not.
-
-`run(main)` is absl's `app.run(main)` with usage errors (`app.UsageError` raised by `main`) as
-one line, last, instead of after the whole help text.
+A setting is a field declared with `setting(default, help, bounds or choices)`; the agents'
+configs (agents/*.py) declare theirs so, and run configs too. `define(Config)` makes one flag
+per setting (`unset=True`: default None, "not given", for agent settings a run may take from
+a preset), `from_flags` / `given` read them back, `check(config)` validates a config against
+its declarations, `redeclare` gives an inherited setting another default, `borrow` puts an
+agent setting in a run config. `run(main)`: absl's app.run with one-line usage errors.
+More in docs/library.md "Module notes", `ccvl_tf/config_flags.py`.
 """
 from __future__ import annotations
 
@@ -25,7 +15,7 @@ import math
 import os
 import sys
 import typing
-from typing import Callable, Optional, Sequence
+from typing import Callable, Mapping, Optional, Sequence
 
 from absl import app
 from absl import flags
@@ -48,6 +38,10 @@ class FlagSpec:
   kind: Optional[str] = None               # None (from the annotation), 'list' or 'csv'
   parse: Optional[Callable[[object], object]] = None  # flag value -> field value
   required: bool = False                   # absl's required=True: the flag must be given
+  above: Optional[float] = None            # exclusive lower bound (check() only)
+  below: Optional[float] = None            # exclusive upper bound (check() only)
+  parse_bounds: bool = True                # lower/upper_bound also at flag parse time
+  flag_name: Optional[str] = None          # the flag's name where it is not the field's
 
 
 class _FiniteFloatParser(flags.FloatParser):
@@ -99,10 +93,9 @@ def setting(default=dataclasses.MISSING, help: str = "", *,  # pylint: disable=r
 
 def flag_fields(cls, names: Optional[Sequence[str]] = None) -> list:
   """(field, FlagSpec) of the flags of `cls`, in declaration order (`names`: only those)."""
-  extra = getattr(cls, "FLAG_SPECS", {})
   out = []
   for f in dataclasses.fields(cls):
-    spec = f.metadata.get(_KEY, extra.get(f.name))
+    spec = f.metadata.get(_KEY)
     if spec is not None and (names is None or f.name in names):
       out.append((f, spec))
   if names is not None and len(out) != len(names):
@@ -128,26 +121,39 @@ def _default_of(field, spec: FlagSpec):
   return default
 
 
-def define(cls, names: Optional[Sequence[str]] = None, flag_values=None) -> None:
-  """Defines one absl flag per flag field of the dataclass `cls` (`names`: only those)."""
+def define(cls, names: Optional[Sequence[str]] = None, flag_values=None, unset: bool = False,
+           help_prefix: str = "", default_notes: Optional[Mapping[str, str]] = None) -> None:
+  """Defines one absl flag per flag field of the dataclass `cls` (`names`: only those).
+
+  unset=True: every flag's default is None ("not given"; `given` omits it) and its help ends
+  with the field's default, "(default: 0.1)", or with default_notes[name] formatted with
+  {default} ("the preset's, else {default}"); `help_prefix` starts each help text."""
   fv = flags.FLAGS if flag_values is None else flag_values
   for f, spec in flag_fields(cls, names):
     common = dict(flag_values=fv, required=spec.required)
-    bounds = dict(lower_bound=spec.lower_bound, upper_bound=spec.upper_bound)
+    bounds = (dict(lower_bound=spec.lower_bound, upper_bound=spec.upper_bound)
+              if spec.parse_bounds else {})
     default = _default_of(f, spec)
+    if unset:
+      note = (default_notes or {}).get(f.name, "{default}").format(default=repr(default))
+      spec = dataclasses.replace(spec, help=f"{help_prefix}{spec.help} (default: {note})")
+      default = None
+    name = spec.flag_name or f.name
     kind = spec.kind or ("enum" if spec.enum_values is not None else _flag_type(cls, f))
-    if kind == "enum":
-      flags.DEFINE_enum(f.name, default, list(spec.enum_values), spec.help, **common)
+    if kind == "enum" and unset:  # a value outside the choices: check() names the setting
+      flags.DEFINE_string(name, default, spec.help, **common)
+    elif kind == "enum":
+      flags.DEFINE_enum(name, default, list(spec.enum_values), spec.help, **common)
     elif kind == "list":
-      flags.DEFINE_list(f.name, default, spec.help, **common)
+      flags.DEFINE_list(name, default, spec.help, **common)
     elif kind in ("csv", str):
-      flags.DEFINE_string(f.name, default, spec.help, **common)
+      flags.DEFINE_string(name, default, spec.help, **common)
     elif kind is bool:
-      flags.DEFINE_boolean(f.name, default, spec.help, **common)
+      flags.DEFINE_boolean(name, default, spec.help, **common)
     elif kind is int:
-      flags.DEFINE_integer(f.name, default, spec.help, **common, **bounds)
+      flags.DEFINE_integer(name, default, spec.help, **common, **bounds)
     elif kind is float:
-      define_finite_float(f.name, default, spec.help, **common, **bounds)
+      define_finite_float(name, default, spec.help, **common, **bounds)
     else:
       raise TypeError(f"{cls.__name__}.{f.name}: no flag type for {kind!r}; give kind=")
 
@@ -158,7 +164,7 @@ def values(cls, names: Optional[Sequence[str]] = None, flag_values=None) -> dict
   fv = flags.FLAGS if flag_values is None else flag_values
   out = {}
   for f, spec in flag_fields(cls, names):
-    value = fv[f.name].value
+    value = fv[spec.flag_name or f.name].value
     out[f.name] = spec.parse(value) if spec.parse is not None else value
   return out
 
@@ -167,3 +173,77 @@ def from_flags(cls, names: Optional[Sequence[str]] = None, flag_values=None, **m
   """cls(**flag values, **more): the config of the parsed flags (`names`: only those flags,
   the other fields keep their defaults; `more` adds or overrides)."""
   return cls(**dict(values(cls, names, flag_values), **more))
+
+
+def given(cls, names: Optional[Sequence[str]] = None, flag_values=None) -> dict:
+  """{field: value} of the flags of `cls` (`names`: only those) that were given, i.e. whose
+  value is not None (flags defined with `define(..., unset=True)`)."""
+  return {k: v for k, v in values(cls, names, flag_values).items() if v is not None}
+
+
+def redeclare(base, name: str, default) -> dataclasses.Field:
+  """The field `name` of the dataclass `base` declared again with another default (its help,
+  bounds and choices kept): a subclass's own default for an inherited setting."""
+  field = {f.name: f for f in dataclasses.fields(base)}[name]
+  return dataclasses.field(default=default, metadata=field.metadata)
+
+
+def borrow(cls, name: str, note: str = "{default}") -> dataclasses.Field:
+  """A run config's field for the setting `name` that the dataclass `cls` (an agent config)
+  declares: default None ("not given": the run's own default or the agent's applies), help,
+  bounds and choices those of the declaration, the help ending with "(default: <note>)",
+  `note` formatted with the declaration's {default}."""
+  field = {f.name: f for f in dataclasses.fields(cls)}[name]
+  spec = field.metadata[_KEY]
+  note = note.format(default=repr(_default_of(field, spec)))
+  return dataclasses.field(default=None, metadata={_KEY: dataclasses.replace(
+      spec, help=f"{spec.help} (default: {note})", flag_default=_SAME)})
+
+
+def _problem(spec: FlagSpec, value) -> Optional[str]:
+  """What `value` breaks of the declared bounds / choices ("must be ..."), or None."""
+  if spec.enum_values is not None:
+    if value not in spec.enum_values:
+      return f"must be one of {', '.join(map(str, spec.enum_values))}"
+    return None
+  if value is None or isinstance(value, str) or not isinstance(value, (int, float)):
+    return None
+  lo, hi, above, below = spec.lower_bound, spec.upper_bound, spec.above, spec.below
+  if lo is None and hi is None and above is None and below is None:
+    return None
+  if isinstance(value, int) and not isinstance(value, bool) and isinstance(lo, int):
+    if lo is not None and value < lo or hi is not None and value > hi:
+      return f"must be an integer >= {lo}" + (f" and <= {hi}" if hi is not None else "")
+    return None
+  if isinstance(lo, int) and not isinstance(lo, bool) and (isinstance(value, bool)
+                                                          or int(value) != value):
+    return f"must be an integer >= {lo}" + (f" and <= {hi}" if hi is not None else "")
+  finite = math.isfinite(value)
+  if above is not None and below is not None:
+    return None if finite and above < value < below else f"must be in ({above:g}, {below:g})"
+  if above is not None and not (finite and value > above):
+    return f"must be > {above:g} (a finite number)"
+  if lo is not None and hi is not None:
+    return None if finite and lo <= value <= hi else f"must be in [{lo:g}, {hi:g}]"
+  if lo is not None and not (finite and value >= lo):
+    return f"must be a finite number >= {lo:g}"
+  if hi is not None and not (finite and value <= hi):
+    return f"must be a finite number <= {hi:g}"
+  return None
+
+
+def check_values(cls, values_: dict, prefix: str = "") -> None:
+  """ValueError "<prefix><name> must be ..., got <value>" for the first of `values_` (field
+  name -> value of the dataclass `cls`) outside its declared bounds or choices."""
+  specs = {f.name: spec for f, spec in flag_fields(cls)}
+  for name, value in values_.items():
+    spec = specs.get(name)
+    problem = None if spec is None else _problem(spec, value)
+    if problem:
+      raise ValueError(f"{prefix}{spec.flag_name or name} {problem}, got {value!r}")
+
+
+def check(config, prefix: str = "") -> None:
+  """check_values of every declared field of the dataclass instance `config`."""
+  check_values(type(config), {f.name: getattr(config, f.name)
+                              for f in dataclasses.fields(config)}, prefix)

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -179,17 +180,18 @@ def test_training_settings_come_from_the_suite_then_the_flags():
   by the CompareConfig's learning_rate / adam_epsilon / target period / dr3_coef when given."""
   from ccvl_tf.experiments.compare import suites, units  # pylint: disable=g-import-not-at-top
   data = suites.Data(make_dataset=None, held_out=None, size=10)
-  plain = units.agent_settings(
-      suites.SUITE_CLASSES["gridworld"](compare_config.CompareConfig(suite="gridworld")), data, 0)
+  values = lambda s: types.SimpleNamespace(**s.agent_values)  # the agent settings given
+  plain = values(units.agent_settings(
+      suites.SUITE_CLASSES["gridworld"](compare_config.CompareConfig(suite="gridworld")), data, 0))
   assert (plain.learning_rate, plain.adam_epsilon, plain.dr3_coef,
           plain.target_update_period) == (3e-3, 1e-7, 0.0, 10)
   cfg = compare_config.CompareConfig(suite="gridworld", adam_epsilon=1e-8, dr3_coef=0.5,
                               learning_rate=1e-4)
-  given = units.agent_settings(suites.SUITE_CLASSES["gridworld"](cfg), data, 0)
+  given = values(units.agent_settings(suites.SUITE_CLASSES["gridworld"](cfg), data, 0))
   assert (given.learning_rate, given.adam_epsilon, given.dr3_coef,
           given.target_update_period) == (1e-4, 1e-8, 0.5, 10)
-  minatar = units.agent_settings(suites.SUITE_CLASSES["minatar"](
-      compare_config.CompareConfig(suite="minatar", data_dir="x")), data, 0)
+  minatar = values(units.agent_settings(suites.SUITE_CLASSES["minatar"](
+      compare_config.CompareConfig(suite="minatar", data_dir="x")), data, 0))
   assert (minatar.dr3_coef, minatar.learning_rate) == (0.0, 2.5e-4)
   for bad in (0.0, float("nan")):
     with pytest.raises(ValueError, match="--adam_epsilon must be a finite number > 0"):
@@ -215,7 +217,7 @@ def test_aevl_td_members_have_no_cql_term_and_ccvl_options_reach_the_agent():
   obs = tensor_spec.TensorSpec([3], tf.float32)
   act = tensor_spec.BoundedTensorSpec((), tf.int64, 0, 1)
   net = networks.QNetworkConfig(torso="mlp", mlp_units=(4,), n_cos=4, hidden_units=4)
-  s = agent_registry.AgentSettings(network_config=net, dataset_size=10.0, alpha=0.7, num_members=2,
+  s = agent_registry.make_settings(network_config=net, dataset_size=10.0, alpha=0.7, num_members=2,
                             ccvl_options={"objective": "bonus", "count_normalization": "mean"})
   aevl = agent_registry.get_agent_spec("aevl_td").build(ts.time_step_spec(obs), act, s)
   assert aevl.config.alpha == 0.0

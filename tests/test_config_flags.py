@@ -60,3 +60,56 @@ def test_usage_error_is_one_line_last_not_after_the_help(tmp_path):
   assert r.returncode == 1
   assert r.stderr.strip().splitlines() == [
       "tool.py: error: --thing must be given (--helpshort lists the flags)"], r.stderr
+
+
+@dataclasses.dataclass(frozen=True)
+class _Agent:
+  alpha: float = setting(0.1, "alpha, a weight.", lower_bound=0.0, parse_bounds=False)
+  delta: float = setting(0.5, "delta in (0, 1).", above=0.0, below=1.0)
+  n: int = setting(8, "N, samples.", lower_bound=1, upper_bound=1024)
+  mode: str = setting("a", "a or b.", enum_values=("a", "b"))
+  grid: int = setting(10, "K, the grid.", lower_bound=1, flag_name="num_deltas")
+
+
+@dataclasses.dataclass(frozen=True)
+class _SubAgent(_Agent):
+  alpha: float = config_flags.redeclare(_Agent, "alpha", 1.0)
+
+
+@dataclasses.dataclass
+class _Run:
+  alpha: Optional[float] = config_flags.borrow(_Agent, "alpha", "the run's, else {default}")
+
+
+def test_check_validates_the_declared_bounds_and_choices_naming_the_setting():
+  config_flags.check(_Agent())
+  for values, match in (({"alpha": -1.0}, "^alpha must be a finite number >= 0, got -1.0"),
+                        ({"alpha": float("nan")}, "^alpha must be a finite number >= 0"),
+                        ({"delta": 1.0}, r"^delta must be in \(0, 1\), got 1.0"),
+                        ({"n": 0}, "^n must be an integer >= 1 and <= 1024, got 0"),
+                        ({"n": 2.5}, "^n must be an integer >= 1"),
+                        ({"mode": "c"}, "^mode must be one of a, b, got 'c'"),
+                        ({"grid": -1}, "^--num_deltas must be an integer")):
+    with pytest.raises(ValueError, match=match):
+      config_flags.check_values(_Agent, values, prefix="--" if "grid" in values else "")
+  assert _SubAgent().alpha == 1.0
+  with pytest.raises(ValueError, match="^alpha must be a finite number >= 0"):
+    config_flags.check(_SubAgent(alpha=-1.0))  # the inherited declaration's bound
+
+
+def test_agent_flags_default_to_not_given_and_borrowed_fields_keep_the_declaration():
+  fv = flags.FlagValues()
+  config_flags.define(_Agent, ["alpha", "mode", "grid"], fv, unset=True,
+                      default_notes={"alpha": "the preset's, else {default}"})
+  fv(["prog", "--alpha=-2", "--num_deltas=3"])  # alpha's bound is checked on the config
+  assert config_flags.given(_Agent, ["alpha", "mode", "grid"], fv) == {"alpha": -2.0,
+                                                                      "grid": 3}
+  assert fv["alpha"].help == "alpha, a weight. (default: the preset's, else 0.1)"
+  assert fv["mode"].default is None and fv["mode"].help.endswith("(default: 'a')")
+  run_fv = flags.FlagValues()
+  config_flags.define(_Run, flag_values=run_fv)
+  run_fv(["prog"])
+  assert run_fv["alpha"].help == "alpha, a weight. (default: the run's, else 0.1)"
+  assert config_flags.from_flags(_Run, flag_values=run_fv).alpha is None
+  with pytest.raises(ValueError, match="^--alpha must be a finite number >= 0"):
+    config_flags.check(_Run(alpha=-1.0), prefix="--")

@@ -39,7 +39,7 @@ def _batch(seed=0, b=8):
 
 def _build(name):
   keras.utils.set_random_seed(0)
-  settings = agent_registry.AgentSettings(network_config=TINY, dataset_size=100.0, num_deltas=2,
+  settings = agent_registry.make_settings(network_config=TINY, dataset_size=100.0, num_deltas=2,
                                           num_pairs=2, num_heads=2, num_members=2)
   return agent_registry.get_agent_spec(name, offline=False).build(*_specs(), settings)
 

@@ -234,9 +234,9 @@ def test_presets_resolve_under_the_flags_and_reach_the_fingerprint():
   from ccvl_tf.experiments import agent_registry  # pylint: disable=g-import-not-at-top
   from ccvl_tf.experiments.offline import presets  # pylint: disable=g-import-not-at-top
   with pytest.raises(ValueError, match="--learning_rate must be > 0"):
-    offline_lib.OfflineConfig(learning_rate=0.0).validate()
+    offline_lib.OfflineConfig(agent_values={"learning_rate": 0.0}).validate()
   with pytest.raises(ValueError, match="--target_update_period must be an integer >= 1"):
-    offline_lib.OfflineConfig(target_update_period=0).validate()
+    offline_lib.OfflineConfig(agent_values={"target_update_period": 0}).validate()
   with pytest.raises(ValueError, match="--preset must be one of demo, paper, got 'fast'"):
     offline_lib.OfflineConfig(preset="fast").validate()
   with pytest.raises(ValueError, match="--reference_agents must be one of"):
@@ -248,7 +248,8 @@ def test_presets_resolve_under_the_flags_and_reach_the_fingerprint():
   paper = offline_lib.agent_overrides(offline_lib.OfflineConfig(preset="paper"), "ccvl")
   assert paper == {"alpha": 0.1}
   given = offline_lib.agent_overrides(
-      offline_lib.OfflineConfig(preset="paper", alpha=2.0, learning_rate=2.5e-4), "ccvl")
+      offline_lib.OfflineConfig(preset="paper",
+                                agent_values={"alpha": 2.0, "learning_rate": 2.5e-4}), "ccvl")
   assert given == {"alpha": 2.0, "learning_rate": 2.5e-4}
   assert offline_lib.agent_overrides(offline_lib.OfflineConfig(preset="paper"), "bc") == {}
   demo = offline_lib.agent_overrides(offline_lib.OfflineConfig(preset="demo"), "cql")
@@ -267,14 +268,15 @@ def test_presets_resolve_under_the_flags_and_reach_the_fingerprint():
   with mock.patch.object(offline_lib, "dataset_identity", return_value={}):
     a = offline_lib.run_fingerprint(offline_lib.OfflineConfig(preset="paper"), "d", _Store())
     b = offline_lib.run_fingerprint(
-        offline_lib.OfflineConfig(preset="paper", learning_rate=2.5e-4, target_update_period=500),
+        offline_lib.OfflineConfig(preset="paper", agent_values={"learning_rate": 2.5e-4,
+                                                             "target_update_period": 500}),
         "d", _Store())
     ref = offline_lib.run_fingerprint(offline_lib.OfflineConfig(preset="paper"), "d", _Store(),
                                       agent="bc")
   assert a["alpha"] == 0.1 and a["preset"] == "paper" and "learning_rate" not in a
   assert b["learning_rate"] == 2.5e-4 and b["target_update_period"] == 500
   assert ref["agent"] == "bc" and "alpha" not in ref
-  settings = agent_registry.AgentSettings(learning_rate=2.5e-4, target_update_period=500, alpha=0.1,
+  settings = agent_registry.make_settings(learning_rate=2.5e-4, target_update_period=500, alpha=0.1,
                                        adam_epsilon=1e-8, dr3_coef=0.0, dataset_size=10.0)
   from ccvl_tf.experiments import agent_registry  # pylint: disable=g-import-not-at-top
   cfg = agent_registry._ccvl_config(settings)  # pylint: disable=protected-access
@@ -310,3 +312,24 @@ def test_reference_agents_are_trained_beside_and_tabulated(tmp_path):
                 "evaluation: CCVL (adaptive), for the diagnostics and the table",
                 "evaluation: random", "evaluation: Fixed-CCVL", "total"):
     assert summary["phase_times"][phase] >= 0.0, phase
+
+
+def test_a_summary_config_of_the_flat_shape_gives_the_same_config_and_fingerprint():
+  """summary.json's 'config' keeps the agent settings by name (alpha, num_deltas, ...,
+  ccvl_options), as run directories made before the agent settings were one dict; reading
+  it back gives the same config, record and run fingerprint."""
+  from ccvl_tf.experiments.offline import runner as offline_lib  # pylint: disable=g-import-not-at-top
+  import unittest.mock as mock  # pylint: disable=g-import-not-at-top
+  cfg = offline_lib.OfflineConfig(preset="paper", agent_values={
+      "alpha": 2.0, "num_deltas": 2, "objective": "bound", "learning_rate": 1e-4})
+  saved = json.loads(json.dumps(offline_lib.record(cfg)))
+  assert saved["alpha"] == 2.0 and saved["num_deltas"] == 2 and saved["num_pairs"] == 2
+  assert saved["dr3_coef"] is None and saved["ccvl_options"] == {"objective": "bound"}
+  again = offline_lib.from_record(saved)
+  assert json.loads(json.dumps(offline_lib.record(again))) == saved
+
+  class _Store:
+    num_transitions = 10
+  with mock.patch.object(offline_lib, "dataset_identity", return_value={}):
+    assert offline_lib.run_fingerprint(again, "d", _Store()) == \
+        offline_lib.run_fingerprint(cfg, "d", _Store())

@@ -11,8 +11,9 @@ and its steps in order):
               (binaries/gridworld.py).
 
 Shared by them, here: agent_registry.py (agent name -> learner, its settings and exported
-policies), agent_options.py (CCVL's options as flags), score_export.py (scoring an exported
-policy: binaries/evaluate.py), tf_setup.py (a process's TensorFlow threads and determinism).
+policies), agent_options.py (the agents' settings as flags), score_export.py (scoring an
+exported policy: binaries/evaluate.py), tf_setup.py (a process's TensorFlow threads and
+determinism).
 
 Imports run one way: online/ -> compare/ -> offline/ -> the shared modules, and online/ ->
 gridworld/ (the exact references of its bounds check). Nothing imports back up: an offline

@@ -1,95 +1,74 @@
-"""CCVL's own options, declared once (agents.ccvl_agent.CCVLConfig) and exposed as flags.
+"""The agent settings a run's binary takes as flags, generated from agents.ccvl_agent.CCVLConfig.
 
-The confidence options (objective, count estimate, belief resampling) live only in
-`CCVLConfig`, with their documentation in its "Attributes:" docstring. Binaries do not copy
-them: `define_flags()` generates one absl flag per option from the dataclass (type, default and
-help text), `from_flags()` returns the options the user set, and experiment configs carry them
-as one dict (`OfflineConfig.ccvl_options`, `CompareConfig.ccvl_options`) that the agent
-registry passes to `CCVLConfig(**options)`. An option not given keeps CCVLConfig's default.
+Each setting is declared once, with its default, bounds and help, in the agent config
+(`setting` of ccvl_tf/config_flags.py). `define_flags(names)` makes one flag per setting whose
+default is None ("not given": the run's preset or the agent config's default applies),
+`from_flags(names)` returns the settings the user gave, and a run config carries them as one
+dict (`OfflineConfig.agent_values`; `CompareConfig.ccvl_options` beside the fields it borrows
+from the agent configs, config_flags.borrow) that the agent registry applies with
+dataclasses.replace on the agent's default config (`AgentSettings.agent_values`).
 """
 from __future__ import annotations
 
 import dataclasses
-import re
-from typing import Dict, Mapping, Sequence
+from typing import Dict, Mapping, Optional, Sequence
 
+from absl import flags
+
+from agents import ccvl_agent
+from ccvl_tf import config_flags
+
+# The flags defined here belong to the binary that calls define_flags() (its --helpshort).
+flags.disclaim_key_flags()
+
+# CCVL's own options: the objective, the count estimate and the belief's resampling.
 CCVL_OPTIONS = ("objective", "gap", "delta_head", "count_normalization", "count_ridge",
                 "count_ridge_mode", "count_weight", "belief_resample")
-
-
-def _ccvl_config():
-  from agents import ccvl_agent  # pylint: disable=g-import-not-at-top
-  return ccvl_agent.CCVLConfig
+# N, M and the delta of the greedy policy evaluated during training.
+CCVL_SAMPLING = ("num_deltas", "num_pairs", "policy_delta")
+# The training settings every learner of a run shares (CCVL's alpha also CQL's and AEVL's).
+TRAINING = ("alpha", "learning_rate", "adam_epsilon", "dr3_coef", "target_update_period")
 
 
 def field_docs(cls) -> Dict[str, str]:
-  """name -> text of each entry of the class docstring's "Attributes:" section."""
-  doc = cls.__doc__ or ""
-  section = doc.split("Attributes:", 1)[-1]
-  docs, name = {}, None
-  for line in section.splitlines():
-    m = re.match(r"^\s{4}(\w+): (.*)$", line)
-    if m:
-      name = m.group(1)
-      docs[name] = m.group(2).strip()
-    elif name and line.strip():
-      docs[name] += " " + line.strip()
-  return docs
+  """name -> help text of each setting declared in the dataclass `cls`."""
+  return {f.name: spec.help for f, spec in config_flags.flag_fields(cls)}
 
 
-def _fields(names: Sequence[str]):
-  cls = _ccvl_config()
-  by_name = {f.name: f for f in dataclasses.fields(cls)}
-  unknown = [n for n in names if n not in by_name]
-  if unknown:
-    raise ValueError(f"not CCVLConfig fields: {unknown}")
-  return cls, [by_name[n] for n in names]
-
-
-def define_flags(names: Sequence[str] = CCVL_OPTIONS, flag_values=None) -> None:
-  """Defines one absl flag per CCVLConfig field in `names` (default None = CCVLConfig's)."""
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  fv = flags.FLAGS if flag_values is None else flag_values
-  cls, fields = _fields(names)
-  docs = field_docs(cls)
-  for f in fields:
-    text = f"CCVL: {docs.get(f.name, f.name)} (default: {f.default!r})"
-    if isinstance(f.default, bool):
-      flags.DEFINE_boolean(f.name, None, text, flag_values=fv)
-    elif isinstance(f.default, int):
-      flags.DEFINE_integer(f.name, None, text, flag_values=fv)
-    elif isinstance(f.default, float):
-      from ccvl_tf import config_flags  # pylint: disable=g-import-not-at-top
-      config_flags.define_finite_float(f.name, None, text, flag_values=fv)
-    else:
-      flags.DEFINE_string(f.name, None, text, flag_values=fv)
+def define_flags(names: Sequence[str] = CCVL_OPTIONS, flag_values=None,
+                 default_notes: Optional[Mapping[str, str]] = None) -> None:
+  """One flag per CCVLConfig setting of `names`, default None (not given); its help is the
+  declaration's, after "CCVL: " for CCVL's own settings, ending with the default in force
+  (`default_notes`: see config_flags.define)."""
+  own = [n for n in names if n not in TRAINING]
+  config_flags.define(ccvl_agent.CCVLConfig, own, flag_values, unset=True,
+                      help_prefix="CCVL: ", default_notes=default_notes)
+  config_flags.define(ccvl_agent.CCVLConfig, [n for n in names if n in TRAINING], flag_values,
+                      unset=True, default_notes=default_notes)
 
 
 def from_flags(names: Sequence[str] = CCVL_OPTIONS, flag_values=None) -> Dict[str, object]:
-  """The options of `names` the user gave (flags left at None are omitted)."""
-  from absl import flags  # pylint: disable=g-import-not-at-top
-  fv = flags.FLAGS if flag_values is None else flag_values
-  return {n: fv[n].value for n in names if fv[n].value is not None}
+  """The settings of `names` the user gave (flags left at None are omitted)."""
+  return config_flags.given(ccvl_agent.CCVLConfig, names, flag_values)
 
 
 def validate(options: Mapping[str, object]) -> None:
-  """CCVLConfig(**options).validate(); a ValueError names the --flag."""
-  cls = _ccvl_config()
-  known = {f.name for f in dataclasses.fields(cls)}
+  """Each given setting within the bounds / choices CCVLConfig declares; a ValueError names
+  the --flag."""
+  known = {f.name for f in dataclasses.fields(ccvl_agent.CCVLConfig)}
   for name in options:
     if name not in known:
       raise ValueError(f"unknown CCVL option {name!r}")
-  try:
-    cls(**dict(options)).validate()
-  except ValueError as e:
-    msg = str(e)
-    for name in options:
-      if msg.startswith(name):
-        raise ValueError(f"--{msg}") from None
-    raise
+  config_flags.check_values(ccvl_agent.CCVLConfig, dict(options), prefix="--")
+
+
+def value(options: Mapping[str, object], name: str):
+  """The setting `name` in force: given in `options`, else CCVLConfig's default."""
+  if name in options:
+    return options[name]
+  return {f.name: f.default for f in dataclasses.fields(ccvl_agent.CCVLConfig)}[name]
 
 
 def effective(options: Mapping[str, object]) -> Dict[str, object]:
   """Every option of CCVL_OPTIONS with its value in force (given, else CCVLConfig's default)."""
-  cfg = _ccvl_config()(**dict(options))
-  return {n: getattr(cfg, n) for n in CCVL_OPTIONS}
+  return {n: value(options, n) for n in CCVL_OPTIONS}

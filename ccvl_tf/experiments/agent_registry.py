@@ -6,8 +6,9 @@ with. Its users: --agent=NAME of train_offline.py (experiments/offline/runner.py
 compare.py (the offline names, `AGENTS`), and online fine-tuning (experiments/online/runner.py),
 which builds 'ccvl_bounds' (agents.ccvl_bounds_agent.CCVLBoundsAgent, lower and upper bounds)
 or 'cql' ('ccvl_lower', Q_l alone) here with its own settings (gridworld MLP, MinAtar network
-or Nature torso). `AgentSettings` carries what a builder needs beyond the specs; None keeps the
-agent config's own default.
+or Nature torso). `AgentSettings` carries what a builder needs beyond the specs; the agent
+config's settings given for the run (`agent_values`) are applied with dataclasses.replace on
+the config's own defaults, each builder taking the ones its learner has.
 """
 from __future__ import annotations
 
@@ -31,38 +32,41 @@ from ccvl_tf import policies
 
 @dataclasses.dataclass
 class AgentSettings:
-  """What an agent builder needs beyond the specs (suite- and run-dependent values).
-
-  None means "the agent config's own default" (docs of agents/*_agent.py).
-  """
+  """What an agent builder needs beyond the specs (suite- and run-dependent values)."""
   network_config: object = None                 # ccvl_tf.networks.QNetworkConfig
   dataset_size: Optional[float] = None          # |D| for CCVL's linear n(s)^-1
   inverse_count_fn: Optional[Callable] = None   # exact tabular n(s)^-1 (replaces dataset_size)
-  alpha: Optional[float] = None                 # CCVL / CQL / AEVL regularizer weight
-  num_deltas: Optional[int] = None              # CCVL N
-  num_pairs: Optional[int] = None               # CCVL M
-  policy_delta: Optional[float] = None          # CCVL's training-time greedy policy
-  num_heads: Optional[int] = None               # REM H
-  num_members: Optional[int] = None             # AEVL E
-  dr3_coef: Optional[float] = None
-  gamma: Optional[float] = None
-  learning_rate: Optional[float] = None
-  adam_epsilon: Optional[float] = None
-  target_update_period: Optional[int] = None
+  # The agent configs' settings given for this run (field -> value: alpha, num_deltas N,
+  # num_heads H, learning_rate, CCVL's objective, ...; agents/*_agent.py declare them); the
+  # others keep the agent config's default. A builder takes those its config has.
+  agent_values: Dict[str, object] = dataclasses.field(default_factory=dict)
   num_grid_deltas: int = 8                      # K of CCVL's adaptive / Fixed-CCVL grid
   # CCVL and AEVL belief temperature; None: CCVL sets it from held-out data
   # (auto_belief_temperature), AEVL uses its config's default.
   belief_temperature: Optional[float] = None
-  # CCVL's own options (experiments/agent_options.py: objective, counts, belief_resample).
-  ccvl_options: Dict[str, object] = dataclasses.field(default_factory=dict)
   reward_clip: Optional[float] = None           # clip rewards when scoring Bellman errors
-  td_loss: Optional[str] = None                 # 'huber' or 'squared' (not DQN: Huber)
-  collect_epsilon: Optional[float] = None       # epsilon of collect / exploration policy
   bounds: object = None                         # ccvl_bounds: BoundsConfig (None: defaults)
   seed: int = 0
 
   def overrides(self, *names):
-    return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+    """The given agent_values among `names`."""
+    return {n: self.agent_values[n] for n in names if self.agent_values.get(n) is not None}
+
+  def config(self, default, *names, **more):
+    """dataclasses.replace(default, seed=self.seed, the given values of `names`, **more)."""
+    return dataclasses.replace(default, seed=self.seed, **self.overrides(*names), **more)
+
+
+def make_settings(ccvl_options: Optional[Dict[str, object]] = None,
+                  **values) -> AgentSettings:
+  """AgentSettings from keywords: its own fields by name, every other keyword (an agent
+  config's setting: alpha=, num_deltas=, learning_rate=, ...) and the entries of
+  `ccvl_options` into agent_values; None values are left out (the default applies)."""
+  own = {f.name for f in dataclasses.fields(AgentSettings)} - {"agent_values"}
+  agent_values = {k: v for k, v in {**values, **(ccvl_options or {})}.items()
+                  if k not in own and v is not None}
+  return AgentSettings(agent_values=agent_values,
+                       **{k: v for k, v in values.items() if k in own})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,9 +98,11 @@ _SHARED = ("dr3_coef", "gamma", "learning_rate", "adam_epsilon", "target_update_
            "td_loss", "collect_epsilon")
 
 
+_CCVL = tuple(f.name for f in dataclasses.fields(ccvl_agent.CCVLConfig) if f.name != "seed")
+
+
 def _ccvl_config(s: AgentSettings) -> ccvl_agent.CCVLConfig:
-  return ccvl_agent.CCVLConfig(seed=s.seed, **s.ccvl_options, **s.overrides(
-      "alpha", "num_deltas", "num_pairs", "policy_delta", *_SHARED))
+  return s.config(ccvl_agent.CCVLConfig(), *_CCVL)
 
 
 def _count_kwargs(s: AgentSettings):
@@ -180,37 +186,38 @@ def _ccvl_policies(agent, time_step_spec, action_spec, held_out, s: AgentSetting
 
 
 def _build_cql(time_step_spec, action_spec, s: AgentSettings):
-  cfg = cql_agent.CQLConfig(seed=s.seed, **s.overrides("alpha", *_SHARED))
+  cfg = s.config(cql_agent.CQLConfig(), "alpha", *_SHARED)
   return cql_agent.CQLAgent(time_step_spec, action_spec, cfg, s.network_config)
 
 
 def _build_bc(time_step_spec, action_spec, s: AgentSettings):
   """Behaviour cloning: its own defaults (d3rlpy's DiscreteBC) unless a setting is given."""
-  cfg = bc_agent.BCConfig(seed=s.seed, **s.overrides(
-      "learning_rate", "adam_epsilon", "collect_epsilon"))
+  cfg = s.config(bc_agent.BCConfig(), "learning_rate", "adam_epsilon", "collect_epsilon")
   return bc_agent.BCAgent(time_step_spec, action_spec, cfg, s.network_config)
 
 
 def _build_rem(time_step_spec, action_spec, s: AgentSettings):
-  cfg = rem_agent.REMConfig(seed=s.seed, **s.overrides("num_heads", *_SHARED))
+  cfg = s.config(rem_agent.REMConfig(), "num_heads", *_SHARED)
   return rem_agent.REMAgent(time_step_spec, action_spec, cfg, s.network_config)
 
 
 def _build_aevl(time_step_spec, action_spec, s: AgentSettings):
-  cfg = aevl_agent.AEVLConfig(seed=s.seed, reward_clip=s.reward_clip, **s.overrides(
-      "belief_temperature", "alpha", "num_members", *_SHARED))
+  more = {} if s.belief_temperature is None else {"belief_temperature": s.belief_temperature}
+  cfg = s.config(aevl_agent.AEVLConfig(), "alpha", "num_members", *_SHARED,
+                 reward_clip=s.reward_clip, **more)
   return aevl_agent.AEVLAgent(time_step_spec, action_spec, cfg, s.network_config)
 
 
 def _build_aevl_td(time_step_spec, action_spec, s: AgentSettings):
   """AEVL whose members have no CQL term (alpha = 0: Huber TD + DR3 only), the reading under
   which the paper's AEVL scores track REM's rather than CQL's."""
-  return _build_aevl(time_step_spec, action_spec, dataclasses.replace(s, alpha=0.0))
+  return _build_aevl(time_step_spec, action_spec, dataclasses.replace(
+      s, agent_values=dict(s.agent_values, alpha=0.0)))
 
 
 def _build_dqn(time_step_spec, action_spec, s: AgentSettings):
-  cfg = dqn_agent.DQNConfig(seed=s.seed, **s.overrides(
-      "gamma", "learning_rate", "adam_epsilon", "target_update_period", "collect_epsilon"))
+  cfg = s.config(dqn_agent.DQNConfig(), "gamma", "learning_rate", "adam_epsilon",
+                 "target_update_period", "collect_epsilon")
   return dqn_agent.DQNLearner(time_step_spec, action_spec, cfg, s.network_config)
 
 

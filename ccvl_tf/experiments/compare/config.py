@@ -9,8 +9,9 @@ import dataclasses
 import math
 from typing import Dict, List, Optional, Sequence
 
-from ccvl_tf import scores
-from ccvl_tf.config_flags import setting
+from agents import aevl_agent, ccvl_agent, rem_agent
+from ccvl_tf import config_flags, scores
+from ccvl_tf.config_flags import borrow, setting
 
 
 # Display name (as in the paper's tables) -> agent registry name.
@@ -67,6 +68,11 @@ def slug(text: str) -> str:
   return text.lower().replace(" ", "").replace("%", "pct")
 
 
+# The defaults of the agents' settings as their flags' help states them.
+_EACH_AGENT = "each agent's; CCVL's {default}"
+_SUITE = "the suite's, else each agent's; CCVL's {default}"
+
+
 @dataclasses.dataclass
 class CompareConfig:
   """Settings of one comparison; the `setting` fields are binaries/compare.py's flags
@@ -83,10 +89,13 @@ class CompareConfig:
       chooses defaults, docs/agent.md).
     num_steps: gradient steps per training (None: suite default; atari: 6.25M / 12.5M).
     eval_episodes, eval_max_steps: evaluation episodes per run and their step cap.
-    batch_size, alpha, learning_rate, target_update_period: shared training settings.
-    num_heads (REM H), num_members (AEVL E), num_grid_deltas (CCVL K), num_deltas (CCVL N),
-      num_pairs (CCVL M), belief_temperature (None: CCVL's from held-out data, AEVL's
-      config default), dr3_coef: method settings.
+    batch_size: transitions per batch.
+    alpha, learning_rate, adam_epsilon, target_update_period, dr3_coef, num_deltas (CCVL N),
+      num_pairs (CCVL M), num_heads (REM H), num_members (AEVL E): the agents' settings,
+      declared in their configs (agents/*_agent.py) and borrowed here (None: the suite's,
+      else each agent's own).
+    num_grid_deltas (CCVL K), belief_temperature (None: CCVL's from held-out data, AEVL's
+      config default): the evaluation policies' settings.
     ccvl_options: CCVL's own options (objective, counts, belief_resample), declared once in
       agents.ccvl_agent.CCVLConfig (experiments/agent_options.py); unset = CCVLConfig's.
     data_dir: minatar / atari dataset root; data_run: which logged run of each game (None: the
@@ -125,24 +134,23 @@ class CompareConfig:
   eval_episodes: Optional[int] = setting(None, "Evaluation episodes per run.")
   eval_max_steps: Optional[int] = setting(None, "Step cap of an evaluation episode.")
   batch_size: Optional[int] = setting(None, "Transitions per batch (default 32).")
-  alpha: Optional[float] = setting(None, "alpha of CCVL / CQL / AEVL (default: each agent's).")
-  learning_rate: Optional[float] = setting(None, "Adam step size (default: the suite's).")
-  adam_epsilon: Optional[float] = setting(None, "Adam epsilon for all methods (default: the "
-                                          "suite's, else each agent's).",
-                                          lower_bound=0.0, upper_bound=1.0)
-  target_update_period: Optional[int] = setting(None, "Target copy period in steps.")
-  num_heads: Optional[int] = setting(None, "REM heads H (default 200).")
-  num_members: Optional[int] = setting(None, "AEVL members E (default 4).")
+  alpha: Optional[float] = borrow(ccvl_agent.CCVLConfig, "alpha", _EACH_AGENT)
+  learning_rate: Optional[float] = borrow(ccvl_agent.CCVLConfig, "learning_rate", _SUITE)
+  adam_epsilon: Optional[float] = borrow(ccvl_agent.CCVLConfig, "adam_epsilon", _SUITE)
+  target_update_period: Optional[int] = borrow(ccvl_agent.CCVLConfig, "target_update_period",
+                                               _SUITE)
+  num_heads: Optional[int] = borrow(rem_agent.REMConfig, "num_heads")
+  num_members: Optional[int] = borrow(aevl_agent.AEVLConfig, "num_members")
   num_grid_deltas: int = setting(8, "CCVL belief grid K.")
-  num_deltas: Optional[int] = setting(None, "CCVL N.")
-  num_pairs: Optional[int] = setting(None, "CCVL M.")
+  num_deltas: Optional[int] = borrow(ccvl_agent.CCVLConfig, "num_deltas")
+  num_pairs: Optional[int] = borrow(ccvl_agent.CCVLConfig, "num_pairs")
   belief_temperature: Optional[float] = setting(
       None, "Belief temperature of CCVL and AEVL (default: CCVL sets it from "
       "held-out data, 2 x the smallest mean squared Bellman error over the "
       "grid; AEVL uses 1).", lower_bound=1e-12, upper_bound=1e12)
-  dr3_coef: Optional[float] = setting(None, "DR3 coefficient for all methods (default: the "
-                                      "suite's -- 0 on gridworld and MinAtar -- else "
-                                      "each agent's).")
+  dr3_coef: Optional[float] = borrow(ccvl_agent.CCVLConfig, "dr3_coef",
+                                     "the suite's -- 0 on gridworld and MinAtar -- else each "
+                                     "agent's; CCVL's {default}")
   ccvl_options: Dict[str, object] = dataclasses.field(default_factory=dict)
   data_dir: Optional[str] = setting(
       None, "minatar: root of binaries/make_minatar_datasets.py output; atari: "
@@ -174,24 +182,18 @@ class CompareConfig:
         raise ValueError(f"--datasets: unknown dataset kind {d!r}; valid kinds: "
                          f"{', '.join(DATASET_KINDS)}")
     for name in ("seeds", "num_steps", "eval_episodes", "eval_max_steps", "batch_size",
-                 "num_heads", "num_members", "num_grid_deltas", "num_deltas", "num_pairs",
-                 "bootstrap_reps", "checkpoint_interval", "target_update_period", "workers",
+                 "num_grid_deltas", "bootstrap_reps", "checkpoint_interval", "workers",
                  "threads_per_worker"):
       v = getattr(self, name)
       if v is not None and (isinstance(v, bool) or int(v) != v or v < 1):
         raise ValueError(f"--{name} must be an integer >= 1, got {v!r}")
-    for name in ("alpha", "dr3_coef"):
-      v = getattr(self, name)
-      if v is not None and not (math.isfinite(v) and v >= 0):
-        raise ValueError(f"--{name} must be a finite number >= 0, got {v!r}")
     if isinstance(self.first_seed, bool) or int(self.first_seed) != self.first_seed or \
         self.first_seed < 0:
       raise ValueError(f"--first_seed must be an integer >= 0, got {self.first_seed!r}")
-    if self.learning_rate is not None and not self.learning_rate > 0:
-      raise ValueError(f"--learning_rate must be > 0, got {self.learning_rate!r}")
     if self.adam_epsilon is not None and not (math.isfinite(self.adam_epsilon)
                                               and self.adam_epsilon > 0):
       raise ValueError(f"--adam_epsilon must be a finite number > 0, got {self.adam_epsilon!r}")
+    config_flags.check(self, prefix="--")  # the agents' settings: their declared bounds
     if self.belief_temperature is not None and not (
         math.isfinite(self.belief_temperature) and self.belief_temperature > 0):
       raise ValueError(f"--belief_temperature must be a finite number > 0 (or unset), got "

@@ -63,7 +63,7 @@ def agent_settings(suite: compare_suites.Suite, data: compare_suites.Data,
   for name in ("learning_rate", "adam_epsilon", "target_update_period", "dr3_coef"):
     if getattr(cfg, name) is not None:
       over[name] = getattr(cfg, name)
-  return agent_registry.AgentSettings(
+  return agent_registry.make_settings(
       network_config=suite.network_config(), dataset_size=float(data.size),
       inverse_count_fn=data.inverse_count_fn, alpha=cfg.alpha, num_deltas=cfg.num_deltas,
       num_pairs=cfg.num_pairs, num_heads=cfg.num_heads, num_members=cfg.num_members,

@@ -13,6 +13,7 @@ import time
 import numpy as np
 
 from ccvl_tf import belief
+from ccvl_tf import config_flags
 from ccvl_tf.envs.gridworld import DATA_SLIP_PROB, EVAL_SLIP_PROB, GridWorld
 from ccvl_tf.config_flags import setting
 from ccvl_tf.experiments.gridworld import family as family_lib
@@ -69,10 +70,10 @@ class Config:
   alphas: tuple = setting(DEFAULT_ALPHAS, "alpha grid of the sweep (Fig. 1 left), each >= 0.",
                           kind="list", flag_default=[str(a) for a in DEFAULT_ALPHAS],
                           parse=parse_alphas)
-  # K, the quantized delta grid (midpoints of K bins of (0, 1)); num_grid_deltas elsewhere. The
-  # name stays num_deltas here: it is gridworld.py's --num_deltas and a key of summary.json.
-  num_deltas: int = setting(
-      10, "K, size of the quantized delta grid.")
+  # K, the quantized delta grid (midpoints of K bins of (0, 1)); its flag and summary.json key
+  # are gridworld.py's --num_deltas / num_deltas.
+  num_grid_deltas: int = setting(
+      10, "K, size of the quantized delta grid.", flag_name="num_deltas")
   eval_episodes: int = setting(  # evaluation episodes per seed (the belief adapts across them)
       10, "Evaluation episodes per seed; CCVL's belief adapts across them.")
   adaptation_alpha: float = setting(0.2, "alpha of Fig. 1 right.")
@@ -93,11 +94,12 @@ class Config:
     for a in (*self.alphas, self.adaptation_alpha, self.trajectory_alpha, self.coverage_alpha):
       if not (np.isfinite(a) and a >= 0):
         raise ValueError(f"alpha must be a finite number >= 0, got {a!r}")
-    for name in ("num_deltas", "eval_episodes", "coverage_datasets", "num_transitions",
-                 "family_seeds", "theorem2_datasets"):
+    for name, flag in (("num_grid_deltas", "num_deltas"), ("eval_episodes",) * 2,
+                       ("coverage_datasets",) * 2, ("num_transitions",) * 2,
+                       ("family_seeds",) * 2, ("theorem2_datasets",) * 2):
       v = getattr(self, name)
       if int(v) != v or v < 1:
-        raise ValueError(f"--{name} must be an integer >= 1, got {v!r}")
+        raise ValueError(f"--{flag} must be an integer >= 1, got {v!r}")
     for name in ("first_seed", "family_steps"):
       v = getattr(self, name)
       if int(v) != v or v < 0:
@@ -154,7 +156,7 @@ def run(cfg: Config, log=print) -> dict:
   t0 = time.time()
   data_env = GridWorld(slip_prob=DATA_SLIP_PROB)
   eval_env = GridWorld(slip_prob=EVAL_SLIP_PROB)
-  grid = belief.delta_grid(cfg.num_deltas)
+  grid = belief.delta_grid(cfg.num_grid_deltas)
   v_opt = ev_lib.optimal_return(eval_env)
   alphas = sorted(set(map(float, cfg.alphas)) | {float(cfg.adaptation_alpha),
                                                  float(cfg.trajectory_alpha)})
@@ -351,8 +353,16 @@ def summarize(sweep_rows, adapt_rows, coverage_rows, cfg, requested) -> dict:
       "coverage": [dict(zip(("delta", "coverage", "n_datasets", "alpha", "alpha_kind", "target"),
                             map(lambda x: x.item() if hasattr(x, "item") else x, r)))
                    for r in coverage_rows],
-      "config": {k: v for k, v in dataclasses.asdict(cfg).items() if k != "output_dir"},
+      # keyed by flag name (K: num_deltas)
+      "config": {_flag_names().get(k, k): v for k, v in dataclasses.asdict(cfg).items()
+                 if k != "output_dir"},
   }
+
+
+def _flag_names() -> dict:
+  """Config field -> its flag's name, where they differ."""
+  return {f.name: spec.flag_name for f, spec in config_flags.flag_fields(Config)
+          if spec.flag_name}
 
 
 def format_summary(summary: dict) -> str:

@@ -213,7 +213,7 @@ def run_variant(cfg: AblationConfig, name: str, log: Callable[[str], None] = pri
   keras.utils.set_random_seed(cfg.seed)
   time_step_spec = ts.time_step_spec(tensor_spec.from_spec(probe_env.observation_spec()))
   action_spec = tensor_spec.from_spec(probe_env.action_spec())
-  settings = agent_registry.AgentSettings(
+  settings = agent_registry.make_settings(
       network_config=networks.QNetworkConfig(torso="nature"),
       dataset_size=float(store.num_transitions), ccvl_options=dict(variant.ccvl_options),
       reward_clip=1.0, seed=cfg.seed, **dict(variant.settings))

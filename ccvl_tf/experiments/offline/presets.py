@@ -8,8 +8,10 @@ until Q no longer depends on the state; Dopamine's Adam epsilon and learning rat
 remaining gradients too small to move the network in 10,000 steps) and chooses the `demo`
 settings on development data by a rule committed before the demo's reported run.
 
-A preset maps an agent's train key (agent_registry.AgentSpec.train_key) to AgentSettings
-fields; `resolve` applies it under the settings the user gave explicitly (a flag always wins).
+A preset maps an agent's train key (agent_registry.AgentSpec.train_key) to values of the
+agent's config (agents/*_agent.py); `resolve` puts the values the user gave on top (a flag
+always wins), and the agent registry applies the result with dataclasses.replace on the
+config's defaults (AgentSettings.agent_values).
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from typing import Dict, Mapping
 
 PRESET_NAMES = ("demo", "paper")
 
-# The settings a preset may set (AgentSettings fields).
+# The settings a preset may set (agent config fields, e.g. CCVLConfig.alpha).
 PRESET_FIELDS = ("alpha", "learning_rate", "adam_epsilon", "dr3_coef", "target_update_period")
 
 # alpha 0.1 is what train_offline.py always passed before the presets (CCVL, CQL and AEVL's

@@ -31,6 +31,12 @@ from ccvl_tf.experiments.offline.phase_times import PhaseTimes
 
 # The settings a preset gives and a flag may override (presets.PRESET_FIELDS).
 PRESET_FLAGS = presets.PRESET_FIELDS
+# The agent settings train_offline.py takes as flags, declared in agents.ccvl_agent.CCVLConfig
+# (experiments/agent_options.py); the given ones are OfflineConfig.agent_values.
+AGENT_FLAGS = agent_options.TRAINING + agent_options.CCVL_SAMPLING + agent_options.CCVL_OPTIONS
+
+# Their defaults as their help states them: the --preset's where it sets one, else the agent's.
+AGENT_FLAG_NOTES = {name: "the --preset's, else {default}" for name in PRESET_FLAGS}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,35 +125,19 @@ class OfflineConfig:
       "CPU demo's scale (docs/ablation.md); paper = the paper's Atari settings (Dopamine / "
       "DR3), for 6.25M steps on the DQN Replay Dataset. Flags given explicitly win.",
       enum_values=["demo", "paper"])
-  alpha: Optional[float] = setting(
-      None, "alpha, weight of the CCVL / CQL regularizer (>= 0; default: the preset's).")
-  num_deltas: int = setting(8, "N, deltas sampled per transition.")
-  num_pairs: int = setting(2, "M, (delta1, delta2) pairs per delta.", upper_bound=1024)
-  policy_delta: float = setting(0.5, "delta of the greedy policy evaluated during training.")
+  # The agent settings given as flags (AGENT_FLAGS: CCVLConfig fields, the training ones shared
+  # by every learner of the run); the --preset's values and the agent's defaults fill the rest.
+  agent_values: Dict[str, object] = dataclasses.field(default_factory=dict)
   num_grid_deltas: int = setting(8, "K, the quantized delta grid of the exported policies.",
                                  upper_bound=1024)
-  learning_rate: Optional[float] = setting(
-      None, "Adam step size (default: the preset's; paper: 5e-5 as Dopamine's offline agents).",
-      lower_bound=1e-12)
-  adam_epsilon: Optional[float] = setting(
-      None, "Adam epsilon (default: the preset's; paper: Dopamine's 3.125e-4).",
-      lower_bound=1e-16)
-  dr3_coef: Optional[float] = setting(
-      None, "Weight of the DR3 feature penalty (default: the preset's; paper: 0.03).",
-      lower_bound=0.0)
   reference_agents: Sequence[str] = setting(
       ("bc", "cql"), "Agents trained beside --agent on the same data, steps and preset, for "
       "the results table (e.g. bc,cql; 'none' for none).", kind="csv",
       parse=lambda text: parse_reference_agents(text))
-  target_update_period: Optional[int] = setting(
-      None, "Steps between target-network copies (default: the preset's; paper: 2000).",
-      lower_bound=1)
   belief_temperature: Optional[float] = setting(
       None, "Temperature of the exported adaptive policy's belief update "
       "(default: set from held-out data, 2 x the smallest mean squared "
       "Bellman error over the grid).", lower_bound=1e-12, upper_bound=1e12)
-  # CCVL's own options, declared once in CCVLConfig (experiments/agent_options.py).
-  ccvl_options: Dict[str, object] = dataclasses.field(default_factory=dict)
   checkpoint_interval: int = setting(2_500, "Checkpoint every this many steps.")
   log_interval: int = setting(500, "Progress line every N steps.")
   summary_interval: int = setting(100, "TensorBoard scalars every N steps.")
@@ -207,17 +197,14 @@ class OfflineConfig:
 
   def validate(self):
     agent_registry.get_agent_spec(self.agent)  # unknown names: a ValueError listing the valid ones
-    if self.learning_rate is not None and not self.learning_rate > 0:
-      raise ValueError(f"--learning_rate must be > 0, got {self.learning_rate!r}")
+    agent_options.validate(self.agent_values)
     if self.subset not in dqn_replay.SUBSETS and self.subset != "all":
       raise ValueError(f"--subset must be one of {', '.join(list(dqn_replay.SUBSETS) + ['all'])}"
                        f", got {self.subset!r}")
-    for name in ("num_steps", "batch_size", "num_deltas", "num_pairs", "num_grid_deltas",
-                 "checkpoint_interval", "log_interval", "summary_interval", "eval_episodes",
-                 "eval_max_steps", "default_dataset_steps", "target_update_period"):
+    for name in ("num_steps", "batch_size", "num_grid_deltas", "checkpoint_interval",
+                 "log_interval", "summary_interval", "eval_episodes", "eval_max_steps",
+                 "default_dataset_steps"):
       v = getattr(self, name)
-      if v is None and name == "target_update_period":  # unset: the agent's own
-        continue
       if int(v) != v or v < 1:
         raise ValueError(f"--{name} must be an integer >= 1, got {v!r}")
     if int(self.eval_interval) != self.eval_interval or self.eval_interval < 0:
@@ -225,13 +212,9 @@ class OfflineConfig:
     if self.dataset_dir is None and self.batch_size > self.default_dataset_steps:
       raise ValueError(f"--batch_size={self.batch_size} is larger than the default dataset "
                        f"(--default_dataset_steps={self.default_dataset_steps} transitions)")
-    if self.alpha is not None and not (np.isfinite(self.alpha) and self.alpha >= 0):
-      raise ValueError(f"--alpha must be a finite number >= 0, got {self.alpha!r}")
     presets.validate(self.preset)
     for name in self.reference_agents:
       agent_registry.get_agent_spec(name, flag="--reference_agents")
-    if not 0.0 < self.policy_delta < 1.0:
-      raise ValueError(f"--policy_delta must be in (0, 1), got {self.policy_delta!r}")
     if self.default_dataset_policy not in ("auto", "scripted", "random"):
       raise ValueError(f"--default_dataset_policy must be auto, scripted or random, got "
                        f"{self.default_dataset_policy!r}")
@@ -248,7 +231,6 @@ class OfflineConfig:
         np.isfinite(self.belief_temperature) and self.belief_temperature > 0):
       raise ValueError(f"--belief_temperature must be a finite number > 0 (or unset: from the "
                        f"held-out data), got {self.belief_temperature!r}")
-    agent_options.validate(self.ccvl_options)
     training.check_output_dir(self.root_dir, "--root_dir")
     if self.dataset_dir is not None:
       # Local paths: os.path.isdir; gs://..., ram://...: tf.io.gfile (replay_files.path_isdir).
@@ -316,17 +298,54 @@ def _confidence_diagnostics(cfg: OfflineConfig, run_setup: "Setup", exports, log
   return summary
 
 
-# The OfflineConfig fields the learned function depends on (the run fingerprint); the others
-# (num_steps, intervals, evaluation settings, root_dir) may change between resumes.
+# What the learned function depends on (the run fingerprint): these OfflineConfig fields, N,
+# M and policy_delta in force, the CCVL options given, and the preset's training settings
+# under the flags given; the others (num_steps, intervals, evaluation settings, root_dir) may
+# change between resumes.
 FINGERPRINT_FIELDS = ("game", "agent", "subset", "batch_size", "num_deltas",
                       "num_pairs", "policy_delta", "seed", "ccvl_options",
                       "default_dataset_steps", "default_dataset_policy", "behaviour_epsilon")
 
 
+def ccvl_value(cfg: OfflineConfig, name: str):
+  """The CCVLConfig setting `name` of this run: given as a flag, else CCVLConfig's default."""
+  return agent_options.value(cfg.agent_values, name)
+
+
+def ccvl_options(cfg: OfflineConfig) -> Dict[str, object]:
+  """The CCVL options (agent_options.CCVL_OPTIONS) given as flags."""
+  return {k: v for k, v in cfg.agent_values.items() if k in agent_options.CCVL_OPTIONS}
+
+
+def record(cfg: OfflineConfig) -> Dict[str, object]:
+  """The config as summary.json keeps it (diagnose.py reads it back with `from_record`): the
+  run's fields, each of the AGENT_FLAGS outside the CCVL options by name (N, M, policy_delta
+  in force; a training setting not given: None) and the CCVL options given as
+  'ccvl_options'."""
+  out = dataclasses.asdict(cfg)
+  given = out.pop("agent_values")
+  for name in AGENT_FLAGS:
+    if name in agent_options.CCVL_SAMPLING:
+      out[name] = ccvl_value(cfg, name)
+    elif name not in agent_options.CCVL_OPTIONS:
+      out[name] = given.get(name)
+  out["ccvl_options"] = ccvl_options(cfg)
+  return out
+
+
+def from_record(saved: Dict[str, object]) -> OfflineConfig:
+  """The OfflineConfig of a summary.json's 'config' (`record`)."""
+  fields = {f.name for f in dataclasses.fields(OfflineConfig)}
+  values = {k: v for k, v in saved.items() if k in AGENT_FLAGS and v is not None}
+  values.update(saved.get("ccvl_options") or {})
+  return OfflineConfig(agent_values=values,
+                       **{k: v for k, v in saved.items() if k in fields})
+
+
 def agent_overrides(cfg: OfflineConfig, agent: str) -> Dict[str, object]:
   """The training settings of `agent` in this run: the preset's, under the flags given."""
   return presets.resolve(cfg.preset, agent_registry.get_agent_spec(agent).train_key,
-                         {k: getattr(cfg, k) for k in PRESET_FLAGS})
+                         {k: cfg.agent_values.get(k) for k in PRESET_FLAGS})
 
 
 def dataset_identity(replay_dir: str) -> Dict[str, object]:
@@ -354,12 +373,13 @@ def run_fingerprint(cfg: OfflineConfig, replay_dir: str, store,
                     agent: Optional[str] = None) -> Dict[str, object]:
   """What the checkpoints of this run (or of its reference `agent`) were trained on
   (training.check_fingerprint): the learned function's settings, with the preset resolved."""
-  out = {k: getattr(cfg, k) for k in FINGERPRINT_FIELDS}
+  saved = record(cfg)
+  out = {k: saved[k] for k in FINGERPRINT_FIELDS}
   if agent is not None:
     out["agent"] = agent
   out.update(agent_overrides(cfg, out["agent"]))  # alpha, learning_rate, ... in force
   out["preset"] = cfg.preset
-  out["ccvl_options"] = dict(sorted(dict(cfg.ccvl_options).items()))
+  out["ccvl_options"] = dict(sorted(saved["ccvl_options"].items()))
   out["dataset"] = dataset_identity(replay_dir)
   out["num_transitions"] = int(store.num_transitions)
   return out
@@ -369,13 +389,13 @@ def build_agent(cfg: OfflineConfig, agent: str, store, time_step_spec, action_sp
   """(learner, AgentSettings) of `agent` for this run: the Nature torso, the preset's training
   settings under the flags given, initial weights a function of --seed."""
   keras.utils.set_random_seed(Seeds(cfg.seed).weights())  # initial weights: --seed's
+  given = {k: v for k, v in cfg.agent_values.items() if k not in PRESET_FLAGS}
   settings = agent_registry.AgentSettings(
       network_config=networks.QNetworkConfig(torso="nature"),
-      dataset_size=float(store.num_transitions), num_deltas=cfg.num_deltas,
-      num_pairs=cfg.num_pairs, policy_delta=cfg.policy_delta,
+      dataset_size=float(store.num_transitions),
+      agent_values=dict(given, **agent_overrides(cfg, agent)),
       num_grid_deltas=cfg.num_grid_deltas, belief_temperature=cfg.belief_temperature,
-      ccvl_options=dict(cfg.ccvl_options), reward_clip=1.0, seed=Seeds(cfg.seed).learner(),
-      **agent_overrides(cfg, agent))
+      reward_clip=1.0, seed=Seeds(cfg.seed).learner())
   return agent_registry.get_agent_spec(agent).build(time_step_spec, action_spec, settings), settings
 
 
@@ -393,12 +413,13 @@ TRAIN_STEP_FIXED_BYTES = 500_000_000
 def training_reserve(cfg: OfflineConfig, observation_shape):
   """The frame store's `Reserve` of a run: the memory of training on --batch_size batches of
   `observation_shape` states, and at least --batch_size transitions in the dataset."""
+  num_deltas = ccvl_value(cfg, "num_deltas")
   per = (int(np.prod(observation_shape)) * TRAIN_STEP_OBSERVATIONS
-         + cfg.num_deltas * TRAIN_STEP_BYTES_PER_DELTA)
+         + num_deltas * TRAIN_STEP_BYTES_PER_DELTA)
   return frame_store.Reserve(
       nbytes=cfg.batch_size * per + TRAIN_STEP_FIXED_BYTES,
       what=f"--batch_size={cfg.batch_size} (about {per / 1e6:.2f} MB per transition in a "
-           f"train step, --num_deltas={cfg.num_deltas})",
+           f"train step, --num_deltas={num_deltas})",
       min_transitions=cfg.batch_size)
 
 
@@ -477,8 +498,7 @@ def diagnose(root_dir: str, episodes: Optional[int] = None,
                      f"train_offline.py run directory")
   with open(path) as f:
     saved = json.load(f)
-  fields = {f.name for f in dataclasses.fields(OfflineConfig)}
-  cfg = OfflineConfig(**{k: v for k, v in saved["config"].items() if k in fields})
+  cfg = from_record(saved["config"])
   cfg.root_dir = root_dir
   if episodes is not None:
     cfg.eval_episodes = int(episodes)
@@ -521,7 +541,7 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Trained:
   os.makedirs(cfg.root_dir, exist_ok=True)
   names = (cfg.agent,) + tuple(a for a in cfg.reference_agents if a != cfg.agent)
   log(presets.describe(cfg.preset, [agent_registry.get_agent_spec(n).train_key for n in names],
-                       {k: getattr(cfg, k) for k in PRESET_FLAGS}))
+                       {k: cfg.agent_values.get(k) for k in PRESET_FLAGS}))
   timer = PhaseTimes()
   run_setup = setup(cfg, log, timer=timer)
   result = _train(cfg, run_setup, log, timer)
@@ -539,7 +559,7 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Trained:
                  last_metrics=result["last_metrics"], last_eval=result["last_eval"],
                  checkpoint=result["checkpoint"], policy_dir=dirs["policy"],
                  fixed_policy_dir=dirs.get("policy_fixed"), exported_policies=dirs,
-                 config=dataclasses.asdict(cfg), settings=agent_overrides(cfg, cfg.agent),
+                 config=record(cfg), settings=agent_overrides(cfg, cfg.agent),
                  **extra, phase_times=timer.as_dict())
   write_summary(cfg, summary, result["checkpoint"])
   return Trained(setup=run_setup, summary=summary, exports=exports,

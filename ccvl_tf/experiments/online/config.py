@@ -12,9 +12,10 @@ from typing import Optional
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
+from agents import ccvl_agent
 from agents import ccvl_bounds_agent
 from ccvl_tf.experiments import agent_registry
-from ccvl_tf.config_flags import FlagSpec
+from ccvl_tf import config_flags
 from ccvl_tf.config_flags import setting
 
 GRIDWORLD = "gridworld"
@@ -53,8 +54,8 @@ OFFLINE_AGENT = {"ccvl": "ccvl", "ccvl_lower": "ccvl", "cql": "cql"}
 
 @dataclasses.dataclass(frozen=True)
 class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
-  """Settings of one fine-tuning run; its flag fields (`setting`, FLAG_SPECS) are the flags
-  of binaries/finetune_online.py (ccvl_tf/config_flags.py).
+  """Settings of one fine-tuning run; its flag fields (`setting`, and those declared in
+  ExplorationConfig) are the flags of binaries/finetune_online.py (ccvl_tf/config_flags.py).
 
   The upper bound's and the exploration policy's settings (upper_alpha, upper_objective,
   upper_regularizer, beta, explore_delta, explore_epsilon, num_grid_deltas, belief_temperature) are inherited
@@ -84,13 +85,15 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
   min_replay_size: int = setting(1_000, "Items in the replay table before the first sample.",
                                  lower_bound=1)
   replay_capacity: int = setting(1_000_000, "Replay table size.", lower_bound=1)
-  belief_temperature: Optional[float] = None  # None: the offline run's (summary.json), else 1
+  # None: the offline run's (summary.json), else 1.
+  belief_temperature: Optional[float] = config_flags.redeclare(
+      ccvl_bounds_agent.ExplorationConfig, "belief_temperature", None)
   policy_delta: float = setting(0.5, "delta of the exported Fixed-CCVL policy (Q_l greedy).")
-  alpha: Optional[float] = setting(  # None: the offline run's (summary.json)
-      None, "alpha of the online learner's regularizer (default: the offline run's).",
-      lower_bound=0.0)
-  learning_rate: Optional[float] = setting(  # None: the offline one
-      None, "Adam learning rate of both bounds online (default: the offline one).")
+  # The online learner's alpha and step size (both bounds); None: the offline run's.
+  alpha: Optional[float] = config_flags.borrow(ccvl_agent.CCVLConfig, "alpha",
+                                               "the offline run's")
+  learning_rate: Optional[float] = config_flags.borrow(ccvl_agent.CCVLConfig, "learning_rate",
+                                                       "the offline run's")
   actor_update_period: int = setting(100, "Env steps between an actor's weight pulls.")
   push_period: int = setting(10, "Learner steps between weight pushes.")
   checkpoint_interval: int = setting(
@@ -137,23 +140,6 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
   schedule: str = schedule_setting(ASYNC)
 
   # The inherited ExplorationConfig fields that are flags (agents/ does not declare flags).
-  FLAG_SPECS = {
-      "beta": FlagSpec("beta of Eq. upper policy's safe set."),
-      "explore_delta": FlagSpec(
-          "Fixed delta of the exploration (bounds) policy; unset (default): "
-          "delta ~ the belief b(h) in the policy state, drawn per episode "
-          "and updated from Q_l's Bellman errors (Eq. upper policy).",
-          lower_bound=1e-6, upper_bound=1 - 1e-6),
-      "belief_temperature": FlagSpec(
-          "Temperature of the exploration belief (unset: the offline run's, "
-          "from its summary.json; 1 if it has none).", lower_bound=1e-12, upper_bound=1e12),
-      "explore_epsilon": FlagSpec("Actors' epsilon."),
-      "upper_alpha": FlagSpec("alpha of the upper bound (default: alpha)."),
-      "upper_objective": FlagSpec(
-          "Objective of Q_u: 'bonus' (Eq. upper update: target + alpha_u sqrt(log(1/delta) "
-          "n(s)^-1)) or 'regularized' (the softmin term; its fixed point overshoots, "
-          "docs/online.md).", enum_values=("bonus", "regularized")),
-  }
 
   def validate(self):
     if self.agent not in AGENTS:
@@ -285,7 +271,7 @@ def agent_settings(game: str, bounds, alpha: Optional[float] = None, seed: int =
     from ccvl_tf.experiments.compare import (  # pylint: disable=g-import-not-at-top
         suites as compare_suites)
     extra = dict(dict(compare_suites.MinAtarSuite.training_overrides), **extra)
-    return agent_registry.AgentSettings(network_config=networks.minatar_network_config(),
+    return agent_registry.make_settings(network_config=networks.minatar_network_config(),
                                         alpha=alpha, reward_clip=1.0, **extra)
   if game.lower() == GRIDWORLD:
     if agent != "cql":
@@ -295,11 +281,11 @@ def agent_settings(game: str, bounds, alpha: Optional[float] = None, seed: int =
     extra = dict(dict(num_deltas=4, num_pairs=2, td_loss="squared", dr3_coef=0.0,
                       learning_rate=3e-3, adam_epsilon=1e-7, target_update_period=10,
                       collect_epsilon=0.0), **extra)
-    return agent_registry.AgentSettings(
+    return agent_registry.make_settings(
         network_config=networks.QNetworkConfig(torso="mlp", mlp_units=(64,), n_cos=16,
                                                hidden_units=64),
         alpha=0.2 if alpha is None else alpha, gamma=gridworld.GAMMA, **extra)
-  return agent_registry.AgentSettings(network_config=networks.QNetworkConfig(torso="nature"),
+  return agent_registry.make_settings(network_config=networks.QNetworkConfig(torso="nature"),
                                       alpha=0.1 if alpha is None else alpha, reward_clip=1.0,
                                       **extra)
 

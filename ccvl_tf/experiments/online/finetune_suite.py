@@ -17,6 +17,8 @@ from typing import Callable, Dict, Optional, Sequence
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
+from agents import ccvl_agent
+from ccvl_tf import config_flags
 from ccvl_tf.config_flags import setting
 from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.compare import config as compare_config
@@ -67,8 +69,9 @@ class FinetuneSuiteConfig:
   min_replay_size: int = setting(500, "Replay items before the first learner step.",
                                  lower_bound=1)
   bootstrap_reps: int = setting(2000, "rliable bootstrap reps.", lower_bound=100)
-  alpha: Optional[float] = setting(None, "finetune_online.py --alpha for every run (default: "
-                                   "each offline run's).", lower_bound=0.0)
+  # finetune_online.py --alpha for every run.
+  alpha: Optional[float] = config_flags.borrow(ccvl_agent.CCVLConfig, "alpha",
+                                               "each offline run's")
   schedule: str = online_config.schedule_setting(online_config.DETERMINISTIC)
   online_counts: str = setting("grow", "finetune_online.py --online_counts for every run "
                                "('grow': n(s)^-1 follows the online data; 'offline': the "
@@ -88,6 +91,7 @@ class FinetuneSuiteConfig:
     if self.schedule not in online_config.SCHEDULES:
       raise ValueError(f"--schedule must be one of {', '.join(online_config.SCHEDULES)}, got "
                        f"{self.schedule!r}")
+    config_flags.check(self, prefix="--")  # the declared bounds (--alpha: CCVLConfig's)
     if self.online_counts not in ("grow", "offline"):
       raise ValueError(f"--online_counts must be 'grow' or 'offline', got "
                        f"{self.online_counts!r}")

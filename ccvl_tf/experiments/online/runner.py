@@ -406,7 +406,8 @@ class _Runner:
   def _bounds_report(self, phase: str, step: int) -> Dict[str, float]:
     """Gridworld CCVL: the bounds against exact values at `phase` ('offline start' or 'after
     fine-tuning'; online_bounds.report_phase), with the learner's n(s) at that point."""
-    return online_bounds.report_phase(self.cfg, self.agent, self.settings.alpha,
+    return online_bounds.report_phase(self.cfg, self.agent,
+                                      self.settings.agent_values.get("alpha"),
                                       self.counts.counts.numpy(), self.transitions, phase,
                                       step, self.log)
 

@@ -221,12 +221,25 @@ class FingerprintMismatch(ValueError):
   """Resuming checkpoints that were trained on something else (config or dataset)."""
 
 
+def _moved(stored, current) -> bool:
+  """Whether two fingerprint entries name the same files in another place: dicts equal but for
+  'path', with an equal 'listing_sha256' (the hash of the file names, sizes and metadata, e.g.
+  a run directory copied elsewhere with its default dataset inside it)."""
+  if not (isinstance(stored, dict) and isinstance(current, dict)):
+    return False
+  if "listing_sha256" not in stored or stored.get("path") == current.get("path"):
+    return False
+  rest = lambda d: {k: v for k, v in d.items() if k != "path"}
+  return rest(stored) == rest(current)
+
+
 def check_fingerprint(checkpoint_dir: str, fingerprint: Optional[Mapping[str, object]],
                       allow_change: bool = False, log=print) -> None:
   """Stores `fingerprint` with the checkpoints, or compares it with the stored one.
 
   Raises FingerprintMismatch listing the differences (unless allow_change, which logs them and
-  keeps the stored fingerprint)."""
+  keeps the stored fingerprint). Data that only moved (`_moved`: the same listing hash under
+  another path) is not a difference: it is logged and the stored path updated."""
   if fingerprint is None:
     return
   with writing(checkpoint_dir):
@@ -238,6 +251,14 @@ def check_fingerprint(checkpoint_dir: str, fingerprint: Optional[Mapping[str, ob
     return
   with open(path) as f:
     stored = json.load(f)
+  moved = {k: (stored[k]["path"], fingerprint[k]["path"])
+           for k in sorted(set(stored) & set(fingerprint)) if _moved(stored[k], fingerprint[k])}
+  if moved:
+    log("The same data in another place (equal file listing hash), so the run resumes: "
+        + "; ".join(f"{k}: {old} -> {new}" for k, (old, new) in moved.items()))
+    stored = {**stored, **{k: fingerprint[k] for k in moved}}
+    with writing(checkpoint_dir):
+      _write_json_atomic(path, stored)
   diffs = [f"{k}: {stored.get(k)!r} -> {fingerprint.get(k)!r}"
            for k in sorted(set(stored) | set(fingerprint)) if stored.get(k) != fingerprint.get(k)]
   if not diffs:

@@ -171,6 +171,25 @@ def test_resume_with_another_fingerprint_is_refused_listing_the_differences(tmp_
   _train(tmp_path / "run", 6, fingerprint=fp)          # the stored fingerprint is kept
 
 
+def test_a_dataset_that_only_moved_resumes_and_another_one_is_refused(tmp_path):
+  sys.path.insert(0, os.path.join(ROOT, "tests"))
+  data = {"path": "/old/run/default_dataset/Breakout", "files": 8, "listing_sha256": "ab12"}
+  fp = {"agent": "ccvl", "dataset": data}
+  _train(tmp_path / "run", 2, fingerprint=fp)
+  lines = []
+  moved = dict(data, path="/new/run/default_dataset/Breakout")
+  agent = _train(tmp_path / "run", 4, log=lines.append, fingerprint=dict(fp, dataset=moved))
+  assert int(agent.train_step_counter.numpy()) == 4
+  assert any("The same data in another place" in l and "/old/run/default_dataset/Breakout -> "
+             "/new/run/default_dataset/Breakout" in l for l in lines), lines
+  stored = json.loads((tmp_path / "run" / "checkpoints" / training.FINGERPRINT).read_text())
+  assert stored["dataset"]["path"] == "/new/run/default_dataset/Breakout"
+  # Another listing in the new place, or the same path with other files: refused.
+  for other in (dict(moved, listing_sha256="cd34", path="/x"), dict(moved, files=9)):
+    with pytest.raises(training.FingerprintMismatch, match="dataset"):
+      _train(tmp_path / "run", 6, fingerprint=dict(fp, dataset=other))
+
+
 # ------------------------------------------------------------------ failed writes (disk full)
 
 ENOSPC_TEXT = ("{{function_node __wrapped__SaveV2_dtypes_7_device_/job:localhost/replica:0/task:0/"

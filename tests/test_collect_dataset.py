@@ -1,5 +1,7 @@
 """binaries/collect_dataset.py and the writer -> reader round trip on real ALE data."""
+import gzip
 import hashlib
+import io
 import json
 import os
 import subprocess
@@ -145,3 +147,39 @@ def test_testdata_is_real_format_breakout():
   assert store.num_transitions > 2400 and store.terminal.sum() >= 10
   with pytest.raises(replay_files.DatasetError, match="another game"):
     FrameStore.from_replay(TESTDATA, num_actions=3)
+
+
+@pytest.mark.parametrize("zero_from", [None, 0, 3, 7, 10])
+def test_gzip_of_a_buffer_is_np_save_whatever_the_zero_tail(tmp_path, zero_from):
+  # The bytes np.save writes, with the rows from `zero_from` on all zero and skipped.
+  rng = np.random.default_rng(0)
+  arrays = {"frames": rng.integers(1, 255, (10, 84, 84), dtype=np.uint8),
+            "reward": rng.normal(size=10).astype(np.float32),
+            "terminal": (rng.random(10) < 0.3).astype(np.uint8)}
+  for name, arr in arrays.items():
+    if zero_from is not None:
+      arr[zero_from:] = 0
+    path = str(tmp_path / f"{name}_{zero_from}.gz")
+    replay_writer._save_gz(path, arr, zero_rows_from=zero_from)  # pylint: disable=protected-access
+    expected = io.BytesIO()
+    np.save(expected, arr, allow_pickle=False)
+    with gzip.open(path, "rb") as f:                     # the gzip module checks CRC and size
+      assert f.read() == expected.getvalue()
+  scalar = str(tmp_path / f"count_{zero_from}.gz")
+  replay_writer._save_gz(scalar, np.array(12345), zero_rows_from=zero_from)  # pylint: disable=protected-access
+  expected = io.BytesIO()
+  np.save(expected, np.array(12345), allow_pickle=False)
+  with gzip.open(scalar, "rb") as f:                     # a 0-d array stays 0-d
+    assert f.read() == expected.getvalue()
+
+
+def test_gzip_zero_tail_longer_than_a_block(tmp_path, monkeypatch):
+  # Several copies of the compressed zero block and a remainder: 3 blocks + 100 bytes of zeros.
+  monkeypatch.setattr(replay_writer, "_ZERO_BLOCK", 1024)
+  arr = np.zeros((3 * 1024 + 100 + 50,), np.uint8)
+  arr[:50] = np.arange(1, 51)
+  path = str(tmp_path / "a.gz")
+  replay_writer._save_gz(path, arr, zero_rows_from=50)  # pylint: disable=protected-access
+  expected = io.BytesIO()
+  np.save(expected, arr, allow_pickle=False)
+  assert gzip.decompress(open(path, "rb").read()) == expected.getvalue()

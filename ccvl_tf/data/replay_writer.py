@@ -10,8 +10,11 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import io
 import pickle
+import struct
 import time
+import zlib
 from typing import Callable, List, Optional
 
 import numpy as np
@@ -23,19 +26,70 @@ from ccvl_tf.data import replay_validity
 from ccvl_tf.data import replay_files
 
 
-def _save_gz(path: str, value) -> None:
+def _save_gz(path: str, value, zero_rows_from: Optional[int] = None) -> None:
   """Writes ``np.save`` into a gzip file like Dopamine, atomically; never
-  overwrites an existing file."""
+  overwrites an existing file. ``zero_rows_from``: the array's rows from this index on are
+  all zero (the part of a final buffer after its cursor), compressed without reading them
+  (`_write_npy_gz`)."""
   if os.path.exists(path):
     raise FileExistsError("refusing to overwrite {}".format(path))
   tmp = path + ".tmp"
   with open(tmp, "wb") as f:
-    with gzip.GzipFile(fileobj=f, mode="wb", compresslevel=6) as out:
-      if isinstance(value, np.ndarray):
-        np.save(out, value, allow_pickle=False)
-      else:
+    if isinstance(value, np.ndarray):
+      _write_npy_gz(f, value, zero_rows_from)
+    else:
+      with gzip.GzipFile(fileobj=f, mode="wb", compresslevel=6) as out:
         pickle.dump(value, out)
   os.replace(tmp, path)
+
+
+# Bytes fed to the compressor at a time, and the zero block compressed once and repeated.
+_CHUNK = 1 << 24
+_ZERO_BLOCK = 1 << 20
+
+
+def _zero_block_deflated() -> bytes:
+  """_ZERO_BLOCK zero bytes as raw deflate data that starts and ends on a byte boundary with an
+  empty history (Z_FULL_FLUSH, no final block), so that copies of it can follow each other and
+  any other data ending in a full flush."""
+  c = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+  return c.compress(bytes(_ZERO_BLOCK)) + c.flush(zlib.Z_FULL_FLUSH)
+
+
+def _write_npy_gz(f, arr: np.ndarray, zero_rows_from: Optional[int] = None) -> None:
+  """A one-member gzip file (RFC 1952, deflate level 6) of exactly the bytes np.save writes for
+  `arr`. A final buffer is stored at the full capacity (1,000,000 slots, ~7 GB of frames for
+  Atari) and is mostly zeros after its cursor: with `zero_rows_from` those rows are not read or
+  compressed again but written as copies of one compressed zero block (gzip of the whole array
+  took 21.6 s for 50,000 transitions; the CRC-32 over the zeros is all that remains)."""
+  arr = arr if arr.flags.c_contiguous else arr.copy(order="C")  # (keeps a 0-d array 0-d)
+  header = io.BytesIO()
+  np.lib.format.write_array_header_1_0(header, np.lib.format.header_data_from_array_1_0(arr))
+  data = memoryview(arr.reshape(-1)).cast("B")                  # the array's bytes, no copy
+  row = arr.nbytes // max(len(arr), 1) if arr.ndim else arr.nbytes
+  split = arr.nbytes if zero_rows_from is None or arr.ndim == 0 else \
+      min(max(int(zero_rows_from), 0), len(arr)) * row
+  comp = zlib.compressobj(6, zlib.DEFLATED, -zlib.MAX_WBITS)
+  f.write(b"\x1f\x8b\x08\x00" + struct.pack("<I", 0) + b"\x00\xff")  # no name, mtime 0
+  crc = zlib.crc32(header.getvalue())
+  f.write(comp.compress(header.getvalue()))
+  for start in range(0, split, _CHUNK):
+    chunk = data[start:min(start + _CHUNK, split)]
+    crc = zlib.crc32(chunk, crc)
+    f.write(comp.compress(chunk))
+  zeros = arr.nbytes - split
+  if zeros:
+    f.write(comp.flush(zlib.Z_FULL_FLUSH))
+    block, zero = _zero_block_deflated(), bytes(_ZERO_BLOCK)
+    for _ in range(zeros // _ZERO_BLOCK):
+      crc = zlib.crc32(zero, crc)
+      f.write(block)
+    rest = bytes(zeros % _ZERO_BLOCK)
+    crc = zlib.crc32(rest, crc)
+    f.write(comp.compress(rest))
+  f.write(comp.flush(zlib.Z_FINISH))
+  size = len(header.getvalue()) + arr.nbytes
+  f.write(struct.pack("<II", crc & 0xFFFFFFFF, size & 0xFFFFFFFF))
 
 
 class DopamineReplayWriter:
@@ -113,8 +167,11 @@ class DopamineReplayWriter:
     items = [(store + "observation", self._obs), (store + "action", self._action),
              (store + "reward", self._reward), (store + "terminal", self._terminal),
              ("add_count", np.array(ac)), ("invalid_range", np.asarray(self.invalid_range))]
+    # Slots from add_count on were never written (zeros) until the buffer wraps.
+    zero_from = self.add_count if self.add_count < self._cap else None
     for name, arr in items:
-      _save_gz(replay_files.checkpoint_path(self._dir, name, suffix), arr)
+      _save_gz(replay_files.checkpoint_path(self._dir, name, suffix), arr,
+               zero_rows_from=zero_from if arr.ndim and len(arr) == self._cap else None)
     self.written_suffixes.append(suffix)
     self.log_count += 1
 

@@ -31,6 +31,8 @@ def main(argv):
     raise app.UsageError("unexpected arguments: {}".format(" ".join(argv[1:])))
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.ERROR)
+  # Here: writes loads TensorFlow; each spawned worker re-runs this file's top, and TensorFlow
+  # must load there after _worker_init's quiet_start (experiments/offline/ablation.py).
   from ccvl_tf import writes  # pylint: disable=g-import-not-at-top
   try:
     cfg = config_flags.from_flags(ablation.AblationConfig)

@@ -25,6 +25,8 @@ quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BU
 from ccvl_tf import config_flags
 from ccvl_tf.experiments import agent_options
 from ccvl_tf.experiments.compare import alpha_sweep
+from ccvl_tf import training
+from ccvl_tf.experiments.compare import pool as compare_pool
 
 config_flags.define(alpha_sweep.AlphaSweepConfig)  # CompareConfig's flags but --alpha; --alphas
 agent_options.define_flags()  # CCVL's options, generated from agents.ccvl_agent.CCVLConfig
@@ -43,8 +45,6 @@ def main(argv):
     cfg.validate()
   except ValueError as e:
     raise app.UsageError(str(e))
-  from ccvl_tf import training  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments.compare import pool as compare_pool  # pylint: disable=g-import-not-at-top
   try:
     out = alpha_sweep.run(cfg, log=lambda s: print(s, flush=True))
   except (ValueError, FileNotFoundError, MemoryError, training.TrainingStopped,

@@ -23,6 +23,9 @@ from absl import logging  # noqa: E402
 
 from ccvl_tf import bench  # noqa: E402
 from ccvl_tf import config_flags  # noqa: E402
+from ccvl_tf.bench import end_to_end  # noqa: E402
+from ccvl_tf.bench import profile_step  # noqa: E402
+from ccvl_tf.bench import train_step  # noqa: E402
 
 config_flags.define(bench.BenchmarkConfig)  # the `setting` fields of BenchmarkConfig
 
@@ -40,15 +43,12 @@ def _data_run(quick):
 def main(argv):
   del argv
   cfg = config_flags.from_flags(bench.BenchmarkConfig)
-  from ccvl_tf.bench import train_step  # pylint: disable=g-import-not-at-top
   result = train_step.run(quick=cfg.quick, rounds=cfg.rounds, iters=cfg.iters)
   logging.info("train_step_ms: %s, ratio CCVL/DQN: %.3f", result["train_step_ms"],
                result["ratio_ccvl_over_dqn"])
   if cfg.profile:
-    from ccvl_tf.bench import profile_step  # pylint: disable=g-import-not-at-top
     result["profile"] = profile_step.run(steps=3 if cfg.quick else 10)
   if not cfg.skip_end_to_end:
-    from ccvl_tf.bench import end_to_end  # pylint: disable=g-import-not-at-top
     result["end_to_end"] = end_to_end.run(quick=cfg.quick)
     logging.info("end to end: %s", result["end_to_end"])
   if not cfg.skip_data:

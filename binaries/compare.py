@@ -21,6 +21,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from ccvl_tf import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 from ccvl_tf import config_flags
+from ccvl_tf import training
 from ccvl_tf.experiments import agent_options
 from ccvl_tf.experiments.compare import config as compare_config
 from ccvl_tf.experiments.compare import pool as compare_pool
@@ -42,7 +43,6 @@ def main(argv):
     cfg.validate()
   except ValueError as e:
     raise app.UsageError(str(e))
-  from ccvl_tf import training  # pylint: disable=g-import-not-at-top
   try:
     compare.run(cfg, log=lambda s: print(s, flush=True))
   except (ValueError, FileNotFoundError, MemoryError, training.TrainingStopped,

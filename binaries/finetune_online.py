@@ -11,6 +11,7 @@ learner from the replay table at --samples_per_insert. A rerun with the same --r
 from the last learner checkpoint (and the in-process server from its Reverb checkpoint).
 Flags -> OnlineConfig -> ccvl_tf.experiments.online.runner.run (docs/online.md).
 """
+import os
 import sys
 
 from absl import app
@@ -20,7 +21,9 @@ from absl import logging
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from ccvl_tf import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
+import tensorflow as tf  # noqa: E402
 from ccvl_tf import config_flags
+from ccvl_tf import writes
 from ccvl_tf.experiments.online import runner as online
 
 config_flags.define(online.OnlineConfig)  # OnlineConfig's flag fields
@@ -39,7 +42,6 @@ def main(argv):
   fv = flags.FLAGS
   if not fv.offline_dir or not fv.root_dir:
     raise app.UsageError("--offline_dir and --root_dir are required")
-  import os
   if _PREP.value:
     if fv.game.lower() != online.GRIDWORLD:
       raise app.UsageError("--prepare_gridworld_offline needs --game=gridworld")
@@ -53,13 +55,11 @@ def main(argv):
     raise app.UsageError(str(e))
   strategy = None
   if _STRATEGY.value == "mirrored":
-    import tensorflow as tf
     strategy = tf.distribute.MirroredStrategy()
     print(f"MirroredStrategy over {strategy.num_replicas_in_sync} device(s).", flush=True)
     if cfg.batch_size % strategy.num_replicas_in_sync:
       raise app.UsageError(f"--batch_size={cfg.batch_size} must be divisible by the "
                            f"{strategy.num_replicas_in_sync} replicas")
-  from ccvl_tf import writes  # pylint: disable=g-import-not-at-top
   try:
     summary = online.run(cfg, log=lambda s: print(s, flush=True), strategy=strategy)
   except (ValueError, ConnectionError, RuntimeError, FloatingPointError,

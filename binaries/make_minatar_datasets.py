@@ -24,6 +24,7 @@ from ccvl_tf import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 
 from absl import app  # noqa: E402
+import tensorflow as tf  # noqa: E402
 
 from ccvl_tf import config_flags  # noqa: E402
 from ccvl_tf.data import minatar_datasets  # noqa: E402
@@ -51,7 +52,6 @@ def main(argv):
     if getattr(cfg, name) < 1:
       raise app.UsageError("--{} must be >= 1, got {}".format(name, getattr(cfg, name)))
   if cfg.tf_threads > 0:
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     tf.config.threading.set_intra_op_parallelism_threads(cfg.tf_threads)
     tf.config.threading.set_inter_op_parallelism_threads(cfg.tf_threads)
   try:

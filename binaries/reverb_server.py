@@ -20,6 +20,7 @@ import ccvl_tf  # noqa: F401
 from ccvl_tf import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 from ccvl_tf import config_flags
+from ccvl_tf import reverb_replay
 from ccvl_tf.experiments.online import runner as online
 
 _TABLE_FLAGS = ("game", "agent", "samples_per_insert", "min_replay_size", "replay_capacity",
@@ -33,7 +34,6 @@ def main(argv):
   del argv
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.ERROR)
-  from ccvl_tf import reverb_replay
   cfg = config_flags.from_flags(online.OnlineConfig, _TABLE_FLAGS)
   try:
     tables = online.make_server_tables(cfg)

@@ -28,6 +28,8 @@ quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BU
 from ccvl_tf.experiments import tf_setup  # noqa: E402
 tf_setup.pin_cpu_kernels()  # before TensorFlow loads: the same CPU kernels on every machine
 from ccvl_tf import config_flags
+from ccvl_tf import training
+from ccvl_tf.envs import atari
 from ccvl_tf.experiments import agent_options
 from ccvl_tf.experiments.compare import offline_table
 from ccvl_tf.experiments.offline import runner as offline
@@ -45,11 +47,9 @@ def main(argv):
                                 agent_values=agent_options.from_flags(offline.AGENT_FLAGS))
   try:
     cfg.validate()
-    from ccvl_tf.envs import atari
     atari.check_game(cfg.game)
   except ValueError as e:
     raise app.UsageError(str(e))
-  from ccvl_tf import training
   try:
     log = lambda s: print(s, flush=True)
     summary = offline_table.run(cfg, offline.run(cfg, log=log), log=log)

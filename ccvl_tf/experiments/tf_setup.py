@@ -42,6 +42,8 @@ def pin_cpu_kernels() -> Dict[str, str]:
 
 def cpu_kernels_in_force() -> str:
   """'oneDNN on, ONEDNN_MAX_CPU_ISA=...' as this process runs (for the log)."""
+  # Here: TensorFlow loads after pin_cpu_kernels has set its variables (this module is
+  # imported before TensorFlow, to pin them).
   from tensorflow.python.util import _pywrap_util_port  # pylint: disable=g-import-not-at-top
   onednn = "on" if _pywrap_util_port.IsMklEnabled() else "off"
   return f"oneDNN {onednn}, ONEDNN_MAX_CPU_ISA={os.environ.get('ONEDNN_MAX_CPU_ISA', 'unset')}"
@@ -51,6 +53,7 @@ def configure_tensorflow(threads: int, deterministic: bool, log=None) -> Dict[st
   """Sets TensorFlow's intra/inter-op threads (0: TensorFlow's default) and op determinism
   for this process, if TensorFlow's runtime has not started yet; returns what is in force (for
   the result rows)."""
+  # Here: TensorFlow loads after pin_cpu_kernels (see cpu_kernels_in_force).
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   try:
     tf.config.threading.set_intra_op_parallelism_threads(threads)

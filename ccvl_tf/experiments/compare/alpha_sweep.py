@@ -12,6 +12,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ccvl_tf.config_flags import setting
 from ccvl_tf.experiments.compare import config as compare_config
+from ccvl_tf.experiments.compare import runner as compare
 
 # The sweep's layout (methods, part directories) is defined with its report, the stage below.
 from ccvl_tf.experiments.compare import alpha_sweep_report  # noqa: E402
@@ -112,7 +113,6 @@ class AlphaSweepConfig(compare_config.CompareConfig):
 def run(cfg: AlphaSweepConfig, log: Callable[[str], None] = print) -> Dict[str, object]:
   """Runs compare once per part (`AlphaSweepConfig.parts`), then writes the sweep's report;
   returns dict(parts={name: compare.run's result}, paths=the report's files)."""
-  from ccvl_tf.experiments.compare import runner as compare  # pylint: disable=g-import-not-at-top
   cfg.validate()
   os.makedirs(cfg.output_dir, exist_ok=True)
   parts = cfg.parts()

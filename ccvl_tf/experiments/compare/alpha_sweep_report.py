@@ -24,12 +24,15 @@ import os
 import re
 from typing import Dict, List, Optional, Sequence, Tuple
 
+import matplotlib
+import matplotlib.pyplot as plt
+import matplotlib.ticker
 import numpy as np
 
-from ccvl_tf import score_stats
-from ccvl_tf import reporting
 from ccvl_tf.experiments.compare import config as compare_config
 from ccvl_tf.experiments.compare import report as compare_report
+from ccvl_tf import reporting
+from ccvl_tf import score_stats
 
 # The sweep's layout (alpha_sweep.py runs it): the alpha-dependent methods (run at
 # every alpha) and the alpha-free reference (run once), and the part directories.
@@ -380,10 +383,7 @@ def plot(path: str, rows: Sequence[dict], reps: int = 2000) -> None:
   """alpha_sweep.png: per dataset kind, normalized IQM vs alpha (log x) with 95% CI bands, BC
   as a horizontal band; below, CCVL's family_differs_any (solid) and _ends (dashed) vs alpha,
   mean over runs with the runs as dots."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  import matplotlib.ticker  # pylint: disable=g-import-not-at-top,unused-import
   cells = iqm_cells(rows, reps)
   datasets = _datasets(rows)
   fig, axes = plt.subplots(2, len(datasets), figsize=(4.5 * len(datasets), 7), squeeze=False,

@@ -12,6 +12,7 @@ from typing import Dict, List, Optional, Sequence
 from agents import aevl_agent, ccvl_agent, rem_agent
 from ccvl_tf import config_flags, scores
 from ccvl_tf.config_flags import borrow, setting
+from ccvl_tf.experiments import agent_options
 
 
 # Display name (as in the paper's tables) -> agent registry name.
@@ -198,7 +199,6 @@ class CompareConfig:
         math.isfinite(self.belief_temperature) and self.belief_temperature > 0):
       raise ValueError(f"--belief_temperature must be a finite number > 0 (or unset), got "
                        f"{self.belief_temperature!r}")
-    from ccvl_tf.experiments import agent_options  # pylint: disable=g-import-not-at-top
     agent_options.validate(self.ccvl_options)
     if self.suite in ("minatar", "atari") and not self.data_dir:
       raise ValueError(f"--suite={self.suite} needs --data_dir (the dataset root; "

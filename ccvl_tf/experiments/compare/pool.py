@@ -12,10 +12,13 @@ import os
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
+from absl import logging
+
 from ccvl_tf.experiments.compare import config as compare_config
 from ccvl_tf.experiments.compare import suites as compare_suites
 from ccvl_tf.experiments.compare import units as compare_units
 from ccvl_tf.experiments import tf_setup
+from ccvl_tf import worker_lifetime
 
 
 _WORKER_SUITE: Optional[compare_suites.Suite] = None
@@ -31,10 +34,8 @@ def _worker_init(cfg: compare_config.CompareConfig, threads: int,
                  parent_pid: Optional[int] = None) -> None:
   """Runs once in each worker process, before TensorFlow executes anything."""
   global _WORKER_SUITE
-  from ccvl_tf import worker_lifetime  # pylint: disable=g-import-not-at-top
   worker_lifetime.die_with_parent(parent_pid)  # no orphans training on after a killed parent
   _WORKER_TF.update(tf_setup.configure_tensorflow(threads, cfg.deterministic))
-  from absl import logging  # pylint: disable=g-import-not-at-top
   logging.set_verbosity(logging.ERROR)
   _WORKER_SUITE = compare_suites.SUITE_CLASSES[cfg.suite](cfg)
 

@@ -10,11 +10,13 @@ import json
 import os
 from typing import Dict, List, Optional, Sequence, Tuple
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
 
-from ccvl_tf import score_stats
-from ccvl_tf import reporting
 from ccvl_tf.experiments.compare import config as compare_config
+from ccvl_tf import reporting
+from ccvl_tf import score_stats
 
 
 def read_results(output_dir: str) -> List[dict]:
@@ -173,9 +175,7 @@ def render_table(rows: Sequence[dict], suite: str, reps: int = 2000,
 
 def plot_iqm(path: str, rows: Sequence[dict], reps: int = 2000) -> None:
   """iqm.png: one panel per dataset kind, IQM point and 95% CI bar per method."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   agg = aggregate(rows, reps)
   methods = _ordered([r["method"] for r in rows], list(compare_config.METHODS))
   datasets = _ordered([r["dataset"] for r in rows], compare_config.DATASET_KINDS)

@@ -13,11 +13,21 @@ from typing import Callable, Dict, List, Optional, Sequence
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import numpy as np
+from tf_agents.specs import tensor_spec
+from tf_agents.trajectories import time_step as ts
 
-from ccvl_tf import scores
+from ccvl_tf import counts
+from ccvl_tf.data import frame_store, pipeline
+from ccvl_tf.data import minatar_datasets
+from ccvl_tf.envs import atari
 from ccvl_tf.envs import factory
+from ccvl_tf.envs import gridworld
 from ccvl_tf.envs import gridworld_env
+from ccvl_tf.envs import minatar
 from ccvl_tf.experiments.compare import config as compare_config
+from ccvl_tf import networks
+from ccvl_tf import scores
+from ccvl_tf.tabular import dataset as tab
 
 
 @dataclasses.dataclass
@@ -79,8 +89,6 @@ class Suite:
 
 
 def _specs_of(env):
-  from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
-  from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
   obs_spec = tensor_spec.from_spec(env.observation_spec())
   return ts.time_step_spec(obs_spec), tensor_spec.from_spec(env.action_spec())
 
@@ -101,7 +109,6 @@ class GridworldSuite(Suite):
 
   def __init__(self, cfg):
     super().__init__(cfg)
-    from ccvl_tf.envs import gridworld  # pylint: disable=g-import-not-at-top
     self.world = gridworld.GridWorld()
     self.training_overrides = dict(self.training_overrides, gamma=self.world.gamma)
 
@@ -114,18 +121,14 @@ class GridworldSuite(Suite):
       raise ValueError(f"--games: the gridworld suite has one game, 'gridworld'; got {bad}")
 
   def network_config(self):
-    from ccvl_tf import networks  # pylint: disable=g-import-not-at-top
     return networks.QNetworkConfig(torso="mlp", mlp_units=(64,), n_cos=32, hidden_units=64)
 
   def transitions(self, dataset: str, seed: int):
-    from ccvl_tf.tabular import dataset as tab  # pylint: disable=g-import-not-at-top
     n, p_opt = self.KINDS[dataset]
     policy = tab.behavior_policy(self.world, optimal_action_prob=p_opt)
     return tab.collect(self.world, policy, n, seed=seed)
 
   def data(self, game, dataset, seed, batch_size):
-    from ccvl_tf import counts  # pylint: disable=g-import-not-at-top
-    from ccvl_tf.tabular import dataset as tab  # pylint: disable=g-import-not-at-top
     tr = self.transitions(dataset, seed)
     n = len(tr)
 
@@ -163,7 +166,6 @@ class _ReplaySuite(Suite):
     raise NotImplementedError
 
   def data(self, game, dataset, seed, batch_size):
-    from ccvl_tf.data import frame_store, pipeline  # pylint: disable=g-import-not-at-top
     key = (game, dataset)
     cache = getattr(self, "_stores", None)
     if cache is None:
@@ -194,19 +196,15 @@ class MinAtarSuite(_ReplaySuite):
   training_overrides = dict(learning_rate=2.5e-4, target_update_period=1000, dr3_coef=0.0)
 
   def games(self):
-    from ccvl_tf.envs import minatar  # pylint: disable=g-import-not-at-top
     return minatar.valid_game_names()
 
   def env_name(self, game):
     return f"minatar/{game}"
 
   def replay_dir(self, game):
-    from ccvl_tf.data import minatar_datasets  # pylint: disable=g-import-not-at-top
     return minatar_datasets.replay_dir(self.cfg.data_dir, game, self.run)
 
   def check(self, games, datasets):
-    from ccvl_tf.data import minatar_datasets  # pylint: disable=g-import-not-at-top
-    from ccvl_tf.envs import minatar  # pylint: disable=g-import-not-at-top
     valid = minatar.valid_game_names()
     bad = [g for g in games if g not in valid]
     if bad:
@@ -236,12 +234,10 @@ class MinAtarSuite(_ReplaySuite):
         ) from e
 
   def network_config(self):
-    from ccvl_tf import networks  # pylint: disable=g-import-not-at-top
     return networks.minatar_network_config()
 
   def references(self):
     """The dataset root's minatar_scores.json (random and data-DQN scores per game)."""
-    from ccvl_tf.data import minatar_datasets  # pylint: disable=g-import-not-at-top
     if getattr(self, "_scores", None) is None:
       self._scores = minatar_datasets.load_scores(self.cfg.data_dir)
     return self._scores
@@ -262,7 +258,6 @@ class AtariSuite(_ReplaySuite):
     return os.path.join(self.cfg.data_dir, game, str(self.run), "replay_logs")
 
   def check(self, games, datasets):
-    from ccvl_tf.envs import atari  # pylint: disable=g-import-not-at-top
     for g in games:
       atari.check_game(g)
     missing = [self.replay_dir(g) for g in games if not os.path.isdir(self.replay_dir(g))]
@@ -276,7 +271,6 @@ class AtariSuite(_ReplaySuite):
     return self.cfg.num_steps or self.PAPER_STEPS[dataset]
 
   def network_config(self):
-    from ccvl_tf import networks  # pylint: disable=g-import-not-at-top
     return networks.QNetworkConfig(torso="nature")
 
 

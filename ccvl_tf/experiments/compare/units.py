@@ -15,13 +15,16 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
+import keras
 import numpy as np
 
-from ccvl_tf import rollouts
+from ccvl_tf import belief
 from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.compare import config as compare_config
 from ccvl_tf.experiments.compare import suites as compare_suites
 from ccvl_tf.experiments.offline import confidence_report
+from ccvl_tf import rollouts
+from ccvl_tf import training
 # A process's threads and determinism (shared with offline/), used through this module by the pool.
 
 Unit = tuple  # (dataset, game, seed, method)
@@ -78,8 +81,6 @@ def train_unit(suite: compare_suites.Suite, method: str, dataset: str, game: str
   """The train phase: builds the method's learner and trains it (or resumes it, or reuses a
   finished training of the same train_key); keeps the training's seconds in
   <train_dir>/train_seconds.json."""
-  import keras  # pylint: disable=g-import-not-at-top  (TensorFlow loads when a unit runs)
-  from ccvl_tf import training  # pylint: disable=g-import-not-at-top
   cfg = suite.cfg
   spec = agent_registry.get_agent_spec(compare_config.METHODS[method])
   batch_size = cfg.batch_size or suite.default_batch_size
@@ -184,7 +185,6 @@ def run_unit(suite: compare_suites.Suite, method: str, dataset: str, game: str, 
 
 def _diagnostics(suite, learner, data, game, seed, records) -> dict:
   """The confidence diagnostics of a CCVL unit (experiments/offline/confidence_report.py), flat."""
-  from ccvl_tf import belief  # pylint: disable=g-import-not-at-top
   grid = belief.delta_grid(suite.cfg.num_grid_deltas)
 
   def env_factory():

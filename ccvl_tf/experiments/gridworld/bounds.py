@@ -7,12 +7,17 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Sequence
 
+import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
+import tensorflow as tf
 
 from ccvl_tf.envs.gridworld import GridWorld
+from ccvl_tf.tabular.dataset import Transitions
 from ccvl_tf.tabular import learners
 from ccvl_tf.tabular import value_iteration as vi
-from ccvl_tf.tabular.dataset import Transitions
 
 # The largest return of the gridworld: one reward of +1, on arriving at the goal, then the
 # episode ends (every return is 0 or gamma^t <= 1). A property of the MDP, not of any learner.
@@ -127,9 +132,7 @@ def markdown_table(rows: List[Dict[str, float]], title: str) -> str:
 
 def plot(rows_by_phase: Dict[str, List[Dict[str, float]]], path: str) -> None:
   """Coverage (left) and mean gaps to Q* (right) against delta, one line style per phase."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   fig, (ax_c, ax_g) = plt.subplots(1, 2, figsize=(10, 3.8))
   styles = ("o-", "s--", "^:")
   for (phase, rows), style in zip(rows_by_phase.items(), styles):
@@ -163,7 +166,6 @@ def plot(rows_by_phase: Dict[str, List[Dict[str, float]]], path: str) -> None:
 def q_tables(agent, deltas: Sequence[float], num_states: int):
   """(Q_l [K, S, A], Q_u [K, S, A] or None) of a learner on one-hot states at `deltas`
   (agent.q_network; agent.upper_q_network when it has one)."""
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
   obs = tf.constant(np.eye(num_states, dtype=np.float32))                 # [S, S]
   d = tf.constant(np.tile(np.asarray(deltas, np.float32)[None], (num_states, 1)))  # [S, K]
 

@@ -16,10 +16,17 @@ docs/agent.md "The confidence family" has the derivations.
 """
 from __future__ import annotations
 
-import numpy as np
+import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
+import keras
+import numpy as np
+from tf_agents.specs import tensor_spec
+from tf_agents.trajectories import time_step as ts
+
+from agents import ccvl_agent
 from ccvl_tf import counts as counts_lib
 from ccvl_tf.envs.gridworld import GridWorld
+from ccvl_tf import networks
 from ccvl_tf.tabular import dataset as dataset_lib
 from ccvl_tf.tabular import learners
 from ccvl_tf.tabular import value_iteration as vi
@@ -38,7 +45,6 @@ def neural_settings(reading: str):
 
 def default_reading() -> str:
   """The reading CCVLConfig trains by default (its gap and delta head)."""
-  from agents import ccvl_agent  # pylint: disable=g-import-not-at-top  (TensorFlow)
   cfg = ccvl_agent.CCVLConfig()
   return cfg.gap + ("+monotone" if cfg.delta_head == "monotone" else "")
 
@@ -49,11 +55,6 @@ def train_neural(env: GridWorld, data, reading: str, alpha: float, seed: int, st
 
   A small MLP (64 units, 16 cosine features, hidden 64), squared TD loss, no DR3, Adam 3e-3,
   target period 10, batch 64: cheap enough for a few thousand steps in seconds."""
-  import keras  # pylint: disable=g-import-not-at-top  (TensorFlow only for the neural rows)
-  from tf_agents.specs import tensor_spec
-  from tf_agents.trajectories import time_step as ts
-  from agents import ccvl_agent
-  from ccvl_tf import networks
   gap, head = neural_settings(reading)
   keras.utils.set_random_seed(int(seed))
   obs_spec = tensor_spec.TensorSpec([env.num_states], "float32", name="observation")

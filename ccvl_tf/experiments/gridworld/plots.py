@@ -8,6 +8,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from ccvl_tf.tabular import value_iteration as vi  # noqa: E402
+from ccvl_tf.tabular import evaluation as ev_lib
 
 _COLORS = {"CQL": "tab:blue", "Fixed-CCVL": "tab:green", "CCVL": "tab:red",
            "CCVL-bonus": "tab:purple"}
@@ -129,7 +130,6 @@ def _draw_visits(ax, env, episodes, color):
 def trajectories(env, detail, grid, alpha, path):
   """Fig. 2: optimal (p = 0.15), CQL and CCVL routes on the grid. Lines: the no-slip path of the
   greedy policy; dots: states visited in the sampled evaluation episodes (size ~ visits)."""
-  from ccvl_tf.tabular import evaluation as ev_lib
   rng = np.random.default_rng(0)
   q_opt, _ = vi.value_iteration(env.P, env.R, env.gamma)
   pol_cql = vi.greedy_policy(detail["q_cql"])

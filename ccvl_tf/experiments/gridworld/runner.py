@@ -14,9 +14,10 @@ import numpy as np
 
 from ccvl_tf import belief
 from ccvl_tf import config_flags
-from ccvl_tf.envs.gridworld import DATA_SLIP_PROB, EVAL_SLIP_PROB, GridWorld
 from ccvl_tf.config_flags import setting
+from ccvl_tf.envs.gridworld import DATA_SLIP_PROB, EVAL_SLIP_PROB, GridWorld
 from ccvl_tf.experiments.gridworld import family as family_lib
+from ccvl_tf.experiments.gridworld import plots
 from ccvl_tf.tabular import dataset as dataset_lib
 from ccvl_tf.tabular import evaluation as ev_lib
 from ccvl_tf.tabular import learners
@@ -245,7 +246,6 @@ def run(cfg: Config, log=print) -> dict:
       "CCVL[%s]@alpha=%g,final_delta=%g" % (detail["reading"], cfg.trajectory_alpha, grid[last]):
           data_env.route_name(vi.greedy_policy(detail["q_ccvl"][last])),
   }
-  from ccvl_tf.experiments.gridworld import plots  # matplotlib only when writing
   plots.alpha_sweep(sweep_rows, requested, os.path.join(cfg.output_dir, "alpha_sweep.png"))
   plots.delta_adaptation(adapt_rows, cfg.adaptation_alpha,
                          os.path.join(cfg.output_dir, "delta_adaptation.png"))

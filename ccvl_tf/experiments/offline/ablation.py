@@ -10,6 +10,7 @@ import dataclasses
 import json
 import multiprocessing
 import os
+import time
 from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 import ccvl_tf  # noqa: F401
@@ -17,6 +18,12 @@ import ccvl_tf  # noqa: F401
 import numpy as np
 
 from ccvl_tf.config_flags import setting
+from ccvl_tf.data import frame_store
+from ccvl_tf import rollouts
+
+# TensorFlow and the modules that load it are imported in the functions that train or probe: a
+# spawned worker imports this module (to find _worker_init) before _worker_init has quieted and
+# configured TensorFlow, and binaries/ablate.py's --help stays without TensorFlow (~2.5 s).
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,6 +153,7 @@ class AblationConfig:
     _parse_variants(",".join(self.variants))
     for flag in ("dataset_dir", "heldout_dir"):
       path = getattr(self, flag)
+      # Here: training loads TensorFlow (see the note at the top).
       from ccvl_tf import training  # pylint: disable=g-import-not-at-top
       training.check_input_dir(path, f"--{flag}", "a Dopamine replay_logs directory")
     if os.path.abspath(self.dataset_dir) == os.path.abspath(self.heldout_dir):
@@ -155,12 +163,12 @@ class AblationConfig:
 
 # ------------------------------------------------------------------------------ one variant
 def _load_store(replay_dir: str, num_actions: int):
-  from ccvl_tf.data import frame_store  # pylint: disable=g-import-not-at-top
   return frame_store.FrameStore.from_replay(replay_dir, "all", num_actions=num_actions)
 
 
 def probe_batch(store, num_states: int, seed: int) -> Dict[str, np.ndarray]:
   """`num_states` held-out transitions (observation, action) drawn once from `store`."""
+  # Here: pipeline loads TensorFlow (see the note at the top).
   from ccvl_tf.data import pipeline  # pylint: disable=g-import-not-at-top
   return {k: np.asarray(v) for k, v in pipeline.sample_batch(store, num_states, seed, 0).items()}
 
@@ -168,6 +176,7 @@ def probe_batch(store, num_states: int, seed: int) -> Dict[str, np.ndarray]:
 def probe(agent, probe: Mapping[str, np.ndarray], num_actions: int,
           grid: Optional[Sequence[float]] = None) -> Dict[str, float]:
   """The held-out measurements of one agent (see the module notes, step 2)."""
+  # Here: TensorFlow (see the note at the top).
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from agents import q_agent_base  # pylint: disable=g-import-not-at-top
   from ccvl_tf import policy_diagnostics  # pylint: disable=g-import-not-at-top
@@ -195,11 +204,11 @@ def run_variant(cfg: AblationConfig, name: str, log: Callable[[str], None] = pri
   if os.path.exists(result_path):
     with open(result_path) as f:
       return json.load(f)
-  import time  # pylint: disable=g-import-not-at-top
+  # Here: TensorFlow and the modules that load it (see the note at the top).
   import keras  # pylint: disable=g-import-not-at-top
   from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
   from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
-  from ccvl_tf import belief, networks, rollouts, training  # pylint: disable=g-import-not-at-top
+  from ccvl_tf import belief, networks, training  # pylint: disable=g-import-not-at-top
   from ccvl_tf.data import pipeline  # pylint: disable=g-import-not-at-top
   from ccvl_tf.envs import atari  # pylint: disable=g-import-not-at-top
   from ccvl_tf.experiments import agent_registry  # pylint: disable=g-import-not-at-top
@@ -264,6 +273,7 @@ def run_variant(cfg: AblationConfig, name: str, log: Callable[[str], None] = pri
 
 # ------------------------------------------------------------------------------ the pool
 def _worker_init(threads: int, parent_pid: Optional[int] = None) -> None:
+  # Here: the worker's start, in order: quiet_start before TensorFlow, then tf_setup.
   from ccvl_tf import quiet, worker_lifetime  # pylint: disable=g-import-not-at-top
   worker_lifetime.die_with_parent(parent_pid)  # no orphans training on after a killed parent
   quiet.quiet_start()  # a spawned worker imports TensorFlow afresh
@@ -342,6 +352,7 @@ def write_report(output_dir: str, results: Sequence[Mapping[str, object]]) -> No
         w.writerow({"variant": r["variant"], **p})
   with open(os.path.join(output_dir, "table.md"), "w") as f:
     f.write(render_table(results))
+  # Here: matplotlib (~250 ms to import) only when the figure is drawn.
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top

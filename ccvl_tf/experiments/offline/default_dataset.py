@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import time
 
 import ccvl_tf  # noqa: F401
@@ -26,9 +27,11 @@ import numpy as np
 
 from ccvl_tf.config_flags import setting
 from ccvl_tf.data import dqn_replay
+from ccvl_tf.data import replay_writer
 from ccvl_tf.data import vector_collection
 from ccvl_tf.envs import atari
 from ccvl_tf.envs import atari_vector
+from ccvl_tf.envs import scripted
 
 DEFAULT_DATASET_STEPS = 50_000
 # Where the default dataset is collected (OfflineConfig.default_dataset_env; module docstring).
@@ -69,8 +72,6 @@ def default_behaviour(cfg, env):
   scripted player of ccvl_tf/envs/scripted.py where the game has one (Breakout), mixed with
   `behaviour_epsilon` uniformly random actions; a uniformly random policy otherwise (or with
   --default_dataset_policy=random)."""
-  from ccvl_tf.data import replay_writer
-  from ccvl_tf.envs import scripted
   factory = scripted.scripted_policies().get(env.game)
   if cfg.default_dataset_policy == "scripted" and factory is None:
     raise ValueError(f"--default_dataset_policy=scripted: no scripted player for {env.game} "
@@ -115,7 +116,6 @@ def ensure_default_dataset(cfg, env_factory, log=print) -> str:
   root_dir/default_dataset/<game>. A `COMPLETE` marker (which also records the behaviour
   policy and its episode scores) makes the cache safe against an interrupted collection; a
   cache collected with another policy or size is collected again."""
-  from ccvl_tf.data import replay_writer
   out = os.path.join(cfg.root_dir, "default_dataset", cfg.game)
   marker = os.path.join(out, "COMPLETE")
   env = env_factory(seed=cfg.seed + 1_000)
@@ -134,7 +134,6 @@ def ensure_default_dataset(cfg, env_factory, log=print) -> str:
         f"/ {info.get('steps')} steps / {cached_where}; collecting it again with {name} / "
         f"{cfg.default_dataset_steps} steps / {where}.")
   if os.path.isdir(out):  # an interrupted or outdated collection: start again
-    import shutil
     shutil.rmtree(out)
   on = (f"{VECTOR_COLLECTION_ENVS} copies of the vector environment" if where == "vector"
         else "one environment")

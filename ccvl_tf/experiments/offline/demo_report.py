@@ -17,11 +17,17 @@ from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 import ccvl_tf  # noqa: F401
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
+import tensorflow as tf
 
-from ccvl_tf import rollouts, score_stats
 from ccvl_tf.data import replay_writer
+from ccvl_tf.envs import atari, scripted
+from ccvl_tf.envs import atari_vector
 from ccvl_tf.experiments.offline import phase_times
+from ccvl_tf import rollouts, score_stats
+from ccvl_tf import training
 
 # TensorFlow (also through ccvl_tf.training and ccvl_tf.envs) and matplotlib each take ~2 s to
 # import (python -X importtime); they are imported in the functions that need them, so the
@@ -41,7 +47,6 @@ class CallablePolicy:
     return ()
 
   def action(self, time_step, state):
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
     return _Step(tf.constant([self._fn(time_step)], tf.int32), state, ())
 
 
@@ -98,9 +103,7 @@ def render(rows: Sequence[Mapping[str, object]], game: str, note: str = "") -> s
 
 
 def plot_rows(path: str, rows: Sequence[Mapping[str, object]], game: str) -> None:
-  import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   fig, ax = plt.subplots(figsize=(6, 3.2))
   y = np.arange(len(rows))
   means = [r["mean"] for r in rows]
@@ -122,9 +125,7 @@ def plot_learning_curve(path: str, evals: Mapping[str, Mapping[str, float]], gam
   steps = sorted(int(s) for s in evals if key in evals[s])
   if not steps:
     return False
-  import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   fig, ax = plt.subplots(figsize=(5, 3.2))
   ax.plot(steps, [evals[str(s)][key] for s in steps], "o-")
   ax.set_xlabel("gradient step")
@@ -148,7 +149,6 @@ def report(root_dir: str, game: str, policies: Mapping[str, object],
   environment when `eval_env` is 'vector', ccvl_tf/envs/atari_vector.py) or `precomputed`
   (name -> episode scores already measured); `timer` (phase_times.PhaseTimes) times each
   row's evaluation. Returns the rows (also in results.json)."""
-  from ccvl_tf.envs import atari_vector  # pylint: disable=g-import-not-at-top
   precomputed = dict(precomputed or {})
 
   def timed(name):
@@ -184,7 +184,6 @@ def report(root_dir: str, game: str, policies: Mapping[str, object],
   with open(os.path.join(root_dir, "results.json"), "w") as f:
     json.dump(rows, f, indent=1)
   plot_rows(os.path.join(root_dir, "results.png"), rows, game)
-  from ccvl_tf import training  # pylint: disable=g-import-not-at-top
   plot_learning_curve(os.path.join(root_dir, "learning_curve.png"),
                       training.load_eval_record(root_dir)["evals"], game)
   log(text.rstrip())
@@ -198,7 +197,6 @@ def results_table(cfg, game, replay_dir, spec, exports, precomputed, log,
   cfg.root_dir/results.md, results.png, learning_curve.png (`report`). `spec` is the trained
   agent's AgentSpec, `exports` its exported policies, `references` the output of
   compare/offline_table.train_references."""
-  from ccvl_tf.envs import atari, scripted  # pylint: disable=g-import-not-at-top
   env_factory = lambda seed: atari.AtariEnvironment(cfg.game, seed=seed,
                                                     max_episode_steps=cfg.eval_max_steps)
   behaviour, behaviour_name, note = None, "behaviour", ""

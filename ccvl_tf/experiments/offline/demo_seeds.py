@@ -32,6 +32,7 @@ import ccvl_tf  # noqa: F401
 import numpy as np
 
 from ccvl_tf.config_flags import setting
+from ccvl_tf import score_stats
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))  # ccvl_tf/experiments/offline/<this file>
@@ -140,7 +141,6 @@ def across_seeds(per_seed: Mapping[str, Sequence[Mapping[str, object]]],
   """Per policy (in the first seed's row order, policies every seed has): the per-seed means
   and, over seeds, their mean, sample standard deviation, range and 95% percentile-bootstrap
   CI (rliable, as the per-episode CIs)."""
-  from ccvl_tf import score_stats  # pylint: disable=g-import-not-at-top
   seeds = list(per_seed)
   by_seed = {s: {r["policy"]: r for r in rows} for s, rows in per_seed.items()}
   names = [r["policy"] for r in per_seed[seeds[0]]

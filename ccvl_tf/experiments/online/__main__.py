@@ -9,6 +9,8 @@ the Reverb server at ADDRESS.
 """
 import sys
 
+from absl import logging
+
 # The learner's module, so that the actor process imports what it always has (TensorFlow and
 # every online module) before it starts.
 from ccvl_tf.experiments.online import runner as online
@@ -17,7 +19,6 @@ from ccvl_tf.experiments.online import runner as online
 def _main(argv):
   if len(argv) >= 2 and argv[1] == "actor":
     config_path, actor_id, address, parent = argv[2], int(argv[3]), argv[4], int(argv[5])
-    from absl import logging
     logging.set_verbosity(logging.ERROR)
     return online.actor_main(config_path, actor_id, address, parent)
   print("usage: python -m ccvl_tf.experiments.online actor CONFIG_JSON ID ADDRESS PARENT_PID "

@@ -17,7 +17,14 @@ from typing import List
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
+import tensorflow as tf
+from tf_agents.experimental.distributed import reverb_variable_container
+from tf_agents.policies import py_tf_eager_policy
+from tf_agents.replay_buffers import reverb_utils
+from tf_agents.trajectories import trajectory
+
 from ccvl_tf.experiments.online import config as online_config
+from ccvl_tf import reverb_replay
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))  # ccvl_tf/experiments/online/<this file>
@@ -31,7 +38,6 @@ def collect_steps(env, policy, observer, time_step, policy_state, num_steps: int
   unbatched environment PyDriver calls `get_initial_state` at every FIRST step, which would
   reset the exploration policy's belief each episode (ccvl_tf/policies.py,
   ConfidenceAdaptivePolicy)."""
-  from tf_agents.trajectories import trajectory  # pylint: disable=g-import-not-at-top
   for _ in range(num_steps):
     action_step = policy.action(time_step, policy_state)
     next_time_step = env.step(action_step.action)
@@ -102,12 +108,9 @@ def actor_main(config_path: str, actor_id: int, address: str, parent_pid: int) -
   that process is gone); 0 for an actor started by hand on another machine
   (`python -m ccvl_tf.experiments.online actor ROOT/online_config.json ID HOST:PORT 0`).
   """
-  import reverb
-  import tensorflow as tf
-  from tf_agents.experimental.distributed import reverb_variable_container
-  from tf_agents.policies import py_tf_eager_policy
-  from tf_agents.replay_buffers import reverb_utils
-  from ccvl_tf import reverb_replay
+  # Here: reverb (~20-40 ms after TensorFlow, its native libraries) loads only in
+  # processes that use a server.
+  import reverb  # pylint: disable=g-import-not-at-top
 
   with open(config_path) as f:
     cfg = online_config.OnlineConfig(**json.load(f))

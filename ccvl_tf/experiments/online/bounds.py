@@ -18,6 +18,11 @@ from typing import Callable, Dict, Optional
 
 import numpy as np
 
+from ccvl_tf.envs import gridworld
+from ccvl_tf.experiments.gridworld import bounds as gridworld_bounds
+from ccvl_tf.experiments.online import scores_and_bounds as online_eval
+from ccvl_tf.tabular import dataset as tds
+
 START = "offline start"
 AFTER = "after fine-tuning"
 
@@ -55,7 +60,6 @@ class TransitionLog:
 
   def as_transitions(self):
     """tabular.dataset.Transitions of the log, or None when it is empty."""
-    from ccvl_tf.tabular import dataset as tds  # pylint: disable=g-import-not-at-top
     if not self.rows["state"]:
       return None
     return tds.Transitions(np.asarray(self.rows["state"], np.int64),
@@ -83,12 +87,6 @@ def report_phase(cfg, agent, alpha: float, counts: np.ndarray, transitions: Tran
     step: the learner step (for the title).
     log: where the table goes.
   """
-  from ccvl_tf.envs import gridworld  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments.gridworld import (  # pylint: disable=g-import-not-at-top
-      bounds as gridworld_bounds)
-  from ccvl_tf.experiments.online import (  # pylint: disable=g-import-not-at-top
-      scores_and_bounds as online_eval)
-  from ccvl_tf.tabular import dataset as tds  # pylint: disable=g-import-not-at-top
   if phase not in (START, AFTER):
     raise ValueError(f"phase must be {START!r} or {AFTER!r}, got {phase!r}")
   if phase == START:

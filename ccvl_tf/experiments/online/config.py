@@ -12,11 +12,23 @@ from typing import Optional
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
+import tensorflow as tf
+from tf_agents.specs import tensor_spec
+from tf_agents.trajectories import time_step as ts
+
 from agents import ccvl_agent
 from agents import ccvl_bounds_agent
-from ccvl_tf.experiments import agent_registry
 from ccvl_tf import config_flags
 from ccvl_tf.config_flags import setting
+from ccvl_tf import counts as counts_lib
+from ccvl_tf.envs import factory
+from ccvl_tf.envs import gridworld
+from ccvl_tf.experiments import agent_registry
+from ccvl_tf.experiments.compare import suites as compare_suites
+from ccvl_tf import networks
+from ccvl_tf import reverb_replay
+from ccvl_tf.tabular import dataset as tds
+from ccvl_tf import training
 
 GRIDWORLD = "gridworld"
 GRIDWORLD_VALUE_MAX = 1.0  # every gridworld return is 0 or gamma^t (gridworld/bounds.py)
@@ -144,7 +156,6 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
   def validate(self):
     if self.agent not in AGENTS:
       raise ValueError(f"--agent must be one of {', '.join(AGENTS)}, got {self.agent!r}")
-    from ccvl_tf import training  # pylint: disable=g-import-not-at-top
     training.check_input_dir(self.offline_dir, "--offline_dir",
                              "the --root_dir of a train_offline.py or compare.py run")
     if not self.root_dir:
@@ -235,7 +246,6 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
 def make_env(game: str, seed: int, max_episode_steps: Optional[int] = None):
   """The game's PyEnvironment (ccvl_tf.envs.factory.make_env: the gridworld at its evaluation
   slip 0.15, a MinAtar or an Atari game)."""
-  from ccvl_tf.envs import factory
   return factory.make_env(game, seed, max_episode_steps).env
 
 
@@ -243,9 +253,6 @@ def gridworld_counts():
   """n(s) of the gridworld's bounds: the offline dataset's exact state counts
   (tabular.dataset.make_gridworld_dataset(seed=0)), growing with the online data
   (counts.GrowingExactCounts)."""
-  from ccvl_tf import counts as counts_lib  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.envs import gridworld  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.tabular import dataset as tds  # pylint: disable=g-import-not-at-top
   return counts_lib.GrowingExactCounts(tds.make_gridworld_dataset(seed=0).state,
                                        gridworld.GridWorld().num_states)
 
@@ -261,15 +268,10 @@ def agent_settings(game: str, bounds, alpha: Optional[float] = None, seed: int =
   (BoundsConfig). CQL explores with its collect policy, so its collect epsilon is
   bounds.explore_epsilon. `dataset_size`: |D| of the offline data (CCVL's linear n(s)^-1).
   `more`: further AgentSettings fields (export: policy_delta, num_grid_deltas)."""
-  from ccvl_tf import networks
-  from ccvl_tf.envs import factory
-  from ccvl_tf.envs import gridworld
   extra = dict(bounds=bounds, seed=seed, dataset_size=dataset_size, **more)
   if agent == "cql":
     extra["collect_epsilon"] = bounds.explore_epsilon
   if factory.is_minatar(game):
-    from ccvl_tf.experiments.compare import (  # pylint: disable=g-import-not-at-top
-        suites as compare_suites)
     extra = dict(dict(compare_suites.MinAtarSuite.training_overrides), **extra)
     return agent_registry.make_settings(network_config=networks.minatar_network_config(),
                                         alpha=alpha, reward_clip=1.0, **extra)
@@ -305,8 +307,6 @@ def build_agent(game: str, time_step_spec, action_spec, bounds, alpha=None, seed
 
 def specs(game: str, seed: int = 0):
   """(time_step_spec, action_spec) of the game's environment."""
-  from tf_agents.specs import tensor_spec
-  from tf_agents.trajectories import time_step as ts
   env = make_env(game, seed)
   obs = tensor_spec.from_spec(env.observation_spec())
   act = tensor_spec.from_spec(env.action_spec())
@@ -315,8 +315,6 @@ def specs(game: str, seed: int = 0):
 
 def server_signatures(game: str, bounds=None, agent_name: str = "ccvl"):
   """(replay item signature, variables signature) for the game and agent (both tables)."""
-  from tf_agents.specs import tensor_spec
-  from ccvl_tf import reverb_replay
   tss, act = specs(game)
   cfg = OnlineConfig(game=game)
   agent = build_agent(game, tss, act, bounds or cfg.bounds(), agent=agent_name)
@@ -325,7 +323,6 @@ def server_signatures(game: str, bounds=None, agent_name: str = "ccvl"):
 
 
 def control_variables():
-  import tensorflow as tf
   return {"train_step": tf.Variable(0, dtype=tf.int64, trainable=False),
           "finished": tf.Variable(0, dtype=tf.int64, trainable=False)}
 
@@ -336,7 +333,6 @@ def pushed_variables(agent, control):
 
 
 def make_server_tables(cfg: OnlineConfig):
-  from ccvl_tf import reverb_replay
   replay_sig, var_sig = server_signatures(cfg.game, cfg.bounds(), cfg.agent)
   return reverb_replay.make_tables(replay_sig, var_sig, max_size=cfg.replay_capacity,
                             min_size=cfg.min_replay_size,

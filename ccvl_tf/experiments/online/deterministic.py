@@ -13,6 +13,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import numpy as np
 import tensorflow as tf
+from tf_agents.policies import py_tf_eager_policy
 
 from ccvl_tf.experiments.online import actor as online_actor
 from ccvl_tf.experiments.online import config as online_config
@@ -91,7 +92,6 @@ class InProcessActors:
     tss, act = online_config.specs(cfg.game)
     self._actors = []
     for i in range(cfg.num_actors):
-      from tf_agents.policies import py_tf_eager_policy  # pylint: disable=g-import-not-at-top
       agent = online_config.build_agent(cfg.game, tss, act, cfg.bounds(), seed=cfg.seed,
                                         agent=cfg.agent)
       variables = online_config.pushed_variables(agent, online_config.control_variables())

@@ -16,7 +16,16 @@ import json
 import os
 from typing import Callable, Dict, List, Tuple
 
+import matplotlib
+import matplotlib.pyplot as plt
 import numpy as np
+
+from ccvl_tf.data import minatar_datasets
+from ccvl_tf.experiments.online import penalty as online_penalty
+from ccvl_tf.experiments.online import scores_and_bounds as online_eval
+from ccvl_tf import score_stats
+from ccvl_tf import scores
+from ccvl_tf import training
 
 
 LABELS = {"cql": "CQL", "ccvl_lower": "CCVL (lower bound only)", "ccvl": "CCVL (bounds)"}
@@ -32,11 +41,6 @@ def load_runs(cfg) -> List[dict]:
   """One row per evaluation of every finished or partial run: method, game, seed, step,
   learner_steps (since the offline start), online_env_steps (the actors', as counted at the
   server), the primary policy's raw and normalized score, and the run's summary."""
-  from ccvl_tf import scores  # pylint: disable=g-import-not-at-top
-  from ccvl_tf import training  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.data import minatar_datasets  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments.online import (  # pylint: disable=g-import-not-at-top
-      scores_and_bounds as online_eval)
   refs = minatar_datasets.load_scores(cfg.data_dir)
   rows = []
   for method in cfg.methods:
@@ -138,7 +142,6 @@ def _matrix(pairs, cfg, method, what) -> np.ndarray:
 
 
 def aggregate_lines(cfg, pairs) -> List[str]:
-  from ccvl_tf import score_stats  # pylint: disable=g-import-not-at-top
   lines = ["| Method | runs | before (IQM) | after (IQM) | gain: mean [95% CI] | "
            "gain: IQM [95% CI] |", "| --- | --- | --- | --- | --- | --- |"]
   for method in cfg.methods:
@@ -249,8 +252,6 @@ def penalty_lines(cfg, rows) -> List[str]:
 
 def penalty_plot(cfg, rows, path: str) -> None:
   """online_penalty.plot of the per-step means over seeds, one line per method and game."""
-  from ccvl_tf.experiments.online import (  # pylint: disable=g-import-not-at-top
-      penalty as online_penalty)
   keys = ["penalty/lower_weight_new", "penalty/lower_weight_offline",
           *online_penalty.TIGHT_KEYS]
   series = {}
@@ -289,9 +290,7 @@ def throughput_lines(cfg, pairs) -> List[str]:
 def plot(cfg, rows, path: str) -> None:
   """Normalized score of the primary policy vs online env steps: mean over seeds per method,
   shaded between the seeds' min and max, one panel per game."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   fig, axes = plt.subplots(1, len(cfg.games), figsize=(5 * len(cfg.games), 3.8), squeeze=False)
   for ax, game in zip(axes[0], cfg.games):
     for method in cfg.methods:

@@ -17,11 +17,18 @@ from typing import Callable, Dict, Optional, Sequence
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
+import numpy as np
+
 from agents import ccvl_agent
 from ccvl_tf import config_flags
+from ccvl_tf import scores
+from ccvl_tf import training
 from ccvl_tf.config_flags import setting
+from ccvl_tf.data import minatar_datasets
 from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.compare import config as compare_config
+from ccvl_tf.experiments.compare import suites as compare_suites
+from ccvl_tf.experiments.compare import units as compare_units
 from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf.experiments.online import finetune_report
 # Where a run lives is the report's to say (it reads the runs); the suite writes them there.
@@ -82,7 +89,6 @@ class FinetuneSuiteConfig:
     for name in ("compare_dir", "data_dir", "output_dir"):
       if not getattr(self, name):
         raise ValueError(f"--{name} is required")
-    from ccvl_tf import training  # pylint: disable=g-import-not-at-top
     training.check_input_dir(self.compare_dir, "--compare_dir", "a compare.py --output_dir")
     compare_config.parse_datasets(self.dataset)
     bad = [m for m in self.methods if m not in online_config.AGENTS]
@@ -100,8 +106,6 @@ class FinetuneSuiteConfig:
     for s in self.seeds:
       if not str(s).isdigit():
         raise ValueError(f"--seeds must be integers >= 0, got {s!r}")
-    from ccvl_tf import scores  # pylint: disable=g-import-not-at-top
-    from ccvl_tf.data import minatar_datasets  # pylint: disable=g-import-not-at-top
     refs = minatar_datasets.load_scores(self.data_dir)  # FileNotFoundError says how to make it
     missing = [g for g in self.games if not scores.has_reference(g, refs)]
     if missing:
@@ -115,8 +119,6 @@ class FinetuneSuiteConfig:
 
 def offline_dir(cfg: FinetuneSuiteConfig, method: str, game: str, seed: int) -> str:
   """The comparison's training root of the offline run `method` starts from."""
-  from ccvl_tf.experiments.compare import (  # pylint: disable=g-import-not-at-top
-      units as compare_units)
   return compare_units.train_dir(cfg.compare_dir, OFFLINE_METHOD[method], cfg.dataset_kind,
                                  game, seed)
 
@@ -127,10 +129,6 @@ def ensure_offline_summary(cfg: FinetuneSuiteConfig, method: str, game: str, see
   belief temperature). Comparisons made before compare.py wrote it have none: it is written
   here from the comparison's own definitions at its default settings (the learner's alpha,
   the dataset's size) and the CCVL result file's belief temperature, and the log says so."""
-  from ccvl_tf.experiments.compare import (  # pylint: disable=g-import-not-at-top
-      suites as compare_suites)
-  from ccvl_tf.experiments.compare import (  # pylint: disable=g-import-not-at-top
-      units as compare_units)
   root = offline_dir(cfg, method, game, seed)
   path = os.path.join(root, "summary.json")
   if os.path.exists(path):
@@ -165,9 +163,6 @@ def offline_states(cfg: FinetuneSuiteConfig, game: str, seed: int, suite=None,
   (the held-out batches of the MinAtar comparison's data of this game, kind and seed), for
   the penalty diagnostic of the CCVL fine-tunes (finetune_online.py --offline_states); written
   once."""
-  import numpy as np  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments.compare import (  # pylint: disable=g-import-not-at-top
-      suites as compare_suites)
   path = os.path.join(cfg.output_dir, "offline_states", f"{game}_seed{seed}.npz")
   if os.path.exists(path):
     return path
@@ -217,8 +212,6 @@ def run(cfg: FinetuneSuiteConfig, log: Callable[[str], None] = print) -> Dict[st
   with open(os.path.join(cfg.output_dir, "config.json"), "w") as f:
     json.dump(dataclasses.asdict(cfg), f, indent=2)
   units = [(g, int(s), m) for g in cfg.games for s in cfg.seeds for m in cfg.methods]
-  from ccvl_tf.experiments.compare import (  # pylint: disable=g-import-not-at-top
-      suites as compare_suites)
   suite = compare_suites.MinAtarSuite(compare_config.CompareConfig(  # data loaded when used
       suite="minatar", output_dir=cfg.compare_dir, data_dir=cfg.data_dir))
   for i, (game, seed, method) in enumerate(units):

@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional, Sequence
 
+import matplotlib
+from matplotlib import colors as mcolors
+from matplotlib.lines import Line2D
+import matplotlib.pyplot as plt
 import numpy as np
+
+from ccvl_tf.envs import gridworld
+from ccvl_tf.tabular import dataset as tds
 
 PENALTY_DELTA = 0.5  # the delta of the reported weight (the exported policy's default)
 ONLINE_COUNTS = ("grow", "offline")
@@ -49,8 +56,6 @@ def offline_states(game: str, path: Optional[str], size: int, seed: int) -> Opti
                          f"(it has {sorted(data.files)})")
       return np.asarray(data["observation"])[:size]
   if game.lower() == "gridworld":
-    from ccvl_tf.envs import gridworld  # pylint: disable=g-import-not-at-top
-    from ccvl_tf.tabular import dataset as tds  # pylint: disable=g-import-not-at-top
     data = tds.make_gridworld_dataset(seed=0)
     idx = np.random.default_rng(seed).choice(len(data), min(size, len(data)), replace=False)
     return np.asarray(tds.one_hot_batch(gridworld.GridWorld(), data, idx)["observation"])
@@ -134,11 +139,7 @@ def plot(series: Dict[str, Sequence[dict]], path: str, title: str = "") -> dict:
   colour in every panel and in the legend, also where a panel lacks some labels (Q_u exists
   only for the bounds agent). Returns {"legend": {label: colour}, "panels": {panel title:
   {label: colour of its line}}} (what was drawn)."""
-  import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  from matplotlib import colors as mcolors  # pylint: disable=g-import-not-at-top
-  from matplotlib.lines import Line2D  # pylint: disable=g-import-not-at-top
   panels = [("penalty/lower_weight_new", "w(s, 0.5) of Q_l: new online states"),
             ("penalty/lower_weight_offline", "w(s, 0.5) of Q_l: offline states"),
             (TIGHT_KEYS[0], "Q_l - MC return (delta 0.5)"),

@@ -13,14 +13,24 @@ from typing import Dict, Optional, Sequence
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import numpy as np
+import tensorflow as tf
+from tf_agents.trajectories import time_step as ts
+
+from agents import ccvl_bounds_agent
+from ccvl_tf import belief
+from ccvl_tf.envs import factory
+from ccvl_tf.envs import gridworld_env
+from ccvl_tf.experiments.gridworld import bounds as gridworld_bounds
+from ccvl_tf.experiments.online import config as online_config
+from ccvl_tf import policies
+from ccvl_tf import rollouts
+from ccvl_tf.tabular import value_iteration as vi
 
 TIGHTNESS_DELTAS = (0.1, 0.5, 0.9)
 
 
 def named_policies(cfg, agent) -> Dict[str, object]:
   """{'lower', 'adaptive' (CCVL agents), 'bounds' (with Q_u)} -> TF-Agents policy."""
-  from agents import ccvl_bounds_agent  # pylint: disable=g-import-not-at-top
-  from ccvl_tf import policies  # pylint: disable=g-import-not-at-top
   tss, act = agent.time_step_spec, agent.action_spec
   named = {"lower": policies.FixedDeltaPolicy(tss, act, agent.q_network, cfg.policy_delta)}
   if cfg.offline_agent == "ccvl":
@@ -35,8 +45,6 @@ def named_policies(cfg, agent) -> Dict[str, object]:
 def primary_policy_name(agent: str) -> str:
   """The policy the fine-tuning table reports for --agent `agent`: 'adaptive' for the CCVL
   agents, else 'lower' (CQL's greedy policy)."""
-  from ccvl_tf.experiments.online import (  # pylint: disable=g-import-not-at-top
-      config as online_config)
   return "adaptive" if online_config.OFFLINE_AGENT[agent] == "ccvl" else "lower"
 
 
@@ -46,8 +54,6 @@ def evaluate(cfg, agent, step: int, episodes: Optional[int] = None) -> Dict[str,
   on cfg.seed only, not on `step`: every evaluation of a run -- the offline start ("before"),
   mid-run, the end ("after") -- plays episodes from the same seeds, so a gain compares the
   policies on the same environment randomness."""
-  from ccvl_tf import rollouts  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.envs import factory  # pylint: disable=g-import-not-at-top
   del step  # the seeds do not depend on it (above)
   episodes = cfg.eval_episodes if episodes is None else episodes
   out = {}
@@ -72,11 +78,6 @@ def exact_gridworld_scores(cfg, agent) -> Dict[str, float]:
   of Q_l at policy_delta ('lower_exact_normalized_score'; CQL: of its greedy policy) and, for
   CCVL, at each grid delta ('exact/lower@<delta>') and their mean over the grid
   ('lower_grid_exact_normalized_score'), by policy evaluation on the known model."""
-  from ccvl_tf import belief  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.envs import gridworld_env  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments.gridworld import (  # pylint: disable=g-import-not-at-top
-      bounds as gridworld_bounds)
-  from ccvl_tf.tabular import value_iteration as vi  # pylint: disable=g-import-not-at-top
   world = gridworld_env.eval_world(horizon=cfg.eval_max_steps)
   grid = ([float(d) for d in belief.delta_grid(cfg.num_grid_deltas)]
           if cfg.offline_agent == "ccvl" else [])
@@ -111,9 +112,6 @@ def gridworld_bounds_report(cfg, agent, alpha: float, data, world, counts=None):
   Returns:
     rows (gridworld_bounds.coverage_rows).
   """
-  from ccvl_tf import belief  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments.gridworld import (  # pylint: disable=g-import-not-at-top
-      bounds as gridworld_bounds)
   grid = belief.delta_grid(cfg.num_grid_deltas)
   refs = gridworld_bounds.references(data, world, grid, alpha, cfg.upper_alpha, counts)
   q_lower, q_upper = gridworld_bounds.q_tables(agent, grid, world.num_states)
@@ -141,10 +139,6 @@ def bound_tightness(cfg, agent, episodes: int, deltas: Sequence[float] = TIGHTNE
   plus 'tight/mc_return' (mean G_t) and 'tight/states' (how many states were scored: every
   visited one, or `max_states` spread evenly over them).
   """
-  import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
-  from ccvl_tf import rollouts  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.envs import factory  # pylint: disable=g-import-not-at-top
   policy = rollouts.CompiledPolicy(named_policies(cfg, agent)[primary_policy_name(cfg.agent)])
   ev = factory.make_env(cfg.game, cfg.seed + 20_000, cfg.eval_max_steps)
   env, clip = ev.env, cfg.bounds().reward_clip

@@ -19,6 +19,11 @@ from __future__ import annotations
 
 from typing import Callable, Optional, TypeVar
 
+import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+
+from tf_agents.experimental.distributed import reverb_variable_container
+from tf_agents.specs import tensor_spec
+
 from ccvl_tf import reverb_replay
 
 _T = TypeVar("_T")
@@ -48,7 +53,6 @@ def check_table(address: str, table_info, cfg, trajectory_spec) -> None:
   """Raises ServerMismatch unless the server's 'replay' table (`table_info`) has the settings
   `cfg` (OnlineConfig) gives it and the item signature of `trajectory_spec`: its rate limiter
   decides how many env steps the actors take per learner step."""
-  from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
   expected = reverb_replay.table_settings(
       max_size=cfg.replay_capacity, min_size=cfg.min_replay_size,
       samples_per_insert=cfg.samples_per_insert, batch_size=cfg.online_batch_size)
@@ -78,7 +82,9 @@ class LearnerServerLink:
   variables, with the deadlines of the module docstring."""
 
   def __init__(self, address: str, server_timeout_s: float, checkpoint_timeout_s: float):
-    import reverb  # pylint: disable=g-import-not-at-top  (Reverb loads when a run starts)
+    # Here: reverb (~20-40 ms after TensorFlow, its native libraries) loads only in
+    # processes that use a server.
+    import reverb  # pylint: disable=g-import-not-at-top
     self.address = address
     self.server_timeout_s = float(server_timeout_s)
     self.checkpoint_timeout_s = float(checkpoint_timeout_s)
@@ -89,8 +95,6 @@ class LearnerServerLink:
   def connect(self, variables, step: int) -> None:
     """The variable container of the 'variables' table, and the first push of `variables`
     (a nest of tf.Variables, pushed again by every `push`)."""
-    from tf_agents.experimental.distributed import (  # pylint: disable=g-import-not-at-top
-        reverb_variable_container)
     self.variables = variables
     self.container = self.call(
         lambda: reverb_variable_container.ReverbVariableContainer(

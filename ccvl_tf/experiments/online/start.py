@@ -12,11 +12,14 @@ from typing import Callable, Dict, Optional, Tuple
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
+import keras
 import numpy as np
 import tensorflow as tf
 
-from ccvl_tf import training
+from ccvl_tf.envs import gridworld
 from ccvl_tf.experiments.online import config as online_config
+from ccvl_tf.tabular import dataset as tds
+from ccvl_tf import training
 
 GRIDWORLD = online_config.GRIDWORLD
 OnlineConfig = online_config.OnlineConfig
@@ -26,8 +29,6 @@ specs = online_config.specs
 
 def offline_gridworld_batches(seed: int, batch_size: int, data_seed: int = 0):
   """An infinite iterator of uniformly sampled batches of the paper's gridworld dataset."""
-  from ccvl_tf.envs import gridworld
-  from ccvl_tf.tabular import dataset as tds
   env = gridworld.GridWorld()
   data = tds.make_gridworld_dataset(seed=data_seed)
   rng = np.random.default_rng(seed)
@@ -40,7 +41,6 @@ def train_offline_gridworld(root_dir: str, num_steps: int = 1500, seed: int = 0,
   """Offline CCVL (lower AND upper bound) on the paper's gridworld dataset (2.5k transitions
   of the p=0.3 world), in train_offline's layout (root_dir/checkpoints, summary.json), as the
   starting point of gridworld fine-tuning (train_offline.py itself is Atari-only)."""
-  import keras
   keras.utils.set_random_seed(seed)
   tss, act = specs(GRIDWORLD)
   agent_name = agent

@@ -96,7 +96,7 @@ def collection_env(cfg, policy_name: str) -> str:
     ValueError: an unknown --default_dataset_env, or 'vector' for the scripted player or a game
       the vector environment does not run (the message names the flag).
   """
-  choice = getattr(cfg, "default_dataset_env", "sequential")
+  choice = cfg.default_dataset_env
   if choice not in COLLECTION_ENVS:
     raise ValueError(f"--default_dataset_env must be one of {', '.join(COLLECTION_ENVS)}, "
                      f"got {choice!r}")

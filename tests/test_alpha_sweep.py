@@ -1,4 +1,4 @@
-"""binaries/alpha_sweep.py and its report (issue 23, item 2): a tiny gridworld sweep end to end
+"""binaries/alpha_sweep.py and its report: a tiny gridworld sweep end to end
 (every file, BC trained once, alpha reaching the learners, resume), the config's refusals, and
 the report's numbers on hand-built result files (IQM / CI plumbing against direct
 aggregate_scores calls; flatness and the family table by hand)."""

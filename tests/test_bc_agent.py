@@ -1,4 +1,4 @@
-"""BCAgent (issue 22): the cross-entropy loss and its gradient by hand on a linear network, the
+"""BCAgent: the cross-entropy loss and its gradient by hand on a linear network, the
 agent learning a state-dependent policy, registry and export plumbing."""
 import math
 

@@ -428,7 +428,7 @@ def test_lower_only_agent_explores_with_the_belief_over_q_lower():
 
 
 def test_q_u_started_from_a_plain_ccvl_checkpoint_gets_its_counts():
-  """Q_u <- Q_l copies the count statistics too (issue 24's finding: without them Q_u's
+  """Q_u <- Q_l copies the count statistics too (without them Q_u's
   n(s)^-1 was divided by each batch's own mean, its weight never shrank online). After the
   copy, Q_u weighs every state exactly as the checkpoint's agent does."""
   keras.utils.set_random_seed(3)

@@ -1,4 +1,4 @@
-"""Why the gridworld bounds did not bound, and the fix (issue 27), on problems small enough to
+"""Why the gridworld bounds did not bound, and the fix, on problems small enough to
 solve by hand.
 
 * The regularized objectives' exact fixed points (per state: Q_a = y_a -+ w (pi_a / pi_beta_a - 1)

@@ -208,7 +208,7 @@ def test_registry_has_every_method_and_names_the_valid_agents():
 
 
 def test_aevl_td_members_have_no_cql_term_and_ccvl_options_reach_the_agent():
-  """AEVL-TD (issue 11, item 6) is AEVL with alpha = 0 whatever --alpha says; CCVL's options
+  """AEVL-TD is AEVL with alpha = 0 whatever --alpha says; CCVL's options
   (experiments/agent_options.py) arrive in CCVLConfig; the temperature defaults to auto."""
   import tensorflow as tf
   from tf_agents.specs import tensor_spec
@@ -275,7 +275,7 @@ def test_minatar_cell_is_bit_identical_with_one_or_two_workers(tmp_path):
 
 
 def test_confidence_md_shows_the_family_as_policies_per_dataset_kind():
-  """confidence.md's family table (issue 23): mean [min, max] over the CCVL rows of each
+  """confidence.md's family table: mean [min, max] over the CCVL rows of each
   dataset kind, by hand; rows without diagnostics (other methods) are ignored, a key no row
   has is n/a."""
   fam = lambda ends, any_, a_lo, a_hi, g_lo, g_hi: {  # noqa: E731

@@ -100,7 +100,7 @@ def test_exact_counts_rejects_out_of_range_states():
     counts.ExactInverseCounts([0, 5], num_states=3)
 
 
-# ---- online fine-tuning: n(s)^-1 follows the data (issue 24) ----------------------------------
+# ---- online fine-tuning: n(s)^-1 follows the data ----------------------------------
 def _offline_one_hot_counts(**kwargs):
   """States 0, 1, 2 seen n = 2, 3, 5 times offline (|D| = 10), one-hot features, a negligible
   absolute ridge: n(s)^-1 = 1 / (n(s) + 1e-6) ~ [1/2, 1/3, 1/5] after one update + refresh."""

@@ -148,7 +148,7 @@ def test_minatar_offline_runs_fine_tune_end_to_end(tmp_path):
     tp = summary["throughput"]
     assert tp["learner_steps"] == last - 3 and tp["replay/inserts"] >= 96
     assert "actors/actor_env_steps_per_s" in tp  # counters: test_online_eval.py
-    # The penalty diagnostic at every evaluation (issue 24): the bounds against Monte-Carlo
+    # The penalty diagnostic at every evaluation: the bounds against Monte-Carlo
     # returns from the offline start on; for CCVL the weight on offline states (the suite's
     # sample) and, after the start, on the online rows trained on since the previous
     # evaluation; |D| = the offline transitions + the online rows trained on / SPI (32 rows /

@@ -1,4 +1,4 @@
-"""The exact references of the gridworld bounds (issue 27): growing tabular counts, the tabular
+"""The exact references of the gridworld bounds: growing tabular counts, the tabular
 bonus bounds (Eq. update / Eq. upper update with state counts) on a chain solved by hand, and
 the coverage report (ccvl_tf/experiments/gridworld_bounds.py) on hand-made tables."""
 import math

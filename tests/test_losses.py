@@ -193,7 +193,7 @@ def test_unknown_td_loss_type_raises():
     losses.td_loss(tf.ones([2]), "l1")
 
 
-# ---- gradients by hand (issue 15) -------------------------------------------------------------
+# ---- gradients by hand -------------------------------------------------------------
 # The expected gradients below are derived in the comments and computed with numpy from those
 # formulas (or written as literals); nothing here calls the code under test to get them.
 def _softmax(x):

@@ -269,7 +269,7 @@ def test_end_to_end_gridworld_two_actors_one_killed(offline_dir, tmp_path):
     actor1 = _read(os.path.join(root, "actors", "actor_1.log"))
     assert "collecting into" in actor1
     # The offline start is evaluated, and the bounds are checked against exact values at the
-    # start and at the end (issue 27): report files, per-delta metrics, before/after lines.
+    # start and at the end: report files, per-delta metrics, before/after lines.
     assert summary["start_eval"]["online_env_steps"] == 0
     assert "bounds_start/lower_holds@0.0625" in summary["start_eval"]
     assert "bounds/upper_holds@0.9375" in summary["last_eval"]
@@ -278,7 +278,7 @@ def test_end_to_end_gridworld_two_actors_one_killed(offline_dir, tmp_path):
     assert "### offline start" in report and "### after fine-tuning" in report
     assert os.path.exists(os.path.join(root, "bounds_report.png"))
     assert "[score] adaptive_normalized_score: offline start" in text
-    # The penalty diagnostic (issue 24): the weights of both bounds on offline states at the
+    # The penalty diagnostic: the weights of both bounds on offline states at the
     # start, on the new online states too at the end, the bounds against Monte-Carlo returns
     # at both, penalty.png against online steps.
     start, last = summary["start_eval"], summary["last_eval"]

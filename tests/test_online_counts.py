@@ -1,4 +1,4 @@
-"""Online counts in the CCVL agents and the penalty diagnostic (issue 24): the train step's
+"""Online counts in the CCVL agents and the penalty diagnostic: the train step's
 count update takes the online rule after start_online_counts, the weight w(s, delta) the agent
 reports, its gradient effect by hand, and online_penalty's probe and plot."""
 import ccvl_tf  # noqa: F401

@@ -137,7 +137,7 @@ def assert_reads_exactly(d, exp, num_actions=4):
 
 @pytest.fixture(scope="module")
 def partial(tmp_path_factory):
-  """Capacity 500, add_count 273 (cursor 273), like the checkpoint of the issue."""
+  """Capacity 500, add_count 273 (cursor 273), a checkpoint taken mid-buffer."""
   buf = DopamineLikeBuffer(500)
   clean = play(buf, 273)
   assert buf.add_count == 273 and buf.written.sum() == 273

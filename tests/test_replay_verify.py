@@ -111,7 +111,7 @@ def test_stored_copy_without_a_flip_loads_the_same_store(tmp_path, cache):
 
 
 def test_flipped_bytes_in_the_compressed_observation_stream_are_refused(tmp_path, cache):
-  """The issue's probe: four bytes flipped inside the compressed observation file."""
+  """Four bytes flipped inside the compressed observation file."""
   d = copy_testdata(tmp_path)
   path = os.path.join(d, "$store$_observation_ckpt.0.gz")
   with open(path, "r+b") as f:

@@ -6,7 +6,7 @@ polls on files and process states; every process is killed in a finally block).
   fresh learner, every object consumed);
 * the learner killed -9 -> its actors exit by themselves; a restart resumes from the last
   learner checkpoint at exactly its step and finishes;
-* the learner's calls to the server have deadlines (issue 24): a frozen server (SIGSTOP) makes
+* the learner's calls to the server have deadlines: a frozen server (SIGSTOP) makes
   a Reverb checkpoint end with ServerLost at its deadline, and a server killed -9 in the middle
   of a weight push ends the push with ServerLost naming the address within the deadline (plus
   one ServerInfo check when the call fails at once); call_with_deadline by itself.
@@ -277,7 +277,7 @@ def test_learner_killed_and_restarted_resumes_at_its_last_checkpoint(offline_dir
     _cleanup(procs, actor_pids or [])
 
 
-# ---- deadlines on the learner's calls (issue 24) ----------------------------------------------
+# ---- deadlines on the learner's calls ----------------------------------------------
 def test_call_with_deadline_returns_raises_or_times_out_naming_the_server():
   from ccvl_tf import reverb_replay
   assert reverb_replay.call_with_deadline(lambda: 42, "h:1", 5.0, "the answer") == 42

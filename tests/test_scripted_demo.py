@@ -1,4 +1,4 @@
-"""The default dataset's scripted Breakout player and the end-of-run results table (issue 13)."""
+"""The default dataset's scripted Breakout player and the end-of-run results table."""
 import json
 import os
 

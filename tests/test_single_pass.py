@@ -1,4 +1,4 @@
-"""One online torso pass over [s; s'] (issue 12): the loss and every gradient equal the
+"""One online torso pass over [s; s']: the loss and every gradient equal the
 two-pass computation (Q and phi(s) from q_and_phi_model on s, phi(s') from phi_model on s'),
 for CCVL (both delta entries, lower and upper objective) and the CQL / REM / AEVL baselines.
 

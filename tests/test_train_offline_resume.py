@@ -1,4 +1,4 @@
-"""train_offline.py refuses to resume checkpoints trained on another configuration (issue 14)."""
+"""train_offline.py refuses to resume checkpoints trained on another configuration."""
 import os
 import subprocess
 import sys

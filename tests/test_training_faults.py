@@ -1,4 +1,4 @@
-"""The training loop under faults (issue 14): exactly-once evaluation across SIGKILL, fallback
+"""The training loop under faults: exactly-once evaluation across SIGKILL, fallback
 to an intact checkpoint, refusal to resume another configuration."""
 import csv
 import json

@@ -46,7 +46,7 @@ class Mutation:
 
 LOSS_TESTS = ("tests/test_losses.py",)
 MUTATIONS = (
-    # ---- the three of issue 15 ----------------------------------------------------------------
+    # ---- the three gradient mutations --------------------------------------------
     Mutation("ccvl_gap_stop_gradient",
              "CCVL: the CQL gap under tf.stop_gradient (same loss value)",
              "ccvl_tf/losses.py",
@@ -136,7 +136,7 @@ MUTATIONS = (
              "y = tf.reduce_min(target, axis=-1) + weight",
              "y = tf.reduce_max(target, axis=-1) + weight",
              ("tests/test_bounds_fixed_points.py::test_upper_bonus_loss_by_hand",)),
-    # ---- issue 24: n(s)^-1 that follows the online data ---------------------------------------
+    # ---- n(s)^-1 that follows the online data ---------------------------------------
     Mutation("online_count_ignores_spi",
              "online counts: n_on grows by the online rows, not rows / SPI",
              "ccvl_tf/counts.py",

@@ -192,7 +192,8 @@ class MinAtarSuite(_ReplaySuite):
   default_eval_max_steps = 10_000  # MinAtar env's cap (the reference DQN scores used it too)
   # DR3 off for every method: the development split's rule (docs/alpha_sweep.md, "The DR3
   # question": with DR3 0.03, CCVL at alpha 0.1 played one action everywhere on a development
-  # seed of SpaceInvaders, not with 0); the alpha sweep and the issue-23 table use it.
+  # seed of SpaceInvaders, not with 0); the alpha sweep and docs/confidence.md's family table
+  # use it.
   training_overrides = dict(learning_rate=2.5e-4, target_update_period=1000, dr3_coef=0.0)
 
   def games(self):

@@ -63,7 +63,8 @@ VARIANTS: Dict[str, Variant] = {
     "cql_nodr3": Variant("cql", _NODR3, note="DR3 off"),
     "cql_alpha1": Variant("cql", _A1, note="the CQL authors' Atari alpha"),
     "cql_eps": Variant("cql", _EPS, note="Adam epsilon 1e-8 (PyTorch / d3rlpy default)"),
-    "cql_alpha1_lr": Variant("cql", {**_A1, **_LR}, note="issue 22's run that learned"),
+    "cql_alpha1_lr": Variant("cql", {**_A1, **_LR},
+                             note="lr 5e-4 at alpha 1: learned at the demo's scale"),
     "cql_alpha1_nodr3": Variant("cql", {**_A1, **_NODR3}),
     "cql_alpha1_eps_nodr3": Variant("cql", {**_A1, **_EPS, **_NODR3}),
     "ccvl": Variant("ccvl", note="CCVL defaults (alpha 0.1, lr 5e-5, Adam eps 3.125e-4, DR3 "
@@ -71,7 +72,8 @@ VARIANTS: Dict[str, Variant] = {
     "ccvl_nodr3": Variant("ccvl", _NODR3, note="DR3 off"),
     "ccvl_alpha1": Variant("ccvl", _A1),
     "ccvl_eps": Variant("ccvl", _EPS),
-    "ccvl_alpha1_lr": Variant("ccvl", {**_A1, **_LR}, note="issue 22's run that did not learn"),
+    "ccvl_alpha1_lr": Variant(
+        "ccvl", {**_A1, **_LR}, note="lr 5e-4 at alpha 1: did not learn at the demo's scale"),
     "ccvl_alpha1_nodr3": Variant("ccvl", {**_A1, **_NODR3}),
     "ccvl_alpha1_eps_nodr3": Variant("ccvl", {**_A1, **_EPS, **_NODR3}),
     "ccvl_alpha1_eps_nodr3_nocount": Variant(

@@ -24,9 +24,10 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from ccvl_tf import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 from ccvl_tf import config_flags
+from ccvl_tf.experiments.offline import config as offline_config
 from ccvl_tf.experiments.offline import runner as offline
 
-config_flags.define(offline.DiagnoseConfig)  # --root_dir, --episodes
+config_flags.define(offline_config.DiagnoseConfig)  # --root_dir, --episodes
 
 
 def main(argv):
@@ -34,7 +35,7 @@ def main(argv):
     raise app.UsageError("unexpected arguments: {}".format(" ".join(argv[1:])))
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.ERROR)
-  cfg = config_flags.from_flags(offline.DiagnoseConfig)
+  cfg = config_flags.from_flags(offline_config.DiagnoseConfig)
   if cfg.episodes is not None and cfg.episodes < 1:
     raise app.UsageError(f"--episodes must be >= 1, got {cfg.episodes}")
   try:

@@ -32,19 +32,22 @@ from ccvl_tf import training
 from ccvl_tf.envs import atari
 from ccvl_tf.experiments import agent_options
 from ccvl_tf.experiments.compare import offline_table
+from ccvl_tf.experiments.offline import config as offline_config
 from ccvl_tf.experiments.offline import runner as offline
 
-config_flags.define(offline.OfflineConfig)  # the `setting` fields of OfflineConfig
+config_flags.define(offline_config.OfflineConfig)  # the `setting` fields of OfflineConfig
 # alpha, N, M, ..., CCVL's options: generated from agents.ccvl_agent.CCVLConfig
-agent_options.define_flags(offline.AGENT_FLAGS, default_notes=offline.AGENT_FLAG_NOTES)
+agent_options.define_flags(offline_config.AGENT_FLAGS,
+                           default_notes=offline_config.AGENT_FLAG_NOTES)
 
 
 def main(argv):
   del argv
   if not flags.FLAGS["verbosity"].present:  # TF/TF-Agents INFO logs drown the progress lines
     logging.set_verbosity(logging.ERROR)
-  cfg = config_flags.from_flags(offline.OfflineConfig,
-                                agent_values=agent_options.from_flags(offline.AGENT_FLAGS))
+  cfg = config_flags.from_flags(
+      offline_config.OfflineConfig,
+      agent_values=agent_options.from_flags(offline_config.AGENT_FLAGS))
   try:
     cfg.validate()
     atari.check_game(cfg.game)

@@ -171,8 +171,8 @@ def test_dispatch_picks_sequential_for_minatar_and_gridworld():
 
 def test_offline_config_declares_eval_env_once_with_vector_default():
   import dataclasses
-  from ccvl_tf.experiments.offline import runner
-  fields = {f.name: f for f in dataclasses.fields(runner.OfflineConfig)}
+  from ccvl_tf.experiments.offline import config
+  fields = {f.name: f for f in dataclasses.fields(config.OfflineConfig)}
   assert fields["eval_env"].default == "vector"
 
 

@@ -15,7 +15,7 @@ from ccvl_tf.experiments.compare import report as compare_report
 from ccvl_tf.experiments.compare import runner as compare
 from ccvl_tf.experiments.compare import units as compare_units
 from ccvl_tf.experiments import agent_registry
-from ccvl_tf.experiments.offline import runner as offline
+from ccvl_tf.experiments.offline import config as offline_config
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "binaries", "compare.py")
@@ -204,7 +204,7 @@ def test_registry_has_every_method_and_names_the_valid_agents():
   assert agent_registry.get_agent_spec("fixed_ccvl").train_key == agent_registry.get_agent_spec("ccvl").train_key
   with pytest.raises(ValueError, match="--agent must be one of ccvl, fixed_ccvl, cql, rem, "
                                        "aevl, aevl_td, dqn, bc, got 'sac'"):
-    offline.OfflineConfig(agent="sac").validate()
+    offline_config.OfflineConfig(agent="sac").validate()
 
 
 def test_aevl_td_members_have_no_cql_term_and_ccvl_options_reach_the_agent():

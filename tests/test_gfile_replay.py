@@ -296,11 +296,11 @@ def test_reader_functions_on_remote_paths(ram_root):
 
 
 def test_offline_config_accepts_remote_dataset_dirs(ram_root, monkeypatch):
-  from ccvl_tf.experiments.offline import runner as offline
+  from ccvl_tf.experiments.offline import config as offline_config
   remote = copy_to_ram(TESTDATA, ram_root + "/replay_logs")
-  offline.OfflineConfig(dataset_dir=remote, subset="1%").validate()
+  offline_config.OfflineConfig(dataset_dir=remote, subset="1%").validate()
   with pytest.raises(ValueError, match=r"--dataset_dir ram://.*/nope does not exist"):
-    offline.OfflineConfig(dataset_dir=ram_root + "/nope").validate()
+    offline_config.OfflineConfig(dataset_dir=ram_root + "/nope").validate()
   # gs:// without network (simulated, so that the test does not depend on the machine's
   # network): TensorFlow's GCS client fails with FailedPreconditionError.
   real_exists = tf.io.gfile.exists
@@ -317,7 +317,7 @@ def test_offline_config_accepts_remote_dataset_dirs(ram_root, monkeypatch):
   with pytest.raises(ValueError, match=r"--dataset_dir gs://atari-replay-datasets/\S+ could "
                                        r"not be reached \(FailedPreconditionError: .*resolve "
                                        r"host name.*\); .*network access"):
-    offline.OfflineConfig(dataset_dir=gs).validate()
+    offline_config.OfflineConfig(dataset_dir=gs).validate()
 
 
 def test_leftovers_of_killed_builds_are_removed_and_never_used(ram_root, cache_env):

@@ -112,8 +112,8 @@ def _random_batch_agent(torso):
 
 
 def _demo_config(work_dir, data_steps):
-  from ccvl_tf.experiments.offline import runner  # pylint: disable=g-import-not-at-top
-  return runner.OfflineConfig(root_dir=work_dir, default_dataset_steps=data_steps,
+  from ccvl_tf.experiments.offline import config  # pylint: disable=g-import-not-at-top
+  return config.OfflineConfig(root_dir=work_dir, default_dataset_steps=data_steps,
                               reference_agents=())
 
 

@@ -146,6 +146,7 @@ def _policy(policy_dir):
   if policy_dir:
     saved, _ = rollouts.load_saved_policy(policy_dir)
     return rollouts.CompiledPolicy(saved), policy_dir
+  from ccvl_tf.experiments.offline import config  # pylint: disable=g-import-not-at-top
   from ccvl_tf.experiments.offline import runner  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
@@ -153,7 +154,7 @@ def _policy(policy_dir):
   from ccvl_tf import policies  # pylint: disable=g-import-not-at-top
   env = atari.AtariEnvironment("Breakout")
   tss = ts.time_step_spec(tensor_spec.from_spec(env.observation_spec()))
-  cfg = runner.OfflineConfig(root_dir="/tmp/unused")
+  cfg = config.OfflineConfig(root_dir="/tmp/unused")
   store = collections.namedtuple("S", ["num_transitions"])(50_000)
   agent, _ = runner.build_agent(cfg, "ccvl", store, tss, tensor_spec.from_spec(env.action_spec()))
   del tf

@@ -95,8 +95,8 @@ def ensure_peer_venv(venv: str, python: str, pip_args: Sequence[str], log: Log) 
 
 def demo_config(game: str, work_dir: str, seed: int):
   """The demo's OfflineConfig (train_offline.py's defaults) with another root directory."""
-  from ccvl_tf.experiments.offline import runner  # pylint: disable=g-import-not-at-top
-  return runner.OfflineConfig(game=game, root_dir=work_dir, seed=seed)
+  from ccvl_tf.experiments.offline import config  # pylint: disable=g-import-not-at-top
+  return config.OfflineConfig(game=game, root_dir=work_dir, seed=seed)
 
 
 def ensure_dataset(cfg, log: Log) -> str:
@@ -240,7 +240,8 @@ def main(argv=None) -> None:
 
   from ccvl_tf.data import replay_writer  # pylint: disable=g-import-not-at-top
   from ccvl_tf.experiments.offline import demo_report  # pylint: disable=g-import-not-at-top
-  base = cfg.seed + demo_report.EVAL_SEED_OFFSET
+  from ccvl_tf.experiments.offline.seeds import Seeds  # pylint: disable=g-import-not-at-top
+  base = Seeds(cfg.seed).table_eval()
   episodes = []
 
   def add(policy, algo, seed, env_seed, records):

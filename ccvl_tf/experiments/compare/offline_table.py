@@ -10,10 +10,11 @@ from ccvl_tf import policies, training
 from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.compare import config as compare_config
 from ccvl_tf.experiments.offline import demo_report, phase_times
+from ccvl_tf.experiments.offline import config as offline_config
 from ccvl_tf.experiments.offline import runner as offline
 
 
-def run(cfg: offline.OfflineConfig, trained: offline.Trained,
+def run(cfg: offline_config.OfflineConfig, trained: offline.Trained,
         log: Callable[[str], None] = print) -> Dict[str, object]:
   """Trains the reference agents, writes results.md (and its plots) and adds 'references' and
   'results_table' to summary.json (and the phase times of these steps to its 'phase_times',
@@ -43,14 +44,14 @@ def run(cfg: offline.OfflineConfig, trained: offline.Trained,
   return summary
 
 
-def train_references(cfg: offline.OfflineConfig, run_setup: offline.Setup,
+def train_references(cfg: offline_config.OfflineConfig, run_setup: offline.Setup,
                      log, timer=None) -> Dict[str, Dict]:
   """Trains each of --reference_agents (other than --agent) on the same data, steps, seed and
   preset, in root_dir/reference/<agent> (resumable, fingerprinted; no evaluation during
   training), and exports its policy there. Returns {display name: {'policy', 'root_dir',
   'policy_dir', 'step', 'settings', 'last_metrics'}} in --reference_agents order."""
   display = {v: k for k, v in compare_config.METHODS.items()}
-  make_dataset = offline.training_batches(cfg, run_setup.store)
+  make_dataset = run_setup.batches.training
   out = {}
   for name in cfg.reference_agents:
     if (agent_registry.get_agent_spec(name).train_key
@@ -71,12 +72,12 @@ def train_references(cfg: offline.OfflineConfig, run_setup: offline.Setup,
           allow_config_change=cfg.allow_config_change)
     exports, _ = agent_registry.get_agent_spec(name).policies(
         agent, run_setup.time_step_spec, run_setup.action_spec,
-        offline.held_out_batches(cfg, run_setup.store), settings)
+        run_setup.batches.held_out(), settings)
     policy_dir = os.path.join(root, "policy")
     with phase_times.phase(timer, f"export {name}"), training.writing(policy_dir,
                                                                       result["checkpoint"]):
       policies.export_policy(exports["policy"], policy_dir, train_step=agent.train_step_counter)
     out[display.get(name, name)] = dict(
         policy=exports["policy"], root_dir=root, policy_dir=policy_dir, step=result["step"],
-        settings=offline.agent_overrides(cfg, name), last_metrics=result["last_metrics"])
+        settings=offline_config.agent_overrides(cfg, name), last_metrics=result["last_metrics"])
   return out

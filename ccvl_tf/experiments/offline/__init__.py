@@ -8,7 +8,7 @@ Entry point: `runner.run(OfflineConfig(...))` (binaries/train_offline.py). Its s
      (checkpoints, exact resume, periodic evaluation);
   4. the exported SavedModel policies;
   5. CCVL runs: the confidence diagnostics (confidence_report.py; also `runner.diagnose`,
-     binaries/diagnose.py); then summary.json. Its random streams: `runner.Seeds`.
+     binaries/diagnose.py); then summary.json. Its random streams: seeds.py.
 The binary then calls `compare.offline_table.run`: the reference agents beside it and the
 results table of random / behaviour / reference / learned policies (demo_report.py's rows).
 

@@ -32,6 +32,7 @@ from ccvl_tf.data import vector_collection
 from ccvl_tf.envs import atari
 from ccvl_tf.envs import atari_vector
 from ccvl_tf.envs import scripted
+from ccvl_tf.experiments.offline.seeds import Seeds
 
 DEFAULT_DATASET_STEPS = 50_000
 # Where the default dataset is collected (OfflineConfig.default_dataset_env; module docstring).
@@ -82,10 +83,11 @@ def default_behaviour(cfg, env):
     return (f"scripted_eps{eps:g}",
             f"the scripted {env.game} player (paddle and ball read from the ALE RAM, fires to "
             f"serve, tracks the ball) taking a uniformly random action with probability {eps:g}",
-            factory(env, epsilon=eps, seed=cfg.seed))
+            factory(env, epsilon=eps, seed=Seeds(cfg.seed).behaviour_policy()))
   return ("random", "a uniformly random policy" + (
       f" (no scripted player for {env.game})" if factory is None else ""),
-          replay_writer.random_policy(env.num_actions, seed=cfg.seed))
+          replay_writer.random_policy(env.num_actions,
+                                               seed=Seeds(cfg.seed).behaviour_policy()))
 
 
 def collection_env(cfg, policy_name: str) -> str:
@@ -118,7 +120,7 @@ def ensure_default_dataset(cfg, env_factory, log=print) -> str:
   cache collected with another policy or size is collected again."""
   out = os.path.join(cfg.root_dir, "default_dataset", cfg.game)
   marker = os.path.join(out, "COMPLETE")
-  env = env_factory(seed=cfg.seed + 1_000)
+  env = env_factory(seed=Seeds(cfg.seed).collection_env())
   name, description, policy = default_behaviour(cfg, env)
   where = collection_env(cfg, name)
   if os.path.exists(marker):
@@ -181,7 +183,7 @@ def _collect_on_vector_env(cfg, env, writer, progress, every) -> dict:
   vec = atari_vector.AtariVectorEnvironment(cfg.game, VECTOR_COLLECTION_ENVS)
   try:
     return vector_collection.collect_random(vec, cfg.default_dataset_steps, writer,
-                                            seed=cfg.seed + 1_000, progress=progress,
+                                            seed=Seeds(cfg.seed).collection_env(), progress=progress,
                                             progress_every=every)
   finally:
     vec.close()

@@ -26,6 +26,7 @@ from ccvl_tf.data import replay_writer
 from ccvl_tf.envs import atari, scripted
 from ccvl_tf.envs import atari_vector
 from ccvl_tf.experiments.offline import phase_times
+from ccvl_tf.experiments.offline.seeds import Seeds
 from ccvl_tf import rollouts, score_stats
 from ccvl_tf import training
 
@@ -50,11 +51,8 @@ class CallablePolicy:
     return _Step(tf.constant([self._fn(time_step)], tf.int32), state, ())
 
 
-# The table's episode seeds: row r of the table plays its episodes in an environment seeded with
-# (the run's seed + EVAL_SEED_OFFSET + the row's offset), the same seed driving the evaluation
-# epsilon; random, the behaviour policy, then the i-th evaluated policy. Other tools that score
-# a policy "as the demo's table does" (tools/peers) use the same seeds.
-EVAL_SEED_OFFSET = 60_000
+# The table rows' seed offsets (added to seeds.Seeds.table_eval()): random, the behaviour
+# policy, then the i-th evaluated policy.
 RANDOM_OFFSET = 50_000
 BEHAVIOUR_OFFSET = 51_000
 
@@ -193,7 +191,7 @@ def report(root_dir: str, game: str, policies: Mapping[str, object],
 def results_table(cfg, game, replay_dir, spec, exports, precomputed, log,
                    references: Optional[Dict[str, object]] = None, timer=None):
   """train_offline.py's final table: random / behaviour / the reference agents / the learned
-  policies of `cfg` (an offline.runner.OfflineConfig), mean raw score with 95% bootstrap CIs:
+  policies of `cfg` (an offline.config.OfflineConfig), mean raw score with 95% bootstrap CIs:
   cfg.root_dir/results.md, results.png, learning_curve.png (`report`). `spec` is the trained
   agent's AgentSpec, `exports` its exported policies, `references` the output of
   compare/offline_table.train_references."""
@@ -208,7 +206,7 @@ def results_table(cfg, game, replay_dir, spec, exports, precomputed, log,
   factory = scripted.scripted_policies().get(game)
   if (info.get("policy") == f"scripted_eps{cfg.behaviour_epsilon:g}"
       and factory is not None):
-    behaviour = lambda env: factory(env, epsilon=cfg.behaviour_epsilon, seed=cfg.seed + 7)
+    behaviour = lambda env: factory(env, epsilon=cfg.behaviour_epsilon, seed=Seeds(cfg.seed).table_behaviour())
     behaviour_name = f"behaviour (scripted, epsilon {cfg.behaviour_epsilon:g})"
   elif info.get("policy") == "random":
     note = "The behaviour policy of this dataset is the random policy (row 'random')."
@@ -225,6 +223,6 @@ def results_table(cfg, game, replay_dir, spec, exports, precomputed, log,
       f"{cfg.eval_max_steps} agent steps per episode.")
   return report(
       cfg.root_dir, game, policies, env_factory, cfg.eval_episodes, cfg.eval_max_steps,
-      cfg.eval_epsilon, cfg.seed + EVAL_SEED_OFFSET, behaviour=behaviour,
+      cfg.eval_epsilon, Seeds(cfg.seed).table_eval(), behaviour=behaviour,
       behaviour_name=behaviour_name,
       precomputed=precomputed, note=note, log=log, eval_env=cfg.eval_env, timer=timer)

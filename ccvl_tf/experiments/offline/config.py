@@ -1,0 +1,246 @@
+"""The settings of one offline run (binaries/train_offline.py's flags) and what is derived from
+them alone: validation, the record summary.json keeps, the agent settings in force.
+
+`OfflineConfig` holds the run-level settings and embeds the agent settings given as flags
+(`agent_values`, declared once in the agents' configs, experiments/agent_options.py); the
+--preset's values fill in what was not given (presets.py). More in docs/library.md.
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Dict, Optional, Sequence
+
+import numpy as np
+
+from ccvl_tf import config_flags, training
+from ccvl_tf.config_flags import setting
+from ccvl_tf.data import replay_files
+from ccvl_tf.experiments import agent_options, agent_registry
+from ccvl_tf.experiments.offline import default_dataset, presets
+
+# The settings a preset gives and a flag may override (presets.PRESET_FIELDS).
+PRESET_FLAGS = presets.PRESET_FIELDS
+# The agent settings train_offline.py takes as flags, declared in agents.ccvl_agent.CCVLConfig
+# (experiments/agent_options.py); the given ones are OfflineConfig.agent_values.
+AGENT_FLAGS = agent_options.TRAINING + agent_options.CCVL_SAMPLING + agent_options.CCVL_OPTIONS
+
+# Their defaults as their help states them: the --preset's where it sets one, else the agent's.
+AGENT_FLAG_NOTES = {name: "the --preset's, else {default}" for name in PRESET_FLAGS}
+
+
+def parse_reference_agents(text) -> tuple:
+  """'bc,cql' -> ('bc', 'cql'); 'none' or '' -> (); unknown names: ValueError listing the
+  valid ones."""
+  names = [t.strip() for t in str(text).split(",") if t.strip() and t.strip() != "none"]
+  for name in names:
+    agent_registry.get_agent_spec(name, flag="--reference_agents")
+  return tuple(dict.fromkeys(names))
+
+
+@dataclasses.dataclass(frozen=True)
+class DiagnoseConfig:
+  """Settings of binaries/diagnose.py (its flags, ccvl_tf/config_flags.py)."""
+  root_dir: str = setting(help="A train_offline.py run directory (CCVL).", flag_default=None,
+                          required=True)
+  episodes: Optional[int] = setting(None, "Evaluation episodes of the adaptive "
+                                    "policy for the belief (default: the run's --eval_episodes).")
+
+
+@dataclasses.dataclass
+class OfflineConfig:
+  """Settings of one offline run; the `setting` fields are train_offline.py's flags
+  (ccvl_tf/config_flags.py).
+
+  The defaults are the CPU demo (`make demo`, about 10 minutes on 2 cores): 10k gradient steps
+  on 50k random-policy transitions. The paper's scale (GPU): a DQN Replay run's 1% subset,
+  --num_steps=6250000, --eval_max_steps=27000, --eval_episodes=100 (README "Paper scale").
+  """
+  game: str = setting("Breakout", "Atari game (ALE name, e.g. Breakout, Pong).")
+  root_dir: str = setting("runs/breakout",
+                          "Run directory: checkpoints, summaries, eval.csv, policies.")
+  dataset_dir: Optional[str] = setting(
+      None, "Dopamine replay_logs directory of one run (DQN Replay Dataset "
+      "layout: <game>/<run>/replay_logs). Default: collect a small one.")
+  subset: str = setting("all", "Which part of the dataset to train on.",
+                        enum_values=["1%", "5%", "initial10%", "all"])
+  agent: str = setting(
+      "ccvl", "Which learner (ccvl_tf.experiments.agent_registry): " + "; ".join(
+          f"{s.name}: {s.description}" for s in agent_registry.AGENT_REGISTRY.values()
+          if s.offline) + ".")
+  num_steps: int = setting(10_000, "Gradient steps in total.", lower_bound=1, parse_bounds=False)
+  batch_size: int = setting(32, "Transitions per batch.", lower_bound=1, parse_bounds=False)
+  preset: str = setting(
+      "demo", "Training settings of the learners: demo = chosen on development data for the "
+      "CPU demo's scale (docs/ablation.md); paper = the paper's Atari settings (Dopamine / "
+      "DR3), for 6.25M steps on the DQN Replay Dataset. Flags given explicitly win.",
+      enum_values=["demo", "paper"])
+  # The agent settings given as flags (AGENT_FLAGS: CCVLConfig fields, the training ones shared
+  # by every learner of the run); the --preset's values and the agent's defaults fill the rest.
+  agent_values: Dict[str, object] = dataclasses.field(default_factory=dict)
+  num_grid_deltas: int = setting(8, "K, the quantized delta grid of the exported policies.",
+                                 lower_bound=1, upper_bound=1024)
+  reference_agents: Sequence[str] = setting(
+      ("bc", "cql"), "Agents trained beside --agent on the same data, steps and preset, for "
+      "the results table (e.g. bc,cql; 'none' for none).", kind="csv",
+      parse=lambda text: parse_reference_agents(text))
+  belief_temperature: Optional[float] = setting(
+      None, "Temperature of the exported adaptive policy's belief update "
+      "(default: set from held-out data, 2 x the smallest mean squared "
+      "Bellman error over the grid).", lower_bound=1e-12, upper_bound=1e12)
+  checkpoint_interval: int = setting(2_500, "Checkpoint every this many steps.",
+                                     lower_bound=1, parse_bounds=False)
+  log_interval: int = setting(500, "Progress line every N steps.",
+                              lower_bound=1, parse_bounds=False)
+  summary_interval: int = setting(100, "TensorBoard scalars every N steps.",
+                                  lower_bound=1, parse_bounds=False)
+  eval_interval: int = setting(5_000, "Evaluate in the ALE every N steps (0: at the end only).",
+                               lower_bound=0, parse_bounds=False)
+  eval_episodes: int = setting(10, "Episodes per evaluation (and per row of the results "
+                               "table).", lower_bound=1, parse_bounds=False)
+  # Agent steps per evaluation episode. The paper caps episodes at 27,000 (108k frames); the
+  # default here is the CPU demo's 2,000 so that a policy that never serves in Breakout cannot
+  # stall the demo. Pass --eval_max_steps=27000 for the paper's protocol.
+  eval_max_steps: int = setting(2_000, "Agent-step cap of an evaluation episode.",
+                                lower_bound=1, parse_bounds=False)
+  eval_epsilon: float = 0.001
+  eval_env: str = setting(
+      "vector", "Where the Atari evaluations run: vector = all episodes of an evaluation side "
+      "by side in ale_py's AtariVectorEnv, one batched policy call per step, one policy state "
+      "(belief) per episode (ccvl_tf/envs/atari_vector.py); sequential = one environment, one "
+      "episode after another, one policy state carried across them.",
+      enum_values=["vector", "sequential"])
+  default_dataset_steps: int = setting(
+      default_dataset.DEFAULT_DATASET_STEPS,
+      "Size of the default dataset collected without --dataset_dir.", lower_bound=1,
+      parse_bounds=False)
+  # Behaviour policy of the default dataset: 'auto' (scripted player where the game has one,
+  # else random), 'scripted' or 'random'; and the scripted player's random-action probability.
+  default_dataset_policy: str = setting(
+      "auto", "Behaviour policy of the default dataset (no --dataset_dir): auto = the scripted "
+      "player where the game has one (Breakout: paddle/ball from the ALE RAM), else uniformly "
+      "random.", enum_values=["auto", "scripted", "random"])
+  default_dataset_env: str = setting(
+      "auto", "Where the default dataset is collected: auto = a uniformly random policy on "
+      f"{default_dataset.VECTOR_COLLECTION_ENVS} copies of ale_py's vector environment side by "
+      "side, the scripted player (it reads the ALE RAM) in one environment, and a cached "
+      "dataset used whichever way it was collected; vector = the vector environment (random "
+      "policy only); sequential = one environment for every policy. The two ways give "
+      "different samples of the same policy.",
+      enum_values=list(default_dataset.COLLECTION_ENVS))
+  behaviour_epsilon: float = setting(
+      default_dataset.DEFAULT_BEHAVIOUR_EPSILON,
+      "The scripted player's probability of a uniformly random "
+      "action.", lower_bound=0.0, upper_bound=1.0)
+  # Resume checkpoints although their fingerprint (agent, learning settings, dataset) differs.
+  allow_config_change: bool = setting(
+      False, "Resume the checkpoints in --root_dir although they were trained with another "
+      "agent, learning setting or dataset (by default such a resume is refused, listing the "
+      "differences). num_steps, intervals and evaluation settings may always change.")
+  seed: int = setting(0, "Seed of data order, deltas and evaluation.", lower_bound=0)
+  # The trained weights depend on the intra-op thread count, and TensorFlow's default is the
+  # number of cores: a fixed count gives one network per seed on machines with other core
+  # counts (BUILD.md, "What is and is not bit-reproducible"; tools/determinism_cost.py).
+  tf_threads: int = setting(
+      2, "TensorFlow intra- and inter-op threads (0: TensorFlow's default, the number of "
+      "cores). The trained network depends on it; fixed, the same command gives the same "
+      "network on machines with other core counts.", lower_bound=0)
+  # Off by default: on CPU op determinism changed no bit at a fixed thread count (BUILD.md,
+  # tools/determinism_cost.py); it matters on GPU.
+  deterministic: bool = setting(
+      False, "tf.config.experimental.enable_op_determinism() before training (GPU kernels; "
+      "on CPU results are already deterministic for a fixed thread count).")
+
+  def validate(self):
+    """ValueError naming the flag: a setting outside its declaration (config_flags.check), an
+    unknown agent, an agent setting out of bounds, a batch larger than the default dataset,
+    an unusable --root_dir or --dataset_dir."""
+    if self.belief_temperature is not None and not (
+        np.isfinite(self.belief_temperature) and self.belief_temperature > 0):
+      raise ValueError(f"--belief_temperature must be a finite number > 0 (or unset: from the "
+                       f"held-out data), got {self.belief_temperature!r}")
+    config_flags.check(self, prefix="--")
+    agent_registry.get_agent_spec(self.agent)  # unknown names: a ValueError listing the valid ones
+    for name in self.reference_agents:
+      agent_registry.get_agent_spec(name, flag="--reference_agents")
+    agent_options.validate(self.agent_values)
+    if self.dataset_dir is None and self.batch_size > self.default_dataset_steps:
+      raise ValueError(f"--batch_size={self.batch_size} is larger than the default dataset "
+                       f"(--default_dataset_steps={self.default_dataset_steps} transitions)")
+    if not 0.0 <= self.eval_epsilon <= 1.0:
+      raise ValueError(f"--eval_epsilon must be in [0, 1], got {self.eval_epsilon!r}")
+    training.check_output_dir(self.root_dir, "--root_dir")
+    if self.dataset_dir is None:
+      return
+    # Local paths: os.path.isdir; gs://..., ram://...: tf.io.gfile (replay_files.path_isdir).
+    try:
+      found = replay_files.path_isdir(self.dataset_dir)
+    except replay_files.UnreachableError as e:
+      cause = e.__cause__ or e
+      raise ValueError(f"--dataset_dir {self.dataset_dir} could not be reached "
+                       f"({type(cause).__name__}: {replay_files.error_text(cause)}); a gs:// "
+                       f"path needs network access and, for a non-public bucket, Google "
+                       f"credentials (BUILD.md, 'Reading the DQN Replay Dataset from Google "
+                       f"Cloud Storage')") from e
+    if not found:
+      what = ("is a file, not a directory" if replay_files.path_exists(self.dataset_dir)
+              else "does not exist")
+      raise ValueError(f"--dataset_dir {self.dataset_dir} {what} (expected a Dopamine "
+                       f"replay_logs directory with $store$_observation_ckpt.N.gz files)")
+
+
+# What the learned function depends on (the run fingerprint): these OfflineConfig fields, N,
+# M and policy_delta in force, the CCVL options given, and the preset's training settings
+# under the flags given; the others (num_steps, intervals, evaluation settings, root_dir) may
+# change between resumes.
+FINGERPRINT_FIELDS = ("game", "agent", "subset", "batch_size", "num_deltas",
+                      "num_pairs", "policy_delta", "seed", "ccvl_options",
+                      "default_dataset_steps", "default_dataset_policy", "behaviour_epsilon")
+
+
+def ccvl_value(cfg: OfflineConfig, name: str):
+  """The CCVLConfig setting `name` of this run: given as a flag, else CCVLConfig's default."""
+  return agent_options.value(cfg.agent_values, name)
+
+
+def ccvl_options(cfg: OfflineConfig) -> Dict[str, object]:
+  """The CCVL options (agent_options.CCVL_OPTIONS) given as flags."""
+  return {k: v for k, v in cfg.agent_values.items() if k in agent_options.CCVL_OPTIONS}
+
+
+def record(cfg: OfflineConfig) -> Dict[str, object]:
+  """The config as summary.json keeps it (diagnose.py reads it back with `from_record`): the
+  run's fields, each of the AGENT_FLAGS outside the CCVL options by name (N, M, policy_delta
+  in force; a training setting not given: None) and the CCVL options given as
+  'ccvl_options'."""
+  out = dataclasses.asdict(cfg)
+  given = out.pop("agent_values")
+  for name in AGENT_FLAGS:
+    if name in agent_options.CCVL_SAMPLING:
+      out[name] = ccvl_value(cfg, name)
+    elif name not in agent_options.CCVL_OPTIONS:
+      out[name] = given.get(name)
+  out["ccvl_options"] = ccvl_options(cfg)
+  return out
+
+
+def from_record(saved: Dict[str, object]) -> OfflineConfig:
+  """The OfflineConfig of a summary.json's 'config' (`record`)."""
+  fields = {f.name for f in dataclasses.fields(OfflineConfig)}
+  values = {k: v for k, v in saved.items() if k in AGENT_FLAGS and v is not None}
+  values.update(saved.get("ccvl_options") or {})
+  return OfflineConfig(agent_values=values,
+                       **{k: v for k, v in saved.items() if k in fields})
+
+
+def agent_overrides(cfg: OfflineConfig, agent: str) -> Dict[str, object]:
+  """The training settings of `agent` in this run: the preset's, under the flags given."""
+  return presets.resolve(cfg.preset, agent_registry.get_agent_spec(agent).train_key,
+                         {k: cfg.agent_values.get(k) for k in PRESET_FLAGS})
+
+
+def describe_preset(cfg: OfflineConfig) -> str:
+  """The line that starts a run: the preset and the settings it gives --agent and each of
+  --reference_agents, under the flags given."""
+  names = (cfg.agent,) + tuple(a for a in cfg.reference_agents if a != cfg.agent)
+  return presets.describe(cfg.preset, [agent_registry.get_agent_spec(n).train_key for n in names],
+                          {k: cfg.agent_values.get(k) for k in PRESET_FLAGS})

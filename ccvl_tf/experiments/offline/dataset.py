@@ -1,0 +1,122 @@
+"""The dataset of an offline run: the replay directory (--dataset_dir, or the default dataset
+collected once), loaded into a frame store with the memory of a train step reserved first, its
+seeded batch streams, and the identity the run's fingerprint records."""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from typing import Callable, Dict, Optional
+
+import numpy as np
+
+from ccvl_tf.data import frame_store, pipeline, replay_files
+from ccvl_tf.experiments.offline import config, default_dataset, phase_times
+from ccvl_tf.experiments.offline.config import OfflineConfig
+from ccvl_tf.experiments.offline.phase_times import PhaseTimes
+from ccvl_tf.experiments.offline.seeds import Seeds
+
+
+# Memory a train step holds per transition beside the frame store: the batches in flight in
+# the input pipeline and the step's float32 copies, activations and gradients, in stacked
+# uint8 observations, plus the delta-conditioned head's share per sampled delta; and a fixed
+# part (networks, traced steps, the evaluation environment). Peak RSS measured on CPU with
+# the Nature torso: CCVL (N = 8) 29 observations per transition at batch 512-2048, BC 26;
+# CCVL at N = 128, batch 256: 19 KB per delta and transition.
+TRAIN_STEP_OBSERVATIONS = 30
+TRAIN_STEP_BYTES_PER_DELTA = 20_000
+TRAIN_STEP_FIXED_BYTES = 500_000_000
+
+
+def training_reserve(cfg: OfflineConfig, observation_shape):
+  """The frame store's `Reserve` of a run: the memory of training on --batch_size batches of
+  `observation_shape` states, and at least --batch_size transitions in the dataset."""
+  num_deltas = config.ccvl_value(cfg, "num_deltas")
+  per = (int(np.prod(observation_shape)) * TRAIN_STEP_OBSERVATIONS
+         + num_deltas * TRAIN_STEP_BYTES_PER_DELTA)
+  return frame_store.Reserve(
+      nbytes=cfg.batch_size * per + TRAIN_STEP_FIXED_BYTES,
+      what=f"--batch_size={cfg.batch_size} (about {per / 1e6:.2f} MB per transition in a "
+           f"train step, --num_deltas={num_deltas})",
+      min_transitions=cfg.batch_size)
+
+
+@dataclasses.dataclass(frozen=True)
+class Batches:
+  """The run's batches of --batch_size transitions from `store`, each stream with its seed."""
+  store: frame_store.FrameStore
+  batch_size: int
+  seeds: Seeds
+
+  def training(self, start: int):
+    """The training batches from batch `start` on (the learner's and the reference agents')."""
+    return pipeline.transition_dataset(self.store, self.batch_size,
+                                       seed=self.seeds.data_order(), start_batch=start)
+
+  def held_out(self):
+    """The 8 batches that pick Fixed-CCVL's delta and the belief's temperature (a pipeline
+    seed the training never used; with the small default dataset these transitions were seen
+    in training too)."""
+    return pipeline.transition_dataset(self.store, self.batch_size,
+                                       seed=self.seeds.held_out()).take(8)
+
+  def diagnostics_held_out(self):
+    """The 8 batches of the confidence diagnostics."""
+    return pipeline.transition_dataset(self.store, self.batch_size,
+                                       seed=self.seeds.diagnostics_held_out()).take(8)
+
+
+@dataclasses.dataclass(frozen=True)
+class Dataset:
+  """The replay directory a run trains on, its frame store and its batches."""
+  replay_dir: str
+  store: frame_store.FrameStore
+  batches: Batches
+
+
+def open_dataset(cfg: OfflineConfig, env_factory: Callable, observation_shape, num_actions: int,
+                 log: Callable[[str], None], collect: bool = True,
+                 timer: Optional[PhaseTimes] = None) -> Dataset:
+  """The run's Dataset: memory for the batches checked before any data is read or collected;
+  the default dataset collected first (environments from `env_factory`) when there is no
+  --dataset_dir and `collect`; then the frame store of --subset."""
+  reserve = training_reserve(cfg, observation_shape)
+  reserve.check(None)  # memory for the batches alone: before any data is read or collected
+  if cfg.dataset_dir:
+    replay_dir = cfg.dataset_dir
+  elif collect:
+    with phase_times.phase(timer, "collection of the default dataset"):
+      replay_dir = default_dataset.ensure_default_dataset(cfg, env_factory, log)
+  else:
+    replay_dir = os.path.join(cfg.root_dir, "default_dataset", cfg.game)
+  log(f"Loading {replay_dir} (subset {cfg.subset}) ...")
+  # Progress: the files verified on first use, each checkpoint loaded; remote datasets also
+  # what is streamed and whether the local frame-store cache is used.
+  with phase_times.phase(timer, "frame store"):
+    store = frame_store.FrameStore.from_replay(replay_dir, cfg.subset, num_actions=num_actions,
+                                               progress=log, reserve=reserve)
+  log(f"Frame store: {store.num_transitions} transitions, {store.num_frames} frames, "
+      f"{store.nbytes / 2**20:.1f} MiB ({store.bytes_per_transition:.0f} bytes/transition).")
+  return Dataset(replay_dir=replay_dir, store=store,
+                 batches=Batches(store, cfg.batch_size, Seeds(cfg.seed)))
+
+
+def dataset_identity(replay_dir: str) -> Dict[str, object]:
+  """Path, and a hash of the replay directory's listing (file names and sizes) and of its
+  small metadata files, so that another dataset in the same place is noticed without reading
+  the data itself."""
+  h = hashlib.sha256()
+  remote = replay_files.is_remote(replay_dir)
+  names = sorted(replay_files.list_dir(replay_dir)) if replay_files.path_isdir(replay_dir) else []
+  for name in names:
+    path = (replay_dir.rstrip("/") + "/" + name) if remote else os.path.join(replay_dir, name)
+    try:
+      size = replay_files.file_stat(path)[0]
+    except Exception:  # pylint: disable=broad-except
+      size = -1  # a sub-directory or an unreadable entry: the name still counts
+    h.update(f"{name}:{size}\n".encode())
+    if not remote and name.endswith(".json") and 0 <= size < 1_000_000:
+      with open(path, "rb") as f:
+        h.update(f.read())
+  return {"path": replay_dir if remote else os.path.abspath(replay_dir), "files": len(names),
+          "listing_sha256": h.hexdigest()[:16]}

@@ -1,37 +1,8 @@
 """Atari evaluation with all episodes side by side: ale_py's own vector environment
-(``ale_py.vector_env.AtariVectorEnv``, C++ worker threads) and one batched policy call per
-step.
-
-`AtariVectorEnvironment` configures ``AtariVectorEnv`` to the protocol of
-ccvl_tf/envs/atari.py (Dopamine / DQN Replay): sticky actions 0.25, frame skip 4 with the max
-over the last two frames, greyscale, 84x84 area resize (OpenCV ``INTER_AREA``; ours is the same
-kernel in numpy, rounded: docs/results/benchmarks.md measures the difference), 4 stacked frames
-oldest first with [0, 0, 0, s_0] at an episode's start, no no-op starts, no fire reset, no
-life-loss terminals, the minimal action set, and an ALE seeded like ours (``random_seed``).
-Rewards come back raw (the game score); the TimeSteps the policy sees carry them clipped to
-[-1, 1], as the sequential environment's do.
-
-`run_batched_episodes` is `ccvl_tf.rollouts.run_episodes` over N environments at once:
-  * `num_episodes` episodes on N = min(num_episodes, num_envs) slots; slot j plays episodes
-    j, j + N, j + 2N, ... in order and leaves the batch after its last one, without touching
-    the other slots (the policy is called on the rows of the slots still playing);
-  * the policy state has one row per slot, carried across that slot's episodes exactly as the
-    sequential loop carries its one row (so N = 1 is the sequential protocol; with
-    N = num_episodes every episode starts from the initial belief);
-  * one policy call per agent step for all playing slots, called on LAST time steps too (the
-    final transition is scored), the action chosen at LAST not executed;
-  * evaluation epsilon-greedy per slot, the executed action written into the state's
-    'prev_action' when it replaces the greedy one;
-  * an episode ends at game over (discount 0) or after `max_episode_steps` agent steps
-    (discount 1); the vector environment's own frame cap is one frame past that, so it ends the
-    slot's episode in the next step and its autoreset gives the slot's next FIRST step;
-  * slot j's ALE is seeded once with `slot_seeds(seed, N)[j]`; its later episodes continue
-    that ALE's random stream, as the sequential environment's episodes do.
-It returns the same `EpisodeRecord`s as the sequential loop, ordered by episode index.
-
-Where it is used: Atari evaluation of train_offline.py when `OfflineConfig.eval_env` is
-'vector' (its default); MinAtar and the gridworld have no vector environment and always run
-sequentially (`use_vector_env`).
+(``ale_py.vector_env.AtariVectorEnv``, C++ worker threads) configured to the protocol of
+ccvl_tf/envs/atari.py, and one batched policy call per step (`run_batched_episodes`, the
+vector form of `ccvl_tf.rollouts.run_episodes`). The protocol and the episode rules: docs/library.md
+"Module notes", `ccvl_tf/envs/atari_vector.py`.
 """
 from __future__ import annotations
 

@@ -1,0 +1,53 @@
+"""The offline run's settings: OfflineConfig checked against its declarations, and the fixed
+random streams of seeds.Seeds (checkpoints, cached datasets and reported scores depend on
+their values, so the values themselves are pinned here, written out by hand)."""
+import dataclasses
+
+import pytest
+
+from ccvl_tf.experiments.offline import config
+from ccvl_tf.experiments.offline.seeds import Seeds
+
+
+@pytest.mark.parametrize("name", ["num_steps", "batch_size", "checkpoint_interval",
+                                  "log_interval", "summary_interval", "eval_episodes",
+                                  "eval_max_steps", "default_dataset_steps", "num_grid_deltas"])
+def test_counts_below_one_are_refused_naming_the_flag(name, tmp_path):
+  cfg = config.OfflineConfig(root_dir=str(tmp_path / "run"))
+  with pytest.raises(ValueError, match=f"^--{name} must be an integer >= 1"):
+    dataclasses.replace(cfg, **{name: 0}).validate()
+  with pytest.raises(ValueError, match=f"^--{name} must be an integer >= 1"):
+    dataclasses.replace(cfg, **{name: 2.5}).validate()
+
+
+def test_eval_interval_zero_is_allowed_negative_is_not(tmp_path):
+  cfg = config.OfflineConfig(root_dir=str(tmp_path / "run"), eval_interval=0)
+  cfg.validate()
+  with pytest.raises(ValueError, match=r"^--eval_interval must be an integer >= 0, got -1$"):
+    dataclasses.replace(cfg, eval_interval=-1).validate()
+
+
+@pytest.mark.parametrize("changes,match", [
+    ({"subset": "2%"}, r"^--subset must be one of 1%, 5%, initial10%, all, got '2%'$"),
+    ({"eval_env": "gpu"}, r"^--eval_env must be one of vector, sequential, got 'gpu'$"),
+    ({"default_dataset_policy": "x"}, r"^--default_dataset_policy must be one of auto, "),
+    ({"behaviour_epsilon": 1.5}, r"^--behaviour_epsilon must be in \[0, 1\], got 1.5$"),
+    ({"belief_temperature": 0.0}, r"^--belief_temperature must be a finite number > 0"),
+    ({"eval_epsilon": -0.1}, r"^--eval_epsilon must be in \[0, 1\], got -0.1$"),
+    ({"seed": -1}, r"^--seed must be an integer >= 0, got -1$"),
+])
+def test_choices_and_ranges_are_refused_naming_the_flag(changes, match, tmp_path):
+  cfg = config.OfflineConfig(root_dir=str(tmp_path / "run"), **changes)
+  with pytest.raises(ValueError, match=match):
+    cfg.validate()
+
+
+def test_seed_streams_keep_their_values():
+  s = Seeds(5)
+  assert (s.weights(), s.learner(), s.data_order(), s.probe_env(), s.behaviour_policy(),
+          s.diagnostics()) == (5, 5, 5, 5, 5, 5)
+  assert s.collection_env() == 1_005
+  assert (s.held_out(), s.diagnostics_held_out()) == (782, 783)
+  assert (s.eval_env(2_500), s.eval_episodes(2_500)) == (12_505, 2_505)
+  assert (s.adaptive_eval(), s.diagnostics_env()) == (30_005, 40_005)
+  assert (s.table_behaviour(), s.table_eval()) == (12, 60_005)

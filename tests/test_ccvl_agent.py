@@ -16,7 +16,7 @@ from tf_agents.trajectories import trajectory as trajectory_lib
 from agents import ccvl_agent
 from ccvl_tf import counts
 from ccvl_tf import networks
-from ccvl_tf.envs import gridworld
+from ccvl_tf.tabular import gridworld
 from ccvl_tf.tabular import dataset as tds
 from ccvl_tf.tabular import learners
 from ccvl_tf.tabular import value_iteration as vi

@@ -7,7 +7,7 @@ import pytest
 from ccvl_tf import scores
 from ccvl_tf.envs import atari
 from ccvl_tf.envs import factory
-from ccvl_tf.envs import gridworld
+from ccvl_tf.tabular import gridworld
 from ccvl_tf.envs import gridworld_env
 from ccvl_tf.envs import minatar
 from ccvl_tf.tabular import evaluation as tabular_eval

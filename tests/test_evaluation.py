@@ -16,7 +16,7 @@ from tf_agents.trajectories import time_step as ts
 from ccvl_tf import belief
 from ccvl_tf import rollouts, score_stats
 from ccvl_tf import policies
-from ccvl_tf.envs import gridworld
+from ccvl_tf.tabular import gridworld
 from ccvl_tf.envs import gridworld_env
 from tests.test_policies import C3, W3, linear_q_model, specs
 

@@ -3,7 +3,7 @@ derived independently: a model built from the picture, hand-written policies, li
 import numpy as np
 import pytest
 
-from ccvl_tf.envs.gridworld import GridWorld, DATA_SLIP_PROB, EVAL_SLIP_PROB
+from ccvl_tf.tabular.gridworld import GridWorld, DATA_SLIP_PROB, EVAL_SLIP_PROB
 from ccvl_tf.tabular import value_iteration as vi
 
 
@@ -73,7 +73,7 @@ def test_goal_reward_and_terminal(data_env):
 
 
 # ---- route values, derived without the code under test ------------------------------------------
-# The map of the paper's gridworld (ccvl_tf/envs/gridworld.py docstring), copied as a picture.
+# The map of the paper's gridworld (ccvl_tf/tabular/gridworld.py docstring), copied as a picture.
 MAP = ("........",
        "........",
        "..####..",

@@ -10,7 +10,7 @@ import pytest
 
 from ccvl_tf import belief
 from ccvl_tf import counts as counts_lib
-from ccvl_tf.envs import gridworld
+from ccvl_tf.tabular import gridworld
 from ccvl_tf.experiments.gridworld import bounds as gb
 from ccvl_tf.tabular import dataset as tds
 from ccvl_tf.tabular import learners

@@ -84,7 +84,7 @@ def test_observer_items_become_the_right_transitions(sampling_server):
   import reverb
   from tf_agents.drivers import py_driver
   from tf_agents.replay_buffers import reverb_utils
-  from ccvl_tf.envs import gridworld
+  from ccvl_tf.tabular import gridworld
   from ccvl_tf.envs import gridworld_env
   cfg, address = sampling_server
   world = gridworld.GridWorld(slip_prob=0.0, horizon=3)

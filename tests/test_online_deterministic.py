@@ -35,7 +35,7 @@ def test_seeded_replay_holds_what_the_reverb_path_holds():
   import reverb
   from tf_agents.drivers import py_driver
   from tf_agents.replay_buffers import reverb_utils
-  from ccvl_tf.envs import gridworld
+  from ccvl_tf.tabular import gridworld
   from ccvl_tf.envs import gridworld_env
   from tests.test_online import _ScriptedPolicy
   cfg = online.OnlineConfig(game="gridworld", min_replay_size=4, samples_per_insert=2.0,

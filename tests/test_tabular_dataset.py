@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from ccvl_tf.envs.gridworld import GridWorld
+from ccvl_tf.tabular.gridworld import GridWorld
 from ccvl_tf.tabular import dataset
 from ccvl_tf.tabular import value_iteration as vi
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from ccvl_tf import belief
-from ccvl_tf.envs.gridworld import GridWorld
+from ccvl_tf.tabular.gridworld import GridWorld
 from ccvl_tf.tabular import dataset, learners
 from ccvl_tf.tabular.dataset import Transitions
 

@@ -2,7 +2,7 @@
 score its episodes, for evaluation and for training alike.
 
 Game names (`make_env`):
-  'gridworld'        the paper's lava gridworld (envs/gridworld.py) at its evaluation slip 0.15.
+  'gridworld'        the paper's lava gridworld (tabular/gridworld.py) at its evaluation slip 0.15.
                      Score: the episode's discounted return; normalized: 100 x score / the
                      optimal policy's expected discounted return (gridworld_env.normalized_return).
   'minatar/<Game>'   a MinAtar game (envs/minatar.py; also 'MinAtar/Breakout-v1',

@@ -1,6 +1,7 @@
-"""The tabular gridworld of ccvl_tf/envs/gridworld.py as a TF-Agents PyEnvironment, and its score.
+"""The lava gridworld of ccvl_tf/tabular/gridworld.py as a TF-Agents PyEnvironment, and its
+score.
 
-gridworld.py stays numpy-only (the tabular learners use it without TensorFlow); this module adds
+tabular/gridworld.py stays numpy-only (the tabular learners use it without TensorFlow); this module adds
 the TF-Agents side: `GridWorldEnvironment` (what the networks' learners, the exported policies and
 the online actors run in) and `normalized_return`, the gridworld's normalized score: 100 x the
 episode's discounted return / the optimal policy's expected discounted return (the paper's
@@ -15,7 +16,7 @@ from tf_agents.environments import py_environment
 from tf_agents.specs import array_spec
 from tf_agents.trajectories import time_step as ts
 
-from ccvl_tf.envs import gridworld
+from ccvl_tf.tabular import gridworld
 from ccvl_tf.tabular import evaluation as tabular_eval
 
 
@@ -25,7 +26,7 @@ def eval_world(horizon: int = gridworld.HORIZON) -> gridworld.GridWorld:
 
 
 class GridWorldEnvironment(py_environment.PyEnvironment):
-  """A ccvl_tf.envs.gridworld.GridWorld as an unbatched TF-Agents PyEnvironment.
+  """A ccvl_tf.tabular.gridworld.GridWorld as an unbatched TF-Agents PyEnvironment.
 
   observation: one-hot float32 [S]; action: int32 in [0, 4). Entering the goal or lava ends
   the episode (termination, discount 0); `horizon` steps end it by truncation (discount 1).

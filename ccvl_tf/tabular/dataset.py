@@ -7,7 +7,7 @@ from typing import Dict, NamedTuple
 
 import numpy as np
 
-from ccvl_tf.envs.gridworld import GridWorld
+from ccvl_tf.tabular.gridworld import GridWorld
 from ccvl_tf.tabular import value_iteration as vi
 
 NUM_TRANSITIONS = 2500

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ccvl_tf import belief
-from ccvl_tf.envs.gridworld import GridWorld
+from ccvl_tf.tabular.gridworld import GridWorld
 from ccvl_tf.tabular import value_iteration as vi
 
 

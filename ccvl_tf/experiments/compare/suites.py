@@ -21,7 +21,7 @@ from ccvl_tf.data import frame_store, pipeline
 from ccvl_tf.data import minatar_datasets
 from ccvl_tf.envs import atari
 from ccvl_tf.envs import factory
-from ccvl_tf.envs import gridworld
+from ccvl_tf.tabular import gridworld
 from ccvl_tf.envs import gridworld_env
 from ccvl_tf.envs import minatar
 from ccvl_tf.experiments.compare import config as compare_config

@@ -14,7 +14,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import tensorflow as tf
 
-from ccvl_tf.envs.gridworld import GridWorld
+from ccvl_tf.tabular.gridworld import GridWorld
 from ccvl_tf.tabular.dataset import Transitions
 from ccvl_tf.tabular import learners
 from ccvl_tf.tabular import value_iteration as vi

@@ -25,7 +25,7 @@ from tf_agents.trajectories import time_step as ts
 
 from agents import ccvl_agent
 from ccvl_tf import counts as counts_lib
-from ccvl_tf.envs.gridworld import GridWorld
+from ccvl_tf.tabular.gridworld import GridWorld
 from ccvl_tf import networks
 from ccvl_tf.tabular import dataset as dataset_lib
 from ccvl_tf.tabular import learners

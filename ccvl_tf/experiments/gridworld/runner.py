@@ -15,7 +15,7 @@ import numpy as np
 from ccvl_tf import belief
 from ccvl_tf import config_flags
 from ccvl_tf.config_flags import setting
-from ccvl_tf.envs.gridworld import DATA_SLIP_PROB, EVAL_SLIP_PROB, GridWorld
+from ccvl_tf.tabular.gridworld import DATA_SLIP_PROB, EVAL_SLIP_PROB, GridWorld
 from ccvl_tf.experiments.gridworld import family as family_lib
 from ccvl_tf.experiments.gridworld import plots
 from ccvl_tf.tabular import dataset as dataset_lib

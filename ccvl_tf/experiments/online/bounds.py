@@ -18,7 +18,7 @@ from typing import Callable, Dict, Optional
 
 import numpy as np
 
-from ccvl_tf.envs import gridworld
+from ccvl_tf.tabular import gridworld
 from ccvl_tf.experiments.gridworld import bounds as gridworld_bounds
 from ccvl_tf.experiments.online import scores_and_bounds as online_eval
 from ccvl_tf.tabular import dataset as tds

@@ -22,7 +22,7 @@ from ccvl_tf import config_flags
 from ccvl_tf.config_flags import setting
 from ccvl_tf import counts as counts_lib
 from ccvl_tf.envs import factory
-from ccvl_tf.envs import gridworld
+from ccvl_tf.tabular import gridworld
 from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.compare import suites as compare_suites
 from ccvl_tf import networks

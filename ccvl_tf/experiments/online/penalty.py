@@ -13,7 +13,7 @@ from matplotlib.lines import Line2D
 import matplotlib.pyplot as plt
 import numpy as np
 
-from ccvl_tf.envs import gridworld
+from ccvl_tf.tabular import gridworld
 from ccvl_tf.tabular import dataset as tds
 
 PENALTY_DELTA = 0.5  # the delta of the reported weight (the exported policy's default)

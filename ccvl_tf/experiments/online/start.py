@@ -16,7 +16,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from ccvl_tf.envs import gridworld
+from ccvl_tf.tabular import gridworld
 from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf.tabular import dataset as tds
 from ccvl_tf import training

@@ -1,7 +1,7 @@
 """The 8x8 lava gridworld of the paper's illustrative example (Sec. "Illustrative Example on
 Gridworld", Fig. 1-2; after Fu et al. 2019).
 
-More in docs/library.md "Module notes", `ccvl_tf/envs/gridworld.py`.
+More in docs/library.md "Module notes", `ccvl_tf/tabular/gridworld.py`.
 """
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ from ccvl_tf.data import replay_files
 from ccvl_tf.data import replay_plan
 from ccvl_tf.data import replay_writer
 from ccvl_tf.data import minatar_datasets as md
+from ccvl_tf.data import minatar_dqn
 from ccvl_tf.data import pipeline
 from ccvl_tf.data.frame_store import FrameStore
 from ccvl_tf.envs import minatar
@@ -181,7 +182,7 @@ class _Recorder:
     return nxt
 
 
-TINY_DQN = md.BehaviourDQNConfig(batch_size=4, min_replay_size=8, target_update_period=5,
+TINY_DQN = minatar_dqn.BehaviourDQNConfig(batch_size=4, min_replay_size=8, target_update_period=5,
                         replay_capacity=50, epsilon_decay_frames=20)
 
 
@@ -190,7 +191,7 @@ def _tiny_run(tmp, seed, config=TINY_DQN):
   out = os.path.join(tmp, "s{}".format(seed))
   w = replay_writer.DopamineReplayWriter(out, replay_capacity=md.checkpoint_capacity(80, 4),
                                       stack_size=1, observation_shape=(10, 10, 4))
-  summary, agent, greedy = md.run_dqn(env, 80, config=config, seed=seed, writer=w)
+  summary, agent, greedy = minatar_dqn.run_dqn(env, 80, config=config, seed=seed, writer=w)
   w.close()
   store = FrameStore.from_replay(out, num_actions=3)
   return env, summary, store, agent
@@ -217,19 +218,19 @@ def test_dqn_logs_every_transition_and_is_deterministic(tmp_path):
     np.testing.assert_array_equal(v1.numpy(), v2.numpy())
   # Another seed (no updates needed to see it: the first 8 steps are random actions).
   _, _, store3, _ = _tiny_run(str(tmp_path), 1,
-                              md.BehaviourDQNConfig(batch_size=4, min_replay_size=100))
+                              minatar_dqn.BehaviourDQNConfig(batch_size=4, min_replay_size=100))
   assert not np.array_equal(store.frames, store3.frames)
   assert not np.array_equal(store.action[:8], store3.action[:8])
 
 
 def test_epsilon_schedule_and_config_checks():
-  c = md.BehaviourDQNConfig()
+  c = minatar_dqn.BehaviourDQNConfig()
   assert c.epsilon(0, 100_000) == 1.0 and c.epsilon(4_999, 100_000) == 1.0
   assert c.epsilon_decay_steps(100_000) == 20_000 and c.epsilon_decay_steps(10_000_000) == 100_000
   assert c.epsilon(5_000 + 10_000, 100_000) == pytest.approx(0.55)
   assert c.epsilon(90_000, 100_000) == pytest.approx(0.1)
   with pytest.raises(ValueError, match="min_replay_size"):
-    md.BehaviourDQNConfig(min_replay_size=4).validate()
+    minatar_dqn.BehaviourDQNConfig(min_replay_size=4).validate()
 
 
 def test_missing_scores_and_unknown_game(tmp_path):

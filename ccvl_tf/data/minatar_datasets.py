@@ -20,10 +20,6 @@ from ccvl_tf.data import minatar_dqn
 from ccvl_tf.data import replay_writer
 from ccvl_tf.envs import minatar as minatar_env
 
-# The behaviour DQN (ccvl_tf/data/minatar_dqn.py), under the names this module's users know.
-BehaviourDQNConfig = minatar_dqn.BehaviourDQNConfig
-make_agent = minatar_dqn.make_agent
-run_dqn = minatar_dqn.run_dqn
 
 DEFAULT_STEPS = 100_000
 # Games whose DQN needs a longer run to be clearly better than random (docs/minatar.md,
@@ -208,7 +204,8 @@ def _summary(settings: dict, rlogs: str, capacity: int, suffixes, train_summary:
 
 def build_game(output_dir: str, game: str, *, num_steps: int = DEFAULT_STEPS, seed: int = 0,
                num_checkpoints: int = DEFAULT_NUM_CHECKPOINTS, eval_episodes: int = 20,
-               random_episodes: int = 100, config: BehaviourDQNConfig = BehaviourDQNConfig(),
+               random_episodes: int = 100,
+               config: minatar_dqn.BehaviourDQNConfig = minatar_dqn.BehaviourDQNConfig(),
                sticky_action_prob: float = minatar_env.STICKY_ACTION_PROB,
                max_episode_steps: int = minatar_env.MAX_EPISODE_STEPS,
                log: Callable[[str], None] = print, progress_every: int = 5_000) -> dict:
@@ -258,7 +255,7 @@ def build_game(output_dir: str, game: str, *, num_steps: int = DEFAULT_STEPS, se
         "epsilon {:.3f}".format(game, p["step"], p["num_steps"], p["steps_per_s"], p["eta_s"],
                                 p["episodes"], ret, p["epsilon"]))
 
-  train_summary, agent, greedy = run_dqn(env, num_steps, config=config, seed=seed,
+  train_summary, agent, greedy = minatar_dqn.run_dqn(env, num_steps, config=config, seed=seed,
                                          writer=writer, progress=_progress,
                                          progress_every=progress_every)
   suffixes = writer.close()

@@ -2,8 +2,7 @@
 
 `BehaviourDQNConfig` (hyperparameters and their sources), `make_agent` (TF-Agents' DqnAgent
 with MinAtar's network and initialization) and `run_dqn` (the training loop, every transition
-written to a replay writer). ccvl_tf/data/minatar_datasets.py builds the datasets with it and
-re-exports these names.
+written to a replay writer). ccvl_tf/data/minatar_datasets.py builds the datasets with it.
 """
 from __future__ import annotations
 

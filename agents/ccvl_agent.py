@@ -24,15 +24,10 @@ from ccvl_tf.config_flags import setting
 
 from agents import q_agent_base
 
-BATCH_KEYS = q_agent_base.BATCH_KEYS
 # How n(s)^-1 enters the regularizer weight (CCVLConfig.count_weight).
 COUNT_WEIGHTS = ("linear", "off")
 
 
-# One exception and one variable helper for every agent (agents/q_agent_base.py); the names stay
-# importable from here.
-NonFiniteLossError = q_agent_base.NonFiniteLossError
-_tf_variables = q_agent_base.tf_variables
 
 
 @dataclasses.dataclass(frozen=True)

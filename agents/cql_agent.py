@@ -33,7 +33,6 @@ from ccvl_tf import networks
 from ccvl_tf import policies
 from ccvl_tf.config_flags import redeclare, setting
 
-NonFiniteLossError = q_agent_base.NonFiniteLossError
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,7 +9,6 @@ from typing import Dict, Optional
 
 import ccvl_tf  # noqa: F401
 
-import numpy as np
 import tensorflow as tf
 from tf_agents.agents.dqn import dqn_agent
 from tf_agents.networks import q_network
@@ -20,7 +19,6 @@ from tf_agents.utils import common
 from agents import q_agent_base
 from ccvl_tf import networks
 
-NonFiniteLossError = q_agent_base.NonFiniteLossError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,7 +128,7 @@ class DQNLearner(tf.Module):
     experience = self.trajectory(batch)
     loss = self._loss_fn(experience).loss
     if not bool(tf.math.is_finite(loss)):
-      raise NonFiniteLossError(self.AGENT_NAME, int(self.train_step_counter.numpy()),
-                               float(loss))
+      raise q_agent_base.NonFiniteLossError(
+          self.AGENT_NAME, int(self.train_step_counter.numpy()), float(loss))
     info = self._train_fn(experience)
     return {"loss": info.loss, "td_loss": info.extra.td_loss}

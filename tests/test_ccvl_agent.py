@@ -14,6 +14,7 @@ from tf_agents.trajectories import time_step as ts
 from tf_agents.trajectories import trajectory as trajectory_lib
 
 from agents import ccvl_agent
+from agents import q_agent_base
 from ccvl_tf import counts
 from ccvl_tf import networks
 from ccvl_tf.tabular import gridworld
@@ -215,7 +216,7 @@ def test_nan_loss_raises_naming_the_step_and_keeps_weights(tmp_path):
   before = [v.numpy().copy() for v in agent.online_network.variables]
   second_moment = agent.counts.second_moment.numpy().copy()
   bad = dict(good, reward=np.full(8, np.nan, np.float32))
-  with pytest.raises(ccvl_agent.NonFiniteLossError, match="train step 2") as err:
+  with pytest.raises(q_agent_base.NonFiniteLossError, match="train step 2") as err:
     agent.train_on_batch(bad)
   assert err.value.step == 2
   after = [v.numpy() for v in agent.online_network.variables]
@@ -224,7 +225,7 @@ def test_nan_loss_raises_naming_the_step_and_keeps_weights(tmp_path):
   np.testing.assert_array_equal(agent.counts.second_moment.numpy(), second_moment)
   assert int(agent.train_step_counter.numpy()) == 2
   inf = dict(good, reward=np.full(8, np.inf, np.float32))
-  with pytest.raises(ccvl_agent.NonFiniteLossError, match="step 2"):
+  with pytest.raises(q_agent_base.NonFiniteLossError, match="step 2"):
     agent.train(inf)                                 # the TFAgent.train entry point too
   # Training goes on from the last good state, then a restore brings back the checkpoint.
   agent.train_on_batch(good)

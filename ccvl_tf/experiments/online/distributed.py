@@ -19,7 +19,7 @@ def make_train_step(strategy: tf.distribute.Strategy, agent) -> Callable[[Dict],
 
   Raises:
     ValueError: `agent` is not a CCVLAgent (or UpperCCVLAgent).
-    (from step) agents.ccvl_agent.NonFiniteLossError on a NaN/inf loss or gradient (no
+    (from step) agents.q_agent_base.NonFiniteLossError on a NaN/inf loss or gradient (no
       variable changed), as train_on_batch does.
   """
   if not isinstance(agent, ccvl_agent.CCVLAgent):

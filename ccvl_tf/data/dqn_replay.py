@@ -14,8 +14,8 @@ import numpy as np
 from ccvl_tf.data import replay_files
 from ccvl_tf.data import replay_validity
 from ccvl_tf.data.replay_files import (
-    METADATA_FILENAME, STORE_PREFIX, DatasetError, checkpoint_path, list_suffixes,
-    read_metadata, resolve_replay_dir)
+    METADATA_FILENAME, STORE_PREFIX, DatasetError, checkpoint_path, read_metadata,
+    resolve_replay_dir)
 from ccvl_tf.data.replay_validity import STACK_SIZE, valid_indices
 
 DQN_REPLAY_CAPACITY = 1_000_000
@@ -109,32 +109,31 @@ def stack_frames(frames: np.ndarray, frame_ndim: int) -> np.ndarray:
 
 @dataclasses.dataclass(frozen=True)
 class DirInfo:
-  """One look at a replay directory (one listing, one read of ccvl_dataset.json),
-  shared by the readers so that a remote directory is listed once per build."""
+  """One look at a replay directory (one listing, its suffixes, one read of
+  ccvl_dataset.json and the format it declares), made once by :func:`inspect_dir` and
+  handed to the plan and the readers, so that a remote directory is listed once per build."""
   replay_dir: str
   names: Tuple[str, ...]
+  suffixes: Tuple[int, ...]  # sorted, of the checkpoint files in ``names``
+  incomplete: Optional[str]  # why a suffix misses a required file, or None: all complete
   metadata: Optional[dict]   # ccvl_dataset.json, None when absent
   stack_size: int
   observation_shape: Tuple[int, ...]
   subsets: Dict[str, tuple]
 
-  def suffixes(self):
-    """Sorted complete suffixes (``replay_files.list_suffixes`` of this listing)."""
-    return list_suffixes(self.replay_dir, names=self.names)
-
-  def checkpoint_files(self, suffix: int):
-    """The file names of one suffix that the reader opens."""
-    return replay_files.checkpoint_files(self.names, suffix)
-
 
 def inspect_dir(replay_dir: str) -> DirInfo:
-  """Lists ``replay_dir`` (resolved, see ``replay_files.resolve_replay_dir``) and
-  reads its ``ccvl_dataset.json``. Raises DatasetError for a missing/empty directory."""
+  """Lists ``replay_dir`` (resolved, see ``replay_files.resolve_replay_dir``), finds its
+  suffixes (``replay_files.scan_suffixes``: an incomplete one is kept in
+  ``incomplete``, raised by whoever needs the suffixes) and reads its
+  ``ccvl_dataset.json``. Raises DatasetError for a missing/empty directory."""
   replay_dir = resolve_replay_dir(replay_dir)
   names = tuple(sorted(replay_files.list_replay_dir(replay_dir)))
+  suffixes, incomplete = replay_files.scan_suffixes(replay_dir, names)
   meta = read_metadata(replay_dir) if METADATA_FILENAME in names else None
   fmt = _format_from_metadata(meta, os.path.join(replay_dir, METADATA_FILENAME))
-  return DirInfo(replay_dir=replay_dir, names=names, metadata=meta, **fmt)
+  return DirInfo(replay_dir=replay_dir, names=names, suffixes=tuple(suffixes),
+                 incomplete=incomplete, metadata=meta, **fmt)
 
 
 def dataset_format(replay_dir: str) -> dict:
@@ -205,6 +204,22 @@ def load_checkpoint(replay_dir: str, suffix: int, *, max_rows: Optional[int] = N
   """
   if dir_info is None:
     dir_info = inspect_dir(replay_dir)
+  return read_checkpoint(dir_info, suffix, max_rows=max_rows, num_actions=num_actions,
+                         observation_shape=observation_shape,
+                         read_observation=read_observation, replay_capacity=replay_capacity,
+                         prefix_rows=prefix_rows, stack_size=stack_size)
+
+
+def read_checkpoint(dir_info: DirInfo, suffix: int, *, max_rows: Optional[int] = None,
+                    num_actions: Optional[int] = None,
+                    observation_shape: Optional[Sequence[int]] = None,
+                    read_observation: bool = True,
+                    replay_capacity: Optional[int] = None,
+                    prefix_rows: Optional[int] = None,
+                    stack_size: Optional[int] = None) -> ReplayCheckpoint:
+  """:func:`load_checkpoint` of a directory already inspected (:func:`inspect_dir`):
+  the listing and format come from ``dir_info``, nothing of the directory is looked
+  at again. The arguments are :func:`load_checkpoint`'s."""
   replay_dir = dir_info.replay_dir
   if observation_shape is None:
     observation_shape = dir_info.observation_shape
@@ -230,11 +245,11 @@ def load_checkpoint(replay_dir: str, suffix: int, *, max_rows: Optional[int] = N
   add_count = int(add_count.reshape(()))
   inv = np.asarray(inv).astype(np.int64).reshape(-1)
   k = dir_info.stack_size if stack_size is None else stack_size
+  if num_actions is not None:
+    _check_game(dir_info, num_actions)
   slots = replay_validity.view_indices(
       arrays["terminal"], add_count, inv, replay_capacity=replay_capacity,
       prefix_rows=prefix_rows, stack_size=k, episode_end_indices=eei)
-  if num_actions is not None:
-    _check_game(dir_info, num_actions)
   replay_validity.check_slot_values(
       arrays["action"], arrays["reward"], arrays["terminal"], slots,
       {a: paths[STORE_PREFIX + a] for a in ("action", "reward", "terminal")},
@@ -358,8 +373,8 @@ def iterate_transitions(replay_dir: str, suffix: int, *, replay_capacity: Option
   """
   info = inspect_dir(replay_dir)
   replay_dir = info.replay_dir
-  ckpt = load_checkpoint(replay_dir, suffix, max_rows=0, num_actions=num_actions,
-                         dir_info=info, replay_capacity=replay_capacity, stack_size=stack_size)
+  ckpt = read_checkpoint(info, suffix, max_rows=0, num_actions=num_actions,
+                         replay_capacity=replay_capacity, stack_size=stack_size)
   if stack_size is None:
     stack_size = ckpt.stack_size
   fdim = ckpt.observation.ndim - 1

@@ -24,7 +24,7 @@ FRAME_SHAPE = (84, 84)
 @dataclasses.dataclass(frozen=True)
 class Reserve:
   """What the caller of :meth:`FrameStore.from_replay` will need beside the store, checked
-  before the frames are read (and again after a store restored from the cache)."""
+  before the frames are read (a store restored from the cache: once it is restored)."""
   nbytes: int            # memory, e.g. the batches in flight and a train step's tensors
   what: str              # names it in messages, e.g. "training on --batch_size=32 batches"
   min_transitions: int = 0  # fewer transitions in the dataset are refused
@@ -110,52 +110,39 @@ class FrameStore:
     and file sizes. Messages about the remote read and the cache go to
     ``progress`` (default: stderr). Local directories are read directly, uncached.
     ``reserve``: what the caller needs beside the store (:class:`Reserve`).
+
+    One pass: the directory is inspected once (``dqn_replay.inspect_dir``), the plan
+    made once from what was found (``replay_plan.plan_from``), its checkpoints read once
+    (``replay_plan.load_plan``, :meth:`from_loaded`); a remote directory's cache entry
+    is looked up before and written after.
     """
-    if not replay_files.is_remote(replay_dir):
-      info, plan = replay_plan.select_plan(replay_dir, subset, suffixes)
-      store = cls.from_plan(info.replay_dir, plan, num_actions=num_actions, progress=progress,
-                            dir_info=info, reserve=reserve)
-    else:
-      say = progress if progress is not None else _stderr
+    remote = replay_files.is_remote(replay_dir)
+    if remote:
+      progress = progress if progress is not None else _stderr
       key = store_cache.key_fields(replay_dir, subset, suffixes, num_actions)
-      store = cls._from_cache(key, cache_dir, say)
-      if store is None:
-        store = cls._build_and_cache(replay_dir, subset, key, suffixes=suffixes,
-                                     num_actions=num_actions, cache_dir=cache_dir, say=say,
-                                     reserve=reserve)
-    if reserve is not None:  # a store restored from the cache was not checked yet
-      reserve.check(store.num_transitions, "{} (subset {})".format(replay_dir, subset))
-    return store
-
-  @classmethod
-  def _from_cache(cls, key: dict, cache_dir: Optional[str],
-                  say: Callable[[str], None]) -> Optional["FrameStore"]:
-    """The store of the cache entry under ``key``, or None (no valid entry; an entry
-    whose arrays do not make a store is removed)."""
-    cached = store_cache.get(key, cache_dir, say)
-    if cached is None:
-      return None
-    try:
-      return cls(**cached.arrays, stack_size=cached.stack_size)
-    except (KeyError, TypeError, ValueError) as e:
-      store_cache.reject(key, e, cache_dir, say)
-      return None
-
-  @classmethod
-  def _build_and_cache(cls, replay_dir: str, subset: str, key: dict, *,
-                       suffixes: Optional[Sequence[int]], num_actions: Optional[int],
-                       cache_dir: Optional[str], say: Callable[[str], None],
-                       reserve: Optional[Reserve]) -> "FrameStore":
-    """The store of a remote ``replay_dir`` read through tf.io.gfile, then cached."""
-    info, plan = replay_plan.select_plan(replay_dir, subset, suffixes)
-    source = store_cache.source_record(info, subset, plan)  # before reading
-    say("Reading {} (subset {}: {} checkpoint(s), only the rows it needs) through tf.io.gfile; "
-        "the frame store will be cached in {}.".format(
-            info.replay_dir, subset, len(plan), store_cache.entry_dir(key, cache_dir)))
-    store = cls.from_plan(info.replay_dir, plan, num_actions=num_actions, progress=say,
-                          dir_info=info, reserve=reserve)
-    store_cache.put(key, store_cache.Cached(store.arrays(), store.stack_size), source,
-                    cache_dir, say)
+      entry = store_cache.entry_dir(key, cache_dir)
+      cached = store_cache.get(key, cache_dir, progress)
+      if cached is not None:
+        try:
+          store = cls(**cached.arrays, stack_size=cached.stack_size)
+        except (KeyError, TypeError, ValueError) as e:
+          store_cache.reject(key, e, cache_dir, progress)
+        else:
+          if reserve is not None:  # a built store is checked before its frames are read
+            reserve.check(store.num_transitions, "{} (subset {})".format(replay_dir, subset))
+          return store
+    info = dqn_replay.inspect_dir(replay_dir)
+    plan = replay_plan.plan_from(info, subset, suffixes)
+    if remote:
+      source = store_cache.source_record(info, subset, plan)  # before reading
+      progress("Reading {} (subset {}: {} checkpoint(s), only the rows it needs) through "
+               "tf.io.gfile; the frame store will be cached in {}.".format(
+                   info.replay_dir, subset, len(plan), entry))
+    loaded = replay_plan.load_plan(info, plan, num_actions=num_actions)
+    store = cls.from_loaded(loaded, progress=progress, reserve=reserve)
+    if remote:
+      store_cache.put(key, store_cache.Cached(store.arrays(), store.stack_size), source,
+                      cache_dir, progress)
     return store
 
   @classmethod
@@ -164,18 +151,26 @@ class FrameStore:
                 progress: Optional[Callable[[str], None]] = None,
                 dir_info: Optional[dqn_replay.DirInfo] = None,
                 reserve: Optional[Reserve] = None) -> "FrameStore":
-    """Loads the checkpoints of ``plan`` (``replay_plan.subset_plan``): entries
-    ``(suffix, rows)`` (rows: batch_rl's capacity trick, None: whole checkpoint)
+    """Loads the checkpoints of ``plan`` (``replay_plan.plan_from``) of ``replay_dir``:
+    entries ``(suffix, rows)`` (rows: batch_rl's capacity trick, None: whole checkpoint)
     or ``(suffix, rows, "prefix")`` (the first ``rows`` slots taken literally).
+    ``dir_info`` (``dqn_replay.inspect_dir``) saves inspecting the directory again.
+    The rest is :meth:`from_loaded`'s."""
+    if dir_info is None:
+      dir_info = dqn_replay.inspect_dir(replay_dir)
+    loaded = replay_plan.load_plan(dir_info, plan, num_actions=num_actions)
+    return cls.from_loaded(loaded, progress=progress, reserve=reserve)
 
-    First the plan's small arrays and transitions (``replay_plan.load_plan``), then,
-    after checking that the store (and ``reserve``, :class:`Reserve`) fits in the
-    available memory, the frames, decompressed straight into one preallocated array.
-    Every file read is verified on first use (``replay_files.verified_read``). Each observation file is
-    opened once and read only as far as its chunk needs (local or remote alike);
-    ``dir_info`` (``dqn_replay.inspect_dir``) saves listing the directory again."""
-    loaded = replay_plan.load_plan(replay_dir, plan, num_actions=num_actions,
-                                   dir_info=dir_info)
+  @classmethod
+  def from_loaded(cls, loaded: replay_plan.LoadedPlan, *,
+                  progress: Optional[Callable[[str], None]] = None,
+                  reserve: Optional[Reserve] = None) -> "FrameStore":
+    """The store of a plan whose small arrays and transitions are read
+    (``replay_plan.load_plan``): after checking that the store (and ``reserve``,
+    :class:`Reserve`) fits in the available memory, the frames, decompressed straight
+    into one preallocated array. Every file read is verified on first use
+    (``replay_files.verified_read``). Each observation file is opened once and read
+    only as far as its chunk needs (local or remote alike)."""
     total = loaded.num_frames
     need = total * (int(np.prod(loaded.frame_shape)) + 9) + loaded.num_transitions * 8
     avail = _available_memory()

@@ -150,6 +150,13 @@ def stat_files(paths: Sequence[str], max_workers: int = 16) -> Dict[str, Tuple[i
     return dict(zip(paths, pool.map(file_stat, paths)))
 
 
+def stat_names(replay_dir: str, names: Sequence[str]) -> Dict[str, List[int]]:
+  """{name: [size, mtime_ns]} (:func:`stat_files`) of files ``names`` of ``replay_dir``."""
+  paths = [os.path.join(replay_dir, n) for n in names]
+  stats = stat_files(paths)
+  return {n: list(stats[p]) for n, p in zip(names, paths)}
+
+
 @contextlib.contextmanager
 def open_binary(path: str):
   """A binary file object for reading: ``open`` or a ``tf.io.gfile.GFile``."""
@@ -215,6 +222,17 @@ def list_suffixes(replay_dir: str, names: Optional[Sequence[str]] = None) -> Lis
   if names is None:
     replay_dir = resolve_replay_dir(replay_dir)
     names = list_replay_dir(replay_dir)
+  suffixes, incomplete = scan_suffixes(replay_dir, names)
+  if incomplete is not None:
+    raise DatasetError(incomplete)
+  return suffixes
+
+
+def scan_suffixes(replay_dir: str, names: Sequence[str]) -> Tuple[List[int], Optional[str]]:
+  """(the sorted suffixes of the listing ``names`` of ``replay_dir``, None), or, when a
+  suffix has some files but misses a required one, (them, what :func:`list_suffixes`
+  raises then: the first such suffix and its missing files). A reader that lists a
+  directory before it needs the suffixes keeps the complaint until it does."""
   found: Dict[int, set] = {}
   for n in names:
     m = CKPT_RE.match(n)
@@ -223,10 +241,9 @@ def list_suffixes(replay_dir: str, names: Optional[Sequence[str]] = None) -> Lis
   for suffix, present in sorted(found.items()):
     missing = [r for r in REQUIRED_NAMES if r not in present]
     if missing:
-      raise DatasetError("suffix {} in {} is incomplete: missing {}".format(
-          suffix, replay_dir,
-          ", ".join(checkpoint_path(replay_dir, m, suffix) for m in missing)))
-  return sorted(found)
+      return sorted(found), "suffix {} in {} is incomplete: missing {}".format(
+          suffix, replay_dir, ", ".join(checkpoint_path(replay_dir, m, suffix) for m in missing))
+  return sorted(found), None
 
 
 def checkpoint_files(names: Sequence[str], suffix: int) -> List[str]:
@@ -235,6 +252,15 @@ def checkpoint_files(names: Sequence[str], suffix: int) -> List[str]:
   wanted = ["{}_ckpt.{}.gz".format(n, suffix) for n in REQUIRED_NAMES]
   return wanted + [n for n in ("{}_ckpt.{}.gz".format(o, suffix) for o in OPTIONAL_NAMES)
                    if n in names]
+
+
+def files_read(names: Sequence[str], suffixes: Sequence[int]) -> List[str]:
+  """The names of a directory with listing ``names`` that reading ``suffixes`` opens:
+  each suffix's :func:`checkpoint_files`, then ``ccvl_dataset.json`` when present."""
+  out = [n for s in suffixes for n in checkpoint_files(names, s)]
+  if METADATA_FILENAME in names:
+    out.append(METADATA_FILENAME)
+  return out
 
 
 def read_metadata(replay_dir: str) -> Optional[dict]:

@@ -16,47 +16,51 @@ from ccvl_tf.data import replay_files
 
 def subset_plan(replay_dir: str, subset: str = "all",
                 dir_info: Optional[dqn_replay.DirInfo] = None) -> List[tuple]:
-  """[(suffix, replay_capacity or None for whole checkpoint)] for a subset name.
-
-  The names and their meaning are ``dqn_replay.SUBSETS`` (see the module
-  docstring), unless the dataset's ``ccvl_dataset.json`` declares its own
-  ``"subsets"`` table. Entries of a table in ``"prefix"`` mode are
-  ``(suffix, rows, "prefix")``. ``dir_info``: see ``dqn_replay.inspect_dir``."""
+  """[(suffix, replay_capacity or None for whole checkpoint)] for a subset name:
+  :func:`plan_from` of ``dir_info``, else of ``replay_dir`` inspected here
+  (``dqn_replay.inspect_dir``)."""
   if dir_info is None:
     dir_info = dqn_replay.inspect_dir(replay_dir)
-  table = dir_info.subsets
-  if subset not in table:
-    raise ValueError("unknown subset {!r}; valid: {}".format(subset, ", ".join(table)))
-  rows, n_ckpt = table[subset][:2]
-  mode = tuple(table[subset][2:])
-  suffixes = dir_info.suffixes()
-  if n_ckpt is not None:
-    suffixes = suffixes[:n_ckpt]
-  return [(s, rows) + (mode if rows is not None else ()) for s in suffixes]
+  return plan_from(dir_info, subset)
 
 
 def select_plan(replay_dir: str, subset: str = "all",
                 suffixes: Optional[Sequence[int]] = None
                 ) -> Tuple[dqn_replay.DirInfo, List[tuple]]:
-  """(the directory looked at once, :func:`subset_plan` of ``subset`` restricted to
-  ``suffixes`` if given)."""
+  """(the directory looked at once, :func:`plan_from` of it), for a caller that
+  has not inspected ``replay_dir`` yet."""
   info = dqn_replay.inspect_dir(replay_dir)
-  plan = subset_plan(info.replay_dir, subset, dir_info=info)
+  return info, plan_from(info, subset, suffixes)
+
+
+def plan_from(dir_info: dqn_replay.DirInfo, subset: str = "all",
+              suffixes: Optional[Sequence[int]] = None) -> List[tuple]:
+  """The plan of ``subset`` in the inspected directory ``dir_info``, restricted to
+  ``suffixes`` if given: [(suffix, rows)] (rows: batch_rl's capacity, None for the
+  whole checkpoint), entries of a table in ``"prefix"`` mode ``(suffix, rows, "prefix")``.
+
+  The subset names and their meaning are ``dqn_replay.SUBSETS`` (see the module
+  notes), unless the dataset's ``ccvl_dataset.json`` declares its own ``"subsets"``
+  table (``dir_info.subsets``). Raises ValueError for an unknown subset, DatasetError
+  when none of ``suffixes`` is in the plan."""
+  table = dir_info.subsets
+  if subset not in table:
+    raise ValueError("unknown subset {!r}; valid: {}".format(subset, ", ".join(table)))
+  rows, n_ckpt = table[subset][:2]
+  mode = tuple(table[subset][2:])
+  if dir_info.incomplete is not None:
+    raise replay_files.DatasetError(dir_info.incomplete)
+  complete = list(dir_info.suffixes)
+  if n_ckpt is not None:
+    complete = complete[:n_ckpt]
+  plan = [(s, rows) + (mode if rows is not None else ()) for s in complete]
   if suffixes is not None:
     wanted = set(int(s) for s in suffixes)
     plan = [p for p in plan if p[0] in wanted]
     if not plan:
       raise replay_files.DatasetError("none of suffixes {} in {}".format(sorted(wanted),
-                                                                       info.replay_dir))
-  return info, plan
-
-
-def source_files(dir_info: dqn_replay.DirInfo, plan: List[tuple]) -> List[str]:
-  """Names (in ``dir_info.replay_dir``) of the files that loading ``plan`` reads."""
-  names = [n for item in plan for n in dir_info.checkpoint_files(item[0])]
-  if replay_files.METADATA_FILENAME in dir_info.names:
-    names.append(replay_files.METADATA_FILENAME)
-  return names
+                                                                       dir_info.replay_dir))
+  return plan
 
 
 @dataclasses.dataclass
@@ -100,14 +104,13 @@ class LoadedPlan:
     return sum(int(c.slots.size) for c in self.chunks)
 
 
-def load_plan(replay_dir: str, plan: List[tuple], *, num_actions: Optional[int] = None,
-              dir_info: Optional[dqn_replay.DirInfo] = None) -> LoadedPlan:
-  """Reads the small arrays of every entry of ``plan`` (observation files are not
-  opened: :meth:`Chunk.read_frames_into`) and checks the values at the transitions
-  of each entry's view (``num_actions``: see ``dqn_replay.load_checkpoint``).
+def load_plan(dir_info: dqn_replay.DirInfo, plan: List[tuple], *,
+              num_actions: Optional[int] = None) -> LoadedPlan:
+  """Reads the small arrays of every entry of ``plan`` (:func:`plan_from` of the
+  inspected directory ``dir_info``; observation files are not opened:
+  :meth:`Chunk.read_frames_into`) and checks the values at the transitions of each
+  entry's view (``num_actions``: see ``dqn_replay.load_checkpoint``).
   Raises DatasetError when the plan holds no transition at all."""
-  if dir_info is None:
-    dir_info = dqn_replay.inspect_dir(replay_dir)
   chunks = [_chunk(dir_info, item, num_actions) for item in plan]
   loaded = LoadedPlan(replay_dir=dir_info.replay_dir, stack_size=dir_info.stack_size,
                       frame_shape=tuple(dir_info.observation_shape), chunks=chunks)
@@ -123,10 +126,9 @@ def _chunk(dir_info: dqn_replay.DirInfo, item: tuple, num_actions: Optional[int]
     raise ValueError("plan entry {!r}: the third element must be {!r}".format(
         item, dqn_replay.PREFIX))
   prefix = bool(mode) and rows is not None  # literal prefix: no modular view
-  ckpt = dqn_replay.load_checkpoint(
-      dir_info.replay_dir, suffix, num_actions=num_actions, dir_info=dir_info,
-      read_observation=False, replay_capacity=None if prefix else rows,
-      prefix_rows=rows if prefix else None)
+  ckpt = dqn_replay.read_checkpoint(
+      dir_info, suffix, num_actions=num_actions, read_observation=False,
+      replay_capacity=None if prefix else rows, prefix_rows=rows if prefix else None)
   k = dir_info.stack_size
   cap = ckpt.capacity if prefix or rows is None or rows >= ckpt.capacity else rows
   idx = ckpt.slots

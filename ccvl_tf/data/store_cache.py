@@ -21,7 +21,6 @@ import numpy as np
 from ccvl_tf.data import dqn_replay
 from ccvl_tf.data import replay_validity
 from ccvl_tf.data import replay_files
-from ccvl_tf.data import replay_plan
 
 CACHE_ENV = replay_files.CACHE_ENV
 CACHE_FORMAT = 1
@@ -77,12 +76,6 @@ def _crc32(arr: np.ndarray) -> int:
   return crc
 
 
-def _stats(replay_dir: str, names: Sequence[str]) -> Dict[str, List[int]]:
-  paths = [os.path.join(replay_dir, n) for n in names]
-  stats = replay_files.stat_files(paths)
-  return {n: list(stats[p]) for n, p in zip(names, paths)}
-
-
 # ---------------------------------------------------------------------- reading
 
 def _read_manifest(entry: str) -> dict:
@@ -127,7 +120,7 @@ def check_source(manifest: dict) -> Optional[str]:
         replay_dir, "; ".join(parts)))
   files = manifest["source"]["files"]
   try:
-    now = _stats(replay_dir, sorted(files))
+    now = replay_files.stat_names(replay_dir, sorted(files))
   except replay_files.UnreachableError as e:
     return str(e)
   except replay_files.DatasetError as e:
@@ -286,11 +279,14 @@ def get(fields: dict, cache_dir: Optional[str] = None,
 
 
 def source_record(dir_info: dqn_replay.DirInfo, subset: str, plan: List[tuple]) -> dict:
-  """The identity of the source a store is built from: call it before reading, so that
-  a change while reading shows as stale next time."""
-  names = replay_plan.source_files(dir_info, plan)
+  """The identity of the source a store is built from: the directory's listing (as
+  ``dqn_replay.inspect_dir`` made it) and the size and mtime of every file loading
+  ``plan`` reads. Call it before reading, so that a change while reading shows as
+  stale next time."""
+  names = replay_files.files_read(dir_info.names, [p[0] for p in plan])
   return dict(replay_dir=dir_info.replay_dir, subset=subset, plan=[list(p) for p in plan],
-              listing=list(dir_info.names), files=_stats(dir_info.replay_dir, names))
+              listing=list(dir_info.names),
+              files=replay_files.stat_names(dir_info.replay_dir, names))
 
 
 def put(fields: dict, cached: Cached, source: dict, cache_dir: Optional[str] = None,

@@ -51,3 +51,25 @@ def test_seed_streams_keep_their_values():
   assert (s.eval_env(2_500), s.eval_episodes(2_500)) == (12_505, 2_505)
   assert (s.adaptive_eval(), s.diagnostics_env()) == (30_005, 40_005)
   assert (s.table_behaviour(), s.table_eval()) == (12, 60_005)
+
+
+@pytest.mark.parametrize("env", ["vector", "sequential"])
+def test_atari_evaluation_plays_its_episodes_to_the_step_cap(env):
+  # A player that only ever chooses NOOP never serves in Breakout: no reward and no game over,
+  # so each of the 2 episodes is cut at the 15-step cap with raw score 0, whichever env runs it.
+  import collections
+  import tensorflow as tf
+  from ccvl_tf.experiments.offline import runner
+  step = collections.namedtuple("Step", ["action", "state", "info"])
+
+  class Noop:
+    def get_initial_state(self, batch_size=1):
+      return ()
+
+    def action(self, time_step, state):
+      return step(tf.zeros([time_step.step_type.shape[0]], tf.int32), state, ())
+
+  evaluation = runner.AtariEvaluation(game="Breakout", episodes=2, max_steps=15, epsilon=0.0,
+                                      env=env)
+  records = evaluation(Noop(), env_seed=3, seed=3)
+  assert [(r.raw_score, r.length) for r in records] == [(0.0, 15), (0.0, 15)]

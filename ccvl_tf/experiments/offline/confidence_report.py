@@ -16,11 +16,6 @@ import tensorflow as tf
 from ccvl_tf import diagnostics, policies, policy_diagnostics
 
 
-def dataset_observations(batches: Iterable[Dict], num_states: int) -> np.ndarray:
-  """The first `num_states` observations of contract batches, [S, ...]."""
-  return dataset_observations_and_actions(batches, num_states)[0]
-
-
 def dataset_observations_and_actions(batches: Iterable[Dict], num_states: int):
   """(observations [S, ...], actions [S]) of the first S <= num_states dataset transitions."""
   obs, acts, n = [], [], 0
@@ -77,7 +72,9 @@ def report(agent, held_out: Callable[[], Iterable[Dict]], grid: Sequence[float],
       MinAtar datasets are clipped so; pass the game's own bound when it is tighter).
   """
   grid = np.asarray(grid, np.float32)
-  seen = dataset_observations(held_out(), num_states)
+  # The diagnostic states: the first num_states held-out transitions (the same ones for the
+  # family, the counts and the greedy-action statistics).
+  seen, seen_actions = dataset_observations_and_actions(held_out(), num_states)
   scale = diagnostics.td_target_scale(agent.q_network, held_out(), grid, agent.config.gamma)
   if value_max is None:
     value_max = 1.0 / (1.0 - agent.config.gamma)
@@ -113,15 +110,14 @@ def report(agent, held_out: Callable[[], Iterable[Dict]], grid: Sequence[float],
       movement = diagnostics.belief_movement(trace, grid)
       out["belief"] = {"movement": movement, "trace": trace}
   out["summary"] = diagnostics.summarize(family, separation, spectrum, movement, mean_x_size)
-  obs, acts = dataset_observations_and_actions(held_out(), num_states)
-  acts = acts - int(agent.action_spec.minimum)
+  acts = seen_actions - int(agent.action_spec.minimum)
   num_actions = policies.action_count(agent.action_spec)
   out["actions"] = policy_diagnostics.greedy_action_stats(
-      agent.q_network, obs, acts, agent.config.policy_delta, num_actions)
+      agent.q_network, seen, acts, agent.config.policy_delta, num_actions)
   out["summary"].update(out["actions"])
   # The family as policies: greedy actions that change with delta, per grid delta.
   out["family_actions"] = policy_diagnostics.family_action_stats(
-      agent.q_network, obs, acts, grid, num_actions)
+      agent.q_network, seen, acts, grid, num_actions)
   out["summary"].update(policy_diagnostics.family_summary(out["family_actions"]))
   if counts is not None:
     for kind, sep in out["counts"].items():

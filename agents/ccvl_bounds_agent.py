@@ -26,8 +26,9 @@ from ccvl_tf.config_flags import setting
 class ExplorationConfig:
   """The settings of the upper bound Q_u (alpha_u, its objective) and of the exploration
   policy (beta, delta, epsilon, the belief's K and T), each declared here once with its help
-  and bounds (ccvl_tf/config_flags.py `setting`), inherited by BoundsConfig and by
-  ccvl_tf.experiments.online.config.OnlineConfig (finetune_online.py's flags)."""
+  and bounds (ccvl_tf/config_flags.py `setting`): inherited by BoundsConfig, embedded in
+  ccvl_tf.experiments.online.config.OnlineConfig (finetune_online.py defines its flags from
+  these declarations)."""
   upper_alpha: Optional[float] = setting(
       None, "alpha_u, weight of the upper bound's bonus / regularizer (default: the lower "
       "bound's alpha).", lower_bound=0.0, parse_bounds=False)

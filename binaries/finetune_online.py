@@ -22,11 +22,16 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from ccvl_tf import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 import tensorflow as tf  # noqa: E402
+from agents import ccvl_bounds_agent
 from ccvl_tf import config_flags
 from ccvl_tf import writes
+from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf.experiments.online import runner as online
 
 config_flags.define(online.OnlineConfig)  # OnlineConfig's flag fields
+# The upper bound's and the exploration policy's settings, from their declaration.
+config_flags.define(ccvl_bounds_agent.ExplorationConfig,
+                    flag_defaults=online_config.EXPLORATION_FLAG_DEFAULTS)
 _PREP = flags.DEFINE_integer("prepare_gridworld_offline", 0,
                              "gridworld only: first train offline CCVL (both bounds) for this "
                              "many steps into --offline_dir if it has no checkpoint.")
@@ -48,7 +53,9 @@ def main(argv):
     if not os.path.isdir(os.path.join(fv.offline_dir, "checkpoints")):
       online.train_offline_gridworld(fv.offline_dir, _PREP.value, seed=fv.seed,
                                      log=lambda s: print(s, flush=True), agent=fv.agent)
-  cfg = config_flags.from_flags(online.OnlineConfig)
+  cfg = config_flags.from_flags(
+      online.OnlineConfig,
+      exploration_values=config_flags.given(ccvl_bounds_agent.ExplorationConfig))
   try:
     cfg.validate()
   except ValueError as e:

@@ -122,18 +122,23 @@ def _default_of(field, spec: FlagSpec):
 
 
 def define(cls, names: Optional[Sequence[str]] = None, flag_values=None, unset: bool = False,
-           help_prefix: str = "", default_notes: Optional[Mapping[str, str]] = None) -> None:
+           help_prefix: str = "", default_notes: Optional[Mapping[str, str]] = None,
+           flag_defaults: Optional[Mapping[str, object]] = None) -> None:
   """Defines one absl flag per flag field of the dataclass `cls` (`names`: only those).
 
   unset=True: every flag's default is None ("not given"; `given` omits it) and its help ends
   with the field's default, "(default: 0.1)", or with default_notes[name] formatted with
-  {default} ("the preset's, else {default}"); `help_prefix` starts each help text."""
+  {default} ("the preset's, else {default}"); `help_prefix` starts each help text.
+  flag_defaults[name]: the flag's default instead of the field's, help unchanged (a run's
+  own default of an agent setting it embeds, e.g. None: unset, the run fills it in)."""
   fv = flags.FLAGS if flag_values is None else flag_values
   for f, spec in flag_fields(cls, names):
     common = dict(flag_values=fv, required=spec.required)
     bounds = (dict(lower_bound=spec.lower_bound, upper_bound=spec.upper_bound)
               if spec.parse_bounds else {})
     default = _default_of(f, spec)
+    if flag_defaults and f.name in flag_defaults:
+      default = flag_defaults[f.name]
     if unset:
       note = (default_notes or {}).get(f.name, "{default}").format(default=repr(default))
       spec = dataclasses.replace(spec, help=f"{help_prefix}{spec.help} (default: {note})")
@@ -221,6 +226,8 @@ def _problem(spec: FlagSpec, value) -> Optional[str]:
   finite = math.isfinite(value)
   if above is not None and below is not None:
     return None if finite and above < value < below else f"must be in ({above:g}, {below:g})"
+  if lo is not None and below is not None:
+    return None if finite and lo <= value < below else f"must be in [{lo:g}, {below:g})"
   if above is not None and not (finite and value > above):
     return f"must be > {above:g} (a finite number)"
   if lo is not None and hi is not None:

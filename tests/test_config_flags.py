@@ -113,3 +113,21 @@ def test_agent_flags_default_to_not_given_and_borrowed_fields_keep_the_declarati
   assert config_flags.from_flags(_Run, flag_values=run_fv).alpha is None
   with pytest.raises(ValueError, match="^--alpha must be a finite number >= 0"):
     config_flags.check(_Run(alpha=-1.0), prefix="--")
+
+
+def test_a_run_gives_an_embedded_setting_its_own_flag_default_with_the_same_help():
+  fv = flags.FlagValues()
+  config_flags.define(_Agent, ["alpha", "n"], fv, flag_defaults={"alpha": None})
+  fv(["prog", "--n=3"])
+  assert fv["alpha"].default is None and fv["alpha"].help == "alpha, a weight."
+  assert config_flags.given(_Agent, ["alpha", "n"], fv) == {"n": 3}
+
+
+def test_a_lower_bound_with_an_exclusive_upper_bound_is_a_half_open_interval():
+  @dataclasses.dataclass
+  class Share:
+    share: float = setting(0.0, "Share in [0, 1).", lower_bound=0.0, upper_bound=1.0, below=1.0)
+  config_flags.check(Share(0.0))
+  for value in (1.0, -0.1, float("nan")):
+    with pytest.raises(ValueError, match=r"^--share must be in \[0, 1\), got"):
+      config_flags.check(Share(value), prefix="--")

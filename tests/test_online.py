@@ -177,7 +177,7 @@ def _restored_learner(root, offline_dir):
   builds it (its online_config.json, the offline run's alpha) and restored from the latest
   checkpoint with assert_consumed() (every saved value has a home and every variable a value)."""
   with open(os.path.join(root, "online_config.json")) as f:
-    cfg = online.OnlineConfig(**json.load(f))
+    cfg = online.OnlineConfig.from_record(json.load(f))
   with open(os.path.join(offline_dir, "summary.json")) as f:
     offline = json.load(f)
   alpha = offline.get("alpha", offline.get("config", {}).get("alpha"))
@@ -203,8 +203,9 @@ def _assert_exports_equal_in_process_policies(root, offline_dir, work_dir):
   cfg, (tss, act), agent = _restored_learner(root, offline_dir)
   built = {  # as online.run exports them
       "policy": policies.ConfidenceAdaptivePolicy(
-          tss, act, agent.q_network, num_grid_deltas=cfg.num_grid_deltas, gamma=agent.config.gamma,
-          seed=cfg.seed, upper_network=agent.upper_q_network, beta=cfg.beta, reward_clip=None),
+          tss, act, agent.q_network, num_grid_deltas=cfg.exploration.num_grid_deltas,
+          gamma=agent.config.gamma, seed=cfg.seed, upper_network=agent.upper_q_network,
+          beta=cfg.exploration.beta, reward_clip=None),
       "policy_fixed": policies.FixedDeltaPolicy(tss, act, agent.q_network, cfg.policy_delta),
       "policy_bounds": agent.bounds_policy,
   }

@@ -213,7 +213,7 @@ def test_server_killed_stops_learner_and_actor_with_the_address(offline_dir, tmp
     assert any(n.startswith("upper/") for n in names)
     from ccvl_tf.experiments.online import runner as online
     with open(os.path.join(root, "online_config.json")) as f:
-      cfg = online.OnlineConfig(**json.load(f))
+      cfg = online.OnlineConfig.from_record(json.load(f))
     with open(os.path.join(offline_dir, "summary.json")) as f:
       offline = json.load(f)
     tss, act = online.specs(cfg.game, cfg.seed)

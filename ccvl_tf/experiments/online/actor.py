@@ -113,7 +113,7 @@ def actor_main(config_path: str, actor_id: int, address: str, parent_pid: int) -
   import reverb  # pylint: disable=g-import-not-at-top
 
   with open(config_path) as f:
-    cfg = online_config.OnlineConfig(**json.load(f))
+    cfg = online_config.OnlineConfig.from_record(json.load(f))
   tag = f"actor {actor_id}"
 
   def fail(msg, code):

@@ -78,7 +78,7 @@ def report_phase(cfg, agent, alpha: float, counts: np.ndarray, transitions: Tran
   'bounds/<key>@<delta>' (AFTER); {} when AFTER has no online transitions.
 
   Args:
-    cfg: OnlineConfig (root_dir, num_grid_deltas, upper_alpha).
+    cfg: OnlineConfig (root_dir; its exploration's num_grid_deltas, upper_alpha).
     agent: the learner.
     alpha: its bonus weight of Q_l.
     counts: its n(s) [S].

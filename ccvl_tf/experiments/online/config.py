@@ -8,7 +8,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from typing import Optional
+from typing import Dict, Mapping, Optional
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
@@ -57,6 +57,15 @@ def schedule_setting(default: str):
       enum_values=SCHEDULES)
 
 
+# The settings of the upper bound and the exploration policy, declared in
+# agents.ccvl_bounds_agent.ExplorationConfig: embedded in OnlineConfig (`exploration_values`),
+# flags of finetune_online.py through that declaration.
+EXPLORATION_FIELDS = tuple(f.name for f in dataclasses.fields(ccvl_bounds_agent.ExplorationConfig))
+# finetune_online.py's defaults of those flags where they are not ExplorationConfig's: the
+# belief temperature T unset (None) is the offline run's (summary.json), else
+# ExplorationConfig's 1.
+EXPLORATION_FLAG_DEFAULTS = {"belief_temperature": None}
+
 # --agent of the fine-tune -> the registered learner it builds (experiments/agent_registry.py).
 REGISTERED = {"ccvl": "ccvl_bounds", "ccvl_lower": "ccvl_lower", "cql": "cql"}
 AGENTS = tuple(REGISTERED)
@@ -65,14 +74,17 @@ OFFLINE_AGENT = {"ccvl": "ccvl", "ccvl_lower": "ccvl", "cql": "cql"}
 
 
 @dataclasses.dataclass(frozen=True)
-class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
-  """Settings of one fine-tuning run; its flag fields (`setting`, and those declared in
-  ExplorationConfig) are the flags of binaries/finetune_online.py (ccvl_tf/config_flags.py).
+class OnlineConfig:
+  """Settings of one fine-tuning run; its `setting` fields and ExplorationConfig's are the
+  flags of binaries/finetune_online.py (ccvl_tf/config_flags.py).
 
-  The upper bound's and the exploration policy's settings (upper_alpha, upper_objective,
-  upper_regularizer, beta, explore_delta, explore_epsilon, num_grid_deltas, belief_temperature) are inherited
-  from agents.ccvl_bounds_agent.ExplorationConfig (`bounds()` makes the BoundsConfig), with
-  belief_temperature None here: the offline run's (summary.json), else 1.
+  The upper bound's and the exploration policy's settings (alpha_u, Q_u's objective and
+  regularizer, beta of the safe set A_l, the fixed delta, epsilon, the belief's K and T) are
+  agents.ccvl_bounds_agent.ExplorationConfig's, embedded as the values set
+  (`exploration_values`; in force: `exploration`; `bounds()` makes the BoundsConfig). The
+  belief temperature T unset is the offline run's (summary.json), else ExplorationConfig's 1.
+  On disk (online_config.json, summary.json's 'config') the config is one flat record, the
+  exploration settings beside the run's (`record`, `from_record`).
   Defaults are for Atari at the paper's rate (SPI 8 = batch 32, one update per 4 env steps);
   the gridworld tests shrink everything.
   """
@@ -90,24 +102,28 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
   batch_size: int = setting(32, "Transitions per learner step.", lower_bound=1)
   offline_fraction: float = setting(  # share of each batch drawn from the offline data
       0.0, "Share of each batch drawn from the offline data (gridworld).", lower_bound=0.0,
-      upper_bound=1.0)
+      upper_bound=1.0, below=1.0)
   samples_per_insert: float = setting(
       8.0, "Rate limiter: sampled items per inserted env step (8 = batch 32, "
       "one learner step per 4 env steps).", lower_bound=1e-6, upper_bound=1e6)
   min_replay_size: int = setting(1_000, "Items in the replay table before the first sample.",
                                  lower_bound=1)
   replay_capacity: int = setting(1_000_000, "Replay table size.", lower_bound=1)
-  # None: the offline run's (summary.json), else 1.
-  belief_temperature: Optional[float] = config_flags.redeclare(
-      ccvl_bounds_agent.ExplorationConfig, "belief_temperature", None)
-  policy_delta: float = setting(0.5, "delta of the exported Fixed-CCVL policy (Q_l greedy).")
+  # ExplorationConfig's settings that are set (field -> value; one left out, or None, is
+  # unset): the others are ExplorationConfig's defaults, T unset the offline run's. Left out
+  # of the hash (a dict has none), so that the config stays hashable.
+  exploration_values: Dict[str, object] = dataclasses.field(default_factory=dict, hash=False)
+  policy_delta: float = setting(0.5, "delta of the exported Fixed-CCVL policy (Q_l greedy).",
+                                above=0.0, below=1.0)
   # The online learner's alpha and step size (both bounds); None: the offline run's.
   alpha: Optional[float] = config_flags.borrow(ccvl_agent.CCVLConfig, "alpha",
                                                "the offline run's")
   learning_rate: Optional[float] = config_flags.borrow(ccvl_agent.CCVLConfig, "learning_rate",
                                                        "the offline run's")
-  actor_update_period: int = setting(100, "Env steps between an actor's weight pulls.")
-  push_period: int = setting(10, "Learner steps between weight pushes.")
+  actor_update_period: int = setting(100, "Env steps between an actor's weight pulls.",
+                                     lower_bound=1, parse_bounds=False)
+  push_period: int = setting(10, "Learner steps between weight pushes.", lower_bound=1,
+                             parse_bounds=False)
   checkpoint_interval: int = setting(
       1_000, "Learner (and Reverb) checkpoint every N learner steps.", lower_bound=1)
   log_interval: int = setting(100, "Progress line every N steps.", lower_bound=1)
@@ -151,38 +167,24 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
   seed: int = setting(0, "Seed.", lower_bound=0)
   schedule: str = schedule_setting(ASYNC)
 
-  # The inherited ExplorationConfig fields that are flags (agents/ does not declare flags).
-
   def validate(self):
-    if self.agent not in AGENTS:
-      raise ValueError(f"--agent must be one of {', '.join(AGENTS)}, got {self.agent!r}")
+    """ValueError naming the flag: the run's settings and the exploration settings against
+    their declarations (config_flags.check), then what no single declaration says."""
     training.check_input_dir(self.offline_dir, "--offline_dir",
                              "the --root_dir of a train_offline.py or compare.py run")
     if not self.root_dir:
       raise ValueError("--root_dir is required")
-    for name in ("num_env_steps", "batch_size", "min_replay_size", "replay_capacity",
-                 "actor_update_period", "push_period", "checkpoint_interval", "log_interval",
-                 "eval_max_steps", "num_grid_deltas"):
-      v = getattr(self, name)
-      if int(v) != v or v < 1:
-        raise ValueError(f"--{name} must be an integer >= 1, got {v!r}")
-    if int(self.eval_interval) != self.eval_interval or self.eval_interval < 0:
-      raise ValueError(f"--eval_interval must be an integer >= 0, got {self.eval_interval!r}")
-    if int(self.eval_episodes) != self.eval_episodes or self.eval_episodes < 0:
-      raise ValueError(f"--eval_episodes must be an integer >= 0, got {self.eval_episodes!r}")
-    if int(self.num_actors) != self.num_actors or self.num_actors < 0:
-      raise ValueError(f"--num_actors must be an integer >= 0 (0: actors run elsewhere), got "
-                       f"{self.num_actors!r}")
-    if not 0.0 <= self.offline_fraction < 1.0:
-      raise ValueError(f"--offline_fraction must be in [0, 1), got {self.offline_fraction!r}")
-    if not self.samples_per_insert > 0:
-      raise ValueError(f"--samples_per_insert must be > 0, got {self.samples_per_insert!r}")
+    # Before the declarations: this message, not theirs ("a finite number >= 0"), for --alpha.
+    if self.alpha is not None and not self.alpha >= 0:
+      raise ValueError(f"--alpha must be >= 0, got {self.alpha!r}")
+    config_flags.check(self, prefix="--")
+    unknown = sorted(set(self.exploration_values) - set(EXPLORATION_FIELDS))
+    if unknown:
+      raise ValueError(f"not settings of ExplorationConfig: {unknown}")
+    config_flags.check(self.exploration, prefix="--")
     if self.replay_capacity < self.min_replay_size:
       raise ValueError(f"--replay_capacity ({self.replay_capacity}) must be >= "
                        f"--min_replay_size ({self.min_replay_size})")
-    if self.schedule not in SCHEDULES:
-      raise ValueError(f"--schedule must be one of {', '.join(SCHEDULES)}, got "
-                       f"{self.schedule!r}")
     if self.schedule == DETERMINISTIC and self.reverb_address is not None:
       raise ValueError("--reverb_address is for --schedule=async: --schedule=deterministic runs "
                        "its actors in the learner's process, without a Reverb server")
@@ -191,21 +193,34 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
                        f"--num_actors must be >= 1, got {self.num_actors!r}")
     if self.reverb_address is not None and ":" not in self.reverb_address:
       raise ValueError(f"--reverb_address must be host:port, got {self.reverb_address!r}")
-    if self.alpha is not None and not self.alpha >= 0:
-      raise ValueError(f"--alpha must be >= 0, got {self.alpha!r}")
-    if self.learning_rate is not None and not self.learning_rate > 0:
-      raise ValueError(f"--learning_rate must be > 0, got {self.learning_rate!r}")
-    if self.online_counts not in ("grow", "offline"):
-      raise ValueError(f"--online_counts must be 'grow' or 'offline', got "
-                       f"{self.online_counts!r}")
     if self.offline_states and not os.path.isfile(self.offline_states):
       raise ValueError(f"--offline_states {self.offline_states!r} is not a file")
-    for name in ("sample_timeout_s", "server_timeout_s", "reverb_checkpoint_timeout_s"):
-      if not getattr(self, name) > 0:
-        raise ValueError(f"--{name} must be > 0, got {getattr(self, name)!r}")
-    self.bounds().validate()
-    if not 0.0 < self.policy_delta < 1.0:
-      raise ValueError(f"--policy_delta must be in (0, 1), got {self.policy_delta!r}")
+
+  @property
+  def exploration(self) -> ccvl_bounds_agent.ExplorationConfig:
+    """The upper bound's and the exploration policy's settings in force: those set
+    (`exploration_values`), else ExplorationConfig's defaults (T unset: 1)."""
+    return ccvl_bounds_agent.ExplorationConfig(
+        **{k: v for k, v in self.exploration_values.items() if v is not None})
+
+  def record(self) -> Dict[str, object]:
+    """The config as online_config.json and summary.json's 'config' keep it (`from_record`
+    reads it back): one flat dict, ExplorationConfig's settings in force (the belief
+    temperature None while unset) and then the run's fields."""
+    out = dataclasses.asdict(self.exploration)
+    out["belief_temperature"] = self.exploration_values.get("belief_temperature")
+    run = dataclasses.asdict(self)
+    del run["exploration_values"]
+    out.update(run)
+    return out
+
+  @classmethod
+  def from_record(cls, saved: Mapping[str, object]) -> "OnlineConfig":
+    """The OnlineConfig of a `record`: its ExplorationConfig settings that are set (not None)
+    as `exploration_values`, the rest as the run's fields."""
+    return cls(exploration_values={k: v for k, v in saved.items()
+                                   if k in EXPLORATION_FIELDS and v is not None},
+               **{k: v for k, v in saved.items() if k not in EXPLORATION_FIELDS})
 
   @property
   def online_batch_size(self) -> int:
@@ -230,17 +245,15 @@ class OnlineConfig(ccvl_bounds_agent.ExplorationConfig):
     return OFFLINE_AGENT[self.agent]
 
   def bounds(self) -> ccvl_bounds_agent.BoundsConfig:
-    """The BoundsConfig of the fine-tune: the inherited settings, belief temperature 1 when
-    unset, rewards clipped to [-1, 1] except on the gridworld, and on the gridworld the upper
-    bound capped at its largest return (1: one +1 reward, then the episode ends)."""
-    shared = {f.name: getattr(self, f.name)
-              for f in dataclasses.fields(ccvl_bounds_agent.ExplorationConfig)}
-    shared["belief_temperature"] = (1.0 if self.belief_temperature is None
-                                    else self.belief_temperature)
+    """The BoundsConfig of the fine-tune: the exploration settings in force (`exploration`:
+    belief temperature 1 when unset), rewards clipped to [-1, 1] except on the gridworld, and
+    on the gridworld the upper bound capped at its largest return (1: one +1 reward, then the
+    episode ends)."""
     gridworld = self.game.lower() == GRIDWORLD
     return ccvl_bounds_agent.BoundsConfig(
         reward_clip=None if gridworld else 1.0,
-        value_max=GRIDWORLD_VALUE_MAX if gridworld else None, **shared)
+        value_max=GRIDWORLD_VALUE_MAX if gridworld else None,
+        **dataclasses.asdict(self.exploration))
 
 
 def make_env(game: str, seed: int, max_episode_steps: Optional[int] = None):

@@ -7,7 +7,6 @@ More in docs/online.md "Module notes", `ccvl_tf/experiments/online/runner.py`.
 """
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import time
@@ -111,7 +110,7 @@ class _Runner:
       self.settings = agent_settings(cfg.game, cfg.bounds(), alpha, cfg.seed,
                                      dataset_size=dataset_size, agent=cfg.agent,
                                      counts=self.counts, policy_delta=cfg.policy_delta,
-                                     num_grid_deltas=cfg.num_grid_deltas)
+                                     num_grid_deltas=cfg.exploration.num_grid_deltas)
       self.agent = agent_spec(cfg.agent).build(self.tss, self.act, self.settings)
       self.control = online_config.control_variables()
       self.offline_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="offline_step")
@@ -481,7 +480,7 @@ class _Runner:
                   throughput=throughput,
                   checkpoint=self.manager.latest_checkpoint,
                   replay_items=self.link.replay_items(step),
-                  config=dataclasses.asdict(cfg), policy_dirs=dirs)
+                  config=cfg.record(), policy_dirs=dirs)
     _write_json(os.path.join(cfg.root_dir, "summary.json"), result, last_good)
     return result
 
@@ -517,7 +516,7 @@ class _Runner:
     else:
       self._connect_replay()
     config_path = os.path.join(cfg.root_dir, "online_config.json")
-    _write_json(config_path, dataclasses.asdict(cfg), self.manager.latest_checkpoint)
+    _write_json(config_path, cfg.record(), self.manager.latest_checkpoint)
     if cfg.schedule == online_config.ASYNC:
       self.actors = online_actor.ActorProcesses(cfg, self.address, self.log)
     self.train_writer = tf.summary.create_file_writer(

@@ -79,7 +79,7 @@ def exact_gridworld_scores(cfg, agent) -> Dict[str, float]:
   CCVL, at each grid delta ('exact/lower@<delta>') and their mean over the grid
   ('lower_grid_exact_normalized_score'), by policy evaluation on the known model."""
   world = gridworld_env.eval_world(horizon=cfg.eval_max_steps)
-  grid = ([float(d) for d in belief.delta_grid(cfg.num_grid_deltas)]
+  grid = ([float(d) for d in belief.delta_grid(cfg.exploration.num_grid_deltas)]
           if cfg.offline_agent == "ccvl" else [])
   q_lower, _ = gridworld_bounds.q_tables(agent, [cfg.policy_delta] + grid, world.num_states)
 
@@ -102,9 +102,9 @@ def gridworld_bounds_report(cfg, agent, alpha: float, data, world, counts=None):
   `world` and the tabular bounds of the same objective on `data` (experiments/gridworld/bounds.py).
 
   Args:
-    cfg: OnlineConfig (num_grid_deltas, upper_alpha).
+    cfg: OnlineConfig (its exploration's num_grid_deltas, upper_alpha).
     agent: the learner (q_network; upper_q_network when it has Q_u).
-    alpha: the bonus weight of Q_l (Q_u: cfg.upper_alpha, default alpha).
+    alpha: the bonus weight of Q_l (Q_u: cfg.exploration.upper_alpha, default alpha).
     data: tabular.dataset.Transitions the learner trained on (integer states).
     world: the GridWorld the data came from.
     counts: n(s) [S] of the learner's bonus (None: the counts of `data`).
@@ -112,8 +112,9 @@ def gridworld_bounds_report(cfg, agent, alpha: float, data, world, counts=None):
   Returns:
     rows (gridworld_bounds.coverage_rows).
   """
-  grid = belief.delta_grid(cfg.num_grid_deltas)
-  refs = gridworld_bounds.references(data, world, grid, alpha, cfg.upper_alpha, counts)
+  grid = belief.delta_grid(cfg.exploration.num_grid_deltas)
+  refs = gridworld_bounds.references(data, world, grid, alpha, cfg.exploration.upper_alpha,
+                                     counts)
   q_lower, q_upper = gridworld_bounds.q_tables(agent, grid, world.num_states)
   return gridworld_bounds.coverage_rows(q_lower, q_upper, refs, grid)
 

@@ -56,7 +56,7 @@ def train_offline_gridworld(root_dir: str, num_steps: int = 1500, seed: int = 0,
                  dataset="tabular.dataset.make_gridworld_dataset(seed=0)", seed=seed)
   if agent_name != "cql":
     summary.update(counts="exact", objective=online_config.GRIDWORLD_LOWER_OBJECTIVE,
-                   upper_objective=OnlineConfig().upper_objective)
+                   upper_objective=OnlineConfig().exploration.upper_objective)
   with open(os.path.join(root_dir, "summary.json"), "w") as f:
     json.dump(summary, f, indent=2)
   return summary
@@ -109,10 +109,13 @@ def resolve_config(cfg: OnlineConfig, log: Callable[[str], None] = print
           f"--offline_dir {cfg.offline_dir} holds gridworld bounds of an earlier version "
           "(linear counts, regularized objectives), which this version does not fine-tune; "
           "use a fresh --offline_dir with --prepare_gridworld_offline")
-  if cfg.belief_temperature is None and summary.get("belief_temperature"):
+  if (cfg.exploration_values.get("belief_temperature") is None
+      and summary.get("belief_temperature")):
     # The exploration belief updates at the offline run's temperature (set from its data).
-    cfg = dataclasses.replace(cfg, belief_temperature=float(summary["belief_temperature"]))
-    log(f"Exploration belief temperature {cfg.belief_temperature:.4g} (the offline run's).")
+    cfg = dataclasses.replace(cfg, exploration_values=dict(
+        cfg.exploration_values, belief_temperature=float(summary["belief_temperature"])))
+    log(f"Exploration belief temperature {cfg.exploration.belief_temperature:.4g} "
+        f"(the offline run's).")
   return cfg, summary
 
 

@@ -26,9 +26,10 @@ from agents import ccvl_bounds_agent
 from ccvl_tf import config_flags
 from ccvl_tf import writes
 from ccvl_tf.experiments.online import config as online_config
+from ccvl_tf.experiments.online import start as online_start
 from ccvl_tf.experiments.online import runner as online
 
-config_flags.define(online.OnlineConfig)  # OnlineConfig's flag fields
+config_flags.define(online_config.OnlineConfig)  # OnlineConfig's flag fields
 # The upper bound's and the exploration policy's settings, from their declaration.
 config_flags.define(ccvl_bounds_agent.ExplorationConfig,
                     flag_defaults=online_config.EXPLORATION_FLAG_DEFAULTS)
@@ -48,13 +49,13 @@ def main(argv):
   if not fv.offline_dir or not fv.root_dir:
     raise app.UsageError("--offline_dir and --root_dir are required")
   if _PREP.value:
-    if fv.game.lower() != online.GRIDWORLD:
+    if fv.game.lower() != online_config.GRIDWORLD:
       raise app.UsageError("--prepare_gridworld_offline needs --game=gridworld")
     if not os.path.isdir(os.path.join(fv.offline_dir, "checkpoints")):
-      online.train_offline_gridworld(fv.offline_dir, _PREP.value, seed=fv.seed,
+      online_start.train_offline_gridworld(fv.offline_dir, _PREP.value, seed=fv.seed,
                                      log=lambda s: print(s, flush=True), agent=fv.agent)
   cfg = config_flags.from_flags(
-      online.OnlineConfig,
+      online_config.OnlineConfig,
       exploration_values=config_flags.given(ccvl_bounds_agent.ExplorationConfig))
   try:
     cfg.validate()

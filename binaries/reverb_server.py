@@ -21,11 +21,11 @@ from ccvl_tf import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 from ccvl_tf import config_flags
 from ccvl_tf import reverb_replay
-from ccvl_tf.experiments.online import runner as online
+from ccvl_tf.experiments.online import config as online_config
 
 _TABLE_FLAGS = ("game", "agent", "samples_per_insert", "min_replay_size", "replay_capacity",
                 "batch_size")  # what the tables' signatures and rate limiter depend on
-config_flags.define(online.OnlineConfig, _TABLE_FLAGS)
+config_flags.define(online_config.OnlineConfig, _TABLE_FLAGS)
 _PORT = flags.DEFINE_integer("port", 0, "Port to serve on (0: a free one, printed).")
 _CKPT = flags.DEFINE_string("checkpoint_dir", None, "Reverb checkpoint directory.")
 
@@ -34,9 +34,9 @@ def main(argv):
   del argv
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.ERROR)
-  cfg = config_flags.from_flags(online.OnlineConfig, _TABLE_FLAGS)
+  cfg = config_flags.from_flags(online_config.OnlineConfig, _TABLE_FLAGS)
   try:
-    tables = online.make_server_tables(cfg)
+    tables = online_config.make_server_tables(cfg)
     server, address = reverb_replay.start_server(tables, _PORT.value, _CKPT.value)
   except (ValueError, RuntimeError) as e:
     sys.exit(f"reverb_server.py: error: {e}")

@@ -282,20 +282,22 @@ import ccvl_tf
 cpu = tf.config.list_physical_devices("CPU")[0]
 tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
 import keras
-from ccvl_tf.experiments.online import runner as online
+from ccvl_tf.experiments.online import config as online_config
+from ccvl_tf.experiments.online import distributed
+from ccvl_tf.experiments.online import start as online_start
 strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-tss, act = online.specs("gridworld")
-bounds = online.OnlineConfig().bounds()
+tss, act = online_config.specs("gridworld")
+bounds = online_config.OnlineConfig().bounds()
 keras.utils.set_random_seed(0)
 with strategy.scope():
-  dist = online.build_agent("gridworld", tss, act, bounds)
-single = online.build_agent("gridworld", tss, act, bounds)
+  dist = online_config.build_agent("gridworld", tss, act, bounds)
+single = online_config.build_agent("gridworld", tss, act, bounds)
 for part in ("lower", "upper"):
   for name in ("online_variables", "target_variables"):
     for a, b in zip(getattr(getattr(dist, part), name), getattr(getattr(single, part), name)):
       b.assign(a.read_value())
-step = online.make_learner_step(strategy, dist)
-it = online.offline_gridworld_batches(0, 16)
+step = distributed.make_learner_step(strategy, dist)
+it = online_start.offline_gridworld_batches(0, 16)
 for i in range(12):
   half = {k: tf.constant(v) for k, v in next(it).items()}
   m = step({k: tf.concat([v, v], 0) for k, v in half.items()})   # each replica gets `half`

@@ -185,9 +185,11 @@ def _check_online_counts_restore(out, offline):
   online variables, |D| offline)."""
   import dataclasses  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.online import config as online_config  # pylint: disable=g-import-not-at-top
   from ccvl_tf.experiments.online import runner as online  # pylint: disable=g-import-not-at-top
   root = os.path.join(out, "runs", "ccvl", "Breakout", "seed_0")
-  cfg = online.OnlineConfig.from_record(json.load(open(os.path.join(root, "online_config.json"))))
+  cfg = online_config.OnlineConfig.from_record(json.load(open(os.path.join(root,
+                                                                           "online_config.json"))))
 
   def learner(cfg):
     runner = online._Runner(cfg, lambda s: None, tf.distribute.get_strategy())  # pylint: disable=protected-access

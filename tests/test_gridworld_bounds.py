@@ -144,17 +144,19 @@ def test_references_on_the_gridworld_data():
 
 
 def test_offline_gridworld_bounds_hold_at_every_grid_delta(tmp_path):
-  """README's offline step (online.train_offline_gridworld, 1500 steps, deterministic on CPU;
+  """README's offline step (online_start.train_offline_gridworld, 1500 steps, deterministic on CPU;
   ~10 s): the neural Q_l <= Q* and Q_u >= Q* at >= 1 - delta of the dataset's 141 pairs at each
   of the 8 grid deltas (measured: Q_l 0.65-1.00, Q_u 0.965-1.00), with mean gaps to Q* within
   0.5 and to the tabular bounds within 0.2 (measured 0.46 and 0.14)."""
-  from ccvl_tf.experiments.online import runner as online
+  from ccvl_tf.experiments.online import config as online_config
+  from ccvl_tf.experiments.online import start as online_start
   from ccvl_tf.experiments.online import scores_and_bounds as online_eval
   root = str(tmp_path / "offline")
-  online.train_offline_gridworld(root, num_steps=1500, seed=0, log=lambda s: None)
-  cfg = online.OnlineConfig(game="gridworld")
-  agent = online.build_agent("gridworld", *online.specs("gridworld"), cfg.bounds(), alpha=0.2)
-  online.restore_offline(agent, root, log=lambda s: None)
+  online_start.train_offline_gridworld(root, num_steps=1500, seed=0, log=lambda s: None)
+  cfg = online_config.OnlineConfig(game="gridworld")
+  agent = online_config.build_agent("gridworld", *online_config.specs("gridworld"), cfg.bounds(),
+                                    alpha=0.2)
+  online_start.restore_offline(agent, root, log=lambda s: None)
   rows = online_eval.gridworld_bounds_report(cfg, agent, 0.2, tds.make_gridworld_dataset(seed=0),
                                              gridworld.GridWorld())
   assert gb.coverage_met(rows) == {"lower": True, "upper": True}, rows

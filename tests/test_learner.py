@@ -15,7 +15,8 @@ from agents import cql_agent
 from agents import learner
 from ccvl_tf import networks
 from ccvl_tf.experiments import agent_registry
-from ccvl_tf.experiments.online import runner as online
+from ccvl_tf.experiments.online import config as online_config
+from ccvl_tf.experiments.online import distributed
 
 TINY = networks.QNetworkConfig(torso="mlp", mlp_units=(8,), n_cos=4, hidden_units=8)
 ONLINE_MEMBERS = ("exploration_policy", "bounds_policy", "policy_variables",
@@ -95,10 +96,10 @@ def test_the_step_pieces_compose_to_train_on_batch():
 
 
 def test_online_builds_its_learners_through_the_registry():
-  tss, act = online.specs("gridworld")
+  tss, act = online_config.specs("gridworld")
   bounds = ccvl_bounds_agent.BoundsConfig(explore_epsilon=0.2)
-  ccvl = online.build_agent("gridworld", tss, act, bounds, agent="ccvl")
-  cql = online.build_agent("gridworld", tss, act, bounds, agent="cql")
+  ccvl = online_config.build_agent("gridworld", tss, act, bounds, agent="ccvl")
+  cql = online_config.build_agent("gridworld", tss, act, bounds, agent="cql")
   assert isinstance(ccvl, ccvl_bounds_agent.CCVLBoundsAgent)
   assert isinstance(cql, cql_agent.CQLAgent)
   assert isinstance(ccvl, learner.OnlineLearner) and isinstance(cql, learner.OnlineLearner)
@@ -116,4 +117,4 @@ def test_online_builds_its_learners_through_the_registry():
   assert set(ccvl.policy_variables()) == {"lower", "upper"}
   # Under a strategy other than the default only the CCVL learners have a distributed step.
   with pytest.raises(ValueError, match="CCVL learners only .* not CQLAgent"):
-    online.make_learner_step(tf.distribute.OneDeviceStrategy("/cpu:0"), cql)
+    distributed.make_learner_step(tf.distribute.OneDeviceStrategy("/cpu:0"), cql)

@@ -20,6 +20,8 @@ import pytest
 import tensorflow as tf
 
 from ccvl_tf import reverb_replay
+from ccvl_tf.experiments.online import config as online_config
+from ccvl_tf.experiments.online import start as online_start
 from ccvl_tf.experiments.online import runner as online
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -29,15 +31,15 @@ FINETUNE = os.path.join(REPO, "binaries", "finetune_online.py")
 @pytest.fixture(scope="module")
 def offline_dir(tmp_path_factory):
   d = str(tmp_path_factory.mktemp("offline"))
-  online.train_offline_gridworld(d, num_steps=100, seed=0, log=lambda s: None)
+  online_start.train_offline_gridworld(d, num_steps=100, seed=0, log=lambda s: None)
   return d
 
 
 @pytest.fixture()
 def server():
-  cfg = online.OnlineConfig(game="gridworld", min_replay_size=4, samples_per_insert=2.0,
+  cfg = online_config.OnlineConfig(game="gridworld", min_replay_size=4, samples_per_insert=2.0,
                             batch_size=4, replay_capacity=1000)
-  srv, address = reverb_replay.start_server(online.make_server_tables(cfg))
+  srv, address = reverb_replay.start_server(online_config.make_server_tables(cfg))
   try:
     yield cfg, address
   finally:
@@ -67,9 +69,9 @@ def sampling_server():
   """A server whose rate limiter lets the learner's dataset draw ~3,000 samples from 5 items
   (the `server` fixture's SPI 2 stops it after 18, which missed the one item drawn with
   probability 1/5 in 0.8^18 = 1.8% of runs)."""
-  cfg = online.OnlineConfig(game="gridworld", min_replay_size=4, samples_per_insert=1000.0,
+  cfg = online_config.OnlineConfig(game="gridworld", min_replay_size=4, samples_per_insert=1000.0,
                             batch_size=4, replay_capacity=1000)
-  srv, address = reverb_replay.start_server(online.make_server_tables(cfg))
+  srv, address = reverb_replay.start_server(online_config.make_server_tables(cfg))
   try:
     yield cfg, address
   finally:
@@ -89,7 +91,7 @@ def test_observer_items_become_the_right_transitions(sampling_server):
   cfg, address = sampling_server
   world = gridworld.GridWorld(slip_prob=0.0, horizon=3)
   env = gridworld_env.GridWorldEnvironment(world, seed=0)
-  agent = online.build_agent("gridworld", *online.specs("gridworld"), cfg.bounds())
+  agent = online_config.build_agent("gridworld", *online_config.specs("gridworld"), cfg.bounds())
   spec = agent.exploration_policy.trajectory_spec
   scripted = _ScriptedPolicy([0, 0, 1, 0] * 4, env.time_step_spec(), env.action_spec(),
                              agent.exploration_policy.info_spec)
@@ -112,10 +114,12 @@ def test_observer_items_become_the_right_transitions(sampling_server):
 def test_variable_container_round_trip_and_rate_limiter_timeout(server):
   from tf_agents.experimental.distributed import reverb_variable_container
   cfg, address = server
-  learner = online.build_agent("gridworld", *online.specs("gridworld"), cfg.bounds(), seed=0)
-  actor = online.build_agent("gridworld", *online.specs("gridworld"), cfg.bounds(), seed=1)
-  lv = online._pushed_variables(learner, online._control_variables())
-  av = online._pushed_variables(actor, online._control_variables())
+  learner = online_config.build_agent("gridworld", *online_config.specs("gridworld"), cfg.bounds(),
+                                      seed=0)
+  actor = online_config.build_agent("gridworld", *online_config.specs("gridworld"), cfg.bounds(),
+                                    seed=1)
+  lv = online_config.pushed_variables(learner, online_config.control_variables())
+  av = online_config.pushed_variables(actor, online_config.control_variables())
   lv["train_step"].assign(42)
   container = reverb_variable_container.ReverbVariableContainer(
       address, table_names=[reverb_replay.VARIABLE_TABLE])
@@ -147,24 +151,27 @@ def test_unreachable_server_error_names_the_address():
 
 def test_config_and_offline_errors(tmp_path, offline_dir):
   with pytest.raises(ValueError, match="--offline_dir .*nope does not exist"):
-    online.OnlineConfig(offline_dir=str(tmp_path / "nope"), root_dir=str(tmp_path)).validate()
+    online_config.OnlineConfig(offline_dir=str(tmp_path / "nope"),
+                               root_dir=str(tmp_path)).validate()
   (tmp_path / "a_file").write_text("x")
   with pytest.raises(ValueError, match="--offline_dir .*a_file is a file, not a directory"):
-    online.OnlineConfig(offline_dir=str(tmp_path / "a_file"), root_dir=str(tmp_path)).validate()
+    online_config.OnlineConfig(offline_dir=str(tmp_path / "a_file"),
+                               root_dir=str(tmp_path)).validate()
   with pytest.raises(ValueError, match="samples_per_insert"):
-    online.OnlineConfig(offline_dir=offline_dir, root_dir=str(tmp_path),
+    online_config.OnlineConfig(offline_dir=offline_dir, root_dir=str(tmp_path),
                         samples_per_insert=0).validate()
-  cfg = online.OnlineConfig(offline_dir=offline_dir, root_dir=str(tmp_path), num_env_steps=140,
+  cfg = online_config.OnlineConfig(offline_dir=offline_dir, root_dir=str(tmp_path),
+                                   num_env_steps=140,
                             batch_size=32, samples_per_insert=8, offline_fraction=0.25,
                             min_replay_size=40)
   # About (140 - 40) x 8 / 24 learner steps: the first sample after 40 items.
   assert (cfg.online_batch_size, cfg.offline_batch_size, cfg.num_learner_steps) == (24, 8, 34)
-  agent = online.build_agent("gridworld", *online.specs("gridworld"), cfg.bounds())
+  agent = online_config.build_agent("gridworld", *online_config.specs("gridworld"), cfg.bounds())
   with pytest.raises(ValueError, match="no checkpoint in .*empty"):
-    online.restore_offline(agent, str(tmp_path / "empty"))
-  assert online.restore_offline(agent, offline_dir, log=lambda s: None) == 100
+    online_start.restore_offline(agent, str(tmp_path / "empty"))
+  assert online_start.restore_offline(agent, offline_dir, log=lambda s: None) == 100
   with pytest.raises(ValueError, match="ALE|game|Atari|valid"):
-    online.specs("NoSuchGame")
+    online_config.specs("NoSuchGame")
 
 
 def _read(path):
@@ -177,12 +184,12 @@ def _restored_learner(root, offline_dir):
   builds it (its online_config.json, the offline run's alpha) and restored from the latest
   checkpoint with assert_consumed() (every saved value has a home and every variable a value)."""
   with open(os.path.join(root, "online_config.json")) as f:
-    cfg = online.OnlineConfig.from_record(json.load(f))
+    cfg = online_config.OnlineConfig.from_record(json.load(f))
   with open(os.path.join(offline_dir, "summary.json")) as f:
     offline = json.load(f)
   alpha = offline.get("alpha", offline.get("config", {}).get("alpha"))
-  tss, act = online.specs(cfg.game, cfg.seed)
-  agent = online.build_agent(cfg.game, tss, act, cfg.bounds(), alpha=alpha, seed=cfg.seed,
+  tss, act = online_config.specs(cfg.game, cfg.seed)
+  agent = online_config.build_agent(cfg.game, tss, act, cfg.bounds(), alpha=alpha, seed=cfg.seed,
                              agent=cfg.agent)
   offline_step = tf.Variable(-1, dtype=tf.int64, trainable=False)
   env_steps = tf.Variable(0, dtype=tf.int64, trainable=False)   # the actors' env steps
@@ -310,7 +317,7 @@ def test_cql_baseline_fine_tunes_through_the_same_pipeline(tmp_path):
   """--agent=cql: offline CQL on the gridworld data, then the same Reverb/actor pipeline with
   CQL's greedy policy + epsilon as the exploration policy (1 actor, 100 learner steps)."""
   offline = str(tmp_path / "offline_cql")
-  summary = online.train_offline_gridworld(offline, num_steps=50, seed=0, log=lambda s: None,
+  summary = online_start.train_offline_gridworld(offline, num_steps=50, seed=0, log=lambda s: None,
                                            agent="cql")
   assert summary["agent"] == "cql"
   root = str(tmp_path / "run")
@@ -334,7 +341,8 @@ def test_cql_baseline_fine_tunes_through_the_same_pipeline(tmp_path):
   assert not any(k.startswith("tight/upper") for k in result["last_eval"])
   assert os.path.exists(os.path.join(root, "policy", "saved_model.pb"))
   # A CCVL fine-tune refuses the CQL offline run, naming both.
-  bad = online.OnlineConfig(offline_dir=offline, root_dir=str(tmp_path / "bad"), agent="ccvl")
+  bad = online_config.OnlineConfig(offline_dir=offline, root_dir=str(tmp_path / "bad"),
+                                   agent="ccvl")
   with pytest.raises(ValueError, match="holds a cql run, not --agent=ccvl"):
     online.run(bad, log=lambda s: None)
 
@@ -357,7 +365,7 @@ def test_a_server_with_another_rate_limiter_or_capacity_is_refused_naming_each(
   base = dict(game="gridworld", offline_dir=offline_dir, reverb_address=address, num_actors=0,
               min_replay_size=4, batch_size=4, replay_capacity=1000, eval_episodes=0,
               num_env_steps=100)
-  cfg = online.OnlineConfig(root_dir=str(tmp_path / "a"), samples_per_insert=8.0, **base)
+  cfg = online_config.OnlineConfig(root_dir=str(tmp_path / "a"), samples_per_insert=8.0, **base)
   with pytest.raises(online.ServerMismatch) as e:
     _connect(cfg)
   msg = str(e.value)
@@ -367,7 +375,7 @@ def test_a_server_with_another_rate_limiter_or_capacity_is_refused_naming_each(
       "learner's --batch_size, --samples_per_insert and --min_replay_size give 16); max_diff "
       "24 (this learner's --batch_size, --samples_per_insert and --min_replay_size give 48). "
       "Its rate limiter sets how many env steps"), msg
-  cfg = online.OnlineConfig(root_dir=str(tmp_path / "b"), samples_per_insert=2.0,
+  cfg = online_config.OnlineConfig(root_dir=str(tmp_path / "b"), samples_per_insert=2.0,
                             **dict(base, replay_capacity=500))
   with pytest.raises(online.ServerMismatch, match=r"max_size 1000 \(this learner's "
                                                   r"--replay_capacity give 500\)\. "):
@@ -375,7 +383,7 @@ def test_a_server_with_another_rate_limiter_or_capacity_is_refused_naming_each(
   # The same settings: connected; the log gives the server's own values, and the env steps
   # are counted from the server's inserts since then.
   logs = []
-  runner = _connect(online.OnlineConfig(root_dir=str(tmp_path / "c"), samples_per_insert=2.0,
+  runner = _connect(online_config.OnlineConfig(root_dir=str(tmp_path / "c"), samples_per_insert=2.0,
                                         **base), logs.append)
   assert any("its settings, as this learner's: samples per insert 2, min size 4, capacity "
              "1000" in line for line in logs), logs

@@ -20,7 +20,7 @@ from ccvl_tf import reverb_replay
 from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf.experiments.online import deterministic
 from ccvl_tf.experiments.online import scores_and_bounds
-from ccvl_tf.experiments.online import runner as online
+from ccvl_tf.experiments.online import start as online_start
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FINETUNE = os.path.join(REPO, "binaries", "finetune_online.py")
@@ -38,13 +38,13 @@ def test_seeded_replay_holds_what_the_reverb_path_holds():
   from ccvl_tf.tabular import gridworld
   from ccvl_tf.envs import gridworld_env
   from tests.test_online import _ScriptedPolicy
-  cfg = online.OnlineConfig(game="gridworld", min_replay_size=4, samples_per_insert=2.0,
+  cfg = online_config.OnlineConfig(game="gridworld", min_replay_size=4, samples_per_insert=2.0,
                             batch_size=4, replay_capacity=1000)
-  server, address = reverb_replay.start_server(online.make_server_tables(cfg))
+  server, address = reverb_replay.start_server(online_config.make_server_tables(cfg))
   try:
     world = gridworld.GridWorld(slip_prob=0.0, horizon=3)
     env = gridworld_env.GridWorldEnvironment(world, seed=0)
-    agent = online.build_agent("gridworld", *online.specs("gridworld"), cfg.bounds())
+    agent = online_config.build_agent("gridworld", *online_config.specs("gridworld"), cfg.bounds())
     scripted = _ScriptedPolicy([0, 0, 1, 0] * 4, env.time_step_spec(), env.action_spec(),
                                agent.exploration_policy.info_spec)
     trajectories = []
@@ -85,7 +85,7 @@ def test_fifo_capacity_and_the_inserts_due():
   assert seeded.inserts == 5 and len(seeded) == 3
   # Before the k-th online learner step: min_size + ceil(k * batch / SPI) transitions
   # (batch 16, SPI 4: 4 per step; SPI 3: 16/3 per step, rounded up).
-  cfg = online.OnlineConfig(game="gridworld", batch_size=16, samples_per_insert=4.0,
+  cfg = online_config.OnlineConfig(game="gridworld", batch_size=16, samples_per_insert=4.0,
                             min_replay_size=32)
   actors = deterministic.InProcessActors.__new__(deterministic.InProcessActors)
   actors.cfg, actors.offline_step = cfg, 100
@@ -96,7 +96,7 @@ def test_fifo_capacity_and_the_inserts_due():
 
 def test_errors_name_the_flag(tmp_path):
   offline = str(tmp_path)
-  base = online.OnlineConfig(offline_dir=offline, root_dir=str(tmp_path / "r"),
+  base = online_config.OnlineConfig(offline_dir=offline, root_dir=str(tmp_path / "r"),
                              schedule="deterministic")
   with pytest.raises(ValueError, match="--reverb_address is for --schedule=async"):
     dataclasses.replace(base, reverb_address="localhost:1").validate()
@@ -111,8 +111,9 @@ def test_every_evaluation_of_a_run_uses_the_same_seeds(monkeypatch):
   environment and epsilon seeds, whatever the step."""
   from ccvl_tf import rollouts
   from ccvl_tf.envs import factory
-  cfg = online.OnlineConfig(game="gridworld", agent="cql", seed=3, eval_episodes=2)
-  agent = online.build_agent("gridworld", *online.specs("gridworld"), cfg.bounds(), agent="cql")
+  cfg = online_config.OnlineConfig(game="gridworld", agent="cql", seed=3, eval_episodes=2)
+  agent = online_config.build_agent("gridworld", *online_config.specs("gridworld"), cfg.bounds(),
+                                    agent="cql")
   seen = []
   make_env = factory.make_env
 
@@ -151,7 +152,7 @@ def test_two_deterministic_runs_are_bit_identical(tmp_path):
   95 batches of 16 sampled. Continuing the finished run to more env steps is refused, naming
   the flag (a deterministic run cannot resume)."""
   offline = str(tmp_path / "offline")
-  online.train_offline_gridworld(offline, num_steps=100, seed=0, log=lambda s: None)
+  online_start.train_offline_gridworld(offline, num_steps=100, seed=0, log=lambda s: None)
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
   env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
 

@@ -54,9 +54,9 @@ def test_rate_limiter_stats_count_completed_inserts_and_samples():
 def test_online_alpha_is_validated_and_passed_by_the_measurement(tmp_path):
   """--alpha of the fine-tune: >= 0; finetune_minatar passes it to every run when set."""
   from ccvl_tf.experiments.online import finetune_suite  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments.online import runner as online  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.online import config as online_config  # pylint: disable=g-import-not-at-top
   with pytest.raises(ValueError, match="--alpha must be >= 0"):
-    online.OnlineConfig(offline_dir=str(tmp_path), root_dir=str(tmp_path / "r"),
+    online_config.OnlineConfig(offline_dir=str(tmp_path), root_dir=str(tmp_path / "r"),
                         alpha=-1.0).validate()
   cfg = finetune_suite.FinetuneSuiteConfig(compare_dir="c", data_dir="d", output_dir="o")
   assert not any(a.startswith("--alpha") for a in finetune_suite.finetune_args(

@@ -7,14 +7,14 @@ import sys
 
 import ccvl_tf  # noqa: F401
 
-from ccvl_tf.experiments.online import runner as online
+from ccvl_tf.experiments.online import start as online_start
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_scaleout_with_an_external_server_records_both_sides(tmp_path):
   offline = str(tmp_path / "offline")
-  online.train_offline_gridworld(offline, num_steps=20, seed=0, log=lambda s: None)
+  online_start.train_offline_gridworld(offline, num_steps=20, seed=0, log=lambda s: None)
   out = str(tmp_path / "scale")
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
   r = subprocess.run(

@@ -121,9 +121,9 @@ def _latest_step(ckpt_dir):
 
 @pytest.fixture(scope="module")
 def offline_dir(tmp_path_factory):
-  from ccvl_tf.experiments.online import runner as online
+  from ccvl_tf.experiments.online import start as online_start
   d = str(tmp_path_factory.mktemp("offline"))
-  online.train_offline_gridworld(d, num_steps=100, seed=0, log=lambda s: None)
+  online_start.train_offline_gridworld(d, num_steps=100, seed=0, log=lambda s: None)
   return d
 
 
@@ -211,13 +211,14 @@ def test_server_killed_stops_learner_and_actor_with_the_address(offline_dir, tmp
     step, path = _latest_step(ckpt_dir)
     names = [n for n, _ in tf.train.list_variables(path)]
     assert any(n.startswith("upper/") for n in names)
+    from ccvl_tf.experiments.online import config as online_config
     from ccvl_tf.experiments.online import runner as online
     with open(os.path.join(root, "online_config.json")) as f:
-      cfg = online.OnlineConfig.from_record(json.load(f))
+      cfg = online_config.OnlineConfig.from_record(json.load(f))
     with open(os.path.join(offline_dir, "summary.json")) as f:
       offline = json.load(f)
-    tss, act = online.specs(cfg.game, cfg.seed)
-    fresh = online.build_agent(cfg.game, tss, act, cfg.bounds(), seed=cfg.seed,
+    tss, act = online_config.specs(cfg.game, cfg.seed)
+    fresh = online_config.build_agent(cfg.game, tss, act, cfg.bounds(), seed=cfg.seed,
                                alpha=offline.get("alpha", offline.get("config", {}).get("alpha")))
     offline_step = tf.Variable(-1, dtype=tf.int64, trainable=False)
     env_steps = tf.Variable(0, dtype=tf.int64, trainable=False)
@@ -379,11 +380,12 @@ def test_a_sample_blocked_on_a_killed_server_ends_with_server_lost(tmp_path):
   server that is gone)."""
   import tensorflow as tf
   from ccvl_tf import reverb_replay
+  from ccvl_tf.experiments.online import config as online_config
   from ccvl_tf.experiments.online import runner as online
-  cfg = online.OnlineConfig(game="gridworld", min_replay_size=4, samples_per_insert=2.0,
-                            batch_size=4, replay_capacity=1000, sample_timeout_s=0.5,
-                            server_timeout_s=0.5, root_dir=str(tmp_path))
-  srv, address = reverb_replay.start_server(online.make_server_tables(cfg))
+  cfg = online_config.OnlineConfig(game="gridworld", min_replay_size=4, samples_per_insert=2.0,
+                                   batch_size=4, replay_capacity=1000, sample_timeout_s=0.5,
+                                   server_timeout_s=0.5, root_dir=str(tmp_path))
+  srv, address = reverb_replay.start_server(online_config.make_server_tables(cfg))
   runner = online._Runner(cfg, lambda s: None, tf.distribute.get_strategy())  # pylint: disable=protected-access
   runner.address = address
   runner.link = online.online_server.LearnerServerLink(address, 0.5, 0.5)

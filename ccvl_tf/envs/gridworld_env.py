@@ -1,11 +1,11 @@
 """The lava gridworld of ccvl_tf/tabular/gridworld.py as a TF-Agents PyEnvironment, and its
 score.
 
-tabular/gridworld.py stays numpy-only (the tabular learners use it without TensorFlow); this module adds
-the TF-Agents side: `GridWorldEnvironment` (what the networks' learners, the exported policies and
-the online actors run in) and `normalized_return`, the gridworld's normalized score: 100 x the
-episode's discounted return / the optimal policy's expected discounted return (the paper's
-gridworld figure).
+tabular/gridworld.py stays numpy-only (the tabular learners use it without TensorFlow); this
+module adds the TF-Agents side: `GridWorldEnvironment` (what the networks' learners, the exported
+policies and the online actors run in) and `normalized_return`, the gridworld's normalized
+score: 100 x the episode's discounted return / the optimal policy's expected discounted return
+(the paper's gridworld figure).
 """
 from __future__ import annotations
 

@@ -87,7 +87,7 @@ def default_behaviour(cfg, env):
   return ("random", "a uniformly random policy" + (
       f" (no scripted player for {env.game})" if factory is None else ""),
           replay_writer.random_policy(env.num_actions,
-                                               seed=Seeds(cfg.seed).behaviour_policy()))
+                                      seed=Seeds(cfg.seed).behaviour_policy()))
 
 
 def collection_env(cfg, policy_name: str) -> str:
@@ -182,8 +182,8 @@ def _collect_on_vector_env(cfg, env, writer, progress, every) -> dict:
   environment `env`'s game, step cap and collection seed)."""
   vec = atari_vector.AtariVectorEnvironment(cfg.game, VECTOR_COLLECTION_ENVS)
   try:
-    return vector_collection.collect_random(vec, cfg.default_dataset_steps, writer,
-                                            seed=Seeds(cfg.seed).collection_env(), progress=progress,
-                                            progress_every=every)
+    return vector_collection.collect_random(
+        vec, cfg.default_dataset_steps, writer, seed=Seeds(cfg.seed).collection_env(),
+        progress=progress, progress_every=every)
   finally:
     vec.close()

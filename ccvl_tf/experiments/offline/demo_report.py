@@ -206,7 +206,8 @@ def results_table(cfg, game, replay_dir, spec, exports, precomputed, log,
   factory = scripted.scripted_policies().get(game)
   if (info.get("policy") == f"scripted_eps{cfg.behaviour_epsilon:g}"
       and factory is not None):
-    behaviour = lambda env: factory(env, epsilon=cfg.behaviour_epsilon, seed=Seeds(cfg.seed).table_behaviour())
+    behaviour = lambda env: factory(env, epsilon=cfg.behaviour_epsilon,
+                                    seed=Seeds(cfg.seed).table_behaviour())
     behaviour_name = f"behaviour (scripted, epsilon {cfg.behaviour_epsilon:g})"
   elif info.get("policy") == "random":
     note = "The behaviour policy of this dataset is the random policy (row 'random')."

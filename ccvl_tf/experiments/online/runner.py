@@ -30,22 +30,6 @@ from ccvl_tf.experiments.online import penalty as online_penalty
 from ccvl_tf.experiments.online import server as online_server
 from ccvl_tf.experiments.online import start as online_start
 
-# Names of online_config and online_actor that binaries, tests and docs use through this module.
-GRIDWORLD = online_config.GRIDWORLD
-REGISTERED = online_config.REGISTERED
-AGENTS = online_config.AGENTS
-OnlineConfig = online_config.OnlineConfig
-make_env = online_config.make_env
-agent_settings = online_config.agent_settings
-agent_spec = online_config.agent_spec
-build_agent = online_config.build_agent
-specs = online_config.specs
-server_signatures = online_config.server_signatures
-make_server_tables = online_config.make_server_tables
-_control_variables = online_config.control_variables
-_pushed_variables = online_config.pushed_variables
-collect_steps = online_actor.collect_steps
-actor_main = online_actor.actor_main
 
 
 ServerLost = online_server.ServerLost  # the Reverb server stopped answering (names the address)
@@ -56,12 +40,6 @@ class ActorsGone(RuntimeError):
   """Every actor process exited before the learner's budget was reached."""
 
 
-# The learner's step under a strategy (online/distributed.py), used here and by tests.
-make_learner_step = distributed.make_learner_step
-# The offline starting point (start.py), used through this module by binaries and tests.
-offline_gridworld_batches = online_start.offline_gridworld_batches
-train_offline_gridworld = online_start.train_offline_gridworld
-restore_offline = online_start.restore_offline
 
 
 # ---------------------------------------------------------------------------- learner
@@ -83,7 +61,7 @@ class _Runner:
   `_finish_actors`, `_run_eval_phase` and `_export_and_summarize` (`run` calls them in order).
   """
 
-  def __init__(self, cfg: OnlineConfig, log: Callable[[str], None], strategy):
+  def __init__(self, cfg: online_config.OnlineConfig, log: Callable[[str], None], strategy):
     self.cfg, self.log, self.strategy = cfg, log, strategy
     self.server = None
     self.eval_seconds = self.last_eval_seconds = 0.0
@@ -101,22 +79,23 @@ class _Runner:
     """The registered learner of --agent under the strategy's scope (alpha and |D| of the
     offline run), the control variables pushed with its weights, and its step function."""
     cfg = self.cfg
-    self.tss, self.act = specs(cfg.game, cfg.seed)
+    self.tss, self.act = online_config.specs(cfg.game, cfg.seed)
     with self.strategy.scope():
       alpha, dataset_size = online_start.alpha_and_dataset_size(self.offline_summary, cfg)
       # The gridworld's CCVL bounds use exact n(s), grown with the online data (step loop).
       self.counts = (online_config.gridworld_counts()
-                     if cfg.game.lower() == GRIDWORLD and cfg.offline_agent == "ccvl" else None)
-      self.settings = agent_settings(cfg.game, cfg.bounds(), alpha, cfg.seed,
-                                     dataset_size=dataset_size, agent=cfg.agent,
-                                     counts=self.counts, policy_delta=cfg.policy_delta,
-                                     num_grid_deltas=cfg.exploration.num_grid_deltas)
-      self.agent = agent_spec(cfg.agent).build(self.tss, self.act, self.settings)
+                     if cfg.game.lower() == online_config.GRIDWORLD
+                     and cfg.offline_agent == "ccvl" else None)
+      self.settings = online_config.agent_settings(
+          cfg.game, cfg.bounds(), alpha, cfg.seed, dataset_size=dataset_size, agent=cfg.agent,
+          counts=self.counts, policy_delta=cfg.policy_delta,
+          num_grid_deltas=cfg.exploration.num_grid_deltas)
+      self.agent = online_config.agent_spec(cfg.agent).build(self.tss, self.act, self.settings)
       self.control = online_config.control_variables()
       self.offline_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="offline_step")
       # The actors' env steps (replay items inserted) since the run began.
       self.env_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name="online_env_steps")
-    self.learner_step = make_learner_step(self.strategy, self.agent)
+    self.learner_step = distributed.make_learner_step(self.strategy, self.agent)
 
   def _initialize_checkpointer_and_maybe_resume(self) -> None:
     """Resumes from root_dir/checkpoints, else restores the offline checkpoint; sets the
@@ -137,7 +116,7 @@ class _Runner:
                          f" use a fresh --root_dir") from e
       log(f"Resumed from {latest} (train step {int(agent.train_step_counter.numpy())}).")
     else:
-      self.offline_step.assign(restore_offline(agent, cfg.offline_dir, log))
+      self.offline_step.assign(online_start.restore_offline(agent, cfg.offline_dir, log))
       self._start_online_counts()  # not in an offline checkpoint
     if cfg.learning_rate is not None:
       agent.set_learning_rate(cfg.learning_rate)
@@ -224,9 +203,10 @@ class _Runner:
                                      rate_limiter_timeout_ms=int(cfg.sample_timeout_s * 1000))
     offline_it = None
     if cfg.offline_batch_size:
-      if cfg.game.lower() != GRIDWORLD:
+      if cfg.game.lower() != online_config.GRIDWORLD:
         raise ValueError("--offline_fraction > 0 is implemented for --game=gridworld only")
-      offline_it = offline_gridworld_batches(cfg.seed + self.start_step, cfg.offline_batch_size)
+      offline_it = online_start.offline_gridworld_batches(cfg.seed + self.start_step,
+                                                             cfg.offline_batch_size)
     return online, offline_it
 
   def _next_batch(self, online, it, offline_it, step: int):
@@ -463,7 +443,8 @@ class _Runner:
     """Exports the agent's SavedModels (unless --export_policies=false); writes and returns
     summary.json."""
     cfg, agent = self.cfg, self.agent
-    exports, _ = agent_spec(cfg.agent).policies(agent, self.tss, self.act, None, self.settings)
+    exports, _ = online_config.agent_spec(cfg.agent).policies(agent, self.tss, self.act, None,
+                                                              self.settings)
     dirs = {name: os.path.join(cfg.root_dir, name) for name in exports}
     last_good = self.manager.latest_checkpoint
     if cfg.export_policies:
@@ -554,15 +535,15 @@ def shown_in_log(key: str) -> bool:
   return not key.startswith(("bounds", "exact/"))
 
 
-def run(cfg: OnlineConfig, log: Callable[[str], None] = print, strategy=None) -> Dict:
+def run(cfg: online_config.OnlineConfig, log: Callable[[str], None] = print, strategy=None) -> Dict:
   """The learner (and, unless cfg.reverb_address, the Reverb server); see the module notes.
 
   Args:
-    cfg: OnlineConfig.
+    cfg: online_config.OnlineConfig.
     log: progress lines.
     strategy: a tf.distribute.Strategy (default: tf.distribute.get_strategy(), i.e. the
       default strategy; pass MirroredStrategy() on a multi-GPU machine). The agent's variables
-      are created under its scope; steps as in `make_learner_step`.
+      are created under its scope; steps as in `distributed.make_learner_step`.
 
   Raises:
     ServerLost: the Reverb server stopped answering (message names the address).

@@ -73,3 +73,15 @@ def test_atari_evaluation_plays_its_episodes_to_the_step_cap(env):
                                       env=env)
   records = evaluation(Noop(), env_seed=3, seed=3)
   assert [(r.raw_score, r.length) for r in records] == [(0.0, 15), (0.0, 15)]
+
+
+def test_fingerprint_holds_the_dataset_given_and_the_settings_in_force():
+  cfg = config.OfflineConfig(preset="demo", agent_values={"num_deltas": 4})
+  identity = {"path": "/data/Breakout/1/replay_logs", "files": 3, "listing_sha256": "ab"}
+  fp = config.fingerprint(cfg, identity, 1234)
+  assert fp["dataset"] == identity and fp["num_transitions"] == 1234
+  # The demo preset's CCVL settings (presets.py), N given, the seed and the agent.
+  assert (fp["alpha"], fp["learning_rate"], fp["num_deltas"]) == (1.0, 2.5e-4, 4)
+  assert (fp["agent"], fp["seed"], fp["preset"]) == ("ccvl", 0, "demo")
+  ref = config.fingerprint(cfg, identity, 1234, agent="bc")
+  assert ref["agent"] == "bc" and "alpha" not in ref

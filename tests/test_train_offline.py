@@ -231,7 +231,6 @@ def test_presets_resolve_under_the_flags_and_reach_the_fingerprint():
   (not the flags) are in the run fingerprint, so a run cannot silently resume under another
   preset; the settings reach the agent's config."""
   from ccvl_tf.experiments.offline import config as offline_lib  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments.offline import dataset, runner  # pylint: disable=g-import-not-at-top
   from ccvl_tf.experiments import agent_registry  # pylint: disable=g-import-not-at-top
   from ccvl_tf.experiments.offline import presets  # pylint: disable=g-import-not-at-top
   with pytest.raises(ValueError, match="--learning_rate must be > 0"):
@@ -263,17 +262,12 @@ def test_presets_resolve_under_the_flags_and_reach_the_fingerprint():
   assert "Preset paper" in presets.describe("paper", "ccvl", {}) and "alpha=0.1" in \
       presets.describe("paper", "ccvl", {})
 
-  class _Store:
-    num_transitions = 10
-  import unittest.mock as mock  # pylint: disable=g-import-not-at-top
-  with mock.patch.object(dataset, "dataset_identity", return_value={}):
-    a = runner.run_fingerprint(offline_lib.OfflineConfig(preset="paper"), "d", _Store())
-    b = runner.run_fingerprint(
-        offline_lib.OfflineConfig(preset="paper", agent_values={"learning_rate": 2.5e-4,
-                                                             "target_update_period": 500}),
-        "d", _Store())
-    ref = runner.run_fingerprint(offline_lib.OfflineConfig(preset="paper"), "d", _Store(),
-                                      agent="bc")
+  a = offline_lib.fingerprint(offline_lib.OfflineConfig(preset="paper"), {}, 10)
+  b = offline_lib.fingerprint(
+      offline_lib.OfflineConfig(preset="paper", agent_values={"learning_rate": 2.5e-4,
+                                                           "target_update_period": 500}),
+      {}, 10)
+  ref = offline_lib.fingerprint(offline_lib.OfflineConfig(preset="paper"), {}, 10, agent="bc")
   assert a["alpha"] == 0.1 and a["preset"] == "paper" and "learning_rate" not in a
   assert b["learning_rate"] == 2.5e-4 and b["target_update_period"] == 500
   assert ref["agent"] == "bc" and "alpha" not in ref
@@ -320,8 +314,6 @@ def test_a_summary_config_of_the_flat_shape_gives_the_same_config_and_fingerprin
   ccvl_options), as run directories made before the agent settings were one dict; reading
   it back gives the same config, record and run fingerprint."""
   from ccvl_tf.experiments.offline import config as offline_lib  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments.offline import dataset, runner  # pylint: disable=g-import-not-at-top
-  import unittest.mock as mock  # pylint: disable=g-import-not-at-top
   cfg = offline_lib.OfflineConfig(preset="paper", agent_values={
       "alpha": 2.0, "num_deltas": 2, "objective": "bound", "learning_rate": 1e-4})
   saved = json.loads(json.dumps(offline_lib.record(cfg)))
@@ -330,8 +322,4 @@ def test_a_summary_config_of_the_flat_shape_gives_the_same_config_and_fingerprin
   again = offline_lib.from_record(saved)
   assert json.loads(json.dumps(offline_lib.record(again))) == saved
 
-  class _Store:
-    num_transitions = 10
-  with mock.patch.object(dataset, "dataset_identity", return_value={}):
-    assert runner.run_fingerprint(again, "d", _Store()) == \
-        runner.run_fingerprint(cfg, "d", _Store())
+  assert offline_lib.fingerprint(again, {}, 10) == offline_lib.fingerprint(cfg, {}, 10)

@@ -11,6 +11,7 @@ from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.compare import config as compare_config
 from ccvl_tf.experiments.offline import demo_report, phase_times
 from ccvl_tf.experiments.offline import config as offline_config
+from ccvl_tf.experiments.offline import dataset
 from ccvl_tf.experiments.offline import runner as offline
 
 
@@ -67,8 +68,9 @@ def train_references(cfg: offline_config.OfflineConfig, run_setup: offline.Setup
     with phase_times.phase(timer, f"training {name}"):
       result = training.train(
           agent, make_dataset, loop, log=lambda line, n=name: log(f"[{n}] {line}"),
-          fingerprint=offline.run_fingerprint(cfg, run_setup.replay_dir, run_setup.store,
-                                              agent=name),
+          fingerprint=offline_config.fingerprint(
+              cfg, dataset.dataset_identity(run_setup.replay_dir),
+              run_setup.store.num_transitions, agent=name),
           allow_config_change=cfg.allow_config_change)
     exports, _ = agent_registry.get_agent_spec(name).policies(
         agent, run_setup.time_step_spec, run_setup.action_spec,

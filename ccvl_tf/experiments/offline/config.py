@@ -238,6 +238,23 @@ def agent_overrides(cfg: OfflineConfig, agent: str) -> Dict[str, object]:
                          {k: cfg.agent_values.get(k) for k in PRESET_FLAGS})
 
 
+def fingerprint(cfg: OfflineConfig, dataset: Dict[str, object], num_transitions: int,
+                agent: Optional[str] = None) -> Dict[str, object]:
+  """What the checkpoints of this run (or of its reference `agent`) were trained on
+  (training.check_fingerprint): the learned function's settings with the preset resolved,
+  the dataset's identity (offline/dataset.py `dataset_identity`) and its size."""
+  saved = record(cfg)
+  out = {k: saved[k] for k in FINGERPRINT_FIELDS}
+  if agent is not None:
+    out["agent"] = agent
+  out.update(agent_overrides(cfg, out["agent"]))  # alpha, learning_rate, ... in force
+  out["preset"] = cfg.preset
+  out["ccvl_options"] = dict(sorted(saved["ccvl_options"].items()))
+  out["dataset"] = dataset
+  out["num_transitions"] = int(num_transitions)
+  return out
+
+
 def describe_preset(cfg: OfflineConfig) -> str:
   """The line that starts a run: the preset and the settings it gives --agent and each of
   --reference_agents, under the flags given."""

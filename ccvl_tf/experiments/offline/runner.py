@@ -186,8 +186,9 @@ def _train(cfg: OfflineConfig, run_setup: Setup, log,
   with phase_times.phase(timer, f"training {cfg.agent}"):
     return training.train(run_setup.agent, run_setup.batches.training, loop,
                           evaluate=evaluate, log=log,
-                          fingerprint=run_fingerprint(cfg, run_setup.replay_dir,
-                                                      run_setup.store),
+                          fingerprint=config.fingerprint(
+                              cfg, dataset.dataset_identity(run_setup.replay_dir),
+                              run_setup.store.num_transitions),
                           allow_config_change=cfg.allow_config_change)
 
 
@@ -243,22 +244,6 @@ def _confidence_diagnostics(cfg: OfflineConfig, run_setup: "Setup", exports, log
   writer.flush()
   summary["adaptive_episode_scores"] = [float(r.raw_score) for r in records]
   return summary
-
-
-def run_fingerprint(cfg: OfflineConfig, replay_dir: str, store,
-                    agent: Optional[str] = None) -> Dict[str, object]:
-  """What the checkpoints of this run (or of its reference `agent`) were trained on
-  (training.check_fingerprint): the learned function's settings, with the preset resolved."""
-  saved = config.record(cfg)
-  out = {k: saved[k] for k in config.FINGERPRINT_FIELDS}
-  if agent is not None:
-    out["agent"] = agent
-  out.update(config.agent_overrides(cfg, out["agent"]))  # alpha, learning_rate, ... in force
-  out["preset"] = cfg.preset
-  out["ccvl_options"] = dict(sorted(saved["ccvl_options"].items()))
-  out["dataset"] = dataset.dataset_identity(replay_dir)
-  out["num_transitions"] = int(store.num_transitions)
-  return out
 
 
 def write_summary(cfg: OfflineConfig, summary: Dict[str, object], last_good: str) -> None:

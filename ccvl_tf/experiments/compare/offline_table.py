@@ -11,7 +11,6 @@ from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.compare import config as compare_config
 from ccvl_tf.experiments.offline import demo_report, phase_times
 from ccvl_tf.experiments.offline import config as offline_config
-from ccvl_tf.experiments.offline import dataset
 from ccvl_tf.experiments.offline import runner as offline
 
 
@@ -69,8 +68,7 @@ def train_references(cfg: offline_config.OfflineConfig, run_setup: offline.Setup
       result = training.train(
           agent, make_dataset, loop, log=lambda line, n=name: log(f"[{n}] {line}"),
           fingerprint=offline_config.fingerprint(
-              cfg, dataset.dataset_identity(run_setup.replay_dir),
-              run_setup.store.num_transitions, agent=name),
+              cfg, run_setup.dataset_identity, run_setup.store.num_transitions, agent=name),
           allow_config_change=cfg.allow_config_change)
     exports, _ = agent_registry.get_agent_spec(name).policies(
         agent, run_setup.time_step_spec, run_setup.action_spec,

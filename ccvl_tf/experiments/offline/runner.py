@@ -8,6 +8,7 @@ streams: seeds.py. More in docs/library.md "Module notes".
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import os
 from typing import Callable, Dict, Optional, Sequence
@@ -92,6 +93,12 @@ class Setup:
   agent: object               # the learner (agents/learner.py)
   time_step_spec: object
   action_spec: object
+
+  @functools.cached_property
+  def dataset_identity(self) -> Dict[str, object]:
+    """The replay directory's identity (dataset.dataset_identity), listed once for the run's
+    fingerprint and its reference agents'."""
+    return dataset.dataset_identity(self.replay_dir)
 
 
 def setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True,
@@ -187,8 +194,7 @@ def _train(cfg: OfflineConfig, run_setup: Setup, log,
     return training.train(run_setup.agent, run_setup.batches.training, loop,
                           evaluate=evaluate, log=log,
                           fingerprint=config.fingerprint(
-                              cfg, dataset.dataset_identity(run_setup.replay_dir),
-                              run_setup.store.num_transitions),
+                              cfg, run_setup.dataset_identity, run_setup.store.num_transitions),
                           allow_config_change=cfg.allow_config_change)
 
 

@@ -11,7 +11,6 @@ import sys
 
 import ccvl_tf  # noqa: F401
 
-import numpy as np
 import pytest
 
 from ccvl_tf import training

@@ -1,6 +1,4 @@
 """The default dataset's scripted Breakout player and the end-of-run results table."""
-import json
-import os
 
 import numpy as np
 import pytest

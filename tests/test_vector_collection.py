@@ -8,7 +8,6 @@ environment returned.
 import hashlib
 import json
 import os
-import types
 
 import numpy as np
 import pytest
@@ -195,11 +194,9 @@ def test_real_ale_same_seed_same_files(tmp_path):
   assert digests[0] == digests[1]
 
 
-def _cfg(root, game="Pong", **kw):
-  base = dict(root_dir=str(root), game=game, default_dataset_steps=200,
-              default_dataset_policy="auto", behaviour_epsilon=0.25, seed=0,
-              default_dataset_env="auto")
-  return types.SimpleNamespace(**{**base, **kw})
+def _cfg(root, game="Pong", default_dataset_env="auto"):
+  return default_dataset.DefaultDataset(root_dir=str(root), game=game, steps=200, policy="auto",
+                                        env=default_dataset_env, behaviour_epsilon=0.25, seed=0)
 
 
 def _env_factory(game):

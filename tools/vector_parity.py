@@ -155,11 +155,11 @@ def _policy(policy_dir):
   env = atari.AtariEnvironment("Breakout")
   tss = ts.time_step_spec(tensor_spec.from_spec(env.observation_spec()))
   cfg = config.OfflineConfig(root_dir="/tmp/unused")
-  store = collections.namedtuple("S", ["num_transitions"])(50_000)
-  agent, _ = runner.build_agent(cfg, "ccvl", store, tss, tensor_spec.from_spec(env.action_spec()))
+  agent = runner.build_agent("ccvl", config.agent_settings(cfg, "ccvl", 50_000), tss,
+                             tensor_spec.from_spec(env.action_spec()), cfg.seed)
   del tf
   adaptive = policies.ConfidenceAdaptivePolicy(tss, tensor_spec.from_spec(env.action_spec()),
-                                               agent._q_network, num_deltas=8, reward_clip=1.0)
+                                               agent.q_network, num_grid_deltas=8, reward_clip=1.0)
   return rollouts.CompiledPolicy(adaptive), "random-init CCVL adaptive policy"
 
 

@@ -103,8 +103,10 @@ def ensure_dataset(cfg, log: Log) -> str:
   """The demo's default dataset (collected once, as train_offline.py does)."""
   from ccvl_tf.envs import atari  # pylint: disable=g-import-not-at-top
   from ccvl_tf.experiments.offline import default_dataset  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.offline import config  # pylint: disable=g-import-not-at-top
   return default_dataset.ensure_default_dataset(
-      cfg, lambda seed: atari.AtariEnvironment(cfg.game, seed=seed), log)
+      config.default_dataset_spec(cfg), lambda seed: atari.AtariEnvironment(cfg.game, seed=seed),
+      log)
 
 
 def ensure_export(replay_dir: str, out_dir: str, game: str, log: Log) -> Dict[str, object]:

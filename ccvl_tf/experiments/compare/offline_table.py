@@ -3,6 +3,7 @@ the run's agent on the same data, steps, seed and preset, and the table of every
 scores (root_dir/results.md), both added to the run's summary.json."""
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Callable, Dict
 
@@ -12,6 +13,7 @@ from ccvl_tf.experiments.compare import config as compare_config
 from ccvl_tf.experiments.offline import demo_report, phase_times
 from ccvl_tf.experiments.offline import config as offline_config
 from ccvl_tf.experiments.offline import runner as offline
+from ccvl_tf.experiments.offline.seeds import Seeds
 
 
 def run(cfg: offline_config.OfflineConfig, trained: offline.Trained,
@@ -38,7 +40,7 @@ def run(cfg: offline_config.OfflineConfig, trained: offline.Trained,
       summary.update(added)
   if timer is not None:
     summary["phase_times"] = timer.as_dict()
-  offline.write_summary(cfg, summary, trained.checkpoint)
+  offline.write_summary(cfg.root_dir, summary, trained.checkpoint)
   if timer is not None:
     log(timer.render())
   return summary
@@ -58,12 +60,11 @@ def train_references(cfg: offline_config.OfflineConfig, run_setup: offline.Setup
         == agent_registry.get_agent_spec(cfg.agent).train_key):
       continue
     root = os.path.join(cfg.root_dir, "reference", name)
-    agent, settings = offline.build_agent(cfg, name, run_setup.store, run_setup.time_step_spec,
-                                          run_setup.action_spec)
+    settings = offline_config.agent_settings(cfg, name, run_setup.store.num_transitions)
+    agent = offline.build_agent(name, settings, run_setup.time_step_spec, run_setup.action_spec,
+                                Seeds(cfg.seed).weights())
     log(f"Reference agent {name}: training {cfg.num_steps} steps in {root}.")
-    loop = training.LoopConfig(
-        root_dir=root, num_steps=cfg.num_steps, checkpoint_interval=cfg.checkpoint_interval,
-        log_interval=cfg.log_interval, summary_interval=cfg.summary_interval, eval_interval=0)
+    loop = dataclasses.replace(offline_config.loop(cfg), root_dir=root, eval_interval=0)
     with phase_times.phase(timer, f"training {name}"):
       result = training.train(
           agent, make_dataset, loop, log=lambda line, n=name: log(f"[{n}] {line}"),

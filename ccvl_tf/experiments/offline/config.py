@@ -1,5 +1,6 @@
 """The settings of one offline run (binaries/train_offline.py's flags) and what is derived from
-them alone: validation, the record summary.json keeps, the agent settings in force.
+them alone: validation, the record summary.json keeps, the agent settings in force, and what
+each stage of the run takes (the data's, the learner's, the training loop's settings).
 
 `OfflineConfig` holds the run-level settings and embeds the agent settings given as flags
 (`agent_values`, declared once in the agents' configs, experiments/agent_options.py); the
@@ -12,11 +13,12 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
-from ccvl_tf import config_flags, training
+from ccvl_tf import config_flags, networks, training
 from ccvl_tf.config_flags import setting
 from ccvl_tf.data import replay_files
 from ccvl_tf.experiments import agent_options, agent_registry
-from ccvl_tf.experiments.offline import default_dataset, presets
+from ccvl_tf.experiments.offline import dataset, default_dataset, presets
+from ccvl_tf.experiments.offline.seeds import Seeds
 
 # The settings a preset gives and a flag may override (presets.PRESET_FIELDS).
 PRESET_FLAGS = presets.PRESET_FIELDS
@@ -261,3 +263,42 @@ def describe_preset(cfg: OfflineConfig) -> str:
   names = (cfg.agent,) + tuple(a for a in cfg.reference_agents if a != cfg.agent)
   return presets.describe(cfg.preset, [agent_registry.get_agent_spec(n).train_key for n in names],
                           {k: cfg.agent_values.get(k) for k in PRESET_FLAGS})
+
+
+def default_dataset_spec(cfg: OfflineConfig) -> default_dataset.DefaultDataset:
+  """The default dataset of this run (used without --dataset_dir)."""
+  return default_dataset.DefaultDataset(
+      root_dir=cfg.root_dir, game=cfg.game, steps=cfg.default_dataset_steps,
+      policy=cfg.default_dataset_policy, env=cfg.default_dataset_env,
+      behaviour_epsilon=cfg.behaviour_epsilon, seed=cfg.seed)
+
+
+def data_settings(cfg: OfflineConfig) -> dataset.DataSettings:
+  """What this run's dataset is made of (dataset.open_dataset)."""
+  return dataset.DataSettings(
+      dataset_dir=cfg.dataset_dir, subset=cfg.subset, batch_size=cfg.batch_size,
+      num_deltas=ccvl_value(cfg, "num_deltas"), seeds=Seeds(cfg.seed),
+      default=default_dataset_spec(cfg))
+
+
+def agent_settings(cfg: OfflineConfig, agent: str,
+                   dataset_size: Optional[float] = None) -> agent_registry.AgentSettings:
+  """What the builder of `agent` takes in this run: the Nature torso, the agent settings given
+  as flags with the preset's training settings under them, K, the belief temperature, rewards
+  clipped to [-1, 1] when Bellman errors are scored, the learner's seed; |D| = `dataset_size`
+  (set once the data is loaded)."""
+  given = {k: v for k, v in cfg.agent_values.items() if k not in PRESET_FLAGS}
+  return agent_registry.AgentSettings(
+      network_config=networks.QNetworkConfig(torso="nature"),
+      dataset_size=None if dataset_size is None else float(dataset_size),
+      agent_values=dict(given, **agent_overrides(cfg, agent)),
+      num_grid_deltas=cfg.num_grid_deltas, belief_temperature=cfg.belief_temperature,
+      reward_clip=1.0, seed=Seeds(cfg.seed).learner())
+
+
+def loop(cfg: OfflineConfig) -> training.LoopConfig:
+  """The training loop of this run's learner (root_dir, --num_steps and the intervals)."""
+  return training.LoopConfig(
+      root_dir=cfg.root_dir, num_steps=cfg.num_steps, checkpoint_interval=cfg.checkpoint_interval,
+      log_interval=cfg.log_interval, summary_interval=cfg.summary_interval,
+      eval_interval=cfg.eval_interval)

@@ -11,8 +11,7 @@ from typing import Callable, Dict, Optional
 import numpy as np
 
 from ccvl_tf.data import frame_store, pipeline, replay_files
-from ccvl_tf.experiments.offline import config, default_dataset, phase_times
-from ccvl_tf.experiments.offline.config import OfflineConfig
+from ccvl_tf.experiments.offline import default_dataset, phase_times
 from ccvl_tf.experiments.offline.phase_times import PhaseTimes
 from ccvl_tf.experiments.offline.seeds import Seeds
 
@@ -28,17 +27,29 @@ TRAIN_STEP_BYTES_PER_DELTA = 20_000
 TRAIN_STEP_FIXED_BYTES = 500_000_000
 
 
-def training_reserve(cfg: OfflineConfig, observation_shape):
+@dataclasses.dataclass(frozen=True)
+class DataSettings:
+  """What a run's dataset is made of (config.data_settings makes it from the flags): the replay
+  directory `dataset_dir` (None: the `default` dataset), its `subset`, batches of `batch_size`
+  transitions with their seeds, and N (`num_deltas`) for the train step's memory."""
+  dataset_dir: Optional[str]
+  subset: str
+  batch_size: int
+  num_deltas: int
+  seeds: Seeds
+  default: default_dataset.DefaultDataset
+
+
+def training_reserve(data: DataSettings, observation_shape):
   """The frame store's `Reserve` of a run: the memory of training on --batch_size batches of
   `observation_shape` states, and at least --batch_size transitions in the dataset."""
-  num_deltas = config.ccvl_value(cfg, "num_deltas")
   per = (int(np.prod(observation_shape)) * TRAIN_STEP_OBSERVATIONS
-         + num_deltas * TRAIN_STEP_BYTES_PER_DELTA)
+         + data.num_deltas * TRAIN_STEP_BYTES_PER_DELTA)
   return frame_store.Reserve(
-      nbytes=cfg.batch_size * per + TRAIN_STEP_FIXED_BYTES,
-      what=f"--batch_size={cfg.batch_size} (about {per / 1e6:.2f} MB per transition in a "
-           f"train step, --num_deltas={num_deltas})",
-      min_transitions=cfg.batch_size)
+      nbytes=data.batch_size * per + TRAIN_STEP_FIXED_BYTES,
+      what=f"--batch_size={data.batch_size} (about {per / 1e6:.2f} MB per transition in a "
+           f"train step, --num_deltas={data.num_deltas})",
+      min_transitions=data.batch_size)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,31 +85,31 @@ class Dataset:
   batches: Batches
 
 
-def open_dataset(cfg: OfflineConfig, env_factory: Callable, observation_shape, num_actions: int,
-                 log: Callable[[str], None], collect: bool = True,
+def open_dataset(data: DataSettings, env_factory: Callable, observation_shape,
+                 num_actions: int, log: Callable[[str], None], collect: bool = True,
                  timer: Optional[PhaseTimes] = None) -> Dataset:
   """The run's Dataset: memory for the batches checked before any data is read or collected;
   the default dataset collected first (environments from `env_factory`) when there is no
   --dataset_dir and `collect`; then the frame store of --subset."""
-  reserve = training_reserve(cfg, observation_shape)
+  reserve = training_reserve(data, observation_shape)
   reserve.check(None)  # memory for the batches alone: before any data is read or collected
-  if cfg.dataset_dir:
-    replay_dir = cfg.dataset_dir
+  if data.dataset_dir:
+    replay_dir = data.dataset_dir
   elif collect:
     with phase_times.phase(timer, "collection of the default dataset"):
-      replay_dir = default_dataset.ensure_default_dataset(cfg, env_factory, log)
+      replay_dir = default_dataset.ensure_default_dataset(data.default, env_factory, log)
   else:
-    replay_dir = os.path.join(cfg.root_dir, "default_dataset", cfg.game)
-  log(f"Loading {replay_dir} (subset {cfg.subset}) ...")
+    replay_dir = data.default.out_dir
+  log(f"Loading {replay_dir} (subset {data.subset}) ...")
   # Progress: the files verified on first use, each checkpoint loaded; remote datasets also
   # what is streamed and whether the local frame-store cache is used.
   with phase_times.phase(timer, "frame store"):
-    store = frame_store.FrameStore.from_replay(replay_dir, cfg.subset, num_actions=num_actions,
+    store = frame_store.FrameStore.from_replay(replay_dir, data.subset, num_actions=num_actions,
                                                progress=log, reserve=reserve)
   log(f"Frame store: {store.num_transitions} transitions, {store.num_frames} frames, "
       f"{store.nbytes / 2**20:.1f} MiB ({store.bytes_per_transition:.0f} bytes/transition).")
   return Dataset(replay_dir=replay_dir, store=store,
-                 batches=Batches(store, cfg.batch_size, Seeds(cfg.seed)))
+                 batches=Batches(store, data.batch_size, data.seeds))
 
 
 def dataset_identity(replay_dir: str) -> Dict[str, object]:

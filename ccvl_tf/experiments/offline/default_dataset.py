@@ -1,13 +1,13 @@
 """The default dataset of train_offline.py when no --dataset_dir is given.
 
-`ensure_default_dataset(cfg, env_factory)` collects, once, `cfg.default_dataset_steps`
-transitions of the default behaviour policy (`default_behaviour`: the scripted player of
-ccvl_tf/envs/scripted.py where the game has one, mixed with `cfg.behaviour_epsilon` uniformly
-random actions; a uniformly random policy otherwise) in the Dopamine checkpoint format under
+`ensure_default_dataset(spec, env_factory)` collects, once, `spec.steps` transitions of the
+default behaviour policy (`default_behaviour`: the scripted player of ccvl_tf/envs/scripted.py
+where the game has one, mixed with `spec.behaviour_epsilon` uniformly random actions; a
+uniformly random policy otherwise) in the Dopamine checkpoint format under
 root_dir/default_dataset/<game>, and records the behaviour policy and its episode scores in the
-COMPLETE marker. `cfg` is an experiments.offline.OfflineConfig.
+COMPLETE marker. `spec` is a `DefaultDataset` (config.default_dataset makes it from the flags).
 
-Where the collection runs (`cfg.default_dataset_env`): a uniformly random behaviour policy on an
+Where the collection runs (`spec.env`): a uniformly random behaviour policy on an
 Atari game is collected on `VECTOR_COLLECTION_ENVS` copies of ale_py's vector environment side
 by side (ccvl_tf/data/vector_collection.py; 'auto' and 'vector'), the scripted player in one
 environment (it reads the ALE RAM, which the vector environment does not expose;
@@ -68,86 +68,105 @@ class CollectConfig:
       upper_bound=256)
 
 
-def default_behaviour(cfg, env):
+@dataclasses.dataclass(frozen=True)
+class DefaultDataset:
+  """The default dataset of a run without --dataset_dir: `steps` transitions of `game`'s
+  default behaviour policy (`policy`: auto, scripted or random; the scripted player's random
+  action probability `behaviour_epsilon`), collected where `env` says (auto, vector or
+  sequential), its streams seeded from `seed` (seeds.Seeds), under `out_dir`."""
+  root_dir: str
+  game: str
+  steps: int
+  policy: str
+  env: str
+  behaviour_epsilon: float
+  seed: int
+
+  @property
+  def out_dir(self) -> str:
+    return os.path.join(self.root_dir, "default_dataset", self.game)
+
+
+def default_behaviour(spec: DefaultDataset, env):
   """(name, description, policy callable) of the default dataset's behaviour policy: the
   scripted player of ccvl_tf/envs/scripted.py where the game has one (Breakout), mixed with
   `behaviour_epsilon` uniformly random actions; a uniformly random policy otherwise (or with
   --default_dataset_policy=random)."""
   factory = scripted.scripted_policies().get(env.game)
-  if cfg.default_dataset_policy == "scripted" and factory is None:
+  if spec.policy == "scripted" and factory is None:
     raise ValueError(f"--default_dataset_policy=scripted: no scripted player for {env.game} "
                      f"(have: {', '.join(scripted.scripted_policies())}); use 'auto' or "
                      f"'random'")
-  if cfg.default_dataset_policy != "random" and factory is not None:
-    eps = cfg.behaviour_epsilon
+  if spec.policy != "random" and factory is not None:
+    eps = spec.behaviour_epsilon
     return (f"scripted_eps{eps:g}",
             f"the scripted {env.game} player (paddle and ball read from the ALE RAM, fires to "
             f"serve, tracks the ball) taking a uniformly random action with probability {eps:g}",
-            factory(env, epsilon=eps, seed=Seeds(cfg.seed).behaviour_policy()))
+            factory(env, epsilon=eps, seed=Seeds(spec.seed).behaviour_policy()))
   return ("random", "a uniformly random policy" + (
       f" (no scripted player for {env.game})" if factory is None else ""),
           replay_writer.random_policy(env.num_actions,
-                                      seed=Seeds(cfg.seed).behaviour_policy()))
+                                      seed=Seeds(spec.seed).behaviour_policy()))
 
 
-def collection_env(cfg, policy_name: str) -> str:
+def collection_env(spec: DefaultDataset, policy_name: str) -> str:
   """'vector' or 'sequential': where a new default dataset of behaviour `policy_name`
-  (default_behaviour's name) is collected under `cfg.default_dataset_env`.
+  (default_behaviour's name) is collected under `spec.env` (--default_dataset_env).
 
   Raises:
     ValueError: an unknown --default_dataset_env, or 'vector' for the scripted player or a game
       the vector environment does not run (the message names the flag).
   """
-  choice = cfg.default_dataset_env
+  choice = spec.env
   if choice not in COLLECTION_ENVS:
     raise ValueError(f"--default_dataset_env must be one of {', '.join(COLLECTION_ENVS)}, "
                      f"got {choice!r}")
-  possible = policy_name == "random" and atari_vector.use_vector_env(cfg.game, "vector")
+  possible = policy_name == "random" and atari_vector.use_vector_env(spec.game, "vector")
   if choice == "vector" and not possible:
     raise ValueError(
         f"--default_dataset_env=vector collects a uniformly random policy on an Atari game; "
-        f"the default dataset of {cfg.game} is {policy_name} (the scripted player reads the "
+        f"the default dataset of {spec.game} is {policy_name} (the scripted player reads the "
         f"ALE RAM, which the vector environment does not expose): use auto or sequential, or "
         f"--default_dataset_policy=random")
   return "vector" if possible and choice != "sequential" else "sequential"
 
 
-def ensure_default_dataset(cfg, env_factory, log=print) -> str:
-  """Collects (once) the default dataset: `default_dataset_steps` transitions of the default
-  behaviour policy (`default_behaviour`), in the Dopamine checkpoint format, under
-  root_dir/default_dataset/<game>. A `COMPLETE` marker (which also records the behaviour
-  policy and its episode scores) makes the cache safe against an interrupted collection; a
-  cache collected with another policy or size is collected again."""
-  out = os.path.join(cfg.root_dir, "default_dataset", cfg.game)
+def ensure_default_dataset(spec: DefaultDataset, env_factory, log=print) -> str:
+  """Collects (once) the default dataset: `spec.steps` transitions of the default behaviour
+  policy (`default_behaviour`), in the Dopamine checkpoint format, under `spec.out_dir`. A
+  `COMPLETE` marker (which also records the behaviour policy and its episode scores) makes the
+  cache safe against an interrupted collection; a cache collected with another policy or size
+  is collected again."""
+  out = spec.out_dir
   marker = os.path.join(out, "COMPLETE")
-  env = env_factory(seed=Seeds(cfg.seed).collection_env())
-  name, description, policy = default_behaviour(cfg, env)
-  where = collection_env(cfg, name)
+  env = env_factory(seed=Seeds(spec.seed).collection_env())
+  name, description, policy = default_behaviour(spec, env)
+  where = collection_env(spec, name)
   if os.path.exists(marker):
     with open(marker) as f:
       info = json.load(f)
     cached_where = info.get("collection_env", "sequential")
-    if info.get("policy", "random") == name and info.get("steps") == cfg.default_dataset_steps \
-        and cfg.default_dataset_env in ("auto", cached_where):
+    if info.get("policy", "random") == name and info.get("steps") == spec.steps \
+        and spec.env in ("auto", cached_where):
       log(f"Using the cached default dataset {out} ({description}, collected {cached_where}; "
           f"behaviour score {info.get('behaviour_mean_score', float('nan')):.1f}).")
       return out
     log(f"The cached default dataset {out} was collected with {info.get('policy', 'random')} "
         f"/ {info.get('steps')} steps / {cached_where}; collecting it again with {name} / "
-        f"{cfg.default_dataset_steps} steps / {where}.")
+        f"{spec.steps} steps / {where}.")
   if os.path.isdir(out):  # an interrupted or outdated collection: start again
     shutil.rmtree(out)
   on = (f"{VECTOR_COLLECTION_ENVS} copies of the vector environment" if where == "vector"
         else "one environment")
-  log(f"No --dataset_dir given: collecting a default dataset of {cfg.default_dataset_steps} "
-      f"transitions of {description} in {cfg.game} on {on} into {out} (cached for later "
+  log(f"No --dataset_dir given: collecting a default dataset of {spec.steps} "
+      f"transitions of {description} in {spec.game} on {on} into {out} (cached for later "
       f"runs). Pass --dataset_dir=<.../replay_logs> to train on the DQN Replay Dataset.")
   metadata = dict(game=env.game, num_actions=env.num_actions, action_set=env.action_set,
-                  policy=name, steps=cfg.default_dataset_steps, seed=cfg.seed)
+                  policy=name, steps=spec.steps, seed=spec.seed)
   if where == "vector":
     metadata.update(collection_env=where, num_envs=VECTOR_COLLECTION_ENVS)
   writer = replay_writer.DopamineReplayWriter(out, metadata=metadata)
-  every = max(1, cfg.default_dataset_steps // 5)
+  every = max(1, spec.steps // 5)
 
   def progress(p):
     mean = p.get("mean_return")
@@ -156,13 +175,13 @@ def ensure_default_dataset(cfg, env_factory, log=print) -> str:
         + (f"  mean score {mean:.1f}" if mean is not None else ""))
 
   if where == "vector":
-    summary = _collect_on_vector_env(cfg, env, writer, progress, every)
+    summary = _collect_on_vector_env(spec, env, writer, progress, every)
   else:
-    summary = replay_writer.collect(env, policy, cfg.default_dataset_steps, writer,
+    summary = replay_writer.collect(env, policy, spec.steps, writer,
                                     progress=progress, progress_every=every)
   writer.close()
   scores = [float(x) for x in summary["episode_returns"]]
-  info = {"steps": cfg.default_dataset_steps, "policy": name, "description": description,
+  info = {"steps": spec.steps, "policy": name, "description": description,
           "behaviour_episode_scores": scores,
           "behaviour_mean_score": float(np.mean(scores)) if scores else float("nan"),
           "collection_env": where, "collection_seconds": float(summary["seconds"]),
@@ -177,13 +196,13 @@ def ensure_default_dataset(cfg, env_factory, log=print) -> str:
   return out
 
 
-def _collect_on_vector_env(cfg, env, writer, progress, every) -> dict:
+def _collect_on_vector_env(spec: DefaultDataset, env, writer, progress, every) -> dict:
   """The random policy's default dataset on VECTOR_COLLECTION_ENVS copies (the sequential
   environment `env`'s game, step cap and collection seed)."""
-  vec = atari_vector.AtariVectorEnvironment(cfg.game, VECTOR_COLLECTION_ENVS)
+  vec = atari_vector.AtariVectorEnvironment(spec.game, VECTOR_COLLECTION_ENVS)
   try:
     return vector_collection.collect_random(
-        vec, cfg.default_dataset_steps, writer, seed=Seeds(cfg.seed).collection_env(),
+        vec, spec.steps, writer, seed=Seeds(spec.seed).collection_env(),
         progress=progress, progress_every=every)
   finally:
     vec.close()

@@ -2,8 +2,9 @@
 
 `run(cfg)`: the dataset -> the learner -> training (ALE evaluations on the way) -> the exported
 policies -> the confidence diagnostics (CCVL) -> summary.json. `diagnose(root_dir)` computes the
-diagnostics of a run directory again. Its settings: config.py; its data: dataset.py; its random
-streams: seeds.py. More in docs/library.md "Module notes".
+diagnostics of a run directory again. Its settings: config.py (with what each stage takes:
+the data's, the learner's, the loop's); its data: dataset.py; its random streams: seeds.py.
+More in docs/library.md "Module notes".
 """
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ import tensorflow as tf
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
-from ccvl_tf import belief, networks, policies, rollouts, scores, training
+from ccvl_tf import belief, policies, rollouts, scores, training
 from ccvl_tf.data import frame_store
 from ccvl_tf.envs import atari, atari_vector
 from ccvl_tf.experiments import agent_registry, tf_setup
@@ -57,7 +58,7 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Trained:
   timer = PhaseTimes()
   run_setup = setup(cfg, log, timer=timer)
   result = _train(cfg, run_setup, log, timer)
-  exports, extra, dirs = _export(cfg, run_setup, result["checkpoint"], log, timer)
+  exports, extra, dirs = _export(cfg.root_dir, run_setup, result["checkpoint"], log, timer)
   adaptive_scores = None
   if run_setup.spec.train_key == "ccvl":
     with timer.phase("diagnostics"), training.writing(
@@ -73,7 +74,7 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Trained:
                  fixed_policy_dir=dirs.get("policy_fixed"), exported_policies=dirs,
                  config=config.record(cfg), settings=config.agent_overrides(cfg, cfg.agent),
                  **extra, phase_times=timer.as_dict())
-  write_summary(cfg, summary, result["checkpoint"])
+  write_summary(cfg.root_dir, summary, result["checkpoint"])
   return Trained(setup=run_setup, summary=summary, exports=exports,
                  adaptive_episode_scores=adaptive_scores, checkpoint=result["checkpoint"],
                  timer=timer)
@@ -109,31 +110,28 @@ def setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True,
   env_factory = lambda seed: atari.AtariEnvironment(cfg.game, seed=seed)
   probe = env_factory(Seeds(cfg.seed).probe_env())
   num_actions = probe.num_actions
-  data = dataset.open_dataset(cfg, env_factory, probe.observation_spec().shape, num_actions,
-                              log, collect=collect, timer=timer)
+  data = dataset.open_dataset(config.data_settings(cfg), env_factory,
+                              probe.observation_spec().shape, num_actions, log,
+                              collect=collect, timer=timer)
   obs_spec = tensor_spec.from_spec(probe.observation_spec())
   action_spec = tensor_spec.from_spec(probe.action_spec())
   time_step_spec = ts.time_step_spec(obs_spec)
   spec = agent_registry.get_agent_spec(cfg.agent)
-  agent, settings = build_agent(cfg, cfg.agent, data.store, time_step_spec, action_spec)
+  settings = config.agent_settings(cfg, cfg.agent, data.store.num_transitions)
+  agent = build_agent(cfg.agent, settings, time_step_spec, action_spec,
+                      Seeds(cfg.seed).weights())
   return Setup(game=probe.game, replay_dir=data.replay_dir, store=data.store,
                batches=data.batches, evaluation=AtariEvaluation.of(cfg), spec=spec,
                settings=settings, agent=agent, time_step_spec=time_step_spec,
                action_spec=action_spec)
 
 
-def build_agent(cfg: OfflineConfig, agent: str, store, time_step_spec, action_spec):
-  """(learner, AgentSettings) of `agent` for this run: the Nature torso, the preset's training
-  settings under the flags given, initial weights a function of --seed."""
-  keras.utils.set_random_seed(Seeds(cfg.seed).weights())  # initial weights: --seed's
-  given = {k: v for k, v in cfg.agent_values.items() if k not in config.PRESET_FLAGS}
-  settings = agent_registry.AgentSettings(
-      network_config=networks.QNetworkConfig(torso="nature"),
-      dataset_size=float(store.num_transitions),
-      agent_values=dict(given, **config.agent_overrides(cfg, agent)),
-      num_grid_deltas=cfg.num_grid_deltas, belief_temperature=cfg.belief_temperature,
-      reward_clip=1.0, seed=Seeds(cfg.seed).learner())
-  return agent_registry.get_agent_spec(agent).build(time_step_spec, action_spec, settings), settings
+def build_agent(agent: str, settings: agent_registry.AgentSettings, time_step_spec,
+                action_spec, weights_seed: int):
+  """The learner `agent` built with `settings` (config.agent_settings), its initial weights a
+  function of `weights_seed` (seeds.Seeds.weights)."""
+  keras.utils.set_random_seed(weights_seed)
+  return agent_registry.get_agent_spec(agent).build(time_step_spec, action_spec, settings)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -186,19 +184,15 @@ def _train(cfg: OfflineConfig, run_setup: Setup, log,
       pass  # a game without published reference scores
     return out
 
-  loop = training.LoopConfig(
-      root_dir=cfg.root_dir, num_steps=cfg.num_steps, checkpoint_interval=cfg.checkpoint_interval,
-      log_interval=cfg.log_interval, summary_interval=cfg.summary_interval,
-      eval_interval=cfg.eval_interval)
   with phase_times.phase(timer, f"training {cfg.agent}"):
-    return training.train(run_setup.agent, run_setup.batches.training, loop,
+    return training.train(run_setup.agent, run_setup.batches.training, config.loop(cfg),
                           evaluate=evaluate, log=log,
                           fingerprint=config.fingerprint(
                               cfg, run_setup.dataset_identity, run_setup.store.num_transitions),
                           allow_config_change=cfg.allow_config_change)
 
 
-def _export(cfg: OfflineConfig, run_setup: Setup, last_good: str, log,
+def _export(root_dir: str, run_setup: Setup, last_good: str, log,
             timer: Optional[PhaseTimes] = None):
   """(exports, extra, dirs): the agent's policies (agent registry; Fixed-CCVL's delta is the
   lowest Bellman error on the held-out batches) as SavedModels in root_dir/<export name>."""
@@ -213,7 +207,7 @@ def _export(cfg: OfflineConfig, run_setup: Setup, last_good: str, log,
         f"{extra['fixed_delta']:.3f}")
   dirs = {}
   for export_name, policy in exports.items():
-    dirs[export_name] = os.path.join(cfg.root_dir, export_name)
+    dirs[export_name] = os.path.join(root_dir, export_name)
     with phase_times.phase(timer, "export (policies, Fixed-CCVL's delta)"), training.writing(
         dirs[export_name], last_good):
       policies.export_policy(policy, dirs[export_name], train_step=agent.train_step_counter)
@@ -221,7 +215,7 @@ def _export(cfg: OfflineConfig, run_setup: Setup, last_good: str, log,
   return exports, extra, dirs
 
 
-def _confidence_diagnostics(cfg: OfflineConfig, run_setup: "Setup", exports, log,
+def _confidence_diagnostics(cfg: OfflineConfig, run_setup: Setup, exports, log,
                             timer: Optional[PhaseTimes] = None) -> Dict[str, object]:
   """The confidence diagnostics at the end of a CCVL run: the delta family, the count estimate
   (dataset vs random-policy and pixel-shuffled frames) and the belief over an evaluation of the
@@ -252,9 +246,9 @@ def _confidence_diagnostics(cfg: OfflineConfig, run_setup: "Setup", exports, log
   return summary
 
 
-def write_summary(cfg: OfflineConfig, summary: Dict[str, object], last_good: str) -> None:
+def write_summary(root_dir: str, summary: Dict[str, object], last_good: str) -> None:
   """root_dir/summary.json, replaced at once (a failed write names the last good checkpoint)."""
-  path = os.path.join(cfg.root_dir, "summary.json")
+  path = os.path.join(root_dir, "summary.json")
   with training.writing(path, last_good, [path + ".tmp"]):
     with open(path + ".tmp", "w") as f:
       json.dump(summary, f, indent=2, default=float)

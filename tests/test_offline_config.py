@@ -85,3 +85,30 @@ def test_fingerprint_holds_the_dataset_given_and_the_settings_in_force():
   assert (fp["agent"], fp["seed"], fp["preset"]) == ("ccvl", 0, "demo")
   ref = config.fingerprint(cfg, identity, 1234, agent="bc")
   assert ref["agent"] == "bc" and "alpha" not in ref
+
+
+def test_stage_settings_are_the_flags_given_over_the_preset(tmp_path):
+  # The demo preset gives CCVL alpha 1, lr 2.5e-4, Adam epsilon 1e-8, DR3 off and CQL alpha 1,
+  # lr 5e-4, DR3 off (docs/ablation.md); a flag given wins over the preset's value.
+  cfg = config.OfflineConfig(root_dir=str(tmp_path / "run"), game="Pong", seed=3,
+                             dataset_dir=None, subset="5%", batch_size=16, num_grid_deltas=6,
+                             belief_temperature=0.5, default_dataset_steps=700,
+                             agent_values={"alpha": 0.3, "num_deltas": 4})
+  ccvl = config.agent_settings(cfg, "ccvl", 1234)
+  assert ccvl.agent_values == {"num_deltas": 4, "alpha": 0.3, "learning_rate": 2.5e-4,
+                               "adam_epsilon": 1e-8, "dr3_coef": 0.0}
+  assert (ccvl.dataset_size, ccvl.num_grid_deltas, ccvl.belief_temperature, ccvl.reward_clip,
+          ccvl.seed, ccvl.network_config.torso) == (1234.0, 6, 0.5, 1.0, 3, "nature")
+  cql = config.agent_settings(cfg, "cql", 1234)
+  assert cql.agent_values == {"num_deltas": 4, "alpha": 0.3, "learning_rate": 5e-4,
+                              "dr3_coef": 0.0}
+  data = config.data_settings(cfg)
+  assert (data.dataset_dir, data.subset, data.batch_size, data.num_deltas, data.seeds.base) \
+      == (None, "5%", 16, 4, 3)
+  assert (data.default.steps, data.default.policy, data.default.env, data.default.seed,
+          data.default.behaviour_epsilon) == (700, "auto", "auto", 3, 0.25)
+  assert data.default.out_dir == str(tmp_path / "run" / "default_dataset" / "Pong")
+  loop = config.loop(cfg)
+  assert (loop.root_dir, loop.num_steps, loop.checkpoint_interval, loop.log_interval,
+          loop.summary_interval, loop.eval_interval) == (str(tmp_path / "run"), 10_000, 2_500,
+                                                         500, 100, 5_000)

@@ -282,15 +282,15 @@ def data_settings(cfg: OfflineConfig) -> dataset.DataSettings:
 
 
 def agent_settings(cfg: OfflineConfig, agent: str,
-                   dataset_size: Optional[float] = None) -> agent_registry.AgentSettings:
+                   dataset_size: float) -> agent_registry.AgentSettings:
   """What the builder of `agent` takes in this run: the Nature torso, the agent settings given
   as flags with the preset's training settings under them, K, the belief temperature, rewards
   clipped to [-1, 1] when Bellman errors are scored, the learner's seed; |D| = `dataset_size`
-  (set once the data is loaded)."""
+  (the frame store's transitions)."""
   given = {k: v for k, v in cfg.agent_values.items() if k not in PRESET_FLAGS}
   return agent_registry.AgentSettings(
       network_config=networks.QNetworkConfig(torso="nature"),
-      dataset_size=None if dataset_size is None else float(dataset_size),
+      dataset_size=float(dataset_size),
       agent_values=dict(given, **agent_overrides(cfg, agent)),
       num_grid_deltas=cfg.num_grid_deltas, belief_temperature=cfg.belief_temperature,
       reward_clip=1.0, seed=Seeds(cfg.seed).learner())

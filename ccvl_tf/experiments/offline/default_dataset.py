@@ -5,7 +5,8 @@ default behaviour policy (`default_behaviour`: the scripted player of ccvl_tf/en
 where the game has one, mixed with `spec.behaviour_epsilon` uniformly random actions; a
 uniformly random policy otherwise) in the Dopamine checkpoint format under
 root_dir/default_dataset/<game>, and records the behaviour policy and its episode scores in the
-COMPLETE marker. `spec` is a `DefaultDataset` (config.default_dataset makes it from the flags).
+COMPLETE marker. `spec` is a `DefaultDataset` (config.default_dataset_spec makes it from the
+flags).
 
 Where the collection runs (`spec.env`): a uniformly random behaviour policy on an
 Atari game is collected on `VECTOR_COLLECTION_ENVS` copies of ale_py's vector environment side

@@ -65,6 +65,15 @@ class CCVLConfig(q_agent_base.BaseQConfig):
       "monotone", "how delta enters Q(s, a, delta): 'cosine' (the IQN cosine embedding) or "
       "'monotone' (a base value plus nonnegative increments over delta: Q nondecreasing in "
       "delta by construction, Lemma 1, wherever Q is used).", enum_values=networks.DELTA_HEADS)
+  gap_weight: float = setting(
+      0.0, "w0, a delta-independent weight of the gap in objective 'bonus' (0: the bonus "
+      "alone); it pushes actions the data never takes down without undoing the order in "
+      "delta the bonus gives.", lower_bound=0.0, parse_bounds=False)
+  support_threshold: float = setting(
+      0.0, "tau: a behaviour-cloning head learns the data's policy and Q ranks an action "
+      "below every other where pi_beta(a | s) < tau max_a' pi_beta(a' | s), since the data "
+      "gives no lower bound there (ccvl_tf/support.py); 0: no support head.",
+      lower_bound=0.0, upper_bound=0.999)
   count_ridge: float = setting(
       1e-3, "lambda of the linear n(s)^-1 estimate ('absolute'), or its multiple of the mean "
       "eigenvalue trace(|D| C) / D ('relative').", above=0.0)
@@ -103,17 +112,25 @@ def forward_and_targets(online: networks.CCVLNetwork, target: networks.CCVLNetwo
   Online: Q(s, ., delta) [B, N, A] and phi(s) [B, D]; with DR3 on (config.dr3_coef > 0) also
   phi(s') [B, D] with gradients, from one torso pass over [s; s'] (networks.q_phi_and_next_phi),
   else None. Target (no gradient): Q_target(s', ., delta_2) at the N*M confidences and the TD
-  targets r + gamma (1 - terminal) max_a' Q_target [B, N, M].
+  targets r + gamma (1 - terminal) max_a' Q_target [B, N, M]; with a support head the max runs
+  over the actions in the data's support at s' (ccvl_tf/support.py), the online Q is the
+  unmasked one the data's actions are regressed on, and its behaviour logits [B, A] come too
+  (else None).
+
+  Returns:
+    (q [B, N, A], phi [B, D], next_phi [B, D] or None, targets [B, N, M], logits or None).
   """
   obs, next_obs = batch["observation"], batch["next_observation"]
   b = tf.shape(obs)[0]
   n, m = tf.shape(delta_2)[1], tf.shape(delta_2)[2]
   if config.dr3_coef > 0:
-    q, phi, next_phi = networks.q_phi_and_next_phi(online, obs, next_obs, delta,
-                                                   training=training)  # [B,N,A], [B,D], [B,D]
+    out, next_phi = networks.outputs_and_next_phi(online, obs, next_obs, delta,
+                                                  training=training)  # [B,N,A], [B,D], [B,D]
   else:
     out = online.q_and_phi_model({"observation": obs, "delta": delta}, training=training)
-    q, phi, next_phi = out["q"], out["phi"], None        # [B, N, A], [B, D]
+    next_phi = None
+  q = out.get("q_raw", out["q"])                         # [B, N, A]
+  phi, logits = out["phi"], out.get("support_logits")    # [B, D], [B, A] or None
   # Target network at the N*M confidences delta_2: [B, N, M] -> [B, N*M] (row-major, so
   # column i*M + j is pair j of delta i).
   next_q = tf.stop_gradient(target.q_model(
@@ -121,7 +138,7 @@ def forward_and_targets(online: networks.CCVLNetwork, target: networks.CCVLNetwo
   targets = losses.td_targets(batch["reward"], batch["terminal"], config.gamma,
                               next_q)                    # [B, N*M]
   targets = tf.reshape(targets, [b, n, m])               # [B, N*M] -> [B, N, M]
-  return q, phi, next_phi, targets
+  return q, phi, next_phi, targets, logits
 
 
 class PairLoss:
@@ -154,7 +171,8 @@ class PairLoss:
     c = self.config
     return losses.ccvl_objective_loss(self.objective, q, actions, targets, delta, delta_1,
                                       inverse_count, c.alpha, c.td_loss, c.huber_kappa,
-                                      getattr(c, "gap", "logsumexp"))
+                                      getattr(c, "gap", "logsumexp"),
+                                      getattr(c, "gap_weight", 0.0))
 
 
 def ccvl_objective(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
@@ -180,11 +198,16 @@ def ccvl_objective(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
   """
   pair_loss = PairLoss(config) if pair_loss is None else pair_loss
   delta_2 = pair_loss.target_confidences(delta, delta_2)  # [B, N, M]
-  q, phi, next_phi, targets = forward_and_targets(online, target, batch, delta, delta_2,
-                                                  config, training)
+  q, phi, next_phi, targets, logits = forward_and_targets(online, target, batch, delta,
+                                                          delta_2, config, training)
   inv_count = tf.stop_gradient(inverse_count_fn(batch["observation"], phi))  # [B]
   res = pair_loss(q, batch["action"], targets, delta, delta_1, inv_count)
   total = res["loss"]
+  support = {}
+  if logits is not None:  # the behaviour-cloning head of the support mask
+    bc = losses.bc_loss(logits, batch["action"])
+    total = total + bc["loss"]
+    support = {"support_loss": bc["loss"], "support_accuracy": bc["accuracy"]}
   if next_phi is not None:
     dr3 = losses.dr3_penalty(phi, next_phi)
     total = total + config.dr3_coef * dr3
@@ -198,6 +221,7 @@ def ccvl_objective(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
       "td_term": tf.reduce_mean(res["td"]),
       "regularizer_term": tf.reduce_mean(res["regularizer"]),
       pair_loss.gap_metric: tf.reduce_mean(res["gap"]),
+      **support,
       "q_data": tf.reduce_mean(res["q_sa"]),
       "inverse_count": tf.reduce_mean(inv_count),
       "phi": phi,
@@ -237,7 +261,8 @@ class CCVLAgent(q_agent_base.GuardedLearner):
       train_step_counter: optional int64 scalar variable.
     """
     obs_spec = self._begin_setup(config, time_step_spec, action_spec, name, "CCVLAgent")
-    head = dict(delta_head=config.delta_head, delta_sign=self.DELTA_SIGN)
+    head = dict(delta_head=config.delta_head, delta_sign=self.DELTA_SIGN,
+                support_threshold=config.support_threshold)
     self._online = networks.build_ccvl_network(
         obs_spec.shape, obs_spec.dtype, self._num_actions, network_config, name="ccvl_online",
         **head)

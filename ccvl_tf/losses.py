@@ -284,19 +284,24 @@ def ccvl_bound_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor,
 def ccvl_bonus_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor,
                     delta: tf.Tensor, inverse_count: tf.Tensor, alpha: float,
                     td_loss_type: str = "squared", huber_kappa: float = 1.0,
-                    gap: str = "logsumexp") -> Dict[str, tf.Tensor]:
-  """objective='bonus': mean_{B,N} TD(Q(s,a_D,delta) - [max_j y_j - w(delta)]), no regularizer.
+                    gap: str = "logsumexp", gap_weight: float = 0.0) -> Dict[str, tf.Tensor]:
+  """objective='bonus': mean_{B,N} [ TD(Q(s,a_D,delta) - [max_j y_j - w(delta)]) + w0 gap ].
 
-  Same arguments and keys as ccvl_bound_loss ('regularizer' is 0; 'gap' is reported only).
+  Eq. (update) with the state estimate n(s)^-1: the target lowered by the bonus
+  w(delta) = alpha sqrt(log(1/delta) n(s)^-1); w0 = `gap_weight` >= 0 weighs the gap (`gap`)
+  without delta (0: the bonus alone, 'regularizer' 0 and 'gap' reported only). Same other
+  arguments and keys as ccvl_bound_loss.
   """
   validate_alpha(alpha)
+  validate_alpha(gap_weight)
   gap, q_sa = cql_gap(q_values, actions, gap)                    # [B, N], [B, N]
   weight = confidence_weight(delta, inverse_count, alpha)        # [B, N]
   y = tf.stop_gradient(tf.reduce_max(target, axis=-1) - weight)  # [B, N, M] -> [B, N]
   td = td_loss(q_sa - y, td_loss_type, huber_kappa)              # [B, N]
-  return {"loss": tf.reduce_mean(td), "target": y,
+  reg = gap_weight * gap                                         # [B, N]
+  return {"loss": tf.reduce_mean(td + reg), "target": y,
           "argmax_j": tf.argmax(target, axis=-1, output_type=tf.int32),
-          "regularizer": tf.zeros_like(td), "td": td, "gap": gap, "q_sa": q_sa,
+          "regularizer": reg, "td": td, "gap": gap, "q_sa": q_sa,
           "weight": weight}
 
 
@@ -315,15 +320,18 @@ def objective_delta_2(delta: tf.Tensor, delta_2: tf.Tensor, objective: str) -> t
 
 def ccvl_objective_loss(objective: str, q_values, actions, target, delta, delta_1,
                         inverse_count, alpha, td_loss_type="squared", huber_kappa=1.0,
-                        gap="logsumexp"):
-  """Dispatches to ccvl_loss ('algorithm1'), ccvl_bound_loss or ccvl_bonus_loss."""
+                        gap="logsumexp", gap_weight=0.0):
+  """Dispatches to ccvl_loss ('algorithm1'), ccvl_bound_loss or ccvl_bonus_loss (the only one
+  that takes `gap_weight`)."""
   validate_objective(objective)
   if objective == "algorithm1":
     return ccvl_loss(q_values, actions, target, delta_1, inverse_count, alpha, td_loss_type,
                      huber_kappa, gap)
-  fn = ccvl_bound_loss if objective == "bound" else ccvl_bonus_loss
-  return fn(q_values, actions, target, delta, inverse_count, alpha, td_loss_type, huber_kappa,
-            gap)
+  if objective == "bound":
+    return ccvl_bound_loss(q_values, actions, target, delta, inverse_count, alpha, td_loss_type,
+                           huber_kappa, gap)
+  return ccvl_bonus_loss(q_values, actions, target, delta, inverse_count, alpha, td_loss_type,
+                         huber_kappa, gap, gap_weight)
 
 
 def dr3_penalty(phi: tf.Tensor, next_phi: tf.Tensor) -> tf.Tensor:

@@ -17,6 +17,7 @@ import numpy as np
 from keras import ops
 
 from ccvl_tf.delta_heads import MonotoneDeltaHead  # noqa: F401  (part of this module's API)
+from ccvl_tf.support import SupportMask, validate_threshold
 
 NATURE_OBSERVATION_SHAPE = (84, 84, 4)
 # The smallest frame the three Nature convolutions (8/4, 4/2, 3/1, 'valid') accept.
@@ -157,6 +158,9 @@ class CCVLNetwork:
   # The head's phi without delta (delta_entry='conv': the hidden layer at phi_delta); None when
   # phi is the torso output itself (delta_entry='features').
   features_phi_model: Optional[keras.Model] = None
+  # tau of the data-support mask (ccvl_tf/support.py); 0: no support head. With it,
+  # q_and_phi_model and head_model also output 'q_raw' (before the mask) and 'support_logits'.
+  support_threshold: float = 0.0
 
   @property
   def trainable_variables(self):
@@ -188,17 +192,26 @@ def q_phi_and_next_phi(net: CCVLNetwork, observation, next_observation, delta,
   `q_and_phi_model` on s plus `phi_model` on s' (tests/test_networks.py). Networks without the
   split (`torso_model` None) take those two passes.
   """
+  out, next_phi = outputs_and_next_phi(net, observation, next_observation, delta, training)
+  return out["q"], out["phi"], next_phi
+
+
+def outputs_and_next_phi(net: CCVLNetwork, observation, next_observation, delta,
+                         training: bool = False):
+  """(the head's outputs on s, phi(s') [B, D]) with one torso pass, as `q_phi_and_next_phi`;
+  the outputs are q_and_phi_model's dict ('q', 'phi', and with a support head 'q_raw' and
+  'support_logits')."""
   if net.torso_model is None or net.head_model is None:
     out = net.q_and_phi_model({"observation": observation, "delta": delta}, training=training)
     next_phi = net.phi_model({"observation": next_observation}, training=training)
-    return out["q"], out["phi"], next_phi
+    return out, next_phi
   b = ops.shape(observation)[0]
   both = ops.concatenate([observation, next_observation], axis=0)      # [2B, ...]
   features = net.torso_model({"observation": both}, training=training)  # [2B, W]
   out = net.head_model({"features": features[:b], "delta": delta},
                        training=training)                               # q [B, K, A], phi [B, D]
   next_phi = net.phi_of_features(features[b:], training=training)     # [B, D]
-  return out["q"], out["phi"], next_phi
+  return out, next_phi
 
 
 def validate_observation_spec(observation_shape: Sequence[int], observation_dtype,
@@ -296,7 +309,7 @@ MONOTONE_PIECES = 16  # J of MonotoneDeltaHead: pieces of width 1/16 (the belief
 def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_actions: int,
                        config: QNetworkConfig = QNetworkConfig(),
                        name: str = "ccvl_q", delta_head: str = "cosine",
-                       delta_sign: float = 1.0) -> CCVLNetwork:
+                       delta_sign: float = 1.0, support_threshold: float = 0.0) -> CCVLNetwork:
   """Builds Q(s, a, delta) and its feature models phi(s) (see the module notes).
 
   Args:
@@ -311,6 +324,8 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
       'features'). One of DELTA_HEADS.
     delta_sign: +1 (Q nondecreasing in delta, the lower bound) or -1 (nonincreasing, the upper
       bound); used by the monotone head only.
+    support_threshold: tau in (0, 1): a behaviour-cloning head on the torso features and
+      Q masked outside the data's support (ccvl_tf/support.py); 0: neither.
 
   Raises:
     ValueError: a config value, num_actions or the observation spec the torso cannot take.
@@ -323,6 +338,8 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
   if delta_head == "monotone" and config.delta_entry != "features":
     raise ValueError(f"delta_head='monotone' needs delta_entry='features', got "
                      f"{config.delta_entry!r}")
+  if support_threshold:
+    validate_threshold(support_threshold)
   num_actions = int(num_actions)
   shape, dtype = validate_observation_spec(observation_shape, observation_dtype, config.torso)
   # A factory, called once per layer: one Keras 3 initializer instance reused across layers
@@ -368,6 +385,19 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
     penultimate = mixed if hidden is None else hidden(mixed)  # [B, K, H]
     return output(penultimate), penultimate  # [B, K, A], [B, K, H]
 
+  if support_threshold:
+    support_dense = keras.layers.Dense(num_actions, kernel_initializer=init(),
+                                       name=f"{name}_support")
+    support_mask = SupportMask(support_threshold, name=f"{name}_support_mask")
+
+  def outputs(q_raw, features, phi_value):
+    # The q_and_phi dict: Q masked to the data's support when there is a support head.
+    if not support_threshold:
+      return {"q": q_raw, "phi": phi_value}
+    logits = support_dense(features)                                   # [B, A]
+    return {"q": support_mask([q_raw, logits]), "phi": phi_value, "q_raw": q_raw,
+            "support_logits": logits}
+
   q, _ = head(torso_out, delta)
   if config.delta_entry == "features":
     phi = torso_out  # [B, D=W]
@@ -376,9 +406,10 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
     _, pen_ref = head(torso_out, ref)  # [B, 1, H]
     phi = ops.squeeze(pen_ref, 1)  # [B, 1, H] -> [B, H]
 
+  main = outputs(q, torso_out, phi)
   q_and_phi_model = keras.Model({"observation": observation, "delta": delta},
-                                {"q": q, "phi": phi}, name=f"{name}_q_and_phi")
-  q_model = keras.Model({"observation": observation, "delta": delta}, q, name=name)
+                                main, name=f"{name}_q_and_phi")
+  q_model = keras.Model({"observation": observation, "delta": delta}, main["q"], name=name)
   phi_model = keras.Model({"observation": observation}, phi, name=f"{name}_phi")
 
   # ---- the same layers split at the torso (one torso pass over [s; s'] in the learners) ----
@@ -394,12 +425,13 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
     features_phi_model = keras.Model({"features": features}, head_phi,
                                      name=f"{name}_features_phi")
   head_model = keras.Model({"features": features, "delta": delta},
-                           {"q": head_q, "phi": head_phi}, name=f"{name}_head")
+                           outputs(head_q, features, head_phi), name=f"{name}_head")
   return CCVLNetwork(q_model=q_model, phi_model=phi_model, q_and_phi_model=q_and_phi_model,
                      config=config, observation_shape=shape, observation_dtype=dtype,
                      num_actions=num_actions, phi_dim=int(phi.shape[-1]),
                      torso_model=torso_model, head_model=head_model,
-                     features_phi_model=features_phi_model)
+                     features_phi_model=features_phi_model,
+                     support_threshold=float(support_threshold))
 
 
 def copy_weights(source: CCVLNetwork, target: CCVLNetwork) -> None:

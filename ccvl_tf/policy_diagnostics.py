@@ -26,6 +26,8 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 import numpy as np
 import tensorflow as tf
 
+from ccvl_tf.tabular import learners
+
 
 def _q_batched(q_model, observations, grid32: np.ndarray, batch_size: int) -> np.ndarray:
   """Q(s, a, delta) for observations [S, ...] at every grid delta -> float64 [S, K, A]."""
@@ -102,6 +104,11 @@ def family_action_stats(q_model, observations, actions, grid, num_actions: int,
       'differs_ends': share of states whose greedy action at grid[0] differs from the one at
         grid[-1];
       'differs_any': share of states whose greedy action is not the same at every grid delta;
+      'greedy_varies': the same, tie-aware (tabular.learners.greedy_varies: some two grid
+        deltas have disjoint greedy action sets within 1e-6, so a switch between tied actions
+        does not count);
+      'v_at_min_delta': share of states whose V(s, delta) equals V(s, grid[0]) within 1e-6 at
+        every grid delta (a family flat in value);
       'agreement': [K] share of states where the greedy action at delta_k is the data's action;
       'greedy_mode_share': [K] the largest share of one greedy action at delta_k;
       'cql_gap': [K] mean over states of logsumexp_a Q(s, a, delta_k) - Q(s, a_D, delta_k)
@@ -127,6 +134,8 @@ def family_action_stats(q_model, observations, actions, grid, num_actions: int,
       "grid": to_list(g),
       "differs_ends": float(np.mean(greedy[:, 0] != greedy[:, -1])),
       "differs_any": float(np.mean(np.any(greedy != greedy[:, :1], axis=1))),
+      "greedy_varies": float(np.mean(learners.greedy_varies(np.moveaxis(q, 1, 0)))),
+      "v_at_min_delta": float(np.mean(learners.v_at_min_delta(np.moveaxis(q, 1, 0)))),
       "agreement": to_list(np.mean(greedy == actions[:, None], axis=0)),
       "greedy_mode_share": [_mode_share(greedy[:, i], num_actions)
                             for i in range(greedy.shape[1])],
@@ -137,10 +146,13 @@ def family_action_stats(q_model, observations, actions, grid, num_actions: int,
 
 def family_summary(stats: Dict[str, object]) -> Dict[str, float]:
   """The headline numbers of `family_action_stats` as flat floats (summary.json /
-  TensorBoard): family_differs_ends, family_differs_any, and the agreement, greedy mode share
-  and CQL gap at the grid's smallest (lo) and largest (hi) delta."""
+  TensorBoard): family_differs_ends, family_differs_any, family_greedy_varies,
+  family_v_at_min_delta, and the agreement, greedy mode share and CQL gap at the grid's
+  smallest (lo) and largest (hi) delta."""
   out = {"family_differs_ends": float(stats["differs_ends"]),
-         "family_differs_any": float(stats["differs_any"])}
+         "family_differs_any": float(stats["differs_any"]),
+         "family_greedy_varies": float(stats["greedy_varies"]),
+         "family_v_at_min_delta": float(stats["v_at_min_delta"])}
   for key in ("agreement", "greedy_mode_share", "cql_gap"):
     values: List[float] = stats[key]
     out[f"family_{key}_lo"] = float(values[0])

@@ -80,6 +80,28 @@ def test_bonus_gradient_is_td_only_and_reaches_no_target():
   assert tape.gradient(out["loss"], inv) is None
 
 
+def test_bonus_with_a_delta_independent_gap_by_hand():
+  """objective 'bonus' with w0 = 0.5: the TD part as above plus w0 * gap, gap = [ln 2, ln 4];
+  loss = mean(0 + 0.5 ln 2, 0.5 + 0.5 ln 4) = 0.25 + 0.75 ln 2. Gradient per row (/ N = 2):
+  w0 (softmax(Q) - onehot(a_D)) + (Q_sa - y') onehot(a_D):
+    row 0: 0.5 [-1/2, 1/2] + 0 = [-0.25, 0.25] -> [-0.125, 0.125]
+    row 1: 0.5 [-3/4, 3/4] + (0 - 1) [1, 0] = [-1.375, 0.375] -> [-0.6875, 0.1875]."""
+  q, a, y, delta, inv = _inputs()
+  q = tf.Variable(q)
+  with tf.GradientTape() as tape:
+    out = losses.ccvl_bonus_loss(q, a, y, delta, inv, alpha=2.0, td_loss_type="squared",
+                                 gap_weight=0.5)
+  np.testing.assert_allclose(out["regularizer"].numpy(), [[0.5 * LN2, 0.5 * LN4]], rtol=1e-5)
+  np.testing.assert_allclose(out["loss"].numpy(), 0.25 + 0.75 * LN2, rtol=1e-5)
+  np.testing.assert_allclose(tape.gradient(out["loss"], q).numpy(),
+                             [[[-0.125, 0.125], [-0.6875, 0.1875]]], rtol=1e-5)
+  got = losses.ccvl_objective_loss("bonus", q, a, y, delta, None, inv, 2.0, "squared",
+                                   gap_weight=0.5)
+  np.testing.assert_allclose(got["loss"].numpy(), out["loss"].numpy())
+  with pytest.raises(ValueError, match="alpha"):
+    losses.ccvl_bonus_loss(q, a, y, delta, inv, alpha=2.0, gap_weight=-1.0)
+
+
 def test_dispatch_and_target_confidences():
   q, a, y, delta, inv = _inputs()
   d1 = tf.constant([[[0.01, 0.02], [0.1, 0.2]]])

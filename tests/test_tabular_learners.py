@@ -178,26 +178,32 @@ def test_logsumexp_gap_raises_the_greedy_value_with_the_weight():
 @pytest.mark.parametrize("reading", learners.READINGS)
 def test_readings_on_the_gridworld(reading, gridworld_model):
   """What each reading satisfies on a paper-sized gridworld dataset, at two alphas:
-  '+monotone' -> Lemma 1 for every action, stepwise along the grid; 'max' -> V(s, .)
-  nondecreasing and V <= 1 (no return exceeds 1: reward 1 ends the episode); 'logsumexp' ->
-  neither (measured: V nondecreasing at <= 10% of visited states; V up to 1.72 at alpha 1)."""
+  '+monotone' and every bonus reading -> Lemma 1 for every action, stepwise along the grid;
+  'max', 'bonus' and 'bonus+max' -> V(s, .) nondecreasing and V <= 1 (no return exceeds 1:
+  reward 1 ends the episode); 'logsumexp' -> neither (measured: V nondecreasing at <= 10% of
+  visited states; V up to 1.72 at alpha 1); 'bonus' -> the greedy action varies along delta
+  somewhere (measured: 8-30% of visited states on datasets 0-9)."""
   env, _, m = gridworld_model
   grid = belief.delta_grid(8)
   visited = m.seen_s & ~env.terminal_mask
-  q = learners.ccvl_regularized_q(m, env.gamma, np.array([0.2, 1.0]), grid, reading=reading)
-  gap, monotone = learners.parse_reading(reading)
+  q = learners.family_q(m, env.gamma, np.array([0.2, 1.0]), grid, reading)
+  parsed = learners.parse_reading(reading)
+  ordered = parsed.monotone or parsed.form == "bonus"
+  bounded = parsed.gap == "max" or reading == "bonus"
   for qa in q:
     stats = learners.family_stats(qa, visited)
-    if monotone:
+    if ordered:
       assert stats["q_nondecreasing_share"] == 1.0
       assert np.all(np.diff(qa[:, visited], axis=0)[np.isfinite(qa[1:, visited])] >= 0)
-    if monotone or gap == "max":
+    if ordered or parsed.gap == "max":
       assert stats["v_nondecreasing_share"] == 1.0
-    if gap == "max":
+    if bounded:
       assert stats["v_max"] <= 1.0
     if reading == "logsumexp":
       assert stats["v_nondecreasing_share"] < 0.5, stats
-  if gap == "logsumexp":
+    if reading == "bonus":
+      assert stats["greedy_varies_share"] > 0.0 and stats["v_at_min_delta_share"] < 1.0, stats
+  if parsed.form == "regularized" and parsed.gap == "logsumexp":
     assert learners.family_stats(q[1], visited)["v_max"] > 1.0
 
 
@@ -215,6 +221,58 @@ def test_max_gap_value_lies_between_the_data_average_and_the_best_backup(gridwor
   top = np.where(m.seen_sa, target, -np.inf).max(-1)
   assert np.all(v[:, seen] >= floor[:, seen] - 1e-7)  # the fixed point is iterated to 1e-8
   assert np.all(v[:, seen] <= top[:, seen] + 1e-7)
+
+
+def test_bonus_reading_on_a_bandit_by_hand():
+  """One terminal state, action 0 three times (reward 1), action 1 once (reward 0), action 2
+  never: n(s) = 4, B^Q = (1, 0, -). alpha 0.5, grid (0.25, 0.75):
+  b(0.25) = 0.5 sqrt(ln 4 / 4) = 0.294353, b(0.75) = 0.5 sqrt(ln(4/3) / 4) = 0.134090.
+  Q = B^Q - b on the data's actions; action 2 is outside the support: 1 below the smallest
+  supported value. With tau = 0.5 (n(s, a) > 1.5) action 1 leaves the support too."""
+  data = _bandit([0, 0, 0, 1], [1, 1, 1, 0])
+  m = learners.empirical_model(data, 1, 3)
+  b = 0.5 * np.sqrt(np.log([4.0, 4.0 / 3.0]) / 4.0)
+  np.testing.assert_allclose(b, [0.294353, 0.134090], rtol=1e-5)
+  q = learners.family_q(m, 0.9, 0.5, [0.25, 0.75], "bonus")[:, 0]            # [K, A]
+  np.testing.assert_allclose(q, [[1 - b[0], -b[0], -b[0] - 1], [1 - b[1], -b[1], -b[1] - 1]],
+                             rtol=1e-6)
+  q = learners.ccvl_bonus_gap_q(m, 0.9, 0.5, [0.25, 0.75], support_threshold=0.5)[:, 0]
+  np.testing.assert_allclose(q, [[1 - b[0], -b[0], -b[0]], [1 - b[1], -b[1], -b[1]]], rtol=1e-6)
+
+
+def test_bonus_with_max_gap_on_a_bandit_by_hand():
+  """Actions 0 (x3, reward 1) and 1 (x1, reward 0): T = (1, 0) - b, beta = (0.75, 0.25), w0 =
+  0.2. The hard-max argmin caps action 0: v = (0.75 T_0 - w0 (1 - 0.75)) / 0.75 =
+  T_0 - 0.2 / 3 (v = 0.9333 at b = 0); action 1 keeps T_1 + w0 < v. So V = 1 - 1/15 - b."""
+  data = _bandit([0, 0, 0, 1], [1, 1, 1, 0])
+  m = learners.empirical_model(data, 1, 2)
+  q0 = learners.ccvl_bonus_gap_q(m, 0.9, 0.0, [0.5], gap="max", gap_weight=0.2)[0, 0]
+  np.testing.assert_allclose(q0, [1 - 0.2 / 3, 0.2], rtol=1e-9)
+  b = 0.5 * np.sqrt(np.log(2.0) / 4.0)
+  q = learners.family_q(m, 0.9, 0.5, [0.5], "bonus+max", gap_weight=0.2)[0, 0]
+  np.testing.assert_allclose(q, q0 - b, rtol=1e-9)
+
+
+def test_greedy_varies_and_flat_value_by_hand():
+  """K = 3 deltas, 3 states, 2 actions.
+  s0: (1, 0) at every delta: one policy, V flat.
+  s1: (1, 0), (0.5, 0.5), (0, 1): greedy {0}, {0, 1}, {1}: the ends are disjoint -> varies.
+  s2: (1, 1), (0, 1), (1, 1): every pair of greedy sets shares action 1 -> a switch between
+      tied actions only, not a variation; V = 1 throughout -> flat."""
+  q = np.array([[[1, 0], [1, 0], [1, 1]],
+                [[1, 0], [0.5, 0.5], [0, 1]],
+                [[1, 0], [0, 1], [1, 1]]], np.float64)                 # [K, S, A]
+  np.testing.assert_array_equal(learners.greedy_varies(q), [False, True, False])
+  np.testing.assert_array_equal(learners.v_at_min_delta(q), [True, False, True])
+  st = learners.family_stats(q, np.array([0, 1, 2]))
+  assert st["greedy_varies_share"] == pytest.approx(1 / 3)
+  assert st["v_at_min_delta_share"] == pytest.approx(2 / 3)
+
+
+def test_regularized_solver_refuses_a_bonus_reading(gridworld_model):
+  env, _, m = gridworld_model
+  with pytest.raises(ValueError, match="bonus reading"):
+    learners.ccvl_regularized_q(m, env.gamma, 0.2, [0.5], reading="bonus")
 
 
 def test_bad_reading_is_named():

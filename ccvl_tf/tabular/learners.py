@@ -4,7 +4,7 @@ More in docs/library.md "Module notes", `ccvl_tf/tabular/learners.py`.
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -323,18 +323,41 @@ def cql_q(model: EmpiricalModel, gamma: float, alpha: float, tol: float = 1e-8,
   return _regularized_fixed_point(model, gamma, weight, None, tol, max_iters, newton_steps, "CQL")
 
 
-# The readings of Eq. (cql update) (docs/agent.md "The confidence family"): the gap of the
-# regularizer, and whether the outer max over delta_1, delta_2 <= delta is taken over the
-# per-delta *solutions* ('+monotone': a running max along the grid, Lemma 1 by construction).
-READINGS = ("logsumexp", "max", "logsumexp+monotone", "max+monotone")
+# The readings of the confidence family (docs/agent.md "The confidence family"). Regularized,
+# Eq. (cql update): the gap of the regularizer and whether the outer max over delta_1, delta_2 <=
+# delta is taken over the per-delta *solutions* ('+monotone': a running max along the grid,
+# Lemma 1 by construction). Bonus, Eq. (update) with the state count n(s): 'bonus' alone, or
+# with a gap whose weight w0 does not depend on delta ('bonus+logsumexp', 'bonus+max'), which
+# pushes the actions the data never takes down without undoing the order the bonus gives.
+READINGS = ("logsumexp", "max", "logsumexp+monotone", "max+monotone", "bonus",
+            "bonus+logsumexp", "bonus+max")
+# How far below the smallest supported action's value an action outside the data's support is
+# put (reward units): it ranks below every supported one, and Bellman errors on the data stay
+# finite. The network's support mask (ccvl_tf/support.py) uses the same margin.
+SUPPORT_MARGIN = 1.0
+# w0 of the gapped bonus readings when none is given: the most favourable of {0.1, 0.3, 1} on
+# the exact gridworld (docs/family_choice.md; larger w0 ties or inflates more).
+DEFAULT_GAP_WEIGHT = 0.1
 
 
-def parse_reading(reading: str) -> tuple:
-  """'max+monotone' -> ('max', True); ValueError naming the reading otherwise."""
+class Reading(NamedTuple):
+  """A parsed reading: form 'regularized' (Eq. cql update) or 'bonus' (Eq. update); gap
+  'logsumexp', 'max' or None (the bonus alone); monotone: the outer max over the per-delta
+  solutions (regularized readings only)."""
+  form: str
+  gap: Optional[str]
+  monotone: bool
+
+
+def parse_reading(reading: str) -> Reading:
+  """'max+monotone' -> Reading('regularized', 'max', True); 'bonus+max' -> Reading('bonus',
+  'max', False); ValueError naming the reading otherwise."""
   if reading not in READINGS:
     raise ValueError(f"reading must be one of {', '.join(READINGS)}, got {reading!r}")
-  gap, _, mono = reading.partition("+")
-  return gap, bool(mono)
+  head, _, tail = reading.partition("+")
+  if head == "bonus":
+    return Reading("bonus", tail or None, False)
+  return Reading("regularized", head, bool(tail))
 
 
 def ccvl_regularized_q(model: EmpiricalModel, gamma: float, alpha, deltas,
@@ -360,7 +383,11 @@ def ccvl_regularized_q(model: EmpiricalModel, gamma: float, alpha, deltas,
   """
   _check_alpha(alpha)
   deltas = check_deltas(deltas)
-  gap, monotone = parse_reading(reading)
+  parsed = parse_reading(reading)
+  if parsed.form != "regularized":
+    raise ValueError(f"ccvl_regularized_q solves the regularized readings; {reading!r} is a "
+                     f"bonus reading (ccvl_bonus_gap_q, or family_q for any reading)")
+  gap, monotone = parsed.gap, parsed.monotone
   alpha_arr = np.atleast_1d(np.asarray(alpha, np.float64))
   # weight [C, K, S] = alpha * sqrt(log(1/delta) / (n(s) ^ 1))
   weight = alpha_arr[:, None, None] * np.sqrt(
@@ -370,11 +397,112 @@ def ccvl_regularized_q(model: EmpiricalModel, gamma: float, alpha, deltas,
   return q if np.ndim(alpha) else q[0]
 
 
+def ccvl_bonus_gap_q(model: EmpiricalModel, gamma: float, alpha, deltas, gap=None,
+                     gap_weight: float = DEFAULT_GAP_WEIGHT, tol: float = 1e-8,
+                     max_iters: int = 10_000, newton_steps: int = 3,
+                     support_threshold: float = 0.0) -> np.ndarray:
+  """CCVL with the bonus of Eq. (update) on the state count n(s), optionally with a gap whose
+  weight w0 does not depend on delta, on a sorted delta grid. Q [K, S, A] ([C, K, S, A] for
+  an array alpha).
+
+  With T(s, a, delta) = max_{delta2 <= delta} B^ Q^k(s, a, delta2) - alpha sqrt(log(1/delta) /
+  (n(s) ^ 1)), each iterate is, per state and delta,
+    gap None:  Q = T on the data's actions; an action the data never takes at s has no lower
+               bound there (-inf);
+    gap set:   argmin_q w0 (gap(q) - sum_a beta_a q_a) + 1/2 sum_a beta_a (q_a - T_a)^2, with
+               gap = logsumexp_a q or max_a q and beta = n(s, a) / n(s) (unseen actions: -inf).
+  T is nondecreasing in delta (a running max minus a bonus that shrinks as delta grows) and
+  each per-state solution is nondecreasing in every T_a, so Q is nondecreasing in delta at
+  every iterate (Lemma 1) without a max over the solutions. With gap None or 'max', V <=
+  max_a T, so V never exceeds the largest return; logsumexp can raise the data's favourite
+  action above its target (by less than w0).
+
+  Args:
+    alpha: the bonus weight, a scalar or an array [C] solved together.
+    gap: None, 'logsumexp' or 'max'.
+    gap_weight: w0 >= 0 (used only with a gap).
+    support_threshold: tau in [0, 1): an action is in the data's support at s when
+      n(s, a) > tau max_a' n(s, a') (tau = 0: every action the data takes there). Outside it
+      the data gives no lower bound: the iterates treat such an action as -inf, and the
+      returned Q puts it SUPPORT_MARGIN below the smallest supported value at that state and
+      delta (ranked last, nondecreasing in delta, finite Bellman errors).
+  """
+  _check_alpha(alpha)
+  _check_alpha(gap_weight)
+  deltas = check_deltas(deltas)
+  if gap not in (None,) + GAPS:
+    raise ValueError(f"gap must be None or one of {', '.join(GAPS)}, got {gap!r}")
+  if not 0.0 <= support_threshold < 1.0:
+    raise ValueError(f"support_threshold must be in [0, 1), got {support_threshold!r}")
+  alpha_arr = np.atleast_1d(np.asarray(alpha, np.float64))
+  seen_s = model.seen_s
+  seen_sa = model.n_sa > support_threshold * model.n_sa.max(axis=1, keepdims=True)  # [S, A]
+  beta = model.n_sa / np.maximum(model.n_s, 1)[:, None]              # pi_beta^(a|s), [S, A]
+  # bonus [C, K, S, 1] = alpha * sqrt(log(1/delta) / (n(s) ^ 1))
+  bonus = (alpha_arr[:, None, None, None]
+           * np.sqrt(np.log(1.0 / deltas)[None, :, None, None]
+                     / np.maximum(model.n_s, 1)[None, None, :, None]))
+  weight = np.full(bonus.shape[:-1], float(gap_weight))             # w0 [C, K, S]
+
+  def step(q):  # q [C, K, S, A]
+    v = _state_values(np.where(seen_s[:, None], q, 0.0))           # unvisited states: 0
+    target = np.maximum.accumulate(model.backup(v, gamma), axis=1) - bonus
+    if gap is None or gap_weight == 0:
+      q_new = np.where(seen_sa, target, NEG_INF)
+    elif gap == "max":
+      q_new = _max_gap_argmin(weight, beta, seen_sa, target, q)
+    else:
+      q_new = _regularized_argmin(weight, beta, seen_sa, target, q, newton_steps)
+    return np.where(seen_s[:, None], q_new, 0.0)
+
+  q = _iterate(step, np.zeros(bonus.shape[:-1] + (model.n_sa.shape[1],)), tol, max_iters,
+               f"CCVL (bonus, gap {gap})")
+  floor = np.where(seen_sa, q, np.inf).min(-1, keepdims=True) - SUPPORT_MARGIN  # [C, K, S, 1]
+  q = np.where(seen_sa | ~seen_s[:, None], q, floor)
+  return q if np.ndim(alpha) else q[0]
+
+
+def family_q(model: EmpiricalModel, gamma: float, alpha, deltas, reading: str,
+             gap_weight: float = DEFAULT_GAP_WEIGHT, **kwargs) -> np.ndarray:
+  """The exact family Q(s, a, delta) [K, S, A] ([C, K, S, A] for an array alpha) of any of
+  READINGS: ccvl_regularized_q for the regularized ones, ccvl_bonus_gap_q (w0 = gap_weight)
+  for the bonus ones."""
+  parsed = parse_reading(reading)
+  if parsed.form == "bonus":
+    return ccvl_bonus_gap_q(model, gamma, alpha, deltas, parsed.gap, gap_weight, **kwargs)
+  return ccvl_regularized_q(model, gamma, alpha, deltas, reading=reading, **kwargs)
+
+
+TIE_TOL = 1e-6  # values within this of the maximum are tied greedy actions
+
+
+def greedy_varies(q_delta: np.ndarray, tol: float = TIE_TOL) -> np.ndarray:
+  """bool [S]: whether the greedy action changes along the grid at each state of a family
+  Q [K, S, A], tie-aware: some two grid deltas have disjoint greedy action sets (actions within
+  `tol` of the maximum), so a switch between tied actions does not count."""
+  q = np.asarray(q_delta, np.float64)
+  top = q >= q.max(-1, keepdims=True) - tol                       # [K, S, A] greedy sets
+  out = np.zeros(q.shape[1], bool)
+  for i in range(q.shape[0]):
+    # disjoint with any later delta: no action in both sets  [K-i-1, S]
+    out |= np.any(~np.any(top[i][None] & top[i + 1:], axis=-1), axis=0)
+  return out
+
+
+def v_at_min_delta(q_delta: np.ndarray, tol: float = TIE_TOL) -> np.ndarray:
+  """bool [S]: V(s, delta) = max_a Q equals V(s, delta_min) (within `tol`) at every grid delta
+  (the family is flat in value there)."""
+  v = np.asarray(q_delta, np.float64).max(-1)                     # [K, S]
+  return np.all(np.abs(v - v[:1]) <= tol, axis=0)
+
+
 def family_stats(q_delta: np.ndarray, states: np.ndarray, tol: float = 1e-9) -> dict:
   """How a family Q(s, a, delta) [K, S, A] on a sorted grid behaves at `states` (a bool mask
   [S] or indices): the share of states whose V(s, .) = max_a Q(s, a, .) is nondecreasing step by
   step along the grid (Lemma 1 for V), the share where every action's Q(s, a, .) with a finite
-  value is (Lemma 1), the share with V(delta_max) >= V(delta_min), and max V."""
+  value is (Lemma 1), the share with V(delta_max) >= V(delta_min), max V, the share whose
+  greedy action varies along the grid (`greedy_varies`, tie-aware) and the share whose V is
+  its smallest-delta value at every delta (`v_at_min_delta`)."""
   q = np.asarray(q_delta, np.float64)[:, states]                  # [K, S', A]
   v = q.max(-1)                                                   # [K, S']
   with np.errstate(invalid="ignore"):
@@ -384,7 +512,9 @@ def family_stats(q_delta: np.ndarray, states: np.ndarray, tol: float = 1e-9) -> 
           "v_nondecreasing_share": float(np.mean(np.all(np.diff(v, axis=0) >= -tol, 0))),
           "q_nondecreasing_share": float(np.mean(np.all(dq >= -tol, axis=(0, 2)))),
           "v_end_ordered_share": float(np.mean(v[-1] >= v[0] - tol)),
-          "v_max": float(v.max())}
+          "v_max": float(v.max()),
+          "greedy_varies_share": float(np.mean(greedy_varies(q))),
+          "v_at_min_delta_share": float(np.mean(v_at_min_delta(q)))}
 
 
 # ----------------------------------------------------------------------------------------------

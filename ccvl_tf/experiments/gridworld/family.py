@@ -1,18 +1,24 @@
-"""The confidence family on the gridworld: each reading of Eq. (cql update), solved exactly and
-trained as the neural agent on one-hot states, checked against what the paper proves.
+"""The confidence family on the gridworld: each reading, solved exactly and trained as the
+neural agent on one-hot states, checked against what the paper proves and against what the
+adaptive policy needs.
 
   * `family_rows`: one row per (method, reading, alpha, seed) for `family.csv`: Lemma 1 as
     shares of visited states (V and every action's Q nondecreasing step by step along the
-    delta grid), the largest V (no return exceeds 1), for the neural rows the greedy agreement
+    delta grid), the largest V (no return exceeds 1), whether the family is more than one
+    policy (the share of states whose greedy action varies along delta, tie-aware, and the
+    share whose V is flat at its smallest-delta value), for the neural rows the greedy agreement
     with the exact solution of the same reading at the same deltas, and the share of
     (delta, state) pairs whose greedy action is tied (the hard-max gap ties actions exactly).
   * `theorem2_coverage`: Theorem 2 over resampled datasets, the share on which
     V(s, delta) <= V*(s) at every visited state, against the target 1 - delta.
 
-Readings (ccvl_tf.tabular.learners.READINGS): the gap ('logsumexp' or 'max') and '+monotone'.
-Exactly, '+monotone' is the outer max over delta' <= delta of the per-delta solutions; the
-neural agent gets it from its monotone delta head (a base value plus nonnegative increments).
-docs/agent.md "The confidence family" has the derivations.
+Readings (ccvl_tf.tabular.learners.READINGS): regularized (Eq. cql update: the gap 'logsumexp'
+or 'max', and '+monotone', exactly the outer max over delta' <= delta of the per-delta
+solutions, in the network the monotone delta head) and bonus (Eq. update with the state count
+n(s): 'bonus', and with a delta-independent gap of weight w0, 'bonus+logsumexp', 'bonus+max';
+in the network objective 'bonus', the monotone head and the data-support head of
+ccvl_tf/support.py, whose threshold the exact solution uses too). docs/agent.md "The confidence
+family" has the derivations.
 """
 from __future__ import annotations
 
@@ -33,37 +39,65 @@ from ccvl_tf.tabular import value_iteration as vi
 
 FAMILY_HEADER = ("method", "reading", "default", "alpha", "seed", "visited_states",
                  "v_nondecreasing_share", "q_nondecreasing_share", "v_end_ordered_share",
-                 "v_max", "policy_agreement_with_exact", "tied_greedy_share")
+                 "v_max", "greedy_varies_share", "v_at_min_delta_share",
+                 "policy_agreement_with_exact", "tied_greedy_share")
+# tau of the data-support head (ccvl_tf/support.py) in the bonus readings, exact and neural:
+# an action is in the data's support where pi_beta(a | s) > tau max_a' pi_beta(a' | s).
+SUPPORT_THRESHOLD = 0.05
 THEOREM2_HEADER = ("reading", "alpha", "delta", "coverage", "n_datasets", "target")
 
 
-def neural_settings(reading: str):
-  """(gap, delta_head) of the neural agent for a reading."""
-  gap, monotone = learners.parse_reading(reading)
-  return gap, "monotone" if monotone else "cosine"
+def neural_settings(reading: str) -> dict:
+  """The CCVLConfig fields of the neural agent for a reading (objective, gap, delta head, w0,
+  support threshold)."""
+  parsed = learners.parse_reading(reading)
+  if parsed.form == "bonus":
+    return dict(objective="bonus", gap=parsed.gap or "logsumexp", delta_head="monotone",
+                gap_weight=learners.DEFAULT_GAP_WEIGHT if parsed.gap else 0.0,
+                support_threshold=SUPPORT_THRESHOLD)
+  return dict(objective="algorithm1", gap=parsed.gap,
+              delta_head="monotone" if parsed.monotone else "cosine", gap_weight=0.0,
+              support_threshold=0.0)
+
+
+def exact_family(model, gamma: float, alpha, grid, reading: str) -> np.ndarray:
+  """The exact family of `reading` [K, S, A] ([C, K, S, A] for an array alpha), with the
+  support threshold its neural agent uses."""
+  tau = neural_settings(reading)["support_threshold"]
+  extra = {"support_threshold": tau} if learners.parse_reading(reading).form == "bonus" else {}
+  return learners.family_q(model, gamma, alpha, grid, reading, **extra)
 
 
 def default_reading() -> str:
-  """The reading CCVLConfig trains by default (its gap and delta head)."""
+  """The reading CCVLConfig trains by default (its objective, gap, w0 and delta head)."""
   cfg = ccvl_agent.CCVLConfig()
+  if cfg.objective == "bonus":
+    return "bonus" + (f"+{cfg.gap}" if cfg.gap_weight > 0 else "")
   return cfg.gap + ("+monotone" if cfg.delta_head == "monotone" else "")
 
 
+# The family study's network: small enough for thousands of steps in seconds, N = 8 deltas
+# per transition and lr 1e-3 (at N = 4 and lr 3e-3 the greedy agreement with the exact bonus
+# family was 0.63-0.84; docs/family_choice.md).
+NEURAL_NUM_DELTAS = 8
+NEURAL_LEARNING_RATE = 1e-3
+
+
 def train_neural(env: GridWorld, data, reading: str, alpha: float, seed: int, steps: int,
-                 num_deltas: int = 4):
+                 num_deltas: int = NEURAL_NUM_DELTAS):
   """The neural CCVL agent on one-hot states with exact n(s)^-1, in `reading`; returns it.
 
-  A small MLP (64 units, 16 cosine features, hidden 64), squared TD loss, no DR3, Adam 3e-3,
-  target period 10, batch 64: cheap enough for a few thousand steps in seconds."""
-  gap, head = neural_settings(reading)
+  A small MLP (64 units, 16 cosine features, hidden 64), squared TD loss, no DR3, Adam
+  (NEURAL_LEARNING_RATE), target period 10, batch 64."""
   keras.utils.set_random_seed(int(seed))
   obs_spec = tensor_spec.TensorSpec([env.num_states], "float32", name="observation")
   action_spec = tensor_spec.BoundedTensorSpec([], "int32", 0, env.num_actions - 1,
                                               name="action")
   cfg = ccvl_agent.CCVLConfig(num_deltas=num_deltas, num_pairs=2, alpha=float(alpha),
                               gamma=env.gamma, td_loss="squared", dr3_coef=0.0,
-                              learning_rate=3e-3, adam_epsilon=1e-7, target_update_period=10,
-                              gap=gap, delta_head=head, seed=int(seed))
+                              learning_rate=NEURAL_LEARNING_RATE, adam_epsilon=1e-7,
+                              target_update_period=10, seed=int(seed),
+                              **neural_settings(reading))
   exact = counts_lib.ExactInverseCounts(data.state, env.num_states)
   agent = ccvl_agent.CCVLAgent(
       ts.time_step_spec(obs_spec), action_spec, cfg,
@@ -82,7 +116,7 @@ def neural_family(agent, env: GridWorld, grid: np.ndarray) -> np.ndarray:
   return np.moveaxis(q, 0, 1)                                                # [K, S, A]
 
 
-TIE_TOL = 1e-6  # exact values within this of the maximum are tied greedy actions
+TIE_TOL = learners.TIE_TOL  # exact values within this of the maximum are tied greedy actions
 
 
 def greedy_agreement(q_net: np.ndarray, q_exact: np.ndarray, states: np.ndarray) -> float:
@@ -112,8 +146,8 @@ def family_rows(env: GridWorld, seeds, alphas, grid, readings, neural_steps: int
     model = learners.empirical_model(data, env.num_states, env.num_actions)
     visited = model.seen_s & ~env.terminal_mask
     for reading in readings:
-      exact = learners.ccvl_regularized_q(model, env.gamma, np.asarray(alphas, np.float64), grid,
-                                          reading=reading)                  # [C, K, S, A]
+      exact = exact_family(model, env.gamma, np.asarray(alphas, np.float64), grid,
+                           reading)                                         # [C, K, S, A]
       for ai, alpha in enumerate(alphas):
         st = learners.family_stats(exact[ai], visited)
         rows.append(("exact", reading, int(reading == default), alpha, seed, st["states"],
@@ -126,14 +160,16 @@ def family_rows(env: GridWorld, seeds, alphas, grid, readings, neural_steps: int
           rows.append(("neural", reading, int(reading == default), alpha, seed, st["states"],
                        *_stat_values(st), round(agree, 4), round(tied_share(q, visited), 4)))
           log(f"[family] seed {seed} alpha {alpha:g} {reading}: neural V nondecreasing at "
-              f"{st['v_nondecreasing_share']:.2f} of {st['states']} states, agreement with "
+              f"{st['v_nondecreasing_share']:.2f} of {st['states']} states, greedy action "
+              f"varying along delta at {st['greedy_varies_share']:.2f}, agreement with "
               f"exact {agree:.2f}")
   return rows
 
 
 def _stat_values(st):
   return (round(st["v_nondecreasing_share"], 4), round(st["q_nondecreasing_share"], 4),
-          round(st["v_end_ordered_share"], 4), round(st["v_max"], 6))
+          round(st["v_end_ordered_share"], 4), round(st["v_max"], 6),
+          round(st["greedy_varies_share"], 4), round(st["v_at_min_delta_share"], 4))
 
 
 def theorem2_coverage(env: GridWorld, grid, alphas, readings, num_datasets: int, seed: int,
@@ -151,7 +187,7 @@ def theorem2_coverage(env: GridWorld, grid, alphas, readings, num_datasets: int,
     model = learners.empirical_model(datasets.dataset(i), env.num_states, env.num_actions)
     visited = model.seen_s & ~env.terminal_mask
     for r in readings:
-      v = learners.ccvl_regularized_q(model, env.gamma, alphas, grid, reading=r).max(-1)
+      v = exact_family(model, env.gamma, alphas, grid, r).max(-1)          # [C, K, S]
       held[r] += np.all(v[:, :, visited] <= v_star[visited] + 1e-9, axis=-1)   # [C, K]
     if progress is not None:
       progress.step()

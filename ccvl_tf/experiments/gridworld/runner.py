@@ -66,7 +66,7 @@ class Config:
                             kind="list", flag_default=list(learners.READINGS),
                             parse=parse_readings)
   family_seeds: int = setting(2, "Datasets of the family study (family.csv), from first_seed.")
-  family_steps: int = setting(3000, "Train steps of each neural family run (0: exact rows only).")
+  family_steps: int = setting(6000, "Train steps of each neural family run (0: exact rows only).")
   theorem2_datasets: int = setting(200, "Resampled datasets for the Theorem 2 coverage study.")
   alphas: tuple = setting(DEFAULT_ALPHAS, "alpha grid of the sweep (Fig. 1 left), each >= 0.",
                           kind="list", flag_default=[str(a) for a in DEFAULT_ALPHAS],
@@ -169,8 +169,8 @@ def run(cfg: Config, log=print) -> dict:
     data = dataset_lib.make_gridworld_dataset(seed, cfg.num_transitions, data_env)
     model = learners.empirical_model(data, data_env.num_states, data_env.num_actions)
     # Every alpha of a reading in one vectorized solve: [C, K, S, A].
-    q_readings = [learners.ccvl_regularized_q(model, data_env.gamma, np.asarray(alphas), grid,
-                                              reading=reading) for reading in cfg.readings]
+    q_readings = [family_lib.exact_family(model, data_env.gamma, np.asarray(alphas), grid,
+                                          reading) for reading in cfg.readings]
     for ai, alpha in enumerate(alphas):
       q_cql = learners.cql_q(model, data_env.gamma, alpha)
       sweep_rows.append(("CQL", "", alpha, seed,

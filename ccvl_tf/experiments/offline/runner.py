@@ -175,8 +175,11 @@ def _train(cfg: OfflineConfig, run_setup: Setup, log,
       records = run_setup.evaluation(compiled_policy, seeds.eval_env(step),
                                      seeds.eval_episodes(step))
     raw_scores = np.array([r.raw_score for r in records])
+    # An episode shorter than the agent-step cap ended with the game; one at the cap did not
+    # (in Breakout: a policy that never serves again after losing a life).
     out = {"mean_raw_score": float(raw_scores.mean()), "mean_length": float(
-        np.mean([r.length for r in records]))}
+        np.mean([r.length for r in records])), "ended_share": float(
+            np.mean([r.length < run_setup.evaluation.max_steps for r in records]))}
     try:
       out["normalized_score"] = float(np.mean(scores.normalized_score(run_setup.game,
                                                                       raw_scores)))

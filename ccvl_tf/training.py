@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from ccvl_tf import writes
+from ccvl_tf import strict_json
 
 # Failed writes (module notes); their names as callers know them.
 WriteFailed = writes.WriteFailed
@@ -127,7 +128,7 @@ FINGERPRINT = "fingerprint.json"
 def _write_json_atomic(path: str, obj, last_good: Optional[str] = None) -> None:
   with writing(path, last_good, [path + ".tmp"]):
     with open(path + ".tmp", "w") as f:
-      json.dump(obj, f, indent=1, sort_keys=True, default=float)
+      strict_json.dump(obj, f, indent=1, sort_keys=True, default=float)
     os.replace(path + ".tmp", path)
 
 
@@ -245,7 +246,7 @@ def check_fingerprint(checkpoint_dir: str, fingerprint: Optional[Mapping[str, ob
   with writing(checkpoint_dir):
     os.makedirs(checkpoint_dir, exist_ok=True)
   path = os.path.join(checkpoint_dir, FINGERPRINT)
-  fingerprint = json.loads(json.dumps(dict(fingerprint), sort_keys=True, default=str))
+  fingerprint = json.loads(strict_json.dumps(dict(fingerprint), sort_keys=True, default=str))
   if not os.path.exists(path):
     _write_json_atomic(path, fingerprint)
     return

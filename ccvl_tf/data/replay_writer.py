@@ -8,7 +8,6 @@ offers.
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import io
 import pickle
@@ -24,6 +23,7 @@ from tf_agents.trajectories import time_step as ts_lib
 from ccvl_tf.data import dqn_replay
 from ccvl_tf.data import replay_validity
 from ccvl_tf.data import replay_files
+from ccvl_tf import strict_json
 
 
 def _save_gz(path: str, value, zero_rows_from: Optional[int] = None) -> None:
@@ -187,7 +187,7 @@ class DopamineReplayWriter:
                 suffixes=self.written_suffixes, format="dopamine_replay_v1")
     path = os.path.join(self._dir, replay_files.METADATA_FILENAME)
     with open(path + ".tmp", "w") as f:
-      json.dump(meta, f, indent=1, sort_keys=True)
+      strict_json.dump(meta, f, indent=1, sort_keys=True)
     os.replace(path + ".tmp", path)
     self._closed = True
     return self.written_suffixes

@@ -34,6 +34,7 @@ from ccvl_tf.envs import atari
 from ccvl_tf.envs import atari_vector
 from ccvl_tf.envs import scripted
 from ccvl_tf.experiments.offline.seeds import Seeds
+from ccvl_tf import strict_json
 
 DEFAULT_DATASET_STEPS = 50_000
 # Where the default dataset is collected (OfflineConfig.default_dataset_env; module docstring).
@@ -149,8 +150,9 @@ def ensure_default_dataset(spec: DefaultDataset, env_factory, log=print) -> str:
     cached_where = info.get("collection_env", "sequential")
     if info.get("policy", "random") == name and info.get("steps") == spec.steps \
         and spec.env in ("auto", cached_where):
+      score = info.get("behaviour_mean_score")  # null: no episode of the collection ended
       log(f"Using the cached default dataset {out} ({description}, collected {cached_where}; "
-          f"behaviour score {info.get('behaviour_mean_score', float('nan')):.1f}).")
+          f"behaviour score {'n/a' if score is None else f'{score:.1f}'}).")
       return out
     log(f"The cached default dataset {out} was collected with {info.get('policy', 'random')} "
         f"/ {info.get('steps')} steps / {cached_where}; collecting it again with {name} / "
@@ -192,7 +194,8 @@ def ensure_default_dataset(spec: DefaultDataset, env_factory, log=print) -> str:
   log(f"Behaviour policy ({name}): mean score {info['behaviour_mean_score']:.1f} over "
       f"{len(scores)} complete episodes of the collection.")
   with open(marker + ".tmp", "w") as f:
-    json.dump(info, f)
+    strict_json.dump(info, f, notes={
+        "behaviour_mean_score": "undefined: no episode ended during the collection"})
   os.replace(marker + ".tmp", marker)
   return out
 

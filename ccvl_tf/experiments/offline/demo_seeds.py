@@ -33,6 +33,7 @@ import numpy as np
 
 from ccvl_tf.config_flags import setting
 from ccvl_tf import score_stats
+from ccvl_tf import strict_json
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))  # ccvl_tf/experiments/offline/<this file>
@@ -97,7 +98,7 @@ def run(cfg: DemoSeedsConfig, train_flags: Sequence[str] = (),
   cfg.validate(train_flags)
   os.makedirs(cfg.output_dir, exist_ok=True)
   with open(os.path.join(cfg.output_dir, "config.json"), "w") as f:
-    json.dump(dict(dataclasses.asdict(cfg), train_flags=list(train_flags)), f, indent=2)
+    strict_json.dump(dict(dataclasses.asdict(cfg), train_flags=list(train_flags)), f, indent=2)
   dataset = os.path.join(seed_dir(cfg, cfg.seeds[0]), "default_dataset", cfg.game)
   env = dict(os.environ, PYTHONUNBUFFERED="1")
   env["PYTHONPATH"] = _REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")

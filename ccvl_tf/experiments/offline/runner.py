@@ -22,7 +22,7 @@ import tensorflow as tf
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
-from ccvl_tf import belief, policies, rollouts, scores, training
+from ccvl_tf import belief, diagnostics, policies, rollouts, scores, strict_json, training
 from ccvl_tf.data import frame_store
 from ccvl_tf.envs import atari, atari_vector
 from ccvl_tf.experiments import agent_registry, tf_setup
@@ -247,11 +247,14 @@ def _confidence_diagnostics(cfg: OfflineConfig, run_setup: Setup, exports, log,
 
 
 def write_summary(root_dir: str, summary: Dict[str, object], last_good: str) -> None:
-  """root_dir/summary.json, replaced at once (a failed write names the last good checkpoint)."""
+  """root_dir/summary.json, replaced at once (a failed write names the last good checkpoint);
+  strict JSON: a NaN is null with `<key>_note` beside it saying why (ccvl_tf.strict_json; a
+  diagnostic undefined on a grid of one delta: diagnostics.undefined_notes)."""
+  notes = diagnostics.undefined_notes(summary["config"]["num_grid_deltas"])
   path = os.path.join(root_dir, "summary.json")
   with training.writing(path, last_good, [path + ".tmp"]):
     with open(path + ".tmp", "w") as f:
-      json.dump(summary, f, indent=2, default=float)
+      strict_json.dump(summary, f, indent=2, default=float, notes=notes)
     os.replace(path + ".tmp", path)
 
 

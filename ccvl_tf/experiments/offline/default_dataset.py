@@ -86,7 +86,8 @@ class DefaultDataset:
 
   @property
   def out_dir(self) -> str:
-    return os.path.join(self.root_dir, "default_dataset", self.game)
+    """root_dir/default_dataset/<the game's one spelling> (atari.canonical_game)."""
+    return os.path.join(self.root_dir, "default_dataset", atari.canonical_game(self.game))
 
 
 def default_behaviour(spec: DefaultDataset, env):

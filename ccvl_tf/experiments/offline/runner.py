@@ -112,7 +112,8 @@ def setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True,
   num_actions = probe.num_actions
   data = dataset.open_dataset(config.data_settings(cfg), env_factory,
                               probe.observation_spec().shape, num_actions, log,
-                              collect=collect, timer=timer)
+                              collect=collect, timer=timer, game=probe.game,
+                              action_set=probe.action_set)
   obs_spec = tensor_spec.from_spec(probe.observation_spec())
   action_spec = tensor_spec.from_spec(probe.action_spec())
   time_step_spec = ts.time_step_spec(obs_spec)

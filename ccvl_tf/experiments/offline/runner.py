@@ -22,7 +22,8 @@ import tensorflow as tf
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
-from ccvl_tf import belief, diagnostics, policies, rollouts, scores, strict_json, training
+from ccvl_tf import belief, diagnostics, policies, rollouts, run_lock, scores, strict_json
+from ccvl_tf import training
 from ccvl_tf.data import frame_store
 from ccvl_tf.envs import atari, atari_vector
 from ccvl_tf.experiments import agent_registry, tf_setup
@@ -47,13 +48,18 @@ class Trained:
 
 def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Trained:
   """The offline run: data -> learner -> training -> exported policies -> diagnostics, and
-  summary.json."""
+  summary.json; one process per --root_dir (run_lock: another process's run there is
+  refused, naming it)."""
   cfg.validate()
+  with run_lock.hold(cfg.root_dir, "--root_dir"):
+    return _run(cfg, log)
+
+
+def _run(cfg: OfflineConfig, log: Callable[[str], None]) -> Trained:
   threads = tf_setup.configure_tensorflow(cfg.tf_threads, cfg.deterministic, log)
   log(f"TensorFlow threads: {threads['tf_threads'] or 'the number of cores'} (--tf_threads)"
       + (", op determinism on" if cfg.deterministic else "")
       + f"; CPU kernels: {tf_setup.cpu_kernels_in_force()}.")
-  os.makedirs(cfg.root_dir, exist_ok=True)
   log(config.describe_preset(cfg))
   timer = PhaseTimes()
   run_setup = setup(cfg, log, timer=timer)

@@ -179,13 +179,15 @@ def _write_eval_csv(path: str, evals: Mapping[str, Mapping[str, float]],
     os.replace(path + ".tmp", path)
 
 
-def restore_or_initialize(learner, checkpoint_dir: str, keep: int = 3, log=print):
-  """A CheckpointManager for the learner, restored from its newest intact checkpoint.
+def restore_newest_intact(learner, checkpoint_dir: str, keep: int = 3, log=print):
+  """(a CheckpointManager for the learner, the checkpoint restored into it, the skipped ones):
+  the newest checkpoint under `checkpoint_dir` that restores, or (manager, None, []) when there
+  is none.
 
-  A latest checkpoint that does not restore (truncated / missing data, garbage index) is
-  skipped with a log line naming it and why, and the next older one is tried. Raises a
-  ValueError listing every checkpoint and its failure when none restores (e.g. all written by
-  a learner of another game, agent or network size)."""
+  A checkpoint that does not restore (truncated / missing data, garbage index) is skipped with
+  a log line naming it and why, and the next older one is tried. Raises a ValueError listing
+  every checkpoint and its failure when none restores (e.g. all written by a learner of
+  another game, agent or network size)."""
   ckpt = learner.make_checkpoint()
   manager = tf.train.CheckpointManager(ckpt, checkpoint_dir, max_to_keep=keep)
   candidates = list(reversed(manager.checkpoints))  # newest first
@@ -202,19 +204,29 @@ def restore_or_initialize(learner, checkpoint_dir: str, keep: int = 3, log=print
       ckpt = learner.make_checkpoint()  # a fresh object: nothing left over from the attempt
       manager = tf.train.CheckpointManager(ckpt, checkpoint_dir, max_to_keep=keep)
       continue
-    if failures:
-      log(f"Resumed from the older checkpoint {path} (train step "
-          f"{int(learner.train_step_counter.numpy())}); skipped: "
-          + ", ".join(os.path.basename(p) for p, _ in failures) + ".")
-    else:
-      log(f"Resumed from {path} (train step {int(learner.train_step_counter.numpy())}).")
-    return manager
+    return manager, path, [p for p, _ in failures]
   if failures:
     raise ValueError(
         f"no checkpoint under {checkpoint_dir} restores into this learner: "
         + "; ".join(f"{os.path.basename(p)}: {r}" for p, r in failures)
         + ". If they were written by another configuration (game, agent, network size), "
         f"point --root_dir elsewhere; if they are damaged, the run cannot resume from them.")
+  return manager, None, []
+
+
+def restore_or_initialize(learner, checkpoint_dir: str, keep: int = 3, log=print):
+  """A CheckpointManager for the learner, restored from its newest intact checkpoint
+  (`restore_newest_intact`: damaged ones skipped and named, a ValueError when none restores);
+  a learner without checkpoints starts fresh."""
+  manager, path, skipped = restore_newest_intact(learner, checkpoint_dir, keep, log)
+  if path is None:
+    return manager
+  step = int(learner.train_step_counter.numpy())
+  if skipped:
+    log(f"Resumed from the older checkpoint {path} (train step {step}); skipped: "
+        + ", ".join(os.path.basename(p) for p in skipped) + ".")
+  else:
+    log(f"Resumed from {path} (train step {step}).")
   return manager
 
 

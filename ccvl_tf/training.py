@@ -89,7 +89,38 @@ def check_output_dir(path: str, flag: str = "--root_dir") -> None:
   if not os.path.isdir(probe):
     raise ValueError(f"{flag} {path}: {probe} is a file, so the directory cannot be created")
   if not os.access(probe, os.W_OK | os.X_OK):
-    raise ValueError(f"{flag} {path}: {probe} is not writable")
+    why = "is on a read-only file system" if _read_only(probe) else "is not writable"
+    raise ValueError(f"{flag} {path}: {probe} {why}")
+  _check_name_lengths(path, flag, probe)
+
+
+def _read_only(path: str) -> bool:
+  """Whether `path` lies on a file system mounted read-only."""
+  try:
+    return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+  except OSError:
+    return False
+
+
+def _check_name_lengths(path: str, flag: str, existing: str) -> None:
+  """ValueError naming `flag` when a component of `path`, or the whole of it, is longer than
+  the file system of `existing` (its nearest existing directory) allows."""
+  def limit(name: str, default: int) -> int:
+    try:
+      return int(os.pathconf(existing, name))
+    except (OSError, ValueError):
+      return default
+  name_max, path_max = limit("PC_NAME_MAX", 255), limit("PC_PATH_MAX", 4096)
+  full = os.path.abspath(path)
+  for part in full.split(os.sep):
+    if len(os.fsencode(part)) > name_max:
+      shown = part if len(part) <= 40 else part[:37] + "..."
+      raise ValueError(f"{flag}: the path component {shown!r} is {len(os.fsencode(part))} "
+                       f"bytes long, longer than the file system allows ({name_max}); use a "
+                       f"shorter name")
+  if len(os.fsencode(full)) >= path_max:
+    raise ValueError(f"{flag}: the path is {len(os.fsencode(full))} bytes long, longer than the "
+                     f"file system allows ({path_max - 1}); use a shorter path")
 
 
 def check_input_dir(path: str, flag: str, expected: str = "") -> None:

@@ -182,6 +182,9 @@ def test_default_dataset_is_collected_once_and_cached(tmp_path):
     (["--default_dataset_steps=10000000", "--batch_size=5000000"],
      "--batch_size=5000000 (about 1.01 MB per transition in a train step, --num_deltas=8) "
      "needs about 5034.10 GB, but only"),
+    (["--root_dir=" + "a" * 300], "--root_dir: the path component "
+     "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...' is 300 bytes long, longer than the file "
+     "system allows"),
     ([f"--dataset_dir={TESTDATA}", "--batch_size=5000"],
      "--batch_size=5000 (about 1.01 MB per transition in a train step, --num_deltas=8) needs "
      f"at least 5,000 transitions, but {TESTDATA} holds 2,489"),

@@ -73,7 +73,7 @@ def _collect(cfg, env):
     policy = replay_writer.random_policy(env.num_actions, seed=cfg.seed)
   else:
     try:
-      policy = replay_writer.saved_model_policy(cfg.policy)
+      policy = replay_writer.saved_model_policy(cfg.policy, env)
     except ValueError as e:
       raise app.UsageError(str(e))
   writer = replay_writer.DopamineReplayWriter(

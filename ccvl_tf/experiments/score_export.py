@@ -104,7 +104,8 @@ def run(cfg: EvaluateConfig) -> dict:
   action_spec = probe.env.action_spec()
   saved, meta = rollouts.load_saved_policy(
       cfg.policy_dir, num_actions=int(action_spec.maximum) - int(action_spec.minimum) + 1,
-      observation_shape=probe.env.observation_spec().shape)
+      observation_shape=probe.env.observation_spec().shape,
+      observation_dtype=probe.env.observation_spec().dtype)
   os.makedirs(cfg.output_dir, exist_ok=True)
   records = _run_seeds(cfg, saved, probe, references)
   return _write_outputs(cfg, probe, records, meta)

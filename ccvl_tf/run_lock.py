@@ -13,7 +13,8 @@ and the holder:
 
 `hold` is reentrant within a process (the train_offline binary holds the lock across the run
 and its results table, and each of them takes it too). On file systems without flock support
-(some network file systems) the lock cannot be taken and `hold` says so.
+the lock cannot be taken and `hold` says so; a remote run directory (gs://) is not locked.
+Processes forked while the lock is held share it (the lock belongs to the open file).
 """
 from __future__ import annotations
 
@@ -26,12 +27,12 @@ import shlex
 import socket
 import sys
 import time
-from typing import Dict, Iterator, List
+from typing import Iterator, Set
 
 LOCK_FILENAME = "run.lock"
 
-# This process's locks: real path of the lock file -> [file descriptor, depth].
-_HELD: Dict[str, List[int]] = {}
+# The lock files this process holds (real paths).
+_HELD: Set[str] = set()
 
 
 class RunDirectoryInUse(ValueError):
@@ -74,13 +75,12 @@ def hold(run_dir: str, flag: str = "--root_dir") -> Iterator[str]:
     ValueError: the directory or its lock file cannot be created or locked (e.g. read-only, or
       a file system without flock), naming `flag`, the path and why.
   """
+  if "://" in str(run_dir):  # a remote run directory (gs://): no OS lock to take there
+    yield ""
+    return
   path = os.path.join(os.path.realpath(run_dir), LOCK_FILENAME)
-  if path in _HELD:
-    _HELD[path][1] += 1
-    try:
-      yield path
-    finally:
-      _HELD[path][1] -= 1
+  if path in _HELD:  # taken again by the process that holds it
+    yield path
     return
   try:
     os.makedirs(run_dir, exist_ok=True)
@@ -101,11 +101,11 @@ def hold(run_dir: str, flag: str = "--root_dir") -> Iterator[str]:
           f"per run directory: wait for it to end, or give another {flag} (its lock {path} is "
           f"released when that process ends, also if it is killed)") from None
     _record(fd)
-    _HELD[path] = [fd, 1]
+    _HELD.add(path)
     try:
       yield path
     finally:
-      del _HELD[path]
+      _HELD.discard(path)
       with contextlib.suppress(OSError):
         os.ftruncate(fd, 0)  # no holder recorded while nobody holds it
   finally:

@@ -73,3 +73,5 @@ def test_what_could_not_be_checked_is_said(tmp_path):
       f"{bare} has no ccvl_dataset.json (a DQN Replay directory): its game and action set "
       f"cannot be checked against Breakout; checked instead: every action read is below the "
       f"game's action count (4) and the frames stack to uint8 84x84x4"]
+  # A missing directory: nothing to say here (the reader refuses it, naming it).
+  assert dataset_record.check(str(tmp_path / "missing"), **BREAKOUT) == []

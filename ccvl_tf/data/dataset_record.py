@@ -44,6 +44,8 @@ def check(replay_dir: str, *, game: str, action_set: Optional[Sequence[int]],
       disagreement; or a record that cannot be read.
   """
   resolved = replay_files.resolve_replay_dir(replay_dir)
+  if not replay_files.path_isdir(resolved):
+    return []  # nothing to check: the reader refuses a missing directory, naming it
   path = os.path.join(resolved, METADATA_FILENAME)
   meta = replay_files.read_metadata(resolved)
   want_shape = tuple(int(d) for d in observation_shape)

@@ -9,7 +9,6 @@ step timings), end_to_end.py (merged under 'end_to_end'), data.py (under 'data')
 --profile, profile_step.py (under 'profile': the top TensorFlow ops of one step).
 """
 import importlib
-import json
 import os
 import sys
 
@@ -26,6 +25,7 @@ from ccvl_tf import config_flags  # noqa: E402
 from ccvl_tf.bench import end_to_end  # noqa: E402
 from ccvl_tf.bench import profile_step  # noqa: E402
 from ccvl_tf.bench import train_step  # noqa: E402
+from ccvl_tf import strict_json  # noqa: E402
 
 config_flags.define(bench.BenchmarkConfig)  # the `setting` fields of BenchmarkConfig
 
@@ -58,13 +58,13 @@ def main(argv):
   out_dir = os.path.dirname(os.path.abspath(cfg.output))
   os.makedirs(out_dir, exist_ok=True)
   with open(cfg.output, "w") as f:
-    json.dump(result, f, indent=2, sort_keys=True)
+    strict_json.dump(result, f, indent=2, sort_keys=True)
   summary = {k: result[k] for k in ("train_step_ms", "ratio_ccvl_over_dqn",
                                     "ratio_ccvl_over_dqn_dr3", "ratio_dqn_dr3_over_dqn")}
   if "end_to_end" in result:
     summary["end_to_end"] = {k: result["end_to_end"][k] for k in (
         "loop_steps_per_s", "step_only_steps_per_s", "pipeline_overhead")}
-  print(json.dumps(summary))
+  print(strict_json.dumps(summary))
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BU
 from absl import app  # noqa: E402
 
 from ccvl_tf import config_flags  # noqa: E402
+from ccvl_tf import training  # noqa: E402
 from ccvl_tf.data import replay_writer  # noqa: E402
 from ccvl_tf.data import vector_collection  # noqa: E402
 from ccvl_tf.envs import atari  # noqa: E402
@@ -49,10 +50,22 @@ def main(argv):
   if cfg.steps <= 0:
     raise app.UsageError("--steps must be positive")
   try:
+    training.check_output_dir(cfg.output_dir, "--output_dir")  # a file, read-only, too long
     env = atari.AtariEnvironment(cfg.game, seed=cfg.seed,
                                  sticky_action_prob=cfg.sticky_action_prob)
   except ValueError as e:
     raise app.UsageError(str(e))
+  try:
+    _collect(cfg, env)
+  except FileExistsError as e:
+    raise app.UsageError(str(e))
+  except OSError as e:  # a write refused on the way (read-only, disk full): one line
+    sys.exit(f"collect_dataset.py: error: could not write {e.filename or cfg.output_dir}: "
+             f"{e.strerror or e}")
+
+
+def _collect(cfg, env):
+  """The collection of `cfg` (CollectConfig) in `env`: policy, writer, steps, metadata."""
   if cfg.num_envs > 1 and cfg.policy != "random":
     raise app.UsageError(f"--num_envs={cfg.num_envs} runs a random policy on the vector "
                          f"environment; --policy={cfg.policy} needs --num_envs=1")
@@ -60,19 +73,16 @@ def main(argv):
     policy = replay_writer.random_policy(env.num_actions, seed=cfg.seed)
   else:
     try:
-      policy = replay_writer.saved_model_policy(cfg.policy)
+      policy = replay_writer.saved_model_policy(cfg.policy, env)
     except ValueError as e:
       raise app.UsageError(str(e))
-  try:
-    writer = replay_writer.DopamineReplayWriter(
-        cfg.output_dir, replay_capacity=cfg.replay_capacity,
-        metadata=dict(game=env.game, num_actions=env.num_actions, action_set=env.action_set,
-                      policy=cfg.policy, steps=cfg.steps, seed=cfg.seed,
-                      sticky_action_prob=cfg.sticky_action_prob,
-                      **({"collection_env": "vector", "num_envs": cfg.num_envs}
-                         if cfg.num_envs > 1 else {})))
-  except FileExistsError as e:
-    raise app.UsageError(str(e))
+  writer = replay_writer.DopamineReplayWriter(
+      cfg.output_dir, replay_capacity=cfg.replay_capacity,
+      metadata=dict(game=env.game, num_actions=env.num_actions, action_set=env.action_set,
+                    policy=cfg.policy, steps=cfg.steps, seed=cfg.seed,
+                    sticky_action_prob=cfg.sticky_action_prob,
+                    **({"collection_env": "vector", "num_envs": cfg.num_envs}
+                       if cfg.num_envs > 1 else {})))
   print("collecting {} steps of {} ({} actions) with policy {} on {} into {}".format(
       cfg.steps, env.game, env.num_actions, cfg.policy,
       f"{cfg.num_envs} copies of the vector environment" if cfg.num_envs > 1 else

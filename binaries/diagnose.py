@@ -24,6 +24,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from ccvl_tf import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 from ccvl_tf import config_flags
+from ccvl_tf import training
 from ccvl_tf.experiments.offline import config as offline_config
 from ccvl_tf.experiments.offline import runner as offline
 
@@ -41,7 +42,9 @@ def main(argv):
   try:
     summary = offline.diagnose(cfg.root_dir, cfg.episodes,
                                log=lambda s: print(s, flush=True))
-  except (ValueError, FileNotFoundError) as e:
+  except (ValueError, FileNotFoundError, MemoryError, training.WriteFailed) as e:
+    # A directory that is not a finished run, a summary.json that is not one, a checkpoint of
+    # another run, a run directory in use, a failed write: one clear line, no traceback.
     sys.exit(f"diagnose.py: error: {e}")
   width = max(len(k) for k in summary)
   for k, v in summary.items():

@@ -28,6 +28,7 @@ quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BU
 from ccvl_tf.experiments import tf_setup  # noqa: E402
 tf_setup.pin_cpu_kernels()  # before TensorFlow loads: the same CPU kernels on every machine
 from ccvl_tf import config_flags
+from ccvl_tf import run_lock
 from ccvl_tf import training
 from ccvl_tf.envs import atari
 from ccvl_tf.experiments import agent_options
@@ -55,7 +56,8 @@ def main(argv):
     raise app.UsageError(str(e))
   try:
     log = lambda s: print(s, flush=True)
-    summary = offline_table.run(cfg, offline.run(cfg, log=log), log=log)
+    with run_lock.hold(cfg.root_dir, "--root_dir"):  # the run and its table: one process
+      summary = offline_table.run(cfg, offline.run(cfg, log=log), log=log)
   except (ValueError, MemoryError, training.TrainingStopped, training.WriteFailed) as e:
     # Bad data (names the file), a checkpoint of another run, a NaN loss (names the step and
     # the last good checkpoint), a failed write (names the path and the last good

@@ -520,6 +520,21 @@ def plot_belief(path: str, trace: Sequence[Mapping[str, float]]) -> None:
   plt.close(fig)
 
 
+# The diagnostics that compare V(s, delta) across the grid (delta_family's and summarize's keys):
+# undefined (NaN) with a grid of one delta.
+ACROSS_DELTA_KEYS = ("monotone_fraction", "strictly_increasing_fraction", "end_ordered_fraction",
+                     "lemma1_fraction", "lemma1_end_fraction")
+
+
+def undefined_notes(num_grid_deltas: int) -> Dict[str, str]:
+  """Why a diagnostic of a grid of `num_grid_deltas` deltas is NaN, by key: the notes written
+  beside its null in the JSON files (ccvl_tf.strict_json)."""
+  if int(num_grid_deltas) >= 2:
+    return {}
+  return {k: "undefined: one grid delta (K = 1), so V(s, delta) cannot be compared across "
+             "delta" for k in ACROSS_DELTA_KEYS}
+
+
 # ------------------------------------------------------------------------------ summary
 def summarize(family: Optional[Mapping[str, object]] = None,
               separation: Optional[Mapping[str, object]] = None,

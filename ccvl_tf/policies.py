@@ -467,11 +467,15 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
   (PolicySaver then stores a stub that raises when called), so the SavedModel loads anywhere.
 
   `action` takes an observation of any shape (the saved signature's observation has no fixed
-  shape) and checks it against the policy's observation spec, so a wrong shape is an error
-  naming that spec instead of a failed signature match. A policy state of batch size 0 (what
-  TF-Agents' `SavedModelPyTFEagerPolicy.get_initial_state()` returns without a batch size, and
-  `PyDriver` passes on an unbatched environment) is replaced by the initial state of the time
-  step's batch; a state of another batch size than the time step's is an error.
+  shape) and checks it against the policy's observation spec, so a wrong shape, and a time step
+  of batch size 0, is an error naming that spec instead of a failed signature match or an
+  error deep inside the network. Observations of another dtype (float32, int64, ...) reach a
+  concrete function of their own (`export_policy` traces them, `refusal_step`), which says the
+  same instead of TensorFlow's "Could not find matching concrete function". A policy state of
+  batch size 0 (what TF-Agents' `SavedModelPyTFEagerPolicy.get_initial_state()` returns
+  without a batch size, and `PyDriver` passes on an unbatched environment) is replaced by the
+  initial state of the time step's batch; a state of another batch size than the time step's
+  is an error.
   """
 
   def __init__(self, policy: tf_policy.TFPolicy):
@@ -484,6 +488,13 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
                      policy.info_spec, automatic_state_reset=False,
                      name=(policy.name or "policy") + "_export")
     self._policy = policy
+    self._spec_text = ""
+    self._observation_dtype = getattr(observation, "dtype", None)
+    if isinstance(observation, tf.TensorSpec):
+      self._spec_text = (
+          f"the observation must be {observation.dtype.name} [batch, "
+          f"{', '.join(map(str, observation.shape.as_list()))}] with batch >= 1 (the "
+          f"time_step_spec.observation of the policy, policy_specs.pbtxt)")
 
   def _variables(self):
     return self._policy.variables()
@@ -491,25 +502,52 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
   def _get_initial_state(self, batch_size):
     return self._policy.get_initial_state(batch_size)
 
-  def _checked_observation(self, observation):
-    """`observation` with the policy's static shape, after checking it at run time."""
+  def _checked_inputs(self, time_step, policy_state):
+    """(time_step, policy_state) after checking the observation against the policy's spec at
+    run time: its shape, and a batch of at least 1. Every input passes through the check (so
+    no other op runs before it) and loses its static batch size (a batch of 0 known when the
+    saved function is called would otherwise fail shape inference deep inside the policy)."""
     spec = self._policy.time_step_spec.observation
     if not isinstance(spec, tf.TensorSpec):
-      return observation
+      return time_step, policy_state
     want = spec.shape.as_list()
-    got = tf.shape(observation)
-    padded = tf.concat([got, tf.zeros([len(want) + 1], tf.int32)], 0)[1:len(want) + 1]
+    got = tf.shape(time_step.observation)
+    padded = tf.concat([got, tf.zeros([len(want) + 1], tf.int32)], 0)
     ok = tf.logical_and(tf.equal(tf.size(got), len(want) + 1),
-                        tf.reduce_all(tf.equal(padded, want)))
-    check = tf.debugging.Assert(ok, [
-        f"the observation must be {spec.dtype.name} [batch, {', '.join(map(str, want))}] "
-        f"(the time_step_spec.observation of the policy, policy_specs.pbtxt); got shape", got],
-        summarize=16)
+                        tf.reduce_all(tf.equal(padded[1:len(want) + 1], want)))
+    ok = tf.logical_and(ok, padded[0] >= 1)
+    check = tf.debugging.Assert(ok, [self._spec_text + "; got shape", got], summarize=16)
+
+    def unbatched(x):
+      x = tf.convert_to_tensor(x)
+      shape = None if x.shape.rank is None else [None] + x.shape.as_list()[1:]
+      with tf.control_dependencies([check]):
+        return tf.identity(tf.compat.v1.placeholder_with_default(x, shape))
+
+    time_step, policy_state = tf.nest.map_structure(unbatched, (time_step, policy_state))
     # Under tf.cond: a caller that knows the wrong shape statically (TF-Agents' loaders trace
     # with the actual shapes) would otherwise fail at ensure_shape before the check runs.
+    observation = tf.cond(ok, lambda: tf.ensure_shape(time_step.observation, [None] + want),
+                          lambda: tf.zeros([0] + want, spec.dtype))
+    return time_step._replace(observation=observation), policy_state
+
+  def refusal_step(self, time_step, policy_state):
+    """The policy step of an observation of another dtype than the spec's: an assertion that
+    names the spec and the dtype given, then a placeholder step (actions 0, the state as
+    given) that is never returned."""
+    got = time_step.observation
+    check = tf.debugging.Assert(False, [
+        self._spec_text + f"; got {got.dtype.name} of shape", tf.shape(got),
+        f"; convert it first (np.asarray(observation, np.{self._observation_dtype.name}))"],
+        summarize=16)
     with tf.control_dependencies([check]):
-      return tf.cond(ok, lambda: tf.ensure_shape(observation, [None] + want),
-                     lambda: tf.zeros([0] + want, spec.dtype))
+      batch = tf.shape(time_step.step_type)[:1]
+      zeros = lambda spec: tf.zeros(
+          tf.concat([batch, tf.constant(spec.shape.as_list(), tf.int32)], 0), spec.dtype)
+      action = tf.nest.map_structure(zeros, self.action_spec)
+      info = tf.nest.map_structure(zeros, self.info_spec)
+      state = tf.nest.map_structure(tf.identity, policy_state)
+    return policy_step.PolicyStep(action, state, info)
 
   def _state_for(self, time_step, policy_state):
     """`policy_state`, or the initial state of the time step's batch when its batch is 0."""
@@ -526,7 +564,10 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
                                    initial)
 
   def _action(self, time_step, policy_state, seed):
-    time_step = time_step._replace(observation=self._checked_observation(time_step.observation))
+    spec = self._policy.time_step_spec.observation
+    if isinstance(spec, tf.TensorSpec) and time_step.observation.dtype != spec.dtype:
+      return self.refusal_step(time_step, policy_state)  # known when traced: a function apart
+    time_step, policy_state = self._checked_inputs(time_step, policy_state)
     if tf.nest.flatten(policy_state):
       policy_state = self._state_for(time_step, policy_state)
     return self._policy.action(time_step, policy_state, seed=seed)
@@ -561,6 +602,7 @@ def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None) -
   """
   view = _ActionOnlyPolicy(policy)
   saver = policy_saver.PolicySaver(view, batch_size=None, train_step=train_step)
+  _trace_other_dtypes(saver, view)
   if "://" in directory:  # remote (gs://): written in place
     _save(saver, policy, directory)
     return directory
@@ -583,6 +625,34 @@ def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None) -
     if old is not None:
       shutil.rmtree(old, ignore_errors=True)
   return directory
+
+
+# Observation dtypes a caller may pass by mistake (frames scaled to floats, numpy's default
+# integers): each gets a concrete function of the saved `action` that refuses it naming the
+# observation spec (_ActionOnlyPolicy.refusal_step), instead of TensorFlow's 23-41-line "Could
+# not find matching concrete function". Other dtypes still get TensorFlow's message.
+OTHER_OBSERVATION_DTYPES = (tf.uint8, tf.float32, tf.float64, tf.int32, tf.int64)
+
+
+def _trace_other_dtypes(saver, view: _ActionOnlyPolicy) -> None:
+  """Traces the saved `action` of `saver` for observations of each OTHER_OBSERVATION_DTYPES
+  (the specs named and batched as PolicySaver does), so the SavedModel holds those concrete
+  functions too; each is only the refusal (the dtype is known when it is traced)."""
+  observation = view.time_step_spec.observation
+  if not isinstance(observation, tf.TensorSpec):
+    return
+  batch = lambda spec: policy_saver.add_batch_dim(spec, [None])
+  state = policy_saver.rename_spec_with_nest_paths(
+      tf.nest.map_structure(batch, view.policy_state_spec))
+  for dtype in OTHER_OBSERVATION_DTYPES:
+    if dtype == observation.dtype:
+      continue
+    time_step = tf.nest.map_structure(batch, view.time_step_spec)._replace(
+        observation=tf.TensorSpec(None, dtype, observation.name))
+    time_step = policy_saver.rename_spec_with_nest_paths(time_step)
+    saver.policy.action.get_concrete_function(time_step=time_step, policy_state=state)
+    if not state:  # PolicySaver's action of a stateless policy also takes the time step alone
+      saver.policy.action.get_concrete_function(time_step=time_step)
 
 
 def _save(saver, policy: tf_policy.TFPolicy, directory: str) -> None:

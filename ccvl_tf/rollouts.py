@@ -202,16 +202,21 @@ def check_saved_model_dir(policy_dir: str) -> None:
 
 
 def load_saved_policy(policy_dir: str, num_actions: Optional[int] = None,
-                      observation_shape: Optional[Sequence[int]] = None):
+                      observation_shape: Optional[Sequence[int]] = None,
+                      observation_dtype=None):
   """Loads an exported policy (ccvl_tf.policies.export_policy / PolicySaver) with clear errors.
 
   Args:
     policy_dir: directory holding saved_model.pb (and policy_specs.pbtxt).
     num_actions: if given, must equal the policy's action count (from policy_specs.pbtxt).
     observation_shape: if given, must equal the policy's observation shape.
+    observation_dtype: if given (numpy or TensorFlow dtype), must equal the policy's
+      observation dtype: the environment's observations are then the policy's, and a call
+      cannot fail on a dtype the policy does not take.
 
   Returns:
-    (loaded SavedModel, dict(num_actions=..., observation_shape=...) or {} without specs file).
+    (loaded SavedModel, dict(num_actions=..., observation_shape=..., observation_dtype=...) or
+    {} without specs file).
   """
   # Here: TensorFlow (see the note at the top).
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
@@ -227,7 +232,8 @@ def load_saved_policy(policy_dir: str, num_actions: Optional[int] = None,
     meta["num_actions"] = int(np.asarray(action_spec.maximum) - np.asarray(action_spec.minimum)
                               + 1)
     meta["observation_shape"] = tuple(data_spec.observation.shape.as_list())
-  elif num_actions is not None or observation_shape is not None:
+    meta["observation_dtype"] = data_spec.observation.dtype.name
+  elif num_actions is not None or observation_shape is not None or observation_dtype is not None:
     raise ValueError(
         f"{specs_path} is missing, so the policy in {policy_dir!r} cannot be checked against "
         f"this game's actions and observations (a policy of another game would run and report a "
@@ -242,6 +248,13 @@ def load_saved_policy(policy_dir: str, num_actions: Optional[int] = None,
     raise ValueError(
         f"the policy in {policy_dir!r} expects observations of shape "
         f"{meta['observation_shape']} but the environment gives {tuple(observation_shape)}")
+  if observation_dtype is not None and "observation_dtype" in meta:
+    given = tf.as_dtype(observation_dtype).name
+    if given != meta["observation_dtype"]:
+      raise ValueError(
+          f"the policy in {policy_dir!r} takes {meta['observation_dtype']} observations "
+          f"{list(meta['observation_shape'])} (policy_specs.pbtxt) but the environment gives "
+          f"{given}: convert them first, or export the policy for this environment")
   # A plain PolicySaver export also serializes distribution(), whose TFP type specs must be
   # registered before loading: importing TFP does that.
   import tensorflow_probability  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import

@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from ccvl_tf import writes
+from ccvl_tf import strict_json
 
 # Failed writes (module notes); their names as callers know them.
 WriteFailed = writes.WriteFailed
@@ -88,7 +89,38 @@ def check_output_dir(path: str, flag: str = "--root_dir") -> None:
   if not os.path.isdir(probe):
     raise ValueError(f"{flag} {path}: {probe} is a file, so the directory cannot be created")
   if not os.access(probe, os.W_OK | os.X_OK):
-    raise ValueError(f"{flag} {path}: {probe} is not writable")
+    why = "is on a read-only file system" if _read_only(probe) else "is not writable"
+    raise ValueError(f"{flag} {path}: {probe} {why}")
+  _check_name_lengths(path, flag, probe)
+
+
+def _read_only(path: str) -> bool:
+  """Whether `path` lies on a file system mounted read-only."""
+  try:
+    return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+  except OSError:
+    return False
+
+
+def _check_name_lengths(path: str, flag: str, existing: str) -> None:
+  """ValueError naming `flag` when a component of `path`, or the whole of it, is longer than
+  the file system of `existing` (its nearest existing directory) allows."""
+  def limit(name: str, default: int) -> int:
+    try:
+      return int(os.pathconf(existing, name))
+    except (OSError, ValueError):
+      return default
+  name_max, path_max = limit("PC_NAME_MAX", 255), limit("PC_PATH_MAX", 4096)
+  full = os.path.abspath(path)
+  for part in full.split(os.sep):
+    if len(os.fsencode(part)) > name_max:
+      shown = part if len(part) <= 40 else part[:37] + "..."
+      raise ValueError(f"{flag}: the path component {shown!r} is {len(os.fsencode(part))} "
+                       f"bytes long, longer than the file system allows ({name_max}); use a "
+                       f"shorter name")
+  if len(os.fsencode(full)) >= path_max:
+    raise ValueError(f"{flag}: the path is {len(os.fsencode(full))} bytes long, longer than the "
+                     f"file system allows ({path_max - 1}); use a shorter path")
 
 
 def check_input_dir(path: str, flag: str, expected: str = "") -> None:
@@ -127,7 +159,7 @@ FINGERPRINT = "fingerprint.json"
 def _write_json_atomic(path: str, obj, last_good: Optional[str] = None) -> None:
   with writing(path, last_good, [path + ".tmp"]):
     with open(path + ".tmp", "w") as f:
-      json.dump(obj, f, indent=1, sort_keys=True, default=float)
+      strict_json.dump(obj, f, indent=1, sort_keys=True, default=float)
     os.replace(path + ".tmp", path)
 
 
@@ -178,13 +210,15 @@ def _write_eval_csv(path: str, evals: Mapping[str, Mapping[str, float]],
     os.replace(path + ".tmp", path)
 
 
-def restore_or_initialize(learner, checkpoint_dir: str, keep: int = 3, log=print):
-  """A CheckpointManager for the learner, restored from its newest intact checkpoint.
+def restore_newest_intact(learner, checkpoint_dir: str, keep: int = 3, log=print):
+  """(a CheckpointManager for the learner, the checkpoint restored into it, the skipped ones):
+  the newest checkpoint under `checkpoint_dir` that restores, or (manager, None, []) when there
+  is none.
 
-  A latest checkpoint that does not restore (truncated / missing data, garbage index) is
-  skipped with a log line naming it and why, and the next older one is tried. Raises a
-  ValueError listing every checkpoint and its failure when none restores (e.g. all written by
-  a learner of another game, agent or network size)."""
+  A checkpoint that does not restore (truncated / missing data, garbage index) is skipped with
+  a log line naming it and why, and the next older one is tried. Raises a ValueError listing
+  every checkpoint and its failure when none restores (e.g. all written by a learner of
+  another game, agent or network size)."""
   ckpt = learner.make_checkpoint()
   manager = tf.train.CheckpointManager(ckpt, checkpoint_dir, max_to_keep=keep)
   candidates = list(reversed(manager.checkpoints))  # newest first
@@ -201,19 +235,29 @@ def restore_or_initialize(learner, checkpoint_dir: str, keep: int = 3, log=print
       ckpt = learner.make_checkpoint()  # a fresh object: nothing left over from the attempt
       manager = tf.train.CheckpointManager(ckpt, checkpoint_dir, max_to_keep=keep)
       continue
-    if failures:
-      log(f"Resumed from the older checkpoint {path} (train step "
-          f"{int(learner.train_step_counter.numpy())}); skipped: "
-          + ", ".join(os.path.basename(p) for p, _ in failures) + ".")
-    else:
-      log(f"Resumed from {path} (train step {int(learner.train_step_counter.numpy())}).")
-    return manager
+    return manager, path, [p for p, _ in failures]
   if failures:
     raise ValueError(
         f"no checkpoint under {checkpoint_dir} restores into this learner: "
         + "; ".join(f"{os.path.basename(p)}: {r}" for p, r in failures)
         + ". If they were written by another configuration (game, agent, network size), "
         f"point --root_dir elsewhere; if they are damaged, the run cannot resume from them.")
+  return manager, None, []
+
+
+def restore_or_initialize(learner, checkpoint_dir: str, keep: int = 3, log=print):
+  """A CheckpointManager for the learner, restored from its newest intact checkpoint
+  (`restore_newest_intact`: damaged ones skipped and named, a ValueError when none restores);
+  a learner without checkpoints starts fresh."""
+  manager, path, skipped = restore_newest_intact(learner, checkpoint_dir, keep, log)
+  if path is None:
+    return manager
+  step = int(learner.train_step_counter.numpy())
+  if skipped:
+    log(f"Resumed from the older checkpoint {path} (train step {step}); skipped: "
+        + ", ".join(os.path.basename(p) for p in skipped) + ".")
+  else:
+    log(f"Resumed from {path} (train step {step}).")
   return manager
 
 
@@ -245,7 +289,7 @@ def check_fingerprint(checkpoint_dir: str, fingerprint: Optional[Mapping[str, ob
   with writing(checkpoint_dir):
     os.makedirs(checkpoint_dir, exist_ok=True)
   path = os.path.join(checkpoint_dir, FINGERPRINT)
-  fingerprint = json.loads(json.dumps(dict(fingerprint), sort_keys=True, default=str))
+  fingerprint = json.loads(strict_json.dumps(dict(fingerprint), sort_keys=True, default=str))
   if not os.path.exists(path):
     _write_json_atomic(path, fingerprint)
     return

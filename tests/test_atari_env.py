@@ -20,6 +20,18 @@ def test_rom_id_accepts_camel_and_snake_case():
   assert "MsPacman" in atari.valid_game_names()
 
 
+def test_every_case_and_underscore_spelling_is_one_canonical_game():
+  for spelling in ("breakout", "BREAKOUT", "Breakout", "bReAkOuT"):
+    assert atari.canonical_game(spelling) == "Breakout"
+  for spelling in ("SpaceInvaders", "space_invaders", "SPACEINVADERS", "Space-Invaders",
+                   "spaceinvaders"):
+    assert atari.canonical_game(spelling) == "SpaceInvaders"
+  assert atari.rom_id("SPACE_INVADERS") == "space_invaders"
+  assert atari.AtariEnvironment("pong").game == "Pong"
+  with pytest.raises(ValueError, match=r"unknown Atari game 'Breakot'; valid names: .*Breakout"):
+    atari.canonical_game("Breakot")
+
+
 def test_area_resize_exact_cases_and_matches_tf_area():
   # 2x2 block means: [[0, 2], [4, 6]] -> 3 (exact area average).
   img = np.zeros((168, 168), np.uint8)

@@ -112,6 +112,43 @@ def test_binary_random_policy_on_the_vector_env(tmp_path):
   assert bad.returncode != 0 and "needs --num_envs=1" in bad.stderr, bad.stderr[-2000:]
 
 
+# collect_dataset.py with every directory creation under a path refused as a read-only mount
+# refuses it (EROFS, injected into os.makedirs; the binary itself is unchanged).
+READ_ONLY = """
+import errno, os, runpy, sys
+target = sys.argv[1]
+real = os.makedirs
+def makedirs(path, *args, **kwargs):
+  if os.path.abspath(os.fsdecode(path)).startswith(target):
+    raise OSError(errno.EROFS, os.strerror(errno.EROFS), os.fsdecode(path))
+  return real(path, *args, **kwargs)
+os.makedirs = makedirs
+sys.argv = sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+
+
+def test_binary_into_a_read_only_or_too_long_directory_is_one_line(tmp_path):
+  binary = os.path.join(ROOT, "binaries", "collect_dataset.py")
+  out = str(tmp_path / "ro" / "Breakout" / "1" / "replay_logs")
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
+  res = subprocess.run([sys.executable, "-c", READ_ONLY, str(tmp_path / "ro"), binary,
+                        "--game=Breakout", "--steps=10", "--output_dir=" + out],
+                       capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+  assert res.returncode != 0
+  lines = res.stderr.strip().splitlines()
+  assert lines == [f"collect_dataset.py: error: could not write {out}: Read-only file system"], \
+      res.stderr[-2000:]
+  too_long = str(tmp_path / ("b" * 300) / "replay_logs")
+  res = subprocess.run([sys.executable, binary, "--game=Breakout", "--steps=10",
+                        "--output_dir=" + too_long], capture_output=True, text=True,
+                       timeout=120, cwd=ROOT, env=env)
+  assert res.returncode != 0 and "Traceback" not in res.stderr
+  assert res.stderr.strip().splitlines()[-1].startswith(
+      "collect_dataset.py: error: --output_dir: the path component 'bbbb"), res.stderr[-2000:]
+  assert "is 300 bytes long, longer than the file system allows" in res.stderr
+
+
 def test_saved_model_policy_is_used(tmp_path):
   from tf_agents.policies import fixed_policy, policy_saver
   from tf_agents.specs import tensor_spec

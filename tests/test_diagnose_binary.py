@@ -16,8 +16,10 @@ def _run(binary, args, cwd):
                         capture_output=True, text=True, env=ENV, cwd=cwd, timeout=600)
 
 
-@pytest.mark.slow
-def test_train_offline_writes_diagnostics_and_diagnose_recomputes_them(tmp_path):
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+  """A tiny CCVL run on the testdata (4 steps, checkpoints at 2 and 4) and its stdout."""
+  tmp_path = tmp_path_factory.mktemp("diagnose")
   root = tmp_path / "run"
   r = _run("train_offline.py", [
       f"--dataset_dir={TESTDATA}", f"--root_dir={root}", "--num_steps=4", "--batch_size=4",
@@ -27,7 +29,13 @@ def test_train_offline_writes_diagnostics_and_diagnose_recomputes_them(tmp_path)
       "--objective=bound", "--count_ridge_mode=relative", "--count_ridge=1e-3",
       "--count_normalization=mean"], tmp_path)
   assert r.returncode == 0, r.stderr[-3000:]
-  assert "[diagnostics]" in r.stdout
+  return root, r.stdout
+
+
+@pytest.mark.slow
+def test_train_offline_writes_diagnostics_and_diagnose_recomputes_them(tiny_run, tmp_path):
+  root, stdout = tiny_run
+  assert "[diagnostics]" in stdout
   summary = json.loads((root / "summary.json").read_text())
   diag = summary["diagnostics"]
   assert 0.0 <= diag["lemma1_fraction"] <= 1.0
@@ -65,3 +73,37 @@ def test_bad_ccvl_option_is_refused_naming_the_flag(tmp_path):
   assert r.returncode != 0
   assert "objective must be one of algorithm1, bound, bonus" in r.stderr
   assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.slow
+def test_diagnose_falls_back_to_the_newest_intact_checkpoint(tiny_run, tmp_path):
+  """A copy of the run whose latest checkpoint's data file is truncated: before, diagnose.py
+  stopped with 'IndexError: Read less bytes than requested'; now it skips it, naming it, and
+  restores ckpt-2 as a resumed training does."""
+  import shutil
+  root = tmp_path / "copy"
+  shutil.copytree(tiny_run[0], root)
+  data = root / "checkpoints" / "ckpt-4.data-00000-of-00001"
+  data.write_bytes(data.read_bytes()[:data.stat().st_size // 2])
+  r = _run("diagnose.py", [f"--root_dir={root}", "--episodes=1"], tmp_path)
+  assert r.returncode == 0, r.stderr[-3000:]
+  ckpt = root / "checkpoints"
+  assert f"Skipping checkpoint {ckpt}/ckpt-4: it does not restore (" in r.stdout
+  assert f"Restored the older checkpoint {ckpt}/ckpt-2; skipped: ckpt-4." in r.stdout
+  assert "family_spread" in r.stdout
+
+
+@pytest.mark.parametrize("text,match", [
+    ("{}", "has no 'config' record of the run"),
+    ('{"config": {"game": "Breakout", "num_', "is not valid JSON (Unterminated string"),
+    ('{"config": {"num_steps": -3}}', "its 'config' record is not a valid run configuration: "
+                                      "--num_steps must be an integer >= 1, got -3"),
+])
+def test_diagnose_refuses_a_summary_that_is_not_one_naming_the_file(text, match, tmp_path):
+  (tmp_path / "summary.json").write_text(text)
+  r = _run("diagnose.py", [f"--root_dir={tmp_path}"], tmp_path)
+  assert r.returncode != 0
+  lines = r.stderr.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith(
+      f"diagnose.py: error: {tmp_path / 'summary.json'}"), r.stderr[-2000:]
+  assert match in lines[0]

@@ -8,6 +8,7 @@ episode-start padding frames are 0.
 import gzip
 import json
 import os
+import re
 
 import numpy as np
 import pytest
@@ -350,3 +351,45 @@ def test_negative_add_count_is_refused_not_read_modulo_the_capacity(tmp_path):
   with pytest.raises(DatasetError, match=r"add_count_ckpt\.0\.gz: add_count must be >= 0 "
                                          r".*got -3"):
     dqn_replay.load_checkpoint(d, 0)
+
+
+TESTDATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "testdata", "dqn_replay", "Breakout", "1", "replay_logs")
+
+
+def _testdata_with(tmp_path, name, suffix, value):
+  """A copy of the real-format testdata with one small array replaced (gzip + np.save)."""
+  import shutil
+  d = tmp_path / "replay_logs"
+  shutil.copytree(TESTDATA, d)
+  path = d / "{}_ckpt.{}.gz".format(name, suffix)
+  with gzip.open(path, "wb") as f:
+    np.save(f, np.asarray(value), allow_pickle=False)
+  return d, path
+
+
+def test_an_add_count_that_cannot_be_true_is_refused_naming_the_file_and_both_numbers(tmp_path):
+  """Suffix 2 of the testdata is a final partial buffer: add_count 545 of 1,000 slots,
+  invalid_range 544..548 around its cursor. An add_count of 10^12 would read it as full (cursor
+  0): before, its 455 never-written slots entered the store as transitions (976 loaded where
+  it holds 532)."""
+  from ccvl_tf.data.frame_store import FrameStore
+  assert FrameStore.from_replay(TESTDATA, suffixes=[2]).num_transitions == 532
+  d, path = _testdata_with(tmp_path, "add_count", 2, np.int64(10**12))
+  with pytest.raises(DatasetError) as e:
+    FrameStore.from_replay(str(d), suffixes=[2])
+  assert str(e.value) == (
+      f"{path}: add_count 1000000000000 puts the write cursor at slot 0 of the 1000 slots, but "
+      f"{d / 'invalid_range_ckpt.2.gz'} marks the slots [544, 545, 546, 547, 548] around the "
+      f"cursor (Dopamine recomputes them from the cursor at every add): the two cannot both be "
+      f"true; the file is damaged or was not written by Dopamine's replay buffer")
+  # A wrapped buffer's add_count beyond the capacity is true (suffix 1: 1,999 of 1,000 slots).
+  assert dqn_replay.load_checkpoint(TESTDATA, 1).add_count == 1999
+
+
+def test_an_invalid_range_outside_the_buffer_is_refused_naming_the_file(tmp_path):
+  d, path = _testdata_with(tmp_path, "invalid_range", 2, np.array([544, 545, 546, 547, 5000]))
+  with pytest.raises(DatasetError, match=r"^{}: invalid_range slot 5000 is outside the buffer "
+                                         r"of 1000 slots \[0, 1000\)".format(
+                                             re.escape(str(path)))):
+    dqn_replay.load_checkpoint(str(d), 2)

@@ -186,7 +186,11 @@ def test_run_episodes_with_exported_policy(tmp_path):
   policies.export_policy(_adaptive(), str(tmp_path / "p"))
   saved, meta = rollouts.load_saved_policy(str(tmp_path / "p"), num_actions=3,
                                              observation_shape=(2,))
-  assert meta == {"num_actions": 3, "observation_shape": (2,)}
+  assert meta == {"num_actions": 3, "observation_shape": (2,), "observation_dtype": "float32"}
+  # An environment of another observation dtype: refused before any call, naming both.
+  with pytest.raises(ValueError, match=r"takes float32 observations \[2\] \(policy_specs.pbtxt\) "
+                                       r"but the environment gives uint8: convert them first"):
+    rollouts.load_saved_policy(str(tmp_path / "p"), observation_dtype=np.uint8)
   recs = rollouts.run_episodes(saved, ScriptedEnv(), 2)
   assert float(np.exp(recs[1].log_belief[0])) == pytest.approx(0.924142, abs=1e-5)
   # A stateless export (empty policy state) runs through the same loop.

@@ -112,3 +112,19 @@ def test_stage_settings_are_the_flags_given_over_the_preset(tmp_path):
   assert (loop.root_dir, loop.num_steps, loop.checkpoint_interval, loop.log_interval,
           loop.summary_interval, loop.eval_interval) == (str(tmp_path / "run"), 10_000, 2_500,
                                                          500, 100, 5_000)
+
+
+def test_a_game_in_another_case_is_stored_in_its_one_spelling(tmp_path):
+  """--game=breakout and --game=Breakout are one run setting: the same stored name, default
+  dataset folder and fingerprint (a resume with the other spelling finds its dataset and is not
+  refused as another configuration); an unknown name is refused naming it."""
+  lower = config.OfflineConfig(game="breakout", root_dir=str(tmp_path / "run"))
+  camel = config.OfflineConfig(game="Breakout", root_dir=str(tmp_path / "run"))
+  assert lower.game == "Breakout" and config.record(lower)["game"] == "Breakout"
+  assert (config.default_dataset_spec(lower).out_dir
+          == config.default_dataset_spec(camel).out_dir
+          == str(tmp_path / "run" / "default_dataset" / "Breakout"))
+  assert config.fingerprint(lower, {}, 10) == config.fingerprint(camel, {}, 10)
+  assert config.OfflineConfig(game="SPACE_INVADERS").game == "SpaceInvaders"
+  with pytest.raises(ValueError, match=r"unknown Atari game 'Breakot'; valid names: "):
+    config.OfflineConfig(game="Breakot", root_dir=str(tmp_path / "run")).validate()

@@ -5,6 +5,7 @@ batch size: TF-Agents asks the SavedModel for batch 0) and with `get_initial_sta
 policy's observation spec)."""
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -63,12 +64,14 @@ CHILD = textwrap.dedent("""
       driver = py_driver.PyDriver(env, policy, [counted.append], max_steps=25)
       driver.run(env.reset(), policy.get_initial_state(env.batch_size))
       runs["driver_steps"] = int(sum(not t.is_boundary() for t in counted))
-      # A wrong observation shape.
-      try:
-        policy.action(ts.restart(frames[0][..., :3]), policy.get_initial_state())
-        runs["wrong_shape"] = "accepted"
-      except Exception as e:  # pylint: disable=broad-except
-        runs["wrong_shape"] = str(e)
+      # A wrong observation shape, and a wrong dtype.
+      for what, obs in (("wrong_shape", frames[0][..., :3]),
+                        ("wrong_dtype", frames[0].astype(np.float32))):
+        try:
+          policy.action(ts.restart(obs), policy.get_initial_state())
+          runs[what] = "accepted"
+        except Exception as e:  # pylint: disable=broad-except
+          runs[what] = str(e)
       out[name] = runs
     print("RESULT", json.dumps(out))
 """)
@@ -112,9 +115,34 @@ def test_exports_run_under_tf_agents_loaders_in_a_fresh_process(tmp_path):
     assert runs["no_batch_size"] == runs["batch_size_1"], (name, runs)
     assert all(0 <= a < NUM_ACTIONS for a in runs["no_batch_size"] + runs["batch_size_3"])
     assert runs["driver_steps"] == 25, (name, runs)  # max_steps, boundaries not counted
-    assert ("the observation must be uint8 [batch, 10, 10, 4] (the time_step_spec.observation of "
-            "the policy, policy_specs.pbtxt); got shape] [1 10 10 3]"
-            in runs["wrong_shape"]), (name, runs["wrong_shape"])
+    assert (SPEC + "; got shape] [1 10 10 3]" in runs["wrong_shape"]), (name, runs["wrong_shape"])
+    assert (SPEC + "; got float32 of shape] [1 10 10 4]" in runs["wrong_dtype"]), (
+        name, runs["wrong_dtype"])
+
+
+SPEC = ("the observation must be uint8 [batch, 10, 10, 4] with batch >= 1 (the "
+        "time_step_spec.observation of the policy, policy_specs.pbtxt)")
+
+
+@pytest.mark.parametrize("name", ["fixed", "adaptive"])
+def test_a_batch_of_zero_or_another_dtype_names_the_observation_spec(name, tmp_path):
+  """Before: a batch of 0 gave 'slice index 0 of dimension 0 out of bounds' (adaptive) or
+  'input depth must be evenly divisible by filter depth' (fixed, Atari), a float32 observation
+  TensorFlow's 23-41-line 'Could not find matching concrete function'."""
+  policies.export_policy(_policies()[name], str(tmp_path / name))
+  saved = tf.saved_model.load(str(tmp_path / name))
+  empty = ts.restart(tf.zeros((0,) + OBS_SHAPE, tf.uint8), batch_size=0)
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=re.escape(SPEC + "; got shape] [0 10 10 4]")):
+    saved.action(empty, saved.get_initial_state(batch_size=0))
+  for dtype in (tf.float32, tf.int64):
+    t = ts.restart(tf.zeros((2,) + OBS_SHAPE, dtype), batch_size=2)
+    with pytest.raises(tf.errors.InvalidArgumentError,
+                       match=re.escape(f"{SPEC}; got {dtype.name} of shape] [2 10 10 4] [; "
+                                       f"convert it first (np.asarray(observation, np.uint8))")):
+      saved.action(t, saved.get_initial_state(batch_size=2))
+  good = ts.restart(tf.zeros((2,) + OBS_SHAPE, tf.uint8), batch_size=2)
+  assert saved.action(good, saved.get_initial_state(batch_size=2)).action.shape == (2,)
 
 
 def test_a_state_of_another_batch_size_is_refused_naming_both(tmp_path):

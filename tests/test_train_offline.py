@@ -182,6 +182,9 @@ def test_default_dataset_is_collected_once_and_cached(tmp_path):
     (["--default_dataset_steps=10000000", "--batch_size=5000000"],
      "--batch_size=5000000 (about 1.01 MB per transition in a train step, --num_deltas=8) "
      "needs about 5034.10 GB, but only"),
+    (["--root_dir=" + "a" * 300], "--root_dir: the path component "
+     "'aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa...' is 300 bytes long, longer than the file "
+     "system allows"),
     ([f"--dataset_dir={TESTDATA}", "--batch_size=5000"],
      "--batch_size=5000 (about 1.01 MB per transition in a train step, --num_deltas=8) needs "
      f"at least 5,000 transitions, but {TESTDATA} holds 2,489"),
@@ -202,7 +205,29 @@ def test_dataset_of_another_games_action_count(tmp_path):
             "--num_steps=1", *TINY], tmp_path)
   assert r.returncode != 0
   assert "train_offline.py: error:" in r.stderr and "Traceback" not in r.stderr
-  assert "dataset of game 'Breakout' with 4 actions, but this game has 6 actions" in r.stderr
+  assert ("records a dataset of another game or format: the game Breakout, but this run's game "
+          "is Pong; the action set (ALE action ids) [0, 1, 3, 4], but Pong's is "
+          "[0, 1, 3, 4, 11, 12]") in r.stderr
+  assert not (tmp_path / "r" / "checkpoints").exists()
+
+
+def test_dataset_of_another_game_with_the_same_action_count_is_refused_before_loading(tmp_path):
+  """A copy of the testdata recorded as Atlantis (4 actions like Breakout, ALE ids 0, 1, 11,
+  12): before, only the action count was compared and the run trained to the end."""
+  import shutil
+  data = tmp_path / "replay_logs"
+  shutil.copytree(TESTDATA, data)
+  record = json.loads((data / "ccvl_dataset.json").read_text())
+  record.update(game="Atlantis", action_set=[0, 1, 11, 12])
+  (data / "ccvl_dataset.json").write_text(json.dumps(record))
+  r = _run([f"--dataset_dir={data}", f"--root_dir={tmp_path / 'r'}", "--game=breakout",
+            "--num_steps=1", *TINY], tmp_path)
+  assert r.returncode != 0
+  last = r.stderr.strip().splitlines()[-1]
+  assert last.startswith(f"train_offline.py: error: {data / 'ccvl_dataset.json'} records a "
+                         f"dataset of another game or format: the game Atlantis, but this run's "
+                         f"game is Breakout; the action set"), last
+  assert "Traceback" not in r.stderr and "Loading" not in r.stdout
   assert not (tmp_path / "r" / "checkpoints").exists()
 
 

@@ -156,6 +156,34 @@ def test_check_output_dir_refuses_files_and_names_the_flag(tmp_path):
     training.check_output_dir("")
 
 
+def test_check_output_dir_refuses_a_name_longer_than_the_file_system_allows(tmp_path):
+  """os.makedirs raised 'OSError: File name too long' as a traceback; the limit is the file
+  system's own (os.pathconf)."""
+  name_max = os.pathconf(str(tmp_path), "PC_NAME_MAX")
+  long_name = "a" * (name_max + 1)
+  with pytest.raises(ValueError, match=rf"^--root_dir: the path component 'a{{37}}\.\.\.' is "
+                                       rf"{name_max + 1} bytes long, longer than the file system "
+                                       rf"allows \({name_max}\); use a shorter name$"):
+    training.check_output_dir(str(tmp_path / long_name / "run"))
+  training.check_output_dir(str(tmp_path / ("a" * name_max) / "run"))  # at the limit: fine
+
+
+def test_check_output_dir_says_a_read_only_file_system(tmp_path, monkeypatch):
+  """A read-only mount, as os.access and os.statvfs report it (this machine runs the tests as
+  root, and mounting one needs privileges the tests do not take)."""
+  real_statvfs = os.statvfs
+
+  class ReadOnly:
+    def __init__(self, st):
+      self.f_flag = st.f_flag | os.ST_RDONLY
+
+  monkeypatch.setattr(os, "access", lambda path, mode: False)
+  monkeypatch.setattr(os, "statvfs", lambda path: ReadOnly(real_statvfs(path)))
+  with pytest.raises(ValueError, match=rf"^--output_dir {tmp_path}/out: {tmp_path} is on a "
+                                       rf"read-only file system$"):
+    training.check_output_dir(str(tmp_path / "out"), "--output_dir")
+
+
 def test_record_evaluation_keeps_one_row_per_step(tmp_path):
   """The online runner's end-of-run evaluation: recording a step twice (a rerun) and another
   step leaves eval.csv with one row per step, in step order, and the record returns them."""

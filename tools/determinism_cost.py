@@ -33,6 +33,8 @@ import sys
 import tempfile
 import time
 
+from ccvl_tf import strict_json  # the children's specs and results: strict JSON
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # (label, environment variables, intra-op threads, inter-op threads, op determinism);
@@ -170,7 +172,7 @@ def main():
       from ccvl_tf.experiments.offline import runner  # pylint: disable=g-import-not-at-top
       runner.setup(_demo_config(spec["work_dir"], spec["data_steps"]), log=print)
       return
-    print(json.dumps(child(spec["workload"], spec["intra"], spec["inter"], spec["det"],
+    print(strict_json.dumps(child(spec["workload"], spec["intra"], spec["inter"], spec["det"],
                            spec["steps"], spec["warmup"], spec["work_dir"],
                            spec["data_steps"])))
     return
@@ -196,7 +198,7 @@ def main():
             for torso in ("minatar", "nature") for label, env, intra, inter, det in OP_DETERMINISM]
   else:
     os.makedirs(args.work_dir, exist_ok=True)
-    subprocess.run([sys.executable, __file__, "--child", json.dumps(
+    subprocess.run([sys.executable, __file__, "--child", strict_json.dumps(
         {"prepare": True, "work_dir": args.work_dir, "data_steps": args.data_steps})],
         env=base_env, check=True, capture_output=True)
     runs = [("demo", label, env, intra, inter, det, args.steps or 300)
@@ -207,7 +209,7 @@ def main():
     for workload, label, env, intra, inter, det, steps in runs:
       spec = dict(workload=workload, intra=intra, inter=inter, det=det, steps=steps,
                   warmup=args.warmup, work_dir=args.work_dir, data_steps=args.data_steps)
-      out = subprocess.run([sys.executable, __file__, "--child", json.dumps(spec)],
+      out = subprocess.run([sys.executable, __file__, "--child", strict_json.dumps(spec)],
                            env=dict(base_env, **env), capture_output=True, text=True,
                            check=True).stdout.strip().splitlines()[-1]
       results[(workload, label)].append(json.loads(out))

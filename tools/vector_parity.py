@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import os
 import sys
 import time
@@ -35,6 +34,7 @@ import numpy as np  # noqa: E402
 
 from ccvl_tf import rollouts  # noqa: E402
 from ccvl_tf.envs import atari, atari_vector, scripted  # noqa: E402
+from ccvl_tf import strict_json  # noqa: E402
 
 _Step = collections.namedtuple("_Step", ["action", "state", "info"])
 
@@ -219,7 +219,7 @@ def main(argv=None):
   if a.output:
     os.makedirs(os.path.dirname(os.path.abspath(a.output)), exist_ok=True)
     with open(a.output, "w") as f:
-      json.dump(out, f, indent=1)
+      strict_json.dump(out, f, indent=1)
 
 
 if __name__ == "__main__":

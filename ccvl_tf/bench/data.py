@@ -25,6 +25,7 @@ import numpy as np
 from ccvl_tf.data import pipeline
 from ccvl_tf.data.frame_store import FrameStore
 from ccvl_tf.envs import atari
+from ccvl_tf import strict_json
 
 EPISODE_LENGTH = 1000
 
@@ -126,4 +127,4 @@ if __name__ == "__main__":
   import json
   import sys
   import ccvl_tf  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
-  print(json.dumps(run(quick="--quick" in sys.argv), indent=1))
+  print(strict_json.dumps(run(quick="--quick" in sys.argv), indent=1))

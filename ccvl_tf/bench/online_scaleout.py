@@ -20,6 +20,7 @@ import time
 from typing import Callable, Dict, List, Sequence
 
 from ccvl_tf.config_flags import setting
+from ccvl_tf import strict_json
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _BIN = os.path.join(_REPO_ROOT, "binaries")
@@ -128,7 +129,7 @@ def run(cfg: ScaleoutConfig, log: Callable[[str], None] = print) -> List[Dict]:
   os.makedirs(cfg.output_dir, exist_ok=True)
   rows = [run_one(cfg, int(k), log) for k in cfg.actors]
   with open(os.path.join(cfg.output_dir, "scaleout.json"), "w") as f:
-    json.dump({"config": dataclasses.asdict(cfg), "runs": rows}, f, indent=2)
+    strict_json.dump({"config": dataclasses.asdict(cfg), "runs": rows}, f, indent=2)
   lines = [f"Reverb scale-out: {cfg.game}, --agent={cfg.agent}, {cfg.num_env_steps} env steps, "
            f"SPI {cfg.samples_per_insert}, batch {cfg.batch_size}, external reverb_server.py",
            "", "| actor processes | learner steps/s (after warm-up) | actors' env steps/s (sum) "

@@ -244,6 +244,7 @@ def read_checkpoint(dir_info: DirInfo, suffix: int, *, max_rows: Optional[int] =
   _check_layout(suffix, paths, obs, observation_shape, stored_rows, arrays, add_count)
   add_count = int(add_count.reshape(()))
   inv = np.asarray(inv).astype(np.int64).reshape(-1)
+  replay_validity.check_bookkeeping(add_count, inv, int(arrays["terminal"].shape[0]), paths)
   k = dir_info.stack_size if stack_size is None else stack_size
   if num_actions is not None:
     _check_game(dir_info, num_actions)

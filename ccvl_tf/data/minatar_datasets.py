@@ -19,6 +19,7 @@ from ccvl_tf.data import dqn_replay
 from ccvl_tf.data import minatar_dqn
 from ccvl_tf.data import replay_writer
 from ccvl_tf.envs import minatar as minatar_env
+from ccvl_tf import strict_json
 
 
 DEFAULT_STEPS = 100_000
@@ -270,7 +271,7 @@ def build_game(output_dir: str, game: str, *, num_steps: int = DEFAULT_STEPS, se
   summary = _summary(settings, rlogs, capacity, suffixes, train_summary, dqn_returns,
                      rand_returns, eval_seconds, t_start)
   with open(summary_path + ".tmp", "w") as f:
-    json.dump(summary, f, indent=1)
+    strict_json.dump(summary, f, indent=1)
   os.replace(summary_path + ".tmp", summary_path)
   with open(os.path.join(rdir, COMPLETE_FILENAME), "w") as f:
     f.write("{}\n".format(time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())))
@@ -352,7 +353,7 @@ def write_scores(output_dir: str) -> dict:
   path = os.path.join(output_dir, SCORES_FILENAME)
   os.makedirs(output_dir, exist_ok=True)
   with open(path + ".tmp", "w") as f:
-    json.dump(scores, f, indent=1, sort_keys=True)
+    strict_json.dump(scores, f, indent=1, sort_keys=True)
   os.replace(path + ".tmp", path)
   return scores
 

@@ -19,6 +19,8 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ccvl_tf import strict_json
+
 # TensorFlow is imported only where gs:// and ram:// paths need tf.io.gfile: it takes ~2 s to
 # import (python -X importtime), and local replay files are read without it.
 
@@ -450,7 +452,7 @@ def _remember_verified(path: str, identity: Sequence[int]) -> None:
   try:
     os.makedirs(os.path.dirname(record), exist_ok=True)
     with open(tmp, "w") as f:
-      json.dump({"path": _canonical(path), "identity": list(identity)}, f)
+      strict_json.dump({"path": _canonical(path), "identity": list(identity)}, f)
     os.replace(tmp, record)
   except OSError:
     with contextlib.suppress(OSError):

@@ -94,6 +94,33 @@ def view_indices(terminal: np.ndarray, add_count: int, invalid_range: np.ndarray
   return valid_indices(terminal, add_count, invalid_range, replay_capacity=replay_capacity, **kw)
 
 
+def check_bookkeeping(add_count: int, invalid_range: np.ndarray, capacity: int,
+                      paths: Dict[str, str]) -> None:
+  """Raises DatasetError unless a checkpoint's counters can be true of a buffer of
+  ``capacity`` slots: every ``invalid_range`` slot inside ``[0, capacity)``, and the write
+  cursor ``add_count % capacity`` among them (Dopamine's ``add`` recomputes ``invalid_range``
+  around the cursor at every step: ``(cursor - n + i) % capacity``, which holds the cursor
+  itself; a fresh buffer's is zeros, cursor 0). ``add_count`` may exceed the capacity (a
+  buffer that wrapped), so only this agreement tells an ``add_count`` that cannot be true, e.g.
+  one that would make a half-written buffer read as full, its never-written slots as
+  transitions. The message names the file (``paths["add_count"]`` / ``["invalid_range"]``)
+  and both numbers."""
+  inv = np.asarray(invalid_range, np.int64).reshape(-1)
+  outside = (inv < 0) | (inv >= capacity)
+  if outside.any():
+    raise DatasetError("{}: invalid_range slot {} is outside the buffer of {} slots [0, {}) "
+                       "(its values {})".format(paths["invalid_range"], int(inv[outside][0]),
+                                                capacity, capacity, inv.tolist()))
+  cursor = int(add_count) % int(capacity)
+  if inv.size and cursor not in set(inv.tolist()):
+    raise DatasetError(
+        "{}: add_count {} puts the write cursor at slot {} of the {} slots, but {} marks the "
+        "slots {} around the cursor (Dopamine recomputes them from the cursor at every add): "
+        "the two cannot both be true; the file is damaged or was not written by Dopamine's "
+        "replay buffer".format(paths["add_count"], int(add_count), cursor, capacity,
+                               paths["invalid_range"], inv.tolist()))
+
+
 def _where(bad: np.ndarray, slots: np.ndarray) -> str:
   """"index i (n of the m transitions read)": the first slot of ``slots`` where the
   mask ``bad`` (over ``slots``) is set, and how many are."""

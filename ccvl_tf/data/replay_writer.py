@@ -8,7 +8,6 @@ offers.
 from __future__ import annotations
 
 import gzip
-import json
 import os
 import io
 import pickle
@@ -24,6 +23,8 @@ from tf_agents.trajectories import time_step as ts_lib
 from ccvl_tf.data import dqn_replay
 from ccvl_tf.data import replay_validity
 from ccvl_tf.data import replay_files
+from ccvl_tf import rollouts
+from ccvl_tf import strict_json
 
 
 def _save_gz(path: str, value, zero_rows_from: Optional[int] = None) -> None:
@@ -187,7 +188,7 @@ class DopamineReplayWriter:
                 suffixes=self.written_suffixes, format="dopamine_replay_v1")
     path = os.path.join(self._dir, replay_files.METADATA_FILENAME)
     with open(path + ".tmp", "w") as f:
-      json.dump(meta, f, indent=1, sort_keys=True)
+      strict_json.dump(meta, f, indent=1, sort_keys=True)
     os.replace(path + ".tmp", path)
     self._closed = True
     return self.written_suffixes
@@ -206,17 +207,26 @@ def random_policy(num_actions: int, seed: int = 0) -> Callable:
   return lambda time_step: int(rng.integers(num_actions))
 
 
-def saved_model_policy(policy_dir: str) -> Callable:
+def saved_model_policy(policy_dir: str, env=None) -> Callable:
   """A TF-Agents PolicySaver export as a callable ``time_step -> action``.
 
   Loads with ``tf.saved_model.load`` and calls ``get_initial_state(1)`` at each
   episode start and ``action(TimeStep(step_type, reward, discount, observation),
-  policy_state)`` (batch of 1) each step, carrying the policy state.
+  policy_state)`` (batch of 1) each step, carrying the policy state. With ``env`` and the
+  export's ``policy_specs.pbtxt`` (ccvl_tf.policies.export_policy writes it), the policy's
+  action count and observation shape and dtype are checked against the environment's first
+  (``rollouts.load_saved_policy``: a ValueError naming both).
   """
   if not os.path.isdir(policy_dir):
     raise ValueError("--policy must be 'random' or a SavedModel directory; {} does not "
                      "exist".format(policy_dir))
-  policy = tf.saved_model.load(policy_dir)
+  if env is not None and os.path.exists(os.path.join(policy_dir, "policy_specs.pbtxt")):
+    spec = env.observation_spec()
+    policy, _ = rollouts.load_saved_policy(policy_dir, num_actions=env.num_actions,
+                                           observation_shape=spec.shape,
+                                           observation_dtype=spec.dtype)
+  else:
+    policy = tf.saved_model.load(policy_dir)
   state = {"s": None}
 
   def act(time_step) -> int:

@@ -21,6 +21,7 @@ import numpy as np
 from ccvl_tf.data import dqn_replay
 from ccvl_tf.data import replay_validity
 from ccvl_tf.data import replay_files
+from ccvl_tf import strict_json
 
 CACHE_ENV = replay_files.CACHE_ENV
 CACHE_FORMAT = 1
@@ -60,7 +61,7 @@ def key_fields(replay_dir: str, subset: str, suffixes: Optional[Sequence[int]] =
 
 def entry_dir(fields: dict, cache_dir: Optional[str] = None) -> str:
   """``<root>/frame_stores/<sha256 of the key fields, 32 hex digits>``."""
-  key = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32]
+  key = hashlib.sha256(strict_json.dumps(fields, sort_keys=True).encode()).hexdigest()[:32]
   return os.path.join(cache_root(cache_dir), "frame_stores", key)
 
 
@@ -222,7 +223,7 @@ def write_entry(entry: str, cached: Cached, manifest: dict,
                            bytes=os.path.getsize(path), crc32=_crc32(arr))
     manifest = dict(manifest, arrays=records, stack_size=int(cached.stack_size))
     _fsync_write(os.path.join(tmp, MANIFEST),
-                 lambda f: f.write(json.dumps(manifest, indent=1, sort_keys=True).encode()))
+                 lambda f: f.write(strict_json.dumps(manifest, indent=1, sort_keys=True).encode()))
     try:
       os.rename(tmp, entry)
     except OSError:

@@ -39,9 +39,25 @@ STACK_SIZE = 4
 MAX_EPISODE_STEPS = 27_000
 
 
+def _spelling_key(game: str) -> str:
+  """A game name without case, '_', '-' or spaces: 'Space_Invaders' -> 'spaceinvaders' (no two
+  of ale_py's ROM ids share one)."""
+  return re.sub(r"[^a-z0-9]", "", str(game).lower())
+
+
+@functools.lru_cache(maxsize=1)
+def _rom_ids_by_key() -> Dict[str, str]:
+  return {_spelling_key(r): r for r in ale_py.roms.get_all_rom_ids()}
+
+
 def rom_id(game: str) -> str:
-  """'Breakout' / 'SpaceInvaders' / 'space_invaders' -> ale_py ROM id."""
-  snake = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", game.strip()).lower()
+  """'Breakout' / 'breakout' / 'SpaceInvaders' / 'space_invaders' / 'SPACEINVADERS' -> ale_py
+  ROM id ('space_invaders'): case, '_' and '-' do not matter. A name of no ROM: its snake_case
+  spelling (check_game refuses it)."""
+  found = _rom_ids_by_key().get(_spelling_key(game))
+  if found is not None:
+    return found
+  snake = re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", str(game).strip()).lower()
   return snake.replace("-", "_")
 
 
@@ -56,11 +72,21 @@ def valid_game_names() -> List[str]:
 
 
 def check_game(game: str) -> str:
+  """The ale_py ROM id of `game` (any case); ValueError naming it and listing the valid
+  names when there is no such ROM."""
   rid = rom_id(game)
   if rid not in ale_py.roms.get_all_rom_ids():
     raise ValueError("unknown Atari game {!r}; valid names: {}".format(
         game, ", ".join(valid_game_names())))
   return rid
+
+
+def canonical_game(game: str) -> str:
+  """The one spelling of an Atari game, whatever the case or underscores of `game`:
+  'breakout', 'BREAKOUT' -> 'Breakout'; 'space_invaders' -> 'SpaceInvaders' (valid_game_names).
+  Runs store it (summary.json, the run fingerprint, the default dataset's folder), so every
+  spelling of a game names one dataset. ValueError (check_game) for an unknown game."""
+  return _camel(check_game(game))
 
 
 @functools.lru_cache(maxsize=8)

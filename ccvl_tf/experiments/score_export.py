@@ -15,7 +15,6 @@ sampler, and one policy state carried across all its episodes.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import sys
 from typing import List, Optional
@@ -30,6 +29,7 @@ from ccvl_tf import reporting
 from ccvl_tf.data import minatar_datasets
 from ccvl_tf.envs import factory
 from ccvl_tf.config_flags import setting
+from ccvl_tf import strict_json
 
 
 @dataclasses.dataclass
@@ -104,7 +104,8 @@ def run(cfg: EvaluateConfig) -> dict:
   action_spec = probe.env.action_spec()
   saved, meta = rollouts.load_saved_policy(
       cfg.policy_dir, num_actions=int(action_spec.maximum) - int(action_spec.minimum) + 1,
-      observation_shape=probe.env.observation_spec().shape)
+      observation_shape=probe.env.observation_spec().shape,
+      observation_dtype=probe.env.observation_spec().dtype)
   os.makedirs(cfg.output_dir, exist_ok=True)
   records = _run_seeds(cfg, saved, probe, references)
   return _write_outputs(cfg, probe, records, meta)
@@ -177,7 +178,7 @@ def _write_outputs(cfg: EvaluateConfig, probe: factory.GameEnv,
   if any(np.isfinite(deltas)):
     summary["delta_mean"] = float(np.nanmean(deltas))
   with open(os.path.join(out, "summary.json"), "w") as f:
-    json.dump(summary, f, indent=2, sort_keys=True)
+    strict_json.dump(summary, f, indent=2, sort_keys=True)
   reporting.plot_runs(os.path.join(out, "returns.png"), records,
                       normalized if probe.normalize is not None else raw,
                       "normalized score" if probe.normalize is not None else probe.score_name,

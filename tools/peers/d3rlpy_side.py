@@ -18,6 +18,11 @@ import os
 import sys
 import time
 
+# The project's strict JSON writer (no NaN / Infinity); it needs only numpy, which the peer
+# environment has.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+from ccvl_tf import strict_json  # noqa: E402
+
 ALGOS = ("bc", "cql")
 
 
@@ -76,8 +81,8 @@ def train(args) -> None:
       "threads": args.threads,
   }
   with open(os.path.join(args.out_dir, "train.json"), "w") as f:
-    json.dump(record, f, indent=1)
-  print(json.dumps({k: record[k] for k in ("algo", "seed", "steps", "train_seconds",
+    strict_json.dump(record, f, indent=1)
+  print(strict_json.dumps({k: record[k] for k in ("algo", "seed", "steps", "train_seconds",
                                           "transitions", "last_epoch_metrics")}), flush=True)
 
 

@@ -22,11 +22,12 @@ export refuses).
 """
 from __future__ import annotations
 
-import json
 import os
 from typing import Dict
 
 import numpy as np
+
+from ccvl_tf import strict_json
 
 FRAME_STACK = 4
 ARRAYS = ("observations", "actions", "rewards", "terminals", "timeouts")
@@ -135,4 +136,4 @@ def write(arrays, out_dir: str, info: Dict[str, object]) -> None:
   for name in ARRAYS:
     np.save(os.path.join(out_dir, f"{name}.npy"), arrays[name])
   with open(os.path.join(out_dir, "info.json"), "w") as f:
-    json.dump(info, f, indent=1)
+    strict_json.dump(info, f, indent=1)

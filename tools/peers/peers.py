@@ -45,6 +45,7 @@ if HERE not in sys.path:
 
 import ccvl_tf  # noqa: E402,F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from ccvl_tf import quiet  # noqa: E402
+from ccvl_tf import strict_json  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 
 import numpy as np  # noqa: E402
@@ -292,7 +293,7 @@ def main(argv=None) -> None:
       "wall_seconds": time.time() - t0,
   }
   with open(os.path.join(args.output_dir, "run.json"), "w") as f:
-    json.dump(run, f, indent=1)
+    strict_json.dump(run, f, indent=1)
   log(table.rstrip())
   log(f"Done in {time.time() - t0:.0f} s; outputs in {args.output_dir}.")
 

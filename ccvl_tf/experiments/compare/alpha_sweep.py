@@ -5,7 +5,6 @@ More in docs/alpha_sweep.md "Module notes", `ccvl_tf/experiments/compare/alpha_s
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
@@ -18,6 +17,7 @@ from ccvl_tf.experiments.compare import runner as compare
 from ccvl_tf.experiments.compare import alpha_sweep_report  # noqa: E402
 from ccvl_tf.experiments.compare.alpha_sweep_report import (  # noqa: E402
     ALPHA_DIR_PREFIX, ALPHA_FREE_METHODS, ALPHA_METHODS, BC_DIR, SWEEP_METHODS, alpha_dir_name)
+from ccvl_tf import strict_json
 
 # The default grid: {0.03, 0.1, 0.3, 1, 3, 10}, a decade in half-decade steps.
 DEFAULT_ALPHAS = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)
@@ -117,7 +117,7 @@ def run(cfg: AlphaSweepConfig, log: Callable[[str], None] = print) -> Dict[str, 
   os.makedirs(cfg.output_dir, exist_ok=True)
   parts = cfg.parts()
   with open(os.path.join(cfg.output_dir, "sweep_config.json"), "w") as f:
-    json.dump(dict(dataclasses.asdict(cfg), alphas=list(cfg.alphas)), f, indent=1)
+    strict_json.dump(dict(dataclasses.asdict(cfg), alphas=list(cfg.alphas)), f, indent=1)
   log(f"alpha sweep: suite {cfg.suite}, alphas {', '.join(f'{a:g}' for a in cfg.alphas)}; "
       f"{len(parts)} comparisons ({', '.join(p[0] for p in parts)}) into {cfg.output_dir}")
   results = {}

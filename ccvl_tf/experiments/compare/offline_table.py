@@ -7,7 +7,7 @@ import dataclasses
 import os
 from typing import Callable, Dict
 
-from ccvl_tf import policies, training
+from ccvl_tf import policies, run_lock, training
 from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.compare import config as compare_config
 from ccvl_tf.experiments.offline import demo_report, phase_times
@@ -20,7 +20,13 @@ def run(cfg: offline_config.OfflineConfig, trained: offline.Trained,
         log: Callable[[str], None] = print) -> Dict[str, object]:
   """Trains the reference agents, writes results.md (and its plots) and adds 'references' and
   'results_table' to summary.json (and the phase times of these steps to its 'phase_times',
-  printed as a table at the end); returns the summary."""
+  printed as a table at the end); returns the summary. Holds --root_dir's lock (run_lock)."""
+  with run_lock.hold(cfg.root_dir, "--root_dir"):
+    return _run(cfg, trained, log)
+
+
+def _run(cfg: offline_config.OfflineConfig, trained: offline.Trained,
+         log: Callable[[str], None]) -> Dict[str, object]:
   run_setup, timer = trained.setup, trained.timer
   references = train_references(cfg, run_setup, log, timer)
   precomputed = ({} if trained.adaptive_episode_scores is None

@@ -25,6 +25,7 @@ from ccvl_tf.experiments.compare import suites as compare_suites
 from ccvl_tf.experiments.offline import confidence_report
 from ccvl_tf import rollouts
 from ccvl_tf import training
+from ccvl_tf import strict_json
 # A process's threads and determinism (shared with offline/), used through this module by the pool.
 
 Unit = tuple  # (dataset, game, seed, method)
@@ -102,7 +103,7 @@ def train_unit(suite: compare_suites.Suite, method: str, dataset: str, game: str
   if result["resumed_from"] < steps:  # this call trained (part of) it
     prev = json.load(open(meta_path))["seconds"] if os.path.exists(meta_path) else 0.0
     with open(meta_path, "w") as f:
-      json.dump({"seconds": prev + train_seconds, "steps": steps}, f)
+      strict_json.dump({"seconds": prev + train_seconds, "steps": steps}, f)
   train_seconds = json.load(open(meta_path))["seconds"] if os.path.exists(meta_path) else \
       train_seconds
   write_train_summary(root, suite.env_name(game), spec.train_key, learner, data.size, steps)
@@ -127,7 +128,7 @@ def write_train_summary(root: str, game: str, agent: str, learner, num_transitio
   summary.update(game=game, agent=agent, num_transitions=int(num_transitions), step=int(steps),
                  **({} if alpha is None else {"alpha": float(alpha)}), **more)
   with open(path + ".tmp", "w") as f:
-    json.dump(summary, f, indent=2)
+    strict_json.dump(summary, f, indent=2)
   os.replace(path + ".tmp", path)
 
 
@@ -170,7 +171,7 @@ def evaluate_unit(suite: compare_suites.Suite, trained: TrainedUnit, method: str
   path = result_path(cfg.output_dir, method, dataset, game, seed)
   os.makedirs(os.path.dirname(path), exist_ok=True)
   with open(path + ".tmp", "w") as f:
-    json.dump(row, f, indent=1)
+    strict_json.dump(row, f, indent=1)
   os.replace(path + ".tmp", path)  # atomic: a result file is always complete
   return row
 

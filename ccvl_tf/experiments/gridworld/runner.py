@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import csv
 import dataclasses
-import json
 import os
 import time
 
@@ -22,6 +21,7 @@ from ccvl_tf.tabular import dataset as dataset_lib
 from ccvl_tf.tabular import evaluation as ev_lib
 from ccvl_tf.tabular import learners
 from ccvl_tf.tabular import value_iteration as vi
+from ccvl_tf import strict_json
 
 DEFAULT_ALPHAS = (0.01, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 
@@ -255,7 +255,7 @@ def run(cfg: Config, log=print) -> dict:
   plots.theorem2_coverage(thm2_rows, os.path.join(cfg.output_dir, "coverage_theorem2.png"))
   summary["wall_time_s"] = round(time.time() - t0, 1)
   with open(os.path.join(cfg.output_dir, "summary.json"), "w") as f:
-    json.dump(summary, f, indent=2)
+    strict_json.dump(summary, f, indent=2)
   log(format_summary(summary))
   return summary
 

@@ -20,6 +20,7 @@ import numpy as np
 from ccvl_tf.config_flags import setting
 from ccvl_tf.data import frame_store
 from ccvl_tf import rollouts
+from ccvl_tf import strict_json
 
 # TensorFlow and the modules that load it are imported in the functions that train or probe: a
 # spawned worker imports this module (to find _worker_init) before _worker_init has quieted and
@@ -268,7 +269,7 @@ def run_variant(cfg: AblationConfig, name: str, log: Callable[[str], None] = pri
             **final}
   os.makedirs(os.path.dirname(result_path), exist_ok=True)
   with open(result_path + ".tmp", "w") as f:
-    json.dump(result, f, indent=1)
+    strict_json.dump(result, f, indent=1)
   os.replace(result_path + ".tmp", result_path)
   return result
 

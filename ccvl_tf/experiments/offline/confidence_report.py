@@ -4,7 +4,6 @@ More in docs/library.md "Module notes", `ccvl_tf/experiments/offline/confidence_
 """
 from __future__ import annotations
 
-import json
 import os
 from typing import Callable, Dict, Iterable, Optional, Sequence
 
@@ -14,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from ccvl_tf import diagnostics, policies, policy_diagnostics
+from ccvl_tf import strict_json
 
 
 def dataset_observations_and_actions(batches: Iterable[Dict], num_states: int):
@@ -129,7 +129,8 @@ def report(agent, held_out: Callable[[], Iterable[Dict]], grid: Sequence[float],
       diagnostics.write_belief_csv(os.path.join(out_dir, "belief.csv"), trace)
       diagnostics.plot_belief(os.path.join(out_dir, "belief.png"), trace)
     with open(os.path.join(out_dir, "diagnostics.json"), "w") as f:
-      json.dump(out, f, indent=1, default=_jsonable)
+      strict_json.dump(out, f, indent=1, default=_jsonable,
+                       notes=diagnostics.undefined_notes(len(grid)))
   s = out["summary"]
   log("[diagnostics] " + ", ".join(f"{k}={v:.4g}" for k, v in s.items()))
   return out

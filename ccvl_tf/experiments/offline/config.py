@@ -16,6 +16,7 @@ import numpy as np
 from ccvl_tf import config_flags, networks, training
 from ccvl_tf.config_flags import setting
 from ccvl_tf.data import replay_files
+from ccvl_tf.envs import atari
 from ccvl_tf.experiments import agent_options, agent_registry
 from ccvl_tf.experiments.offline import dataset, default_dataset, presets
 from ccvl_tf.experiments.offline.seeds import Seeds
@@ -57,7 +58,8 @@ class OfflineConfig:
   on 50k random-policy transitions. The paper's scale (GPU): a DQN Replay run's 1% subset,
   --num_steps=6250000, --eval_max_steps=27000, --eval_episodes=100 (README "Paper scale").
   """
-  game: str = setting("Breakout", "Atari game (ALE name, e.g. Breakout, Pong).")
+  game: str = setting("Breakout", "Atari game (ALE name, e.g. Breakout, Pong; any case: "
+                      "stored in its one spelling, breakout -> Breakout).")
   root_dir: str = setting("runs/breakout",
                           "Run directory: checkpoints, summaries, eval.csv, policies.")
   dataset_dir: Optional[str] = setting(
@@ -152,6 +154,15 @@ class OfflineConfig:
       False, "tf.config.experimental.enable_op_determinism() before training (GPU kernels; "
       "on CPU results are already deterministic for a fixed thread count).")
 
+  def __post_init__(self):
+    # One spelling per game (atari.canonical_game): --game=breakout and --game=Breakout share
+    # one default dataset, one fingerprint and one summary. An unknown name stays as given
+    # for validate() to refuse.
+    try:
+      self.game = atari.canonical_game(self.game)
+    except ValueError:
+      pass
+
   def validate(self):
     """ValueError naming the flag: a setting outside its declaration (config_flags.check), an
     unknown agent, an agent setting out of bounds, a batch larger than the default dataset,
@@ -161,6 +172,7 @@ class OfflineConfig:
       raise ValueError(f"--belief_temperature must be a finite number > 0 (or unset: from the "
                        f"held-out data), got {self.belief_temperature!r}")
     config_flags.check(self, prefix="--")
+    atari.check_game(self.game)  # unknown names: a ValueError listing the valid ones
     agent_registry.get_agent_spec(self.agent)  # unknown names: a ValueError listing the valid ones
     for name in self.reference_agents:
       agent_registry.get_agent_spec(name, flag="--reference_agents")

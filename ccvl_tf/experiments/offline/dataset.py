@@ -6,11 +6,11 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Sequence
 
 import numpy as np
 
-from ccvl_tf.data import frame_store, pipeline, replay_files
+from ccvl_tf.data import dataset_record, frame_store, pipeline, replay_files
 from ccvl_tf.experiments.offline import default_dataset, phase_times
 from ccvl_tf.experiments.offline.phase_times import PhaseTimes
 from ccvl_tf.experiments.offline.seeds import Seeds
@@ -87,19 +87,26 @@ class Dataset:
 
 def open_dataset(data: DataSettings, env_factory: Callable, observation_shape,
                  num_actions: int, log: Callable[[str], None], collect: bool = True,
-                 timer: Optional[PhaseTimes] = None) -> Dataset:
+                 timer: Optional[PhaseTimes] = None, game: Optional[str] = None,
+                 action_set: Optional[Sequence[int]] = None) -> Dataset:
   """The run's Dataset: memory for the batches checked before any data is read or collected;
+  the dataset's own record (its game, action set and frame format) checked against `game`,
+  `action_set` (the environment's ALE action ids) and `observation_shape` before any data is
+  read (data/dataset_record.py; what a directory without a record leaves unchecked is logged);
   the default dataset collected first (environments from `env_factory`) when there is no
   --dataset_dir and `collect`; then the frame store of --subset."""
   reserve = training_reserve(data, observation_shape)
   reserve.check(None)  # memory for the batches alone: before any data is read or collected
   if data.dataset_dir:
     replay_dir = data.dataset_dir
+    _check_record(replay_dir, game, action_set, observation_shape, log)
   elif collect:
     with phase_times.phase(timer, "collection of the default dataset"):
       replay_dir = default_dataset.ensure_default_dataset(data.default, env_factory, log)
   else:
     replay_dir = data.default.out_dir
+  if not data.dataset_dir:
+    _check_record(replay_dir, game, action_set, observation_shape, log)
   log(f"Loading {replay_dir} (subset {data.subset}) ...")
   # Progress: the files verified on first use, each checkpoint loaded; remote datasets also
   # what is streamed and whether the local frame-store cache is used.
@@ -110,6 +117,16 @@ def open_dataset(data: DataSettings, env_factory: Callable, observation_shape,
       f"{store.nbytes / 2**20:.1f} MiB ({store.bytes_per_transition:.0f} bytes/transition).")
   return Dataset(replay_dir=replay_dir, store=store,
                  batches=Batches(store, data.batch_size, data.seeds))
+
+
+def _check_record(replay_dir: str, game: Optional[str], action_set, observation_shape,
+                  log: Callable[[str], None]) -> None:
+  """dataset_record.check of the run's game (nothing without `game`), its notes logged."""
+  if game is None:
+    return
+  for note in dataset_record.check(replay_dir, game=game, action_set=action_set,
+                                   observation_shape=observation_shape):
+    log(f"Note: {note}.")
 
 
 def dataset_identity(replay_dir: str) -> Dict[str, object]:

@@ -20,6 +20,7 @@ import dataclasses
 import json
 import os
 import shutil
+import tempfile
 import time
 
 import ccvl_tf  # noqa: F401
@@ -34,6 +35,7 @@ from ccvl_tf.envs import atari
 from ccvl_tf.envs import atari_vector
 from ccvl_tf.envs import scripted
 from ccvl_tf.experiments.offline.seeds import Seeds
+from ccvl_tf import strict_json
 
 DEFAULT_DATASET_STEPS = 50_000
 # Where the default dataset is collected (OfflineConfig.default_dataset_env; module docstring).
@@ -85,7 +87,8 @@ class DefaultDataset:
 
   @property
   def out_dir(self) -> str:
-    return os.path.join(self.root_dir, "default_dataset", self.game)
+    """root_dir/default_dataset/<the game's one spelling> (atari.canonical_game)."""
+    return os.path.join(self.root_dir, "default_dataset", atari.canonical_game(self.game))
 
 
 def default_behaviour(spec: DefaultDataset, env):
@@ -134,34 +137,70 @@ def collection_env(spec: DefaultDataset, policy_name: str) -> str:
 
 def ensure_default_dataset(spec: DefaultDataset, env_factory, log=print) -> str:
   """Collects (once) the default dataset: `spec.steps` transitions of the default behaviour
-  policy (`default_behaviour`), in the Dopamine checkpoint format, under `spec.out_dir`. A
-  `COMPLETE` marker (which also records the behaviour policy and its episode scores) makes the
-  cache safe against an interrupted collection; a cache collected with another policy or size
-  is collected again."""
+  policy (`default_behaviour`), in the Dopamine checkpoint format, under `spec.out_dir`.
+
+  The collection is written to a temporary folder beside `spec.out_dir` with its `COMPLETE`
+  marker (which also records the behaviour policy and its episode scores) and then renamed
+  into place, so `spec.out_dir` is only ever a whole dataset: an interrupted collection leaves
+  no half-written one, and a process that collects the same dataset at the same time keeps the
+  one renamed first. A cache collected with another policy or size is collected again (and
+  replaced once the new one is complete)."""
   out = spec.out_dir
-  marker = os.path.join(out, "COMPLETE")
   env = env_factory(seed=Seeds(spec.seed).collection_env())
   name, description, policy = default_behaviour(spec, env)
   where = collection_env(spec, name)
-  if os.path.exists(marker):
-    with open(marker) as f:
-      info = json.load(f)
+  info = _complete_marker(out)
+  if info is not None:
     cached_where = info.get("collection_env", "sequential")
-    if info.get("policy", "random") == name and info.get("steps") == spec.steps \
-        and spec.env in ("auto", cached_where):
+    if _same_collection(info, name, spec):
+      score = info.get("behaviour_mean_score")  # null: no episode of the collection ended
       log(f"Using the cached default dataset {out} ({description}, collected {cached_where}; "
-          f"behaviour score {info.get('behaviour_mean_score', float('nan')):.1f}).")
+          f"behaviour score {'n/a' if score is None else f'{score:.1f}'}).")
       return out
     log(f"The cached default dataset {out} was collected with {info.get('policy', 'random')} "
         f"/ {info.get('steps')} steps / {cached_where}; collecting it again with {name} / "
         f"{spec.steps} steps / {where}.")
-  if os.path.isdir(out):  # an interrupted or outdated collection: start again
-    shutil.rmtree(out)
   on = (f"{VECTOR_COLLECTION_ENVS} copies of the vector environment" if where == "vector"
         else "one environment")
   log(f"No --dataset_dir given: collecting a default dataset of {spec.steps} "
       f"transitions of {description} in {spec.game} on {on} into {out} (cached for later "
       f"runs). Pass --dataset_dir=<.../replay_logs> to train on the DQN Replay Dataset.")
+  parent, base = os.path.split(out)
+  os.makedirs(parent, exist_ok=True)
+  _remove_leftovers(parent, base)
+  tmp = tempfile.mkdtemp(prefix=f".{base}.tmp-{os.getpid()}-", dir=parent)
+  try:
+    info = _collect(spec, env, policy, name, description, where, tmp, log)
+    if not _put_in_place(tmp, out, lambda found: _same_collection(found, name, spec)):
+      log(f"Another process put the same default dataset in {out} first; using it.")
+    tmp = None
+  finally:
+    if tmp is not None:  # interrupted or failed: nothing half-written is left in `out`
+      shutil.rmtree(tmp, ignore_errors=True)
+  return out
+
+
+def _complete_marker(out: str):
+  """The COMPLETE marker of the dataset in `out` (dict), or None when there is none."""
+  marker = os.path.join(out, "COMPLETE")
+  if not os.path.exists(marker):
+    return None
+  with open(marker) as f:
+    return json.load(f)
+
+
+def _same_collection(info, name: str, spec: DefaultDataset) -> bool:
+  """Whether a COMPLETE marker `info` records the collection `spec` asks for (behaviour
+  `name`, steps; 'auto' takes either collection environment)."""
+  return (isinstance(info, dict) and info.get("policy", "random") == name
+          and info.get("steps") == spec.steps
+          and spec.env in ("auto", info.get("collection_env", "sequential")))
+
+
+def _collect(spec: DefaultDataset, env, policy, name: str, description: str, where: str,
+             out: str, log) -> dict:
+  """Collects the dataset into `out` (a fresh folder) and writes its COMPLETE marker last;
+  returns the marker's record."""
   metadata = dict(game=env.game, num_actions=env.num_actions, action_set=env.action_set,
                   policy=name, steps=spec.steps, seed=spec.seed)
   if where == "vector":
@@ -191,10 +230,56 @@ def ensure_default_dataset(spec: DefaultDataset, env_factory, log=print) -> str:
     info["num_envs"] = VECTOR_COLLECTION_ENVS
   log(f"Behaviour policy ({name}): mean score {info['behaviour_mean_score']:.1f} over "
       f"{len(scores)} complete episodes of the collection.")
+  marker = os.path.join(out, "COMPLETE")
   with open(marker + ".tmp", "w") as f:
-    json.dump(info, f)
+    strict_json.dump(info, f, notes={
+        "behaviour_mean_score": "undefined: no episode ended during the collection"})
   os.replace(marker + ".tmp", marker)
-  return out
+  return info
+
+
+def _put_in_place(tmp: str, out: str, same) -> bool:
+  """Renames the complete collection `tmp` to `out`; returns False (and removes `tmp`) when
+  another process already put a dataset there that `same(its COMPLETE record)` accepts. An
+  outdated or incomplete one in `out` is moved aside first and removed after."""
+  parent, base = os.path.split(out)
+  for _ in range(2):  # a second try when another process renamed its own in between
+    if same(_complete_marker(out)):
+      shutil.rmtree(tmp, ignore_errors=True)
+      return False
+    aside = None
+    if os.path.lexists(out):
+      aside = tempfile.mkdtemp(prefix=f".{base}.old-{os.getpid()}-", dir=parent)
+      os.rename(out, os.path.join(aside, base))
+    try:
+      os.rename(tmp, out)
+      return True
+    except OSError:
+      if not os.path.isdir(out):
+        raise
+    finally:
+      if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
+  raise OSError(f"could not put the default dataset in place at {out}: another process keeps "
+                f"replacing it")
+
+
+def _remove_leftovers(parent: str, base: str) -> None:
+  """Removes `.<base>.tmp-<pid>-*` / `.<base>.old-<pid>-*` folders of processes that are gone
+  (a collection killed before its rename): never used, only wasted space."""
+  for entry in os.listdir(parent):
+    for kind in ("tmp", "old"):
+      prefix = f".{base}.{kind}-"
+      if not entry.startswith(prefix):
+        continue
+      try:
+        pid = int(entry[len(prefix):].split("-")[0])
+        os.kill(pid, 0)
+        continue  # still running (maybe collecting this very dataset)
+      except ProcessLookupError:
+        shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
+      except (ValueError, PermissionError, OSError):
+        continue
 
 
 def _collect_on_vector_env(spec: DefaultDataset, env, writer, progress, every) -> dict:

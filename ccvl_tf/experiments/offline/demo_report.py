@@ -29,6 +29,7 @@ from ccvl_tf.experiments.offline import phase_times
 from ccvl_tf.experiments.offline.seeds import Seeds
 from ccvl_tf import rollouts, score_stats
 from ccvl_tf import training
+from ccvl_tf import strict_json
 
 # TensorFlow (also through ccvl_tf.training and ccvl_tf.envs) and matplotlib each take ~2 s to
 # import (python -X importtime); they are imported in the functions that need them, so the
@@ -180,7 +181,7 @@ def report(root_dir: str, game: str, policies: Mapping[str, object],
   with open(os.path.join(root_dir, "results.md"), "w") as f:
     f.write(text)
   with open(os.path.join(root_dir, "results.json"), "w") as f:
-    json.dump(rows, f, indent=1)
+    strict_json.dump(rows, f, indent=1)
   plot_rows(os.path.join(root_dir, "results.png"), rows, game)
   plot_learning_curve(os.path.join(root_dir, "learning_curve.png"),
                       training.load_eval_record(root_dir)["evals"], game)

@@ -32,7 +32,9 @@ import ccvl_tf  # noqa: F401
 import numpy as np
 
 from ccvl_tf.config_flags import setting
+from ccvl_tf.envs import atari
 from ccvl_tf import score_stats
+from ccvl_tf import strict_json
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))  # ccvl_tf/experiments/offline/<this file>
@@ -97,8 +99,9 @@ def run(cfg: DemoSeedsConfig, train_flags: Sequence[str] = (),
   cfg.validate(train_flags)
   os.makedirs(cfg.output_dir, exist_ok=True)
   with open(os.path.join(cfg.output_dir, "config.json"), "w") as f:
-    json.dump(dict(dataclasses.asdict(cfg), train_flags=list(train_flags)), f, indent=2)
-  dataset = os.path.join(seed_dir(cfg, cfg.seeds[0]), "default_dataset", cfg.game)
+    strict_json.dump(dict(dataclasses.asdict(cfg), train_flags=list(train_flags)), f, indent=2)
+  dataset = os.path.join(seed_dir(cfg, cfg.seeds[0]), "default_dataset",
+                         atari.canonical_game(cfg.game))  # where train_offline.py collects it
   env = dict(os.environ, PYTHONUNBUFFERED="1")
   env["PYTHONPATH"] = _REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
   for i, seed in enumerate(cfg.seeds):

@@ -22,7 +22,8 @@ import tensorflow as tf
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
-from ccvl_tf import belief, policies, rollouts, scores, training
+from ccvl_tf import belief, diagnostics, policies, rollouts, run_lock, scores, strict_json
+from ccvl_tf import training
 from ccvl_tf.data import frame_store
 from ccvl_tf.envs import atari, atari_vector
 from ccvl_tf.experiments import agent_registry, tf_setup
@@ -47,13 +48,18 @@ class Trained:
 
 def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Trained:
   """The offline run: data -> learner -> training -> exported policies -> diagnostics, and
-  summary.json."""
+  summary.json; one process per --root_dir (run_lock: another process's run there is
+  refused, naming it)."""
   cfg.validate()
+  with run_lock.hold(cfg.root_dir, "--root_dir"):
+    return _run(cfg, log)
+
+
+def _run(cfg: OfflineConfig, log: Callable[[str], None]) -> Trained:
   threads = tf_setup.configure_tensorflow(cfg.tf_threads, cfg.deterministic, log)
   log(f"TensorFlow threads: {threads['tf_threads'] or 'the number of cores'} (--tf_threads)"
       + (", op determinism on" if cfg.deterministic else "")
       + f"; CPU kernels: {tf_setup.cpu_kernels_in_force()}.")
-  os.makedirs(cfg.root_dir, exist_ok=True)
   log(config.describe_preset(cfg))
   timer = PhaseTimes()
   run_setup = setup(cfg, log, timer=timer)
@@ -112,7 +118,8 @@ def setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True,
   num_actions = probe.num_actions
   data = dataset.open_dataset(config.data_settings(cfg), env_factory,
                               probe.observation_spec().shape, num_actions, log,
-                              collect=collect, timer=timer)
+                              collect=collect, timer=timer, game=probe.game,
+                              action_set=probe.action_set)
   obs_spec = tensor_spec.from_spec(probe.observation_spec())
   action_spec = tensor_spec.from_spec(probe.action_spec())
   time_step_spec = ts.time_step_spec(obs_spec)
@@ -250,43 +257,76 @@ def _confidence_diagnostics(cfg: OfflineConfig, run_setup: Setup, exports, log,
 
 
 def write_summary(root_dir: str, summary: Dict[str, object], last_good: str) -> None:
-  """root_dir/summary.json, replaced at once (a failed write names the last good checkpoint)."""
+  """root_dir/summary.json, replaced at once (a failed write names the last good checkpoint);
+  strict JSON: a NaN is null with `<key>_note` beside it saying why (ccvl_tf.strict_json; a
+  diagnostic undefined on a grid of one delta: diagnostics.undefined_notes)."""
+  notes = diagnostics.undefined_notes(summary["config"]["num_grid_deltas"])
   path = os.path.join(root_dir, "summary.json")
   with training.writing(path, last_good, [path + ".tmp"]):
     with open(path + ".tmp", "w") as f:
-      json.dump(summary, f, indent=2, default=float)
+      strict_json.dump(summary, f, indent=2, default=float, notes=notes)
     os.replace(path + ".tmp", path)
 
 
 def diagnose(root_dir: str, episodes: Optional[int] = None,
              log: Callable[[str], None] = print) -> Dict[str, float]:
   """binaries/diagnose.py: the confidence diagnostics of a finished (or interrupted)
-  train_offline CCVL run, from its summary.json and latest checkpoint; writes
-  root_dir/diagnostics and returns the headline numbers."""
-  path = os.path.join(root_dir, "summary.json")
-  if not os.path.exists(path):
-    raise ValueError(f"--root_dir {root_dir} has no summary.json: not a finished "
-                     f"train_offline.py run directory")
-  with open(path) as f:
-    saved = json.load(f)
-  cfg = config.from_record(saved["config"])
-  cfg.root_dir = root_dir
+  train_offline CCVL run, from its summary.json and newest intact checkpoint (a damaged one
+  is skipped and named, as a resumed training does: training.restore_newest_intact); writes
+  root_dir/diagnostics and returns the headline numbers. Holds the run directory's lock
+  (run_lock): not while another process runs there."""
+  cfg = _saved_config(root_dir)
   if episodes is not None:
     cfg.eval_episodes = int(episodes)
   if agent_registry.get_agent_spec(cfg.agent).train_key != "ccvl":
     raise ValueError(f"{root_dir} is a run of --agent={cfg.agent}; the confidence "
                      f"diagnostics need a CCVL run (--agent=ccvl or fixed_ccvl)")
-  run_setup = setup(cfg, log, collect=False)
-  agent = run_setup.agent
-  ckpt_dir = os.path.join(root_dir, "checkpoints")
-  latest = tf.train.latest_checkpoint(ckpt_dir)
-  if latest is None:
-    raise ValueError(f"no checkpoint under {ckpt_dir}")
-  agent.make_checkpoint().restore(latest).assert_existing_objects_matched()
-  log(f"Restored {latest}.")
-  exports, _ = run_setup.spec.policies(agent, run_setup.time_step_spec, run_setup.action_spec,
-                                       run_setup.batches.held_out(),
-                                       run_setup.settings)
-  summary = _confidence_diagnostics(cfg, run_setup, exports, log)
+  with run_lock.hold(root_dir, "--root_dir"):
+    run_setup = setup(cfg, log, collect=False)
+    agent = run_setup.agent
+    ckpt_dir = os.path.join(root_dir, "checkpoints")
+    _, restored, skipped = training.restore_newest_intact(agent, ckpt_dir, log=log)
+    if restored is None:
+      raise ValueError(f"no checkpoint under {ckpt_dir}")
+    log(f"Restored {'the older checkpoint ' if skipped else ''}{restored}"
+        + (f"; skipped: {', '.join(os.path.basename(p) for p in skipped)}." if skipped else "."))
+    exports, _ = run_setup.spec.policies(agent, run_setup.time_step_spec,
+                                         run_setup.action_spec, run_setup.batches.held_out(),
+                                         run_setup.settings)
+    summary = _confidence_diagnostics(cfg, run_setup, exports, log)
   summary.pop("adaptive_episode_scores", None)
   return summary
+
+
+def _saved_config(root_dir: str) -> OfflineConfig:
+  """The OfflineConfig a run directory's summary.json records (root_dir set to `root_dir`);
+  ValueError naming the file when it is missing, not strict JSON, or holds no usable
+  'config' record."""
+  path = os.path.join(root_dir, "summary.json")
+  if not os.path.exists(path):
+    raise ValueError(f"--root_dir {root_dir} has no summary.json: not a finished "
+                     f"train_offline.py run directory")
+  try:
+    with open(path) as f:
+      text = f.read()
+  except (OSError, UnicodeDecodeError) as e:
+    raise ValueError(f"{path} cannot be read: {e}") from None
+  try:
+    saved = json.loads(text)  # leniently: runs written before strict JSON may hold a NaN
+  except ValueError as e:
+    raise ValueError(f"{path} is not valid JSON ({e}); a train_offline.py run writes it whole "
+                     f"at its end, so it was truncated or edited: rerun train_offline.py with "
+                     f"this --root_dir to write it again") from None
+  record = saved.get("config") if isinstance(saved, dict) else None
+  if not isinstance(record, dict):
+    raise ValueError(f"{path} has no 'config' record of the run (a JSON object under "
+                     f"\"config\", as train_offline.py writes it); rerun train_offline.py with "
+                     f"this --root_dir to write it again")
+  try:
+    cfg = config.from_record(record)
+    cfg.root_dir = root_dir
+    cfg.validate()
+  except (TypeError, ValueError) as e:
+    raise ValueError(f"{path}: its 'config' record is not a valid run configuration: "
+                     f"{e}") from None
+  return cfg

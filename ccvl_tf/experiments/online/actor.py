@@ -25,6 +25,7 @@ from tf_agents.trajectories import trajectory
 
 from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf import reverb_replay
+from ccvl_tf import strict_json
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))  # ccvl_tf/experiments/online/<this file>
@@ -69,7 +70,7 @@ def write_stats(path: str, env_steps: int, seconds: float, insert_seconds: float
   since its first step, seconds inside the observer (insert + rate-limiter waits)."""
   os.makedirs(os.path.dirname(path), exist_ok=True)
   with open(path + ".tmp", "w") as f:
-    json.dump({"env_steps": env_steps, "seconds": seconds, "insert_seconds": insert_seconds}, f)
+    strict_json.dump({"env_steps": env_steps, "seconds": seconds, "insert_seconds": insert_seconds}, f)
   os.replace(path + ".tmp", path)
 
 

@@ -22,6 +22,7 @@ from ccvl_tf.tabular import gridworld
 from ccvl_tf.experiments.gridworld import bounds as gridworld_bounds
 from ccvl_tf.experiments.online import scores_and_bounds as online_eval
 from ccvl_tf.tabular import dataset as tds
+from ccvl_tf import strict_json
 
 START = "offline start"
 AFTER = "after fine-tuning"
@@ -107,7 +108,7 @@ def report_phase(cfg, agent, alpha: float, counts: np.ndarray, transitions: Tran
       sections = json.load(f)
   sections[phase] = {"title": title, "rows": rows}
   with open(path, "w") as f:
-    json.dump(sections, f, indent=2)
+    strict_json.dump(sections, f, indent=2)
   with open(os.path.join(cfg.root_dir, "bounds_report.md"), "w") as f:
     f.write("# Bounds against exact values (gridworld)\n\n" + "\n".join(
         gridworld_bounds.markdown_table(v["rows"], v["title"]) for v in sections.values()))

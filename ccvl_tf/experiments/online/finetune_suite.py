@@ -33,6 +33,7 @@ from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf.experiments.online import finetune_report
 # Where a run lives is the report's to say (it reads the runs); the suite writes them there.
 from ccvl_tf.experiments.online.finetune_report import run_dir
+from ccvl_tf import strict_json
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))  # ccvl_tf/experiments/online/<this file>
@@ -210,7 +211,7 @@ def run(cfg: FinetuneSuiteConfig, log: Callable[[str], None] = print) -> Dict[st
   cfg.validate()
   os.makedirs(os.path.join(cfg.output_dir, "logs"), exist_ok=True)
   with open(os.path.join(cfg.output_dir, "config.json"), "w") as f:
-    json.dump(dataclasses.asdict(cfg), f, indent=2)
+    strict_json.dump(dataclasses.asdict(cfg), f, indent=2)
   units = [(g, int(s), m) for g in cfg.games for s in cfg.seeds for m in cfg.methods]
   suite = compare_suites.MinAtarSuite(compare_config.CompareConfig(  # data loaded when used
       suite="minatar", output_dir=cfg.compare_dir, data_dir=cfg.data_dir))

@@ -7,7 +7,6 @@ More in docs/online.md "Module notes", `ccvl_tf/experiments/online/runner.py`.
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Callable, Dict
@@ -29,6 +28,7 @@ from ccvl_tf.experiments.online import scores_and_bounds as online_eval
 from ccvl_tf.experiments.online import penalty as online_penalty
 from ccvl_tf.experiments.online import server as online_server
 from ccvl_tf.experiments.online import start as online_start
+from ccvl_tf import strict_json
 
 
 
@@ -47,7 +47,7 @@ def _write_json(path: str, obj, last_good=None) -> None:
   """`obj` as JSON at `path` (atomic); a failed write is training.WriteFailed naming it."""
   with training.writing(path, last_good, [path + ".tmp"]):
     with open(path + ".tmp", "w") as f:
-      json.dump(obj, f, indent=2, default=float)
+      strict_json.dump(obj, f, indent=2, default=float)
     os.replace(path + ".tmp", path)
 
 

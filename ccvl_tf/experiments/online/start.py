@@ -20,6 +20,7 @@ from ccvl_tf.tabular import gridworld
 from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf.tabular import dataset as tds
 from ccvl_tf import training
+from ccvl_tf import strict_json
 
 GRIDWORLD = online_config.GRIDWORLD
 OnlineConfig = online_config.OnlineConfig
@@ -58,7 +59,7 @@ def train_offline_gridworld(root_dir: str, num_steps: int = 1500, seed: int = 0,
     summary.update(counts="exact", objective=online_config.GRIDWORLD_LOWER_OBJECTIVE,
                    upper_objective=OnlineConfig().exploration.upper_objective)
   with open(os.path.join(root_dir, "summary.json"), "w") as f:
-    json.dump(summary, f, indent=2)
+    strict_json.dump(summary, f, indent=2)
   return summary
 
 

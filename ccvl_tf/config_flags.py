@@ -4,8 +4,9 @@ A setting is a field declared with `setting(default, help, bounds or choices)`; 
 configs (agents/*.py) declare theirs so, and run configs too. `define(Config)` makes one flag
 per setting (`unset=True`: default None, "not given", for agent settings a run may take from
 a preset), `from_flags` / `given` read them back, `check(config)` validates a config against
-its declarations, `redeclare` gives an inherited setting another default, `borrow` puts an
-agent setting in a run config. `run(main)`: absl's app.run with one-line usage errors.
+its declarations, `redeclare` gives an inherited setting another default, `borrow` puts a
+setting declared elsewhere (an agent's, or a run setting of ccvl_tf/run_settings.py) in a run
+config. `run(main)`: absl's app.run with one-line usage errors.
 More in docs/library.md "Module notes", `ccvl_tf/config_flags.py`.
 """
 from __future__ import annotations
@@ -193,16 +194,33 @@ def redeclare(base, name: str, default) -> dataclasses.Field:
   return dataclasses.field(default=default, metadata=field.metadata)
 
 
-def borrow(cls, name: str, note: str = "{default}") -> dataclasses.Field:
-  """A run config's field for the setting `name` that the dataclass `cls` (an agent config)
-  declares: default None ("not given": the run's own default or the agent's applies), help,
-  bounds and choices those of the declaration, the help ending with "(default: <note>)",
-  `note` formatted with the declaration's {default}."""
+# borrow(default=DECLARED): the declaration's own default (and flag default).
+DECLARED = object()
+
+
+def borrow(cls, name: str, note: Optional[str] = "{default}", *, default=None,
+           lower_bound=_SAME) -> dataclasses.Field:
+  """A run config's field for the setting `name` that the dataclass `cls` declares (an agent
+  config, or ccvl_tf/run_settings.py's RunSettings): help, bounds and choices those of the
+  declaration.
+
+  default None: "not given" (the run's own default or the agent's applies), the help ending
+  with "(default: <note>)" (`note` formatted with the declaration's {default}; None: no
+  ending). DECLARED: the declaration's default. Another `default`: the run's own. `lower_bound`:
+  the run's own where it allows less or needs more than the declaration (e.g. 0 evaluation
+  episodes: none)."""
   field = {f.name: f for f in dataclasses.fields(cls)}[name]
   spec = field.metadata[_KEY]
-  note = note.format(default=repr(_default_of(field, spec)))
-  return dataclasses.field(default=None, metadata={_KEY: dataclasses.replace(
-      spec, help=f"{spec.help} (default: {note})", flag_default=_SAME)})
+  if lower_bound is not _SAME:
+    spec = dataclasses.replace(spec, lower_bound=lower_bound)
+  if default is DECLARED:
+    return dataclasses.field(default=field.default, default_factory=field.default_factory,
+                             metadata={_KEY: spec})
+  spec = dataclasses.replace(spec, flag_default=_SAME)
+  if default is None and note is not None:
+    note = note.format(default=repr(_default_of(field, field.metadata[_KEY])))
+    spec = dataclasses.replace(spec, help=f"{spec.help} (default: {note})")
+  return dataclasses.field(default=default, metadata={_KEY: spec})
 
 
 def _problem(spec: FlagSpec, value) -> Optional[str]:

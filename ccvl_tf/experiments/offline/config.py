@@ -13,7 +13,7 @@ from typing import Dict, Optional, Sequence
 
 import numpy as np
 
-from ccvl_tf import config_flags, networks, training
+from ccvl_tf import config_flags, networks, run_settings, training
 from ccvl_tf.config_flags import setting
 from ccvl_tf.data import replay_files
 from ccvl_tf.experiments import agent_options, agent_registry
@@ -69,8 +69,8 @@ class OfflineConfig:
       "ccvl", "Which learner (ccvl_tf.experiments.agent_registry): " + "; ".join(
           f"{s.name}: {s.description}" for s in agent_registry.AGENT_REGISTRY.values()
           if s.offline) + ".")
-  num_steps: int = setting(10_000, "Gradient steps in total.", lower_bound=1, parse_bounds=False)
-  batch_size: int = setting(32, "Transitions per batch.", lower_bound=1, parse_bounds=False)
+  num_steps: int = run_settings.borrow("num_steps")
+  batch_size: int = run_settings.borrow("batch_size")
   preset: str = setting(
       "demo", "Training settings of the learners: demo = chosen on development data for the "
       "CPU demo's scale (docs/ablation.md); paper = the paper's Atari settings (Dopamine / "
@@ -79,31 +79,23 @@ class OfflineConfig:
   # The agent settings given as flags (AGENT_FLAGS: CCVLConfig fields, the training ones shared
   # by every learner of the run); the --preset's values and the agent's defaults fill the rest.
   agent_values: Dict[str, object] = dataclasses.field(default_factory=dict)
-  num_grid_deltas: int = setting(8, "K, the quantized delta grid of the exported policies.",
-                                 lower_bound=1, upper_bound=1024)
+  num_grid_deltas: int = run_settings.borrow("num_grid_deltas")
   reference_agents: Sequence[str] = setting(
       ("bc", "cql"), "Agents trained beside --agent on the same data, steps and preset, for "
       "the results table (e.g. bc,cql; 'none' for none).", kind="csv",
       parse=lambda text: parse_reference_agents(text))
-  belief_temperature: Optional[float] = setting(
-      None, "Temperature of the exported adaptive policy's belief update "
-      "(default: set from held-out data, 2 x the smallest mean squared "
-      "Bellman error over the grid).", lower_bound=1e-12, upper_bound=1e12)
-  checkpoint_interval: int = setting(2_500, "Checkpoint every this many steps.",
-                                     lower_bound=1, parse_bounds=False)
-  log_interval: int = setting(500, "Progress line every N steps.",
-                              lower_bound=1, parse_bounds=False)
+  belief_temperature: Optional[float] = run_settings.borrow("belief_temperature")
+  checkpoint_interval: int = run_settings.borrow("checkpoint_interval")
+  log_interval: int = run_settings.borrow("log_interval")
   summary_interval: int = setting(100, "TensorBoard scalars every N steps.",
                                   lower_bound=1, parse_bounds=False)
-  eval_interval: int = setting(5_000, "Evaluate in the ALE every N steps (0: at the end only).",
-                               lower_bound=0, parse_bounds=False)
-  eval_episodes: int = setting(10, "Episodes per evaluation (and per row of the results "
-                               "table).", lower_bound=1, parse_bounds=False)
-  # Agent steps per evaluation episode. The paper caps episodes at 27,000 (108k frames); the
-  # default here is the CPU demo's 2,000 so that a policy that never serves in Breakout cannot
-  # stall the demo. Pass --eval_max_steps=27000 for the paper's protocol.
-  eval_max_steps: int = setting(2_000, "Agent-step cap of an evaluation episode.",
-                                lower_bound=1, parse_bounds=False)
+  eval_interval: int = run_settings.borrow("eval_interval")
+  # Also the episodes of each row of the results table.
+  eval_episodes: int = run_settings.borrow("eval_episodes")
+  # The paper caps episodes at 27,000 agent steps (108k frames); the default here is the CPU
+  # demo's 2,000 so that a policy that never serves in Breakout cannot stall the demo. Pass
+  # --eval_max_steps=27000 for the paper's protocol.
+  eval_max_steps: int = run_settings.borrow("eval_max_steps")
   eval_epsilon: float = 0.001
   eval_env: str = setting(
       "vector", "Where the Atari evaluations run: vector = all episodes of an evaluation side "
@@ -138,19 +130,13 @@ class OfflineConfig:
       False, "Resume the checkpoints in --root_dir although they were trained with another "
       "agent, learning setting or dataset (by default such a resume is refused, listing the "
       "differences). num_steps, intervals and evaluation settings may always change.")
-  seed: int = setting(0, "Seed of data order, deltas and evaluation.", lower_bound=0)
-  # The trained weights depend on the intra-op thread count, and TensorFlow's default is the
-  # number of cores: a fixed count gives one network per seed on machines with other core
-  # counts (BUILD.md, "What is and is not bit-reproducible"; tools/determinism_cost.py).
-  tf_threads: int = setting(
-      2, "TensorFlow intra- and inter-op threads (0: TensorFlow's default, the number of "
-      "cores). The trained network depends on it; fixed, the same command gives the same "
-      "network on machines with other core counts.", lower_bound=0)
+  seed: int = run_settings.borrow("seed")
+  # A fixed thread count gives one network per seed on machines with other core counts
+  # (tools/determinism_cost.py).
+  tf_threads: int = run_settings.borrow("tf_threads")
   # Off by default: on CPU op determinism changed no bit at a fixed thread count (BUILD.md,
   # tools/determinism_cost.py); it matters on GPU.
-  deterministic: bool = setting(
-      False, "tf.config.experimental.enable_op_determinism() before training (GPU kernels; "
-      "on CPU results are already deterministic for a fixed thread count).")
+  deterministic: bool = run_settings.borrow("deterministic")
 
   def validate(self):
     """ValueError naming the flag: a setting outside its declaration (config_flags.check), an

@@ -69,8 +69,8 @@ class BoundsConfig(ExplorationConfig):
   pair_reduction: str = setting(
       "min", "upper_objective='regularized' only: 'min' (Eq. upper update's min over delta_1, "
       "delta_2) or 'max'.", enum_values=upper_losses.PAIR_REDUCTIONS)
-  belief_resample: str = setting("episode", "When delta is drawn from the belief: 'episode' "
-                                 "or 'step'.", enum_values=("episode", "step"))
+  belief_resample: str = config_flags.redeclare(ccvl_agent.CCVLConfig, "belief_resample",
+                                                "episode")
   reward_clip: Optional[float] = setting(
       None, "None or c > 0: rewards clipped to [-c, c] when scoring Bellman errors (the reward "
       "scale Q was trained on; 1.0 for Atari).", above=0.0)

@@ -5,7 +5,7 @@ More in docs/agent.md "Module notes", `agents/q_agent_base.py`.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Mapping, Optional
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
@@ -58,6 +58,13 @@ class CommonQConfig:
 
   def validate(self) -> None:
     validate_shared_settings(self)
+
+  def with_values(self, values: Mapping[str, object], **more):
+    """This config with the values given in `values` (None: not given, the default stays)
+    and `more` on top, by dataclasses.replace: how a run's settings become an agent's
+    config (ccvl_tf/experiments/agent_registry.py AgentSpec.resolve)."""
+    given = {k: v for k, v in values.items() if v is not None}
+    return dataclasses.replace(self, **dict(given, **more))
 
 
 @dataclasses.dataclass(frozen=True)

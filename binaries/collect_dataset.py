@@ -50,6 +50,10 @@ def main(argv):
   if cfg.steps <= 0:
     raise app.UsageError("--steps must be positive")
   try:
+    config_flags.check(cfg, prefix="--")
+  except ValueError as e:
+    raise app.UsageError(str(e))
+  try:
     training.check_output_dir(cfg.output_dir, "--output_dir")  # a file, read-only, too long
     env = atari.AtariEnvironment(cfg.game, seed=cfg.seed,
                                  sticky_action_prob=cfg.sticky_action_prob)

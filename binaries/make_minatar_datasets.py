@@ -51,6 +51,10 @@ def main(argv):
                "progress_every"):
     if getattr(cfg, name) < 1:
       raise app.UsageError("--{} must be >= 1, got {}".format(name, getattr(cfg, name)))
+  try:
+    config_flags.check(cfg, prefix="--")
+  except ValueError as e:
+    raise app.UsageError(str(e))
   if cfg.tf_threads > 0:
     tf.config.threading.set_intra_op_parallelism_threads(cfg.tf_threads)
     tf.config.threading.set_inter_op_parallelism_threads(cfg.tf_threads)

@@ -24,9 +24,10 @@ config_flags.define(online_scaleout.ScaleoutConfig)
 def main(argv):
   del argv
   cfg = config_flags.from_flags(online_scaleout.ScaleoutConfig)
-  for name in ("offline_dir", "game", "output_dir"):
-    if not getattr(cfg, name):
-      raise app.UsageError(f"--{name} is required")
+  try:
+    cfg.validate()
+  except ValueError as e:
+    raise app.UsageError(str(e))
   try:
     online_scaleout.run(cfg, log=lambda s: print(s, flush=True))
   except RuntimeError as e:

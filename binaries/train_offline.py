@@ -42,13 +42,18 @@ agent_options.define_flags(offline_config.AGENT_FLAGS,
                            default_notes=offline_config.AGENT_FLAG_NOTES)
 
 
+def config_from_flags() -> offline_config.OfflineConfig:
+  """The OfflineConfig of the parsed flags (the agent settings given: `agent_values`)."""
+  return config_flags.from_flags(
+      offline_config.OfflineConfig,
+      agent_values=agent_options.from_flags(offline_config.AGENT_FLAGS))
+
+
 def main(argv):
   del argv
   if not flags.FLAGS["verbosity"].present:  # TF/TF-Agents INFO logs drown the progress lines
     logging.set_verbosity(logging.ERROR)
-  cfg = config_flags.from_flags(
-      offline_config.OfflineConfig,
-      agent_values=agent_options.from_flags(offline_config.AGENT_FLAGS))
+  cfg = config_from_flags()
   try:
     cfg.validate()
     atari.check_game(cfg.game)

@@ -4,8 +4,9 @@ A setting is a field declared with `setting(default, help, bounds or choices)`; 
 configs (agents/*.py) declare theirs so, and run configs too. `define(Config)` makes one flag
 per setting (`unset=True`: default None, "not given", for agent settings a run may take from
 a preset), `from_flags` / `given` read them back, `check(config)` validates a config against
-its declarations, `redeclare` gives an inherited setting another default, `borrow` puts an
-agent setting in a run config. `run(main)`: absl's app.run with one-line usage errors.
+its declarations, `redeclare` gives an inherited setting another default, `borrow` puts a
+setting declared elsewhere (an agent's, or a run setting of ccvl_tf/run_settings.py) in a run
+config. `run(main)`: absl's app.run with one-line usage errors.
 More in docs/library.md "Module notes", `ccvl_tf/config_flags.py`.
 """
 from __future__ import annotations
@@ -42,6 +43,7 @@ class FlagSpec:
   below: Optional[float] = None            # exclusive upper bound (check() only)
   parse_bounds: bool = True                # lower/upper_bound also at flag parse time
   flag_name: Optional[str] = None          # the flag's name where it is not the field's
+  default_note: Optional[str] = None       # help's "(default: ...)" ending (borrow, default None)
 
 
 class _FiniteFloatParser(flags.FloatParser):
@@ -121,6 +123,23 @@ def _default_of(field, spec: FlagSpec):
   return default
 
 
+def _range_text(kind, spec: FlagSpec) -> str:
+  """The bounds a flag's help states itself, " (an integer >= 1)": those absl's own help line
+  does not show (checked by `check` only: parse_bounds=False, above, below)."""
+  parts = []
+  if not spec.parse_bounds:
+    number = "an integer" if kind is int else "a number"
+    if spec.lower_bound is not None:
+      parts.append(f"{number} >= {spec.lower_bound:g}")
+    if spec.upper_bound is not None:
+      parts.append((f"{number} " if not parts else "") + f"<= {spec.upper_bound:g}")
+  if spec.above is not None:
+    parts.append(f"> {spec.above:g}")
+  if spec.below is not None:
+    parts.append(f"< {spec.below:g}")
+  return f" ({' and '.join(parts)})" if parts else ""
+
+
 def define(cls, names: Optional[Sequence[str]] = None, flag_values=None, unset: bool = False,
            help_prefix: str = "", default_notes: Optional[Mapping[str, str]] = None,
            flag_defaults: Optional[Mapping[str, object]] = None) -> None:
@@ -136,13 +155,17 @@ def define(cls, names: Optional[Sequence[str]] = None, flag_values=None, unset: 
     common = dict(flag_values=fv, required=spec.required)
     bounds = (dict(lower_bound=spec.lower_bound, upper_bound=spec.upper_bound)
               if spec.parse_bounds else {})
+    text = spec.help + _range_text(_flag_type(cls, f), spec)
     default = _default_of(f, spec)
     if flag_defaults and f.name in flag_defaults:
       default = flag_defaults[f.name]
     if unset:
       note = (default_notes or {}).get(f.name, "{default}").format(default=repr(default))
-      spec = dataclasses.replace(spec, help=f"{help_prefix}{spec.help} (default: {note})")
+      text = f"{help_prefix}{text} (default: {note})"
       default = None
+    elif spec.default_note is not None:
+      text = f"{text} (default: {spec.default_note})"
+    spec = dataclasses.replace(spec, help=text)
     name = spec.flag_name or f.name
     kind = spec.kind or ("enum" if spec.enum_values is not None else _flag_type(cls, f))
     if kind == "enum" and unset:  # a value outside the choices: check() names the setting
@@ -193,16 +216,33 @@ def redeclare(base, name: str, default) -> dataclasses.Field:
   return dataclasses.field(default=default, metadata=field.metadata)
 
 
-def borrow(cls, name: str, note: str = "{default}") -> dataclasses.Field:
-  """A run config's field for the setting `name` that the dataclass `cls` (an agent config)
-  declares: default None ("not given": the run's own default or the agent's applies), help,
-  bounds and choices those of the declaration, the help ending with "(default: <note>)",
-  `note` formatted with the declaration's {default}."""
+# borrow(default=DECLARED): the declaration's own default (and flag default).
+DECLARED = object()
+
+
+def borrow(cls, name: str, note: Optional[str] = "{default}", *, default=None,
+           lower_bound=_SAME) -> dataclasses.Field:
+  """A run config's field for the setting `name` that the dataclass `cls` declares (an agent
+  config, or ccvl_tf/run_settings.py's RunSettings): help, bounds and choices those of the
+  declaration.
+
+  default None: "not given" (the run's own default or the agent's applies), the help ending
+  with "(default: <note>)" (`note` formatted with the declaration's {default}; None: no
+  ending). DECLARED: the declaration's default. Another `default`: the run's own. `lower_bound`:
+  the run's own where it allows less or needs more than the declaration (e.g. 0 evaluation
+  episodes: none)."""
   field = {f.name: f for f in dataclasses.fields(cls)}[name]
   spec = field.metadata[_KEY]
-  note = note.format(default=repr(_default_of(field, spec)))
-  return dataclasses.field(default=None, metadata={_KEY: dataclasses.replace(
-      spec, help=f"{spec.help} (default: {note})", flag_default=_SAME)})
+  if lower_bound is not _SAME:
+    spec = dataclasses.replace(spec, lower_bound=lower_bound)
+  if default is DECLARED:
+    return dataclasses.field(default=field.default, default_factory=field.default_factory,
+                             metadata={_KEY: spec})
+  spec = dataclasses.replace(spec, flag_default=_SAME)
+  if default is None and note is not None:
+    spec = dataclasses.replace(spec, default_note=note.format(
+        default=repr(_default_of(field, field.metadata[_KEY]))))
+  return dataclasses.field(default=default, metadata={_KEY: spec})
 
 
 def _problem(spec: FlagSpec, value) -> Optional[str]:

@@ -9,6 +9,7 @@ import pytest
 from absl import flags
 
 from ccvl_tf import config_flags
+from ccvl_tf import run_settings
 from ccvl_tf.config_flags import setting
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -104,12 +105,13 @@ def test_agent_flags_default_to_not_given_and_borrowed_fields_keep_the_declarati
   fv(["prog", "--alpha=-2", "--num_deltas=3"])  # alpha's bound is checked on the config
   assert config_flags.given(_Agent, ["alpha", "mode", "grid"], fv) == {"alpha": -2.0,
                                                                       "grid": 3}
-  assert fv["alpha"].help == "alpha, a weight. (default: the preset's, else 0.1)"
+  # A bound absl does not check while parsing is stated in the help.
+  assert fv["alpha"].help == "alpha, a weight. (a number >= 0) (default: the preset's, else 0.1)"
   assert fv["mode"].default is None and fv["mode"].help.endswith("(default: 'a')")
   run_fv = flags.FlagValues()
   config_flags.define(_Run, flag_values=run_fv)
   run_fv(["prog"])
-  assert run_fv["alpha"].help == "alpha, a weight. (default: the run's, else 0.1)"
+  assert run_fv["alpha"].help == "alpha, a weight. (a number >= 0) (default: the run's, else 0.1)"
   assert config_flags.from_flags(_Run, flag_values=run_fv).alpha is None
   with pytest.raises(ValueError, match="^--alpha must be a finite number >= 0"):
     config_flags.check(_Run(alpha=-1.0), prefix="--")
@@ -119,7 +121,7 @@ def test_a_run_gives_an_embedded_setting_its_own_flag_default_with_the_same_help
   fv = flags.FlagValues()
   config_flags.define(_Agent, ["alpha", "n"], fv, flag_defaults={"alpha": None})
   fv(["prog", "--n=3"])
-  assert fv["alpha"].default is None and fv["alpha"].help == "alpha, a weight."
+  assert fv["alpha"].default is None and fv["alpha"].help == "alpha, a weight. (a number >= 0)"
   assert config_flags.given(_Agent, ["alpha", "n"], fv) == {"n": 3}
 
 
@@ -131,3 +133,34 @@ def test_a_lower_bound_with_an_exclusive_upper_bound_is_a_half_open_interval():
   for value in (1.0, -0.1, float("nan")):
     with pytest.raises(ValueError, match=r"^--share must be in \[0, 1\), got"):
       config_flags.check(Share(value), prefix="--")
+
+
+@dataclasses.dataclass
+class _Workflow:
+  """A run config borrowing the shared run settings (ccvl_tf/run_settings.py)."""
+  batch_size: int = run_settings.borrow("batch_size")
+  eval_episodes: int = run_settings.borrow("eval_episodes", 5, lower_bound=0)
+  num_steps: Optional[int] = run_settings.borrow("num_steps", None, "the suite's")
+  offline_dir: str = run_settings.borrow("offline_dir")
+
+
+def test_run_settings_are_borrowed_with_one_help_and_a_workflows_own_default():
+  declared = {f.name: f for f in dataclasses.fields(run_settings.RunSettings)}
+  assert _Workflow() == _Workflow(batch_size=declared["batch_size"].default, eval_episodes=5,
+                                  num_steps=None, offline_dir="")
+  fv = flags.FlagValues()
+  config_flags.define(_Workflow, flag_values=fv)
+  fv(["prog", "--eval_episodes=0"])  # 0 allowed here (this run's own lower bound)
+  helps = {name: fv[name].help for name in ("batch_size", "eval_episodes", "num_steps")}
+  own = {name: spec.help for f, spec in config_flags.flag_fields(run_settings.RunSettings)
+         for name in [f.name]}
+  assert helps["batch_size"] == own["batch_size"] + " (an integer >= 1)"
+  assert helps["eval_episodes"] == own["eval_episodes"] + " (an integer >= 0)"
+  assert helps["num_steps"] == own["num_steps"] + " (an integer >= 1) (default: the suite's)"
+  assert fv["offline_dir"].default is None  # the declaration's flag default, kept
+  cfg = config_flags.from_flags(_Workflow, flag_values=fv)
+  assert (cfg.batch_size, cfg.eval_episodes, cfg.num_steps) == (32, 0, None)
+  with pytest.raises(ValueError, match=r"^--batch_size must be an integer >= 1, got 0$"):
+    config_flags.check(dataclasses.replace(cfg, batch_size=0), prefix="--")
+  with pytest.raises(ValueError, match=r"^--eval_episodes must be an integer >= 0, got -1$"):
+    config_flags.check(dataclasses.replace(cfg, eval_episodes=-1), prefix="--")

@@ -78,40 +78,59 @@ def test_atari_evaluation_plays_its_episodes_to_the_step_cap(env):
 def test_fingerprint_holds_the_dataset_given_and_the_settings_in_force():
   cfg = config.OfflineConfig(preset="demo", agent_values={"num_deltas": 4})
   identity = {"path": "/data/Breakout/1/replay_logs", "files": 3, "listing_sha256": "ab"}
-  fp = config.fingerprint(cfg, identity, 1234)
+  plan = config.resolve(cfg).with_dataset(identity, 1234)
+  fp = plan.learner.fingerprint
   assert fp["dataset"] == identity and fp["num_transitions"] == 1234
   # The demo preset's CCVL settings (presets.py), N given, the seed and the agent.
   assert (fp["alpha"], fp["learning_rate"], fp["num_deltas"]) == (1.0, 2.5e-4, 4)
   assert (fp["agent"], fp["seed"], fp["preset"]) == ("ccvl", 0, "demo")
-  ref = config.fingerprint(cfg, identity, 1234, agent="bc")
+  ref = plan.learners["bc"].fingerprint
   assert ref["agent"] == "bc" and "alpha" not in ref
 
 
 def test_stage_settings_are_the_flags_given_over_the_preset(tmp_path):
   # The demo preset gives CCVL alpha 1, lr 2.5e-4, Adam epsilon 1e-8, DR3 off and CQL alpha 1,
-  # lr 5e-4, DR3 off (docs/ablation.md); a flag given wins over the preset's value.
+  # lr 5e-4, DR3 off (docs/ablation.md); a flag given wins over the preset's value. Each
+  # learner carries its own config, made once: its defaults with those values.
   cfg = config.OfflineConfig(root_dir=str(tmp_path / "run"), game="Pong", seed=3,
                              dataset_dir=None, subset="5%", batch_size=16, num_grid_deltas=6,
                              belief_temperature=0.5, default_dataset_steps=700,
                              agent_values={"alpha": 0.3, "num_deltas": 4})
-  ccvl = config.agent_settings(cfg, "ccvl", 1234)
-  assert ccvl.agent_values == {"num_deltas": 4, "alpha": 0.3, "learning_rate": 2.5e-4,
-                               "adam_epsilon": 1e-8, "dr3_coef": 0.0}
-  assert (ccvl.dataset_size, ccvl.num_grid_deltas, ccvl.belief_temperature, ccvl.reward_clip,
-          ccvl.seed, ccvl.network_config.torso) == (1234.0, 6, 0.5, 1.0, 3, "nature")
-  cql = config.agent_settings(cfg, "cql", 1234)
-  assert cql.agent_values == {"num_deltas": 4, "alpha": 0.3, "learning_rate": 5e-4,
-                              "dr3_coef": 0.0}
-  data = config.data_settings(cfg)
+  plan = config.resolve(cfg).with_dataset({}, 1234)
+  ccvl = plan.learners["ccvl"]
+  assert ccvl.overrides == {"alpha": 0.3, "learning_rate": 2.5e-4, "adam_epsilon": 1e-8,
+                            "dr3_coef": 0.0}
+  assert type(ccvl.config).__name__ == "CCVLConfig" and ccvl.settings.agent_values == {}
+  assert (ccvl.config.num_deltas, ccvl.config.alpha, ccvl.config.learning_rate,
+          ccvl.config.adam_epsilon, ccvl.config.dr3_coef, ccvl.config.seed) == (
+              4, 0.3, 2.5e-4, 1e-8, 0.0, 3)
+  settings = ccvl.settings
+  assert (settings.dataset_size, settings.num_grid_deltas, settings.belief_temperature,
+          settings.reward_clip, settings.seed, settings.network_config.torso) == (
+              1234.0, 6, 0.5, 1.0, 3, "nature")
+  cql = plan.learners["cql"]
+  assert cql.overrides == {"alpha": 0.3, "learning_rate": 5e-4, "dr3_coef": 0.0}
+  assert (type(cql.config).__name__, cql.config.alpha, cql.config.learning_rate,
+          cql.config.dr3_coef) == ("CQLConfig", 0.3, 5e-4, 0.0)
+  bc = plan.learners["bc"]  # BC: its own (d3rlpy's) step size, none of CCVL's settings
+  assert (type(bc.config).__name__, bc.config.learning_rate) == ("BCConfig", 1e-3)
+  data = plan.data
   assert (data.dataset_dir, data.subset, data.batch_size, data.num_deltas, data.seeds.base) \
       == (None, "5%", 16, 4, 3)
   assert (data.default.steps, data.default.policy, data.default.env, data.default.seed,
           data.default.behaviour_epsilon) == (700, "auto", "auto", 3, 0.25)
   assert data.default.out_dir == str(tmp_path / "run" / "default_dataset" / "Pong")
-  loop = config.loop(cfg)
+  loop = plan.loop
   assert (loop.root_dir, loop.num_steps, loop.checkpoint_interval, loop.log_interval,
           loop.summary_interval, loop.eval_interval) == (str(tmp_path / "run"), 10_000, 2_500,
                                                          500, 100, 5_000)
+  assert plan.record == config.record(cfg) and plan.preset_line.startswith("Preset demo")
+
+
+def test_an_agent_setting_outside_its_declaration_is_refused_while_resolving():
+  cfg = config.OfflineConfig(agent_values={"num_pairs": 2000})  # M <= 1024 (CCVLConfig)
+  with pytest.raises(ValueError, match="num_pairs"):
+    config.resolve(cfg)
 
 
 def test_a_game_in_another_case_is_stored_in_its_one_spelling(tmp_path):
@@ -124,7 +143,8 @@ def test_a_game_in_another_case_is_stored_in_its_one_spelling(tmp_path):
   assert (config.default_dataset_spec(lower).out_dir
           == config.default_dataset_spec(camel).out_dir
           == str(tmp_path / "run" / "default_dataset" / "Breakout"))
-  assert config.fingerprint(lower, {}, 10) == config.fingerprint(camel, {}, 10)
+  assert (config.fingerprint(config.record(lower), config.resolve(lower).learner, {}, 10)
+          == config.fingerprint(config.record(camel), config.resolve(camel).learner, {}, 10))
   assert config.OfflineConfig(game="SPACE_INVADERS").game == "SpaceInvaders"
   with pytest.raises(ValueError, match=r"unknown Atari game 'Breakot'; valid names: "):
     config.OfflineConfig(game="Breakot", root_dir=str(tmp_path / "run")).validate()

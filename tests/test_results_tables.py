@@ -1,9 +1,10 @@
-"""README's results tables recompute from their committed per-run rows (CSVs under docs/) with
-the project's own aggregation code, so a table and its rows cannot drift apart.
+"""The results tables recompute from their committed per-run rows (CSVs under docs/) with the
+project's own aggregation code, so a table and its rows cannot drift apart.
 
 Each test reads a committed CSV with the reader of the tool that wrote it, aggregates it with
 that tool's code (rliable IQM and stratified bootstrap, seeded, 2,000 resamples, as the reported
-tables) and compares cell by cell with the table as README.md (and the results page) prints it.
+tables) and compares cell by cell with the table as the results index (docs/results/README.md;
+the front page, README.md, for the demo over five seeds) and the experiment's page print it.
 The peer comparison's numbers (tools/peers) are checked the same way against its committed
 episodes. Tables with no committed rows (the asynchronous fine-tuning rerun's) are not here:
 their docs say so.
@@ -27,6 +28,7 @@ import markdown_docs
 ROOT = markdown_docs.ROOT
 README = os.path.join(ROOT, "README.md")
 DOCS = os.path.join(ROOT, "docs")
+RESULTS = os.path.join(DOCS, "results", "README.md")  # the results index
 REPS = 2000  # the reported tables' bootstrap resamples
 
 pytestmark = pytest.mark.slow  # ~40 s of CPU in rliable's bootstraps in all
@@ -54,8 +56,8 @@ def _iqm_table(rows_from_doc, aggregates):
   return [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines[2:]]
 
 
-def test_readme_method_table_recomputes_from_its_rows(method_aggregates):
-  doc = markdown_docs.table_after(README, "**The method table on MinAtar**")
+def test_results_index_method_table_recomputes_from_its_rows(method_aggregates):
+  doc = markdown_docs.table_after(RESULTS, "**The method table on MinAtar**")
   assert doc[0] == ["Data", "REM", "CQL", "AEVL", "Fixed-CCVL", "CCVL", "BC"]
   assert [r[0] for r in doc[1:]] == ["1%", "5%", "Initial 10%"]
   assert doc[1:] == _iqm_table(doc, method_aggregates)
@@ -78,7 +80,7 @@ def test_method_table_page_recomputes_from_its_rows(method_rows, method_aggregat
       expected.append([f"{dataset}, {cells[0]}"] + cells[1:])
   assert sorted(per_game[1:]) == sorted(expected)
   assert len(expected) == 15
-  # Adaptive vs fixed delta: the runs, the mean difference and P(CCVL > Fixed-CCVL) (README
+  # Adaptive vs fixed delta: the runs, the mean difference and P(CCVL > Fixed-CCVL) (the index
   # quotes the P range). The page's last column, the same without Freeway, is left out: its
   # bootstrap would double this test's time.
   doc = markdown_docs.table_after(page, "Does adapting delta help?")
@@ -91,7 +93,7 @@ def _sweep_rows(kind):
   return alpha_sweep_report.read_rows_csv(_doc(f"alpha_sweep_rows_{kind}.csv"))
 
 
-# README's alpha-sweep rows: (data, method as printed) -> (rows file, method in it). The
+# The results index's alpha-sweep rows: (data, method as printed) -> (rows file, method in it). The
 # default reading's rows (the monotone delta head) are a sweep of their own.
 SWEEP_TABLE = {
     ("5%", "CQL"): ("5pct", "CQL"), ("5%", "CCVL"): ("5pct", "CCVL"),
@@ -102,8 +104,8 @@ SWEEP_TABLE = {
 }
 
 
-def test_readme_alpha_sweep_table_recomputes_from_its_rows():
-  doc = markdown_docs.table_after(README, "**The alpha sweep**")
+def test_results_index_alpha_sweep_table_recomputes_from_its_rows():
+  doc = markdown_docs.table_after(RESULTS, "**The alpha sweep**")
   assert doc[0] == ["Data", "method", "range over alpha [95% CI]", "worst / best"]
   assert [tuple(r[:2]) for r in doc[1:]] == list(SWEEP_TABLE)
   rows = {kind: _sweep_rows(kind) for kind, _ in set(SWEEP_TABLE.values())}
@@ -114,14 +116,14 @@ def test_readme_alpha_sweep_table_recomputes_from_its_rows():
     assert ratio_cell == f"{f['ratio']:.2f}"
 
 
-def test_readme_alpha_sweep_sentence_without_the_smallest_alpha():
-  """README's sentence on what the "1%" reading turns on: the point estimates over the alphas
+def test_results_index_alpha_sweep_sentence_without_the_smallest_alpha():
+  """The results index's sentence on what the "1%" reading turns on: the point estimates over the alphas
   without 0.03."""
   rows = _sweep_rows("1pct")
   rest = [0.1, 0.3, 1.0, 3.0, 10.0]
   f = {m: alpha_sweep_report.flatness(rows, m, "1%", alphas=rest, reps=1)
        for m in ("CQL", "CCVL")}
-  text = open(README, encoding="utf-8").read()
+  text = open(RESULTS, encoding="utf-8").read()
   expected = (f"without it CCVL's range is {f['CCVL']['range']:.1f} against CQL's "
               f"{f['CQL']['range']:.1f} (worst / best {f['CCVL']['ratio']:.2f} against "
               f"{f['CQL']['ratio']:.2f})")
@@ -135,7 +137,7 @@ def _gridworld_rows():
              float(r["normalized_return"])) for r in csv.DictReader(f)]
 
 
-# README's gridworld rows -> the runner's method labels (runner.method_label).
+# The results index's gridworld rows -> the runner's method labels (runner.method_label).
 GRIDWORLD_NAMES = {
     "CQL": "CQL",
     "CCVL (regularized, adaptive; default reading `logsumexp+monotone`)":
@@ -144,9 +146,9 @@ GRIDWORLD_NAMES = {
     "CCVL-bonus": "CCVL-bonus"}
 
 
-def test_readme_gridworld_table_recomputes_from_its_rows():
+def test_results_index_gridworld_table_recomputes_from_its_rows():
   rows = _gridworld_rows()
-  doc = markdown_docs.table_after(README, "**The gridworld of Fig. 1-2**")
+  doc = markdown_docs.table_after(RESULTS, "**The gridworld of Fig. 1-2**")
   alphas = [float(h.split("=")[1]) for h in doc[0][1:]]
   stats = gridworld_runner.sweep_stats(rows, set(alphas))
   assert len(doc) == 1 + len(GRIDWORLD_NAMES)
@@ -164,11 +166,11 @@ def test_readme_gridworld_table_recomputes_from_its_rows():
                        f"{stats[row[0]][f'{a:g}']['std']:.3f}" for a in alphas]
 
 
-def test_readme_gridworld_cis_are_the_rows_bootstrap():
-  """The CIs README quotes beside the gridworld table: the 95% bootstrap CI of the mean over
-  the 10 seeds (score_stats.aggregate_scores, as every table's CI)."""
+def test_results_index_gridworld_cis_are_the_rows_bootstrap():
+  """The CIs the results index quotes beside the gridworld table: the 95% bootstrap CI of the
+  mean over the 10 seeds (score_stats.aggregate_scores, as every table's CI)."""
   rows = _gridworld_rows()
-  text = " ".join(open(README, encoding="utf-8").read().split())
+  text = " ".join(open(RESULTS, encoding="utf-8").read().split())
   for method, reading, alpha in (("CQL", "", 1.0), ("CCVL", "logsumexp+monotone", 0.1),
                                  ("CCVL", "logsumexp+monotone", 2.0), ("CCVL", "logsumexp", 1.0),
                                  ("CCVL", "logsumexp", 2.0), ("CCVL-bonus", "", 2.0)):
@@ -180,7 +182,8 @@ def test_readme_gridworld_cis_are_the_rows_bootstrap():
                                                                                alpha)
 
 
-PEER_PAGES = ("README.md", "docs/ablation.md", "docs/results/demo.md", "docs/results/peers.md")
+PEER_PAGES = ("docs/results/README.md", "docs/ablation.md", "docs/results/demo.md",
+              "docs/results/peers.md")
 
 
 def test_peer_numbers_are_the_peer_scripts_output():
@@ -204,13 +207,13 @@ def test_peer_numbers_are_the_peer_scripts_output():
       assert quoted in text, (name, quoted, page)
 
 
-def test_readme_demo_table_recomputes_from_its_episode_scores():
-  """README's demo table (the run with the default reading) from the run's committed
+def test_results_index_demo_table_recomputes_from_its_episode_scores():
+  """The results index's demo table (the run with the default reading) from the run's committed
   per-episode scores (docs/results/demo_results_monotone.json, the run's results.json): each
   policy's mean and rliable CI recomputed with the demo's own `score_row`."""
   from ccvl_tf.experiments.offline import demo_report
   rows = json.load(open(_doc("results", "demo_results_monotone.json")))
-  table = markdown_docs.table_after(README, "The run with CCVL's default reading")
+  table = markdown_docs.table_after(RESULTS, "The run with CCVL's default reading")
   printed = {r[0]: r for r in table[1:]}
   assert set(printed) == {r["policy"] for r in rows}
   for r in rows:
@@ -221,8 +224,8 @@ def test_readme_demo_table_recomputes_from_its_episode_scores():
     assert cells[3] == f"({again['ci_low']:.2f}, {again['ci_high']:.2f})"
 
 
-def test_readme_finetuning_table_recomputes_from_its_rows():
-  """README's fine-tuning table (and the results page's) from docs/finetuning_rows_minatar.csv,
+def test_results_index_finetuning_table_recomputes_from_its_rows():
+  """The results index's fine-tuning table (and the results page's) from docs/finetuning_rows_minatar.csv,
   read by finetune_report.read_runs_csv and aggregated by the suite's own aggregate_lines with
   the suite's defaults (3 methods x 2 games x 3 seeds, 2,000 resamples)."""
   from ccvl_tf.experiments.online import finetune_report
@@ -235,7 +238,7 @@ def test_readme_finetuning_table_recomputes_from_its_rows():
     assert p["gain"] == pytest.approx(p["after"] - p["before"]), (method, game, seed)
   lines = finetune_report.aggregate_lines(cfg, pairs)
   expected = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines]
-  for page, anchor in ((README, "**Online fine-tuning**"),
+  for page, anchor in ((RESULTS, "**Online fine-tuning**"),
                        (_doc("results", "finetuning.md"), "**The reported table")):
     table = markdown_docs.table_after(page, anchor)
     assert table == [expected[0]] + expected[2:], page

@@ -270,36 +270,39 @@ def test_presets_resolve_under_the_flags_and_reach_the_fingerprint():
   assert offline_lib.parse_reference_agents("none") == ()
 
   # The paper preset: alpha 0.1 (what train_offline always used), the agents' own defaults.
-  paper = offline_lib.agent_overrides(offline_lib.OfflineConfig(preset="paper"), "ccvl")
+  overrides = lambda cfg, agent: offline_lib.resolve(cfg).learners[agent].overrides  # noqa: E731
+  paper = overrides(offline_lib.OfflineConfig(preset="paper"), "ccvl")
   assert paper == {"alpha": 0.1}
-  given = offline_lib.agent_overrides(
+  given = overrides(
       offline_lib.OfflineConfig(preset="paper",
                                 agent_values={"alpha": 2.0, "learning_rate": 2.5e-4}), "ccvl")
   assert given == {"alpha": 2.0, "learning_rate": 2.5e-4}
-  assert offline_lib.agent_overrides(offline_lib.OfflineConfig(preset="paper"), "bc") == {}
-  demo = offline_lib.agent_overrides(offline_lib.OfflineConfig(preset="demo"), "cql")
+  assert overrides(offline_lib.OfflineConfig(preset="paper"), "bc") == {}
+  demo = overrides(offline_lib.OfflineConfig(preset="demo"), "cql")
   # The demo preset's CQL settings, as docs/ablation.md's rule chose them (cql_alpha1_lr_nodr3).
   assert demo == {"alpha": 1.0, "learning_rate": 5e-4, "dr3_coef": 0.0}
-  ccvl_demo = offline_lib.agent_overrides(offline_lib.OfflineConfig(preset="demo"), "ccvl")
+  ccvl_demo = overrides(offline_lib.OfflineConfig(preset="demo"), "ccvl")
   assert ccvl_demo == {"alpha": 1.0, "learning_rate": 2.5e-4, "adam_epsilon": 1e-8,
                        "dr3_coef": 0.0}
   assert "Preset demo" in presets.describe("demo", "ccvl", {})
   assert "Preset paper" in presets.describe("paper", "ccvl", {}) and "alpha=0.1" in \
       presets.describe("paper", "ccvl", {})
 
-  a = offline_lib.fingerprint(offline_lib.OfflineConfig(preset="paper"), {}, 10)
-  b = offline_lib.fingerprint(
+  fingerprints = lambda cfg: {  # noqa: E731
+      name: plan.fingerprint
+      for name, plan in offline_lib.resolve(cfg).with_dataset({}, 10).learners.items()}
+  a = fingerprints(offline_lib.OfflineConfig(preset="paper"))["ccvl"]
+  b = fingerprints(
       offline_lib.OfflineConfig(preset="paper", agent_values={"learning_rate": 2.5e-4,
-                                                           "target_update_period": 500}),
-      {}, 10)
-  ref = offline_lib.fingerprint(offline_lib.OfflineConfig(preset="paper"), {}, 10, agent="bc")
+                                                           "target_update_period": 500}))["ccvl"]
+  ref = fingerprints(offline_lib.OfflineConfig(preset="paper"))["bc"]
   assert a["alpha"] == 0.1 and a["preset"] == "paper" and "learning_rate" not in a
   assert b["learning_rate"] == 2.5e-4 and b["target_update_period"] == 500
   assert ref["agent"] == "bc" and "alpha" not in ref
   settings = agent_registry.make_settings(learning_rate=2.5e-4, target_update_period=500, alpha=0.1,
                                        adam_epsilon=1e-8, dr3_coef=0.0, dataset_size=10.0)
   from ccvl_tf.experiments import agent_registry  # pylint: disable=g-import-not-at-top
-  cfg = agent_registry._ccvl_config(settings)  # pylint: disable=protected-access
+  cfg = agent_registry.get_agent_spec("ccvl").resolve(settings).agent_config
   assert cfg.learning_rate == 2.5e-4 and cfg.target_update_period == 500
   assert cfg.adam_epsilon == 1e-8 and cfg.dr3_coef == 0.0
 
@@ -347,4 +350,5 @@ def test_a_summary_config_of_the_flat_shape_gives_the_same_config_and_fingerprin
   again = offline_lib.from_record(saved)
   assert json.loads(json.dumps(offline_lib.record(again))) == saved
 
-  assert offline_lib.fingerprint(again, {}, 10) == offline_lib.fingerprint(cfg, {}, 10)
+  fingerprint = lambda c: offline_lib.resolve(c).with_dataset({}, 10).learner.fingerprint  # noqa: E731
+  assert fingerprint(again) == fingerprint(cfg)

@@ -147,7 +147,6 @@ def _policy(policy_dir):
     saved, _ = rollouts.load_saved_policy(policy_dir)
     return rollouts.CompiledPolicy(saved), policy_dir
   from ccvl_tf.experiments.offline import config  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments.offline import runner  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
   from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
@@ -155,8 +154,8 @@ def _policy(policy_dir):
   env = atari.AtariEnvironment("Breakout")
   tss = ts.time_step_spec(tensor_spec.from_spec(env.observation_spec()))
   cfg = config.OfflineConfig(root_dir="/tmp/unused")
-  agent = runner.build_agent("ccvl", config.agent_settings(cfg, "ccvl", 50_000), tss,
-                             tensor_spec.from_spec(env.action_spec()), cfg.seed)
+  agent = config.resolve(cfg).with_dataset({}, 50_000).learner.build(
+      tss, tensor_spec.from_spec(env.action_spec()), cfg.seed)
   del tf
   adaptive = policies.ConfidenceAdaptivePolicy(tss, tensor_spec.from_spec(env.action_spec()),
                                                agent.q_network, num_grid_deltas=8, reward_clip=1.0)

@@ -19,6 +19,7 @@ import sys
 import time
 from typing import Callable, Dict, List, Sequence
 
+from ccvl_tf import config_flags, run_settings
 from ccvl_tf.config_flags import setting
 from ccvl_tf import strict_json
 
@@ -36,17 +37,25 @@ def _ints(text) -> tuple:
 class ScaleoutConfig:
   """Settings of the measurement; its `setting` fields are binaries/online_scaleout.py's
   flags."""
-  offline_dir: str = setting("", "root_dir of the offline run to fine-tune.", flag_default=None)
+  offline_dir: str = run_settings.borrow("offline_dir")
   game: str = setting("", "Its game ('minatar/Breakout', 'gridworld', an Atari game).",
                       flag_default=None)
   agent: str = setting("ccvl", "finetune_online.py --agent.")
   output_dir: str = setting("", "Output directory.", flag_default=None)
   actors: Sequence[int] = setting(("1", "2"), "Actor processes of each configuration.",
                                   kind="csv", parse=_ints)
-  num_env_steps: int = setting(8_000, "Env steps per configuration.", lower_bound=1)
-  samples_per_insert: float = setting(8.0, "Rate limiter's samples per insert.")
-  min_replay_size: int = setting(500, "Replay items before the first sample.", lower_bound=1)
-  batch_size: int = setting(32, "Learner batch.", lower_bound=1)
+  num_env_steps: int = run_settings.borrow("num_env_steps", 8_000)  # per configuration
+  samples_per_insert: float = run_settings.borrow("samples_per_insert")
+  min_replay_size: int = run_settings.borrow("min_replay_size", 500)
+  batch_size: int = run_settings.borrow("batch_size")
+
+  def validate(self) -> None:
+    """ValueError naming the flag: a directory or game not given, a setting outside its
+    declaration."""
+    for name in ("offline_dir", "game", "output_dir"):
+      if not getattr(self, name):
+        raise ValueError(f"--{name} is required")
+    config_flags.check(self, prefix="--")
 
 
 def _free_port() -> int:

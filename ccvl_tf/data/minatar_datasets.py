@@ -14,6 +14,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from ccvl_tf import run_settings
 from ccvl_tf.config_flags import setting
 from ccvl_tf.data import dqn_replay
 from ccvl_tf.data import minatar_dqn
@@ -58,16 +59,14 @@ class BuildConfig:
       "default gives the games whose DQN learns slowly a longer run (docs/minatar.md).")
   output_dir: str = setting("", "Root directory of the datasets.", flag_default=None,
                             required=True)
-  seed: int = setting(0, "Seed of the run (env, network init, exploration, "
-                      "replay sampling); also the run directory's name.", lower_bound=0)
+  seed: int = run_settings.borrow("seed")  # also the run directory's name
   num_checkpoints: int = setting(DEFAULT_NUM_CHECKPOINTS,
                                  "Dopamine checkpoints per run (DQN Replay: 50).")
-  eval_episodes: int = setting(20, "Episodes scoring the final DQN.")
+  eval_episodes: int = run_settings.borrow("eval_episodes", 20)  # scoring the final DQN
   random_episodes: int = setting(100, "Episodes scoring a random policy.")
-  progress_every: int = setting(5_000, "Print progress every N steps.")
-  tf_threads: int = setting(1, "TensorFlow intra/inter-op threads (0: TF's "
-                            "default). One thread is fastest for this tiny network.",
-                            lower_bound=0)
+  progress_every: int = run_settings.borrow("progress_every", 5_000)
+  # One thread is fastest for this tiny network.
+  tf_threads: int = run_settings.borrow("tf_threads", 1)
 
 # ----------------------------------------------------------------------- layout
 

@@ -6,7 +6,7 @@ default is None ("not given": the run's preset or the agent config's default app
 `from_flags(names)` returns the settings the user gave, and a run config carries them as one
 dict (`OfflineConfig.agent_values`; `CompareConfig.ccvl_options` beside the fields it borrows
 from the agent configs, config_flags.borrow) that the agent registry applies with
-dataclasses.replace on the agent's default config (`AgentSettings.agent_values`).
+dataclasses.replace on the agent's default config (`AgentSpec.resolve`).
 """
 from __future__ import annotations
 

@@ -1,19 +1,21 @@
 """The agent registry: every learner of agents/ built from one place.
 
-`AGENT_REGISTRY` maps a name to an `AgentSpec`: a builder (time_step_spec, action_spec,
-AgentSettings) -> learner (agents.learner.Learner) and the policies it is evaluated / exported
-with. Its users: --agent=NAME of train_offline.py (experiments/offline/runner.py) and
+`AGENT_REGISTRY` maps a name to an `AgentSpec`: the agent's own config (CCVLConfig, CQLConfig,
+BCConfig, ...: its defaults and the settings of a run it takes; `resolve` makes it once), the
+learner built with it (`build`: time_step_spec, action_spec, AgentSettings ->
+agents.learner.Learner) and the policies it is evaluated / exported with. Its users: --agent=NAME of train_offline.py (experiments/offline/runner.py) and
 compare.py (the offline names, `AGENTS`), and online fine-tuning (experiments/online/runner.py),
 which builds 'ccvl_bounds' (agents.ccvl_bounds_agent.CCVLBoundsAgent, lower and upper bounds)
 or 'cql' ('ccvl_lower', Q_l alone) here with its own settings (gridworld MLP, MinAtar network
-or Nature torso). `AgentSettings` carries what a builder needs beyond the specs; the agent
-config's settings given for the run (`agent_values`) are applied with dataclasses.replace on
-the config's own defaults, each builder taking the ones its learner has.
+or Nature torso). `AgentSettings` carries what a builder needs beyond the specs: the agent's config
+resolved by the run (`agent_config`; the offline run resolves it once, `AgentSpec.resolve`), or
+the values given for the run (`agent_values`), applied with dataclasses.replace on the config's
+own defaults, each agent taking the ones its config has.
 """
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Tuple
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
@@ -25,6 +27,7 @@ from agents import ccvl_agent
 from agents import ccvl_bounds_agent
 from agents import cql_agent
 from agents import dqn_agent
+from agents import q_agent_base
 from agents import rem_agent
 from ccvl_tf import belief
 from ccvl_tf import policies
@@ -38,8 +41,11 @@ class AgentSettings:
   inverse_count_fn: Optional[Callable] = None   # exact tabular n(s)^-1 (replaces dataset_size)
   # The agent configs' settings given for this run (field -> value: alpha, num_deltas N,
   # num_heads H, learning_rate, CCVL's objective, ...; agents/*_agent.py declare them); the
-  # others keep the agent config's default. A builder takes those its config has.
+  # others keep the agent config's default. An agent takes those its config has.
   agent_values: Dict[str, object] = dataclasses.field(default_factory=dict)
+  # The agent's own config as the run resolved it (AgentSpec.resolve), e.g. a CCVLConfig;
+  # None: made from agent_values when the learner is built.
+  agent_config: Optional[q_agent_base.CommonQConfig] = None
   num_grid_deltas: int = 8                      # K of CCVL's adaptive / Fixed-CCVL grid
   # CCVL and AEVL belief temperature; None: CCVL sets it from held-out data
   # (auto_belief_temperature), AEVL uses its config's default.
@@ -47,14 +53,6 @@ class AgentSettings:
   reward_clip: Optional[float] = None           # clip rewards when scoring Bellman errors
   bounds: object = None                         # ccvl_bounds: BoundsConfig (None: defaults)
   seed: int = 0
-
-  def overrides(self, *names):
-    """The given agent_values among `names`."""
-    return {n: self.agent_values[n] for n in names if self.agent_values.get(n) is not None}
-
-  def config(self, default, *names, **more):
-    """dataclasses.replace(default, seed=self.seed, the given values of `names`, **more)."""
-    return dataclasses.replace(default, seed=self.seed, **self.overrides(*names), **more)
 
 
 def make_settings(ccvl_options: Optional[Dict[str, object]] = None,
@@ -78,31 +76,52 @@ class AgentSpec:
     description: one line for --help.
     train_key: agents with the same key train the same learner (ccvl and fixed_ccvl differ
       only in the evaluation policy), so a comparison trains it once.
-    build: (time_step_spec, action_spec, AgentSettings) -> learner (agents.learner.Learner;
-      the GuardedLearners and CCVLBoundsAgent are also agents.learner.OnlineLearners).
+    config: the agent's own config (agents/*_agent.py) with its defaults.
+    takes: the settings of `AgentSettings.agent_values` the agent takes (`resolve`).
+    learner: (time_step_spec, action_spec, config, AgentSettings) -> learner
+      (agents.learner.Learner; the GuardedLearners and CCVLBoundsAgent are also
+      agents.learner.OnlineLearners).
     policies: (learner, time_step_spec, action_spec, held_out_batches, settings) ->
       (dict export_name -> TF-Agents policy, dict of extra summary values); the first entry is
       the method's evaluation policy.
     offline: one of the offline --agent choices (`AGENTS`: train_offline.py, compare.py);
       False for 'ccvl_bounds', which online fine-tuning builds.
+    from_settings: AgentSettings -> values of the config taken from the run's AgentSettings
+      rather than from its agent values (AEVL: the belief temperature and reward clip).
   """
   name: str
   description: str
   train_key: str
-  build: Callable
+  config: q_agent_base.CommonQConfig
+  takes: Tuple[str, ...]
+  learner: Callable
   policies: Callable
   offline: bool = True
+  from_settings: Callable[[AgentSettings], Dict[str, object]] = lambda s: {}
+
+  def resolve(self, settings: AgentSettings) -> AgentSettings:
+    """`settings` holding the agent's config (`agent_config`), made once: its defaults with
+    the values given of the settings it takes, the run's seed and `from_settings`."""
+    config = self.config.with_values({n: settings.agent_values.get(n) for n in self.takes},
+                                     seed=settings.seed, **self.from_settings(settings))
+    return dataclasses.replace(settings, agent_config=config, agent_values={})
+
+  def build(self, time_step_spec, action_spec, settings: AgentSettings):
+    """The learner, with the config the settings hold (resolved), else made from them."""
+    if settings.agent_config is None:
+      settings = self.resolve(settings)
+    return self.learner(time_step_spec, action_spec, settings.agent_config, settings)
 
 
+# The settings each agent takes from a run (the rest keep its config's defaults).
 _SHARED = ("dr3_coef", "gamma", "learning_rate", "adam_epsilon", "target_update_period",
            "td_loss", "collect_epsilon")
-
-
 _CCVL = tuple(f.name for f in dataclasses.fields(ccvl_agent.CCVLConfig) if f.name != "seed")
-
-
-def _ccvl_config(s: AgentSettings) -> ccvl_agent.CCVLConfig:
-  return s.config(ccvl_agent.CCVLConfig(), *_CCVL)
+_CQL = ("alpha",) + _SHARED
+_AEVL = ("alpha", "num_members") + _SHARED
+# Behaviour cloning: its own defaults (d3rlpy's DiscreteBC) unless a setting is given.
+_BC = ("learning_rate", "adam_epsilon", "collect_epsilon")
+_DQN = ("gamma", "learning_rate", "adam_epsilon", "target_update_period", "collect_epsilon")
 
 
 def _count_kwargs(s: AgentSettings):
@@ -111,14 +130,15 @@ def _count_kwargs(s: AgentSettings):
           else {"dataset_size": s.dataset_size})
 
 
-def _build_ccvl(time_step_spec, action_spec, s: AgentSettings):
-  return ccvl_agent.CCVLAgent(time_step_spec, action_spec, config=_ccvl_config(s),
+def _build_ccvl(time_step_spec, action_spec, config: ccvl_agent.CCVLConfig, s: AgentSettings):
+  return ccvl_agent.CCVLAgent(time_step_spec, action_spec, config=config,
                               network_config=s.network_config, **_count_kwargs(s))
 
 
-def _build_ccvl_bounds(time_step_spec, action_spec, s: AgentSettings):
+def _build_ccvl_bounds(time_step_spec, action_spec, config: ccvl_agent.CCVLConfig,
+                       s: AgentSettings):
   bounds = ccvl_bounds_agent.BoundsConfig() if s.bounds is None else s.bounds
-  return ccvl_bounds_agent.CCVLBoundsAgent(time_step_spec, action_spec, _ccvl_config(s),
+  return ccvl_bounds_agent.CCVLBoundsAgent(time_step_spec, action_spec, config,
                                            s.network_config, bounds, **_count_kwargs(s))
 
 
@@ -136,9 +156,10 @@ def _bounds_policies(agent, time_step_spec, action_spec, held_out, s: AgentSetti
   return {"policy": adaptive, "policy_fixed": fixed, "policy_bounds": agent.bounds_policy}, {}
 
 
-def _build_ccvl_lower(time_step_spec, action_spec, s: AgentSettings):
+def _build_ccvl_lower(time_step_spec, action_spec, config: ccvl_agent.CCVLConfig,
+                      s: AgentSettings):
   bounds = ccvl_bounds_agent.BoundsConfig() if s.bounds is None else s.bounds
-  return ccvl_bounds_agent.LowerCCVLAgent(time_step_spec, action_spec, _ccvl_config(s),
+  return ccvl_bounds_agent.LowerCCVLAgent(time_step_spec, action_spec, config,
                                           s.network_config, bounds, **_count_kwargs(s))
 
 
@@ -185,40 +206,22 @@ def _ccvl_policies(agent, time_step_spec, action_spec, held_out, s: AgentSetting
   return {"policy": fixed, "policy_adaptive": adaptive}, extra
 
 
-def _build_cql(time_step_spec, action_spec, s: AgentSettings):
-  cfg = s.config(cql_agent.CQLConfig(), "alpha", *_SHARED)
-  return cql_agent.CQLAgent(time_step_spec, action_spec, cfg, s.network_config)
-
-
-def _build_bc(time_step_spec, action_spec, s: AgentSettings):
-  """Behaviour cloning: its own defaults (d3rlpy's DiscreteBC) unless a setting is given."""
-  cfg = s.config(bc_agent.BCConfig(), "learning_rate", "adam_epsilon", "collect_epsilon")
-  return bc_agent.BCAgent(time_step_spec, action_spec, cfg, s.network_config)
-
-
-def _build_rem(time_step_spec, action_spec, s: AgentSettings):
-  cfg = s.config(rem_agent.REMConfig(), "num_heads", *_SHARED)
-  return rem_agent.REMAgent(time_step_spec, action_spec, cfg, s.network_config)
-
-
-def _build_aevl(time_step_spec, action_spec, s: AgentSettings):
+def _aevl_settings(s: AgentSettings) -> Dict[str, object]:
+  """AEVL: the run's reward clip, and its belief temperature where it sets one."""
   more = {} if s.belief_temperature is None else {"belief_temperature": s.belief_temperature}
-  cfg = s.config(aevl_agent.AEVLConfig(), "alpha", "num_members", *_SHARED,
-                 reward_clip=s.reward_clip, **more)
-  return aevl_agent.AEVLAgent(time_step_spec, action_spec, cfg, s.network_config)
+  return dict(reward_clip=s.reward_clip, **more)
 
 
-def _build_aevl_td(time_step_spec, action_spec, s: AgentSettings):
+def _aevl_td_settings(s: AgentSettings) -> Dict[str, object]:
   """AEVL whose members have no CQL term (alpha = 0: Huber TD + DR3 only), the reading under
   which the paper's AEVL scores track REM's rather than CQL's."""
-  return _build_aevl(time_step_spec, action_spec, dataclasses.replace(
-      s, agent_values=dict(s.agent_values, alpha=0.0)))
+  return dict(_aevl_settings(s), alpha=0.0)
 
 
-def _build_dqn(time_step_spec, action_spec, s: AgentSettings):
-  cfg = s.config(dqn_agent.DQNConfig(), "gamma", "learning_rate", "adam_epsilon",
-                 "target_update_period", "collect_epsilon")
-  return dqn_agent.DQNLearner(time_step_spec, action_spec, cfg, s.network_config)
+def _learner(agent_class):
+  """(time_step_spec, action_spec, config, settings) -> agent_class(..., config, network)."""
+  return lambda time_step_spec, action_spec, config, s: agent_class(
+      time_step_spec, action_spec, config, s.network_config)
 
 
 def _own_policy(agent, time_step_spec, action_spec, held_out, s: AgentSettings):
@@ -229,27 +232,34 @@ def _own_policy(agent, time_step_spec, action_spec, held_out, s: AgentSettings):
 AGENT_REGISTRY: Dict[str, AgentSpec] = {
     spec.name: spec for spec in (
         AgentSpec("ccvl", "CCVL (Algorithm 1) acted with the confidence-adaptive belief policy",
-                  "ccvl", _build_ccvl, _ccvl_policies),
+                  "ccvl", ccvl_agent.CCVLConfig(), _CCVL, _build_ccvl, _ccvl_policies),
         AgentSpec("fixed_ccvl", "CCVL trained as --agent=ccvl, acted at the one delta of lowest "
-                  "held-out Bellman error (Fixed-CCVL)", "ccvl", _build_ccvl,
-                  lambda *a: _ccvl_policies(*a, primary="fixed")),
+                  "held-out Bellman error (Fixed-CCVL)", "ccvl", ccvl_agent.CCVLConfig(), _CCVL,
+                  _build_ccvl, lambda *a: _ccvl_policies(*a, primary="fixed")),
         AgentSpec("cql", "discrete CQL(H), Huber TD + alpha * CQL gap (+ DR3)", "cql",
-                  _build_cql, _own_policy),
+                  cql_agent.CQLConfig(), _CQL, _learner(cql_agent.CQLAgent), _own_policy),
         AgentSpec("rem", "REM: random convex combination of H heads (batch_rl)", "rem",
-                  _build_rem, _own_policy),
+                  rem_agent.REMConfig(), ("num_heads",) + _SHARED,
+                  _learner(rem_agent.REMAgent), _own_policy),
         AgentSpec("aevl", "AEVL: ensemble of CQL networks, adaptive belief over members", "aevl",
-                  _build_aevl, _own_policy),
+                  aevl_agent.AEVLConfig(), _AEVL, _learner(aevl_agent.AEVLAgent), _own_policy,
+                  from_settings=_aevl_settings),
         AgentSpec("aevl_td", "AEVL with members trained without the CQL term (alpha = 0)",
-                  "aevl_td", _build_aevl_td, _own_policy),
-        AgentSpec("dqn", "TF-Agents DqnAgent (offline DQN)", "dqn", _build_dqn, _own_policy),
+                  "aevl_td", aevl_agent.AEVLConfig(), _AEVL, _learner(aevl_agent.AEVLAgent),
+                  _own_policy, from_settings=_aevl_td_settings),
+        AgentSpec("dqn", "TF-Agents DqnAgent (offline DQN)", "dqn", dqn_agent.DQNConfig(), _DQN,
+                  _learner(dqn_agent.DQNLearner), _own_policy),
         AgentSpec("bc", "behaviour cloning: cross-entropy on the data's actions, same torso "
-                  "(the anchor: is the data learnable at all?)", "bc", _build_bc, _own_policy),
+                  "(the anchor: is the data learnable at all?)", "bc", bc_agent.BCConfig(), _BC,
+                  _learner(bc_agent.BCAgent), _own_policy),
         AgentSpec("ccvl_bounds", "CCVL lower and upper bounds Q_l, Q_u side by side, acted with "
                   "Eq. upper policy (online fine-tuning's --agent=ccvl)", "ccvl_bounds",
-                  _build_ccvl_bounds, _bounds_policies, offline=False),
+                  ccvl_agent.CCVLConfig(), _CCVL, _build_ccvl_bounds, _bounds_policies,
+                  offline=False),
         AgentSpec("ccvl_lower", "CCVL's lower bound Q_l alone, explored with the "
                   "confidence-adaptive policy (online fine-tuning's --agent=ccvl_lower)",
-                  "ccvl", _build_ccvl_lower, _lower_policies, offline=False),
+                  "ccvl", ccvl_agent.CCVLConfig(), _CCVL, _build_ccvl_lower, _lower_policies,
+                  offline=False),
     )
 }
 AGENTS = tuple(name for name, spec in AGENT_REGISTRY.items() if spec.offline)

@@ -24,7 +24,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 import numpy as np
 from tqdm import tqdm
 
-from ccvl_tf import rollouts, score_stats
+from ccvl_tf import config_flags, rollouts, run_settings, score_stats
 from ccvl_tf import reporting
 from ccvl_tf.data import minatar_datasets
 from ccvl_tf.envs import factory
@@ -61,13 +61,13 @@ class EvaluateConfig:
   output_dir: str = setting("", "Where to write the outputs.", flag_default=None)
   episodes: int = setting(100, "Evaluation episodes per seed (paper: 100).", lower_bound=1)
   seeds: int = setting(1, "Number of evaluation runs (seeds first_seed, ...).", lower_bound=1)
-  first_seed: int = setting(0, "Seed of the first run.", lower_bound=0)
+  first_seed: int = run_settings.borrow("first_seed")
   epsilon: float = setting(
       0.001, "Evaluation epsilon-greedy (paper: 0.001); 0 if the export already is.",
       lower_bound=0.0, upper_bound=1.0)
   max_episode_steps: Optional[int] = setting(
       None, "Cap on agent steps per episode (default: the env's own).", lower_bound=1)
-  bootstrap_reps: int = setting(2000, "Bootstrap replications.", lower_bound=1)
+  bootstrap_reps: int = run_settings.borrow("bootstrap_reps")
   method: str = setting("policy", "Method label written to results.csv.")
   dataset: str = setting("", "Dataset label written to results.csv.")
   data_dir: Optional[str] = setting(
@@ -83,6 +83,7 @@ class EvaluateConfig:
       raise ValueError(f"--seeds must be an integer >= 1, got {self.seeds!r}")
     if not 0.0 <= self.epsilon <= 1.0:
       raise ValueError(f"--epsilon must be in [0, 1], got {self.epsilon!r}")
+    config_flags.check(self, prefix="--")
     if self.data_dir and not factory.is_minatar(self.game):
       raise ValueError(f"--data_dir gives MinAtar reference scores, but --game={self.game!r} is "
                        f"not a MinAtar game ('minatar/<Game>')")

@@ -10,7 +10,7 @@ import math
 from typing import Dict, List, Optional, Sequence
 
 from agents import aevl_agent, ccvl_agent, rem_agent
-from ccvl_tf import config_flags, scores
+from ccvl_tf import config_flags, run_settings, scores
 from ccvl_tf.config_flags import borrow, setting
 from ccvl_tf.experiments import agent_options
 
@@ -128,13 +128,12 @@ class CompareConfig:
                                            kind="list")
   seeds: int = setting(3, "Number of seeds per method/dataset/game: "
                        "--first_seed .. --first_seed + N - 1.")
-  first_seed: int = setting(0, "First seed (0 for reported tables; "
-                            ">= 100 for a development split, docs/agent.md).")
-  num_steps: Optional[int] = setting(None, "Gradient steps per training (default: the "
-                                     "suite's; atari: 6.25M on 1%, 12.5M on 5% / initial 10%).")
-  eval_episodes: Optional[int] = setting(None, "Evaluation episodes per run.")
-  eval_max_steps: Optional[int] = setting(None, "Step cap of an evaluation episode.")
-  batch_size: Optional[int] = setting(None, "Transitions per batch (default 32).")
+  first_seed: int = run_settings.borrow("first_seed")
+  num_steps: Optional[int] = run_settings.borrow(
+      "num_steps", None, "the suite's; atari: 6.25M on 1%, 12.5M on 5% / initial 10%")
+  eval_episodes: Optional[int] = run_settings.borrow("eval_episodes", None, "the suite's")
+  eval_max_steps: Optional[int] = run_settings.borrow("eval_max_steps", None, "the suite's")
+  batch_size: Optional[int] = run_settings.borrow("batch_size", None, "the suite's, 32")
   alpha: Optional[float] = borrow(ccvl_agent.CCVLConfig, "alpha", _EACH_AGENT)
   learning_rate: Optional[float] = borrow(ccvl_agent.CCVLConfig, "learning_rate", _SUITE)
   adam_epsilon: Optional[float] = borrow(ccvl_agent.CCVLConfig, "adam_epsilon", _SUITE)
@@ -142,13 +141,10 @@ class CompareConfig:
                                                _SUITE)
   num_heads: Optional[int] = borrow(rem_agent.REMConfig, "num_heads")
   num_members: Optional[int] = borrow(aevl_agent.AEVLConfig, "num_members")
-  num_grid_deltas: int = setting(8, "CCVL belief grid K.")
+  num_grid_deltas: int = run_settings.borrow("num_grid_deltas")
   num_deltas: Optional[int] = borrow(ccvl_agent.CCVLConfig, "num_deltas")
   num_pairs: Optional[int] = borrow(ccvl_agent.CCVLConfig, "num_pairs")
-  belief_temperature: Optional[float] = setting(
-      None, "Belief temperature of CCVL and AEVL (default: CCVL sets it from "
-      "held-out data, 2 x the smallest mean squared Bellman error over the "
-      "grid; AEVL uses 1).", lower_bound=1e-12, upper_bound=1e12)
+  belief_temperature: Optional[float] = run_settings.borrow("belief_temperature")
   dr3_coef: Optional[float] = borrow(ccvl_agent.CCVLConfig, "dr3_coef",
                                      "the suite's -- 0 on gridworld and MinAtar -- else each "
                                      "agent's; CCVL's {default}")
@@ -158,18 +154,12 @@ class CompareConfig:
       "DQN Replay root <data_dir>/<Game>/<run>/replay_logs.")
   data_run: Optional[int] = setting(None, "Which logged run of each game to use (default: "
                                     "minatar 0, atari 1).")
-  bootstrap_reps: int = setting(2000, "rliable bootstrap reps.")
+  bootstrap_reps: int = run_settings.borrow("bootstrap_reps")
   checkpoint_interval: Optional[int] = None
-  workers: int = setting(
-      1, "Trainings run side by side, one process each (1: sequential). "
-      "Use the number of cores for the CPU suites (gridworld, minatar).")
-  threads_per_worker: int = setting(
-      1, "TensorFlow intra/inter-op threads of every "
-      "unit, whatever --workers is (the same thread count gives the same numbers; recorded in "
-      "scores.csv as tf_threads).", lower_bound=1)
-  deterministic: bool = setting(
-      False, "tf.config.experimental.enable_op_determinism() in every "
-      "unit's process (recorded as deterministic).")
+  workers: int = run_settings.borrow("workers")
+  # Recorded in scores.csv (tf_threads, deterministic).
+  threads_per_worker: int = run_settings.borrow("threads_per_worker")
+  deterministic: bool = run_settings.borrow("deterministic")
 
   def validate(self) -> None:
     if self.suite not in SUITES:

@@ -8,12 +8,10 @@ import os
 from typing import Callable, Dict
 
 from ccvl_tf import policies, run_lock, training
-from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.compare import config as compare_config
 from ccvl_tf.experiments.offline import demo_report, phase_times
 from ccvl_tf.experiments.offline import config as offline_config
 from ccvl_tf.experiments.offline import runner as offline
-from ccvl_tf.experiments.offline.seeds import Seeds
 
 
 def run(cfg: offline_config.OfflineConfig, trained: offline.Trained,
@@ -54,37 +52,35 @@ def _run(cfg: offline_config.OfflineConfig, trained: offline.Trained,
 
 def train_references(cfg: offline_config.OfflineConfig, run_setup: offline.Setup,
                      log, timer=None) -> Dict[str, Dict]:
-  """Trains each of --reference_agents (other than --agent) on the same data, steps, seed and
-  preset, in root_dir/reference/<agent> (resumable, fingerprinted; no evaluation during
-  training), and exports its policy there. Returns {display name: {'policy', 'root_dir',
-  'policy_dir', 'step', 'settings', 'last_metrics'}} in --reference_agents order."""
+  """Trains each of --reference_agents (other than --agent's learner) on the same data, steps,
+  seed and preset, in root_dir/reference/<agent> (resumable, fingerprinted; no evaluation
+  during training), and exports its policy there. Returns {display name: {'policy',
+  'root_dir', 'policy_dir', 'step', 'settings', 'last_metrics'}} in --reference_agents
+  order."""
   display = {v: k for k, v in compare_config.METHODS.items()}
   make_dataset = run_setup.batches.training
+  plan = run_setup.plan
   out = {}
   for name in cfg.reference_agents:
-    if (agent_registry.get_agent_spec(name).train_key
-        == agent_registry.get_agent_spec(cfg.agent).train_key):
-      continue
-    root = os.path.join(cfg.root_dir, "reference", name)
-    settings = offline_config.agent_settings(cfg, name, run_setup.store.num_transitions)
-    agent = offline.build_agent(name, settings, run_setup.time_step_spec, run_setup.action_spec,
-                                Seeds(cfg.seed).weights())
-    log(f"Reference agent {name}: training {cfg.num_steps} steps in {root}.")
-    loop = dataclasses.replace(offline_config.loop(cfg), root_dir=root, eval_interval=0)
+    if name not in plan.learners or name == plan.agent:
+      continue  # --agent's learner (same train key): trained already
+    learner = plan.learners[name]
+    root = os.path.join(plan.loop.root_dir, "reference", name)
+    agent = learner.build(run_setup.time_step_spec, run_setup.action_spec,
+                          run_setup.seeds.weights())
+    log(f"Reference agent {name}: training {plan.loop.num_steps} steps in {root}.")
+    loop = dataclasses.replace(plan.loop, root_dir=root, eval_interval=0)
     with phase_times.phase(timer, f"training {name}"):
       result = training.train(
           agent, make_dataset, loop, log=lambda line, n=name: log(f"[{n}] {line}"),
-          fingerprint=offline_config.fingerprint(
-              cfg, run_setup.dataset_identity, run_setup.store.num_transitions, agent=name),
-          allow_config_change=cfg.allow_config_change)
-    exports, _ = agent_registry.get_agent_spec(name).policies(
-        agent, run_setup.time_step_spec, run_setup.action_spec,
-        run_setup.batches.held_out(), settings)
+          fingerprint=learner.fingerprint, allow_config_change=run_setup.allow_config_change)
+    exports, _ = learner.spec.policies(agent, run_setup.time_step_spec, run_setup.action_spec,
+                                       run_setup.batches.held_out(), learner.settings)
     policy_dir = os.path.join(root, "policy")
     with phase_times.phase(timer, f"export {name}"), training.writing(policy_dir,
                                                                       result["checkpoint"]):
       policies.export_policy(exports["policy"], policy_dir, train_step=agent.train_step_counter)
     out[display.get(name, name)] = dict(
         policy=exports["policy"], root_dir=root, policy_dir=policy_dir, step=result["step"],
-        settings=offline_config.agent_overrides(cfg, name), last_metrics=result["last_metrics"])
+        settings=learner.overrides, last_metrics=result["last_metrics"])
   return out

@@ -13,6 +13,7 @@ import numpy as np
 
 from ccvl_tf import belief
 from ccvl_tf import config_flags
+from ccvl_tf import run_settings
 from ccvl_tf.config_flags import setting
 from ccvl_tf.tabular.gridworld import DATA_SLIP_PROB, EVAL_SLIP_PROB, GridWorld
 from ccvl_tf.experiments.gridworld import family as family_lib
@@ -59,8 +60,8 @@ class Config:
   output_dir: str = setting(help="Directory for the CSV/PNG/JSON outputs.", flag_default=None,
                             required=True)
   seeds: int = setting(10, "Datasets / evaluation runs per alpha (>= 1).")
-  first_seed: int = setting(0, "Seed of the first dataset (seeds first_seed, first_seed + 1, "
-                               "...); the coverage studies draw from seeds disjoint from them.")
+  # The datasets' seeds; the coverage studies draw from seeds disjoint from them.
+  first_seed: int = run_settings.borrow("first_seed")
   readings: tuple = setting(learners.READINGS,
                             "Readings of Eq. (cql update) CCVL and Fixed-CCVL are solved in.",
                             kind="list", flag_default=list(learners.READINGS),
@@ -75,8 +76,8 @@ class Config:
   # are gridworld.py's --num_deltas / num_deltas.
   num_grid_deltas: int = setting(
       10, "K, size of the quantized delta grid.", flag_name="num_deltas")
-  eval_episodes: int = setting(  # evaluation episodes per seed (the belief adapts across them)
-      10, "Evaluation episodes per seed; CCVL's belief adapts across them.")
+  # Evaluation episodes per seed: CCVL's belief adapts across them.
+  eval_episodes: int = run_settings.borrow("eval_episodes")
   adaptation_alpha: float = setting(0.2, "alpha of Fig. 1 right.")
   trajectory_alpha: float = setting(  # Fig. 2 ("for large settings of alpha")
       1.0, "alpha of Fig. 2.")

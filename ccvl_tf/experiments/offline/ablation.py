@@ -17,6 +17,7 @@ import ccvl_tf  # noqa: F401
 
 import numpy as np
 
+from ccvl_tf import config_flags, run_settings
 from ccvl_tf.config_flags import setting
 from ccvl_tf.data import frame_store
 from ccvl_tf import rollouts
@@ -138,21 +139,21 @@ class AblationConfig:
   game: str = setting("Breakout", "Atari game of the datasets.")
   variants: Sequence[str] = setting(tuple(VARIANTS), "Comma-separated variant names.",
                                     kind="csv", parse=_parse_variants)
-  num_steps: int = setting(10_000, "Gradient steps per variant.", lower_bound=1)
-  batch_size: int = setting(32, "Transitions per batch.", lower_bound=1)
+  num_steps: int = run_settings.borrow("num_steps")  # per variant
+  batch_size: int = run_settings.borrow("batch_size")
   probe_interval: int = setting(1_000, "Probe the held-out states every N steps.",
                                 lower_bound=1)
   probe_states: int = setting(512, "Held-out states per probe.", lower_bound=1)
-  eval_episodes: int = setting(10, "ALE evaluation episodes at the end.", lower_bound=0)
-  eval_max_steps: int = setting(2_000, "Agent-step cap of an evaluation episode.",
-                                lower_bound=1)
+  # ALE evaluation episodes at the end (0: none).
+  eval_episodes: int = run_settings.borrow("eval_episodes", lower_bound=0)
+  eval_max_steps: int = run_settings.borrow("eval_max_steps")
   eval_epsilon: float = 0.001
-  seed: int = setting(100, "Seed of initial weights, data order and evaluation "
-                      "(>= 100: development).", lower_bound=0)
-  workers: int = setting(2, "Variants trained side by side (processes).", lower_bound=1)
-  threads_per_worker: int = setting(1, "TensorFlow threads per variant.", lower_bound=1)
+  seed: int = run_settings.borrow("seed", 100)  # a development seed (>= 100)
+  workers: int = run_settings.borrow("workers", 2)  # variants trained side by side
+  threads_per_worker: int = run_settings.borrow("threads_per_worker")
 
   def validate(self) -> None:
+    config_flags.check(self, prefix="--")
     _parse_variants(",".join(self.variants))
     for flag in ("dataset_dir", "heldout_dir"):
       path = getattr(self, flag)

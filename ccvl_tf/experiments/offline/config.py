@@ -1,6 +1,8 @@
 """The settings of one offline run (binaries/train_offline.py's flags) and what is derived from
-them alone: validation, the record summary.json keeps, the agent settings in force, and what
-each stage of the run takes (the data's, the learner's, the training loop's settings).
+them alone: validation, the record summary.json keeps, and the run's configuration resolved
+once (`resolve` -> `RunPlan`): what each stage takes (the data's, the training loop's
+settings), each learner's own config (a CCVLConfig, CQLConfig, BCConfig, ...: alpha, lr and
+the rest in force) and the run's fingerprint.
 
 `OfflineConfig` holds the run-level settings and embeds the agent settings given as flags
 (`agent_values`, declared once in the agents' configs, experiments/agent_options.py); the
@@ -11,24 +13,26 @@ from __future__ import annotations
 import dataclasses
 from typing import Dict, Optional, Sequence
 
+import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+
+import keras
 import numpy as np
 
-from ccvl_tf import config_flags, networks, training
+from ccvl_tf import config_flags, networks, run_settings, training
 from ccvl_tf.config_flags import setting
 from ccvl_tf.data import replay_files
 from ccvl_tf.envs import atari
 from ccvl_tf.experiments import agent_options, agent_registry
 from ccvl_tf.experiments.offline import dataset, default_dataset, presets
 from ccvl_tf.experiments.offline.seeds import Seeds
+from agents import q_agent_base
 
-# The settings a preset gives and a flag may override (presets.PRESET_FIELDS).
-PRESET_FLAGS = presets.PRESET_FIELDS
 # The agent settings train_offline.py takes as flags, declared in agents.ccvl_agent.CCVLConfig
 # (experiments/agent_options.py); the given ones are OfflineConfig.agent_values.
 AGENT_FLAGS = agent_options.TRAINING + agent_options.CCVL_SAMPLING + agent_options.CCVL_OPTIONS
 
 # Their defaults as their help states them: the --preset's where it sets one, else the agent's.
-AGENT_FLAG_NOTES = {name: "the --preset's, else {default}" for name in PRESET_FLAGS}
+AGENT_FLAG_NOTES = {name: "the --preset's, else {default}" for name in agent_options.TRAINING}
 
 
 def parse_reference_agents(text) -> tuple:
@@ -71,8 +75,8 @@ class OfflineConfig:
       "ccvl", "Which learner (ccvl_tf.experiments.agent_registry): " + "; ".join(
           f"{s.name}: {s.description}" for s in agent_registry.AGENT_REGISTRY.values()
           if s.offline) + ".")
-  num_steps: int = setting(10_000, "Gradient steps in total.", lower_bound=1, parse_bounds=False)
-  batch_size: int = setting(32, "Transitions per batch.", lower_bound=1, parse_bounds=False)
+  num_steps: int = run_settings.borrow("num_steps")
+  batch_size: int = run_settings.borrow("batch_size")
   preset: str = setting(
       "demo", "Training settings of the learners: demo = chosen on development data for the "
       "CPU demo's scale (docs/ablation.md); paper = the paper's Atari settings (Dopamine / "
@@ -81,31 +85,23 @@ class OfflineConfig:
   # The agent settings given as flags (AGENT_FLAGS: CCVLConfig fields, the training ones shared
   # by every learner of the run); the --preset's values and the agent's defaults fill the rest.
   agent_values: Dict[str, object] = dataclasses.field(default_factory=dict)
-  num_grid_deltas: int = setting(8, "K, the quantized delta grid of the exported policies.",
-                                 lower_bound=1, upper_bound=1024)
+  num_grid_deltas: int = run_settings.borrow("num_grid_deltas")
   reference_agents: Sequence[str] = setting(
       ("bc", "cql"), "Agents trained beside --agent on the same data, steps and preset, for "
       "the results table (e.g. bc,cql; 'none' for none).", kind="csv",
       parse=lambda text: parse_reference_agents(text))
-  belief_temperature: Optional[float] = setting(
-      None, "Temperature of the exported adaptive policy's belief update "
-      "(default: set from held-out data, 2 x the smallest mean squared "
-      "Bellman error over the grid).", lower_bound=1e-12, upper_bound=1e12)
-  checkpoint_interval: int = setting(2_500, "Checkpoint every this many steps.",
-                                     lower_bound=1, parse_bounds=False)
-  log_interval: int = setting(500, "Progress line every N steps.",
-                              lower_bound=1, parse_bounds=False)
+  belief_temperature: Optional[float] = run_settings.borrow("belief_temperature")
+  checkpoint_interval: int = run_settings.borrow("checkpoint_interval")
+  log_interval: int = run_settings.borrow("log_interval")
   summary_interval: int = setting(100, "TensorBoard scalars every N steps.",
                                   lower_bound=1, parse_bounds=False)
-  eval_interval: int = setting(5_000, "Evaluate in the ALE every N steps (0: at the end only).",
-                               lower_bound=0, parse_bounds=False)
-  eval_episodes: int = setting(10, "Episodes per evaluation (and per row of the results "
-                               "table).", lower_bound=1, parse_bounds=False)
-  # Agent steps per evaluation episode. The paper caps episodes at 27,000 (108k frames); the
-  # default here is the CPU demo's 2,000 so that a policy that never serves in Breakout cannot
-  # stall the demo. Pass --eval_max_steps=27000 for the paper's protocol.
-  eval_max_steps: int = setting(2_000, "Agent-step cap of an evaluation episode.",
-                                lower_bound=1, parse_bounds=False)
+  eval_interval: int = run_settings.borrow("eval_interval")
+  # Also the episodes of each row of the results table.
+  eval_episodes: int = run_settings.borrow("eval_episodes")
+  # The paper caps episodes at 27,000 agent steps (108k frames); the default here is the CPU
+  # demo's 2,000 so that a policy that never serves in Breakout cannot stall the demo. Pass
+  # --eval_max_steps=27000 for the paper's protocol.
+  eval_max_steps: int = run_settings.borrow("eval_max_steps")
   eval_epsilon: float = 0.001
   eval_env: str = setting(
       "vector", "Where the Atari evaluations run: vector = all episodes of an evaluation side "
@@ -140,19 +136,13 @@ class OfflineConfig:
       False, "Resume the checkpoints in --root_dir although they were trained with another "
       "agent, learning setting or dataset (by default such a resume is refused, listing the "
       "differences). num_steps, intervals and evaluation settings may always change.")
-  seed: int = setting(0, "Seed of data order, deltas and evaluation.", lower_bound=0)
-  # The trained weights depend on the intra-op thread count, and TensorFlow's default is the
-  # number of cores: a fixed count gives one network per seed on machines with other core
-  # counts (BUILD.md, "What is and is not bit-reproducible"; tools/determinism_cost.py).
-  tf_threads: int = setting(
-      2, "TensorFlow intra- and inter-op threads (0: TensorFlow's default, the number of "
-      "cores). The trained network depends on it; fixed, the same command gives the same "
-      "network on machines with other core counts.", lower_bound=0)
+  seed: int = run_settings.borrow("seed")
+  # A fixed thread count gives one network per seed on machines with other core counts
+  # (tools/determinism_cost.py).
+  tf_threads: int = run_settings.borrow("tf_threads")
   # Off by default: on CPU op determinism changed no bit at a fixed thread count (BUILD.md,
   # tools/determinism_cost.py); it matters on GPU.
-  deterministic: bool = setting(
-      False, "tf.config.experimental.enable_op_determinism() before training (GPU kernels; "
-      "on CPU results are already deterministic for a fixed thread count).")
+  deterministic: bool = run_settings.borrow("deterministic")
 
   def __post_init__(self):
     # One spelling per game (atari.canonical_game): --game=breakout and --game=Breakout share
@@ -164,42 +154,41 @@ class OfflineConfig:
       pass
 
   def validate(self):
-    """ValueError naming the flag: a setting outside its declaration (config_flags.check), an
-    unknown agent, an agent setting out of bounds, a batch larger than the default dataset,
-    an unusable --root_dir or --dataset_dir."""
+    """ValueError naming the flag: an unknown agent, an agent setting out of bounds, an
+    unusable --dataset_dir or --root_dir, a setting outside its declaration
+    (config_flags.check), a batch larger than the default dataset."""
+    agent_registry.get_agent_spec(self.agent)  # unknown names: a ValueError listing the valid ones
+    for name in self.reference_agents:
+      agent_registry.get_agent_spec(name, flag="--reference_agents")
+    agent_options.validate(self.agent_values)
+    if self.dataset_dir is not None:
+      # Local paths: os.path.isdir; gs://..., ram://...: tf.io.gfile (replay_files.path_isdir).
+      try:
+        found = replay_files.path_isdir(self.dataset_dir)
+      except replay_files.UnreachableError as e:
+        cause = e.__cause__ or e
+        raise ValueError(f"--dataset_dir {self.dataset_dir} could not be reached "
+                         f"({type(cause).__name__}: {replay_files.error_text(cause)}); a gs:// "
+                         f"path needs network access and, for a non-public bucket, Google "
+                         f"credentials (BUILD.md, 'Reading the DQN Replay Dataset from Google "
+                         f"Cloud Storage')") from e
+      if not found:
+        what = ("is a file, not a directory" if replay_files.path_exists(self.dataset_dir)
+                else "does not exist")
+        raise ValueError(f"--dataset_dir {self.dataset_dir} {what} (expected a Dopamine "
+                         f"replay_logs directory with $store$_observation_ckpt.N.gz files)")
+    training.check_output_dir(self.root_dir, "--root_dir")
     if self.belief_temperature is not None and not (
         np.isfinite(self.belief_temperature) and self.belief_temperature > 0):
       raise ValueError(f"--belief_temperature must be a finite number > 0 (or unset: from the "
                        f"held-out data), got {self.belief_temperature!r}")
     config_flags.check(self, prefix="--")
     atari.check_game(self.game)  # unknown names: a ValueError listing the valid ones
-    agent_registry.get_agent_spec(self.agent)  # unknown names: a ValueError listing the valid ones
-    for name in self.reference_agents:
-      agent_registry.get_agent_spec(name, flag="--reference_agents")
-    agent_options.validate(self.agent_values)
     if self.dataset_dir is None and self.batch_size > self.default_dataset_steps:
       raise ValueError(f"--batch_size={self.batch_size} is larger than the default dataset "
                        f"(--default_dataset_steps={self.default_dataset_steps} transitions)")
     if not 0.0 <= self.eval_epsilon <= 1.0:
       raise ValueError(f"--eval_epsilon must be in [0, 1], got {self.eval_epsilon!r}")
-    training.check_output_dir(self.root_dir, "--root_dir")
-    if self.dataset_dir is None:
-      return
-    # Local paths: os.path.isdir; gs://..., ram://...: tf.io.gfile (replay_files.path_isdir).
-    try:
-      found = replay_files.path_isdir(self.dataset_dir)
-    except replay_files.UnreachableError as e:
-      cause = e.__cause__ or e
-      raise ValueError(f"--dataset_dir {self.dataset_dir} could not be reached "
-                       f"({type(cause).__name__}: {replay_files.error_text(cause)}); a gs:// "
-                       f"path needs network access and, for a non-public bucket, Google "
-                       f"credentials (BUILD.md, 'Reading the DQN Replay Dataset from Google "
-                       f"Cloud Storage')") from e
-    if not found:
-      what = ("is a file, not a directory" if replay_files.path_exists(self.dataset_dir)
-              else "does not exist")
-      raise ValueError(f"--dataset_dir {self.dataset_dir} {what} (expected a Dopamine "
-                       f"replay_logs directory with $store$_observation_ckpt.N.gz files)")
 
 
 # What the learned function depends on (the run fingerprint): these OfflineConfig fields, N,
@@ -209,11 +198,6 @@ class OfflineConfig:
 FINGERPRINT_FIELDS = ("game", "agent", "subset", "batch_size", "num_deltas",
                       "num_pairs", "policy_delta", "seed", "ccvl_options",
                       "default_dataset_steps", "default_dataset_policy", "behaviour_epsilon")
-
-
-def ccvl_value(cfg: OfflineConfig, name: str):
-  """The CCVLConfig setting `name` of this run: given as a flag, else CCVLConfig's default."""
-  return agent_options.value(cfg.agent_values, name)
 
 
 def ccvl_options(cfg: OfflineConfig) -> Dict[str, object]:
@@ -226,14 +210,15 @@ def record(cfg: OfflineConfig) -> Dict[str, object]:
   run's fields, each of the AGENT_FLAGS outside the CCVL options by name (N, M, policy_delta
   in force; a training setting not given: None) and the CCVL options given as
   'ccvl_options'."""
+  options = ccvl_options(cfg)
   out = dataclasses.asdict(cfg)
   given = out.pop("agent_values")
   for name in AGENT_FLAGS:
     if name in agent_options.CCVL_SAMPLING:
-      out[name] = ccvl_value(cfg, name)
+      out[name] = agent_options.value(given, name)
     elif name not in agent_options.CCVL_OPTIONS:
       out[name] = given.get(name)
-  out["ccvl_options"] = ccvl_options(cfg)
+  out["ccvl_options"] = options
   return out
 
 
@@ -246,37 +231,6 @@ def from_record(saved: Dict[str, object]) -> OfflineConfig:
                        **{k: v for k, v in saved.items() if k in fields})
 
 
-def agent_overrides(cfg: OfflineConfig, agent: str) -> Dict[str, object]:
-  """The training settings of `agent` in this run: the preset's, under the flags given."""
-  return presets.resolve(cfg.preset, agent_registry.get_agent_spec(agent).train_key,
-                         {k: cfg.agent_values.get(k) for k in PRESET_FLAGS})
-
-
-def fingerprint(cfg: OfflineConfig, dataset: Dict[str, object], num_transitions: int,
-                agent: Optional[str] = None) -> Dict[str, object]:
-  """What the checkpoints of this run (or of its reference `agent`) were trained on
-  (training.check_fingerprint): the learned function's settings with the preset resolved,
-  the dataset's identity (offline/dataset.py `dataset_identity`) and its size."""
-  saved = record(cfg)
-  out = {k: saved[k] for k in FINGERPRINT_FIELDS}
-  if agent is not None:
-    out["agent"] = agent
-  out.update(agent_overrides(cfg, out["agent"]))  # alpha, learning_rate, ... in force
-  out["preset"] = cfg.preset
-  out["ccvl_options"] = dict(sorted(saved["ccvl_options"].items()))
-  out["dataset"] = dataset
-  out["num_transitions"] = int(num_transitions)
-  return out
-
-
-def describe_preset(cfg: OfflineConfig) -> str:
-  """The line that starts a run: the preset and the settings it gives --agent and each of
-  --reference_agents, under the flags given."""
-  names = (cfg.agent,) + tuple(a for a in cfg.reference_agents if a != cfg.agent)
-  return presets.describe(cfg.preset, [agent_registry.get_agent_spec(n).train_key for n in names],
-                          {k: cfg.agent_values.get(k) for k in PRESET_FLAGS})
-
-
 def default_dataset_spec(cfg: OfflineConfig) -> default_dataset.DefaultDataset:
   """The default dataset of this run (used without --dataset_dir)."""
   return default_dataset.DefaultDataset(
@@ -285,32 +239,114 @@ def default_dataset_spec(cfg: OfflineConfig) -> default_dataset.DefaultDataset:
       behaviour_epsilon=cfg.behaviour_epsilon, seed=cfg.seed)
 
 
-def data_settings(cfg: OfflineConfig) -> dataset.DataSettings:
-  """What this run's dataset is made of (dataset.open_dataset)."""
-  return dataset.DataSettings(
+@dataclasses.dataclass(frozen=True)
+class AgentPlan:
+  """One learner of the run, --agent or one of --reference_agents: its registry entry, its
+  training settings in force (the preset's under the flags given: summary.json's 'settings'),
+  what its builder takes (AgentSettings holding the agent's own config, e.g. a CCVLConfig, and
+  |D| once the data is loaded) and, with the data, its run fingerprint."""
+  name: str
+  spec: agent_registry.AgentSpec
+  overrides: Dict[str, object]
+  settings: agent_registry.AgentSettings
+  fingerprint: Optional[Dict[str, object]] = None
+
+  @property
+  def config(self) -> q_agent_base.CommonQConfig:
+    """The agent's own config (CCVLConfig: N, M, alpha, ...; CQLConfig; BCConfig; ...)."""
+    return self.settings.agent_config
+
+  def build(self, time_step_spec, action_spec, weights_seed: int):
+    """The learner, its initial weights a function of `weights_seed` (Seeds.weights)."""
+    keras.utils.set_random_seed(weights_seed)
+    return self.spec.build(time_step_spec, action_spec, self.settings)
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPlan:
+  """An offline run's configuration resolved once (`resolve`): what each stage takes.
+
+  Attributes:
+    agent: --agent.
+    data: the dataset's settings (dataset.open_dataset).
+    loop: the training loop of --agent (root_dir, --num_steps, the intervals).
+    learners: --agent's AgentPlan, then each of --reference_agents trained beside it (those
+      of another train key), in their order.
+    record: the config as summary.json keeps it (`record`; `from_record` reads it back).
+    preset_line: the line that starts the run (the preset and the settings it gives).
+  """
+  agent: str
+  data: dataset.DataSettings
+  loop: training.LoopConfig
+  learners: Dict[str, AgentPlan]
+  record: Dict[str, object]
+  preset_line: str
+
+  @property
+  def learner(self) -> AgentPlan:
+    return self.learners[self.agent]
+
+  def with_dataset(self, identity: Dict[str, object], num_transitions: int) -> "RunPlan":
+    """The plan once the data is loaded: each learner's |D| (`num_transitions`, the frame
+    store's) and its run fingerprint (`fingerprint`; `identity`: dataset.dataset_identity)."""
+    learners = {name: dataclasses.replace(
+        plan, settings=dataclasses.replace(plan.settings, dataset_size=float(num_transitions)),
+        fingerprint=fingerprint(self.record, plan, identity, num_transitions))
+                for name, plan in self.learners.items()}
+    return dataclasses.replace(self, learners=learners)
+
+
+def resolve(cfg: OfflineConfig) -> RunPlan:
+  """The run's configuration, made once from `cfg`: validated; each learner's training
+  settings (the preset's under the flags given) and its own config (the agent config's
+  defaults, those settings and the agent settings given, the learner's seed), checked against
+  the agent's declarations before any data is read or collected; the data's and the training
+  loop's settings; the record and the preset line."""
+  default, saved, seeds = default_dataset_spec(cfg), record(cfg), Seeds(cfg.seed)
+  cfg.validate()
+  specs = {name: agent_registry.get_agent_spec(name)
+           for name in (cfg.agent,) + tuple(a for a in cfg.reference_agents if a != cfg.agent)}
+  overrides = {spec.train_key: presets.resolve(cfg.preset, spec.train_key, cfg.agent_values)
+               for spec in specs.values()}
+  # The line names every reference agent, also one that shares --agent's learner.
+  preset_line = presets.describe(cfg.preset, [s.train_key for s in specs.values()],
+                                 cfg.agent_values)
+  given = {k: v for k, v in cfg.agent_values.items() if k not in agent_options.TRAINING}
+  learners = {}
+  for name in specs:
+    spec: agent_registry.AgentSpec = specs[name]
+    if name != cfg.agent and spec.train_key == specs[cfg.agent].train_key:
+      continue  # trained as --agent already
+    settings = spec.resolve(agent_registry.AgentSettings(
+        network_config=networks.QNetworkConfig(torso="nature"),
+        agent_values=dict(given, **overrides[spec.train_key]),
+        num_grid_deltas=cfg.num_grid_deltas, belief_temperature=cfg.belief_temperature,
+        reward_clip=1.0, seed=seeds.learner()))
+    agent_config: q_agent_base.CommonQConfig = settings.agent_config
+    agent_config.validate()  # against the agent's declarations: the preset's values too
+    learners[name] = AgentPlan(name=name, spec=spec, overrides=overrides[spec.train_key],
+                               settings=settings)
+  data = dataset.DataSettings(
       dataset_dir=cfg.dataset_dir, subset=cfg.subset, batch_size=cfg.batch_size,
-      num_deltas=ccvl_value(cfg, "num_deltas"), seeds=Seeds(cfg.seed),
-      default=default_dataset_spec(cfg))
-
-
-def agent_settings(cfg: OfflineConfig, agent: str,
-                   dataset_size: float) -> agent_registry.AgentSettings:
-  """What the builder of `agent` takes in this run: the Nature torso, the agent settings given
-  as flags with the preset's training settings under them, K, the belief temperature, rewards
-  clipped to [-1, 1] when Bellman errors are scored, the learner's seed; |D| = `dataset_size`
-  (the frame store's transitions)."""
-  given = {k: v for k, v in cfg.agent_values.items() if k not in PRESET_FLAGS}
-  return agent_registry.AgentSettings(
-      network_config=networks.QNetworkConfig(torso="nature"),
-      dataset_size=float(dataset_size),
-      agent_values=dict(given, **agent_overrides(cfg, agent)),
-      num_grid_deltas=cfg.num_grid_deltas, belief_temperature=cfg.belief_temperature,
-      reward_clip=1.0, seed=Seeds(cfg.seed).learner())
-
-
-def loop(cfg: OfflineConfig) -> training.LoopConfig:
-  """The training loop of this run's learner (root_dir, --num_steps and the intervals)."""
-  return training.LoopConfig(
+      num_deltas=saved["num_deltas"], seeds=seeds, default=default)
+  loop = training.LoopConfig(
       root_dir=cfg.root_dir, num_steps=cfg.num_steps, checkpoint_interval=cfg.checkpoint_interval,
       log_interval=cfg.log_interval, summary_interval=cfg.summary_interval,
       eval_interval=cfg.eval_interval)
+  return RunPlan(agent=cfg.agent, data=data, loop=loop, learners=learners, record=saved,
+                 preset_line=preset_line)
+
+
+def fingerprint(saved: Dict[str, object], plan: AgentPlan, identity: Dict[str, object],
+                num_transitions: int) -> Dict[str, object]:
+  """What the checkpoints of the learner `plan` were trained on (training.check_fingerprint):
+  the learned function's settings of the run's record `saved` with the preset resolved, the
+  dataset's identity (dataset.dataset_identity) and its size."""
+  out = {k: saved[k] for k in FINGERPRINT_FIELDS}
+  out["agent"] = plan.name
+  out.update(plan.overrides)  # alpha, learning_rate, ... in force
+  out["preset"] = saved["preset"]
+  out["ccvl_options"] = dict(sorted(saved["ccvl_options"].items()))
+  out["dataset"] = identity
+  out["num_transitions"] = int(num_transitions)
+  return out

@@ -29,7 +29,7 @@ TRAIN_STEP_FIXED_BYTES = 500_000_000
 
 @dataclasses.dataclass(frozen=True)
 class DataSettings:
-  """What a run's dataset is made of (config.data_settings makes it from the flags): the replay
+  """What a run's dataset is made of (config.resolve makes it from the flags): the replay
   directory `dataset_dir` (None: the `default` dataset), its `subset`, batches of `batch_size`
   transitions with their seeds, and N (`num_deltas`) for the train step's memory."""
   dataset_dir: Optional[str]
@@ -79,10 +79,12 @@ class Batches:
 
 @dataclasses.dataclass(frozen=True)
 class Dataset:
-  """The replay directory a run trains on, its frame store and its batches."""
+  """The replay directory a run trains on, its frame store, its batches and its identity
+  (`dataset_identity`: what the run's fingerprint records)."""
   replay_dir: str
   store: frame_store.FrameStore
   batches: Batches
+  identity: Dict[str, object]
 
 
 def open_dataset(data: DataSettings, env_factory: Callable, observation_shape,
@@ -94,7 +96,8 @@ def open_dataset(data: DataSettings, env_factory: Callable, observation_shape,
   `action_set` (the environment's ALE action ids) and `observation_shape` before any data is
   read (data/dataset_record.py; what a directory without a record leaves unchecked is logged);
   the default dataset collected first (environments from `env_factory`) when there is no
-  --dataset_dir and `collect`; then the frame store of --subset."""
+  --dataset_dir and `collect`; then the frame store of --subset, and the directory's
+  identity."""
   reserve = training_reserve(data, observation_shape)
   reserve.check(None)  # memory for the batches alone: before any data is read or collected
   if data.dataset_dir:
@@ -116,7 +119,8 @@ def open_dataset(data: DataSettings, env_factory: Callable, observation_shape,
   log(f"Frame store: {store.num_transitions} transitions, {store.num_frames} frames, "
       f"{store.nbytes / 2**20:.1f} MiB ({store.bytes_per_transition:.0f} bytes/transition).")
   return Dataset(replay_dir=replay_dir, store=store,
-                 batches=Batches(store, data.batch_size, data.seeds))
+                 batches=Batches(store, data.batch_size, data.seeds),
+                 identity=dataset_identity(replay_dir))
 
 
 def _check_record(replay_dir: str, game: Optional[str], action_set, observation_shape,

@@ -27,6 +27,7 @@ import ccvl_tf  # noqa: F401
 
 import numpy as np
 
+from ccvl_tf import run_settings
 from ccvl_tf.config_flags import setting
 from ccvl_tf.data import dqn_replay
 from ccvl_tf.data import replay_writer
@@ -60,10 +61,10 @@ class CollectConfig:
   replay_capacity: int = setting(dqn_replay.DQN_REPLAY_CAPACITY,
                                  "Slots per checkpoint (the DQN Replay Dataset: 1,000,000).",
                                  lower_bound=4)
-  seed: int = setting(0, "Seed of the ALE (sticky actions) and random policy.", lower_bound=0)
+  seed: int = run_settings.borrow("seed")  # the ALE's (sticky actions) and the random policy's
   sticky_action_prob: float = setting(atari.STICKY_ACTION_PROB, "ALE repeat_action_probability.",
                                       lower_bound=0.0, upper_bound=1.0)
-  progress_every: int = setting(10_000, "Print progress every N steps.", lower_bound=1)
+  progress_every: int = run_settings.borrow("progress_every")
   num_envs: int = setting(
       1, "Copies of the game stepped side by side: 1 = one environment; N > 1 = N copies of "
       "ale_py's vector environment (random policy only; whole episodes in the order they end; "

@@ -9,18 +9,18 @@ remaining gradients too small to move the network in 10,000 steps) and chooses t
 settings on development data by a rule committed before the demo's reported run.
 
 A preset maps an agent's train key (agent_registry.AgentSpec.train_key) to values of the
-agent's config (agents/*_agent.py); `resolve` puts the values the user gave on top (a flag
-always wins), and the agent registry applies the result with dataclasses.replace on the
-config's defaults (AgentSettings.agent_values).
+agent's config (agents/*_agent.py), among the training settings every learner of a run shares
+(agent_options.TRAINING, the one list of what a preset may set); `resolve` puts the values the
+user gave on top (a flag always wins), and the agent registry applies the result with
+dataclasses.replace on the config's defaults (agent_registry.AgentSpec.resolve).
 """
 from __future__ import annotations
 
 from typing import Dict, Mapping
 
-PRESET_NAMES = ("demo", "paper")
+from ccvl_tf.experiments import agent_options
 
-# The settings a preset may set (agent config fields, e.g. CCVLConfig.alpha).
-PRESET_FIELDS = ("alpha", "learning_rate", "adam_epsilon", "dr3_coef", "target_update_period")
+PRESET_NAMES = ("demo", "paper")
 
 # alpha 0.1 is what train_offline.py always passed before the presets (CCVL, CQL and AEVL's
 # own default too); the other paper settings are the agents' own defaults.
@@ -56,15 +56,16 @@ def validate(name: str, flag: str = "--preset") -> None:
 
 
 def resolve(name: str, train_key: str, given: Mapping[str, object]) -> Dict[str, object]:
-  """The AgentSettings overrides of agent `train_key` under preset `name`: the preset's values,
-  then every non-None value in `given` (the user's flags) on top. Fields neither sets are left
-  out (the agent's own default applies)."""
+  """The training settings of agent `train_key` under preset `name`: the preset's values, then
+  each training setting (agent_options.TRAINING) of `given` (the user's flags; None: not
+  given) on top. Settings neither sets are left out (the agent's own default applies)."""
   validate(name)
   out = dict(PRESETS[name].get(train_key, {}))
-  out.update({k: v for k, v in given.items() if v is not None})
-  unknown = sorted(set(out) - set(PRESET_FIELDS))
+  unknown = sorted(set(out) - set(agent_options.TRAINING))
   if unknown:
-    raise ValueError(f"preset settings {unknown} are not among {PRESET_FIELDS}")
+    raise ValueError(f"preset settings {unknown} are not among {agent_options.TRAINING}")
+  out.update({k: v for k, v in given.items()
+              if k in agent_options.TRAINING and v is not None})
   return out
 
 

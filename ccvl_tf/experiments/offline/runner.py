@@ -1,9 +1,9 @@
 """Offline training on Atari (DQN Replay / Dopamine format): one learner's run.
 
-`run(cfg)`: the dataset -> the learner -> training (ALE evaluations on the way) -> the exported
-policies -> the confidence diagnostics (CCVL) -> summary.json. `diagnose(root_dir)` computes the
-diagnostics of a run directory again. Its settings: config.py (with what each stage takes:
-the data's, the learner's, the loop's); its data: dataset.py; its random streams: seeds.py.
+`run(cfg)`: `setup` (the configuration resolved once, config.resolve; the dataset; the learner)
+-> `train` (ALE evaluations on the way) -> `export` (the policies) -> `confidence_diagnostics`
+(CCVL) -> summary.json. `diagnose(root_dir)` computes the diagnostics of a run directory
+again. Its settings: config.py; its data: dataset.py; its random streams: seeds.py.
 More in docs/library.md "Module notes".
 """
 from __future__ import annotations
@@ -16,7 +16,6 @@ from typing import Callable, Dict, Optional, Sequence
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
-import keras
 import numpy as np
 import tensorflow as tf
 from tf_agents.specs import tensor_spec
@@ -56,31 +55,27 @@ def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Trained:
 
 
 def _run(cfg: OfflineConfig, log: Callable[[str], None]) -> Trained:
-  threads = tf_setup.configure_tensorflow(cfg.tf_threads, cfg.deterministic, log)
-  log(f"TensorFlow threads: {threads['tf_threads'] or 'the number of cores'} (--tf_threads)"
-      + (", op determinism on" if cfg.deterministic else "")
-      + f"; CPU kernels: {tf_setup.cpu_kernels_in_force()}.")
-  log(config.describe_preset(cfg))
   timer = PhaseTimes()
   run_setup = setup(cfg, log, timer=timer)
-  result = _train(cfg, run_setup, log, timer)
-  exports, extra, dirs = _export(cfg.root_dir, run_setup, result["checkpoint"], log, timer)
+  result = train(run_setup, log, timer)
+  exports, extra, dirs = export(run_setup, result["checkpoint"], log, timer)
   adaptive_scores = None
   if run_setup.spec.train_key == "ccvl":
     with timer.phase("diagnostics"), training.writing(
-        os.path.join(cfg.root_dir, "diagnostics"), result["checkpoint"]):
-      diag = _confidence_diagnostics(cfg, run_setup, exports, log, timer)
+        os.path.join(run_setup.root_dir, "diagnostics"), result["checkpoint"]):
+      diag = confidence_diagnostics(run_setup, exports, log, timer)
     adaptive_scores = diag.pop("adaptive_episode_scores")
     extra = dict(extra, diagnostics=diag)
-  summary = dict(game=run_setup.game, agent=cfg.agent, dataset_dir=run_setup.replay_dir,
-                 subset=cfg.subset, num_transitions=int(run_setup.store.num_transitions),
+  plan = run_setup.plan
+  summary = dict(game=run_setup.game, agent=plan.agent, dataset_dir=run_setup.replay_dir,
+                 subset=plan.data.subset, num_transitions=int(run_setup.store.num_transitions),
                  step=result["step"], resumed_from=result["resumed_from"],
                  last_metrics=result["last_metrics"], last_eval=result["last_eval"],
                  checkpoint=result["checkpoint"], policy_dir=dirs["policy"],
                  fixed_policy_dir=dirs.get("policy_fixed"), exported_policies=dirs,
-                 config=config.record(cfg), settings=config.agent_overrides(cfg, cfg.agent),
+                 config=plan.record, settings=plan.learner.overrides,
                  **extra, phase_times=timer.as_dict())
-  write_summary(cfg.root_dir, summary, result["checkpoint"])
+  write_summary(run_setup.root_dir, summary, result["checkpoint"])
   return Trained(setup=run_setup, summary=summary, exports=exports,
                  adaptive_episode_scores=adaptive_scores, checkpoint=result["checkpoint"],
                  timer=timer)
@@ -88,57 +83,61 @@ def _run(cfg: OfflineConfig, log: Callable[[str], None]) -> Trained:
 
 @dataclasses.dataclass
 class Setup:
-  """What the stages of an offline run share: the data, the (fresh) learner and how a policy
-  is scored."""
+  """What the stages of an offline run share: its configuration resolved once (`plan`: the
+  data's and the loop's settings, each learner's own config and fingerprint, the record), the
+  data, the (fresh) learner of --agent and how a policy is scored."""
+  plan: config.RunPlan
   game: str                   # the ALE name
   replay_dir: str
   store: frame_store.FrameStore
   batches: dataset.Batches
   evaluation: AtariEvaluation
-  spec: agent_registry.AgentSpec
-  settings: agent_registry.AgentSettings
+  seeds: Seeds
   agent: object               # the learner (agents/learner.py)
   time_step_spec: object
   action_spec: object
+  allow_config_change: bool   # --allow_config_change: resume checkpoints of another config
 
-  @functools.cached_property
-  def dataset_identity(self) -> Dict[str, object]:
-    """The replay directory's identity (dataset.dataset_identity), listed once for the run's
-    fingerprint and its reference agents'."""
-    return dataset.dataset_identity(self.replay_dir)
+  @property
+  def root_dir(self) -> str:
+    return self.plan.loop.root_dir
+
+  @property
+  def spec(self) -> agent_registry.AgentSpec:
+    return self.plan.learner.spec
+
+  @property
+  def settings(self) -> agent_registry.AgentSettings:
+    return self.plan.learner.settings
 
 
 def setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True,
           timer: Optional[PhaseTimes] = None) -> Setup:
-  """The dataset (collected first when there is none and `collect`) and the learner of
-  --agent; shared by run() and diagnose()."""
+  """The run's configuration resolved once (config.resolve: validated, each learner's own
+  config, the stages' settings), TensorFlow's threads, the dataset (collected first when there
+  is none and `collect`) and the learner of --agent; shared by run() and diagnose()."""
+  plan = config.resolve(cfg)
+  threads = tf_setup.configure_tensorflow(cfg.tf_threads, cfg.deterministic, log)
+  log(f"TensorFlow threads: {threads['tf_threads'] or 'the number of cores'} (--tf_threads)"
+      + (", op determinism on" if cfg.deterministic else "")
+      + f"; CPU kernels: {tf_setup.cpu_kernels_in_force()}.")
+  os.makedirs(cfg.root_dir, exist_ok=True)
+  log(plan.preset_line)
   atari.check_game(cfg.game)  # unknown names: a ValueError listing the valid ones
   env_factory = lambda seed: atari.AtariEnvironment(cfg.game, seed=seed)
-  probe = env_factory(Seeds(cfg.seed).probe_env())
-  num_actions = probe.num_actions
-  data = dataset.open_dataset(config.data_settings(cfg), env_factory,
-                              probe.observation_spec().shape, num_actions, log,
-                              collect=collect, timer=timer, game=probe.game,
-                              action_set=probe.action_set)
-  obs_spec = tensor_spec.from_spec(probe.observation_spec())
+  seeds = plan.data.seeds
+  probe = env_factory(seeds.probe_env())
+  data = dataset.open_dataset(plan.data, env_factory, probe.observation_spec().shape,
+                              probe.num_actions, log, collect=collect, timer=timer,
+                              game=probe.game, action_set=probe.action_set)
+  plan = plan.with_dataset(data.identity, data.store.num_transitions)
+  time_step_spec = ts.time_step_spec(tensor_spec.from_spec(probe.observation_spec()))
   action_spec = tensor_spec.from_spec(probe.action_spec())
-  time_step_spec = ts.time_step_spec(obs_spec)
-  spec = agent_registry.get_agent_spec(cfg.agent)
-  settings = config.agent_settings(cfg, cfg.agent, data.store.num_transitions)
-  agent = build_agent(cfg.agent, settings, time_step_spec, action_spec,
-                      Seeds(cfg.seed).weights())
-  return Setup(game=probe.game, replay_dir=data.replay_dir, store=data.store,
-               batches=data.batches, evaluation=AtariEvaluation.of(cfg), spec=spec,
-               settings=settings, agent=agent, time_step_spec=time_step_spec,
-               action_spec=action_spec)
-
-
-def build_agent(agent: str, settings: agent_registry.AgentSettings, time_step_spec,
-                action_spec, weights_seed: int):
-  """The learner `agent` built with `settings` (config.agent_settings), its initial weights a
-  function of `weights_seed` (seeds.Seeds.weights)."""
-  keras.utils.set_random_seed(weights_seed)
-  return agent_registry.get_agent_spec(agent).build(time_step_spec, action_spec, settings)
+  return Setup(plan=plan, game=probe.game, replay_dir=data.replay_dir, store=data.store,
+               batches=data.batches, evaluation=AtariEvaluation.of(cfg), seeds=seeds,
+               agent=plan.learner.build(time_step_spec, action_spec, seeds.weights()),
+               time_step_spec=time_step_spec, action_spec=action_spec,
+               allow_config_change=cfg.allow_config_change)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,10 +169,10 @@ class AtariEvaluation:
         max_total_steps=self.episodes * (self.max_steps + 2))
 
 
-def _train(cfg: OfflineConfig, run_setup: Setup, log,
-           timer: Optional[PhaseTimes] = None) -> Dict[str, object]:
-  """training.train on --num_steps batches, evaluating in the ALE every --eval_interval."""
-  seeds = Seeds(cfg.seed)
+def train(run_setup: Setup, log, timer: Optional[PhaseTimes] = None) -> Dict[str, object]:
+  """training.train of --agent on --num_steps batches, evaluating in the ALE every
+  --eval_interval."""
+  seeds, learner = run_setup.seeds, run_setup.plan.learner
   # policy.action traced once (tf.function) instead of running eagerly: ~5x faster per step.
   compiled_policy = rollouts.CompiledPolicy(run_setup.agent.policy)
 
@@ -194,16 +193,13 @@ def _train(cfg: OfflineConfig, run_setup: Setup, log,
       pass  # a game without published reference scores
     return out
 
-  with phase_times.phase(timer, f"training {cfg.agent}"):
-    return training.train(run_setup.agent, run_setup.batches.training, config.loop(cfg),
-                          evaluate=evaluate, log=log,
-                          fingerprint=config.fingerprint(
-                              cfg, run_setup.dataset_identity, run_setup.store.num_transitions),
-                          allow_config_change=cfg.allow_config_change)
+  with phase_times.phase(timer, f"training {learner.name}"):
+    return training.train(run_setup.agent, run_setup.batches.training, run_setup.plan.loop,
+                          evaluate=evaluate, log=log, fingerprint=learner.fingerprint,
+                          allow_config_change=run_setup.allow_config_change)
 
 
-def _export(root_dir: str, run_setup: Setup, last_good: str, log,
-            timer: Optional[PhaseTimes] = None):
+def export(run_setup: Setup, last_good: str, log, timer: Optional[PhaseTimes] = None):
   """(exports, extra, dirs): the agent's policies (agent registry; Fixed-CCVL's delta is the
   lowest Bellman error on the held-out batches) as SavedModels in root_dir/<export name>."""
   agent = run_setup.agent
@@ -217,7 +213,7 @@ def _export(root_dir: str, run_setup: Setup, last_good: str, log,
         f"{extra['fixed_delta']:.3f}")
   dirs = {}
   for export_name, policy in exports.items():
-    dirs[export_name] = os.path.join(root_dir, export_name)
+    dirs[export_name] = os.path.join(run_setup.root_dir, export_name)
     with phase_times.phase(timer, "export (policies, Fixed-CCVL's delta)"), training.writing(
         dirs[export_name], last_good):
       policies.export_policy(policy, dirs[export_name], train_step=agent.train_step_counter)
@@ -225,29 +221,29 @@ def _export(root_dir: str, run_setup: Setup, last_good: str, log,
   return exports, extra, dirs
 
 
-def _confidence_diagnostics(cfg: OfflineConfig, run_setup: Setup, exports, log,
-                            timer: Optional[PhaseTimes] = None) -> Dict[str, object]:
+def confidence_diagnostics(run_setup: Setup, exports, log,
+                           timer: Optional[PhaseTimes] = None) -> Dict[str, object]:
   """The confidence diagnostics at the end of a CCVL run: the delta family, the count estimate
   (dataset vs random-policy and pixel-shuffled frames) and the belief over an evaluation of the
   adaptive policy (--eval_episodes episodes); files in root_dir/diagnostics, headline numbers
   in summary.json and TensorBoard (diagnostics/*), and the adaptive policy's episode scores
   under 'adaptive_episode_scores'."""
-  seeds, agent = Seeds(cfg.seed), run_setup.agent
+  seeds, agent, evaluation = run_setup.seeds, run_setup.agent, run_setup.evaluation
   adaptive = exports.get("policy_adaptive", exports["policy"])
   with phase_times.phase(timer,
                          "evaluation: CCVL (adaptive), for the diagnostics and the table"):
-    records = run_setup.evaluation(rollouts.CompiledPolicy(adaptive), seeds.adaptive_eval(),
-                                   seeds.adaptive_eval())
+    records = evaluation(rollouts.CompiledPolicy(adaptive), seeds.adaptive_eval(),
+                         seeds.adaptive_eval())
   out = confidence_report.report(
       agent, run_setup.batches.diagnostics_held_out,
       belief.delta_grid(run_setup.settings.num_grid_deltas),
-      os.path.join(cfg.root_dir, "diagnostics"),
-      env_factory=lambda: atari.AtariEnvironment(cfg.game, seed=seeds.diagnostics_env(),
-                                                 max_episode_steps=cfg.eval_max_steps),
+      os.path.join(run_setup.root_dir, "diagnostics"),
+      env_factory=lambda: atari.AtariEnvironment(evaluation.game, seed=seeds.diagnostics_env(),
+                                                 max_episode_steps=evaluation.max_steps),
       records=records, seed=seeds.diagnostics(), log=log)
   summary = dict(out["summary"], adaptive_mean_raw_score=float(
       np.mean([r.raw_score for r in records])))
-  writer = tf.summary.create_file_writer(os.path.join(cfg.root_dir, "summaries"))
+  writer = tf.summary.create_file_writer(os.path.join(run_setup.root_dir, "summaries"))
   with writer.as_default():
     for k, v in summary.items():
       tf.summary.scalar(f"diagnostics/{k}", v, step=int(agent.train_step_counter.numpy()))
@@ -282,7 +278,7 @@ def diagnose(root_dir: str, episodes: Optional[int] = None,
     raise ValueError(f"{root_dir} is a run of --agent={cfg.agent}; the confidence "
                      f"diagnostics need a CCVL run (--agent=ccvl or fixed_ccvl)")
   with run_lock.hold(root_dir, "--root_dir"):
-    run_setup = setup(cfg, log, collect=False)
+    run_setup = setup(dataclasses.replace(cfg, reference_agents=()), log, collect=False)
     agent = run_setup.agent
     ckpt_dir = os.path.join(root_dir, "checkpoints")
     _, restored, skipped = training.restore_newest_intact(agent, ckpt_dir, log=log)
@@ -293,7 +289,7 @@ def diagnose(root_dir: str, episodes: Optional[int] = None,
     exports, _ = run_setup.spec.policies(agent, run_setup.time_step_spec,
                                          run_setup.action_spec, run_setup.batches.held_out(),
                                          run_setup.settings)
-    summary = _confidence_diagnostics(cfg, run_setup, exports, log)
+    summary = confidence_diagnostics(run_setup, exports, log)
   summary.pop("adaptive_episode_scores", None)
   return summary
 

@@ -27,6 +27,7 @@ from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.compare import suites as compare_suites
 from ccvl_tf import networks
 from ccvl_tf import reverb_replay
+from ccvl_tf import run_settings
 from ccvl_tf.tabular import dataset as tds
 from ccvl_tf import training
 
@@ -88,26 +89,21 @@ class OnlineConfig:
   Defaults are for Atari at the paper's rate (SPI 8 = batch 32, one update per 4 env steps);
   the gridworld tests shrink everything.
   """
-  offline_dir: str = setting("", "root_dir of the offline run to fine-tune.",
-                             flag_default=None)
+  offline_dir: str = run_settings.borrow("offline_dir")
   game: str = setting(GRIDWORLD, "'gridworld', a MinAtar game ('minatar/Breakout') or an "
                       "Atari game (ALE name).")
   root_dir: str = setting("", "Run directory (checkpoints, logs, policies).", flag_default=None)
-  num_env_steps: int = setting(100_000, "Env steps of online interaction (all actors "
-                               "together).", lower_bound=1)
+  num_env_steps: int = run_settings.borrow("num_env_steps")
   reverb_address: Optional[str] = setting(
       None, "host:port of a running Reverb server (binaries/reverb_server.py)"
       "; default: start one in this process.")
   num_actors: int = setting(1, "Actor processes to start.", lower_bound=0)
-  batch_size: int = setting(32, "Transitions per learner step.", lower_bound=1)
+  batch_size: int = run_settings.borrow("batch_size")
   offline_fraction: float = setting(  # share of each batch drawn from the offline data
       0.0, "Share of each batch drawn from the offline data (gridworld).", lower_bound=0.0,
       upper_bound=1.0, below=1.0)
-  samples_per_insert: float = setting(
-      8.0, "Rate limiter: sampled items per inserted env step (8 = batch 32, "
-      "one learner step per 4 env steps).", lower_bound=1e-6, upper_bound=1e6)
-  min_replay_size: int = setting(1_000, "Items in the replay table before the first sample.",
-                                 lower_bound=1)
+  samples_per_insert: float = run_settings.borrow("samples_per_insert")
+  min_replay_size: int = run_settings.borrow("min_replay_size")
   replay_capacity: int = setting(1_000_000, "Replay table size.", lower_bound=1)
   # ExplorationConfig's settings that are set (field -> value; one left out, or None, is
   # unset): the others are ExplorationConfig's defaults, T unset the offline run's. Left out
@@ -124,16 +120,15 @@ class OnlineConfig:
                                      lower_bound=1, parse_bounds=False)
   push_period: int = setting(10, "Learner steps between weight pushes.", lower_bound=1,
                              parse_bounds=False)
-  checkpoint_interval: int = setting(
-      1_000, "Learner (and Reverb) checkpoint every N learner steps.", lower_bound=1)
-  log_interval: int = setting(100, "Progress line every N steps.", lower_bound=1)
-  eval_episodes: int = setting(5, "Evaluation episodes at the offline start and at the end "
-                                "(0: none).", lower_bound=0)
-  eval_interval: int = setting(
-      0, "Also evaluate every N learner steps (0: only at the offline start and the end); "
-      "eval.csv then holds score vs online steps.", lower_bound=0)
+  # Learner (and Reverb) checkpoints, every N learner steps.
+  checkpoint_interval: int = run_settings.borrow("checkpoint_interval", 1_000)
+  log_interval: int = run_settings.borrow("log_interval", 100)
+  # Evaluations at the offline start and at the end (0 episodes: none), and every
+  # eval_interval learner steps between them (eval.csv: score vs online steps).
+  eval_episodes: int = run_settings.borrow("eval_episodes", 5, lower_bound=0)
+  eval_interval: int = run_settings.borrow("eval_interval", 0)
   export_policies: bool = setting(True, "Write the SavedModels at the end.")
-  eval_max_steps: int = setting(2_000, "Step cap of an evaluation episode.", lower_bound=1)
+  eval_max_steps: int = run_settings.borrow("eval_max_steps")
   eval_epsilon: float = 0.001
   sample_timeout_s: float = setting(  # rate-limiter wait before checking server and actors
       30.0, "Seconds without a sample before checking server and actors.", lower_bound=1e-3,
@@ -164,7 +159,7 @@ class OnlineConfig:
       "ccvl", "'ccvl' (lower + upper bounds, Eq. upper policy exploration), 'ccvl_lower' "
       "(Q_l only, explores with the confidence-adaptive policy + epsilon) or 'cql' "
       "(baseline: greedy + epsilon exploration).", enum_values=AGENTS)
-  seed: int = setting(0, "Seed.", lower_bound=0)
+  seed: int = run_settings.borrow("seed")
   schedule: str = schedule_setting(ASYNC)
 
   def validate(self):

@@ -21,6 +21,7 @@ import numpy as np
 
 from agents import ccvl_agent
 from ccvl_tf import config_flags
+from ccvl_tf import run_settings
 from ccvl_tf import scores
 from ccvl_tf import training
 from ccvl_tf.config_flags import setting
@@ -66,25 +67,20 @@ class FinetuneSuiteConfig:
   methods: Sequence[str] = setting(online_config.AGENTS, "Fine-tune agents: "
                                    + ", ".join(online_config.AGENTS) + ".", kind="csv",
                                    parse=_parse_list)
-  num_env_steps: int = setting(10_000, "Online env steps per run (the same for every "
-                               "method).", lower_bound=1)
-  eval_interval: int = setting(625, "Learner steps between evaluations (and one before the "
-                               "first online step).", lower_bound=1)
-  eval_episodes: int = setting(10, "Evaluation episodes per policy and evaluation.",
-                               lower_bound=1)
-  eval_max_steps: int = setting(10_000, "Step cap of an evaluation episode (MinAtar's own).",
-                                lower_bound=1)
-  min_replay_size: int = setting(500, "Replay items before the first learner step.",
-                                 lower_bound=1)
-  bootstrap_reps: int = setting(2000, "rliable bootstrap reps.", lower_bound=100)
+  # The same for every method; an evaluation also before the first online step.
+  num_env_steps: int = run_settings.borrow("num_env_steps", 10_000)
+  eval_interval: int = run_settings.borrow("eval_interval", 625, lower_bound=1)
+  eval_episodes: int = run_settings.borrow("eval_episodes")
+  eval_max_steps: int = run_settings.borrow("eval_max_steps", 10_000)  # MinAtar's own cap
+  min_replay_size: int = run_settings.borrow("min_replay_size", 500)
+  bootstrap_reps: int = run_settings.borrow("bootstrap_reps", lower_bound=100)  # rliable's
   # finetune_online.py --alpha for every run.
   alpha: Optional[float] = config_flags.borrow(ccvl_agent.CCVLConfig, "alpha",
                                                "each offline run's")
   schedule: str = online_config.schedule_setting(online_config.DETERMINISTIC)
-  online_counts: str = setting("grow", "finetune_online.py --online_counts for every run "
-                               "('grow': n(s)^-1 follows the online data; 'offline': the "
-                               "rule: counts of the offline dataset only).",
-                               enum_values=("grow", "offline"))
+  # finetune_online.py --online_counts for every run.
+  online_counts: str = config_flags.borrow(online_config.OnlineConfig, "online_counts",
+                                           default=config_flags.DECLARED)
 
   def validate(self) -> None:
     for name in ("compare_dir", "data_dir", "output_dir"):

@@ -66,8 +66,9 @@ def test_bad_settings_name_the_flag(seeds, flags, match, tmp_path):
 @pytest.mark.slow
 def test_two_seeds_end_to_end(tmp_path):
   """Seeds 0 and 1, tiny trainings: seed 0 collects the dataset, seed 1 trains on it (and
-  still has the behaviour row: the dataset's marker names its behaviour policy); seeds.csv
-  holds each run's results.json rows; a rerun skips both seeds."""
+  still has the behaviour row: the dataset's marker names its behaviour policy), both on seed
+  0's evaluation episodes; seeds.csv holds each run's results.json rows; a rerun skips both
+  seeds."""
   out = tmp_path / "seeds"
   env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3")
   cmd = [sys.executable, os.path.join(ROOT, "binaries", "demo_seeds.py"), f"--output_dir={out}",
@@ -83,6 +84,11 @@ def test_two_seeds_end_to_end(tmp_path):
   rows = {s: json.load(open(out / f"seed_{s}" / "results.json")) for s in ("0", "1")}
   assert [x["policy"] for x in rows["1"]] == [
       "random", "behaviour (scripted, epsilon 0.25)", "CCVL (adaptive)", "Fixed-CCVL"]
+  # One set of evaluation episodes for every training seed (--eval_seed = the first seed): the
+  # rows that do not depend on the trained network score the same, episode by episode.
+  assert r.stdout.count("--eval_seed=0") == 2, r.stdout[-2000:]
+  for i in (0, 1):
+    assert rows["0"][i]["scores"] == rows["1"][i]["scores"], (i, rows)
   written = list(csv.DictReader(open(out / "seeds.csv")))
   assert [(w["seed"], w["policy"], float(w["mean"])) for w in written] == [
       (s, x["policy"], x["mean"]) for s in ("0", "1") for x in rows[s]]

@@ -53,6 +53,25 @@ def test_seed_streams_keep_their_values():
   assert (s.table_behaviour(), s.table_eval()) == (12, 60_005)
 
 
+def test_an_eval_seed_moves_only_the_evaluation_episodes():
+  """--eval_seed=0 on a run seeded 5: the evaluation streams are seed 0's (10,000 + step,
+  step, 30,000, 7, 60,000), the training and data streams stay seed 5's; resolve() hands the
+  data stage that pair of seeds."""
+  s = Seeds(5, eval_base=0)
+  assert (s.weights(), s.learner(), s.data_order(), s.held_out(), s.diagnostics_env()) == (
+      5, 5, 5, 782, 40_005)
+  assert (s.eval_env(2_500), s.eval_episodes(2_500), s.adaptive_eval()) == (12_500, 2_500,
+                                                                             30_000)
+  assert (s.table_behaviour(), s.table_eval()) == (7, 60_000)
+  cfg = config.OfflineConfig(seed=5, eval_seed=0)
+  assert config.resolve(cfg).data.seeds == Seeds(5, 0)
+  assert config.record(cfg)["eval_seed"] == 0
+  # Not part of what the checkpoints were trained on: the fingerprint ignores it.
+  other = config.OfflineConfig(seed=5)
+  assert (config.fingerprint(config.record(cfg), config.resolve(cfg).learner, {}, 10)
+          == config.fingerprint(config.record(other), config.resolve(other).learner, {}, 10))
+
+
 @pytest.mark.parametrize("env", ["vector", "sequential"])
 def test_atari_evaluation_plays_its_episodes_to_the_step_cap(env):
   # A player that only ever chooses NOOP never serves in Breakout: no reward and no game over,

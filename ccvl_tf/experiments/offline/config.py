@@ -137,6 +137,13 @@ class OfflineConfig:
       "agent, learning setting or dataset (by default such a resume is refused, listing the "
       "differences). num_steps, intervals and evaluation settings may always change.")
   seed: int = run_settings.borrow("seed")
+  # Scores of several training seeds are compared on one set of episodes when each run takes
+  # the same --eval_seed (demo_seeds.py does): the table then separates the networks'
+  # variation from the episodes'.
+  eval_seed: Optional[int] = setting(
+      None, "Seed of the evaluation episodes (the evaluations during training, the adaptive "
+      "policy's episodes of the diagnostics, the results table's rows); default: --seed.",
+      lower_bound=0)
   # A fixed thread count gives one network per seed on machines with other core counts
   # (tools/determinism_cost.py).
   tf_threads: int = run_settings.borrow("tf_threads")
@@ -302,7 +309,8 @@ def resolve(cfg: OfflineConfig) -> RunPlan:
   defaults, those settings and the agent settings given, the learner's seed), checked against
   the agent's declarations before any data is read or collected; the data's and the training
   loop's settings; the record and the preset line."""
-  default, saved, seeds = default_dataset_spec(cfg), record(cfg), Seeds(cfg.seed)
+  default, saved = default_dataset_spec(cfg), record(cfg)
+  seeds = Seeds(cfg.seed, cfg.eval_seed)
   cfg.validate()
   specs = {name: agent_registry.get_agent_spec(name)
            for name in (cfg.agent,) + tuple(a for a in cfg.reference_agents if a != cfg.agent)}

@@ -208,7 +208,7 @@ def results_table(cfg, game, replay_dir, spec, exports, precomputed, log,
   if (info.get("policy") == f"scripted_eps{cfg.behaviour_epsilon:g}"
       and factory is not None):
     behaviour = lambda env: factory(env, epsilon=cfg.behaviour_epsilon,
-                                    seed=Seeds(cfg.seed).table_behaviour())
+                                    seed=Seeds(cfg.seed, cfg.eval_seed).table_behaviour())
     behaviour_name = f"behaviour (scripted, epsilon {cfg.behaviour_epsilon:g})"
   elif info.get("policy") == "random":
     note = "The behaviour policy of this dataset is the random policy (row 'random')."
@@ -225,6 +225,6 @@ def results_table(cfg, game, replay_dir, spec, exports, precomputed, log,
       f"{cfg.eval_max_steps} agent steps per episode.")
   return report(
       cfg.root_dir, game, policies, env_factory, cfg.eval_episodes, cfg.eval_max_steps,
-      cfg.eval_epsilon, Seeds(cfg.seed).table_eval(), behaviour=behaviour,
+      cfg.eval_epsilon, Seeds(cfg.seed, cfg.eval_seed).table_eval(), behaviour=behaviour,
       behaviour_name=behaviour_name,
       precomputed=precomputed, note=note, log=log, eval_env=cfg.eval_env, timer=timer)

@@ -4,9 +4,11 @@
 its own process and root (`output_dir/seed_<k>`, resumable; a finished seed is skipped), all
 on one dataset: the first seed's run collects the default dataset (seed 0 first: the dataset
 of `make demo`), the others train on it (`--dataset_dir`). Only the training seed changes
-between runs: initial weights, data order, the delta samples and the evaluation episodes'
-seeds. `train_flags` are further train_offline.py flags given to every run (e.g.
-`--num_steps=10000`; not --seed, --root_dir or --dataset_dir, which this sets).
+between runs: initial weights, data order and the delta samples. Every run scores its policies
+on the same evaluation episodes (`--eval_seed` = the first seed), so the table's spread over
+seeds is the networks', not the episodes'. `train_flags` are further train_offline.py flags
+given to every run (e.g. `--num_steps=10000`; not --seed, --root_dir, --dataset_dir or
+--eval_seed, which this sets).
 
 It then writes, beside each seed's results table (results.md: mean raw score over that run's
 evaluation episodes with a 95% bootstrap CI over episodes),
@@ -39,7 +41,7 @@ from ccvl_tf import strict_json
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))  # ccvl_tf/experiments/offline/<this file>
 TRAIN_OFFLINE = os.path.join(_REPO_ROOT, "binaries", "train_offline.py")
-SET_HERE = ("--seed", "--root_dir", "--dataset_dir")
+SET_HERE = ("--seed", "--root_dir", "--dataset_dir", "--eval_seed")
 # Rows of a demo results table that are not trained networks (not compared across seeds).
 REFERENCE_ROWS = ("random",)
 
@@ -109,7 +111,8 @@ def run(cfg: DemoSeedsConfig, train_flags: Sequence[str] = (),
     if _finished(root):
       log(f"[{i + 1}/{len(cfg.seeds)}] seed {seed}: done (skipped)")
       continue
-    args = [f"--game={cfg.game}", f"--seed={int(seed)}", f"--root_dir={root}"]
+    args = [f"--game={cfg.game}", f"--seed={int(seed)}", f"--root_dir={root}",
+            f"--eval_seed={int(cfg.seeds[0])}"]
     if i > 0:
       args.append(f"--dataset_dir={dataset}")
     os.makedirs(root, exist_ok=True)

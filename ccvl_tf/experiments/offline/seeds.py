@@ -6,6 +6,7 @@ depend on them. A stream's offset keeps it apart from the others of the same run
 from __future__ import annotations
 
 import dataclasses
+from typing import Optional
 
 # The results table's episode seeds: row r plays its episodes in an environment seeded with
 # table_eval() + the row's offset (demo_report.RANDOM_OFFSET, ...), the same seed driving the
@@ -16,8 +17,16 @@ TABLE_EVAL_OFFSET = 60_000
 
 @dataclasses.dataclass(frozen=True)
 class Seeds:
-  """The named streams of one offline run seeded `base` (--seed)."""
+  """The named streams of one offline run seeded `base` (--seed). The evaluation episodes'
+  streams (the evaluations during training, the diagnostics' adaptive episodes, the results
+  table's rows) are derived from `eval_base` instead when it is given (--eval_seed): runs of
+  several training seeds then score their policies on the same episodes."""
   base: int
+  eval_base: Optional[int] = None
+
+  @property
+  def _eval(self) -> int:
+    return self.base if self.eval_base is None else self.eval_base
 
   def weights(self) -> int:  # the learners' initial weights (keras.utils.set_random_seed)
     return self.base
@@ -47,19 +56,19 @@ class Seeds:
     return self.base + 778
 
   def eval_env(self, step: int) -> int:  # the environment of the evaluation at `step`
-    return self.base + 10_000 + step
+    return self._eval + 10_000 + step
 
   def eval_episodes(self, step: int) -> int:  # that evaluation's exploration draws
-    return self.base + step
+    return self._eval + step
 
   def adaptive_eval(self) -> int:  # the adaptive policy's episodes in the diagnostics
-    return self.base + 30_000
+    return self._eval + 30_000
 
   def diagnostics_env(self) -> int:  # the environments of the count diagnostics
     return self.base + 40_000
 
   def table_behaviour(self) -> int:  # the scripted behaviour player's draws in the table's row
-    return self.base + 7
+    return self._eval + 7
 
   def table_eval(self) -> int:  # the results table's rows (plus each row's offset)
-    return self.base + TABLE_EVAL_OFFSET
+    return self._eval + TABLE_EVAL_OFFSET

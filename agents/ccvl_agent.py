@@ -43,19 +43,24 @@ class CCVLConfig(q_agent_base.BaseQConfig):
   num_pairs: int = setting(
       2, "M, pairs (delta_1, delta_2) ~ U(0, delta) per delta; the loss takes max_j L_j.",
       lower_bound=1, upper_bound=1024, parse_bounds=False)
-  alpha: float = setting(0.1, "alpha, weight of the count-weighted CQL regularizer.",
+  alpha: float = setting(0.1, "alpha: the bonus weight (objective 'bonus': the target lowered "
+                         "by alpha sqrt(log(1/delta) n(s)^-1)), or the weight of the "
+                         "count-weighted CQL regularizer ('algorithm1', 'bound').",
                          lower_bound=0.0, parse_bounds=False)
   dr3_coef: float = config_flags.redeclare(q_agent_base.BaseQConfig, "dr3_coef", 0.03)
-  # objective and count settings: chosen on the development split by a rule fixed before the
-  # runs (docs/dev_split.md).
+  # The reading of the confidence family -- objective 'bonus' with the data-support head
+  # (support_threshold), the monotone head -- chosen by a rule fixed before the runs
+  # (docs/family_choice.md): the only reading whose exact gridworld family is ordered in
+  # delta, below the largest return and more than one policy; the count settings:
+  # docs/dev_split.md.
   objective: str = setting(
-      "algorithm1", "which reading of Eq. (cql update) is trained: 'algorithm1' (Algorithm 1 "
-      "literally: max over j of the pair loss), 'bound' (delta_1 = delta, target max over "
-      "delta_2 <= delta: the proof of Lemma 1), 'bonus' (Eq. update's anti-exploration form "
-      "with n(s)^-1, no regularizer). docs/agent.md explains each.",
+      "bonus", "which reading is trained: 'bonus' (Eq. update's anti-exploration form with "
+      "n(s)^-1: the target lowered by alpha sqrt(log(1/delta) n(s)^-1), no regularizer "
+      "unless gap_weight > 0), 'algorithm1' (Eq. cql update as Algorithm 1 writes it: max "
+      "over j of the pair loss), 'bound' (delta_1 = delta, target max over delta_2 <= delta: "
+      "the proof of Lemma 1). docs/agent.md explains each.",
       enum_values=losses.OBJECTIVES)
-  # gap and delta_head: the reading chosen on the development split by a rule fixed before
-  # the runs (docs/family_dev_split.md): an ordered family by construction, CQL(H)'s gap.
+  # gap: the regularizer's gap of 'algorithm1' / 'bound' (and of 'bonus' when gap_weight > 0).
   gap: str = setting(
       "logsumexp", "the regularizer's gap: 'logsumexp' (CQL(H), R(pi) the entropy) or 'max' "
       "(R(pi) = 0: max_a Q - Q(s, a_D), whose exact tabular family has V nondecreasing in "
@@ -70,7 +75,7 @@ class CCVLConfig(q_agent_base.BaseQConfig):
       "alone); it pushes actions the data never takes down without undoing the order in "
       "delta the bonus gives.", lower_bound=0.0, parse_bounds=False)
   support_threshold: float = setting(
-      0.0, "tau: a behaviour-cloning head learns the data's policy and Q ranks an action "
+      0.05, "tau: a behaviour-cloning head learns the data's policy and Q ranks an action "
       "below every other where pi_beta(a | s) < tau max_a' pi_beta(a' | s), since the data "
       "gives no lower bound there (ccvl_tf/support.py); 0: no support head.",
       lower_bound=0.0, upper_bound=0.999)

@@ -434,12 +434,24 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
                      support_threshold=float(support_threshold))
 
 
+def _q_variables(net: CCVLNetwork):
+  """The network's variables without its support head's (ccvl_tf/support.py)."""
+  return [v for v in net.variables if "_support" not in getattr(v, "path", v.name)]
+
+
 def copy_weights(source: CCVLNetwork, target: CCVLNetwork) -> None:
-  """target <- source, variable by variable (same config; used for the target network)."""
+  """target <- source, variable by variable (same config; used for the target network). When
+  only one of them has a support head (a lower bound Q_l with one copied into the upper bound
+  Q_u without), the Q(s, a, delta) variables are copied and the head is left out."""
   src, dst = source.variables, target.variables
+  if bool(source.support_threshold) != bool(target.support_threshold):
+    src, dst = _q_variables(source), _q_variables(target)
   if len(src) != len(dst):
     raise ValueError(f"networks differ: {len(src)} vs {len(dst)} variables")
   for s, d in zip(src, dst):
+    if tuple(s.shape) != tuple(d.shape):
+      raise ValueError(f"networks differ: variable {getattr(s, 'path', s.name)} has shape "
+                       f"{tuple(s.shape)}, its counterpart {tuple(d.shape)}")
     d.assign(s)
 
 

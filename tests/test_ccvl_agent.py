@@ -100,7 +100,8 @@ def test_objective_hand_computed_on_a_tiny_linear_network():
   delta_1 = tf.constant([[[E(-1), E(-4), E(-2.25)], [E(-4), E(-2.25), E(-1.5625)]]])
   delta_2 = tf.constant([[[0.4, 0.1, 0.25], [0.2, 0.05, 0.125]]])
   cfg = ccvl_agent.CCVLConfig(num_deltas=2, num_pairs=3, alpha=1.0, gamma=0.5,
-                              td_loss="squared", dr3_coef=0.1)
+                              td_loss="squared", dr3_coef=0.1, objective="algorithm1",
+                              support_threshold=0.0)
   out = ccvl_agent.ccvl_objective(online, target, batch, delta, delta_1, delta_2,
                                   lambda obs, phi: tf.fill([tf.shape(obs)[0]], 0.25), cfg)
   np.testing.assert_allclose(out["ccvl_loss"].numpy(), 3.168383, rtol=1e-5)
@@ -137,7 +138,8 @@ def test_objective_gradient_by_hand_on_the_tiny_linear_network():
   delta_1 = tf.constant([[[E(-1), E(-4), E(-2.25)], [E(-4), E(-2.25), E(-1.5625)]]])
   delta_2 = tf.constant([[[0.4, 0.1, 0.25], [0.2, 0.05, 0.125]]])
   cfg = ccvl_agent.CCVLConfig(num_deltas=2, num_pairs=3, alpha=1.0, gamma=0.5,
-                              td_loss="squared", dr3_coef=0.0)
+                              td_loss="squared", dr3_coef=0.0, objective="algorithm1",
+                              support_threshold=0.0)
   inv = tf.Variable([0.25])
   w, u = online.q_model.get_layer("online_w").kernel, online.q_model.get_layer("online_u").kernel
   target_vars = [v.value for v in target.trainable_variables]
@@ -376,7 +378,8 @@ def test_synthetic_bandit_rare_actions_rise_and_the_data_action_falls_with_delta
   keras.utils.set_random_seed(0)
   cfg = ccvl_agent.CCVLConfig(num_deltas=8, num_pairs=2, alpha=1.0, gamma=0.0,
                               td_loss="squared", dr3_coef=0.0, learning_rate=3e-3,
-                              adam_epsilon=1e-7, target_update_period=10, delta_head="cosine")
+                              adam_epsilon=1e-7, target_update_period=10, delta_head="cosine",
+                              objective="algorithm1", support_threshold=0.0)
   agent = ccvl_agent.CCVLAgent(*_specs(3, 4), cfg, TINY,
                                inverse_count_fn=lambda o: tf.fill([tf.shape(o)[0]], 1.0))
   rng = np.random.default_rng(0)
@@ -410,7 +413,8 @@ def test_synthetic_bandit_with_the_monotone_head_rare_actions_rise_the_data_acti
   keras.utils.set_random_seed(0)
   cfg = ccvl_agent.CCVLConfig(num_deltas=8, num_pairs=2, alpha=1.0, gamma=0.0,
                               td_loss="squared", dr3_coef=0.0, learning_rate=3e-3,
-                              adam_epsilon=1e-7, target_update_period=10, delta_head="monotone")
+                              adam_epsilon=1e-7, target_update_period=10, delta_head="monotone",
+                              objective="algorithm1", support_threshold=0.0)
   agent = ccvl_agent.CCVLAgent(*_specs(3, 4), cfg, TINY,
                                inverse_count_fn=lambda o: tf.fill([tf.shape(o)[0]], 1.0))
   rng = np.random.default_rng(0)
@@ -458,7 +462,8 @@ def test_gridworld_training_against_tabular_ccvl():
   keras.utils.set_random_seed(0)
   cfg = ccvl_agent.CCVLConfig(num_deltas=4, num_pairs=2, alpha=0.2, gamma=env.gamma,
                               td_loss="squared", dr3_coef=0.0, learning_rate=3e-3,
-                              adam_epsilon=1e-7, target_update_period=10)
+                              adam_epsilon=1e-7, target_update_period=10,
+                              objective="algorithm1", support_threshold=0.0)
   agent = ccvl_agent.CCVLAgent(
       *_specs(s_count, a_count), cfg,
       networks.QNetworkConfig(torso="mlp", mlp_units=(64,), n_cos=16, hidden_units=64),
@@ -491,25 +496,31 @@ def test_gridworld_training_against_tabular_ccvl():
   assert margin > 0.25, (margin, best_seen - best_unseen)
 
 
-def test_default_family_on_the_gridworld_is_ordered_and_agrees_with_its_exact_solution():
-  """The neural agent in CCVL's default reading (CCVLConfig's gap and delta head), 1500 steps on
-  one-hot states with exact n(s)^-1, against the exact tabular family of the same reading
-  (ccvl_tf/experiments/gridworld/family.py): V(s, delta) nondecreasing step by step along the
-  8-point grid at >= 0.8 of the visited states (Lemma 1), and its greedy action one of the
-  exact solution's greedy actions at >= 0.85 of (delta, state) pairs. The cosine head with the
-  logsumexp gap fails the first (V nondecreasing at 0-5% of states in every run measured)."""
+def test_default_family_on_the_gridworld_is_ordered_varies_and_agrees_with_its_exact_solution():
+  """The neural agent in CCVL's default reading (CCVLConfig's objective, support head and delta
+  head), the family study's network and 6,000 steps on one-hot states with exact n(s)^-1, on
+  dataset 0 at alpha 0.2 (measured: V ordered 1.0, varying 0.135, V max 0.969, agreement
+  0.924), against the exact tabular family of the same reading
+  (ccvl_tf/experiments/gridworld/family.py) on the 10-point grid: V(s, delta) nondecreasing
+  along the grid at >= 0.9 of the visited states (Lemma 1), the greedy action varying along
+  delta at >= 0.05 of them (the family is more than one policy), V <= 1.05 (no return exceeds
+  1), and its greedy action one of the exact solution's greedy actions at >= 0.85 of the
+  (delta, state) pairs. The earlier default (logsumexp gap, monotone head) varied at 0-5%."""
   from ccvl_tf import belief
   from ccvl_tf.experiments.gridworld import family
   env = gridworld.GridWorld()
   data = tds.make_gridworld_dataset(seed=0)
   reading = family.default_reading()
-  grid = belief.delta_grid(8)
+  assert reading == "bonus"
+  grid = belief.delta_grid(10)
   model = learners.empirical_model(data, env.num_states, env.num_actions)
   visited = model.seen_s & ~env.terminal_mask
-  exact = learners.ccvl_regularized_q(model, env.gamma, 0.2, grid, reading=reading)
-  agent = family.train_neural(env, data, reading, 0.2, seed=0, steps=1500)
+  exact = family.exact_family(model, env.gamma, 0.2, grid, reading)
+  agent = family.train_neural(env, data, reading, 0.2, seed=0, steps=6000)
   q = family.neural_family(agent, env, grid)                           # [K, S, A]
   stats = learners.family_stats(q, visited)
   agreement = family.greedy_agreement(q, exact, visited)
-  assert stats["v_nondecreasing_share"] >= 0.8, (reading, stats)
+  assert stats["v_nondecreasing_share"] >= 0.9, (reading, stats)
+  assert stats["greedy_varies_share"] >= 0.05, (reading, stats)
+  assert stats["v_max"] <= 1.05, (reading, stats)
   assert agreement >= 0.85, (reading, agreement)

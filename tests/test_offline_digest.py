@@ -38,7 +38,10 @@ FLAGS = [
     "--adam_epsilon=1e-8", "--dr3_coef=0", "--target_update_period=50", "--num_deltas=8",
     "--num_pairs=2", "--policy_delta=0.5", "--objective=algorithm1", "--gap=logsumexp",
     "--delta_head=monotone", "--count_normalization=mean", "--count_ridge=1e-3",
-    "--count_ridge_mode=relative", "--count_weight=linear", "--belief_resample=episode"]
+    "--count_ridge_mode=relative", "--count_weight=linear", "--belief_resample=episode",
+    # Options added after 7c13051, given at the values that reproduce its network: no support
+    # head, no delta-independent gap (they join the fingerprint's ccvl_options below).
+    "--support_threshold=0", "--gap_weight=0"]
 
 DIGEST = "4f0f7bae960bd657b54755afa2a6d6227ea3b0eaa6611225ad51bc50d5221f0b"
 FINGERPRINT = {
@@ -47,7 +50,7 @@ FINGERPRINT = {
     "ccvl_options": {"belief_resample": "episode", "count_normalization": "mean",
                      "count_ridge": 0.001, "count_ridge_mode": "relative",
                      "count_weight": "linear", "delta_head": "monotone", "gap": "logsumexp",
-                     "objective": "algorithm1"},
+                     "gap_weight": 0.0, "objective": "algorithm1", "support_threshold": 0.0},
     "dataset": {"files": 19, "listing_sha256": "fe120be8f60eaf19"},
     "default_dataset_policy": "auto", "default_dataset_steps": 50000, "dr3_coef": 0.0,
     "game": "Breakout", "learning_rate": 0.00025, "num_deltas": 8, "num_pairs": 2,

@@ -9,15 +9,16 @@ from typing import Callable, Dict
 
 from ccvl_tf import policies, run_lock, training
 from ccvl_tf.experiments.compare import config as compare_config
-from ccvl_tf.experiments.offline import demo_report, phase_times
+from ccvl_tf.experiments.offline import demo_report, phase_times, placement
 from ccvl_tf.experiments.offline import config as offline_config
 from ccvl_tf.experiments.offline import runner as offline
 
 
 def run(cfg: offline_config.OfflineConfig, trained: offline.Trained,
         log: Callable[[str], None] = print) -> Dict[str, object]:
-  """Trains the reference agents, writes results.md (and its plots) and adds 'references' and
-  'results_table' to summary.json (and the phase times of these steps to its 'phase_times',
+  """Trains the reference agents, writes results.md (and its plots), says where the scores fall
+  against the reported demo (placement.py) and adds 'references', 'results_table' and
+  'placement' to summary.json (and the phase times of these steps to its 'phase_times',
   printed as a table at the end); returns the summary. Holds --root_dir's lock (run_lock)."""
   with run_lock.hold(cfg.root_dir, "--root_dir"):
     return _run(cfg, trained, log)
@@ -34,9 +35,14 @@ def _run(cfg: offline_config.OfflineConfig, trained: offline.Trained,
         cfg, run_setup.game, run_setup.replay_dir, run_setup.spec, trained.exports,
         precomputed, log, references={n: r["policy"] for n, r in references.items()},
         timer=timer)
+  # Where the scores fall against the reported demo: the trained networks differ between
+  # machines, so a run is placed against the reported seeds' range, not matched to one run.
+  placed = placement.place(run_setup.plan.record, results_table)
+  for line in placed:
+    log(line)
   added = dict(references={n: {k: v for k, v in r.items() if k != "policy"}
                            for n, r in references.items()},
-               results_table=results_table)
+               results_table=results_table, placement=placed)
   summary = {}
   for key, value in trained.summary.items():  # summary.json's key order: added after 'settings'
     summary[key] = value

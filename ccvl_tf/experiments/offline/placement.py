@@ -1,0 +1,94 @@
+"""Where a demo run's scores fall against the reported demo over five training seeds.
+
+The trained networks depend on the CPU's kernels and thread count (BUILD.md, "What is and is not
+bit-reproducible"), so a user's `make demo` on another machine trains another network: its
+numbers are placed, not matched. `place(record, rows)` compares each row of a run's results
+table with the reported runs of the same settings (docs/results/demo_seeds.md: five training
+seeds, one set of evaluation episodes): inside the range of the five per-seed means, or below
+or above it. The random and behaviour rows do not depend on a trained network: with the
+reported evaluation episodes (--eval_seed 0, or --seed 0) they reproduce the reported values
+exactly unless the environment differs (another ale-py or ROM).
+
+`REPORTED` is filled from docs/results/demo_seeds_results.json (the per-episode scores of the
+reported runs); tests/test_results_tables.py recomputes it from there.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Mapping, Optional, Sequence
+
+# The reported demo's settings: the fields of a run's config record (config.record) that fix
+# what it trains and how it is scored. A run with other values is not placed.
+REPORTED_SETTINGS: Dict[str, object] = {
+    "game": "Breakout", "agent": "ccvl", "preset": "demo", "subset": "all",
+    "dataset_dir": None, "default_dataset_steps": 50_000, "default_dataset_policy": "auto",
+    "behaviour_epsilon": 0.25, "batch_size": 32, "num_steps": 17_500, "eval_episodes": 10,
+    "eval_max_steps": 2_000, "eval_env": "vector", "num_grid_deltas": 8,
+    "reference_agents": ["bc", "cql"], "tf_threads": 2, "ccvl_options": {}}
+# The agent settings a run may give as flags without leaving the reported settings: none.
+_AGENT_FLAGS = ("alpha", "learning_rate", "adam_epsilon", "dr3_coef", "target_update_period")
+
+# Per policy, the reported per-seed means (training seeds 0-4, evaluation seed 0), from
+# docs/results/demo_seeds_results.json.
+REPORTED: Dict[str, Sequence[float]] = {}
+REPORTED_EVAL_SEED = 0
+# Rows that do not depend on a trained network.
+_FIXED_ROWS = ("random", "behaviour")
+
+
+def differences(record: Mapping[str, object]) -> List[str]:
+  """The settings in which the run of config record `record` differs from the reported demo
+  ('name: value (reported: value)'); empty when it can be placed."""
+  out = []
+  for name, want in REPORTED_SETTINGS.items():
+    got = record.get(name)
+    if isinstance(want, list):
+      got = list(got or [])
+    if got != want:
+      out.append(f"{name}: {got!r} (reported: {want!r})")
+  for name in _AGENT_FLAGS:
+    if record.get(name) is not None:
+      out.append(f"--{name}={record[name]!r} given (reported: the preset's)")
+  return out
+
+
+def _is_fixed(policy: str) -> bool:
+  return any(str(policy).startswith(p) for p in _FIXED_ROWS)
+
+
+def place(record: Mapping[str, object], rows: Sequence[Mapping[str, object]],
+          reported: Optional[Mapping[str, Sequence[float]]] = None) -> List[str]:
+  """Lines saying where each row of a results table (policy, mean) falls against the reported
+  five seeds (`reported`: REPORTED by default), or one line saying why the run is not placed."""
+  reported = REPORTED if reported is None else reported
+  if not reported:
+    return ["No reported demo to place this run against."]
+  diff = differences(record)
+  if diff:
+    return ["Not placed against the reported demo (docs/results/demo_seeds.md): the settings "
+            "differ: " + "; ".join(diff) + "."]
+  eval_seed = record.get("eval_seed")
+  same_episodes = (record.get("seed") if eval_seed is None else eval_seed) == REPORTED_EVAL_SEED
+  lines = [f"Where this run falls against the reported demo ({len(next(iter(reported.values())))}"
+           f" training seeds on one machine; docs/results/demo_seeds.md):"]
+  for row in rows:
+    name = str(row["policy"])
+    if name not in reported:
+      continue
+    means = [float(x) for x in reported[name]]
+    lo, hi, mean = min(means), max(means), sum(means) / len(means)
+    got = float(row["mean"])
+    if _is_fixed(name):
+      if same_episodes:
+        verdict = ("the reported value, as it must be (the same episodes)" if abs(got - mean)
+                   < 1e-9 else f"NOT the reported {mean:.2f} on the same episodes: the "
+                   f"environment differs (ale-py, ROM) from the reported run's")
+      else:
+        verdict = f"reported {mean:.2f} on other episodes"
+    elif got < lo:
+      verdict = f"below the reported range [{lo:.2f}, {hi:.2f}] (mean {mean:.2f})"
+    elif got > hi:
+      verdict = f"above the reported range [{lo:.2f}, {hi:.2f}] (mean {mean:.2f})"
+    else:
+      verdict = f"inside the reported range [{lo:.2f}, {hi:.2f}] (mean {mean:.2f})"
+    lines.append(f"  {name}: {got:.2f} -- {verdict}")
+  return lines

@@ -141,7 +141,7 @@ def test_stage_settings_are_the_flags_given_over_the_preset(tmp_path):
   assert data.default.out_dir == str(tmp_path / "run" / "default_dataset" / "Pong")
   loop = plan.loop
   assert (loop.root_dir, loop.num_steps, loop.checkpoint_interval, loop.log_interval,
-          loop.summary_interval, loop.eval_interval) == (str(tmp_path / "run"), 10_000, 2_500,
+          loop.summary_interval, loop.eval_interval) == (str(tmp_path / "run"), 17_500, 2_500,
                                                          500, 100, 5_000)
   assert plan.record == config.record(cfg) and plan.preset_line.startswith("Preset demo")
 

@@ -56,6 +56,7 @@ def test_across_seeds_by_hand(tmp_path):
     (("0", "x"), [], "--seeds must be integers"),
     (("0",), ["--seed=3"], "--seed is set by demo_seeds.py"),
     (("0",), ["--dataset_dir=/d"], "--dataset_dir is set by demo_seeds.py"),
+    (("0",), ["--eval_seed=2"], "--eval_seed is set by demo_seeds.py"),
     (("0",), ["num_steps=3"], "must look like --name=value"),
 ])
 def test_bad_settings_name_the_flag(seeds, flags, match, tmp_path):

@@ -26,6 +26,10 @@ from agents import q_agent_base
 
 # How n(s)^-1 enters the regularizer weight (CCVLConfig.count_weight).
 COUNT_WEIGHTS = ("linear", "off")
+# The count of the bonus (CCVLConfig.bonus_counts): n(s), or n(s, a) = n(s) pi_beta(a | s).
+BONUS_COUNTS = ("state", "state_action")
+# The smallest pi_beta(a | s) the per-action count divides by (n(s, a)^-1 <= 1000 n(s)^-1).
+MIN_ACTION_SHARE = 1e-3
 
 
 
@@ -74,6 +78,11 @@ class CCVLConfig(q_agent_base.BaseQConfig):
       0.0, "w0, a delta-independent weight of the gap in objective 'bonus' (0: the bonus "
       "alone); it pushes actions the data never takes down without undoing the order in "
       "delta the bonus gives.", lower_bound=0.0, parse_bounds=False)
+  bonus_counts: str = setting(
+      "state", "the count of objective 'bonus': 'state' (n(s), the linear estimate) or "
+      "'state_action' (n(s, a) = n(s) pi_beta(a | s), pi_beta from the support head: Eq. "
+      "update's own count, larger bonuses on the actions the data rarely takes).",
+      enum_values=BONUS_COUNTS)
   support_threshold: float = setting(
       0.05, "tau: a behaviour-cloning head learns the data's policy and Q ranks an action "
       "below every other where pi_beta(a | s) < tau max_a' pi_beta(a' | s), since the data "
@@ -107,6 +116,11 @@ class CCVLConfig(q_agent_base.BaseQConfig):
   def validate(self) -> None:
     losses.validate_num_samples(self.num_deltas, self.num_pairs)  # names them N and M
     config_flags.check(self)
+    if self.bonus_counts == "state_action" and not (self.objective == "bonus"
+                                                   and self.support_threshold > 0):
+      raise ValueError(f"bonus_counts='state_action' needs objective='bonus' and a support "
+                       f"head (support_threshold > 0) for pi_beta(a | s), got objective="
+                       f"{self.objective!r}, support_threshold={self.support_threshold!r}")
 
 
 def forward_and_targets(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
@@ -206,6 +220,11 @@ def ccvl_objective(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
   q, phi, next_phi, targets, logits = forward_and_targets(online, target, batch, delta,
                                                           delta_2, config, training)
   inv_count = tf.stop_gradient(inverse_count_fn(batch["observation"], phi))  # [B]
+  if getattr(config, "bonus_counts", "state") == "state_action" and logits is not None:
+    # n(s, a_D)^-1 = n(s)^-1 / pi_beta(a_D | s), pi_beta from the support head (no gradient).
+    share = tf.gather(tf.nn.softmax(logits), tf.cast(batch["action"], tf.int32), axis=1,
+                      batch_dims=1)                                   # [B, A] -> [B]
+    inv_count = inv_count / tf.maximum(tf.stop_gradient(share), MIN_ACTION_SHARE)  # [B]
   res = pair_loss(q, batch["action"], targets, delta, delta_1, inv_count)
   total = res["loss"]
   support = {}

@@ -141,7 +141,7 @@ class UpperCCVLAgent(ccvl_agent.CCVLAgent):
     kwargs.setdefault("name", "UpperCCVLAgent")
     # No support mask on the upper bound: where the data has no action, Q_u is optimistic
     # (BoundsConfig.value_max), which is what exploration needs, not a value ranked last.
-    config = dataclasses.replace(config, support_threshold=0.0)
+    config = dataclasses.replace(config, support_threshold=0.0, bonus_counts="state")
     super().__init__(time_step_spec, action_spec, config, network_config, **kwargs)
 
   def _pair_loss(self) -> UpperPairLoss:

@@ -143,3 +143,50 @@ print(p.action(step, p.get_initial_state(3)).action.numpy()[0])
   out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
   assert out.returncode == 0, out.stderr[-2000:]
   assert out.stdout.strip().splitlines()[-1] == "1"
+
+
+def _fixed_network(q_row, logits_row, name):
+  """A network whose Q(s, ., delta) is `q_row` at every state and delta, with behaviour logits
+  `logits_row` (no weights that matter): for objectives by hand."""
+  import keras
+  from keras import ops
+  obs = keras.Input((1,), name="observation")
+  delta = keras.Input((None,), name="delta")
+  q = ops.zeros_like(ops.expand_dims(delta, -1)) + ops.convert_to_tensor(q_row, "float32")
+  logits = ops.zeros_like(obs) + ops.convert_to_tensor(logits_row, "float32")  # [B, A]
+  outs = {"q": q, "phi": obs, "q_raw": q, "support_logits": logits}
+  return networks.CCVLNetwork(
+      q_model=keras.Model({"observation": obs, "delta": delta}, q, name=f"{name}_q"),
+      phi_model=keras.Model({"observation": obs}, obs),
+      q_and_phi_model=keras.Model({"observation": obs, "delta": delta}, outs),
+      config=networks.QNetworkConfig(torso="mlp"), observation_shape=(1,),
+      observation_dtype="float32", num_actions=2, phi_dim=1, support_threshold=0.05)
+
+
+@pytest.mark.parametrize("counts,td", [("state", 0.125), ("state_action", 0.625)])
+def test_the_bonus_with_per_action_counts_by_hand(counts, td):
+  """One transition, a_D = 1, reward 0, terminal; Q(s, ., delta) = (1, 0); pi_beta = (0.8,
+  0.2); n(s)^-1 = 0.25; alpha 1; delta = e^-1 (log 1/delta = 1); N = M = 1.
+  'state': w = sqrt(1 * 0.25) = 0.5, y' = 0 - 0.5, TD = 1/2 (0 + 0.5)^2 = 0.125.
+  'state_action': n(s, a_D)^-1 = 0.25 / 0.2 = 1.25, w = sqrt(1.25), TD = 1/2 (1.25) = 0.625.
+  The behaviour-cloning term adds -log 0.2 = 1.609438 to the loss either way."""
+  online = _fixed_network([1.0, 0.0], [math.log(0.8), math.log(0.2)], "online")
+  target = _fixed_network([0.0, 0.0], [0.0, 0.0], "target")
+  batch = {"observation": tf.constant([[0.0]]), "action": tf.constant([1]),
+           "reward": tf.constant([0.0]), "next_observation": tf.constant([[0.0]]),
+           "terminal": tf.constant([1.0])}
+  cfg = ccvl_agent.CCVLConfig(num_deltas=1, num_pairs=1, alpha=1.0, gamma=0.9,
+                              td_loss="squared", dr3_coef=0.0, objective="bonus",
+                              support_threshold=0.05, bonus_counts=counts)
+  d = tf.constant([[math.exp(-1.0)]])
+  out = ccvl_agent.ccvl_objective(online, target, batch, d, d[:, :, None], d[:, :, None],
+                                  lambda obs, phi: tf.fill([tf.shape(obs)[0]], 0.25), cfg)
+  np.testing.assert_allclose(out["ccvl_loss"].numpy(), td, rtol=1e-5)
+  np.testing.assert_allclose(out["loss"].numpy(), td + 1.609438, rtol=1e-5)
+
+
+def test_per_action_counts_need_the_bonus_and_a_support_head():
+  with pytest.raises(ValueError, match="bonus_counts='state_action' needs"):
+    ccvl_agent.CCVLConfig(bonus_counts="state_action", support_threshold=0.0).validate()
+  with pytest.raises(ValueError, match="bonus_counts='state_action' needs"):
+    ccvl_agent.CCVLConfig(bonus_counts="state_action", objective="bound").validate()

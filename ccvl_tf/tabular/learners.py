@@ -328,9 +328,10 @@ def cql_q(model: EmpiricalModel, gamma: float, alpha: float, tol: float = 1e-8,
 # delta is taken over the per-delta *solutions* ('+monotone': a running max along the grid,
 # Lemma 1 by construction). Bonus, Eq. (update) with the state count n(s): 'bonus' alone, or
 # with a gap whose weight w0 does not depend on delta ('bonus+logsumexp', 'bonus+max'), which
-# pushes the actions the data never takes down without undoing the order the bonus gives.
+# pushes the actions the data never takes down without undoing the order the bonus gives;
+# 'bonus-sa': the bonus with Eq. (update)'s own count n(s, a) (the network: n(s) pi_beta(a|s)).
 READINGS = ("logsumexp", "max", "logsumexp+monotone", "max+monotone", "bonus",
-            "bonus+logsumexp", "bonus+max")
+            "bonus+logsumexp", "bonus+max", "bonus-sa")
 # How far below the smallest supported action's value an action outside the data's support is
 # put (reward units): it ranks below every supported one, and Bellman errors on the data stay
 # finite. The network's support mask (ccvl_tf/support.py) uses the same margin.
@@ -343,10 +344,12 @@ DEFAULT_GAP_WEIGHT = 0.1
 class Reading(NamedTuple):
   """A parsed reading: form 'regularized' (Eq. cql update) or 'bonus' (Eq. update); gap
   'logsumexp', 'max' or None (the bonus alone); monotone: the outer max over the per-delta
-  solutions (regularized readings only)."""
+  solutions (regularized readings only); counts: the bonus's count, 'state' (n(s)) or
+  'state_action' (n(s, a))."""
   form: str
   gap: Optional[str]
   monotone: bool
+  counts: str = "state"
 
 
 def parse_reading(reading: str) -> Reading:
@@ -354,6 +357,8 @@ def parse_reading(reading: str) -> Reading:
   'max', False); ValueError naming the reading otherwise."""
   if reading not in READINGS:
     raise ValueError(f"reading must be one of {', '.join(READINGS)}, got {reading!r}")
+  if reading == "bonus-sa":
+    return Reading("bonus", None, False, "state_action")
   head, _, tail = reading.partition("+")
   if head == "bonus":
     return Reading("bonus", tail or None, False)
@@ -400,13 +405,14 @@ def ccvl_regularized_q(model: EmpiricalModel, gamma: float, alpha, deltas,
 def ccvl_bonus_gap_q(model: EmpiricalModel, gamma: float, alpha, deltas, gap=None,
                      gap_weight: float = DEFAULT_GAP_WEIGHT, tol: float = 1e-8,
                      max_iters: int = 10_000, newton_steps: int = 3,
-                     support_threshold: float = 0.0) -> np.ndarray:
+                     support_threshold: float = 0.0, counts: str = "state") -> np.ndarray:
   """CCVL with the bonus of Eq. (update) on the state count n(s), optionally with a gap whose
   weight w0 does not depend on delta, on a sorted delta grid. Q [K, S, A] ([C, K, S, A] for
   an array alpha).
 
   With T(s, a, delta) = max_{delta2 <= delta} B^ Q^k(s, a, delta2) - alpha sqrt(log(1/delta) /
-  (n(s) ^ 1)), each iterate is, per state and delta,
+  (n(s) ^ 1)) (n(s, a) in place of n(s) with counts='state_action'), each iterate is, per
+  state and delta,
     gap None:  Q = T on the data's actions; an action the data never takes at s has no lower
                bound there (-inf);
     gap set:   argmin_q w0 (gap(q) - sum_a beta_a q_a) + 1/2 sum_a beta_a (q_a - T_a)^2, with
@@ -426,6 +432,7 @@ def ccvl_bonus_gap_q(model: EmpiricalModel, gamma: float, alpha, deltas, gap=Non
       the data gives no lower bound: the iterates treat such an action as -inf, and the
       returned Q puts it SUPPORT_MARGIN below the smallest supported value at that state and
       delta (ranked last, nondecreasing in delta, finite Bellman errors).
+    counts: 'state' (n(s)) or 'state_action' (n(s, a), Eq. update's own count).
   """
   _check_alpha(alpha)
   _check_alpha(gap_weight)
@@ -438,11 +445,14 @@ def ccvl_bonus_gap_q(model: EmpiricalModel, gamma: float, alpha, deltas, gap=Non
   seen_s = model.seen_s
   seen_sa = model.n_sa > support_threshold * model.n_sa.max(axis=1, keepdims=True)  # [S, A]
   beta = model.n_sa / np.maximum(model.n_s, 1)[:, None]              # pi_beta^(a|s), [S, A]
-  # bonus [C, K, S, 1] = alpha * sqrt(log(1/delta) / (n(s) ^ 1))
+  if counts not in ("state", "state_action"):
+    raise ValueError(f"counts must be 'state' or 'state_action', got {counts!r}")
+  # bonus [C, K, S, 1 or A] = alpha * sqrt(log(1/delta) / (n ^ 1)), n = n(s) or n(s, a)
+  n = (np.maximum(model.n_s, 1)[:, None] if counts == "state"
+       else np.maximum(model.n_sa, 1)).astype(np.float64)             # [S, 1] or [S, A]
   bonus = (alpha_arr[:, None, None, None]
-           * np.sqrt(np.log(1.0 / deltas)[None, :, None, None]
-                     / np.maximum(model.n_s, 1)[None, None, :, None]))
-  weight = np.full(bonus.shape[:-1], float(gap_weight))             # w0 [C, K, S]
+           * np.sqrt(np.log(1.0 / deltas)[None, :, None, None] / n[None, None]))
+  weight = np.full(bonus.shape[:-2] + (model.n_sa.shape[0],), float(gap_weight))  # w0 [C, K, S]
 
   def step(q):  # q [C, K, S, A]
     v = _state_values(np.where(seen_s[:, None], q, 0.0))           # unvisited states: 0
@@ -455,7 +465,7 @@ def ccvl_bonus_gap_q(model: EmpiricalModel, gamma: float, alpha, deltas, gap=Non
       q_new = _regularized_argmin(weight, beta, seen_sa, target, q, newton_steps)
     return np.where(seen_s[:, None], q_new, 0.0)
 
-  q = _iterate(step, np.zeros(bonus.shape[:-1] + (model.n_sa.shape[1],)), tol, max_iters,
+  q = _iterate(step, np.zeros(bonus.shape[:-2] + model.n_sa.shape), tol, max_iters,
                f"CCVL (bonus, gap {gap})")
   floor = np.where(seen_sa, q, np.inf).min(-1, keepdims=True) - SUPPORT_MARGIN  # [C, K, S, 1]
   q = np.where(seen_sa | ~seen_s[:, None], q, floor)
@@ -469,7 +479,8 @@ def family_q(model: EmpiricalModel, gamma: float, alpha, deltas, reading: str,
   for the bonus ones."""
   parsed = parse_reading(reading)
   if parsed.form == "bonus":
-    return ccvl_bonus_gap_q(model, gamma, alpha, deltas, parsed.gap, gap_weight, **kwargs)
+    return ccvl_bonus_gap_q(model, gamma, alpha, deltas, parsed.gap, gap_weight,
+                            counts=parsed.counts, **kwargs)
   return ccvl_regularized_q(model, gamma, alpha, deltas, reading=reading, **kwargs)
 
 

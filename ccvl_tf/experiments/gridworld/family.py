@@ -54,10 +54,10 @@ def neural_settings(reading: str) -> dict:
   if parsed.form == "bonus":
     return dict(objective="bonus", gap=parsed.gap or "logsumexp", delta_head="monotone",
                 gap_weight=learners.DEFAULT_GAP_WEIGHT if parsed.gap else 0.0,
-                support_threshold=SUPPORT_THRESHOLD)
+                support_threshold=SUPPORT_THRESHOLD, bonus_counts=parsed.counts)
   return dict(objective="algorithm1", gap=parsed.gap,
               delta_head="monotone" if parsed.monotone else "cosine", gap_weight=0.0,
-              support_threshold=0.0)
+              support_threshold=0.0, bonus_counts="state")
 
 
 def exact_family(model, gamma: float, alpha, grid, reading: str) -> np.ndarray:
@@ -72,6 +72,8 @@ def default_reading() -> str:
   """The reading CCVLConfig trains by default (its objective, gap, w0 and delta head)."""
   cfg = ccvl_agent.CCVLConfig()
   if cfg.objective == "bonus":
+    if cfg.bonus_counts == "state_action":
+      return "bonus-sa"
     return "bonus" + (f"+{cfg.gap}" if cfg.gap_weight > 0 else "")
   return cfg.gap + ("+monotone" if cfg.delta_head == "monotone" else "")
 

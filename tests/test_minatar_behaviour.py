@@ -104,7 +104,10 @@ def test_the_table_tool_on_the_hand_made_run(tmp_path):
                                ("CQL", "1%", [0.0, 0.0, 0.0]), ("CQL", "5%", [2.0, 2.0, 2.0])]
           for seed, score in enumerate(scores)] + [
               dict(method="BC", dataset="1%", game="Asterix", seed=0, score=1.0)]
-  text = table_tool.report(rows, str(tmp_path), ["BC", "CQL"], ["1%", "5%"], 0)
+  behaviour = table_tool.behaviour_scores(str(tmp_path), ["Asterix", "Breakout"], ["1%", "5%"],
+                                         0)
+  assert sorted(behaviour) == [("Breakout", "1%"), ("Breakout", "5%")]  # no Asterix data
+  text = table_tool.render(rows, behaviour, ["BC", "CQL"], ["1%", "5%"], "hand-made")
   # BC "1%": mean 2.0 against 11/6 (ratio 12/11 = 1.09), seeds 2.0 and 3.0 reach it; "5%":
   # 3.0 against 8/3 (ratio 1.125, printed 1.12 or 1.13 by float rounding). CQL reaches neither.
   assert "| BC | 1% | Breakout | 1.00 / 2.00 / 3.00 | **2.00** | 1.83 | 1.09 | 2 of 3 |" in text
@@ -114,7 +117,11 @@ def test_the_table_tool_on_the_hand_made_run(tmp_path):
   assert "| BC | 2 of 2 | 5 of 6 | 2 of 2 | 1 of 2 |" in text
   assert "| CQL | 0 of 2 | 0 of 6 | 0 of 2 | 0 of 2 |" in text
   assert "| Breakout | 1% | 1.83 +- 0.44 | 2.00 | 2.14 | 3 | 4 | 8 | 1 |" in text
-  assert "Left out (no finished dataset under {}): Asterix".format(tmp_path) in text
+  assert "Left out (no finished dataset in hand-made): Asterix" in text
+  # The behaviour scores' rows read back exactly.
+  path = str(tmp_path / "behaviour.csv")
+  table_tool.write_behaviour_csv(path, behaviour)
+  assert table_tool.read_behaviour_csv(path) == behaviour
 
 
 @pytest.mark.skipif(not md.is_complete(REAL_DATA, "Breakout", 0),

@@ -3,7 +3,10 @@ behaviour policy's score of the data it trained on.
 
   .venv/bin/python tools/minatar_behaviour_table.py --data_dir=/work/minatar_data \
       [--rows=docs/method_table_rows_minatar.csv] [--methods=BC,CQL,Fixed-CCVL,CCVL] \
-      [--datasets=1%,5%] [--seed=0] [--output=behaviour_table.md]
+      [--datasets=1%,5%] [--seed=0] [--output=behaviour_table.md] \
+      [--behaviour_csv=docs/method_table_behaviour_minatar.csv]
+  .venv/bin/python tools/minatar_behaviour_table.py \
+      --behaviour_from=docs/method_table_behaviour_minatar.csv     # the same, without the data
 
 For every learner x game x data of the per-run rows (the method table's, written by
 binaries/compare.py): the raw score of each seed and their mean, the behaviour policy's score
@@ -12,13 +15,17 @@ of that game's data (ccvl_tf.data.minatar_behaviour.behaviour_score on the datas
 the subset loads a transition of, averaged over the checkpoints), the ratio mean / behaviour,
 and which seeds reach it; then per learner how many cells (mean) and seeds reach it, and how
 many cells reach the two other readings of the behaviour score (episodes pooled over the
-checkpoints; per transition), a sensitivity check. Printed as markdown (and written to --output). A game of the rows without
-a finished dataset under --data_dir is left out, and the output says so. No training, no
-evaluation: the learners' scores are the rows'.
+checkpoints; per transition), a sensitivity check. Printed as markdown (and written to
+--output); --behaviour_csv also writes the behaviour scores, which --behaviour_from reads
+instead of the datasets. A game of the rows without a finished dataset under --data_dir is
+left out, and the output says so. No training, no evaluation: the learners' scores are the
+rows'.
 """
 from __future__ import annotations
 
 import argparse
+import csv
+import dataclasses
 import os
 import sys
 from typing import Dict, List, Sequence, Tuple
@@ -107,41 +114,79 @@ def count_lines(table: Sequence[dict], methods: Sequence[str]) -> List[str]:
   return lines
 
 
-def report(rows: Sequence[dict], data_dir: str, methods: Sequence[str],
-           datasets: Sequence[str], seed: int) -> str:
-  games = sorted({r["game"] for r in rows})
-  behaviour = behaviour_scores(data_dir, games, datasets, seed)
-  missing = [g for g in games if not any(k[0] == g for k in behaviour)]
+BEHAVIOUR_COLUMNS = ("game", "dataset") + tuple(
+    f.name for f in dataclasses.fields(minatar_behaviour.BehaviourScore))
+
+
+def write_behaviour_csv(path: str, behaviour: Dict[Tuple[str, str], object]) -> None:
+  """The behaviour scores as rows (floats at full precision), so the doc's tables recompute
+  without the datasets (tests/test_results_tables.py)."""
+  with open(path, "w", newline="") as f:
+    w = csv.writer(f)
+    w.writerow(BEHAVIOUR_COLUMNS)
+    for (game, dataset), b in sorted(behaviour.items()):
+      w.writerow([game, dataset] + [repr(v) for v in dataclasses.astuple(b)])
+
+
+def read_behaviour_csv(path: str) -> Dict[Tuple[str, str], minatar_behaviour.BehaviourScore]:
+  """write_behaviour_csv's file back; ValueError naming the file if its columns differ."""
+  with open(path, newline="") as f:
+    reader = csv.DictReader(f)
+    if tuple(reader.fieldnames or ()) != BEHAVIOUR_COLUMNS:
+      raise ValueError("{}: columns {} are not {}".format(path, reader.fieldnames,
+                                                          list(BEHAVIOUR_COLUMNS)))
+    types = {f.name: f.type for f in dataclasses.fields(minatar_behaviour.BehaviourScore)}
+    return {(r["game"], r["dataset"]): minatar_behaviour.BehaviourScore(
+        **{k: (int(r[k]) if types[k] in (int, "int") else float(r[k])) for k in types})
+            for r in reader}
+
+
+def render(rows: Sequence[dict], behaviour: Dict[Tuple[str, str], object],
+           methods: Sequence[str], datasets: Sequence[str], source: str) -> str:
+  """The markdown: behaviour scores, the learner table and the counts; the rows' games that
+  have no behaviour score are named as left out."""
   if not behaviour:
-    raise ValueError("no finished dataset of any of {} under {} (run {})".format(
-        ", ".join(games), data_dir, seed))
+    raise ValueError("no behaviour score from {}".format(source))
+  missing = sorted({r["game"] for r in rows} - {g for g, _ in behaviour})
   table = cells(rows, behaviour, methods, datasets)
-  parts = ["Behaviour policy's score of each subset (raw points; {}, run {}):".format(
-      data_dir, seed), ""] + behaviour_lines(behaviour)
+  parts = ["Behaviour policy's score of each subset (raw points; {}):".format(source), ""]
+  parts += behaviour_lines(behaviour)
   parts += ["", "Learners (raw points; bold: the mean reaches the behaviour score):", ""]
   parts += cell_lines(table) + ["", "Counts:", ""] + count_lines(table, methods)
   if missing:
-    parts += ["", "Left out (no finished dataset under {}): {}".format(data_dir,
-                                                                       ", ".join(missing))]
+    parts += ["", "Left out (no finished dataset in {}): {}".format(source, ", ".join(missing))]
   return "\n".join(parts) + "\n"
 
 
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument("--data_dir", required=True, help="root of the MinAtar datasets")
+  src = p.add_mutually_exclusive_group(required=True)
+  src.add_argument("--data_dir", help="root of the MinAtar datasets")
+  src.add_argument("--behaviour_from", help="behaviour scores written by --behaviour_csv "
+                   "(instead of the datasets)")
   p.add_argument("--rows", default=DEFAULT_ROWS, help="per-run rows (compare.py's scores.csv)")
   p.add_argument("--methods", default="BC,CQL,Fixed-CCVL,CCVL")
   p.add_argument("--datasets", default="1%,5%")
   p.add_argument("--seed", type=int, default=0, help="the datasets' run (build seed)")
   p.add_argument("--output", default="", help="also write the markdown here")
+  p.add_argument("--behaviour_csv", default="", help="also write the behaviour scores here")
   args = p.parse_args(argv)
   rows = compare_report.read_scores_csv(args.rows)
-  text = report(rows, args.data_dir, args.methods.split(","), args.datasets.split(","),
-                args.seed)
+  datasets = args.datasets.split(",")
+  if args.data_dir:
+    games = sorted({r["game"] for r in rows})
+    behaviour = behaviour_scores(args.data_dir, games, datasets, args.seed)
+    source = "{}, run {}".format(args.data_dir, args.seed)
+  else:
+    behaviour = read_behaviour_csv(args.behaviour_from)
+    source = args.behaviour_from
+  text = render(rows, behaviour, args.methods.split(","), datasets, source)
   sys.stdout.write(text)
   if args.output:
     with open(args.output, "w") as f:
       f.write(text)
+  if args.behaviour_csv:
+    write_behaviour_csv(args.behaviour_csv, behaviour)
 
 
 if __name__ == "__main__":

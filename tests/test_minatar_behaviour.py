@@ -63,9 +63,10 @@ def test_episode_of_steps():
 
 def test_behaviour_score_of_hand_made_subsets(tmp_path):
   _build(tmp_path)
-  # "1%" (4 slots): a transition needs its next slot inside the prefix and not next to the cursor, so
-  # slots 0-2 of checkpoints 0 and 1 (steps 0, 1, 2 and 5, 6, 7) and slots 0-1 of the final
-  # buffer (steps 10, 11; its newest slot 2, step 12, has no next state yet): 8 transitions.
+  # "1%" (4 slots): a transition needs its next slot inside the prefix and not next to the
+  # cursor, so slots 0-2 of checkpoints 0 and 1 (steps 0, 1, 2 and 5, 6, 7) and slots 0-1 of
+  # the final buffer (steps 10, 11; its newest slot 2, step 12, has no next state yet): 8
+  # transitions.
   # Episodes per checkpoint: {0} (return 1), {1, 2} (5, 0), {3} (2; step 11 is cut off).
   # score = mean(1, (5 + 0) / 2, 2) = 11/6; over the checkpoints' means 1, 2.5, 2 the sample
   # variance is ((5/6)^2 + (2/3)^2 + (1/6)^2) / 2 = 7/12, so se = sqrt(7/12 / 3) = sqrt(7)/6.

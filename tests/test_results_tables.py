@@ -89,6 +89,25 @@ def test_method_table_page_recomputes_from_its_rows(method_rows, method_aggregat
   assert [r[:5] for r in doc[1:]] == every
 
 
+def test_method_table_behaviour_tables_recompute_from_their_rows(method_rows, tmp_path):
+  """"Did the learners learn their data?": its three tables are
+  tools/minatar_behaviour_table.py's output for the committed per-run rows and the committed
+  behaviour scores (the datasets themselves are not needed)."""
+  from tools import minatar_behaviour_table as tool  # pylint: disable=g-import-not-at-top
+  behaviour = tool.read_behaviour_csv(_doc("method_table_behaviour_minatar.csv"))
+  out = tmp_path / "behaviour.md"
+  out.write_text(tool.render(method_rows, behaviour, ["BC", "CQL", "Fixed-CCVL", "CCVL"],
+                             ["1%", "5%"], "committed rows"))
+  page = _doc("results", "method_table.md")
+  for doc_marker, tool_marker in [
+      ("Behaviour scores ([method_table_behaviour_minatar.csv]",
+       "Behaviour policy's score of each subset"),
+      ("Learners against their data's behaviour score", "Learners (raw points"),
+      ("How many reach it (learner x game x data cells", "Counts:")]:
+    assert (markdown_docs.table_after(page, doc_marker)
+            == markdown_docs.table_after(str(out), tool_marker)), doc_marker
+
+
 def _sweep_rows(kind):
   return alpha_sweep_report.read_rows_csv(_doc(f"alpha_sweep_rows_{kind}.csv"))
 

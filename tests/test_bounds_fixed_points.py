@@ -162,7 +162,7 @@ def test_bounds_agent_learns_the_chain_closed_form(head):
   cfg = ccvl_agent.CCVLConfig(num_deltas=4, num_pairs=2, alpha=1.0, gamma=GAMMA,
                               td_loss="squared", dr3_coef=0.0, learning_rate=3e-3,
                               adam_epsilon=1e-7, target_update_period=10, objective="bonus",
-                              delta_head=head)
+                              delta_head=head, support_threshold=0.0)
   grid = np.array([0.1, 0.5, 0.9], np.float32)
   for value_max in (None, 1.0):
     keras.utils.set_random_seed(0)

@@ -159,7 +159,8 @@ def _gridworld_rows():
 # The results index's gridworld rows -> the runner's method labels (runner.method_label).
 GRIDWORLD_NAMES = {
     "CQL": "CQL",
-    "CCVL (regularized, adaptive; default reading `logsumexp+monotone`)":
+    "CCVL (adaptive; default reading `bonus`)": "CCVL [bonus]",
+    "CCVL (regularized, adaptive; reading `logsumexp+monotone`, the previous default)":
         "CCVL [logsumexp+monotone]",
     "CCVL (regularized, adaptive; reading `logsumexp`, before)": "CCVL [logsumexp]",
     "CCVL-bonus": "CCVL-bonus"}
@@ -190,7 +191,8 @@ def test_results_index_gridworld_cis_are_the_rows_bootstrap():
   mean over the 10 seeds (score_stats.aggregate_scores, as every table's CI)."""
   rows = _gridworld_rows()
   text = " ".join(open(RESULTS, encoding="utf-8").read().split())
-  for method, reading, alpha in (("CQL", "", 1.0), ("CCVL", "logsumexp+monotone", 0.1),
+  for method, reading, alpha in (("CQL", "", 1.0), ("CCVL", "bonus", 0.1), ("CCVL", "bonus", 1.0),
+                                 ("CCVL", "bonus", 2.0), ("CCVL", "logsumexp+monotone", 0.1),
                                  ("CCVL", "logsumexp+monotone", 2.0), ("CCVL", "logsumexp", 1.0),
                                  ("CCVL", "logsumexp", 2.0), ("CCVL-bonus", "", 2.0)):
     v = np.array([s for m, r, a, _, s in rows
@@ -232,7 +234,7 @@ def test_results_index_demo_table_recomputes_from_its_episode_scores():
   policy's mean and rliable CI recomputed with the demo's own `score_row`."""
   from ccvl_tf.experiments.offline import demo_report
   rows = json.load(open(_doc("results", "demo_results_monotone.json")))
-  table = markdown_docs.table_after(RESULTS, "The run with CCVL's default reading")
+  table = markdown_docs.table_after(RESULTS, "The run with the earlier default reading")
   printed = {r[0]: r for r in table[1:]}
   assert set(printed) == {r["policy"] for r in rows}
   for r in rows:

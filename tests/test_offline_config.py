@@ -109,7 +109,7 @@ def test_fingerprint_holds_the_dataset_given_and_the_settings_in_force():
 
 def test_stage_settings_are_the_flags_given_over_the_preset(tmp_path):
   # The demo preset gives CCVL alpha 0.03, lr 5e-4, Adam epsilon 1e-8, DR3 off and CQL alpha 1,
-  # lr 5e-4, DR3 off (docs/budget.md); a flag given wins over the preset's value. Each
+  # lr 1e-3, DR3 off (docs/budget.md); a flag given wins over the preset's value. Each
   # learner carries its own config, made once: its defaults with those values.
   cfg = config.OfflineConfig(root_dir=str(tmp_path / "run"), game="Pong", seed=3,
                              dataset_dir=None, subset="5%", batch_size=16, num_grid_deltas=6,
@@ -128,9 +128,9 @@ def test_stage_settings_are_the_flags_given_over_the_preset(tmp_path):
           settings.reward_clip, settings.seed, settings.network_config.torso) == (
               1234.0, 6, 0.5, 1.0, 3, "nature")
   cql = plan.learners["cql"]
-  assert cql.overrides == {"alpha": 0.3, "learning_rate": 5e-4, "dr3_coef": 0.0}
+  assert cql.overrides == {"alpha": 0.3, "learning_rate": 1e-3, "dr3_coef": 0.0}
   assert (type(cql.config).__name__, cql.config.alpha, cql.config.learning_rate,
-          cql.config.dr3_coef) == ("CQLConfig", 0.3, 5e-4, 0.0)
+          cql.config.dr3_coef) == ("CQLConfig", 0.3, 1e-3, 0.0)
   bc = plan.learners["bc"]  # BC: its own (d3rlpy's) step size, none of CCVL's settings
   assert (type(bc.config).__name__, bc.config.learning_rate) == ("BCConfig", 1e-3)
   data = plan.data

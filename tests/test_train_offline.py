@@ -279,8 +279,8 @@ def test_presets_resolve_under_the_flags_and_reach_the_fingerprint():
   assert given == {"alpha": 2.0, "learning_rate": 2.5e-4}
   assert overrides(offline_lib.OfflineConfig(preset="paper"), "bc") == {}
   demo = overrides(offline_lib.OfflineConfig(preset="demo"), "cql")
-  # The demo preset's CQL settings, as docs/ablation.md's rule chose them (cql_alpha1_lr_nodr3).
-  assert demo == {"alpha": 1.0, "learning_rate": 5e-4, "dr3_coef": 0.0}
+  # The demo preset's CQL settings, as docs/budget.md's rule 2 chose them (lr x2).
+  assert demo == {"alpha": 1.0, "learning_rate": 1e-3, "dr3_coef": 0.0}
   ccvl_demo = overrides(offline_lib.OfflineConfig(preset="demo"), "ccvl")
   # ... and CCVL's, as docs/budget.md's rule 2 chose them at 32 x 17,500 (alpha 0.03, lr x2).
   assert ccvl_demo == {"alpha": 0.03, "learning_rate": 5e-4, "adam_epsilon": 1e-8,

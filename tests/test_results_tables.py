@@ -284,7 +284,7 @@ def test_demo_over_seeds_recomputes_from_its_episode_scores():
   rows = demo_seeds.across_seeds(per_seed, reps=REPS)
   text = demo_seeds.render(rows, "Breakout")
   assert open(_doc("results", "demo_seeds.md"), encoding="utf-8").read() == text
-  table = markdown_docs.table_after(README, "The demo over five training seeds (mean raw score")
+  table = markdown_docs.table_after(README, "gives the table below, **made at")
   assert table[0] == ["policy", "mean over seeds", "SD over seeds", "range",
                       "95% CI over seeds", "per-seed means (seeds 0-4)"]
   assert len(table) - 1 == len(rows)

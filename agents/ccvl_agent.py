@@ -21,13 +21,12 @@ from ccvl_tf import losses
 from ccvl_tf import networks
 from ccvl_tf import policies
 from ccvl_tf.config_flags import setting
+from ccvl_tf.tabular.learners import BONUS_COUNTS  # one list for the exact and the network
 
 from agents import q_agent_base
 
 # How n(s)^-1 enters the regularizer weight (CCVLConfig.count_weight).
 COUNT_WEIGHTS = ("linear", "off")
-# The count of the bonus (CCVLConfig.bonus_counts): n(s), or n(s, a) = n(s) pi_beta(a | s).
-BONUS_COUNTS = ("state", "state_action")
 # The smallest pi_beta(a | s) the per-action count divides by (n(s, a)^-1 <= 1000 n(s)^-1).
 MIN_ACTION_SHARE = 1e-3
 
@@ -220,7 +219,7 @@ def ccvl_objective(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
   q, phi, next_phi, targets, logits = forward_and_targets(online, target, batch, delta,
                                                           delta_2, config, training)
   inv_count = tf.stop_gradient(inverse_count_fn(batch["observation"], phi))  # [B]
-  if getattr(config, "bonus_counts", "state") == "state_action" and logits is not None:
+  if config.bonus_counts == "state_action" and logits is not None:
     # n(s, a_D)^-1 = n(s)^-1 / pi_beta(a_D | s), pi_beta from the support head (no gradient).
     share = tf.gather(tf.nn.softmax(logits), tf.cast(batch["action"], tf.int32), axis=1,
                       batch_dims=1)                                   # [B, A] -> [B]

@@ -330,6 +330,8 @@ def cql_q(model: EmpiricalModel, gamma: float, alpha: float, tol: float = 1e-8,
 # with a gap whose weight w0 does not depend on delta ('bonus+logsumexp', 'bonus+max'), which
 # pushes the actions the data never takes down without undoing the order the bonus gives;
 # 'bonus-sa': the bonus with Eq. (update)'s own count n(s, a) (the network: n(s) pi_beta(a|s)).
+# The bonus's count: n(s), or n(s, a) (the network: n(s) pi_beta(a | s); CCVLConfig.bonus_counts).
+BONUS_COUNTS = ("state", "state_action")
 READINGS = ("logsumexp", "max", "logsumexp+monotone", "max+monotone", "bonus",
             "bonus+logsumexp", "bonus+max", "bonus-sa")
 # How far below the smallest supported action's value an action outside the data's support is
@@ -445,8 +447,8 @@ def ccvl_bonus_gap_q(model: EmpiricalModel, gamma: float, alpha, deltas, gap=Non
   seen_s = model.seen_s
   seen_sa = model.n_sa > support_threshold * model.n_sa.max(axis=1, keepdims=True)  # [S, A]
   beta = model.n_sa / np.maximum(model.n_s, 1)[:, None]              # pi_beta^(a|s), [S, A]
-  if counts not in ("state", "state_action"):
-    raise ValueError(f"counts must be 'state' or 'state_action', got {counts!r}")
+  if counts not in BONUS_COUNTS:
+    raise ValueError(f"counts must be one of {', '.join(BONUS_COUNTS)}, got {counts!r}")
   # bonus [C, K, S, 1 or A] = alpha * sqrt(log(1/delta) / (n ^ 1)), n = n(s) or n(s, a)
   n = (np.maximum(model.n_s, 1)[:, None] if counts == "state"
        else np.maximum(model.n_sa, 1)).astype(np.float64)             # [S, 1] or [S, A]

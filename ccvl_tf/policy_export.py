@@ -1,0 +1,227 @@
+"""Writing a TF-Agents policy as a SavedModel that loads in a process importing only TensorFlow
+(`export_policy`; docs/policies.md, "Using an exported policy").
+
+The export view (`_ActionOnlyPolicy`) keeps `action` and `get_initial_state` only, checks the
+observation against the policy's spec at run time and refuses other dtypes naming that spec.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
+
+import tensorflow as tf
+from tf_agents.policies import policy_saver
+from tf_agents.policies import tf_policy
+from tf_agents.specs import tensor_spec
+from tf_agents.trajectories import policy_step
+
+
+class _ActionOnlyPolicy(tf_policy.TFPolicy):
+  """Export view of a policy: `action` and `get_initial_state` only, as TF-Agents' loaders
+  call them.
+
+  PolicySaver also serializes `distribution()`, whose output is a TFP distribution; loading such
+  a SavedModel requires TFP to be imported (its type spec must be registered), so a process that
+  imports only TensorFlow could not load it. This view makes `distribution()` unserializable
+  (PolicySaver then stores a stub that raises when called), so the SavedModel loads anywhere.
+
+  `action` takes an observation of any shape (the saved signature's observation has no fixed
+  shape) and checks it against the policy's observation spec, so a wrong shape, and a time step
+  of batch size 0, is an error naming that spec instead of a failed signature match or an
+  error deep inside the network. Observations of another dtype (float32, int64, ...) reach a
+  concrete function of their own (`export_policy` traces them, `refusal_step`), which says the
+  same instead of TensorFlow's "Could not find matching concrete function". A policy state of
+  batch size 0 (what TF-Agents' `SavedModelPyTFEagerPolicy.get_initial_state()` returns
+  without a batch size, and `PyDriver` passes on an unbatched environment) is replaced by the
+  initial state of the time step's batch; a state of another batch size than the time step's
+  is an error.
+  """
+
+  def __init__(self, policy: tf_policy.TFPolicy):
+    observation = policy.time_step_spec.observation
+    time_step_spec = policy.time_step_spec
+    if isinstance(observation, tf.TensorSpec):
+      time_step_spec = time_step_spec._replace(
+          observation=tf.TensorSpec(None, observation.dtype, observation.name))
+    super().__init__(time_step_spec, policy.action_spec, policy.policy_state_spec,
+                     policy.info_spec, automatic_state_reset=False,
+                     name=(policy.name or "policy") + "_export")
+    self._policy = policy
+    self._spec_text = ""
+    self._observation_dtype = getattr(observation, "dtype", None)
+    if isinstance(observation, tf.TensorSpec):
+      self._spec_text = (
+          f"the observation must be {observation.dtype.name} [batch, "
+          f"{', '.join(map(str, observation.shape.as_list()))}] with batch >= 1 (the "
+          f"time_step_spec.observation of the policy, policy_specs.pbtxt)")
+
+  def _variables(self):
+    return self._policy.variables()
+
+  def _get_initial_state(self, batch_size):
+    return self._policy.get_initial_state(batch_size)
+
+  def _checked_inputs(self, time_step, policy_state):
+    """(time_step, policy_state) after checking the observation against the policy's spec at
+    run time: its shape, and a batch of at least 1. Every input passes through the check (so
+    no other op runs before it) and loses its static batch size (a batch of 0 known when the
+    saved function is called would otherwise fail shape inference deep inside the policy)."""
+    spec = self._policy.time_step_spec.observation
+    if not isinstance(spec, tf.TensorSpec):
+      return time_step, policy_state
+    want = spec.shape.as_list()
+    got = tf.shape(time_step.observation)
+    padded = tf.concat([got, tf.zeros([len(want) + 1], tf.int32)], 0)
+    ok = tf.logical_and(tf.equal(tf.size(got), len(want) + 1),
+                        tf.reduce_all(tf.equal(padded[1:len(want) + 1], want)))
+    ok = tf.logical_and(ok, padded[0] >= 1)
+    check = tf.debugging.Assert(ok, [self._spec_text + "; got shape", got], summarize=16)
+
+    def unbatched(x):
+      x = tf.convert_to_tensor(x)
+      shape = None if x.shape.rank is None else [None] + x.shape.as_list()[1:]
+      with tf.control_dependencies([check]):
+        return tf.identity(tf.compat.v1.placeholder_with_default(x, shape))
+
+    time_step, policy_state = tf.nest.map_structure(unbatched, (time_step, policy_state))
+    # Under tf.cond: a caller that knows the wrong shape statically (TF-Agents' loaders trace
+    # with the actual shapes) would otherwise fail at ensure_shape before the check runs.
+    observation = tf.cond(ok, lambda: tf.ensure_shape(time_step.observation, [None] + want),
+                          lambda: tf.zeros([0] + want, spec.dtype))
+    return time_step._replace(observation=observation), policy_state
+
+  def refusal_step(self, time_step, policy_state):
+    """The policy step of an observation of another dtype than the spec's: an assertion that
+    names the spec and the dtype given, then a placeholder step (actions 0, the state as
+    given) that is never returned."""
+    got = time_step.observation
+    check = tf.debugging.Assert(False, [
+        self._spec_text + f"; got {got.dtype.name} of shape", tf.shape(got),
+        f"; convert it first (np.asarray(observation, np.{self._observation_dtype.name}))"],
+        summarize=16)
+    with tf.control_dependencies([check]):
+      batch = tf.shape(time_step.step_type)[:1]
+      zeros = lambda spec: tf.zeros(
+          tf.concat([batch, tf.constant(spec.shape.as_list(), tf.int32)], 0), spec.dtype)
+      action = tf.nest.map_structure(zeros, self.action_spec)
+      info = tf.nest.map_structure(zeros, self.info_spec)
+      state = tf.nest.map_structure(tf.identity, policy_state)
+    return policy_step.PolicyStep(action, state, info)
+
+  def _state_for(self, time_step, policy_state):
+    """`policy_state`, or the initial state of the time step's batch when its batch is 0."""
+    batch = tf.shape(time_step.step_type)[0]
+    given = tf.shape(tf.nest.flatten(policy_state)[0])[0]
+    check = tf.debugging.Assert(
+        tf.logical_or(tf.equal(given, 0), tf.equal(given, batch)),
+        ["the policy state has batch size", given, "but the time step has", batch,
+         "; pass get_initial_state(batch_size=<the time step's batch size>)"])
+    initial = self._policy.get_initial_state(batch)
+    with tf.control_dependencies([check]):
+      # [given + batch] rows, the first `batch` of them: the state, or the initial one.
+      return tf.nest.map_structure(lambda s, i: tf.concat([s, i], 0)[:batch], policy_state,
+                                   initial)
+
+  def _action(self, time_step, policy_state, seed):
+    spec = self._policy.time_step_spec.observation
+    if isinstance(spec, tf.TensorSpec) and time_step.observation.dtype != spec.dtype:
+      return self.refusal_step(time_step, policy_state)  # known when traced: a function apart
+    time_step, policy_state = self._checked_inputs(time_step, policy_state)
+    if tf.nest.flatten(policy_state):
+      policy_state = self._state_for(time_step, policy_state)
+    return self._policy.action(time_step, policy_state, seed=seed)
+
+  def _distribution(self, time_step, policy_state):
+    raise NotImplementedError(
+        "exported CCVL policies provide action() only (see ccvl_tf.policy_export.export_policy)")
+
+
+def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None) -> str:
+  """Writes `policy` as a SavedModel with TF-Agents' PolicySaver; returns `directory`.
+
+  The SavedModel has `action`, `get_initial_state` and `get_train_step` (functions and
+  signatures) and loads with plain `tf.saved_model.load` in a process that imports only
+  TensorFlow. Carry the state yourself (docs/policies.md):
+
+      saved = tf.saved_model.load(directory)
+      state = saved.get_initial_state(batch_size=1)
+      step = saved.action(time_step, state); state = step.state
+
+  `policy_specs.pbtxt` next to it holds the specs (read by ccvl_tf.rollouts).
+  Use this rather than `PolicySaver(policy)` directly: that also saves `distribution()`, and the
+  result then needs TFP imported to load.
+
+  A local export is written to a temporary directory beside `directory` and then put in its
+  place: a failed write (disk full) leaves the previous export, if any, and no partial one.
+
+  Args:
+    policy: any TFPolicy (CCVL policies, possibly wrapped by `epsilon_greedy`).
+    directory: output directory (created).
+    train_step: optional scalar int64 tf.Variable saved as the train step.
+  """
+  view = _ActionOnlyPolicy(policy)
+  saver = policy_saver.PolicySaver(view, batch_size=None, train_step=train_step)
+  _trace_other_dtypes(saver, view)
+  if "://" in directory:  # remote (gs://): written in place
+    _save(saver, policy, directory)
+    return directory
+  parent, name = os.path.split(os.path.abspath(directory))
+  os.makedirs(parent, exist_ok=True)
+  tmp = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent)
+  old = None
+  try:
+    _save(saver, policy, tmp)
+    if os.path.isdir(directory):
+      old = tempfile.mkdtemp(prefix=f".{name}.old-", dir=parent)
+      os.rename(directory, os.path.join(old, name))
+    os.rename(tmp, directory)
+    tmp = None
+  finally:
+    if tmp is not None:
+      shutil.rmtree(tmp, ignore_errors=True)
+      if old is not None and not os.path.exists(directory):  # put the previous export back
+        os.rename(os.path.join(old, name), directory)
+    if old is not None:
+      shutil.rmtree(old, ignore_errors=True)
+  return directory
+
+
+# Observation dtypes a caller may pass by mistake (frames scaled to floats, numpy's default
+# integers): each gets a concrete function of the saved `action` that refuses it naming the
+# observation spec (_ActionOnlyPolicy.refusal_step), instead of TensorFlow's 23-41-line "Could
+# not find matching concrete function". Other dtypes still get TensorFlow's message.
+OTHER_OBSERVATION_DTYPES = (tf.uint8, tf.float32, tf.float64, tf.int32, tf.int64)
+
+
+def _trace_other_dtypes(saver, view: _ActionOnlyPolicy) -> None:
+  """Traces the saved `action` of `saver` for observations of each OTHER_OBSERVATION_DTYPES
+  (the specs named and batched as PolicySaver does), so the SavedModel holds those concrete
+  functions too; each is only the refusal (the dtype is known when it is traced)."""
+  observation = view.time_step_spec.observation
+  if not isinstance(observation, tf.TensorSpec):
+    return
+  batch = lambda spec: policy_saver.add_batch_dim(spec, [None])
+  state = policy_saver.rename_spec_with_nest_paths(
+      tf.nest.map_structure(batch, view.policy_state_spec))
+  for dtype in OTHER_OBSERVATION_DTYPES:
+    if dtype == observation.dtype:
+      continue
+    time_step = tf.nest.map_structure(batch, view.time_step_spec)._replace(
+        observation=tf.TensorSpec(None, dtype, observation.name))
+    time_step = policy_saver.rename_spec_with_nest_paths(time_step)
+    saver.policy.action.get_concrete_function(time_step=time_step, policy_state=state)
+    if not state:  # PolicySaver's action of a stateless policy also takes the time step alone
+      saver.policy.action.get_concrete_function(time_step=time_step)
+
+
+def _save(saver, policy: tf_policy.TFPolicy, directory: str) -> None:
+  """saver.save(directory), then policy_specs.pbtxt with the policy's own specs (the export
+  view's observation has no fixed shape; TF-Agents' loaders read the real one from there)."""
+  saver.save(directory)
+  tensor_spec.to_pbtxt_file(
+      os.path.join(directory, policy_saver.POLICY_SPECS_PBTXT),
+      {"collect_data_spec": policy.collect_data_spec,
+       "policy_state_spec": policy.policy_state_spec})

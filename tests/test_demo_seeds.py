@@ -51,6 +51,37 @@ def test_across_seeds_by_hand(tmp_path):
   assert (tmp_path / "seeds.md").read_text() == text
 
 
+def test_probability_of_improvement_and_family_table_by_hand(tmp_path):
+  """Adaptive 3, 5, 2 and Fixed-CCVL 1, 2, 4 over three seeds: of the 9 (x, y) pairs, x > y in
+  6 and x = y in 1 (2 = 2), so P(adaptive > fixed) = (6 + 0.5) / 9 = 0.72. The family table
+  shows each seed's summary.json diagnostics."""
+  per_seed = {s: [_row("CCVL (adaptive)", a), _row("Fixed-CCVL", f)]
+              for s, a, f in (("0", 3.0, 1.0), ("1", 5.0, 2.0), ("2", 2.0, 4.0))}
+  rows = demo_seeds.across_seeds(per_seed, reps=200)
+  [line] = demo_seeds.improvements(rows, reps=200)
+  assert line.startswith("P(CCVL (adaptive) > Fixed-CCVL) over the 3 seeds' means: 0.72 (95% CI ")
+  lo, hi = (float(v) for v in line.split("CI ")[1].rstrip(")").split(", "))
+  assert 0.0 <= lo <= 0.72 <= hi <= 1.0
+  # without one of the pair's rows there is nothing to compare
+  assert demo_seeds.improvements([rows[0]], reps=200) == []
+  cfg = demo_seeds.DemoSeedsConfig(output_dir=str(tmp_path), seeds=("0", "1", "2"))
+  for seed, r in per_seed.items():
+    os.makedirs(demo_seeds.seed_dir(cfg, seed))
+    json.dump(r, open(os.path.join(demo_seeds.seed_dir(cfg, seed), "results.json"), "w"))
+  diag = {"family_differs_any": 0.25, "lemma1_fraction": 1.0, "v_above_value_max_fraction": 0.0,
+          "family_spread": 1.5, "behaviour_agreement": 0.5, "count_auc": 0.7}
+  json.dump({"diagnostics": diag}, open(os.path.join(demo_seeds.seed_dir(cfg, "1"),
+                                                     "summary.json"), "w"))
+  assert demo_seeds.load_diagnostics(cfg) == {"1": {k: v for k, v in diag.items()
+                                                    if k != "count_auc"}}
+  text = demo_seeds.write_report(cfg, log=lambda s: None, reps=200)["table"]
+  assert "- " + line in text
+  assert "| 1 | 0.250 | 1.000 | 0.000 | 1.500 | 0.500 |" in text
+  # the per-episode rows and the full diagnostics, as docs/results/ commits them
+  assert json.load(open(tmp_path / "seeds_results.json")) == per_seed
+  assert json.load(open(tmp_path / "seeds_diagnostics.json")) == {"1": diag}
+
+
 @pytest.mark.parametrize("seeds,flags,match", [
     (("0", "0"), [], "repeated seeds"),
     (("0", "x"), [], "--seeds must be integers"),

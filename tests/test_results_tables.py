@@ -113,13 +113,15 @@ def _sweep_rows(kind):
 
 
 # The results index's alpha-sweep rows: (data, method as printed) -> (rows file, method in it). The
-# default reading's rows (the monotone delta head) are a sweep of their own.
+# later readings' rows (the monotone delta head, then the bonus) are sweeps of their own.
 SWEEP_TABLE = {
     ("5%", "CQL"): ("5pct", "CQL"), ("5%", "CCVL"): ("5pct", "CCVL"),
     ("5%", "Fixed-CCVL"): ("5pct", "Fixed-CCVL"), ("1%", "CQL"): ("1pct", "CQL"),
     ("1%", "CCVL"): ("1pct", "CCVL"), ("1%", "Fixed-CCVL"): ("1pct", "Fixed-CCVL"),
-    ("1%", "CCVL, default reading (monotone head)"): ("1pct_monotone", "CCVL"),
-    ("1%", "Fixed-CCVL, default reading"): ("1pct_monotone", "Fixed-CCVL"),
+    ("1%", "CCVL, previous default reading (monotone head)"): ("1pct_monotone", "CCVL"),
+    ("1%", "Fixed-CCVL, previous default reading"): ("1pct_monotone", "Fixed-CCVL"),
+    ("1%", "CCVL, default reading `bonus`"): ("1pct_bonus", "CCVL"),
+    ("1%", "Fixed-CCVL, default reading `bonus`"): ("1pct_bonus", "Fixed-CCVL"),
 }
 
 
@@ -265,26 +267,38 @@ def test_results_index_finetuning_table_recomputes_from_its_rows():
     assert table == [expected[0]] + expected[2:], page
 
 
-def test_demo_over_seeds_recomputes_from_its_episode_scores():
-  """The demo over five training seeds (docs/results/demo_seeds.md and README's table) from
-  the five runs' committed results.json rows (docs/results/demo_seeds_results.json): each
-  seed's mean and CI from its episode scores (demo_report.score_row), the over-seeds columns
-  and the orderings with demo_seeds' own across_seeds and render."""
+def _demo_seeds_rows(name):
+  """The committed per-seed results.json rows of a five-seed demo; each seed's mean and CI
+  recomputed from its episode scores (demo_report.score_row)."""
   from ccvl_tf.experiments.offline import demo_report
-  from ccvl_tf.experiments.offline import demo_seeds
-  per_seed = json.load(open(_doc("results", "demo_seeds_results.json")))
+  per_seed = json.load(open(_doc("results", name)))
   assert sorted(per_seed) == ["0", "1", "2", "3", "4"]
   for seed, rows in per_seed.items():
     for r in rows:
       again = demo_report.score_row(r["policy"], r["scores"])
       assert (again["mean"], again["ci_low"], again["ci_high"]) == pytest.approx(
           (r["mean"], r["ci_low"], r["ci_high"])), (seed, r["policy"])
-  # seed 0 is the reported demo run (the same network, the same episodes)
-  assert per_seed["0"] == json.load(open(_doc("results", "demo_results_monotone.json")))
+  return per_seed
+
+
+def test_demo_over_seeds_recomputes_from_its_episode_scores():
+  """The demo over five training seeds at the chosen settings (docs/results/demo_seeds.md and
+  README's table) from the five runs' committed results.json rows and diagnostics
+  (docs/results/demo_seeds_results.json, demo_seeds_diagnostics.json): the over-seeds
+  columns, orderings, P(adaptive > fixed) and the family table with demo_seeds' own
+  across_seeds and render; placement.REPORTED is the per-seed means of these rows."""
+  from ccvl_tf.experiments.offline import demo_seeds
+  from ccvl_tf.experiments.offline import placement
+  per_seed = _demo_seeds_rows("demo_seeds_results.json")
+  diagnostics = json.load(open(_doc("results", "demo_seeds_diagnostics.json")))
+  assert sorted(diagnostics) == sorted(per_seed)
   rows = demo_seeds.across_seeds(per_seed, reps=REPS)
-  text = demo_seeds.render(rows, "Breakout")
+  text = demo_seeds.render(rows, "Breakout", reps=REPS,
+                           diagnostics=demo_seeds.family_columns(diagnostics))
   assert open(_doc("results", "demo_seeds.md"), encoding="utf-8").read() == text
-  table = markdown_docs.table_after(README, "gives the table below, **made at")
+  assert placement.REPORTED == {r["policy"]: [float(x["mean"]) for x in r["seed_rows"]]
+                                for r in rows}
+  table = markdown_docs.table_after(README, "gives the table below")
   assert table[0] == ["policy", "mean over seeds", "SD over seeds", "range",
                       "95% CI over seeds", "per-seed means (seeds 0-4)"]
   assert len(table) - 1 == len(rows)
@@ -292,3 +306,35 @@ def test_demo_over_seeds_recomputes_from_its_episode_scores():
     assert cells == [r["policy"], f"{r['mean']:.2f}", f"{r['sd']:.2f}",
                      f"[{r['min']:.2f}, {r['max']:.2f}]", f"({r['ci_low']:.2f}, {r['ci_high']:.2f})",
                      ", ".join(f"{float(x['mean']):.1f}" for x in r["seed_rows"])]
+
+
+def test_demo_over_seeds_at_the_earlier_settings_recomputes():
+  """The earlier five-seed demo (10,000 steps, reading logsumexp+monotone;
+  docs/results/demo_seeds_earlier.md) from its committed rows; its seed 0 is the earlier
+  reported demo run (docs/results/demo_results_monotone.json)."""
+  from ccvl_tf.experiments.offline import demo_seeds
+  per_seed = _demo_seeds_rows("demo_seeds_earlier_results.json")
+  assert per_seed["0"] == json.load(open(_doc("results", "demo_results_monotone.json")))
+  rows = demo_seeds.across_seeds(per_seed, reps=REPS)
+  text = demo_seeds.render(rows, "Breakout", reps=REPS)
+  assert open(_doc("results", "demo_seeds_earlier.md"), encoding="utf-8").read() == text
+
+
+def test_alpha_sweep_page_bonus_table_recomputes_from_its_rows():
+  """docs/alpha_sweep.md's table of the default reading `bonus` on `1%`: per alpha the
+  normalized IQM [95% CI] and the flatness columns of CCVL and Fixed-CCVL, from
+  docs/alpha_sweep_rows_1pct_bonus.csv with the sweep report's own iqm_cells and flatness."""
+  rows = _sweep_rows("1pct_bonus")
+  assert len(rows) == 72  # 2 methods x 6 alphas x 2 games x 3 seeds
+  cells = alpha_sweep_report.iqm_cells(rows, reps=REPS)
+  table = markdown_docs.table_after(_doc("alpha_sweep.md"),
+                                    "![alpha sweep, 1%, default reading bonus]")
+  printed = {r[0]: r for r in table[1:]}
+  for method in ("CCVL", "Fixed-CCVL"):
+    got = printed[f"{method} (`bonus`)"]
+    for i, alpha in enumerate((0.03, 0.1, 0.3, 1.0, 3.0, 10.0)):
+      a = cells[(method, "1%", alpha)]
+      assert got[1 + i] == f"{a.value:.1f} [{a.ci_low:.1f}, {a.ci_high:.1f}]", (method, alpha)
+    f = alpha_sweep_report.flatness(rows, method, "1%", reps=REPS)
+    assert got[7] == f"{f['range']:.1f} [{f['range_ci'][0]:.1f}, {f['range_ci'][1]:.1f}]"
+    assert got[8] == f"{f['ratio']:.2f} [{f['ratio_ci'][0]:.2f}, {f['ratio_ci'][1]:.2f}]"

@@ -14,9 +14,14 @@ It then writes, beside each seed's results table (results.md: mean raw score ove
 evaluation episodes with a 95% bootstrap CI over episodes),
   output_dir/seeds.md   per policy: each seed's mean (95% CI over episodes), the mean over
                         seeds, their standard deviation and range, a 95% bootstrap CI over
-                        seeds (rliable, the same percentile bootstrap), and in how many seeds
-                        each learned policy scores above each other one;
-  output_dir/seeds.csv  one row per (seed, policy): episodes, mean, ci_low, ci_high.
+                        seeds (rliable, the same percentile bootstrap), in how many seeds
+                        each learned policy scores above each other one, P(CCVL (adaptive) >
+                        Fixed-CCVL) over the seeds' means with its CI, and per seed the
+                        confidence family's diagnostics (summary.json 'diagnostics');
+  output_dir/seeds.csv  one row per (seed, policy): episodes, mean, ci_low, ci_high;
+  output_dir/seeds_results.json      {seed: that run's results.json rows (per-episode scores)};
+  output_dir/seeds_diagnostics.json  {seed: that run's summary.json 'diagnostics'}
+(the last two are what docs/results/ commits and tests/test_results_tables.py recomputes from).
 """
 from __future__ import annotations
 
@@ -44,6 +49,17 @@ TRAIN_OFFLINE = os.path.join(_REPO_ROOT, "binaries", "train_offline.py")
 SET_HERE = ("--seed", "--root_dir", "--dataset_dir", "--eval_seed")
 # Rows of a demo results table that are not trained networks (not compared across seeds).
 REFERENCE_ROWS = ("random",)
+# P(X > Y) over the seeds' means is reported for these (X, Y) pairs when both rows exist: what
+# the confidence-adaptive policy adds over one fixed delta.
+IMPROVEMENT_PAIRS = (("CCVL (adaptive)", "Fixed-CCVL"),)
+# The confidence family's diagnostics (ccvl_tf.diagnostics, summary.json 'diagnostics') shown
+# per seed: (key, column heading).
+FAMILY_COLUMNS = (
+    ("family_differs_any", "greedy action differs along delta"),
+    ("lemma1_fraction", "Lemma 1: V ordered by delta"),
+    ("v_above_value_max_fraction", "V above the largest return"),
+    ("family_spread", "family spread"),
+    ("behaviour_agreement", "agreement with the data's actions"))
 
 
 def _parse_seeds(text) -> tuple:
@@ -182,7 +198,59 @@ def orderings(rows: Sequence[Mapping[str, object]]) -> List[str]:
   return lines
 
 
-def render(rows: Sequence[Mapping[str, object]], game: str) -> str:
+def improvements(rows: Sequence[Mapping[str, object]], reps: int = 2000) -> List[str]:
+  """'P(X > Y) over the N seeds' means: p (95% CI lo, hi)' for each of IMPROVEMENT_PAIRS whose
+  rows are both present: rliable's probability of improvement (the share of (seed of X, seed
+  of Y) pairs with X's mean above Y's, ties counting 1/2) with its stratified bootstrap CI."""
+  by_name = {r["policy"]: r for r in rows}
+  lines = []
+  for x, y in IMPROVEMENT_PAIRS:
+    if x not in by_name or y not in by_name:
+      continue
+    means = [np.array([[float(s["mean"])] for s in by_name[n]["seed_rows"]], np.float64)
+             for n in (x, y)]  # [num_seeds, 1 game]
+    p = score_stats.probability_of_improvement(means[0], means[1], reps=reps, seed=0)
+    lines.append(f"P({x} > {y}) over the {len(means[0])} seeds' means: {p.value:.2f} "
+                 f"(95% CI {p.ci_low:.2f}, {p.ci_high:.2f})")
+  return lines
+
+
+def load_diagnostics(cfg: DemoSeedsConfig, full: bool = False) -> Dict[str, Mapping[str, float]]:
+  """{seed: that run's summary.json 'diagnostics'} for the seeds that have them: every key
+  with `full`, else only FAMILY_COLUMNS'."""
+  out = {}
+  for seed in cfg.seeds:
+    path = os.path.join(seed_dir(cfg, seed), "summary.json")
+    if os.path.exists(path):
+      with open(path) as f:
+        diag = json.load(f).get("diagnostics")
+      if diag:
+        out[str(seed)] = dict(diag)
+  return out if full else family_columns(out)
+
+
+def family_columns(diagnostics: Mapping[str, Mapping[str, float]]
+                   ) -> Dict[str, Dict[str, float]]:
+  """Only FAMILY_COLUMNS' keys of {seed: diagnostics}."""
+  return {s: {k: d[k] for k, _ in FAMILY_COLUMNS if k in d} for s, d in diagnostics.items()}
+
+
+def render_family(diagnostics: Mapping[str, Mapping[str, float]]) -> List[str]:
+  """The per-seed family diagnostics as markdown lines (none without diagnostics)."""
+  if not diagnostics:
+    return []
+  head = ["seed"] + [h for _, h in FAMILY_COLUMNS]
+  lines = ["", "The confidence family per seed (held-out states of the run's data; "
+           "docs/agent.md, diagnostics):", "", "| " + " | ".join(head) + " |",
+           "|" + " --- |" * len(head)]
+  for seed, diag in diagnostics.items():
+    cells = [f"{float(diag[k]):.3f}" if k in diag else "-" for k, _ in FAMILY_COLUMNS]
+    lines.append(f"| {seed} | " + " | ".join(cells) + " |")
+  return lines
+
+
+def render(rows: Sequence[Mapping[str, object]], game: str, reps: int = 2000,
+           diagnostics: Mapping[str, Mapping[str, float]] = None) -> str:
   seeds = rows[0]["seeds"] if rows else []
   head = ["policy"] + [f"seed {s}: mean (95% CI over episodes)" for s in seeds] + [
       "mean over seeds", "SD over seeds", "range", "95% CI over seeds"]
@@ -201,6 +269,10 @@ def render(rows: Sequence[Mapping[str, object]], game: str) -> str:
   order = orderings(rows)
   if order:
     lines += ["", "Per-seed orderings of the learned policies:", ""] + [f"- {o}" for o in order]
+  better = improvements(rows, reps=reps)
+  if better:
+    lines += ["", "Probability of improvement (rliable):", ""] + [f"- {b}" for b in better]
+  lines += render_family(diagnostics or {})
   return "\n".join(lines) + "\n"
 
 
@@ -215,8 +287,13 @@ def write_report(cfg: DemoSeedsConfig, log: Callable[[str], None] = print,
     for seed, rows in per_seed.items():
       for r in rows:
         w.writerow([seed, r["policy"], r["episodes"], r["mean"], r["ci_low"], r["ci_high"]])
+  with open(os.path.join(cfg.output_dir, "seeds_results.json"), "w") as f:
+    strict_json.dump(per_seed, f, indent=1)
+  diagnostics = load_diagnostics(cfg, full=True)
+  with open(os.path.join(cfg.output_dir, "seeds_diagnostics.json"), "w") as f:
+    strict_json.dump(diagnostics, f, indent=1)
   rows = across_seeds(per_seed, reps=reps)
-  text = render(rows, cfg.game)
+  text = render(rows, cfg.game, reps=reps, diagnostics=family_columns(diagnostics))
   with open(os.path.join(cfg.output_dir, "seeds.md"), "w") as f:
     f.write(text)
   log(text.rstrip())

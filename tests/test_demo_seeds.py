@@ -72,8 +72,9 @@ def test_probability_of_improvement_and_family_table_by_hand(tmp_path):
           "family_spread": 1.5, "behaviour_agreement": 0.5, "count_auc": 0.7}
   json.dump({"diagnostics": diag}, open(os.path.join(demo_seeds.seed_dir(cfg, "1"),
                                                      "summary.json"), "w"))
-  assert demo_seeds.load_diagnostics(cfg) == {"1": {k: v for k, v in diag.items()
-                                                    if k != "count_auc"}}
+  assert demo_seeds.load_diagnostics(cfg) == {"1": diag}
+  assert demo_seeds.family_columns(demo_seeds.load_diagnostics(cfg)) == {
+      "1": {k: v for k, v in diag.items() if k != "count_auc"}}
   text = demo_seeds.write_report(cfg, log=lambda s: None, reps=200)["table"]
   assert "- " + line in text
   assert "| 1 | 0.250 | 1.000 | 0.000 | 1.500 | 0.500 |" in text

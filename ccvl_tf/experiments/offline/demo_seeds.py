@@ -215,9 +215,8 @@ def improvements(rows: Sequence[Mapping[str, object]], reps: int = 2000) -> List
   return lines
 
 
-def load_diagnostics(cfg: DemoSeedsConfig, full: bool = False) -> Dict[str, Mapping[str, float]]:
-  """{seed: that run's summary.json 'diagnostics'} for the seeds that have them: every key
-  with `full`, else only FAMILY_COLUMNS'."""
+def load_diagnostics(cfg: DemoSeedsConfig) -> Dict[str, Mapping[str, float]]:
+  """{seed: that run's summary.json 'diagnostics'} for the seeds that have them."""
   out = {}
   for seed in cfg.seeds:
     path = os.path.join(seed_dir(cfg, seed), "summary.json")
@@ -226,7 +225,7 @@ def load_diagnostics(cfg: DemoSeedsConfig, full: bool = False) -> Dict[str, Mapp
         diag = json.load(f).get("diagnostics")
       if diag:
         out[str(seed)] = dict(diag)
-  return out if full else family_columns(out)
+  return out
 
 
 def family_columns(diagnostics: Mapping[str, Mapping[str, float]]
@@ -289,7 +288,7 @@ def write_report(cfg: DemoSeedsConfig, log: Callable[[str], None] = print,
         w.writerow([seed, r["policy"], r["episodes"], r["mean"], r["ci_low"], r["ci_high"]])
   with open(os.path.join(cfg.output_dir, "seeds_results.json"), "w") as f:
     strict_json.dump(per_seed, f, indent=1)
-  diagnostics = load_diagnostics(cfg, full=True)
+  diagnostics = load_diagnostics(cfg)
   with open(os.path.join(cfg.output_dir, "seeds_diagnostics.json"), "w") as f:
     strict_json.dump(diagnostics, f, indent=1)
   rows = across_seeds(per_seed, reps=reps)

@@ -27,6 +27,8 @@ from agents import q_agent_base
 
 # How n(s)^-1 enters the regularizer weight (CCVLConfig.count_weight).
 COUNT_WEIGHTS = ("linear", "off")
+# How delta_1 enters the regularizer weight (CCVLConfig.delta_weight).
+DELTA_WEIGHTS = losses.DELTA_WEIGHTS
 # The smallest pi_beta(a | s) the per-action count divides by (n(s, a)^-1 <= 1000 n(s)^-1).
 MIN_ACTION_SHARE = 1e-3
 
@@ -99,6 +101,17 @@ class CCVLConfig(q_agent_base.BaseQConfig):
       "linear", "'linear' (n(s)^-1 from the linear estimate, the paper) or 'off' (n(s)^-1 = 1 "
       "everywhere: the weight alpha sqrt(log(1/delta_1)), an ablation; the counts are still "
       "kept for the diagnostics).", enum_values=COUNT_WEIGHTS)
+  # Two settings of the ladder from CQL to CCVL (docs/ladder.md): each rung changes one thing.
+  delta_weight: str = setting(
+      "sqrt_log", "how delta_1 enters the regularizer weight: 'sqrt_log' (alpha sqrt(log(1 / "
+      "delta_1) n(s)^-1), Eq. cql update) or 'constant' (alpha sqrt(n(s)^-1); with "
+      "count_weight='off' CQL's constant alpha), a research option.",
+      enum_values=DELTA_WEIGHTS)
+  train_delta: Optional[float] = setting(
+      None, "delta of every training sample fixed at this value (pairs still ~ U(0, delta)); "
+      "unset: delta ~ U(0, 1) as Algorithm 1. A research option (with N = M = 1, objective "
+      "'bound', delta_weight 'constant' and count_weight 'off' the loss is CQL's).",
+      above=0.0, below=1.0)
   count_decay: Optional[float] = setting(
       0.999, "None (cumulative mean of phi phi^T) or EMA decay in (0, 1); the default 0.999 "
       "averages over the last ~1000 updates, since phi(s) drifts during training.")
@@ -190,7 +203,8 @@ class PairLoss:
     return losses.ccvl_objective_loss(self.objective, q, actions, targets, delta, delta_1,
                                       inverse_count, c.alpha, c.td_loss, c.huber_kappa,
                                       getattr(c, "gap", "logsumexp"),
-                                      getattr(c, "gap_weight", 0.0))
+                                      getattr(c, "gap_weight", 0.0),
+                                      getattr(c, "delta_weight", "sqrt_log"))
 
 
 def ccvl_objective(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
@@ -383,7 +397,8 @@ class CCVLAgent(q_agent_base.GuardedLearner):
     cfg = self._config
     b = tf.shape(batch["observation"])[0]
     delta, delta_1, delta_2 = losses.sample_confidences(
-        b, cfg.num_deltas, cfg.num_pairs, seed)          # [B, N], [B, N, M], [B, N, M]
+        b, cfg.num_deltas, cfg.num_pairs, seed,
+        fixed_delta=cfg.train_delta)                     # [B, N], [B, N, M], [B, N, M]
     return self._objective_at(batch, delta, delta_1, delta_2, training)
 
   def _objective_at(self, batch, delta, delta_1, delta_2, training: bool):

@@ -44,7 +44,7 @@ def validate_alpha(alpha: float) -> None:
 
 
 def sample_confidences(batch_size, num_deltas: int, num_pairs: int,
-                       seed: Optional[tf.Tensor] = None
+                       seed: Optional[tf.Tensor] = None, fixed_delta: Optional[float] = None
                        ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
   """Samples delta ~ U(0,1) [B, N] and delta_{j,1}, delta_{j,2} ~ U(0, delta) [B, N, M].
 
@@ -53,6 +53,8 @@ def sample_confidences(batch_size, num_deltas: int, num_pairs: int,
     num_deltas: N.
     num_pairs: M.
     seed: optional stateless seed, int32 [2]; None uses the global generator.
+    fixed_delta: None (delta ~ U(0, 1)), or every delta set to this value in (0, 1) (the
+      pairs still ~ U(0, delta); the same random stream is drawn).
 
   Returns:
     (delta [B, N], delta_1 [B, N, M], delta_2 [B, N, M]), all in [1e-6, 1 - 1e-6].
@@ -68,6 +70,8 @@ def sample_confidences(batch_size, num_deltas: int, num_pairs: int,
     u = tf.random.stateless_uniform(shape_d, seed=seeds[0])
     v = tf.random.stateless_uniform(shape_p, seed=seeds[1])
   delta = _EPS + (1.0 - 2.0 * _EPS) * u                  # [B, N] in (0, 1)
+  if fixed_delta is not None:
+    delta = tf.fill(tf.shape(delta), tf.constant(float(validate_delta(fixed_delta)), tf.float32))
   # U(0, delta): [B, N, 1] * [B, N, 2M] -> [B, N, 2M], floored at _EPS.
   pairs = tf.maximum(delta[:, :, None] * v, _EPS)
   delta_1, delta_2 = tf.split(pairs, 2, axis=-1)          # two [B, N, M]
@@ -149,26 +153,44 @@ def cql_gap(q_values: tf.Tensor, actions: tf.Tensor, gap: str = "logsumexp"
   return tf.reduce_logsumexp(q_values, axis=-1) - q_sa, q_sa     # [B, ...]
 
 
+# How delta_1 enters the weight: log(1/delta_1) (Eq. cql update) or 1 (a constant in delta).
+DELTA_WEIGHTS = ("sqrt_log", "constant")
+
+
+def log_inverse_delta(delta: tf.Tensor, delta_weight: str = "sqrt_log") -> tf.Tensor:
+  """log(1/delta) ('sqrt_log', the paper's) or 1 ('constant': the weight without delta),
+  elementwise, same shape as `delta`."""
+  if delta_weight not in DELTA_WEIGHTS:
+    raise ValueError(f"delta_weight must be one of {', '.join(DELTA_WEIGHTS)}, got "
+                     f"{delta_weight!r}")
+  if delta_weight == "constant":
+    return tf.ones_like(delta)
+  return -tf.math.log(delta)
+
+
 def ccvl_regularizer_weight(delta_1: tf.Tensor, inverse_count: tf.Tensor,
-                            alpha: float) -> tf.Tensor:
-  """alpha * sqrt(log(1/delta_1) * n(s)^-1), the state- and confidence-dependent CQL weight.
+                            alpha: float, delta_weight: str = "sqrt_log") -> tf.Tensor:
+  """alpha * sqrt(log(1/delta_1) * n(s)^-1), the state- and confidence-dependent CQL weight
+  (delta_weight='constant': alpha * sqrt(n(s)^-1)).
 
   Args:
     delta_1: [B, N, M] in (0, 1).
     inverse_count: n(s)^-1 [B] (already capped at 1, i.e. 1 / (n wedge 1)); no gradient.
     alpha: >= 0.
+    delta_weight: one of DELTA_WEIGHTS.
 
   Returns:
     [B, N, M], no gradient.
   """
   inv_n = tf.stop_gradient(tf.cast(inverse_count, tf.float32))[:, None, None]  # [B] -> [B,1,1]
-  log_inv_d1 = -tf.math.log(delta_1)                               # log(1/delta_1) [B, N, M]
+  log_inv_d1 = log_inverse_delta(delta_1, delta_weight)            # log(1/delta_1) [B, N, M]
   return tf.stop_gradient(alpha * tf.sqrt(log_inv_d1 * inv_n))     # [B, N, M]
 
 
 def ccvl_pair_losses(q_sa: tf.Tensor, gap: tf.Tensor, target: tf.Tensor, delta_1: tf.Tensor,
                      inverse_count: tf.Tensor, alpha: float, td_loss_type: str = "squared",
-                     huber_kappa: float = 1.0) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+                     huber_kappa: float = 1.0, delta_weight: str = "sqrt_log"
+                     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
   """L_j for every transition, delta and pair j (inner term of Eq. cql update).
 
   Args:
@@ -180,11 +202,12 @@ def ccvl_pair_losses(q_sa: tf.Tensor, gap: tf.Tensor, target: tf.Tensor, delta_1
     inverse_count: n(s)^-1 [B].
     alpha: regularizer weight.
     td_loss_type: 'squared' or 'huber'.
+    delta_weight: one of DELTA_WEIGHTS.
 
   Returns:
     (L [B, N, M], regularizer term [B, N, M], TD term [B, N, M]).
   """
-  weight = ccvl_regularizer_weight(delta_1, inverse_count, alpha)  # [B, N, M]
+  weight = ccvl_regularizer_weight(delta_1, inverse_count, alpha, delta_weight)  # [B, N, M]
   reg = weight * gap[:, :, None]                       # [B, N, 1] broadcast -> [B, N, M]
   td = td_loss(q_sa[:, :, None] - tf.stop_gradient(target), td_loss_type,
                huber_kappa)                                        # [B, N, M]
@@ -202,7 +225,8 @@ def max_over_pairs(pair_losses: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
 
 def ccvl_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor, delta_1: tf.Tensor,
               inverse_count: tf.Tensor, alpha: float, td_loss_type: str = "squared",
-              huber_kappa: float = 1.0, gap: str = "logsumexp") -> Dict[str, tf.Tensor]:
+              huber_kappa: float = 1.0, gap: str = "logsumexp",
+              delta_weight: str = "sqrt_log") -> Dict[str, tf.Tensor]:
   """The CCVL objective of Algorithm 1: mean over batch and N deltas of max_j L_j.
 
   Args:
@@ -213,6 +237,7 @@ def ccvl_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor, delta_
     inverse_count: n(s)^-1 [B].
     alpha, td_loss_type, huber_kappa: as in ccvl_pair_losses.
     gap: the regularizer's gap, one of GAPS.
+    delta_weight: one of DELTA_WEIGHTS.
 
   Returns:
     dict: 'loss' scalar; 'pair_losses' L [B, N, M]; 'max_losses' [B, N]; 'argmax_j' [B, N];
@@ -221,7 +246,7 @@ def ccvl_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor, delta_
   validate_alpha(alpha)
   gap_value, q_sa = cql_gap(q_values, actions, gap)       # [B, N], [B, N]
   pair, reg, td = ccvl_pair_losses(q_sa, gap_value, target, delta_1, inverse_count, alpha,
-                                   td_loss_type, huber_kappa)  # [B, N, M] each
+                                   td_loss_type, huber_kappa, delta_weight)  # [B, N, M] each
   max_l, arg_j = max_over_pairs(pair)                     # [B, N]
   return {"loss": tf.reduce_mean(max_l), "pair_losses": pair, "max_losses": max_l,
           "argmax_j": arg_j, "regularizer": reg, "td": td, "gap": gap_value, "q_sa": q_sa}
@@ -246,16 +271,20 @@ def validate_objective(objective: str) -> None:
     raise ValueError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
 
 
-def confidence_weight(delta: tf.Tensor, inverse_count: tf.Tensor, alpha: float) -> tf.Tensor:
-  """alpha * sqrt(log(1/delta) * n(s)^-1) at delta [B, N] (delta_1 = delta) -> [B, N], no grad."""
+def confidence_weight(delta: tf.Tensor, inverse_count: tf.Tensor, alpha: float,
+                      delta_weight: str = "sqrt_log") -> tf.Tensor:
+  """alpha * sqrt(log(1/delta) * n(s)^-1) at delta [B, N] (delta_1 = delta) -> [B, N], no grad
+  (delta_weight='constant': alpha * sqrt(n(s)^-1))."""
   inv_n = tf.stop_gradient(tf.cast(inverse_count, tf.float32))[:, None]  # [B] -> [B, 1]
-  return tf.stop_gradient(alpha * tf.sqrt(-tf.math.log(delta) * inv_n))  # [B, N]
+  log_inv = log_inverse_delta(delta, delta_weight)                       # [B, N]
+  return tf.stop_gradient(alpha * tf.sqrt(log_inv * inv_n))              # [B, N]
 
 
 def ccvl_bound_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor,
                     delta: tf.Tensor, inverse_count: tf.Tensor, alpha: float,
                     td_loss_type: str = "squared", huber_kappa: float = 1.0,
-                    gap: str = "logsumexp") -> Dict[str, tf.Tensor]:
+                    gap: str = "logsumexp", delta_weight: str = "sqrt_log"
+                    ) -> Dict[str, tf.Tensor]:
   """objective='bound': mean_{B,N} [ w(delta) gap(s, delta) + TD(Q(s,a_D,delta) - max_j y_j) ].
 
   Args:
@@ -264,7 +293,7 @@ def ccvl_bound_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor,
     target: candidate TD targets y_j at delta_{j,2} <= delta [B, N, M] (no gradient).
     delta: [B, N]; the weight uses delta_1 = delta.
     inverse_count: n(s)^-1 [B].
-    alpha, td_loss_type, huber_kappa, gap: as ccvl_loss.
+    alpha, td_loss_type, huber_kappa, gap, delta_weight: as ccvl_loss.
 
   Returns:
     dict like ccvl_loss: 'loss'; 'target' (max_j y_j) [B, N]; 'argmax_j' [B, N]; 'regularizer',
@@ -273,7 +302,7 @@ def ccvl_bound_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor,
   validate_alpha(alpha)
   gap, q_sa = cql_gap(q_values, actions, gap)                    # [B, N], [B, N]
   y = tf.stop_gradient(tf.reduce_max(target, axis=-1))           # [B, N, M] -> [B, N]
-  weight = confidence_weight(delta, inverse_count, alpha)        # [B, N]
+  weight = confidence_weight(delta, inverse_count, alpha, delta_weight)  # [B, N]
   reg = weight * gap                                              # [B, N]
   td = td_loss(q_sa - y, td_loss_type, huber_kappa)              # [B, N]
   return {"loss": tf.reduce_mean(reg + td), "target": y,
@@ -284,7 +313,8 @@ def ccvl_bound_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor,
 def ccvl_bonus_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor,
                     delta: tf.Tensor, inverse_count: tf.Tensor, alpha: float,
                     td_loss_type: str = "squared", huber_kappa: float = 1.0,
-                    gap: str = "logsumexp", gap_weight: float = 0.0) -> Dict[str, tf.Tensor]:
+                    gap: str = "logsumexp", gap_weight: float = 0.0,
+                    delta_weight: str = "sqrt_log") -> Dict[str, tf.Tensor]:
   """objective='bonus': mean_{B,N} [ TD(Q(s,a_D,delta) - [max_j y_j - w(delta)]) + w0 gap ].
 
   Eq. (update) with the state estimate n(s)^-1: the target lowered by the bonus
@@ -295,7 +325,7 @@ def ccvl_bonus_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor,
   validate_alpha(alpha)
   validate_alpha(gap_weight)
   gap, q_sa = cql_gap(q_values, actions, gap)                    # [B, N], [B, N]
-  weight = confidence_weight(delta, inverse_count, alpha)        # [B, N]
+  weight = confidence_weight(delta, inverse_count, alpha, delta_weight)  # [B, N]
   y = tf.stop_gradient(tf.reduce_max(target, axis=-1) - weight)  # [B, N, M] -> [B, N]
   td = td_loss(q_sa - y, td_loss_type, huber_kappa)              # [B, N]
   reg = gap_weight * gap                                         # [B, N]
@@ -320,18 +350,18 @@ def objective_delta_2(delta: tf.Tensor, delta_2: tf.Tensor, objective: str) -> t
 
 def ccvl_objective_loss(objective: str, q_values, actions, target, delta, delta_1,
                         inverse_count, alpha, td_loss_type="squared", huber_kappa=1.0,
-                        gap="logsumexp", gap_weight=0.0):
+                        gap="logsumexp", gap_weight=0.0, delta_weight="sqrt_log"):
   """Dispatches to ccvl_loss ('algorithm1'), ccvl_bound_loss or ccvl_bonus_loss (the only one
   that takes `gap_weight`)."""
   validate_objective(objective)
   if objective == "algorithm1":
     return ccvl_loss(q_values, actions, target, delta_1, inverse_count, alpha, td_loss_type,
-                     huber_kappa, gap)
+                     huber_kappa, gap, delta_weight)
   if objective == "bound":
     return ccvl_bound_loss(q_values, actions, target, delta, inverse_count, alpha, td_loss_type,
-                           huber_kappa, gap)
+                           huber_kappa, gap, delta_weight)
   return ccvl_bonus_loss(q_values, actions, target, delta, inverse_count, alpha, td_loss_type,
-                         huber_kappa, gap, gap_weight)
+                         huber_kappa, gap, gap_weight, delta_weight)
 
 
 def dr3_penalty(phi: tf.Tensor, next_phi: tf.Tensor) -> tf.Tensor:

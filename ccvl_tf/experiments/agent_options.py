@@ -24,7 +24,7 @@ flags.disclaim_key_flags()
 # CCVL's own options: the objective, the count estimate and the belief's resampling.
 CCVL_OPTIONS = ("objective", "gap", "delta_head", "gap_weight", "support_threshold",
                 "bonus_counts", "count_normalization", "count_ridge", "count_ridge_mode",
-                "count_weight", "belief_resample")
+                "count_weight", "delta_weight", "train_delta", "td_loss", "belief_resample")
 # N, M and the delta of the greedy policy evaluated during training.
 CCVL_SAMPLING = ("num_deltas", "num_pairs", "policy_delta")
 # The training settings every learner of a run shares (CCVL's alpha also CQL's and AEVL's).

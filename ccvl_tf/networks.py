@@ -105,8 +105,12 @@ class QNetworkConfig:
     mlp_units: widths of the MLP torso's ReLU layers (mlp only).
     torso_units: width of the Nature torso's dense layer (512 in the Nature DQN).
     n_cos: number of cosine features of delta (64 in IQN).
-    hidden_units: width of the head's hidden ReLU layer after the delta product
-      (delta_entry='features' only; 0 = no hidden layer, Q = W_out (psi * eta) + b).
+    hidden_units: width of a hidden ReLU layer of the head after the delta product
+      (delta_entry='features' only; 0, the default = no hidden layer, Q = W_out (psi * eta) +
+      b: the DQN network's depth, one linear layer on the torso, as CQL's). With a hidden
+      layer the gradient reaching the torso is ~5x smaller at initialization (Dopamine's
+      initializer), most of it below Adam's epsilon 3.125e-4, and at CQL's learning rate the
+      network ends with one greedy action at every state (docs/ladder.md).
     delta_entry: 'features' (after the torso's last layer; default) or 'conv' (IQN placement,
       on the 3136-wide flattened conv features; Nature torso only).
     phi_delta: reference confidence at which phi(s) is read when delta_entry='conv'.
@@ -115,7 +119,7 @@ class QNetworkConfig:
   mlp_units: Tuple[int, ...] = (256, 256)
   torso_units: int = 512
   n_cos: int = 64
-  hidden_units: int = 512
+  hidden_units: int = 0
   delta_entry: str = "features"
   phi_delta: float = 0.5
 
@@ -132,7 +136,7 @@ class QNetworkConfig:
       raise ValueError(f"phi_delta must be in (0, 1), got {self.phi_delta!r}")
     for name in ("n_cos", "hidden_units", "torso_units"):
       value = getattr(self, name)
-      minimum = 0 if name == "hidden_units" and self.delta_entry == "features" else 1
+      minimum = 0 if name == "hidden_units" else 1  # conv: the 3136 -> 512 layer is the hidden one
       if int(value) != value or value < minimum:
         raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
     if self.torso == "mlp" and (not self.mlp_units or

@@ -61,7 +61,7 @@ RUNGS: Dict[str, tuple] = {
     "10": ("TD loss 1/2 x^2 on rung 7", _change(_R7, td_loss="squared")),
 }
 COLUMNS = ("rung", "change", "final_eval", "final_eval_ended", "ccvl_adaptive",
-           "fixed_ccvl", "greedy_mode_share", "phi_dead_fraction", "phi_sq_norm", "td_term",
+           "fixed_ccvl", "cql", "greedy_mode_share", "phi_dead_fraction", "phi_sq_norm", "td_term",
            "cql_gap", "family_differs_any", "train_seconds", "flags")
 
 
@@ -142,8 +142,108 @@ def main(argv=None) -> None:
   measure(args, [r for r in rungs if finished(args, r)])
 
 
+def greedy_actions(policy_dir: str, observations) -> "np.ndarray":
+  """The actions an exported stateless greedy policy takes at `observations` [S, 84, 84, 4]."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
+  from ccvl_tf import rollouts  # pylint: disable=g-import-not-at-top
+  policy, _ = rollouts.load_saved_policy(policy_dir)
+  out = []
+  for i in range(0, len(observations), 128):
+    obs = tf.constant(observations[i:i + 128])
+    b = int(obs.shape[0])
+    step = ts.TimeStep(step_type=tf.fill([b], ts.StepType.MID), reward=tf.zeros([b]),
+                       discount=tf.ones([b]), observation=obs)
+    state = policy.get_initial_state(b)
+    out.append(np.asarray(policy.action(step, state).action))
+  return np.concatenate(out).reshape(-1)
+
+
+def heldout_observations(args, num_states: int = 512, seed: int = 100):
+  """`num_states` observations drawn once (seed 100) from the held-out collection."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.data import frame_store, pipeline  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.envs import atari  # pylint: disable=g-import-not-at-top
+  num_actions = atari.AtariEnvironment("Breakout", seed=0).num_actions
+  store = frame_store.FrameStore.from_replay(args.heldout_dir, "all", num_actions=num_actions)
+  return np.asarray(pipeline.sample_batch(store, num_states, seed, 0)["observation"])
+
+
+def measure_rung(args, rung: str, observations) -> Dict[str, object]:
+  """One finished rung's row (COLUMNS)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  root = run_dir(args, rung)
+  with open(os.path.join(root, "summary.json")) as f:
+    summary = json.load(f)
+  rows = {r["policy"]: r["mean"] for r in summary.get("results_table", [])}
+  last = summary.get("last_metrics", {})
+  ev = summary.get("last_eval", {})
+  greedy_dir = summary.get("fixed_policy_dir") or summary["policy_dir"]
+  actions = greedy_actions(greedy_dir, observations)
+  counts = np.bincount(actions, minlength=4)
+  diag = summary.get("diagnostics") or {}
+  train_s = (summary.get("phase_times") or {}).get(f"training {summary['agent']}")
+  return {"rung": rung, "change": RUNGS[rung][0],
+          "final_eval": ev.get("mean_raw_score"),
+          "final_eval_ended": None if ev.get("ended_share") is None
+          else int(round(10 * ev["ended_share"])),
+          "ccvl_adaptive": rows.get("CCVL (adaptive)"), "fixed_ccvl": rows.get("Fixed-CCVL"),
+          "cql": rows.get("cql"),
+          "greedy_mode_share": float(counts.max() / counts.sum()),
+          "phi_dead_fraction": last.get("phi_dead_fraction"),
+          "phi_sq_norm": last.get("phi_sq_norm"), "td_term": last.get("td_term"),
+          "cql_gap": last.get("cql_gap"),
+          "family_differs_any": diag.get("family_differs_any"),
+          "train_seconds": train_s,
+          "flags": " ".join(RUNGS[rung][1]) + (f" {args.extra_flags}" if args.extra_flags else "")}
+
+
+def _fmt(x, spec=".2f") -> str:
+  return "-" if x is None else format(x, spec) if isinstance(x, float) else str(x)
+
+
 def measure(args, rungs: Sequence[str]) -> None:
-  raise NotImplementedError  # filled in below
+  """ladder.csv, ladder.md and ladder.png of the finished rungs."""
+  if not rungs:
+    print("no finished rung to measure")
+    return
+  observations = heldout_observations(args)
+  rows = [measure_rung(args, r, observations) for r in rungs]
+  name = f"ladder{args.suffix}"
+  with open(os.path.join(args.output_dir, f"{name}.csv"), "w", newline="") as f:
+    w = csv.DictWriter(f, COLUMNS, extrasaction="ignore")
+    w.writeheader()
+    w.writerows(rows)
+  lines = ["| rung | change | final eval (ended of 10) | table: CQL or CCVL (adaptive) | Fixed-CCVL | "
+           "greedy mode share | dead phi units | phi sq norm | td_term | CQL gap | "
+           "family differs |", "| --- " * 11 + "|"]
+  for r in rows:
+    lines.append(
+        f"| {r['rung']} | {r['change']} | {_fmt(r['final_eval'], '.1f')} "
+        f"({_fmt(r['final_eval_ended'])}) | "
+        f"{_fmt(r['cql'] if r['cql'] is not None else r['ccvl_adaptive'])} | "
+        f"{_fmt(r['fixed_ccvl'])} | {_fmt(r['greedy_mode_share'])} | "
+        f"{_fmt(r['phi_dead_fraction'])} | {_fmt(r['phi_sq_norm'], '.3g')} | "
+        f"{_fmt(r['td_term'], '.3f')} | {_fmt(r['cql_gap'], '.3f')} | "
+        f"{_fmt(r['family_differs_any'], '.3f')} |")
+  with open(os.path.join(args.output_dir, f"{name}.md"), "w") as f:
+    f.write("\n".join(lines) + "\n")
+  print("\n".join(lines))
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  fig, axes = plt.subplots(1, 3, figsize=(15, 4))
+  labels = [r["rung"] for r in rows]
+  for ax, key, title in zip(axes, ("final_eval", "greedy_mode_share", "phi_dead_fraction"),
+                            ("final evaluation (raw score)", "greedy mode share (held-out)",
+                             "dead phi units (last batch)")):
+    ax.bar(labels, [r[key] if r[key] is not None else 0.0 for r in rows])
+    ax.set_title(title)
+    ax.set_xlabel("rung")
+  fig.tight_layout()
+  fig.savefig(os.path.join(args.output_dir, f"{name}.png"), dpi=100)
+  plt.close(fig)
 
 
 if __name__ == "__main__":

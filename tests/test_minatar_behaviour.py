@@ -1,7 +1,8 @@
 """The behaviour policy's score of a MinAtar subset (ccvl_tf/data/minatar_behaviour.py): the
 slot -> env step mapping and the score on a hand-made dataset whose expected values are worked
-out by hand below, the checks that refuse a dataset the mapping does not describe, and, when
-a built dataset is on this machine, the same definition recomputed by a plain loop."""
+out by hand below, the checks that refuse a dataset the mapping does not describe, and a small
+dataset built as binaries/make_minatar_datasets.py builds one, scored against a plain loop
+(tools/minatar_behaviour_check.py, which runs the same check on the real data by hand)."""
 import json
 import os
 
@@ -9,13 +10,12 @@ import numpy as np
 import pytest
 
 import ccvl_tf  # noqa: F401
+from ccvl_tf.data import frame_store
 from ccvl_tf.data import minatar_behaviour as mb
 from ccvl_tf.data import minatar_datasets as md
 from ccvl_tf.data import replay_writer
+from tools import minatar_behaviour_check as check_tool
 from tools import minatar_behaviour_table as table_tool
-
-# A built dataset root (binaries/make_minatar_datasets.py); its test is skipped without one.
-REAL_DATA = os.environ.get("CCVL_MINATAR_DATA", "/work/minatar_data")
 
 # The hand-made run: capacity C = 5, N = 13 steps, K = ceil(14 / 5) = 3 checkpoints.
 # Complete episodes: lengths 3, 4, 2, 2 -> steps 0-2, 3-6, 7-8, 9-10 (terminal flags at steps
@@ -125,31 +125,24 @@ def test_the_table_tool_on_the_hand_made_run(tmp_path):
   assert table_tool.read_behaviour_csv(path) == behaviour
 
 
-@pytest.mark.skipif(not md.is_complete(REAL_DATA, "Breakout", 0),
-                    reason="no built Breakout dataset under " + REAL_DATA)
-def test_real_breakout_1pct_matches_a_plain_loop():
-  """docs/minatar.md: 100,000 steps, 20 checkpoints of 5,001 slots, "1%" = the first 50 slots
-  of each, 980 transitions. Checkpoint k's first slots hold steps 5001 k + j, and the prefix's
-  transitions are j = 0 .. 48 (slot 49 is only the last one's next state). The episodes those
-  steps fall in are found here by walking the episode lengths."""
-  with open(os.path.join(md.run_dir(REAL_DATA, "Breakout", 0), md.SUMMARY_FILENAME)) as f:
+def test_a_built_dataset_matches_a_plain_loop(tmp_path):
+  """The dataset builder's DQN run and writer, 1,000 Breakout steps in 4 checkpoints: C =
+  ceil(1001 / 4) = 251 slots each, "1%" = max(2, round(2.51)) = 3 and "5%" = round(12.55) = 13
+  leading slots of each checkpoint, so 4 x 2 and 4 x 12 transitions (the last slot of a prefix
+  is only a next state). Each subset's behaviour score equals the plain loop's, and loads the
+  transitions the frame store loads; "all" checks every loaded transition's terminal flag
+  against the summary's episode ends (a ValueError otherwise)."""
+  data = str(tmp_path)
+  md.build_game(data, "Breakout", num_steps=1000, seed=0, num_checkpoints=4, eval_episodes=1,
+                random_episodes=1, log=lambda m: None, progress_every=10**6)
+  with open(os.path.join(md.run_dir(data, "Breakout", 0), md.SUMMARY_FILENAME)) as f:
     summary = json.load(f)
-  starts, t = [], 0
-  for n in summary["train_episode_lengths"]:
-    starts.append(t)
-    t += n
-  per_checkpoint, hit = [], set()
-  for k in range(20):
-    mine = set()
-    for step in range(5001 * k, 5001 * k + 49):
-      e = max(i for i, s0 in enumerate(starts) if s0 <= step)
-      assert step < starts[e] + summary["train_episode_lengths"][e]  # never the cut-off one
-      mine.add(e)
-    per_checkpoint.append(np.mean([summary["train_episode_returns"][e] for e in mine]))
-    hit |= mine
-  got = mb.behaviour_score(REAL_DATA, "Breakout", "1%")
-  assert (got.checkpoints, got.transitions, got.episodes, got.cut_off) == (20, 980, len(hit), 0)
-  assert got.score == pytest.approx(np.mean(per_checkpoint))
-  assert got.episode_mean == pytest.approx(
-      np.mean([summary["train_episode_returns"][e] for e in hit]))
-  assert mb.behaviour_score(REAL_DATA, "Breakout", "all").transitions == 99_961
+  assert summary["checkpoint_capacity"] == 251
+  assert (summary["subsets"]["1%"][0], summary["subsets"]["5%"][0]) == (3, 13)
+  for subset, transitions in (("1%", 8), ("5%", 48), ("all", None)):
+    got = mb.behaviour_score(data, "Breakout", subset)
+    store = frame_store.FrameStore.from_replay(md.replay_dir(data, "Breakout", 0), subset)
+    assert got.transitions == store.num_transitions
+    if transitions is not None:
+      assert check_tool.differences(data, "Breakout", subset) == []
+      assert got.transitions == transitions and got.checkpoints == 4

@@ -45,6 +45,7 @@ class Mutation:
 
 
 LOSS_TESTS = ("tests/test_losses.py",)
+SHORT_RUN_TESTS = "tests/test_short_run_regression.py"
 MUTATIONS = (
     # ---- the three gradient mutations --------------------------------------------
     Mutation("ccvl_gap_stop_gradient",
@@ -188,6 +189,25 @@ MUTATIONS = (
              '"Qbert": 10596.0',
              '"Qbert": 10569.0',
              ("tests/test_scores.py::test_normalized_score_by_hand",)),
+    # ---- what a short offline run trains (tests/test_short_run_regression.py) -----------------
+    Mutation("short_run_td_scaled",
+             "CCVL's bonus objective: the TD term scaled by 1.01 in the loss (not in its metric)",
+             "ccvl_tf/losses.py",
+             '"loss": tf.reduce_mean(td + reg), "target": y,',
+             '"loss": tf.reduce_mean(1.01 * td + reg), "target": y,',
+             (SHORT_RUN_TESTS,)),
+    Mutation("short_run_learner_seed",
+             "train_offline.py's learner seeded --seed + 1 (its delta samples)",
+             "ccvl_tf/experiments/offline/config.py",
+             "reward_clip=1.0, seed=seeds.learner()))",
+             "reward_clip=1.0, seed=seeds.learner() + 1))",
+             (SHORT_RUN_TESTS,)),
+    Mutation("short_run_network_default",
+             "the network's default hidden layer back at 512 units (a default the binary uses)",
+             "ccvl_tf/networks.py",
+             "  hidden_units: int = 0\n",
+             "  hidden_units: int = 512\n",
+             (SHORT_RUN_TESTS,)),
 )
 
 

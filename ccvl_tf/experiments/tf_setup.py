@@ -19,9 +19,10 @@ from typing import Dict
 
 # oneDNN on, its instructions at most AVX-512 (no VNNI / BF16 / AMX code paths): on this
 # project's 2-core AVX-512 machine the same kernels, and the same weights, as TensorFlow's
-# default, at no measured cost; every AVX-512 CPU then runs these kernels. CPUs without
-# AVX-512 still run others (ONEDNN_MAX_CPU_ISA=AVX2 everywhere makes them agree, for 12-18%
-# more CPU time per step here).
+# default, at no measured cost; every AVX-512 CPU then runs AVX-512 code paths, though another
+# CPU type may still train other weights (BUILD.md). CPUs without AVX-512 run others
+# (ONEDNN_MAX_CPU_ISA=AVX2 everywhere puts them on one instruction set, for 12-18% more CPU
+# time per step here).
 CPU_KERNELS = {"TF_ENABLE_ONEDNN_OPTS": "1", "ONEDNN_MAX_CPU_ISA": "AVX512_CORE"}
 
 

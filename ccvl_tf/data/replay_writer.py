@@ -104,6 +104,9 @@ class DopamineReplayWriter:
   ``add_count`` set to the cursor. Refuses to write into a directory that already
   holds checkpoint files.
 
+  Rewards must lie in [-1, 1] (stored clipped, as Dopamine does) unless ``metadata`` says
+  ``reward_clipping=False``, which the record keeps for the readers.
+
   ``observation_shape`` is the shape of what one slot stores ([84, 84] Atari
   frames; MinAtar: the whole [10, 10, C] observation with ``stack_size=1``, so
   no episode-start padding). ``close`` records ``stack_size`` and
@@ -132,6 +135,7 @@ class DopamineReplayWriter:
     self.invalid_range = np.zeros((stack_size,))
     self.log_count = 0
     self._metadata = dict(metadata or {})
+    self._clipped_rewards = self._metadata.get("reward_clipping") is not False
     self._closed = False
     self.written_suffixes: List[int] = []
 
@@ -154,6 +158,11 @@ class DopamineReplayWriter:
     and its outcome."""
     if self._closed:
       raise RuntimeError("writer is closed")
+    if self._clipped_rewards and not -1.0 <= float(reward) <= 1.0:
+      raise ValueError(f"reward {reward!r} is outside [-1, 1]: the replay format stores "
+                       f"clipped rewards (Dopamine clips them before storing, and the readers "
+                       f"refuse others); clip it first, or give metadata "
+                       f"reward_clipping=False")
     if self.add_count == 0 or self._terminal[self.cursor() - 1] == 1:
       for _ in range(self._k - 1):
         self._add(0, 0, 0.0, 0)
@@ -185,7 +194,7 @@ class DopamineReplayWriter:
       self._log(add_count=self.cursor())
     meta = dict(self._metadata, replay_capacity=self._cap, stack_size=self._k,
                 observation_shape=list(self._obs.shape[1:]),
-                suffixes=self.written_suffixes, format="dopamine_replay_v1")
+                suffixes=self.written_suffixes, format=dqn_replay.WRITER_FORMAT)
     path = os.path.join(self._dir, replay_files.METADATA_FILENAME)
     with open(path + ".tmp", "w") as f:
       strict_json.dump(meta, f, indent=1, sort_keys=True)

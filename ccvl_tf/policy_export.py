@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from typing import Optional, Sequence
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
@@ -17,6 +18,8 @@ from tf_agents.policies import policy_saver
 from tf_agents.policies import tf_policy
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import policy_step
+
+from ccvl_tf import strict_json
 
 
 class _ActionOnlyPolicy(tf_policy.TFPolicy):
@@ -139,7 +142,21 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
         "exported CCVL policies provide action() only (see ccvl_tf.policy_export.export_policy)")
 
 
-def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None) -> str:
+# The record of the game an export was trained in, beside policy_specs.pbtxt: the action
+# count alone cannot tell Breakout's [0, 1, 3, 4] from Atlantis's [0, 1, 11, 12].
+POLICY_RECORD = "ccvl_policy.json"
+
+
+def game_record(game: str, action_set: Optional[Sequence[int]]) -> dict:
+  """What POLICY_RECORD holds: the game (ccvl_tf.envs.factory's name: an Atari game,
+  'minatar/<Game>' or 'gridworld') and its ALE / MinAtar action ids (None: the game has none,
+  the gridworld)."""
+  return {"game": str(game),
+          "action_set": None if action_set is None else [int(a) for a in action_set]}
+
+
+def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None,
+                  game: Optional[str] = None, action_set: Optional[Sequence[int]] = None) -> str:
   """Writes `policy` as a SavedModel with TF-Agents' PolicySaver; returns `directory`.
 
   The SavedModel has `action`, `get_initial_state` and `get_train_step` (functions and
@@ -157,23 +174,30 @@ def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None) -
   A local export is written to a temporary directory beside `directory` and then put in its
   place: a failed write (disk full) leaves the previous export, if any, and no partial one.
 
+  With `game`, `ccvl_policy.json` beside it records the game and its action set
+  (`game_record`), which evaluation and collection check against theirs
+  (ccvl_tf.rollouts.load_saved_policy).
+
   Args:
     policy: any TFPolicy (CCVL policies, possibly wrapped by `epsilon_greedy`).
     directory: output directory (created).
     train_step: optional scalar int64 tf.Variable saved as the train step.
+    game: the game the policy was trained in (ccvl_tf.envs.factory's name).
+    action_set: that game's action ids, index i of the policy's actions being action_set[i].
   """
   view = _ActionOnlyPolicy(policy)
   saver = policy_saver.PolicySaver(view, batch_size=None, train_step=train_step)
   _trace_other_dtypes(saver, view)
+  record = None if game is None else game_record(game, action_set)
   if "://" in directory:  # remote (gs://): written in place
-    _save(saver, policy, directory)
+    _save(saver, policy, directory, record)
     return directory
   parent, name = os.path.split(os.path.abspath(directory))
   os.makedirs(parent, exist_ok=True)
   tmp = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent)
   old = None
   try:
-    _save(saver, policy, tmp)
+    _save(saver, policy, tmp, record)
     if os.path.isdir(directory):
       old = tempfile.mkdtemp(prefix=f".{name}.old-", dir=parent)
       os.rename(directory, os.path.join(old, name))
@@ -217,11 +241,15 @@ def _trace_other_dtypes(saver, view: _ActionOnlyPolicy) -> None:
       saver.policy.action.get_concrete_function(time_step=time_step)
 
 
-def _save(saver, policy: tf_policy.TFPolicy, directory: str) -> None:
+def _save(saver, policy: tf_policy.TFPolicy, directory: str, record: Optional[dict]) -> None:
   """saver.save(directory), then policy_specs.pbtxt with the policy's own specs (the export
-  view's observation has no fixed shape; TF-Agents' loaders read the real one from there)."""
+  view's observation has no fixed shape; TF-Agents' loaders read the real one from there) and
+  the game `record` (POLICY_RECORD) when given."""
   saver.save(directory)
   tensor_spec.to_pbtxt_file(
       os.path.join(directory, policy_saver.POLICY_SPECS_PBTXT),
       {"collect_data_spec": policy.collect_data_spec,
        "policy_state_spec": policy.policy_state_spec})
+  if record is not None:
+    with tf.io.gfile.GFile(os.path.join(directory, POLICY_RECORD), "w") as f:
+      f.write(strict_json.dumps(record, indent=1, sort_keys=True))

@@ -223,17 +223,22 @@ def saved_model_policy(policy_dir: str, env=None) -> Callable:
   episode start and ``action(TimeStep(step_type, reward, discount, observation),
   policy_state)`` (batch of 1) each step, carrying the policy state. With ``env`` and the
   export's ``policy_specs.pbtxt`` (ccvl_tf.policies.export_policy writes it), the policy's
-  action count and observation shape and dtype are checked against the environment's first
-  (``rollouts.load_saved_policy``: a ValueError naming both).
+  action count and observation shape and dtype, and the game and action set its
+  ``ccvl_policy.json`` records, are checked against the environment's first
+  (``rollouts.load_saved_policy``: a ValueError naming both; an export without the record
+  prints a note saying what could not be checked).
   """
   if not os.path.isdir(policy_dir):
     raise ValueError("--policy must be 'random' or a SavedModel directory; {} does not "
                      "exist".format(policy_dir))
   if env is not None and os.path.exists(os.path.join(policy_dir, "policy_specs.pbtxt")):
     spec = env.observation_spec()
-    policy, _ = rollouts.load_saved_policy(policy_dir, num_actions=env.num_actions,
-                                           observation_shape=spec.shape,
-                                           observation_dtype=spec.dtype)
+    policy, meta = rollouts.load_saved_policy(policy_dir, num_actions=env.num_actions,
+                                              observation_shape=spec.shape,
+                                              observation_dtype=spec.dtype, game=env.game,
+                                              action_set=env.action_set)
+    if meta.get("game_note"):
+      print(f"Note: {meta['game_note']}.", flush=True)
   else:
     policy = tf.saved_model.load(policy_dir)
   state = {"s": None}

@@ -12,7 +12,7 @@ import dataclasses
 import functools
 import json
 import os
-from typing import Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
@@ -88,6 +88,7 @@ class Setup:
   data, the (fresh) learner of --agent and how a policy is scored."""
   plan: config.RunPlan
   game: str                   # the ALE name
+  action_set: Tuple[int, ...]  # its ALE action ids (recorded with the exported policies)
   replay_dir: str
   store: frame_store.FrameStore
   batches: dataset.Batches
@@ -133,7 +134,8 @@ def setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True,
   plan = plan.with_dataset(data.identity, data.store.num_transitions)
   time_step_spec = ts.time_step_spec(tensor_spec.from_spec(probe.observation_spec()))
   action_spec = tensor_spec.from_spec(probe.action_spec())
-  return Setup(plan=plan, game=probe.game, replay_dir=data.replay_dir, store=data.store,
+  return Setup(plan=plan, game=probe.game, action_set=tuple(probe.action_set),
+               replay_dir=data.replay_dir, store=data.store,
                batches=data.batches, evaluation=AtariEvaluation.of(cfg), seeds=seeds,
                agent=plan.learner.build(time_step_spec, action_spec, seeds.weights()),
                time_step_spec=time_step_spec, action_spec=action_spec,
@@ -216,7 +218,8 @@ def export(run_setup: Setup, last_good: str, log, timer: Optional[PhaseTimes] = 
     dirs[export_name] = os.path.join(run_setup.root_dir, export_name)
     with phase_times.phase(timer, "export (policies, Fixed-CCVL's delta)"), training.writing(
         dirs[export_name], last_good):
-      policies.export_policy(policy, dirs[export_name], train_step=agent.train_step_counter)
+      policies.export_policy(policy, dirs[export_name], train_step=agent.train_step_counter,
+                             game=run_setup.game, action_set=run_setup.action_set)
   log("Exported SavedModels: " + ", ".join(f"{d} ({n})" for n, d in dirs.items()) + ".")
   return exports, extra, dirs
 

@@ -363,13 +363,32 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
     q_sa = tf.gather(q_prev, prev_index, axis=2, batch_dims=1)  # [B, K]
     next_v = tf.reduce_max(q_now, axis=-1)  # [B, K]
     reward = tf.cast(time_step.reward, tf.float32)  # [B]
+    discount = tf.cast(time_step.discount, tf.float32)  # [B]
+    # A NaN or infinite reward (or discount) would turn the belief into NaN, carried in the
+    # state to every later step (a NaN belief samples out-of-range grid indices): refused.
+    finite = tf.debugging.Assert(
+        tf.logical_and(tf.reduce_all(tf.math.is_finite(reward)),
+                       tf.reduce_all(tf.math.is_finite(discount))),
+        ["the reward and discount of the time step must be finite numbers (the belief of the "
+         "adaptive policy scores them); got reward", reward, "discount", discount], summarize=8)
+    with tf.control_dependencies([finite]):
+      reward = tf.identity(reward)
     if self._reward_clip is not None:
       reward = tf.clip_by_value(reward, -self._reward_clip, self._reward_clip)
-    discount = self._gamma * tf.cast(time_step.discount, tf.float32)  # [B]
+    discount = self._gamma * discount
     sq_errors = belief.bellman_sq_errors(q_sa, reward, discount, next_v)  # [B, K]
     updated = belief.update_log_belief(policy_state[LOG_BELIEF], sq_errors, self._temperature)
     valid = tf.logical_and(policy_state[HAS_PREV], tf.logical_not(time_step.is_first()))  # [B]
     log_b = tf.where(valid[:, tf.newaxis], updated, policy_state[LOG_BELIEF])  # [B, K]
+    # Finite inputs can still overflow every Bellman error of a row (a reward of 1e30 without
+    # reward_clip, a diverged Q): the belief is then undefined, and not carried on either.
+    defined = tf.debugging.Assert(
+        tf.logical_not(tf.reduce_any(tf.math.is_nan(log_b))),
+        ["the belief update is undefined (every Bellman error of a row overflowed: a reward "
+         "far outside the Q-values' scale, or non-finite Q-values); squared errors",
+         sq_errors], summarize=8)
+    with tf.control_dependencies([defined]):
+      log_b = tf.identity(log_b)
 
     # 2. Choose delta from the belief.
     rng = policy_state[RNG]  # [B, 2]

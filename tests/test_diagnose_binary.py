@@ -49,7 +49,9 @@ def test_train_offline_writes_diagnostics_and_diagnose_recomputes_them(tiny_run,
       "count_normalization": "mean"}
   for name in ("diagnostics.json", "delta_family.png", "belief.csv", "belief.png"):
     assert (root / "diagnostics" / name).stat().st_size > 0
-  first = json.loads((root / "diagnostics" / "diagnostics.json").read_text())["summary"]
+  written = json.loads((root / "diagnostics" / "diagnostics.json").read_text())
+  assert (written["step"], written["checkpoint"]) == (4, str(root / "checkpoints" / "ckpt-4"))
+  first = written["summary"]
 
   r = _run("diagnose.py", [f"--root_dir={root}"], tmp_path)
   assert r.returncode == 0, r.stderr[-3000:]
@@ -91,6 +93,12 @@ def test_diagnose_falls_back_to_the_newest_intact_checkpoint(tiny_run, tmp_path)
   assert f"Skipping checkpoint {ckpt}/ckpt-4: it does not restore (" in r.stdout
   assert f"Restored the older checkpoint {ckpt}/ckpt-2; skipped: ckpt-4." in r.stdout
   assert "family_spread" in r.stdout
+  # Beside a summary.json and policies of step 4, diagnostics.json says it describes step 2:
+  # before, it was overwritten with no step or checkpoint recorded.
+  assert (f"Note: the diagnostics describe step 2 ({ckpt}/ckpt-2), not step 4 of summary.json "
+          f"and the exported policies; diagnostics.json records which.") in r.stdout
+  written = json.loads((root / "diagnostics" / "diagnostics.json").read_text())
+  assert (written["step"], written["checkpoint"]) == (2, f"{ckpt}/ckpt-2")
 
 
 @pytest.mark.parametrize("text,match", [

@@ -63,7 +63,8 @@ def _run(cfg: OfflineConfig, log: Callable[[str], None]) -> Trained:
   if run_setup.spec.train_key == "ccvl":
     with timer.phase("diagnostics"), training.writing(
         os.path.join(run_setup.root_dir, "diagnostics"), result["checkpoint"]):
-      diag = confidence_diagnostics(run_setup, exports, log, timer)
+      diag = confidence_diagnostics(run_setup, exports, log, timer,
+                                    checkpoint=result["checkpoint"])
     adaptive_scores = diag.pop("adaptive_episode_scores")
     extra = dict(extra, diagnostics=diag)
   plan = run_setup.plan
@@ -225,12 +226,14 @@ def export(run_setup: Setup, last_good: str, log, timer: Optional[PhaseTimes] = 
 
 
 def confidence_diagnostics(run_setup: Setup, exports, log,
-                           timer: Optional[PhaseTimes] = None) -> Dict[str, object]:
+                           timer: Optional[PhaseTimes] = None,
+                           checkpoint: Optional[str] = None) -> Dict[str, object]:
   """The confidence diagnostics at the end of a CCVL run: the delta family, the count estimate
   (dataset vs random-policy and pixel-shuffled frames) and the belief over an evaluation of the
-  adaptive policy (--eval_episodes episodes); files in root_dir/diagnostics, headline numbers
-  in summary.json and TensorBoard (diagnostics/*), and the adaptive policy's episode scores
-  under 'adaptive_episode_scores'."""
+  adaptive policy (--eval_episodes episodes); files in root_dir/diagnostics (diagnostics.json
+  naming the train step and `checkpoint` it describes), headline numbers in summary.json and
+  TensorBoard (diagnostics/*), and the adaptive policy's episode scores under
+  'adaptive_episode_scores'."""
   seeds, agent, evaluation = run_setup.seeds, run_setup.agent, run_setup.evaluation
   adaptive = exports.get("policy_adaptive", exports["policy"])
   with phase_times.phase(timer,
@@ -243,7 +246,7 @@ def confidence_diagnostics(run_setup: Setup, exports, log,
       os.path.join(run_setup.root_dir, "diagnostics"),
       env_factory=lambda: atari.AtariEnvironment(evaluation.game, seed=seeds.diagnostics_env(),
                                                  max_episode_steps=evaluation.max_steps),
-      records=records, seed=seeds.diagnostics(), log=log)
+      records=records, seed=seeds.diagnostics(), checkpoint=checkpoint, log=log)
   summary = dict(out["summary"], adaptive_mean_raw_score=float(
       np.mean([r.raw_score for r in records])))
   writer = tf.summary.create_file_writer(os.path.join(run_setup.root_dir, "summaries"))
@@ -289,12 +292,24 @@ def diagnose(root_dir: str, episodes: Optional[int] = None,
       raise ValueError(f"no checkpoint under {ckpt_dir}")
     log(f"Restored {'the older checkpoint ' if skipped else ''}{restored}"
         + (f"; skipped: {', '.join(os.path.basename(p) for p in skipped)}." if skipped else "."))
+    step = int(agent.train_step_counter.numpy())
+    recorded = _summary_step(root_dir)
+    if recorded is not None and recorded != step:
+      log(f"Note: the diagnostics describe step {step} ({restored}), not step {recorded} of "
+          f"summary.json and the exported policies; diagnostics.json records which.")
     exports, _ = run_setup.spec.policies(agent, run_setup.time_step_spec,
                                          run_setup.action_spec, run_setup.batches.held_out(),
                                          run_setup.settings)
-    summary = confidence_diagnostics(run_setup, exports, log)
+    summary = confidence_diagnostics(run_setup, exports, log, checkpoint=restored)
   summary.pop("adaptive_episode_scores", None)
   return summary
+
+
+def _summary_step(root_dir: str) -> Optional[int]:
+  """The train step summary.json records (None when it records none)."""
+  with open(os.path.join(root_dir, "summary.json")) as f:
+    step = json.load(f).get("step")
+  return int(step) if isinstance(step, int) else None
 
 
 def _saved_config(root_dir: str) -> OfflineConfig:

@@ -58,7 +58,7 @@ class EvaluateConfig:
   game: str = setting(
       "", "'gridworld', a MinAtar game as 'minatar/<Game>' (e.g. minatar/Breakout) or "
       "an Atari game name (e.g. Pong).", flag_default=None)
-  output_dir: str = setting("", "Where to write the outputs.", flag_default=None)
+  output_dir: str = setting("", "Where to write the outputs.", flag_default=None, output="dir")
   episodes: int = setting(100, "Evaluation episodes per seed (paper: 100).", lower_bound=1)
   seeds: int = setting(1, "Number of evaluation runs (seeds first_seed, ...).", lower_bound=1)
   first_seed: int = run_settings.borrow("first_seed")

@@ -48,7 +48,7 @@ def parse_reference_agents(text) -> tuple:
 class DiagnoseConfig:
   """Settings of binaries/diagnose.py (its flags, ccvl_tf/config_flags.py)."""
   root_dir: str = setting(help="A train_offline.py run directory (CCVL).", flag_default=None,
-                          required=True)
+                          required=True, output="dir")
   episodes: Optional[int] = setting(None, "Evaluation episodes of the adaptive "
                                     "policy for the belief (default: the run's --eval_episodes).")
 
@@ -66,7 +66,8 @@ class OfflineConfig:
   game: str = setting("Breakout", "Atari game (ALE name, e.g. Breakout, Pong; any case: "
                       "stored in its one spelling, breakout -> Breakout).")
   root_dir: str = setting("runs/breakout",
-                          "Run directory: checkpoints, summaries, eval.csv, policies.")
+                          "Run directory: checkpoints, summaries, eval.csv, policies.",
+                          output="dir")
   dataset_dir: Optional[str] = setting(
       None, "Dopamine replay_logs directory of one run (DQN Replay Dataset "
       "layout: <game>/<run>/replay_logs). Default: collect a small one.")

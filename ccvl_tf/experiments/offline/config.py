@@ -11,6 +11,7 @@ the rest in force) and the run's fingerprint.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Dict, Optional, Sequence
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
@@ -163,6 +164,13 @@ class OfflineConfig:
       self.game = atari.canonical_game(self.game)
     except ValueError:
       pass
+    # One spelling per local dataset too: absolute, normalized, and the replay_logs directory
+    # itself (replay_files.resolve_replay_dir), so `testdata/.../1` from one directory and
+    # `/abs/.../1/replay_logs/` from another are one dataset to the fingerprint, and
+    # summary.json's record reads back from any working directory (diagnose.py).
+    if self.dataset_dir and not replay_files.is_remote(self.dataset_dir):
+      self.dataset_dir = replay_files.resolve_replay_dir(
+          os.path.abspath(os.path.expanduser(self.dataset_dir)))
 
   def validate(self):
     """ValueError naming the flag: an unknown agent, an agent setting out of bounds, an

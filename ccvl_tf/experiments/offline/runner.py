@@ -23,7 +23,7 @@ from tf_agents.trajectories import time_step as ts
 
 from ccvl_tf import belief, diagnostics, policies, rollouts, run_lock, scores, strict_json
 from ccvl_tf import training
-from ccvl_tf.data import frame_store
+from ccvl_tf.data import frame_store, replay_files
 from ccvl_tf.envs import atari, atari_vector
 from ccvl_tf.experiments import agent_registry, tf_setup
 from ccvl_tf.experiments.offline import confidence_report
@@ -320,6 +320,9 @@ def _saved_config(root_dir: str) -> OfflineConfig:
   if not os.path.exists(path):
     raise ValueError(f"--root_dir {root_dir} has no summary.json: not a finished "
                      f"train_offline.py run directory")
+  # The disk first: a run directory diagnostics cannot be written into is not the record's
+  # fault.
+  training.check_output_dir(root_dir, "--root_dir")
   try:
     with open(path) as f:
       text = f.read()
@@ -336,6 +339,13 @@ def _saved_config(root_dir: str) -> OfflineConfig:
     raise ValueError(f"{path} has no 'config' record of the run (a JSON object under "
                      f"\"config\", as train_offline.py writes it); rerun train_offline.py with "
                      f"this --root_dir to write it again")
+  recorded = record.get("dataset_dir")
+  if (isinstance(recorded, str) and recorded and not os.path.isabs(recorded)
+      and not replay_files.is_remote(recorded) and not os.path.isdir(recorded)):
+    raise ValueError(f"{path} records the dataset as {recorded!r}, relative to the directory "
+                     f"train_offline.py ran in (runs made before datasets were recorded "
+                     f"absolute), and there is no such directory here: run diagnose.py from "
+                     f"that directory")
   try:
     cfg = config.from_record(record)
     cfg.root_dir = root_dir

@@ -1,7 +1,7 @@
 """CCVL policies as TF-Agents `TFPolicy` subclasses (paper Sec. "Confidence-Adaptive Policies").
 
-Writing them as SavedModels is ccvl_tf/policy_export.py (`export_policy`, also importable from
-here). More in docs/policies.md "Module notes", `ccvl_tf/policies.py`.
+Writing them as SavedModels is ccvl_tf/policy_export.py (`export_policy`; the one here also
+refuses, in every export, the adaptive policy's state where another state is taken). More in docs/policies.md "Module notes", `ccvl_tf/policies.py`.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import policy_step
 
 from ccvl_tf import belief
-from ccvl_tf.policy_export import export_policy  # noqa: F401  (the policies' writer, here too)
+from ccvl_tf import policy_export
 
 PolicyInfo = collections.namedtuple("PolicyInfo", ["delta"])
 PolicyInfo.__doc__ = "Side information of every CCVL policy: `delta` [B] float32 acted under."
@@ -455,6 +455,32 @@ class CCVLEpsilonGreedyPolicy(epsilon_greedy_policy.EpsilonGreedyPolicy):
       state[PREV_ACTION] = step.action
       step = step._replace(state=state)
     return step
+
+
+def adaptive_state_spec(observation_spec, action_spec) -> dict:
+  """The state of a ConfidenceAdaptivePolicy on `observation_spec` / `action_spec`, for any
+  grid size K (no batch dimension)."""
+  return {
+      LOG_BELIEF: tf.TensorSpec([None], tf.float32, name=LOG_BELIEF),
+      PREV_OBSERVATION: tf.TensorSpec(observation_spec.shape, observation_spec.dtype,
+                                      name=PREV_OBSERVATION),
+      PREV_ACTION: tf.TensorSpec((), action_spec.dtype, name=PREV_ACTION),
+      HAS_PREV: tf.TensorSpec((), tf.bool, name=HAS_PREV),
+      RNG: tf.TensorSpec([2], tf.int64, name=RNG),
+      DELTA_INDEX: tf.TensorSpec((), tf.int32, name=DELTA_INDEX),
+  }
+
+
+def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None, **record) -> str:
+  """ccvl_tf.policy_export.export_policy of `policy` (`record`: its game and action_set), the
+  export also refusing, naming the state it takes, an adaptive policy's state: a run exports
+  the adaptive policy beside Fixed-CCVL, whose export keeps no state."""
+  observation = policy.time_step_spec.observation
+  others = []
+  if isinstance(observation, tf.TensorSpec):
+    others.append(adaptive_state_spec(observation, policy.action_spec))
+  return policy_export.export_policy(policy, directory, train_step=train_step,
+                                     other_states=others, **record)
 
 
 def epsilon_greedy(policy: tf_policy.TFPolicy, epsilon: float = 0.001,

@@ -198,3 +198,42 @@ def test_a_belief_update_that_overflows_is_refused_not_carried():
   with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(
       "the belief update is undefined (every Bellman error of a row overflowed")):
     unclipped.action(ts.transition(tf.constant(frames[1]), tf.constant([1e30])), state)
+
+
+ADAPTIVE_STATE = "a dict with the keys delta_index, has_prev, log_belief, prev_action, " \
+                 "prev_observation, rng"
+
+
+def test_a_state_or_dtype_the_export_does_not_take_names_what_it_takes(tmp_path):
+  """Another policy's state (the adaptive's given to Fixed-CCVL, Fixed-CCVL's () to the
+  adaptive), None, no state for a policy that keeps one, float16 or bool frames: before, 47-85
+  lines of "Could not find matching concrete function"."""
+  built = _policies()
+  for name in ("fixed", "adaptive"):
+    policies.export_policy(built[name], str(tmp_path / name))
+  fixed = tf.saved_model.load(str(tmp_path / "fixed"))
+  adaptive = tf.saved_model.load(str(tmp_path / "adaptive"))
+  t = ts.restart(tf.zeros((2,) + OBS_SHAPE, tf.uint8), batch_size=2)
+  stateful = (f"the policy state must be {ADAPTIVE_STATE} (get_initial_state(batch_size=B), "
+              f"then the state each step returns); got ")
+  stateless = "the policy state must be () or left out (this policy keeps no state); got "
+  cases = [
+      (lambda: adaptive.action(t, None), stateful + "None"),
+      (lambda: adaptive.action(t), stateful + "()"),
+      (lambda: adaptive.action(t, fixed.get_initial_state(batch_size=2)), stateful + "()"),
+      (lambda: fixed.action(t, adaptive.get_initial_state(batch_size=2)),
+       stateless + ADAPTIVE_STATE + ": the state of another policy"),
+      (lambda: fixed.action(t, None), stateless + "None"),
+  ]
+  for dtype in (tf.float16, tf.bool):
+    frames = ts.restart(tf.zeros((2,) + OBS_SHAPE, dtype), batch_size=2)
+    cases.append((lambda f=frames: fixed.action(f),
+                  f"{SPEC}; got {dtype.name} of shape] [2 10 10 4] [; convert it first "
+                  f"(np.asarray(observation, np.uint8))"))
+  for call, message in cases:
+    with pytest.raises(tf.errors.InvalidArgumentError) as e:
+      call()
+    assert f"assertion failed: [{message}" in str(e.value), (message, str(e.value)[-600:])
+  # What each takes still works.
+  assert fixed.action(t).action.shape == (2,) and fixed.action(t, ()).action.shape == (2,)
+  assert adaptive.action(t, adaptive.get_initial_state(batch_size=2)).action.shape == (2,)

@@ -20,7 +20,9 @@ from ccvl_tf.config_flags import setting
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTDATA = os.path.join(ROOT, "testdata", "dqn_replay", "Breakout", "1", "replay_logs")
-ENV = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3")
+# PYTHONPATH: the binaries import this checkout's ccvl_tf, whatever is installed.
+ENV = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3",
+           PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
 
 # Every run config a binary takes its flags from (docs/ARCHITECTURE.md, "Run configs and their
 # flags"), as module:class.

@@ -185,7 +185,8 @@ def test_a_policy_of_another_game_is_refused_before_anything_is_written(tmp_path
   res = subprocess.run([sys.executable, os.path.join(ROOT, "binaries", "collect_dataset.py"),
                         "--game=Atlantis", "--steps=10", f"--policy={pdir}",
                         f"--output_dir={out}"], capture_output=True, text=True, timeout=120,
-                       cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+                       cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
+                                          PYTHONPATH=ROOT))
   assert res.returncode != 0
   assert res.stderr.strip().splitlines() == [
       f"collect_dataset.py: error: {pdir}/ccvl_policy.json records a policy of another game: "

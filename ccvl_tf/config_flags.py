@@ -6,7 +6,9 @@ per setting (`unset=True`: default None, "not given", for agent settings a run m
 a preset), `from_flags` / `given` read them back, `check(config)` validates a config against
 its declarations, `redeclare` gives an inherited setting another default, `borrow` puts a
 setting declared elsewhere (an agent's, or a run setting of ccvl_tf/run_settings.py) in a run
-config. `run(main)`: absl's app.run with one-line usage errors.
+config. `from_flags` also checks, for every binary alike, the output paths (settings declared
+`output="dir"` or `"file"`) and the list flags (a repeated, empty or unknown item). `run(main)`:
+absl's app.run with one-line usage errors and a one-line Ctrl-C.
 More in docs/library.md "Module notes", `ccvl_tf/config_flags.py`.
 """
 from __future__ import annotations

@@ -2,7 +2,7 @@
 directory (or file) that can be created and written, an input directory that exists. Each is
 one ValueError naming the flag, the path and what is wrong; every binary's output flags go
 through `config_flags.from_flags`, which calls these (the settings declared `output="dir"` /
-`"file"`). No TensorFlow here: a flag is checked before TensorFlow loads.
+`"file"`). No TensorFlow here, as in config_flags, which imports this module.
 """
 from __future__ import annotations
 

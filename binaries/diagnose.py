@@ -4,7 +4,8 @@ separate seen from unseen states, does the belief move?
   python binaries/diagnose.py --root_dir=runs/breakout_demo [--episodes=N]
 
 Reads the run's summary.json (its configuration) and latest checkpoint, and writes
-ROOT/diagnostics/: diagnostics.json (every number), delta_family.png (V(s, delta) curves),
+ROOT/diagnostics/: diagnostics.json (every number, and the train step and checkpoint they
+describe), delta_family.png (V(s, delta) curves),
 belief.csv and belief.png (expected delta and entropy per evaluation episode). Prints the
 headline numbers: family_spread (mean V(s, top delta) - V(s, bottom delta) over dataset states,
 divided by the mean |TD target|), lemma1_fraction (states where V is nondecreasing in delta),

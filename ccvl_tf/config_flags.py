@@ -6,7 +6,9 @@ per setting (`unset=True`: default None, "not given", for agent settings a run m
 a preset), `from_flags` / `given` read them back, `check(config)` validates a config against
 its declarations, `redeclare` gives an inherited setting another default, `borrow` puts a
 setting declared elsewhere (an agent's, or a run setting of ccvl_tf/run_settings.py) in a run
-config. `run(main)`: absl's app.run with one-line usage errors.
+config. `from_flags` also checks, for every binary alike, the output paths (settings declared
+`output="dir"` or `"file"`) and the list flags (a repeated, empty or unknown item). `run(main)`:
+absl's app.run with one-line usage errors and a one-line Ctrl-C.
 More in docs/library.md "Module notes", `ccvl_tf/config_flags.py`.
 """
 from __future__ import annotations
@@ -20,6 +22,8 @@ from typing import Callable, Mapping, Optional, Sequence
 
 from absl import app
 from absl import flags
+
+from ccvl_tf import paths
 
 # Flags defined through this module belong to the binary that calls define() (its --helpshort).
 flags.disclaim_key_flags()
@@ -44,6 +48,7 @@ class FlagSpec:
   parse_bounds: bool = True                # lower/upper_bound also at flag parse time
   flag_name: Optional[str] = None          # the flag's name where it is not the field's
   default_note: Optional[str] = None       # help's "(default: ...)" ending (borrow, default None)
+  output: Optional[str] = None             # 'dir' or 'file': a path the binary writes (below)
 
 
 class _FiniteFloatParser(flags.FloatParser):
@@ -71,16 +76,28 @@ def define_finite_float(name: str, default, help: str, lower_bound=None,  # pyli
   return holder
 
 
+# The exit status of a run ended by Ctrl-C (128 + SIGINT, as a shell reports it).
+INTERRUPTED_EXIT = 130
+
+
 def run(main: Callable) -> None:
   """app.run(main); an app.UsageError from `main` prints one line, '<binary>: error:
-  <message> (--helpshort lists the flags)', and exits with its exit code."""
+  <message> (--helpshort lists the flags)', and exits with its exit code. Ctrl-C (a
+  KeyboardInterrupt) prints one line too, '<binary>: interrupted (Ctrl-C)', followed by what
+  the interrupted work said of its rerun (ccvl_tf.training.Interrupted: where it resumes), and
+  exits with status 130."""
   def short_usage_errors(argv):
+    prog = os.path.basename(sys.argv[0])
     try:
       return main(argv)
     except app.UsageError as e:
-      prog = os.path.basename(sys.argv[0])
       print(f"{prog}: error: {e} (--helpshort lists the flags)", file=sys.stderr, flush=True)
       sys.exit(e.exitcode)
+    except KeyboardInterrupt as e:
+      said = str(e)
+      print(f"{prog}: interrupted (Ctrl-C)" + (f": {said}" if said else ""), file=sys.stderr,
+            flush=True)
+      sys.exit(INTERRUPTED_EXIT)
   app.run(short_usage_errors)
 
 
@@ -188,19 +205,69 @@ def define(cls, names: Optional[Sequence[str]] = None, flag_values=None, unset: 
 
 def values(cls, names: Optional[Sequence[str]] = None, flag_values=None) -> dict:
   """{field: value} of the flag fields of `cls` (`names`: only those) from the parsed flags
-  (`parse` applied)."""
+  (`parse` applied). A list flag (kind 'list' or 'csv') with an empty or repeated item, or
+  whose `parse` refuses it, is an app.UsageError naming the flag (one line under `run`)."""
   fv = flags.FLAGS if flag_values is None else flag_values
   out = {}
   for f, spec in flag_fields(cls, names):
-    value = fv[spec.flag_name or f.name].value
-    out[f.name] = spec.parse(value) if spec.parse is not None else value
+    name = spec.flag_name or f.name
+    value = fv[name].value
+    if spec.kind in ("list", "csv") and value is not None:
+      _check_items(name, value)
+    try:
+      out[f.name] = spec.parse(value) if spec.parse is not None else value
+    except (ValueError, TypeError, KeyError) as e:
+      text = str(e.args[0]) if isinstance(e, KeyError) and e.args else str(e)
+      raise app.UsageError(text if f"--{name}" in text else f"--{name}={_shown(value)}: {text}"
+                           ) from None
   return out
+
+
+def _shown(value) -> str:
+  return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+
+
+def _check_items(name: str, value) -> None:
+  """app.UsageError unless the list flag --`name` (a comma-separated string or absl's list)
+  names each item once and none empty: '--seeds=0,0' would run seed 0 twice, '--games=a,,b'
+  or a trailing comma is a typo."""
+  items = [str(v).strip() for v in (value.split(",") if isinstance(value, str) else value)]
+  if isinstance(value, str) and not value.strip():
+    return  # an empty list: the setting's own check says whether it may be
+  if any(not item for item in items):
+    raise app.UsageError(f"--{name}={_shown(value)} has an empty item (a stray comma); "
+                         f"expected a comma-separated list")
+  repeated = sorted({item for item in items if items.count(item) > 1})
+  if repeated:
+    raise app.UsageError(f"--{name}={_shown(value)} lists {', '.join(repeated)} more than once; "
+                         f"give each once")
+
+
+def check_outputs(config, names: Optional[Sequence[str]] = None) -> None:
+  """app.UsageError naming the flag unless every output path of the dataclass instance
+  `config` (settings declared `output='dir'` or `'file'`) can be written: not a file where a
+  directory is meant (nor a directory where a file is), not under a file, writable, no name
+  longer than the file system allows (ccvl_tf.paths). An empty value is left to the binary
+  (a required flag, or a default it fills in). `names`: only those settings."""
+  for f, spec in flag_fields(type(config), names):
+    value = getattr(config, f.name)
+    if spec.output is None or not value:
+      continue
+    check = paths.check_output_dir if spec.output == "dir" else paths.check_output_file
+    try:
+      check(str(value), f"--{spec.flag_name or f.name}")
+    except ValueError as e:
+      raise app.UsageError(str(e)) from None
 
 
 def from_flags(cls, names: Optional[Sequence[str]] = None, flag_values=None, **more):
   """cls(**flag values, **more): the config of the parsed flags (`names`: only those flags,
-  the other fields keep their defaults; `more` adds or overrides)."""
-  return cls(**dict(values(cls, names, flag_values), **more))
+  the other fields keep their defaults; `more` adds or overrides). Its list flags and output
+  paths are checked here, for every binary alike (`values`, `check_outputs`): an
+  app.UsageError naming the flag."""
+  config = cls(**dict(values(cls, names, flag_values), **more))
+  check_outputs(config, names)
+  return config
 
 
 def given(cls, names: Optional[Sequence[str]] = None, flag_values=None) -> dict:

@@ -1,7 +1,7 @@
 """CCVL policies as TF-Agents `TFPolicy` subclasses (paper Sec. "Confidence-Adaptive Policies").
 
-Writing them as SavedModels is ccvl_tf/policy_export.py (`export_policy`, also importable from
-here). More in docs/policies.md "Module notes", `ccvl_tf/policies.py`.
+Writing them as SavedModels is ccvl_tf/policy_export.py (`export_policy`; the one here also
+refuses, in every export, the adaptive policy's state where another state is taken). More in docs/policies.md "Module notes", `ccvl_tf/policies.py`.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import policy_step
 
 from ccvl_tf import belief
-from ccvl_tf.policy_export import export_policy  # noqa: F401  (the policies' writer, here too)
+from ccvl_tf import policy_export
 
 PolicyInfo = collections.namedtuple("PolicyInfo", ["delta"])
 PolicyInfo.__doc__ = "Side information of every CCVL policy: `delta` [B] float32 acted under."
@@ -363,13 +363,32 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
     q_sa = tf.gather(q_prev, prev_index, axis=2, batch_dims=1)  # [B, K]
     next_v = tf.reduce_max(q_now, axis=-1)  # [B, K]
     reward = tf.cast(time_step.reward, tf.float32)  # [B]
+    discount = tf.cast(time_step.discount, tf.float32)  # [B]
+    # A NaN or infinite reward (or discount) would turn the belief into NaN, carried in the
+    # state to every later step (a NaN belief samples out-of-range grid indices): refused.
+    finite = tf.debugging.Assert(
+        tf.logical_and(tf.reduce_all(tf.math.is_finite(reward)),
+                       tf.reduce_all(tf.math.is_finite(discount))),
+        ["the reward and discount of the time step must be finite numbers (the belief of the "
+         "adaptive policy scores them); got reward", reward, "discount", discount], summarize=8)
+    with tf.control_dependencies([finite]):
+      reward = tf.identity(reward)
     if self._reward_clip is not None:
       reward = tf.clip_by_value(reward, -self._reward_clip, self._reward_clip)
-    discount = self._gamma * tf.cast(time_step.discount, tf.float32)  # [B]
+    discount = self._gamma * discount
     sq_errors = belief.bellman_sq_errors(q_sa, reward, discount, next_v)  # [B, K]
     updated = belief.update_log_belief(policy_state[LOG_BELIEF], sq_errors, self._temperature)
     valid = tf.logical_and(policy_state[HAS_PREV], tf.logical_not(time_step.is_first()))  # [B]
     log_b = tf.where(valid[:, tf.newaxis], updated, policy_state[LOG_BELIEF])  # [B, K]
+    # Finite inputs can still overflow every Bellman error of a row (a reward of 1e30 without
+    # reward_clip, a diverged Q): the belief is then undefined, and not carried on either.
+    defined = tf.debugging.Assert(
+        tf.logical_not(tf.reduce_any(tf.math.is_nan(log_b))),
+        ["the belief update is undefined (every Bellman error of a row overflowed: a reward "
+         "far outside the Q-values' scale, or non-finite Q-values); squared errors",
+         sq_errors], summarize=8)
+    with tf.control_dependencies([defined]):
+      log_b = tf.identity(log_b)
 
     # 2. Choose delta from the belief.
     rng = policy_state[RNG]  # [B, 2]
@@ -436,6 +455,32 @@ class CCVLEpsilonGreedyPolicy(epsilon_greedy_policy.EpsilonGreedyPolicy):
       state[PREV_ACTION] = step.action
       step = step._replace(state=state)
     return step
+
+
+def adaptive_state_spec(observation_spec, action_spec) -> dict:
+  """The state of a ConfidenceAdaptivePolicy on `observation_spec` / `action_spec`, for any
+  grid size K (no batch dimension)."""
+  return {
+      LOG_BELIEF: tf.TensorSpec([None], tf.float32, name=LOG_BELIEF),
+      PREV_OBSERVATION: tf.TensorSpec(observation_spec.shape, observation_spec.dtype,
+                                      name=PREV_OBSERVATION),
+      PREV_ACTION: tf.TensorSpec((), action_spec.dtype, name=PREV_ACTION),
+      HAS_PREV: tf.TensorSpec((), tf.bool, name=HAS_PREV),
+      RNG: tf.TensorSpec([2], tf.int64, name=RNG),
+      DELTA_INDEX: tf.TensorSpec((), tf.int32, name=DELTA_INDEX),
+  }
+
+
+def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None, **record) -> str:
+  """ccvl_tf.policy_export.export_policy of `policy` (`record`: its game and action_set), the
+  export also refusing, naming the state it takes, an adaptive policy's state: a run exports
+  the adaptive policy beside Fixed-CCVL, whose export keeps no state."""
+  observation = policy.time_step_spec.observation
+  others = []
+  if isinstance(observation, tf.TensorSpec):
+    others.append(adaptive_state_spec(observation, policy.action_spec))
+  return policy_export.export_policy(policy, directory, train_step=train_step,
+                                     other_states=others, **record)
 
 
 def epsilon_greedy(policy: tf_policy.TFPolicy, epsilon: float = 0.001,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from typing import Optional, Sequence
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
@@ -17,6 +18,8 @@ from tf_agents.policies import policy_saver
 from tf_agents.policies import tf_policy
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import policy_step
+
+from ccvl_tf import strict_json
 
 
 class _ActionOnlyPolicy(tf_policy.TFPolicy):
@@ -46,8 +49,10 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
     if isinstance(observation, tf.TensorSpec):
       time_step_spec = time_step_spec._replace(
           observation=tf.TensorSpec(None, observation.dtype, observation.name))
+    # validate_args=False: a policy state of another structure reaches _action, which refuses
+    # it naming both, instead of failing while the SavedModel's extra signatures are traced.
     super().__init__(time_step_spec, policy.action_spec, policy.policy_state_spec,
-                     policy.info_spec, automatic_state_reset=False,
+                     policy.info_spec, automatic_state_reset=False, validate_args=False,
                      name=(policy.name or "policy") + "_export")
     self._policy = policy
     self._spec_text = ""
@@ -60,6 +65,24 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
 
   def _variables(self):
     return self._policy.variables()
+
+  def _state_text(self, policy_state) -> str:
+    """What the state must be and what was given, for the refusal."""
+    def describe(state) -> str:
+      if state is None:
+        return "None"
+      if isinstance(state, dict):
+        return "a dict with the keys " + ", ".join(sorted(state))
+      if not tf.nest.flatten(state):
+        return "()"
+      return f"a {type(state).__name__} of {len(tf.nest.flatten(state))} tensors"
+    if tf.nest.flatten(self.policy_state_spec):
+      want = (f"{describe(self.policy_state_spec)} (get_initial_state(batch_size=B), then the "
+              f"state each step returns)")
+    else:
+      want = "() or left out (this policy keeps no state)"
+    other = ": the state of another policy" if tf.nest.flatten(policy_state) else ""
+    return f"the policy state must be {want}; got {describe(policy_state)}{other}"
 
   def _get_initial_state(self, batch_size):
     return self._policy.get_initial_state(batch_size)
@@ -93,22 +116,26 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
                           lambda: tf.zeros([0] + want, spec.dtype))
     return time_step._replace(observation=observation), policy_state
 
-  def refusal_step(self, time_step, policy_state):
-    """The policy step of an observation of another dtype than the spec's: an assertion that
-    names the spec and the dtype given, then a placeholder step (actions 0, the state as
-    given) that is never returned."""
+  def refusal_step(self, time_step, policy_state, message=None):
+    """The policy step of an input the policy cannot take: an assertion that names what was
+    expected and what was given (`message`; by default, an observation of another dtype than
+    the spec's), then a placeholder step (actions 0, the state as given) that is never
+    returned."""
     got = time_step.observation
-    check = tf.debugging.Assert(False, [
-        self._spec_text + f"; got {got.dtype.name} of shape", tf.shape(got),
-        f"; convert it first (np.asarray(observation, np.{self._observation_dtype.name}))"],
-        summarize=16)
+    if message is None:
+      message = [
+          self._spec_text + f"; got {got.dtype.name} of shape", tf.shape(got),
+          f"; convert it first (np.asarray(observation, np.{self._observation_dtype.name}))"]
+    else:
+      message = [message]
+    check = tf.debugging.Assert(False, message, summarize=16)
     with tf.control_dependencies([check]):
       batch = tf.shape(time_step.step_type)[:1]
       zeros = lambda spec: tf.zeros(
           tf.concat([batch, tf.constant(spec.shape.as_list(), tf.int32)], 0), spec.dtype)
       action = tf.nest.map_structure(zeros, self.action_spec)
       info = tf.nest.map_structure(zeros, self.info_spec)
-      state = tf.nest.map_structure(tf.identity, policy_state)
+      state = () if policy_state is None else tf.nest.map_structure(tf.identity, policy_state)
     return policy_step.PolicyStep(action, state, info)
 
   def _state_for(self, time_step, policy_state):
@@ -126,6 +153,10 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
                                    initial)
 
   def _action(self, time_step, policy_state, seed):
+    try:  # known when traced: a function apart
+      tf.nest.assert_same_structure(policy_state, self.policy_state_spec)
+    except (TypeError, ValueError):
+      return self.refusal_step(time_step, policy_state, self._state_text(policy_state))
     spec = self._policy.time_step_spec.observation
     if isinstance(spec, tf.TensorSpec) and time_step.observation.dtype != spec.dtype:
       return self.refusal_step(time_step, policy_state)  # known when traced: a function apart
@@ -139,7 +170,22 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
         "exported CCVL policies provide action() only (see ccvl_tf.policy_export.export_policy)")
 
 
-def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None) -> str:
+# The record of the game an export was trained in, beside policy_specs.pbtxt: the action
+# count alone cannot tell Breakout's [0, 1, 3, 4] from Atlantis's [0, 1, 11, 12].
+POLICY_RECORD = "ccvl_policy.json"
+
+
+def game_record(game: str, action_set: Optional[Sequence[int]]) -> dict:
+  """What POLICY_RECORD holds: the game (ccvl_tf.envs.factory's name: an Atari game,
+  'minatar/<Game>' or 'gridworld') and its ALE / MinAtar action ids (None: the game has none,
+  the gridworld)."""
+  return {"game": str(game),
+          "action_set": None if action_set is None else [int(a) for a in action_set]}
+
+
+def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None,
+                  game: Optional[str] = None, action_set: Optional[Sequence[int]] = None,
+                  other_states: Sequence = ()) -> str:
   """Writes `policy` as a SavedModel with TF-Agents' PolicySaver; returns `directory`.
 
   The SavedModel has `action`, `get_initial_state` and `get_train_step` (functions and
@@ -157,23 +203,35 @@ def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None) -
   A local export is written to a temporary directory beside `directory` and then put in its
   place: a failed write (disk full) leaves the previous export, if any, and no partial one.
 
+  With `game`, `ccvl_policy.json` beside it records the game and its action set
+  (`game_record`), which evaluation and collection check against theirs
+  (ccvl_tf.rollouts.load_saved_policy).
+
   Args:
     policy: any TFPolicy (CCVL policies, possibly wrapped by `epsilon_greedy`).
     directory: output directory (created).
     train_step: optional scalar int64 tf.Variable saved as the train step.
+    game: the game the policy was trained in (ccvl_tf.envs.factory's name).
+    action_set: that game's action ids, index i of the policy's actions being action_set[i].
+    other_states: policy state specs (no batch dimension) of other policies a caller may pass
+      by mistake; the export refuses each naming the state it takes. None, no state and ()
+      are refused (or, for a policy without state, None) anyway.
   """
   view = _ActionOnlyPolicy(policy)
   saver = policy_saver.PolicySaver(view, batch_size=None, train_step=train_step)
   _trace_other_dtypes(saver, view)
+  _trace_other_states(saver, view, [o for o in other_states
+                                    if tf.nest.flatten(o) and not _same(o, view.policy_state_spec)])
+  record = None if game is None else game_record(game, action_set)
   if "://" in directory:  # remote (gs://): written in place
-    _save(saver, policy, directory)
+    _save(saver, policy, directory, record)
     return directory
   parent, name = os.path.split(os.path.abspath(directory))
   os.makedirs(parent, exist_ok=True)
   tmp = tempfile.mkdtemp(prefix=f".{name}.tmp-", dir=parent)
   old = None
   try:
-    _save(saver, policy, tmp)
+    _save(saver, policy, tmp, record)
     if os.path.isdir(directory):
       old = tempfile.mkdtemp(prefix=f".{name}.old-", dir=parent)
       os.rename(directory, os.path.join(old, name))
@@ -189,11 +247,13 @@ def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None) -
   return directory
 
 
-# Observation dtypes a caller may pass by mistake (frames scaled to floats, numpy's default
-# integers): each gets a concrete function of the saved `action` that refuses it naming the
-# observation spec (_ActionOnlyPolicy.refusal_step), instead of TensorFlow's 23-41-line "Could
-# not find matching concrete function". Other dtypes still get TensorFlow's message.
-OTHER_OBSERVATION_DTYPES = (tf.uint8, tf.float32, tf.float64, tf.int32, tf.int64)
+# Observation dtypes a caller may pass by mistake (frames scaled to floats, half precision,
+# numpy's default integers, a mask): each gets a concrete function of the saved `action` that
+# refuses it naming the observation spec (_ActionOnlyPolicy.refusal_step), instead of
+# TensorFlow's 23-48-line "Could not find matching concrete function". Other dtypes still get
+# TensorFlow's message.
+OTHER_OBSERVATION_DTYPES = (tf.uint8, tf.float32, tf.float64, tf.float16, tf.int32, tf.int64,
+                            tf.int8, tf.int16, tf.uint16, tf.bool)
 
 
 def _trace_other_dtypes(saver, view: _ActionOnlyPolicy) -> None:
@@ -217,11 +277,42 @@ def _trace_other_dtypes(saver, view: _ActionOnlyPolicy) -> None:
       saver.policy.action.get_concrete_function(time_step=time_step)
 
 
-def _save(saver, policy: tf_policy.TFPolicy, directory: str) -> None:
+def _trace_other_states(saver, view: _ActionOnlyPolicy, other_states: Sequence) -> None:
+  """Traces the saved `action` of `saver` for the policy states a caller may pass by mistake:
+  None, and no state or () to a policy that keeps one; None to one that keeps none; and each
+  of `other_states` (state specs without the batch dimension, e.g. another policy's of the same
+  run). Each is only the refusal (_ActionOnlyPolicy._action)."""
+  if not isinstance(view.time_step_spec.observation, tf.TensorSpec):
+    return
+  batch = lambda spec: policy_saver.add_batch_dim(spec, [None])
+  time_step = policy_saver.rename_spec_with_nest_paths(
+      tf.nest.map_structure(batch, view.time_step_spec))
+  action = saver.policy.action
+  if tf.nest.flatten(view.policy_state_spec):
+    action.get_concrete_function(time_step=time_step)
+  action.get_concrete_function(time_step=time_step, policy_state=None)
+  for other in other_states:
+    action.get_concrete_function(time_step=time_step, policy_state=(
+        policy_saver.rename_spec_with_nest_paths(tf.nest.map_structure(batch, other))))
+
+
+def _same(a, b) -> bool:
+  try:
+    tf.nest.assert_same_structure(a, b)
+    return True
+  except (TypeError, ValueError):
+    return False
+
+
+def _save(saver, policy: tf_policy.TFPolicy, directory: str, record: Optional[dict]) -> None:
   """saver.save(directory), then policy_specs.pbtxt with the policy's own specs (the export
-  view's observation has no fixed shape; TF-Agents' loaders read the real one from there)."""
+  view's observation has no fixed shape; TF-Agents' loaders read the real one from there) and
+  the game `record` (POLICY_RECORD) when given."""
   saver.save(directory)
   tensor_spec.to_pbtxt_file(
       os.path.join(directory, policy_saver.POLICY_SPECS_PBTXT),
       {"collect_data_spec": policy.collect_data_spec,
        "policy_state_spec": policy.policy_state_spec})
+  if record is not None:
+    with tf.io.gfile.GFile(os.path.join(directory, POLICY_RECORD), "w") as f:
+      f.write(strict_json.dumps(record, indent=1, sort_keys=True))

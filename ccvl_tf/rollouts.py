@@ -17,6 +17,8 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import numpy as np
 
+from ccvl_tf import strict_json
+
 # TensorFlow, TF-Agents and the modules that load them (belief, training) are imported in the
 # functions that run or load policies: reporting and the compare report import this module
 # without TensorFlow (~0.2 s instead of ~2.5 s, measured).
@@ -201,9 +203,58 @@ def check_saved_model_dir(policy_dir: str) -> None:
         "ccvl_tf.policies.export_policy (TF-Agents PolicySaver) first")
 
 
+# The name of the record an export keeps of its game (ccvl_tf.policy_export.POLICY_RECORD;
+# spelled here so that reading it does not import TensorFlow).
+POLICY_RECORD = "ccvl_policy.json"
+
+
+def _spelling(game) -> str:
+  """A game name without case, '_', '-' or spaces ('space_invaders' = 'SpaceInvaders')."""
+  return "".join(c for c in str(game).lower() if c.isalnum() or c == "/")
+
+
+def check_policy_game(policy_dir: str, game: str,
+                      action_set: Optional[Sequence[int]]) -> Optional[str]:
+  """Checks the game an export records (POLICY_RECORD, written by export_policy) against
+  `game` and its `action_set` (None: not compared).
+
+  Returns None, or, for an export without the record (made before exports kept it), a
+  sentence for the log saying what could not be checked.
+
+  Raises:
+    ValueError: naming the file, what it records and what the caller plays, when they differ;
+      or a record that cannot be read.
+  """
+  path = os.path.join(policy_dir, POLICY_RECORD)
+  if not os.path.exists(path):
+    return (f"{policy_dir} has no {POLICY_RECORD} (exported before policies recorded their "
+            f"game): its game and action set cannot be checked against {game}; checked "
+            f"instead: its action count and observation spec (policy_specs.pbtxt)")
+  try:
+    with open(path) as f:
+      record = strict_json.loads(f.read())
+    recorded_game = record["game"]
+    recorded_set = record.get("action_set")
+  except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
+    raise ValueError(f"{path} is not a policy's game record ({type(e).__name__}: {e}); "
+                     f"re-export the policy") from e
+  problems = []
+  if _spelling(recorded_game) != _spelling(game):
+    problems.append(f"the game {recorded_game}, but this run's game is {game}")
+  if (action_set is not None and recorded_set is not None
+      and [int(a) for a in recorded_set] != [int(a) for a in action_set]):
+    problems.append(f"the action set (action ids) {list(recorded_set)}, but {game}'s is "
+                    f"{[int(a) for a in action_set]}")
+  if problems:
+    raise ValueError(f"{path} records a policy of another game: " + "; ".join(problems)
+                     + f". Use it with the game it was trained in ({recorded_game})")
+  return None
+
+
 def load_saved_policy(policy_dir: str, num_actions: Optional[int] = None,
                       observation_shape: Optional[Sequence[int]] = None,
-                      observation_dtype=None):
+                      observation_dtype=None, game: Optional[str] = None,
+                      action_set: Optional[Sequence[int]] = None):
   """Loads an exported policy (ccvl_tf.policies.export_policy / PolicySaver) with clear errors.
 
   Args:
@@ -213,15 +264,19 @@ def load_saved_policy(policy_dir: str, num_actions: Optional[int] = None,
     observation_dtype: if given (numpy or TensorFlow dtype), must equal the policy's
       observation dtype: the environment's observations are then the policy's, and a call
       cannot fail on a dtype the policy does not take.
+    game, action_set: if given, the game the export records must be this one, with this
+      action set (`check_policy_game`).
 
   Returns:
     (loaded SavedModel, dict(num_actions=..., observation_shape=..., observation_dtype=...) or
-    {} without specs file).
+    {} without specs file; with `game`, also 'game_note': None, or what could not be checked).
   """
   # Here: TensorFlow (see the note at the top).
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   check_saved_model_dir(policy_dir)
   meta = {}
+  if game is not None:
+    meta["game_note"] = check_policy_game(policy_dir, game, action_set)
   specs_path = os.path.join(policy_dir, "policy_specs.pbtxt")
   if os.path.exists(specs_path):
     # Here: TF-Agents (see the note at the top).

@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from ccvl_tf import writes
+from ccvl_tf.paths import check_input_dir, check_output_dir  # noqa: F401  (the run's checks)
 from ccvl_tf import strict_json
 
 # Failed writes (module notes); their names as callers know them.
@@ -36,6 +37,20 @@ class TrainingStopped(RuntimeError):
         f"training stopped at train step {step}: {cause}. The last good checkpoint is "
         f"{checkpoint or '(none written yet)'}; it was kept. Lower the learning rate or alpha, "
         f"or inspect the data near this step, then resume from it.")
+
+
+class Interrupted(KeyboardInterrupt):
+  """Ctrl-C during training, saying where the same command resumes: the last checkpoint,
+  which an interrupt never damages (checkpoints are renamed into place whole). Still a
+  KeyboardInterrupt, so nothing that catches Exception swallows it; config_flags.run prints it
+  as one line."""
+
+  def __init__(self, step: int, checkpoint: Optional[str]):
+    self.step, self.checkpoint = step, checkpoint
+    where = (f"the last checkpoint {checkpoint} is intact: rerun the same command to resume "
+             f"from it" if checkpoint else
+             "no checkpoint was written yet: rerun the same command to start again")
+    super().__init__(f"training stopped at train step {step}; {where}")
 
 
 @dataclasses.dataclass
@@ -68,72 +83,6 @@ class LoopConfig:
         raise ValueError(f"{name} must be an integer >= 1, got {v!r}")
     if int(self.eval_interval) != self.eval_interval or self.eval_interval < 0:
       raise ValueError(f"eval_interval must be an integer >= 0, got {self.eval_interval!r}")
-
-
-def check_output_dir(path: str, flag: str = "--root_dir") -> None:
-  """ValueError naming `flag` unless `path` is (or can be created as) a writable local
-  directory: not a file, not under a file, and writable where it exists (or its nearest
-  existing parent is)."""
-  if not path:
-    raise ValueError(f"{flag} must be a directory path, got {path!r}")
-  if "://" in path:
-    return  # remote (gs://, ram://): checked by tf.io.gfile when written
-  probe = os.path.abspath(path)
-  if os.path.exists(probe) and not os.path.isdir(probe):
-    raise ValueError(f"{flag} {path} is a file, not a directory")
-  while not os.path.exists(probe):
-    parent = os.path.dirname(probe)
-    if parent == probe:
-      break
-    probe = parent
-  if not os.path.isdir(probe):
-    raise ValueError(f"{flag} {path}: {probe} is a file, so the directory cannot be created")
-  if not os.access(probe, os.W_OK | os.X_OK):
-    why = "is on a read-only file system" if _read_only(probe) else "is not writable"
-    raise ValueError(f"{flag} {path}: {probe} {why}")
-  _check_name_lengths(path, flag, probe)
-
-
-def _read_only(path: str) -> bool:
-  """Whether `path` lies on a file system mounted read-only."""
-  try:
-    return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
-  except OSError:
-    return False
-
-
-def _check_name_lengths(path: str, flag: str, existing: str) -> None:
-  """ValueError naming `flag` when a component of `path`, or the whole of it, is longer than
-  the file system of `existing` (its nearest existing directory) allows."""
-  def limit(name: str, default: int) -> int:
-    try:
-      return int(os.pathconf(existing, name))
-    except (OSError, ValueError):
-      return default
-  name_max, path_max = limit("PC_NAME_MAX", 255), limit("PC_PATH_MAX", 4096)
-  full = os.path.abspath(path)
-  for part in full.split(os.sep):
-    if len(os.fsencode(part)) > name_max:
-      shown = part if len(part) <= 40 else part[:37] + "..."
-      raise ValueError(f"{flag}: the path component {shown!r} is {len(os.fsencode(part))} "
-                       f"bytes long, longer than the file system allows ({name_max}); use a "
-                       f"shorter name")
-  if len(os.fsencode(full)) >= path_max:
-    raise ValueError(f"{flag}: the path is {len(os.fsencode(full))} bytes long, longer than the "
-                     f"file system allows ({path_max - 1}); use a shorter path")
-
-
-def check_input_dir(path: str, flag: str, expected: str = "") -> None:
-  """ValueError naming `flag` unless `path` is an existing local directory; the message says
-  whether it is missing or a file (`expected`: what the directory should hold)."""
-  hint = f" (expected {expected})" if expected else ""
-  if not path:
-    raise ValueError(f"{flag} must be a directory path{hint}, got {path!r}")
-  if os.path.isdir(path):
-    return
-  if os.path.exists(path):
-    raise ValueError(f"{flag} {path} is a file, not a directory{hint}")
-  raise ValueError(f"{flag} {path} does not exist{hint}")
 
 
 def _scalars(metrics: Dict) -> Dict[str, float]:
@@ -469,10 +418,14 @@ def train(learner, make_dataset: Callable[[int], Iterable[Dict]], cfg: LoopConfi
     log(f"Already trained {start} >= {cfg.num_steps} steps; nothing to do.")
     return loop.result(start)
   log(f"Training from step {start} to {cfg.num_steps}.")
-  step = loop.run_train_phase(make_dataset)
-  with loop.writing(loop.summaries):
-    loop.train_writer.flush()
-  loop.run_eval(step)
-  with loop.writing(loop.summaries):
-    loop.eval_writer.flush()
+  try:
+    step = loop.run_train_phase(make_dataset)
+    with loop.writing(loop.summaries):
+      loop.train_writer.flush()
+    loop.run_eval(step)
+    with loop.writing(loop.summaries):
+      loop.eval_writer.flush()
+  except KeyboardInterrupt:
+    raise Interrupted(int(learner.train_step_counter.numpy()),
+                      manager.latest_checkpoint) from None
   return loop.result(step)

@@ -171,6 +171,32 @@ def test_saved_model_policy_is_used(tmp_path):
     replay_writer.saved_model_policy(str(tmp_path / "nope"))
 
 
+def test_a_policy_of_another_game_is_refused_before_anything_is_written(tmp_path):
+  """A Breakout export (ALE actions [0, 1, 3, 4]) collecting on Atlantis ([0, 1, 11, 12]): the
+  action count and frames agree, so before, it wrote a dataset whose record said Atlantis.
+  The binary refuses it in one line and writes nothing."""
+  from tests.test_evaluate_binary import _export_pixel_policy
+  pdir = _export_pixel_policy(tmp_path / "breakout", (84, 84, 4), 4, game="Breakout",
+                              action_set=[0, 1, 3, 4])
+  with pytest.raises(ValueError, match=r"records a policy of another game: the game Breakout, "
+                                       r"but this run's game is Atlantis; the action set"):
+    replay_writer.saved_model_policy(pdir, atari.AtariEnvironment("Atlantis"))
+  out = tmp_path / "ds"
+  res = subprocess.run([sys.executable, os.path.join(ROOT, "binaries", "collect_dataset.py"),
+                        "--game=Atlantis", "--steps=10", f"--policy={pdir}",
+                        f"--output_dir={out}"], capture_output=True, text=True, timeout=120,
+                       cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
+                                          PYTHONPATH=ROOT))
+  assert res.returncode != 0
+  assert res.stderr.strip().splitlines() == [
+      f"collect_dataset.py: error: {pdir}/ccvl_policy.json records a policy of another game: "
+      f"the game Breakout, but this run's game is Atlantis; the action set (action ids) "
+      f"[0, 1, 3, 4], but Atlantis's is [0, 1, 11, 12]. Use it with the game it was trained "
+      f"in (Breakout) (--helpshort lists the flags)"], res.stderr[-2000:]
+  assert not os.path.exists(out / replay_files.METADATA_FILENAME)
+  assert not any(replay_files.CKPT_RE.match(n) for n in (os.listdir(out) if out.exists() else []))
+
+
 def test_testdata_is_real_format_breakout():
   assert replay_files.list_suffixes(TESTDATA) == [0, 1, 2]
   meta = replay_files.read_metadata(TESTDATA)

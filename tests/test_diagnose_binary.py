@@ -8,7 +8,9 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTDATA = os.path.join(ROOT, "testdata", "dqn_replay", "Breakout", "1", "replay_logs")
-ENV = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3")
+# PYTHONPATH: the binaries import this checkout's ccvl_tf, whatever is installed.
+ENV = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3",
+           PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
 
 
 def _run(binary, args, cwd):
@@ -49,7 +51,9 @@ def test_train_offline_writes_diagnostics_and_diagnose_recomputes_them(tiny_run,
       "count_normalization": "mean"}
   for name in ("diagnostics.json", "delta_family.png", "belief.csv", "belief.png"):
     assert (root / "diagnostics" / name).stat().st_size > 0
-  first = json.loads((root / "diagnostics" / "diagnostics.json").read_text())["summary"]
+  written = json.loads((root / "diagnostics" / "diagnostics.json").read_text())
+  assert (written["step"], written["checkpoint"]) == (4, str(root / "checkpoints" / "ckpt-4"))
+  first = written["summary"]
 
   r = _run("diagnose.py", [f"--root_dir={root}"], tmp_path)
   assert r.returncode == 0, r.stderr[-3000:]
@@ -91,6 +95,12 @@ def test_diagnose_falls_back_to_the_newest_intact_checkpoint(tiny_run, tmp_path)
   assert f"Skipping checkpoint {ckpt}/ckpt-4: it does not restore (" in r.stdout
   assert f"Restored the older checkpoint {ckpt}/ckpt-2; skipped: ckpt-4." in r.stdout
   assert "family_spread" in r.stdout
+  # Beside a summary.json and policies of step 4, diagnostics.json says it describes step 2:
+  # before, it was overwritten with no step or checkpoint recorded.
+  assert (f"Note: the diagnostics describe step 2 ({ckpt}/ckpt-2), not step 4 of summary.json "
+          f"and the exported policies; diagnostics.json records which.") in r.stdout
+  written = json.loads((root / "diagnostics" / "diagnostics.json").read_text())
+  assert (written["step"], written["checkpoint"]) == (2, f"{ckpt}/ckpt-2")
 
 
 @pytest.mark.parametrize("text,match", [
@@ -107,3 +117,43 @@ def test_diagnose_refuses_a_summary_that_is_not_one_naming_the_file(text, match,
   assert len(lines) == 1 and lines[0].startswith(
       f"diagnose.py: error: {tmp_path / 'summary.json'}"), r.stderr[-2000:]
   assert match in lines[0]
+
+
+@pytest.mark.slow
+def test_the_same_data_in_another_spelling_resumes_and_diagnose_runs_from_any_directory(
+    tmp_path):
+  """A run trained with the relative run-directory spelling `testdata/dqn_replay/Breakout/1`:
+  before, summary.json kept that relative path (diagnose.py from another directory failed),
+  and a resume with `.../1/replay_logs` was refused as another dataset ('files': 19 -> 1). Now
+  the dataset is recorded absolute, as the replay_logs directory itself."""
+  root = tmp_path / "run"
+  tiny = ["--reference_agents=none", "--batch_size=4", "--num_deltas=2", "--num_pairs=2",
+          "--log_interval=2", "--checkpoint_interval=2", "--eval_interval=0",
+          "--eval_episodes=1", "--eval_max_steps=10", "--num_grid_deltas=3"]
+  r = _run("train_offline.py", ["--dataset_dir=testdata/dqn_replay/Breakout/1",
+                                f"--root_dir={root}", "--num_steps=2", *tiny], ROOT)
+  assert r.returncode == 0, r.stderr[-3000:]
+  summary = json.loads((root / "summary.json").read_text())
+  assert summary["config"]["dataset_dir"] == TESTDATA and summary["dataset_dir"] == TESTDATA
+  r = _run("train_offline.py", [f"--dataset_dir={TESTDATA}/", f"--root_dir={root}",
+                                "--num_steps=4", *tiny], tmp_path)
+  assert r.returncode == 0, r.stderr[-3000:]
+  assert f"Resumed from {root}/checkpoints/ckpt-2 (train step 2)" in r.stdout
+  elsewhere = tmp_path / "elsewhere"
+  elsewhere.mkdir()
+  r = _run("diagnose.py", [f"--root_dir={root}", "--episodes=1"], elsewhere)
+  assert r.returncode == 0, r.stderr[-3000:]
+  assert "family_spread" in r.stdout
+
+
+def test_diagnose_on_a_run_directory_it_cannot_write_blames_the_disk(tmp_path, monkeypatch):
+  """A read-only run directory: before, the error blamed summary.json's configuration record
+  ('its config record is not a valid run configuration: --root_dir ...')."""
+  from ccvl_tf.experiments.offline import runner
+  (tmp_path / "summary.json").write_text('{"config": {"game": "Breakout"}}')
+  real_access = os.access
+  monkeypatch.setattr(os, "access", lambda p, mode: False if os.path.abspath(p) == str(
+      tmp_path) else real_access(p, mode))
+  with pytest.raises(ValueError) as e:
+    runner.diagnose(str(tmp_path))
+  assert str(e.value) == f"--root_dir {tmp_path}: {tmp_path} is not writable"

@@ -135,11 +135,20 @@ def test_streaming_reader_equals_full_load_on_real_testdata(monkeypatch, block_r
   assert sum(t.terminal for t in got) >= 3
 
 
-def test_invalid_range_from_file_is_honoured(tmp_path):
-  # Example A with slot 4 also listed in invalid_range: it disappears.
+def test_an_invalid_range_that_is_not_dopamines_for_the_cursor_is_refused(tmp_path):
+  # Example A (cursor 13, Dopamine's invalid_range (13 - 1 + i) % 16 = [12, 13, 14, 15, 0])
+  # with slot 4 listed instead of 12: it holds the cursor, so a check that only asks for the
+  # cursor passed it and dropped slot 4 silently.
   d = str(tmp_path / "a")
   write_ckpt(d, 0, A_FRAMES, A_ACTION, A_REWARD, A_TERM, 13, [4, 13, 14, 15, 0])
-  assert dqn_replay.load_checkpoint(d, 0).valid_indices().tolist() == [3, 5, 9, 10, 11]
+  with pytest.raises(DatasetError, match=re.escape(
+      "marks the slots [4, 13, 14, 15, 0] around the cursor, where Dopamine writes "
+      "[12, 13, 14, 15, 0] for that cursor")):
+    dqn_replay.load_checkpoint(d, 0)
+  # A buffer nothing was added to keeps Dopamine's initial invalid_range (stack_size zeros).
+  write_ckpt(str(tmp_path / "fresh"), 0, np.zeros(16), np.zeros(16), np.zeros(16),
+             np.zeros(16), 0, [0, 0, 0, 0])
+  assert dqn_replay.load_checkpoint(str(tmp_path / "fresh"), 0).slots.size == 0
 
 
 def _dopamine_reference(terminal, add_count, invalid_range, cap, k=4, n=1):
@@ -381,8 +390,9 @@ def test_an_add_count_that_cannot_be_true_is_refused_naming_the_file_and_both_nu
   assert str(e.value) == (
       f"{path}: add_count 1000000000000 puts the write cursor at slot 0 of the 1000 slots, but "
       f"{d / 'invalid_range_ckpt.2.gz'} marks the slots [544, 545, 546, 547, 548] around the "
-      f"cursor (Dopamine recomputes them from the cursor at every add): the two cannot both be "
-      f"true; the file is damaged or was not written by Dopamine's replay buffer")
+      f"cursor, where Dopamine writes [999, 0, 1, 2, 3] for that cursor (it recomputes them from "
+      f"the cursor at every add): the two cannot both be true; the file is damaged or was not "
+      f"written by Dopamine's replay buffer")
   # A wrapped buffer's add_count beyond the capacity is true (suffix 1: 1,999 of 1,000 slots).
   assert dqn_replay.load_checkpoint(TESTDATA, 1).add_count == 1999
 
@@ -393,3 +403,112 @@ def test_an_invalid_range_outside_the_buffer_is_refused_naming_the_file(tmp_path
                                          r"of 1000 slots \[0, 1000\)".format(
                                              re.escape(str(path)))):
     dqn_replay.load_checkpoint(str(d), 2)
+
+
+# The testdata's bookkeeping, read off its files: suffixes 0 and 1 were logged full (add_count
+# 999 and 1999, cursor 999, invalid_range [998, 999, 0, 1, 2]); suffix 2 is the final partial
+# buffer (add_count 545 = its cursor, invalid_range [544 .. 548]). Its record lists the
+# suffixes [0, 1, 2], 2,500 steps, capacity 1,000, stack 4. The transitions each suffix holds
+# (Dopamine's rule, test_valid_indices_equals_dopamine_reference_on_random_buffers):
+TESTDATA_TRANSITIONS = {0: 980, 1: 977, 2: 532}
+
+
+def _store_size(d, **kw):
+  from ccvl_tf.data.frame_store import FrameStore
+  return FrameStore.from_replay(str(d), **kw).num_transitions
+
+
+def test_testdata_transitions_per_suffix():
+  for suffix, n in TESTDATA_TRANSITIONS.items():
+    ckpt = dqn_replay.load_checkpoint(TESTDATA, suffix)
+    assert ckpt.slots.tolist() == _dopamine_reference(
+        ckpt.terminal, ckpt.add_count, ckpt.invalid_range, ckpt.capacity)
+    assert ckpt.slots.size == n
+  assert _store_size(TESTDATA) == sum(TESTDATA_TRANSITIONS.values())
+
+
+def test_an_add_count_beyond_the_capacity_with_its_cursor_in_place_is_refused_by_the_record(
+    tmp_path):
+  """add_count 10^12 + 545 in the final suffix 2 keeps its cursor (545) where invalid_range
+  puts it, so the cursor check passed it: before, the half-written buffer read as full, 980
+  transitions where it holds 532 (2,937 in the store instead of 2,489). The record's writer
+  logs a full buffer only at add_count % 1000 == 999, and the final one at its cursor."""
+  d, path = _testdata_with(tmp_path, "add_count", 2, np.int64(10**12 + 545))
+  with pytest.raises(DatasetError) as e:
+    _store_size(d)
+  assert str(e.value) == (
+      f"{path}: add_count 1000000000545 is not one the writer stores in suffix 2 of the "
+      f"checkpoints [0, 1, 2]: it stores add_count % 1000 == 999 and add_count >= 2999 (suffix 2 "
+      f"is log 3 of a writer that logs when add_count % 1000 reaches 999), or, the final buffer, "
+      f"its write cursor below 1000, as recorded in {d / 'ccvl_dataset.json'}; the file is "
+      f"damaged or the record is not this dataset's")
+  # A logged-full count on suffix 1 (cursor 999 in place) far beyond what the record's 2,500
+  # steps can add (4 x 2,500).
+  d2, _ = _testdata_with(tmp_path / "b", "add_count", 1, np.int64(10**12 + 999))
+  with pytest.raises(DatasetError, match=re.escape(
+      "add_count 1000000000999 counts more transitions than 2500 steps can add: at most 10000")):
+    _store_size(d2)
+
+
+def test_an_add_count_of_zero_under_a_full_buffers_invalid_range_is_refused(tmp_path):
+  """add_count 0 on suffix 1 (invalid_range still [998, 999, 0, 1, 2]): the cursor 0 is among
+  those slots, so it passed, and the suffix read as empty: its 977 transitions dropped (1,512
+  in the store instead of 2,489) without a line."""
+  d, path = _testdata_with(tmp_path, "add_count", 1, np.int64(0))
+  with pytest.raises(DatasetError, match=re.escape(
+      f"{path}: add_count 0 puts the write cursor at slot 0 of the 1000 slots, but "
+      f"{d / 'invalid_range_ckpt.1.gz'} marks the slots [998, 999, 0, 1, 2] around the cursor, "
+      f"where Dopamine writes [999, 0, 1, 2, 3] for that cursor")):
+    _store_size(d)
+
+
+def test_a_suffix_the_record_lists_but_the_directory_lacks_is_refused_naming_it(tmp_path):
+  """Every file of suffix 2 removed while ccvl_dataset.json lists [0, 1, 2]: before, the store
+  held 1,957 transitions (suffixes 0 and 1) without a note. A suffix the record does not list
+  would add transitions it does not know of."""
+  import shutil
+  d = tmp_path / "replay_logs"
+  shutil.copytree(TESTDATA, d)
+  for name in os.listdir(d):
+    if "_ckpt.2.gz" in name:
+      os.remove(d / name)
+  with pytest.raises(DatasetError) as e:
+    _store_size(d)
+  assert str(e.value) == (
+      f"{d / 'ccvl_dataset.json'} lists the checkpoints [0, 1, 2], but the directory holds "
+      f"[0, 1]: suffix(es) [2] listed there have no files in the directory. Restore the missing "
+      f"files (or remove the unlisted ones): a dataset is read whole or not at all")
+  for name in os.listdir(TESTDATA):
+    if "_ckpt.2.gz" in name:
+      shutil.copy(os.path.join(TESTDATA, name), d / name)
+      shutil.copy(os.path.join(TESTDATA, name), d / name.replace("_ckpt.2.", "_ckpt.3."))
+  with pytest.raises(DatasetError, match=re.escape(
+      "but the directory holds [0, 1, 2, 3]: suffix(es) [3] in the directory are not listed "
+      "there")):
+    _store_size(d)
+
+
+def test_rewards_outside_the_clipped_range_are_refused_unless_the_record_says_unclipped(
+    tmp_path):
+  """Rewards 50 and -3 at two transitions of suffix 0 (the contract: stored rewards are clipped
+  to [-1, 1]): before, trained on without a note."""
+  slots = dqn_replay.load_checkpoint(TESTDATA, 0).slots
+  reward = replay_files.read_array(os.path.join(TESTDATA, "$store$_reward_ckpt.0.gz"))[0].copy()
+  reward[slots[10]], reward[slots[20]] = 50.0, -3.0
+  d, path = _testdata_with(tmp_path, "$store$_reward", 0, reward)
+  with pytest.raises(DatasetError) as e:
+    _store_size(d)
+  assert str(e.value).startswith(
+      f"{path}: rewards must lie in [-1, 1] (Dopamine clips rewards before storing them, and the "
+      f"learners are tuned for clipped rewards), got 50.0 at index {int(slots[10])} (2 of the "
+      f"980 transitions read); clip them when writing the dataset, or record "
+      f"\"reward_clipping\": false")
+  # A dataset recorded as unclipped (a MinAtar collection without clipping) is read as stored.
+  meta = json.load(open(d / "ccvl_dataset.json"))
+  json.dump(dict(meta, reward_clipping=False), open(d / "ccvl_dataset.json", "w"))
+  ckpt = dqn_replay.load_checkpoint(str(d), 0)
+  assert (ckpt.reward[slots[10]], ckpt.reward[slots[20]]) == (50.0, -3.0)
+  # The writer refuses to store them in the first place.
+  w = replay_writer.DopamineReplayWriter(str(tmp_path / "w"), replay_capacity=8)
+  with pytest.raises(ValueError, match=r"reward 50.0 is outside \[-1, 1\]"):
+    w.add(np.zeros((84, 84), np.uint8), 0, 50.0, False)

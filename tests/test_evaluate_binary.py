@@ -39,8 +39,9 @@ def _export_gridworld_policy(path, num_actions=4):
   return policies.export_policy(policy, str(path))
 
 
-def _export_pixel_policy(path, shape, num_actions):
-  """An adaptive policy on uint8 frames `shape` (a pooled linear Q plus a delta term)."""
+def _export_pixel_policy(path, shape, num_actions, **record):
+  """An adaptive policy on uint8 frames `shape` (a pooled linear Q plus a delta term);
+  `record`: export_policy's game and action_set."""
   obs = keras.Input(shape, name="observation", dtype="uint8")
   d = keras.Input((None,), name="delta")
   x = keras.layers.Rescaling(1 / 255.0)(obs)
@@ -53,7 +54,7 @@ def _export_pixel_policy(path, shape, num_actions):
   tss = ts.time_step_spec(tf.TensorSpec(shape, tf.uint8, "observation"))
   aspec = tensor_spec.BoundedTensorSpec((), tf.int32, 0, num_actions - 1, "action")
   policy = policies.ConfidenceAdaptivePolicy(tss, aspec, model, num_grid_deltas=4, reward_clip=1.0)
-  return policies.export_policy(policy, str(path))
+  return policies.export_policy(policy, str(path), **record)
 
 
 def _run(args):
@@ -191,3 +192,31 @@ def test_evaluate_on_atari_with_a_tiny_policy(tmp_path):
   assert summary["game"] == "Pong"
   with pytest.raises(ValueError, match="6 actions but the game has 4"):
     score_export.run(_config(policy_dir, "Breakout", tmp_path / "o2", episodes=1))
+
+
+def test_a_policy_of_another_game_with_as_many_actions_is_refused_naming_both(tmp_path, capsys):
+  """A Breakout export (ALE actions [0, 1, 3, 4]) evaluated on Atlantis ([0, 1, 11, 12]): the
+  action count and frames agree, so before, it ran and wrote 'Atlantis: raw mean 0' and a
+  results.csv row. The export records its game; evaluation refuses another one."""
+  breakout, atlantis = atari.AtariEnvironment("Breakout"), atari.AtariEnvironment("Atlantis")
+  assert (breakout.num_actions, breakout.action_set) == (4, [0, 1, 3, 4])
+  assert (atlantis.num_actions, atlantis.action_set) == (4, [0, 1, 11, 12])
+  policy_dir = _export_pixel_policy(tmp_path / "breakout", (84, 84, 4), 4)
+  # _export_pixel_policy writes no record (as exports made before records were kept): noted.
+  summary = score_export.run(_config(policy_dir, "Atlantis", tmp_path / "o1", episodes=1,
+                                     max_episode_steps=5, bootstrap_reps=10))
+  assert summary["policy_specs"]["game_note"].startswith(f"{policy_dir} has no ccvl_policy.json")
+  assert "its game and action set cannot be checked against Atlantis" in capsys.readouterr().err
+  recorded = _export_pixel_policy(tmp_path / "breakout_rec", (84, 84, 4), 4, game="Breakout",
+                                  action_set=breakout.action_set)
+  with pytest.raises(ValueError) as e:
+    score_export.run(_config(recorded, "Atlantis", tmp_path / "out", episodes=1))
+  assert str(e.value) == (
+      f"{recorded}/ccvl_policy.json records a policy of another game: the game Breakout, but "
+      f"this run's game is Atlantis; the action set (action ids) [0, 1, 3, 4], but Atlantis's "
+      f"is [0, 1, 11, 12]. Use it with the game it was trained in (Breakout)")
+  assert not (tmp_path / "out").exists()
+  summary = score_export.run(_config(recorded, "breakout", tmp_path / "o2", episodes=1,
+                                     max_episode_steps=5, bootstrap_reps=10))
+  assert summary["game"] == "Breakout" and summary["policy_specs"]["game_note"] is None
+

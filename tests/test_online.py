@@ -340,6 +340,8 @@ def test_cql_baseline_fine_tunes_through_the_same_pipeline(tmp_path):
   assert "tight/lower_holds@0.5" in result["last_eval"]  # Q against Monte-Carlo returns
   assert not any(k.startswith("tight/upper") for k in result["last_eval"])
   assert os.path.exists(os.path.join(root, "policy", "saved_model.pb"))
+  assert json.loads(_read(os.path.join(root, "policy", "ccvl_policy.json"))) == {
+      "game": "gridworld", "action_set": None}
   # A CCVL fine-tune refuses the CQL offline run, naming both.
   bad = online_config.OnlineConfig(offline_dir=offline, root_dir=str(tmp_path / "bad"),
                                    agent="ccvl")

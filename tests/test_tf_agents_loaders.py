@@ -161,3 +161,79 @@ def test_a_state_of_another_batch_size_is_refused_naming_both(tmp_path):
   np.testing.assert_array_equal(a.action, b.action)
   for k in a.state:
     np.testing.assert_array_equal(a.state[k], b.state[k], err_msg=k)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_a_non_finite_reward_is_refused_and_never_carried_in_the_belief(bad, tmp_path):
+  """An exported adaptive policy given reward [nan] mid-episode: before, it returned an action
+  and a NaN belief that stayed in its state, and a later step failed with 'indices[0] = 5 is
+  not in [0, 5)'. Now the call is refused naming the reward, and the state the caller holds is
+  still the last good one."""
+  policies.export_policy(_policies()["adaptive"], str(tmp_path / "adaptive"))
+  saved = tf.saved_model.load(str(tmp_path / "adaptive"))
+  frames = np.random.default_rng(0).integers(0, 256, (4, 1) + OBS_SHAPE, np.uint8)
+  state = saved.get_initial_state(batch_size=1)
+  state = saved.action(ts.restart(tf.constant(frames[0]), batch_size=1), state).state
+  state = saved.action(ts.transition(tf.constant(frames[1]), tf.constant([1.0])), state).state
+  with pytest.raises(tf.errors.InvalidArgumentError) as e:
+    saved.action(ts.transition(tf.constant(frames[2]), tf.constant([bad])), state)
+  assert (f"the reward and discount of the time step must be finite numbers (the belief of the "
+          f"adaptive policy scores them); got reward] [{bad}] [discount] [1]") in str(e.value)
+  assert np.isfinite(state["log_belief"].numpy()).all()
+  step = saved.action(ts.transition(tf.constant(frames[3]), tf.constant([0.5])), state)
+  assert np.isfinite(step.state["log_belief"].numpy()).all()
+  assert 0 <= int(step.action[0]) < NUM_ACTIONS
+
+
+def test_a_belief_update_that_overflows_is_refused_not_carried():
+  """Finite inputs whose Bellman errors all overflow (a reward of 1e30 with no reward_clip):
+  the updated belief would be NaN; the step is refused instead."""
+  adaptive = _policies()["adaptive"]
+  unclipped = policies.ConfidenceAdaptivePolicy(
+      adaptive.time_step_spec, adaptive.action_spec, getattr(adaptive, "_q_network"),
+      num_grid_deltas=5, seed=3)
+  frames = np.zeros((2, 1) + OBS_SHAPE, np.uint8)
+  state = unclipped.get_initial_state(1)
+  state = unclipped.action(ts.restart(tf.constant(frames[0]), batch_size=1), state).state
+  with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(
+      "the belief update is undefined (every Bellman error of a row overflowed")):
+    unclipped.action(ts.transition(tf.constant(frames[1]), tf.constant([1e30])), state)
+
+
+ADAPTIVE_STATE = "a dict with the keys delta_index, has_prev, log_belief, prev_action, " \
+                 "prev_observation, rng"
+
+
+def test_a_state_or_dtype_the_export_does_not_take_names_what_it_takes(tmp_path):
+  """Another policy's state (the adaptive's given to Fixed-CCVL, Fixed-CCVL's () to the
+  adaptive), None, no state for a policy that keeps one, float16 or bool frames: before, 47-85
+  lines of "Could not find matching concrete function"."""
+  built = _policies()
+  for name in ("fixed", "adaptive"):
+    policies.export_policy(built[name], str(tmp_path / name))
+  fixed = tf.saved_model.load(str(tmp_path / "fixed"))
+  adaptive = tf.saved_model.load(str(tmp_path / "adaptive"))
+  t = ts.restart(tf.zeros((2,) + OBS_SHAPE, tf.uint8), batch_size=2)
+  stateful = (f"the policy state must be {ADAPTIVE_STATE} (get_initial_state(batch_size=B), "
+              f"then the state each step returns); got ")
+  stateless = "the policy state must be () or left out (this policy keeps no state); got "
+  cases = [
+      (lambda: adaptive.action(t, None), stateful + "None"),
+      (lambda: adaptive.action(t), stateful + "()"),
+      (lambda: adaptive.action(t, fixed.get_initial_state(batch_size=2)), stateful + "()"),
+      (lambda: fixed.action(t, adaptive.get_initial_state(batch_size=2)),
+       stateless + ADAPTIVE_STATE + ": the state of another policy"),
+      (lambda: fixed.action(t, None), stateless + "None"),
+  ]
+  for dtype in (tf.float16, tf.bool):
+    frames = ts.restart(tf.zeros((2,) + OBS_SHAPE, dtype), batch_size=2)
+    cases.append((lambda f=frames: fixed.action(f),
+                  f"{SPEC}; got {dtype.name} of shape] [2 10 10 4] [; convert it first "
+                  f"(np.asarray(observation, np.uint8))"))
+  for call, message in cases:
+    with pytest.raises(tf.errors.InvalidArgumentError) as e:
+      call()
+    assert f"assertion failed: [{message}" in str(e.value), (message, str(e.value)[-600:])
+  # What each takes still works.
+  assert fixed.action(t).action.shape == (2,) and fixed.action(t, ()).action.shape == (2,)
+  assert adaptive.action(t, adaptive.get_initial_state(batch_size=2)).action.shape == (2,)

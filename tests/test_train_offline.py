@@ -91,6 +91,9 @@ def test_train_on_testdata_then_resume(tmp_path):
   assert (root / "eval.csv").read_text().startswith("step,")
   for d in ("policy", "policy_fixed"):
     assert (root / d / "saved_model.pb").exists()
+    # The game the exports were trained in, which evaluate.py and collect_dataset.py check.
+    assert json.loads((root / d / "ccvl_policy.json").read_text()) == {
+        "game": "Breakout", "action_set": [0, 1, 3, 4]}
   summary = json.loads((root / "summary.json").read_text())
   assert summary["step"] == 4 and summary["game"] == "Breakout"
   assert 0 < summary["fixed_delta"] < 1 and len(summary["bellman_errors"]) == 3
@@ -322,6 +325,7 @@ def test_reference_agents_are_trained_beside_and_tabulated(tmp_path):
   for name in ("bc", "cql"):
     ref = root / "reference" / name
     assert (ref / "policy" / "saved_model.pb").exists()
+    assert json.loads((ref / "policy" / "ccvl_policy.json").read_text())["game"] == "Breakout"
     assert sorted(f for f in os.listdir(ref / "checkpoints") if f.endswith(".index")) == \
         ["ckpt-2.index"]
     assert json.loads((ref / "checkpoints" / "fingerprint.json").read_text())["agent"] == name

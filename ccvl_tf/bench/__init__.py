@@ -9,7 +9,8 @@ from ccvl_tf.config_flags import setting
 @dataclasses.dataclass(frozen=True)
 class BenchmarkConfig:
   """Settings of binaries/benchmark.py."""
-  output: str = setting("", "Path of the JSON file to write.", flag_default=None, required=True)
+  output: str = setting("", "Path of the JSON file to write.", flag_default=None, required=True,
+                        output="file")
   quick: bool = setting(False, "Tiny smoke run (batch 4, 2 steps, 2 variants).")
   rounds: Optional[int] = setting(None, "Interleaved timing rounds (default 5).")
   iters: Optional[int] = setting(None, "Train steps per round (default 10).")

@@ -41,7 +41,7 @@ class ScaleoutConfig:
   game: str = setting("", "Its game ('minatar/Breakout', 'gridworld', an Atari game).",
                       flag_default=None)
   agent: str = setting("ccvl", "finetune_online.py --agent.")
-  output_dir: str = setting("", "Output directory.", flag_default=None)
+  output_dir: str = setting("", "Output directory.", flag_default=None, output="dir")
   actors: Sequence[int] = setting(("1", "2"), "Actor processes of each configuration.",
                                   kind="csv", parse=_ints)
   num_env_steps: int = run_settings.borrow("num_env_steps", 8_000)  # per configuration

@@ -32,6 +32,9 @@ SUBSETS: Dict[str, Tuple[Optional[int], Optional[int]]] = {
     "all": (None, None),
 }
 PREFIX = "prefix"  # subset-table mode: literal first-R-slots prefixes (see replay_plan)
+# The "format" of a ccvl_dataset.json written by replay_writer.DopamineReplayWriter: its
+# checkpoints follow batch_rl's logging schedule (replay_validity.check_logged_schedule).
+WRITER_FORMAT = "dopamine_replay_v1"
 
 
 class Transition(NamedTuple):
@@ -132,8 +135,38 @@ def inspect_dir(replay_dir: str) -> DirInfo:
   suffixes, incomplete = replay_files.scan_suffixes(replay_dir, names)
   meta = read_metadata(replay_dir) if METADATA_FILENAME in names else None
   fmt = _format_from_metadata(meta, os.path.join(replay_dir, METADATA_FILENAME))
+  if incomplete is None:
+    incomplete = _unlisted_suffixes(meta, suffixes, replay_dir)
   return DirInfo(replay_dir=replay_dir, names=names, suffixes=tuple(suffixes),
                  incomplete=incomplete, metadata=meta, **fmt)
+
+
+def _unlisted_suffixes(meta: Optional[dict], suffixes: Sequence[int],
+                       replay_dir: str) -> Optional[str]:
+  """Why the checkpoints in the directory are not the ones its ``ccvl_dataset.json`` lists
+  (``"suffixes"``: what the writer wrote), or None. A listed suffix whose files are all gone
+  would otherwise leave the data a checkpoint short, and an unlisted one would add
+  transitions the record does not know of, both without a word."""
+  if not isinstance(meta, dict) or "suffixes" not in meta:
+    return None
+  path = os.path.join(replay_dir, METADATA_FILENAME)
+  try:
+    listed = sorted(int(s) for s in meta["suffixes"])
+  except (TypeError, ValueError) as e:
+    raise DatasetError("{}: 'suffixes' must be a list of checkpoint numbers, got {!r}".format(
+        path, meta["suffixes"])) from e
+  missing = sorted(set(listed) - set(suffixes))
+  extra = sorted(set(suffixes) - set(listed))
+  if not missing and not extra:
+    return None
+  parts = []
+  if missing:
+    parts.append("suffix(es) {} listed there have no files in the directory".format(missing))
+  if extra:
+    parts.append("suffix(es) {} in the directory are not listed there".format(extra))
+  return ("{} lists the checkpoints {}, but the directory holds {}: {}. Restore the missing "
+          "files (or remove the unlisted ones): a dataset is read whole or not at all".format(
+              path, listed, sorted(suffixes), "; ".join(parts)))
 
 
 def dataset_format(replay_dir: str) -> dict:
@@ -244,7 +277,15 @@ def read_checkpoint(dir_info: DirInfo, suffix: int, *, max_rows: Optional[int] =
   _check_layout(suffix, paths, obs, observation_shape, stored_rows, arrays, add_count)
   add_count = int(add_count.reshape(()))
   inv = np.asarray(inv).astype(np.int64).reshape(-1)
-  replay_validity.check_bookkeeping(add_count, inv, int(arrays["terminal"].shape[0]), paths)
+  replay_validity.check_bookkeeping(add_count, inv, int(arrays["terminal"].shape[0]), paths,
+                                    stack_size=dir_info.stack_size)
+  meta = dir_info.metadata
+  writer_record = (meta if isinstance(meta, dict)
+                   and meta.get("format") == WRITER_FORMAT else None)
+  if writer_record is not None:
+    replay_validity.check_logged_schedule(
+        add_count, int(arrays["terminal"].shape[0]), suffix, writer_record, paths,
+        os.path.join(replay_dir, METADATA_FILENAME), stack_size=dir_info.stack_size)
   k = dir_info.stack_size if stack_size is None else stack_size
   if num_actions is not None:
     _check_game(dir_info, num_actions)
@@ -254,13 +295,20 @@ def read_checkpoint(dir_info: DirInfo, suffix: int, *, max_rows: Optional[int] =
   replay_validity.check_slot_values(
       arrays["action"], arrays["reward"], arrays["terminal"], slots,
       {a: paths[STORE_PREFIX + a] for a in ("action", "reward", "terminal")},
-      num_actions=num_actions)
+      num_actions=num_actions, clipped_rewards=_clipped_rewards(meta))
   return ReplayCheckpoint(replay_dir=replay_dir, suffix=suffix, observation=obs,
                           action=arrays["action"].astype(np.int32),
                           reward=arrays["reward"].astype(np.float32),
                           terminal=arrays["terminal"].astype(np.uint8),
                           add_count=add_count, invalid_range=inv, episode_end_indices=eei,
                           stack_size=dir_info.stack_size, slots=slots)
+
+
+def _clipped_rewards(meta: Optional[dict]) -> bool:
+  """Whether the stored rewards must lie in [-1, 1]: Dopamine clips them before storing, and
+  so do our writers unless the record says otherwise (``"reward_clipping": false``, a MinAtar
+  dataset built without clipping)."""
+  return not (isinstance(meta, dict) and meta.get("reward_clipping") is False)
 
 
 def _check_layout(suffix: int, paths: Dict[str, str], obs: np.ndarray, observation_shape,

@@ -58,7 +58,7 @@ class BuildConfig:
       "Per-game overrides of --steps, Game:steps comma-separated ('' = --steps for all). The "
       "default gives the games whose DQN learns slowly a longer run (docs/minatar.md).")
   output_dir: str = setting("", "Root directory of the datasets.", flag_default=None,
-                            required=True)
+                            required=True, output="dir")
   seed: int = run_settings.borrow("seed")  # also the run directory's name
   num_checkpoints: int = setting(DEFAULT_NUM_CHECKPOINTS,
                                  "Dopamine checkpoints per run (DQN Replay: 50).")

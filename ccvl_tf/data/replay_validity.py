@@ -94,17 +94,26 @@ def view_indices(terminal: np.ndarray, add_count: int, invalid_range: np.ndarray
   return valid_indices(terminal, add_count, invalid_range, replay_capacity=replay_capacity, **kw)
 
 
+def dopamine_invalid_range(cursor: int, capacity: int, stack_size: int = STACK_SIZE,
+                           update_horizon: int = UPDATE_HORIZON) -> np.ndarray:
+  """Dopamine's ``invalid_range(cursor, replay_capacity, stack_size, update_horizon)``: the
+  slots around the write cursor, ``(cursor - n + i) % capacity`` for ``i < stack_size + n``,
+  the cursor at index ``n``. ``add`` stores exactly this after every transition."""
+  return np.array([(int(cursor) - update_horizon + i) % int(capacity)
+                   for i in range(int(stack_size) + update_horizon)], np.int64)
+
+
 def check_bookkeeping(add_count: int, invalid_range: np.ndarray, capacity: int,
-                      paths: Dict[str, str]) -> None:
-  """Raises DatasetError unless a checkpoint's counters can be true of a buffer of
-  ``capacity`` slots: every ``invalid_range`` slot inside ``[0, capacity)``, and the write
-  cursor ``add_count % capacity`` among them (Dopamine's ``add`` recomputes ``invalid_range``
-  around the cursor at every step: ``(cursor - n + i) % capacity``, which holds the cursor
-  itself; a fresh buffer's is zeros, cursor 0). ``add_count`` may exceed the capacity (a
-  buffer that wrapped), so only this agreement tells an ``add_count`` that cannot be true, e.g.
-  one that would make a half-written buffer read as full, its never-written slots as
-  transitions. The message names the file (``paths["add_count"]`` / ``["invalid_range"]``)
-  and both numbers."""
+                      paths: Dict[str, str], *, stack_size: int = STACK_SIZE) -> None:
+  """Raises DatasetError unless a checkpoint's counters are what Dopamine writes for a buffer
+  of ``capacity`` slots: every ``invalid_range`` slot inside ``[0, capacity)``, and
+  ``invalid_range`` exactly :func:`dopamine_invalid_range` of the write cursor
+  ``add_count % capacity`` (``add`` recomputes it from the cursor at every step; a buffer
+  nothing was added to keeps its initial ``stack_size`` zeros). ``add_count`` may exceed the
+  capacity (a buffer that wrapped), so only this agreement tells an ``add_count`` that cannot
+  be true, e.g. one that would make a half-written buffer read as full (its never-written slots
+  as transitions) or a full one read as empty (its transitions dropped). The message names the
+  file (``paths["add_count"]`` / ``["invalid_range"]``) and both numbers."""
   inv = np.asarray(invalid_range, np.int64).reshape(-1)
   outside = (inv < 0) | (inv >= capacity)
   if outside.any():
@@ -112,13 +121,61 @@ def check_bookkeeping(add_count: int, invalid_range: np.ndarray, capacity: int,
                        "(its values {})".format(paths["invalid_range"], int(inv[outside][0]),
                                                 capacity, capacity, inv.tolist()))
   cursor = int(add_count) % int(capacity)
-  if inv.size and cursor not in set(inv.tolist()):
+  expected = dopamine_invalid_range(cursor, capacity, stack_size)
+  if int(add_count) == 0 and inv.tolist() == [0] * int(stack_size):
+    return  # Dopamine's initial invalid_range: nothing added yet
+  if inv.tolist() != expected.tolist():
     raise DatasetError(
         "{}: add_count {} puts the write cursor at slot {} of the {} slots, but {} marks the "
-        "slots {} around the cursor (Dopamine recomputes them from the cursor at every add): "
-        "the two cannot both be true; the file is damaged or was not written by Dopamine's "
-        "replay buffer".format(paths["add_count"], int(add_count), cursor, capacity,
-                               paths["invalid_range"], inv.tolist()))
+        "slots {} around the cursor, where Dopamine writes {} for that cursor (it recomputes "
+        "them from the cursor at every add): the two cannot both be true; the file is damaged "
+        "or was not written by Dopamine's replay buffer".format(
+            paths["add_count"], int(add_count), cursor, capacity, paths["invalid_range"],
+            inv.tolist(), expected.tolist()))
+
+
+def check_logged_schedule(add_count: int, capacity: int, suffix: int, record: dict,
+                          paths: Dict[str, str], record_path: str, *,
+                          stack_size: int = STACK_SIZE) -> None:
+  """Raises DatasetError unless the ``add_count`` of checkpoint ``suffix`` is one the writer
+  of the dataset record ``record`` (replay_writer.DopamineReplayWriter, batch_rl's
+  OutOfGraphLoggedReplayBuffer schedule) can have stored there, within the record's ``steps``.
+
+  The writer logs a checkpoint whenever an add leaves ``add_count % C == C - 1`` (``C`` the
+  capacity; an episode's padding can step over that point, so a wrap may go unlogged), and its
+  last one, the final partial buffer, with ``add_count`` set to the cursor (``< C``; batch_rl's
+  ``log_final_buffer``). So suffix ``N`` holds ``add_count % C == C - 1`` with
+  ``add_count >= (N + 1) * C - 1`` (the ``N + 1``-th log), and the last suffix the record
+  lists may instead hold a cursor below ``C``. Each of the record's ``steps`` adds one
+  transition and up to ``stack_size - 1`` padding slots, so no ``add_count`` exceeds
+  ``stack_size * steps``. The record's ``replay_capacity`` must be ``C``."""
+  def refuse(why: str) -> None:
+    raise DatasetError("{}: add_count {} {}, as recorded in {}; the file is damaged or the "
+                       "record is not this dataset's".format(paths["add_count"], int(add_count),
+                                                             why, record_path))
+  ac, cap = int(add_count), int(capacity)
+  recorded_cap = record.get("replay_capacity")
+  if recorded_cap is not None and int(recorded_cap) != cap:
+    raise DatasetError("{}: the checkpoint has {} slots, but {} records replay_capacity {}; "
+                       "the file is damaged or the record is not this dataset's".format(
+                           paths["terminal"], cap, record_path, recorded_cap))
+  listed = sorted(int(s) for s in record.get("suffixes") or [suffix])
+  final = int(suffix) == listed[-1]
+  first_log = (int(suffix) + 1) * cap - 1
+  logged_full = ac % cap == cap - 1 and ac >= first_log
+  if not logged_full and not (final and ac < cap):
+    want = ("add_count % {c} == {c1} and add_count >= {f} (suffix {s} is log {n} of a writer "
+            "that logs when add_count % {c} reaches {c1})".format(
+                c=cap, c1=cap - 1, f=first_log, s=suffix, n=int(suffix) + 1))
+    if final:
+      want += ", or, the final buffer, its write cursor below {}".format(cap)
+    refuse("is not one the writer stores in suffix {} of the checkpoints {}: it stores "
+           "{}".format(suffix, listed, want))
+  steps = record.get("steps")
+  if steps is not None and ac > int(stack_size) * int(steps):
+    refuse("counts more transitions than {} steps can add: at most {} (one transition each, "
+           "and up to {} padding slots per episode)".format(
+               steps, int(stack_size) * int(steps), int(stack_size) - 1))
 
 
 def _where(bad: np.ndarray, slots: np.ndarray) -> str:
@@ -130,9 +187,10 @@ def _where(bad: np.ndarray, slots: np.ndarray) -> str:
 
 def check_slot_values(action: np.ndarray, reward: np.ndarray, terminal: np.ndarray,
                       slots: np.ndarray, paths: Dict[str, str],
-                      num_actions: Optional[int] = None) -> None:
+                      num_actions: Optional[int] = None, clipped_rewards: bool = True) -> None:
   """Raises DatasetError unless, at every slot of ``slots`` (the transitions a
-  reader yields, storage order), the reward is finite with ``|r| <= 1e9``, the
+  reader yields, storage order), the reward is finite with ``|r| <= 1e9`` and, with
+  ``clipped_rewards``, in [-1, 1] (Dopamine stores clipped rewards), the
   terminal flag is 0 or 1 and the action is ``>= 0`` (and ``< num_actions`` when
   given). The message names the file (``paths["reward"]`` / ``["terminal"]`` /
   ``["action"]``) and the first bad slot. Slots outside ``slots`` are not looked at:
@@ -143,6 +201,14 @@ def check_slot_values(action: np.ndarray, reward: np.ndarray, terminal: np.ndarr
   if bad.any():
     raise DatasetError("{}: rewards must be finite numbers (|r| <= 1e9), got {!r} at {}".format(
         paths["reward"], float(r[bad][0]), _where(bad, slots)))
+  bad = np.abs(r) > 1.0
+  if clipped_rewards and bad.any():
+    raise DatasetError(
+        "{}: rewards must lie in [-1, 1] (Dopamine clips rewards before storing them, and the "
+        "learners are tuned for clipped rewards), got {!r} at {}; clip them when writing the "
+        "dataset, or record \"reward_clipping\": false in its {} to train on them as "
+        "stored".format(paths["reward"], float(r[bad][0]), _where(bad, slots),
+                        "ccvl_dataset.json"))
   t = terminal[slots]
   bad = (t != 0) & (t != 1)
   if bad.any():

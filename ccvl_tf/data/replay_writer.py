@@ -104,6 +104,9 @@ class DopamineReplayWriter:
   ``add_count`` set to the cursor. Refuses to write into a directory that already
   holds checkpoint files.
 
+  Rewards must lie in [-1, 1] (stored clipped, as Dopamine does) unless ``metadata`` says
+  ``reward_clipping=False``, which the record keeps for the readers.
+
   ``observation_shape`` is the shape of what one slot stores ([84, 84] Atari
   frames; MinAtar: the whole [10, 10, C] observation with ``stack_size=1``, so
   no episode-start padding). ``close`` records ``stack_size`` and
@@ -132,6 +135,7 @@ class DopamineReplayWriter:
     self.invalid_range = np.zeros((stack_size,))
     self.log_count = 0
     self._metadata = dict(metadata or {})
+    self._clipped_rewards = self._metadata.get("reward_clipping") is not False
     self._closed = False
     self.written_suffixes: List[int] = []
 
@@ -154,6 +158,11 @@ class DopamineReplayWriter:
     and its outcome."""
     if self._closed:
       raise RuntimeError("writer is closed")
+    if self._clipped_rewards and not -1.0 <= float(reward) <= 1.0:
+      raise ValueError(f"reward {reward!r} is outside [-1, 1]: the replay format stores "
+                       f"clipped rewards (Dopamine clips them before storing, and the readers "
+                       f"refuse others); clip it first, or give metadata "
+                       f"reward_clipping=False")
     if self.add_count == 0 or self._terminal[self.cursor() - 1] == 1:
       for _ in range(self._k - 1):
         self._add(0, 0, 0.0, 0)
@@ -185,7 +194,7 @@ class DopamineReplayWriter:
       self._log(add_count=self.cursor())
     meta = dict(self._metadata, replay_capacity=self._cap, stack_size=self._k,
                 observation_shape=list(self._obs.shape[1:]),
-                suffixes=self.written_suffixes, format="dopamine_replay_v1")
+                suffixes=self.written_suffixes, format=dqn_replay.WRITER_FORMAT)
     path = os.path.join(self._dir, replay_files.METADATA_FILENAME)
     with open(path + ".tmp", "w") as f:
       strict_json.dump(meta, f, indent=1, sort_keys=True)
@@ -214,17 +223,22 @@ def saved_model_policy(policy_dir: str, env=None) -> Callable:
   episode start and ``action(TimeStep(step_type, reward, discount, observation),
   policy_state)`` (batch of 1) each step, carrying the policy state. With ``env`` and the
   export's ``policy_specs.pbtxt`` (ccvl_tf.policies.export_policy writes it), the policy's
-  action count and observation shape and dtype are checked against the environment's first
-  (``rollouts.load_saved_policy``: a ValueError naming both).
+  action count and observation shape and dtype, and the game and action set its
+  ``ccvl_policy.json`` records, are checked against the environment's first
+  (``rollouts.load_saved_policy``: a ValueError naming both; an export without the record
+  prints a note saying what could not be checked).
   """
   if not os.path.isdir(policy_dir):
     raise ValueError("--policy must be 'random' or a SavedModel directory; {} does not "
                      "exist".format(policy_dir))
   if env is not None and os.path.exists(os.path.join(policy_dir, "policy_specs.pbtxt")):
     spec = env.observation_spec()
-    policy, _ = rollouts.load_saved_policy(policy_dir, num_actions=env.num_actions,
-                                           observation_shape=spec.shape,
-                                           observation_dtype=spec.dtype)
+    policy, meta = rollouts.load_saved_policy(policy_dir, num_actions=env.num_actions,
+                                              observation_shape=spec.shape,
+                                              observation_dtype=spec.dtype, game=env.game,
+                                              action_set=env.action_set)
+    if meta.get("game_note"):
+      print(f"Note: {meta['game_note']}.", flush=True)
   else:
     policy = tf.saved_model.load(policy_dir)
   state = {"s": None}

@@ -58,7 +58,7 @@ class EvaluateConfig:
   game: str = setting(
       "", "'gridworld', a MinAtar game as 'minatar/<Game>' (e.g. minatar/Breakout) or "
       "an Atari game name (e.g. Pong).", flag_default=None)
-  output_dir: str = setting("", "Where to write the outputs.", flag_default=None)
+  output_dir: str = setting("", "Where to write the outputs.", flag_default=None, output="dir")
   episodes: int = setting(100, "Evaluation episodes per seed (paper: 100).", lower_bound=1)
   seeds: int = setting(1, "Number of evaluation runs (seeds first_seed, ...).", lower_bound=1)
   first_seed: int = run_settings.borrow("first_seed")
@@ -106,7 +106,10 @@ def run(cfg: EvaluateConfig) -> dict:
   saved, meta = rollouts.load_saved_policy(
       cfg.policy_dir, num_actions=int(action_spec.maximum) - int(action_spec.minimum) + 1,
       observation_shape=probe.env.observation_spec().shape,
-      observation_dtype=probe.env.observation_spec().dtype)
+      observation_dtype=probe.env.observation_spec().dtype,
+      game=probe.game, action_set=getattr(probe.env, "action_set", None))
+  if meta.get("game_note"):
+    print(f"Note: {meta['game_note']}.", file=sys.stderr, flush=True)
   os.makedirs(cfg.output_dir, exist_ok=True)
   records = _run_seeds(cfg, saved, probe, references)
   return _write_outputs(cfg, probe, records, meta)

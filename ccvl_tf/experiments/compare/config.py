@@ -117,7 +117,7 @@ class CompareConfig:
   """
   suite: str = setting("gridworld", f"One of: {', '.join(SUITES)}.")
   output_dir: str = setting("results/compare", "Output directory (resumable).",
-                            flag_default=None)
+                            flag_default=None, output="dir")
   methods: Sequence[str] = setting(DEFAULT_METHODS,
                                    f"Comma-separated, from: {', '.join(METHODS)}.",
                                    kind="csv", parse=parse_methods)

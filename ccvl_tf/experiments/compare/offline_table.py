@@ -85,7 +85,8 @@ def train_references(cfg: offline_config.OfflineConfig, run_setup: offline.Setup
     policy_dir = os.path.join(root, "policy")
     with phase_times.phase(timer, f"export {name}"), training.writing(policy_dir,
                                                                       result["checkpoint"]):
-      policies.export_policy(exports["policy"], policy_dir, train_step=agent.train_step_counter)
+      policies.export_policy(exports["policy"], policy_dir, train_step=agent.train_step_counter,
+                             game=run_setup.game, action_set=run_setup.action_set)
     out[display.get(name, name)] = dict(
         policy=exports["policy"], root_dir=root, policy_dir=policy_dir, step=result["step"],
         settings=learner.overrides, last_metrics=result["last_metrics"])

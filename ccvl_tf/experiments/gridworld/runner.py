@@ -58,7 +58,7 @@ class Config:
   """Settings of one run; defaults reproduce the paper's setup (see the module notes). The
   `setting` fields are binaries/gridworld.py's flags (ccvl_tf/config_flags.py)."""
   output_dir: str = setting(help="Directory for the CSV/PNG/JSON outputs.", flag_default=None,
-                            required=True)
+                            required=True, output="dir")
   seeds: int = setting(10, "Datasets / evaluation runs per alpha (>= 1).")
   # The datasets' seeds; the coverage studies draw from seeds disjoint from them.
   first_seed: int = run_settings.borrow("first_seed")

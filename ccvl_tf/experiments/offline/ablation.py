@@ -135,7 +135,7 @@ class AblationConfig:
   heldout_dir: str = setting("", "Another collection of the same game, for the held-out "
                              "probe states.", flag_default=None, required=True)
   output_dir: str = setting("", "Output directory (resumable).", flag_default=None,
-                            required=True)
+                            required=True, output="dir")
   game: str = setting("Breakout", "Atari game of the datasets.")
   variants: Sequence[str] = setting(tuple(VARIANTS), "Comma-separated variant names.",
                                     kind="csv", parse=_parse_variants)

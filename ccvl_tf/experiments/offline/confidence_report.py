@@ -55,6 +55,7 @@ def report(agent, held_out: Callable[[], Iterable[Dict]], grid: Sequence[float],
            out_dir: Optional[str], *, env_factory: Optional[Callable[[], object]] = None,
            records: Optional[Sequence[object]] = None, num_states: int = 256,
            seed: int = 0, value_max: Optional[float] = None,
+           checkpoint: Optional[str] = None,
            log: Callable[[str], None] = lambda s: None) -> Dict[str, object]:
   """Measures the delta family, the counts and the belief of a trained CCVLAgent.
 
@@ -70,6 +71,9 @@ def report(agent, held_out: Callable[[], Iterable[Dict]], grid: Sequence[float],
     value_max: the largest possible return, which no lower bound V(s, delta) may exceed; None:
       1 / (1 - gamma), the largest return with rewards clipped to [-1, 1] (the Atari and
       MinAtar datasets are clipped so; pass the game's own bound when it is tighter).
+    checkpoint: the checkpoint the agent's weights were restored from or saved to. The
+      result, and diagnostics.json, record it and the agent's train step ('step',
+      'checkpoint'): a rerun of the diagnostics on an older checkpoint says which it describes.
   """
   grid = np.asarray(grid, np.float32)
   # The diagnostic states: the first num_states held-out transitions (the same ones for the
@@ -80,7 +84,9 @@ def report(agent, held_out: Callable[[], Iterable[Dict]], grid: Sequence[float],
     value_max = 1.0 / (1.0 - agent.config.gamma)
   family = diagnostics.delta_family(agent.q_network, seen, grid, td_target_scale=scale,
                                     value_max=value_max)
-  out: Dict[str, object] = {"family": {k: v for k, v in family.items() if k != "values"}}
+  out: Dict[str, object] = {"step": int(agent.train_step_counter.numpy()),
+                            "checkpoint": checkpoint,
+                            "family": {k: v for k, v in family.items() if k != "values"}}
   separation = spectrum = mean_x_size = None
   counts = getattr(agent, "counts", None)
   if counts is not None:

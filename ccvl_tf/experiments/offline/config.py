@@ -11,6 +11,7 @@ the rest in force) and the run's fingerprint.
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Dict, Optional, Sequence
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
@@ -48,7 +49,7 @@ def parse_reference_agents(text) -> tuple:
 class DiagnoseConfig:
   """Settings of binaries/diagnose.py (its flags, ccvl_tf/config_flags.py)."""
   root_dir: str = setting(help="A train_offline.py run directory (CCVL).", flag_default=None,
-                          required=True)
+                          required=True, output="dir")
   episodes: Optional[int] = setting(None, "Evaluation episodes of the adaptive "
                                     "policy for the belief (default: the run's --eval_episodes).")
 
@@ -66,7 +67,8 @@ class OfflineConfig:
   game: str = setting("Breakout", "Atari game (ALE name, e.g. Breakout, Pong; any case: "
                       "stored in its one spelling, breakout -> Breakout).")
   root_dir: str = setting("runs/breakout",
-                          "Run directory: checkpoints, summaries, eval.csv, policies.")
+                          "Run directory: checkpoints, summaries, eval.csv, policies.",
+                          output="dir")
   dataset_dir: Optional[str] = setting(
       None, "Dopamine replay_logs directory of one run (DQN Replay Dataset "
       "layout: <game>/<run>/replay_logs). Default: collect a small one.")
@@ -162,6 +164,13 @@ class OfflineConfig:
       self.game = atari.canonical_game(self.game)
     except ValueError:
       pass
+    # One spelling per local dataset too: absolute, normalized, and the replay_logs directory
+    # itself (replay_files.resolve_replay_dir), so `testdata/.../1` from one directory and
+    # `/abs/.../1/replay_logs/` from another are one dataset to the fingerprint, and
+    # summary.json's record reads back from any working directory (diagnose.py).
+    if self.dataset_dir and not replay_files.is_remote(self.dataset_dir):
+      self.dataset_dir = replay_files.resolve_replay_dir(
+          os.path.abspath(os.path.expanduser(self.dataset_dir)))
 
   def validate(self):
     """ValueError naming the flag: an unknown agent, an agent setting out of bounds, an

@@ -57,7 +57,7 @@ class CollectConfig:
   steps: int = setting(0, "Agent steps (transitions) to collect.", flag_default=None,
                        required=True, lower_bound=1)
   output_dir: str = setting("", "Directory for the checkpoint files.", flag_default=None,
-                            required=True)
+                            required=True, output="dir")
   replay_capacity: int = setting(dqn_replay.DQN_REPLAY_CAPACITY,
                                  "Slots per checkpoint (the DQN Replay Dataset: 1,000,000).",
                                  lower_bound=4)

@@ -73,7 +73,8 @@ class DemoSeedsConfig:
   """Settings of binaries/demo_seeds.py (its flags; further train_offline.py flags follow
   `--` on its command line)."""
   output_dir: str = setting("", "Directory of the per-seed runs (seed_<k>/) and the "
-                            "across-seed table (resumable).", flag_default=None, required=True)
+                            "across-seed table (resumable).", flag_default=None, required=True,
+                            output="dir")
   seeds: Sequence[str] = setting(("0", "1", "2", "3", "4"), "Training seeds; the first one's "
                                  "run collects the dataset all of them train on.", kind="csv",
                                  parse=_parse_seeds)

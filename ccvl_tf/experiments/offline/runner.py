@@ -12,7 +12,7 @@ import dataclasses
 import functools
 import json
 import os
-from typing import Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
@@ -23,7 +23,7 @@ from tf_agents.trajectories import time_step as ts
 
 from ccvl_tf import belief, diagnostics, policies, rollouts, run_lock, scores, strict_json
 from ccvl_tf import training
-from ccvl_tf.data import frame_store
+from ccvl_tf.data import frame_store, replay_files
 from ccvl_tf.envs import atari, atari_vector
 from ccvl_tf.experiments import agent_registry, tf_setup
 from ccvl_tf.experiments.offline import confidence_report
@@ -63,7 +63,8 @@ def _run(cfg: OfflineConfig, log: Callable[[str], None]) -> Trained:
   if run_setup.spec.train_key == "ccvl":
     with timer.phase("diagnostics"), training.writing(
         os.path.join(run_setup.root_dir, "diagnostics"), result["checkpoint"]):
-      diag = confidence_diagnostics(run_setup, exports, log, timer)
+      diag = confidence_diagnostics(run_setup, exports, log, timer,
+                                    checkpoint=result["checkpoint"])
     adaptive_scores = diag.pop("adaptive_episode_scores")
     extra = dict(extra, diagnostics=diag)
   plan = run_setup.plan
@@ -88,6 +89,7 @@ class Setup:
   data, the (fresh) learner of --agent and how a policy is scored."""
   plan: config.RunPlan
   game: str                   # the ALE name
+  action_set: Tuple[int, ...]  # its ALE action ids (recorded with the exported policies)
   replay_dir: str
   store: frame_store.FrameStore
   batches: dataset.Batches
@@ -133,7 +135,8 @@ def setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True,
   plan = plan.with_dataset(data.identity, data.store.num_transitions)
   time_step_spec = ts.time_step_spec(tensor_spec.from_spec(probe.observation_spec()))
   action_spec = tensor_spec.from_spec(probe.action_spec())
-  return Setup(plan=plan, game=probe.game, replay_dir=data.replay_dir, store=data.store,
+  return Setup(plan=plan, game=probe.game, action_set=tuple(probe.action_set),
+               replay_dir=data.replay_dir, store=data.store,
                batches=data.batches, evaluation=AtariEvaluation.of(cfg), seeds=seeds,
                agent=plan.learner.build(time_step_spec, action_spec, seeds.weights()),
                time_step_spec=time_step_spec, action_spec=action_spec,
@@ -216,18 +219,21 @@ def export(run_setup: Setup, last_good: str, log, timer: Optional[PhaseTimes] = 
     dirs[export_name] = os.path.join(run_setup.root_dir, export_name)
     with phase_times.phase(timer, "export (policies, Fixed-CCVL's delta)"), training.writing(
         dirs[export_name], last_good):
-      policies.export_policy(policy, dirs[export_name], train_step=agent.train_step_counter)
+      policies.export_policy(policy, dirs[export_name], train_step=agent.train_step_counter,
+                             game=run_setup.game, action_set=run_setup.action_set)
   log("Exported SavedModels: " + ", ".join(f"{d} ({n})" for n, d in dirs.items()) + ".")
   return exports, extra, dirs
 
 
 def confidence_diagnostics(run_setup: Setup, exports, log,
-                           timer: Optional[PhaseTimes] = None) -> Dict[str, object]:
+                           timer: Optional[PhaseTimes] = None,
+                           checkpoint: Optional[str] = None) -> Dict[str, object]:
   """The confidence diagnostics at the end of a CCVL run: the delta family, the count estimate
   (dataset vs random-policy and pixel-shuffled frames) and the belief over an evaluation of the
-  adaptive policy (--eval_episodes episodes); files in root_dir/diagnostics, headline numbers
-  in summary.json and TensorBoard (diagnostics/*), and the adaptive policy's episode scores
-  under 'adaptive_episode_scores'."""
+  adaptive policy (--eval_episodes episodes); files in root_dir/diagnostics (diagnostics.json
+  naming the train step and `checkpoint` it describes), headline numbers in summary.json and
+  TensorBoard (diagnostics/*), and the adaptive policy's episode scores under
+  'adaptive_episode_scores'."""
   seeds, agent, evaluation = run_setup.seeds, run_setup.agent, run_setup.evaluation
   adaptive = exports.get("policy_adaptive", exports["policy"])
   with phase_times.phase(timer,
@@ -240,7 +246,7 @@ def confidence_diagnostics(run_setup: Setup, exports, log,
       os.path.join(run_setup.root_dir, "diagnostics"),
       env_factory=lambda: atari.AtariEnvironment(evaluation.game, seed=seeds.diagnostics_env(),
                                                  max_episode_steps=evaluation.max_steps),
-      records=records, seed=seeds.diagnostics(), log=log)
+      records=records, seed=seeds.diagnostics(), checkpoint=checkpoint, log=log)
   summary = dict(out["summary"], adaptive_mean_raw_score=float(
       np.mean([r.raw_score for r in records])))
   writer = tf.summary.create_file_writer(os.path.join(run_setup.root_dir, "summaries"))
@@ -286,12 +292,24 @@ def diagnose(root_dir: str, episodes: Optional[int] = None,
       raise ValueError(f"no checkpoint under {ckpt_dir}")
     log(f"Restored {'the older checkpoint ' if skipped else ''}{restored}"
         + (f"; skipped: {', '.join(os.path.basename(p) for p in skipped)}." if skipped else "."))
+    step = int(agent.train_step_counter.numpy())
+    recorded = _summary_step(root_dir)
+    if recorded is not None and recorded != step:
+      log(f"Note: the diagnostics describe step {step} ({restored}), not step {recorded} of "
+          f"summary.json and the exported policies; diagnostics.json records which.")
     exports, _ = run_setup.spec.policies(agent, run_setup.time_step_spec,
                                          run_setup.action_spec, run_setup.batches.held_out(),
                                          run_setup.settings)
-    summary = confidence_diagnostics(run_setup, exports, log)
+    summary = confidence_diagnostics(run_setup, exports, log, checkpoint=restored)
   summary.pop("adaptive_episode_scores", None)
   return summary
+
+
+def _summary_step(root_dir: str) -> Optional[int]:
+  """The train step summary.json records (None when it records none)."""
+  with open(os.path.join(root_dir, "summary.json")) as f:
+    step = json.load(f).get("step")
+  return int(step) if isinstance(step, int) else None
 
 
 def _saved_config(root_dir: str) -> OfflineConfig:
@@ -302,6 +320,9 @@ def _saved_config(root_dir: str) -> OfflineConfig:
   if not os.path.exists(path):
     raise ValueError(f"--root_dir {root_dir} has no summary.json: not a finished "
                      f"train_offline.py run directory")
+  # The disk first: a run directory diagnostics cannot be written into is not the record's
+  # fault.
+  training.check_output_dir(root_dir, "--root_dir")
   try:
     with open(path) as f:
       text = f.read()
@@ -318,6 +339,13 @@ def _saved_config(root_dir: str) -> OfflineConfig:
     raise ValueError(f"{path} has no 'config' record of the run (a JSON object under "
                      f"\"config\", as train_offline.py writes it); rerun train_offline.py with "
                      f"this --root_dir to write it again")
+  recorded = record.get("dataset_dir")
+  if (isinstance(recorded, str) and recorded and not os.path.isabs(recorded)
+      and not replay_files.is_remote(recorded) and not os.path.isdir(recorded)):
+    raise ValueError(f"{path} records the dataset as {recorded!r}, relative to the directory "
+                     f"train_offline.py ran in (runs made before datasets were recorded "
+                     f"absolute), and there is no such directory here: run diagnose.py from "
+                     f"that directory")
   try:
     cfg = config.from_record(record)
     cfg.root_dir = root_dir

@@ -92,7 +92,8 @@ class OnlineConfig:
   offline_dir: str = run_settings.borrow("offline_dir")
   game: str = setting(GRIDWORLD, "'gridworld', a MinAtar game ('minatar/Breakout') or an "
                       "Atari game (ALE name).")
-  root_dir: str = setting("", "Run directory (checkpoints, logs, policies).", flag_default=None)
+  root_dir: str = setting("", "Run directory (checkpoints, logs, policies).", flag_default=None,
+                          output="dir")
   num_env_steps: int = run_settings.borrow("num_env_steps")
   reverb_address: Optional[str] = setting(
       None, "host:port of a running Reverb server (binaries/reverb_server.py)"
@@ -169,6 +170,10 @@ class OnlineConfig:
                              "the --root_dir of a train_offline.py or compare.py run")
     if not self.root_dir:
       raise ValueError("--root_dir is required")
+    if os.path.realpath(self.root_dir) == os.path.realpath(self.offline_dir):
+      raise ValueError(f"--root_dir {self.root_dir} is --offline_dir: the fine-tuning run would "
+                       f"write its checkpoints among the offline run's and resume from them as "
+                       f"its own; give another --root_dir (the offline run is only read)")
     # Before the declarations: this message, not theirs ("a finite number >= 0"), for --alpha.
     if self.alpha is not None and not self.alpha >= 0:
       raise ValueError(f"--alpha must be >= 0, got {self.alpha!r}")

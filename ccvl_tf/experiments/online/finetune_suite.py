@@ -58,7 +58,8 @@ class FinetuneSuiteConfig:
                              "the offline checkpoints).", flag_default=None)
   data_dir: str = setting("", "The MinAtar datasets' root (minatar_scores.json: reference "
                           "scores for the normalized score).", flag_default=None)
-  output_dir: str = setting("", "Output directory (resumable).", flag_default=None)
+  output_dir: str = setting("", "Output directory (resumable).", flag_default=None,
+                            output="dir")
   dataset: str = setting("1%", "Dataset kind of the offline runs (1%, 5%, Initial 10%).")
   games: Sequence[str] = setting(("Breakout", "SpaceInvaders"), "MinAtar games.", kind="csv",
                                  parse=_parse_list)

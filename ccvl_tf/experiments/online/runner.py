@@ -19,6 +19,7 @@ import tensorflow as tf
 from ccvl_tf import policies
 from ccvl_tf import reverb_replay
 from ccvl_tf import training
+from ccvl_tf.envs import factory
 from ccvl_tf.experiments.online import actor as online_actor
 from ccvl_tf.experiments.online import bounds as online_bounds
 from ccvl_tf.experiments.online import config as online_config
@@ -448,9 +449,12 @@ class _Runner:
     dirs = {name: os.path.join(cfg.root_dir, name) for name in exports}
     last_good = self.manager.latest_checkpoint
     if cfg.export_policies:
+      game = factory.make_env(cfg.game)  # the game and action set the exports record
       for name, pol in exports.items():
         with training.writing(dirs[name], last_good):
-          policies.export_policy(pol, dirs[name], train_step=agent.train_step_counter)
+          policies.export_policy(pol, dirs[name], train_step=agent.train_step_counter,
+                                 game=game.game,
+                                 action_set=getattr(game.env, "action_set", None))
       self.log(f"Exported SavedModels: {', '.join(dirs.values())}.")
     result = dict(game=cfg.game, step=step, start_step=self.start_step,
                   offline_step=int(self.offline_step.numpy()), final_step=step,

@@ -95,7 +95,11 @@ class CCVLConfig(q_agent_base.BaseQConfig):
   count_ridge_mode: str = setting("relative", "'absolute' or 'relative' (see count_ridge).",
                                   enum_values=counts_lib.RIDGE_MODES)
   count_normalization: str = setting(
-      "mean", "'none' or 'mean' (n(s)^-1 divided by its running data mean).",
+      "batch", "'batch' (n(s)^-1 divided by its mean over the training batch: the weight's "
+      "scale is alpha on every batch, n(s)^-1 only spreads it over the batch's states), "
+      "'mean' (divided by its running data mean, which lags the count estimate's refreshes: "
+      "the whole batch's weight swings by up to ~2x, and at CQL's learning rate the network "
+      "then collapses, docs/ladder.md) or 'none'.",
       enum_values=counts_lib.NORMALIZATIONS)
   count_weight: str = setting(
       "linear", "'linear' (n(s)^-1 from the linear estimate, the paper) or 'off' (n(s)^-1 = 1 "

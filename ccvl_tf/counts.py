@@ -13,7 +13,7 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 RIDGE_MODES = ("absolute", "relative")
-NORMALIZATIONS = ("none", "mean")
+NORMALIZATIONS = ("none", "mean", "batch")
 
 
 class LinearInverseCounts(tf.Module):
@@ -32,7 +32,8 @@ class LinearInverseCounts(tf.Module):
       decay: None for a cumulative mean of phi phi^T over everything seen; a float in (0, 1)
         for an exponential moving average with that decay per update (forgets old features).
       ridge_mode: 'absolute' (lambda = ridge) or 'relative' (lambda = ridge * trace(|D| C) / D).
-      normalization: 'none' or 'mean' (divide by the running data mean of n(s)^-1).
+      normalization: 'none', 'mean' (divide by the running data mean of n(s)^-1) or 'batch'
+        (by the mean over the batch given; online, by the running mean frozen offline).
       normalization_decay: decay of that running mean (per update).
     """
     super().__init__(name=name)
@@ -190,15 +191,20 @@ class LinearInverseCounts(tf.Module):
 
     normalization='none': min(1, phi^T P phi). 'mean': that divided by its running data mean
     (before the first update, by the batch's own mean; online, frozen at its offline value).
+    'batch': divided by the mean over the states given (a training batch: mean 1 on every
+    batch, so n(s)^-1 spreads alpha over the batch's states without changing its scale);
+    online, by the running mean frozen at its offline value, as 'mean'.
     """
     return self.normalize(self.raw_inverse_count(phi))
 
   def normalize(self, raw: tf.Tensor) -> tf.Tensor:
     """The normalization of `inverse_count` applied to raw n(s)^-1 [B] -> [B], no gradient."""
-    if self.normalization == "mean":
+    if self.normalization == "mean" or (self.normalization == "batch" and self.online):
       mean = tf.where(self.mean_inverse_debias > 0, self.running_mean_inverse_count(),
                       tf.reduce_mean(raw))
       raw = raw / tf.maximum(mean, 1e-12)
+    elif self.normalization == "batch":
+      raw = raw / tf.maximum(tf.reduce_mean(raw), 1e-12)             # mean 1 on every batch
     return tf.stop_gradient(raw)
 
   def running_mean_inverse_count(self) -> tf.Tensor:

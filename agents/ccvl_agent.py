@@ -29,6 +29,12 @@ from agents import q_agent_base
 COUNT_WEIGHTS = ("linear", "off")
 # How delta_1 enters the regularizer weight (CCVLConfig.delta_weight).
 DELTA_WEIGHTS = losses.DELTA_WEIGHTS
+# The research options: readings and ablations beside the paper's neural update (the defaults).
+# Each is a CCVLConfig setting whose non-default values change what is trained; docs/agent.md
+# "Research options" says what each measured. Not needed to run the paper's CCVL.
+RESEARCH_OPTIONS = ("objective", "gap", "delta_head", "gap_weight", "bonus_counts",
+                    "support_threshold", "count_weight", "delta_weight", "train_delta",
+                    "count_normalization")
 # The smallest pi_beta(a | s) the per-action count divides by (n(s, a)^-1 <= 1000 n(s)^-1).
 MIN_ACTION_SHARE = 1e-3
 
@@ -53,13 +59,13 @@ class CCVLConfig(q_agent_base.BaseQConfig):
                          "count-weighted CQL regularizer ('algorithm1', 'bound').",
                          lower_bound=0.0, parse_bounds=False)
   dr3_coef: float = config_flags.redeclare(q_agent_base.BaseQConfig, "dr3_coef", 0.03)
-  # The reading of the confidence family -- objective 'bonus' with the data-support head
-  # (support_threshold), the monotone head -- chosen by a rule fixed before the runs
-  # (docs/family_choice.md): the only reading whose exact gridworld family is ordered in
-  # delta, below the largest return and more than one policy; the count settings:
-  # docs/dev_split.md.
+  # The paper's neural update, Eq. (cql update) as Algorithm 1 writes it, with the linear
+  # n(s)^-1 and the monotone head: the one reading that learned the demo's development data
+  # at CQL's settings (docs/ladder.md, chosen by a rule committed before the runs). The other
+  # readings are research options (RESEARCH_OPTIONS below); the gridworld keeps Eq. (update)'s
+  # bonus with exact counts, the paper's tabular form. The count settings: docs/dev_split.md.
   objective: str = setting(
-      "bonus", "which reading is trained: 'bonus' (Eq. update's anti-exploration form with "
+      "algorithm1", "which reading is trained: 'bonus' (Eq. update's anti-exploration form with "
       "n(s)^-1: the target lowered by alpha sqrt(log(1/delta) n(s)^-1), no regularizer "
       "unless gap_weight > 0), 'algorithm1' (Eq. cql update as Algorithm 1 writes it: max "
       "over j of the pair loss), 'bound' (delta_1 = delta, target max over delta_2 <= delta: "
@@ -85,7 +91,7 @@ class CCVLConfig(q_agent_base.BaseQConfig):
       "update's own count, larger bonuses on the actions the data rarely takes).",
       enum_values=BONUS_COUNTS)
   support_threshold: float = setting(
-      0.05, "tau: a behaviour-cloning head learns the data's policy and Q ranks an action "
+      0.0, "tau: a behaviour-cloning head learns the data's policy and Q ranks an action "
       "below every other where pi_beta(a | s) < tau max_a' pi_beta(a' | s), since the data "
       "gives no lower bound there (ccvl_tf/support.py); 0: no support head.",
       lower_bound=0.0, upper_bound=0.999)

@@ -183,8 +183,9 @@ class CCVLNetwork:
 
 def minatar_network_config() -> QNetworkConfig:
   """The MinAtar network of the comparison and of MinAtar fine-tuning (one definition): conv
-  16-3/1, dense 128, 64 cosine features of delta, hidden 128."""
-  return QNetworkConfig(torso="minatar", torso_units=128, n_cos=64, hidden_units=128)
+  16-3/1, dense 128, 64 cosine features of delta and, as the Atari default, no hidden layer
+  after the delta product (MinAtar's DQN depth: one linear layer on the torso)."""
+  return QNetworkConfig(torso="minatar", torso_units=128, n_cos=64, hidden_units=0)
 
 
 def q_phi_and_next_phi(net: CCVLNetwork, observation, next_observation, delta,

@@ -35,7 +35,7 @@ REFERENCE = os.path.join(ROOT, "testdata", "short_ccvl_run_reference.json")
 # The first target period (the target network is first copied after step 50); later steps
 # are left out: other CPUs' kernels make them part (tests/test_short_run_regression.py).
 REFERENCE_STEPS = 50
-REFERENCE_METRICS = ("loss", "td_term", "q_data", "support_loss", "cql_gap")
+REFERENCE_METRICS = ("loss", "td_term", "q_data", "regularizer_term", "cql_gap")
 
 # The demo preset's CCVL (what `make demo` trains) with every agent setting given, so that a
 # later change of a default or of the preset does not move the binary's run while the
@@ -47,11 +47,11 @@ FLAGS = [
     "--eval_interval=0", "--eval_episodes=1", "--eval_max_steps=20", "--eval_env=sequential",
     "--num_grid_deltas=4", "--reference_agents=none", "--default_dataset_steps=50000",
     "--default_dataset_policy=auto", "--default_dataset_env=auto", "--behaviour_epsilon=0.25",
-    "--agent=ccvl", "--preset=demo", "--alpha=0.03", "--learning_rate=5e-4",
-    "--adam_epsilon=1e-8", "--dr3_coef=0", "--target_update_period=50", "--num_deltas=8",
-    "--num_pairs=2", "--policy_delta=0.5", "--objective=bonus", "--gap=logsumexp",
-    "--delta_head=monotone", "--gap_weight=0", "--support_threshold=0.05",
-    "--bonus_counts=state", "--count_normalization=mean", "--count_ridge=1e-3",
+    "--agent=ccvl", "--preset=demo", "--alpha=1", "--learning_rate=1e-3",
+    "--adam_epsilon=3.125e-4", "--dr3_coef=0", "--target_update_period=50", "--num_deltas=8",
+    "--num_pairs=2", "--policy_delta=0.5", "--objective=algorithm1", "--gap=logsumexp",
+    "--delta_head=monotone", "--gap_weight=0", "--support_threshold=0",
+    "--bonus_counts=state", "--count_normalization=batch", "--count_ridge=1e-3",
     "--count_ridge_mode=relative", "--count_weight=linear", "--delta_weight=sqrt_log",
     "--td_loss=huber", "--belief_resample=episode"]
 
@@ -112,11 +112,11 @@ def library(out_dir: str, num_steps: int = STEPS) -> None:
   store = frame_store.FrameStore.from_replay(TESTDATA, "all", num_actions=4)
   assert store.num_transitions == NUM_TRANSITIONS, store.num_transitions
   config = ccvl_agent.CCVLConfig(
-      gamma=0.99, learning_rate=5e-4, adam_epsilon=1e-8, target_update_period=50,
+      gamma=0.99, learning_rate=1e-3, adam_epsilon=3.125e-4, target_update_period=50,
       collect_epsilon=0.01, seed=SEED, td_loss="huber", huber_kappa=1.0, dr3_coef=0.0,
-      num_deltas=8, num_pairs=2, alpha=0.03, objective="bonus", gap="logsumexp",
-      delta_head="monotone", gap_weight=0.0, bonus_counts="state", support_threshold=0.05,
-      count_ridge=1e-3, count_ridge_mode="relative", count_normalization="mean",
+      num_deltas=8, num_pairs=2, alpha=1.0, objective="algorithm1", gap="logsumexp",
+      delta_head="monotone", gap_weight=0.0, bonus_counts="state", support_threshold=0.0,
+      count_ridge=1e-3, count_ridge_mode="relative", count_normalization="batch",
       count_weight="linear", delta_weight="sqrt_log", train_delta=None, count_decay=0.999,
       count_refresh_period=100, policy_delta=0.5, belief_resample="episode", jit_compile=False)
   network = networks.QNetworkConfig(

@@ -237,3 +237,57 @@ def test_online_counts_checkpoint_round_trip(tmp_path):
   tf.train.Checkpoint(counts=again).restore(online_path).assert_consumed()
   assert again.online_size.numpy() == 4.0
   np.testing.assert_allclose(again.online_moment.numpy(), np.diag([1.0, 0.0, 0.0]))
+
+
+# ---- the normalization the agent trains with -------------------------------------------------
+def test_batch_normalization_divides_by_the_batch_mean_and_keeps_the_ratios():
+  """States seen 2, 3, 5 times (n^-1 = 1/2, 1/3, 1/5): over a batch of one of each the batch
+  mean is (1/2 + 1/3 + 1/5) / 3 = 31/90, so the normalized values are 45/31, 30/31, 18/31."""
+  visits = np.array([2, 3, 5])
+  phi = np.eye(3, dtype=np.float32)[np.repeat(np.arange(3), visits)]
+  est = counts.LinearInverseCounts(3, dataset_size=10, ridge=1e-6, normalization="batch")
+  est.update(tf.constant(phi))
+  est.refresh()
+  np.testing.assert_allclose(est.inverse_count(tf.eye(3)).numpy(),
+                             [45 / 31, 30 / 31, 18 / 31], rtol=1e-4)
+  # Online the scale is the running mean frozen at its offline value, as 'mean' does.
+  frozen = float(est.running_mean_inverse_count().numpy())
+  est.start_online(online_rows=1, samples_per_insert=1.0)
+  np.testing.assert_allclose(est.inverse_count(tf.eye(3)).numpy(),
+                             np.array([1 / 2, 1 / 3, 1 / 5]) / frozen, rtol=1e-4)
+
+
+def _batch_weight_means(normalization: str, steps: int = 600, seed: int = 0) -> np.ndarray:
+  """The mean normalized n(s)^-1 of each training batch while the features drift as early
+  training drifts them (their scale grows 0.5% a step), with the agent's default count
+  settings (CCVLConfig: relative ridge, EMA decay, refresh period) and only `normalization`
+  set."""
+  from agents import ccvl_agent  # pylint: disable=g-import-not-at-top
+  cfg = ccvl_agent.CCVLConfig()
+  rng = np.random.default_rng(seed)
+  base = rng.random([64, 16]).astype(np.float32)
+  est = counts.LinearInverseCounts(16, 50_000.0, ridge=cfg.count_ridge, decay=cfg.count_decay,
+                                   ridge_mode=cfg.count_ridge_mode,
+                                   normalization=normalization)
+  means = []
+  for step in range(steps):
+    phi = tf.constant(base[rng.integers(0, 64, 32)] * 1.005 ** step
+                      + 0.01 * rng.random([32, 16]).astype(np.float32))
+    means.append(float(tf.reduce_mean(est.inverse_count(phi))))
+    est.update(phi)
+    if step % cfg.count_refresh_period == 0:
+      est.refresh()
+  return np.array(means)
+
+
+def test_the_default_normalization_keeps_every_batchs_weight_at_alpha():
+  """The regularizer weight's scale must not swing from batch to batch: with the default
+  normalization every batch's mean normalized n(s)^-1 is 1. Dividing by a running mean (the
+  earlier default, 'mean') lags the precision's refreshes, and the batch mean swings (on
+  drifting features here, and 0.68-1.32 on Atari, where the network then collapsed:
+  docs/ladder.md)."""
+  from agents import ccvl_agent  # pylint: disable=g-import-not-at-top
+  default = _batch_weight_means(ccvl_agent.CCVLConfig().count_normalization)
+  np.testing.assert_allclose(default, 1.0, rtol=1e-5)
+  lagging = _batch_weight_means("mean")[100:]
+  assert lagging.max() / lagging.min() > 1.2, (lagging.min(), lagging.max())

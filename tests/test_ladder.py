@@ -108,3 +108,47 @@ def test_rung_one_agent_objective_is_cql_on_its_own_q_values():
   q_sa = q[np.arange(b), batch["action"].numpy()]
   expected = np.mean(0.8 * (_lse(q) - q_sa) + _huber(q_sa - y))
   np.testing.assert_allclose(metrics["loss"].numpy(), expected, rtol=1e-5)
+
+
+# ---- docs/ladder.md's decision, recomputed from the committed rows --------------------------
+ROWS = __import__("os").path.join(__import__("os").path.dirname(__file__), "..", "docs",
+                                  "results", "ladder_rows.csv")
+
+
+def _rows():
+  import csv  # pylint: disable=g-import-not-at-top
+  with open(ROWS) as f:
+    return list(csv.DictReader(f))
+
+
+def test_the_ladders_rule_chooses_algorithm1_with_the_monotone_head():
+  """Rule 1 of docs/ladder.md on the third pass's candidates (rungs 6-10): both table rows at
+  least the behaviour policy's mean and CQL's CI low (rung 0 of the first pass); rule 2: the
+  highest mean of the two rows among those that qualify."""
+  rows = _rows()
+  cql = next(r for r in rows if r["pass"] == "first" and r["rung"] == "0")
+  floor = max(float(cql["behaviour"]), float(cql["cql_ci_low"]))
+  assert abs(floor - 22.1975) < 1e-3
+  candidates = [r for r in rows if r["pass"] == "_fix2" and r["rung"] in "6 7 8 9 10".split()]
+  assert len(candidates) == 5
+  qualify = [r for r in candidates
+             if min(float(r["ccvl_adaptive"]), float(r["fixed_ccvl"])) >= floor]
+  assert [r["rung"] for r in qualify] == ["9"]
+  assert "--objective=algorithm1" in qualify[0]["flags"]
+  assert "--delta_head=monotone" in qualify[0]["flags"]
+
+
+def test_the_breaking_rungs_collapse_and_the_rungs_before_them_learn():
+  """The rule's collapse (greedy mode share >= 0.9) and learning (final evaluation >= half the
+  behaviour mean, no collapse) on the committed rows: pass one breaks at rung 1, pass two at
+  rung 4 (rung 5 collapses), and no candidate of pass three collapses."""
+  rows = {(r["pass"], r["rung"]): r for r in _rows()}
+  learns = lambda r: (float(r["final_eval"]) >= float(r["behaviour"]) / 2  # noqa: E731
+                      and float(r["greedy_mode_share"]) < 0.9)
+  assert learns(rows[("first", "0")]) and not learns(rows[("first", "1")])
+  assert float(rows[("first", "1")]["greedy_mode_share"]) >= 0.9
+  assert all(learns(rows[("_fix", r)]) for r in "123")
+  assert not learns(rows[("_fix", "4")])
+  assert float(rows[("_fix", "5")]["greedy_mode_share"]) >= 0.9
+  assert all(float(rows[("_fix2", r)]["greedy_mode_share"]) < 0.9
+             for r in "5 6 7 8 9 10".split())

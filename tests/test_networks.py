@@ -41,7 +41,9 @@ def test_iqn_placement_has_the_3136_wide_embedding():
   shapes = lambda n: {v.path.split("/")[0].split("_", 2)[-1]: tuple(v.shape)
                       for v in n.trainable_variables if v.path.endswith("kernel")}
   assert shapes(conv)["delta_embed"] == (64, 3136) and shapes(conv)["torso_dense"] == (3136, 512)
-  assert shapes(feat)["delta_embed"] == (64, 512) and shapes(feat)["hidden"] == (512, 512)
+  # The default head: the product on the 512 torso features, then the output (no hidden layer).
+  assert shapes(feat)["delta_embed"] == (64, 512) and "hidden" not in shapes(feat)
+  assert shapes(feat)["q"] == (512, 4)
 
 
 def test_each_delta_is_computed_independently_of_the_others():

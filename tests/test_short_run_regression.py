@@ -110,17 +110,17 @@ def test_the_binary_trains_the_network_of_the_library(runs):
       (runs["binary"] / "run" / "checkpoints" / "fingerprint.json").read_text())
   assert fingerprint["dataset"].pop("path") == run.TESTDATA
   assert fingerprint == {
-      "adam_epsilon": 1e-08, "agent": "ccvl", "alpha": 0.03, "batch_size": 32,
+      "adam_epsilon": 3.125e-04, "agent": "ccvl", "alpha": 1.0, "batch_size": 32,
       "behaviour_epsilon": 0.25,
       "ccvl_options": {"belief_resample": "episode", "bonus_counts": "state",
-                       "count_normalization": "mean", "count_ridge": 0.001,
+                       "count_normalization": "batch", "count_ridge": 0.001,
                        "count_ridge_mode": "relative", "count_weight": "linear",
                        "delta_head": "monotone", "delta_weight": "sqrt_log",
-                       "gap": "logsumexp", "gap_weight": 0.0, "objective": "bonus",
-                       "support_threshold": 0.05, "td_loss": "huber"},
+                       "gap": "logsumexp", "gap_weight": 0.0, "objective": "algorithm1",
+                       "support_threshold": 0.0, "td_loss": "huber"},
       "dataset": {"files": 19, "listing_sha256": "fe120be8f60eaf19"},
       "default_dataset_policy": "auto", "default_dataset_steps": 50000, "dr3_coef": 0.0,
-      "game": "Breakout", "learning_rate": 0.0005, "num_deltas": 8, "num_pairs": 2,
+      "game": "Breakout", "learning_rate": 0.001, "num_deltas": 8, "num_pairs": 2,
       "num_transitions": run.NUM_TRANSITIONS, "policy_delta": 0.5, "preset": "demo",
       "seed": 100, "subset": "all", "target_update_period": 50}
 

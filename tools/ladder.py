@@ -60,8 +60,9 @@ RUNGS: Dict[str, tuple] = {
     "9": ("monotone head on rung 7 ('algorithm1')", _change(_R7, delta_head="monotone")),
     "10": ("TD loss 1/2 x^2 on rung 7", _change(_R7, td_loss="squared")),
 }
-COLUMNS = ("rung", "change", "final_eval", "final_eval_ended", "ccvl_adaptive",
-           "fixed_ccvl", "cql", "greedy_mode_share", "phi_dead_fraction", "phi_sq_norm", "td_term",
+COLUMNS = ("pass", "rung", "change", "final_eval", "final_eval_ended", "ccvl_adaptive",
+           "ccvl_adaptive_ci_low", "fixed_ccvl", "fixed_ccvl_ci_low", "cql", "cql_ci_low",
+           "behaviour", "lemma1_fraction", "v_above_value_max_fraction", "greedy_mode_share", "phi_dead_fraction", "phi_sq_norm", "td_term",
            "cql_gap", "family_differs_any", "train_seconds", "flags")
 
 
@@ -176,7 +177,9 @@ def measure_rung(args, rung: str, observations) -> Dict[str, object]:
   root = run_dir(args, rung)
   with open(os.path.join(root, "summary.json")) as f:
     summary = json.load(f)
-  rows = {r["policy"]: r["mean"] for r in summary.get("results_table", [])}
+  table = {r["policy"]: r for r in summary.get("results_table", [])}
+  rows = {k: r["mean"] for k, r in table.items()}
+  low = {k: r["ci_low"] for k, r in table.items()}
   last = summary.get("last_metrics", {})
   ev = summary.get("last_eval", {})
   greedy_dir = summary.get("fixed_policy_dir") or summary["policy_dir"]
@@ -184,12 +187,16 @@ def measure_rung(args, rung: str, observations) -> Dict[str, object]:
   counts = np.bincount(actions, minlength=4)
   diag = summary.get("diagnostics") or {}
   train_s = (summary.get("phase_times") or {}).get(f"training {summary['agent']}")
-  return {"rung": rung, "change": RUNGS[rung][0],
+  return {"pass": args.suffix or "first", "rung": rung, "change": RUNGS[rung][0],
           "final_eval": ev.get("mean_raw_score"),
           "final_eval_ended": None if ev.get("ended_share") is None
           else int(round(10 * ev["ended_share"])),
           "ccvl_adaptive": rows.get("CCVL (adaptive)"), "fixed_ccvl": rows.get("Fixed-CCVL"),
-          "cql": rows.get("cql"),
+          "cql": rows.get("cql"), "ccvl_adaptive_ci_low": low.get("CCVL (adaptive)"),
+          "fixed_ccvl_ci_low": low.get("Fixed-CCVL"), "cql_ci_low": low.get("cql"),
+          "behaviour": next((v for k, v in rows.items() if k.startswith("behaviour")), None),
+          "lemma1_fraction": diag.get("lemma1_fraction"),
+          "v_above_value_max_fraction": diag.get("v_above_value_max_fraction"),
           "greedy_mode_share": float(counts.max() / counts.sum()),
           "phi_dead_fraction": last.get("phi_dead_fraction"),
           "phi_sq_norm": last.get("phi_sq_norm"), "td_term": last.get("td_term"),

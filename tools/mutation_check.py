@@ -191,10 +191,10 @@ MUTATIONS = (
              ("tests/test_scores.py::test_normalized_score_by_hand",)),
     # ---- what a short offline run trains (tests/test_short_run_regression.py) -----------------
     Mutation("short_run_td_scaled",
-             "CCVL's bonus objective: the TD term scaled by 1.01 in the loss (not in its metric)",
+             "CCVL's pair loss: the TD term scaled by 1.01 in L_j (not in its metric)",
              "ccvl_tf/losses.py",
-             '"loss": tf.reduce_mean(td + reg), "target": y,',
-             '"loss": tf.reduce_mean(1.01 * td + reg), "target": y,',
+             "  return reg + td, reg, td",
+             "  return reg + 1.01 * td, reg, td",
              (SHORT_RUN_TESTS,)),
     Mutation("short_run_learner_seed",
              "train_offline.py's learner seeded --seed + 1 (its delta samples)",

@@ -101,15 +101,15 @@ def test_fingerprint_holds_the_dataset_given_and_the_settings_in_force():
   fp = plan.learner.fingerprint
   assert fp["dataset"] == identity and fp["num_transitions"] == 1234
   # The demo preset's CCVL settings (presets.py), N given, the seed and the agent.
-  assert (fp["alpha"], fp["learning_rate"], fp["num_deltas"]) == (0.03, 5e-4, 4)
+  assert (fp["alpha"], fp["learning_rate"], fp["num_deltas"]) == (1.0, 1e-3, 4)
   assert (fp["agent"], fp["seed"], fp["preset"]) == ("ccvl", 0, "demo")
   ref = plan.learners["bc"].fingerprint
   assert ref["agent"] == "bc" and "alpha" not in ref
 
 
 def test_stage_settings_are_the_flags_given_over_the_preset(tmp_path):
-  # The demo preset gives CCVL alpha 0.03, lr 5e-4, Adam epsilon 1e-8, DR3 off and CQL alpha 1,
-  # lr 1e-3, DR3 off (docs/budget.md); a flag given wins over the preset's value. Each
+  # The demo preset gives CCVL and CQL the same settings, alpha 1, lr 1e-3, DR3 off
+  # (docs/budget.md, docs/ladder.md); a flag given wins over the preset's value. Each
   # learner carries its own config, made once: its defaults with those values.
   cfg = config.OfflineConfig(root_dir=str(tmp_path / "run"), game="Pong", seed=3,
                              dataset_dir=None, subset="5%", batch_size=16, num_grid_deltas=6,
@@ -117,12 +117,11 @@ def test_stage_settings_are_the_flags_given_over_the_preset(tmp_path):
                              agent_values={"alpha": 0.3, "num_deltas": 4})
   plan = config.resolve(cfg).with_dataset({}, 1234)
   ccvl = plan.learners["ccvl"]
-  assert ccvl.overrides == {"alpha": 0.3, "learning_rate": 5e-4, "adam_epsilon": 1e-8,
-                            "dr3_coef": 0.0}
+  assert ccvl.overrides == {"alpha": 0.3, "learning_rate": 1e-3, "dr3_coef": 0.0}
   assert type(ccvl.config).__name__ == "CCVLConfig" and ccvl.settings.agent_values == {}
   assert (ccvl.config.num_deltas, ccvl.config.alpha, ccvl.config.learning_rate,
           ccvl.config.adam_epsilon, ccvl.config.dr3_coef, ccvl.config.seed) == (
-              4, 0.3, 5e-4, 1e-8, 0.0, 3)
+              4, 0.3, 1e-3, 3.125e-4, 0.0, 3)
   settings = ccvl.settings
   assert (settings.dataset_size, settings.num_grid_deltas, settings.belief_temperature,
           settings.reward_clip, settings.seed, settings.network_config.torso) == (

@@ -285,9 +285,8 @@ def test_presets_resolve_under_the_flags_and_reach_the_fingerprint():
   # The demo preset's CQL settings, as docs/budget.md's rule 2 chose them (lr x2).
   assert demo == {"alpha": 1.0, "learning_rate": 1e-3, "dr3_coef": 0.0}
   ccvl_demo = overrides(offline_lib.OfflineConfig(preset="demo"), "ccvl")
-  # ... and CCVL's, as docs/budget.md's rule 2 chose them at 32 x 17,500 (alpha 0.03, lr x2).
-  assert ccvl_demo == {"alpha": 0.03, "learning_rate": 5e-4, "adam_epsilon": 1e-8,
-                       "dr3_coef": 0.0}
+  # ... and CCVL's are CQL's own: docs/ladder.md's rule chose the default that learns at them.
+  assert ccvl_demo == {"alpha": 1.0, "learning_rate": 1e-3, "dr3_coef": 0.0}
   assert "Preset demo" in presets.describe("demo", "ccvl", {})
   assert "Preset paper" in presets.describe("paper", "ccvl", {}) and "alpha=0.1" in \
       presets.describe("paper", "ccvl", {})

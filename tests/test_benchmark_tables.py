@@ -85,3 +85,23 @@ def test_benchmarks_md_collection_numbers_are_the_idle_runs():
   assert f"{lo:.1f}-{hi:.1f}x" in doc
   # The rule for the default: faster in both repetitions.
   assert all(x < y for x, y in zip(v, s))
+
+
+def test_benchmarks_md_algorithm1_defaults_row_is_its_file():
+  """The section of the current defaults (Algorithm 1, monotone head, no hidden layer): its
+  ratios and times from benchmark_train_step_algorithm1_load.json."""
+  r = _load("benchmark_train_step_algorithm1_load.json")
+  assert r["setup"]["ccvl_default_config"]["objective"] == "algorithm1"
+  assert r["setup"]["ccvl_default_network"]["hidden_units"] == 0
+  doc = _read("docs", "results", "benchmarks.md")
+  ms, v = r["train_step_ms"], r["variants"]
+  assert (f"| {ms['ccvl']:.1f} ms: **{r['ratio_ccvl_over_dqn']:.2f}x** DqnAgent "
+          f"({ms['dqn']:.1f} ms) | <= 1.3x DqnAgent: met |") in doc
+  assert r["ratio_ccvl_over_dqn"] <= 1.3 and r["ratio_ccvl_over_dqn_dr3"] <= 1.15
+  assert (f"| the same against DqnAgent + DR3 | **{r['ratio_ccvl_over_dqn_dr3']:.2f}x** "
+          f"({ms['dqn_dr3']:.1f} ms) | <= 1.15x: met |") in doc
+  for label, key in (("... CCVL without DR3", "ccvl_no_dr3"),
+                     ("... with the earlier 512-unit hidden layer of the head", "ccvl_hidden_512"),
+                     ("... the 'bound' objective", "ccvl_bound"),
+                     ("... the IQN cosine head", "ccvl_cosine_head")):
+    assert f"| {label} | {v[key]['ratio_over_dqn']:.2f}x DqnAgent | |" in doc, label

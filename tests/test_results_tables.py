@@ -122,6 +122,10 @@ SWEEP_TABLE = {
     ("1%", "Fixed-CCVL, previous default reading"): ("1pct_monotone", "Fixed-CCVL"),
     ("1%", "CCVL, default reading `bonus`"): ("1pct_bonus", "CCVL"),
     ("1%", "Fixed-CCVL, default reading `bonus`"): ("1pct_bonus", "Fixed-CCVL"),
+    ("1% (rebuilt)", "CQL"): ("1pct_algorithm1", "CQL"),
+    ("1% (rebuilt)", "CCVL, default reading `algorithm1`"): ("1pct_algorithm1", "CCVL"),
+    ("1% (rebuilt)", "Fixed-CCVL, default reading `algorithm1`"): ("1pct_algorithm1",
+                                                                 "Fixed-CCVL"),
 }
 
 
@@ -132,7 +136,7 @@ def test_results_index_alpha_sweep_table_recomputes_from_its_rows():
   rows = {kind: _sweep_rows(kind) for kind, _ in set(SWEEP_TABLE.values())}
   for data, printed, range_cell, ratio_cell in doc[1:]:
     kind, method = SWEEP_TABLE[(data, printed)]
-    f = alpha_sweep_report.flatness(rows[kind], method, data, reps=REPS)
+    f = alpha_sweep_report.flatness(rows[kind], method, data.split(" ")[0], reps=REPS)
     assert range_cell == f"{f['range']:.1f} [{f['range_ci'][0]:.1f}, {f['range_ci'][1]:.1f}]"
     assert ratio_cell == f"{f['ratio']:.2f}"
 
@@ -318,6 +322,43 @@ def test_demo_over_seeds_at_the_earlier_settings_recomputes():
   rows = demo_seeds.across_seeds(per_seed, reps=REPS)
   text = demo_seeds.render(rows, "Breakout", reps=REPS)
   assert open(_doc("results", "demo_seeds_earlier.md"), encoding="utf-8").read() == text
+
+
+def test_demo_over_seeds_in_the_bonus_reading_recomputes():
+  """The five-seed demo of the earlier default (Eq. update's bonus with n(s), 17,500 steps;
+  docs/results/demo_seeds_bonus.md) from its committed rows and diagnostics."""
+  from ccvl_tf.experiments.offline import demo_seeds
+  per_seed = _demo_seeds_rows("demo_seeds_bonus_results.json")
+  diagnostics = json.load(open(_doc("results", "demo_seeds_bonus_diagnostics.json")))
+  rows = demo_seeds.across_seeds(per_seed, reps=REPS)
+  text = demo_seeds.render(rows, "Breakout", reps=REPS,
+                           diagnostics=demo_seeds.family_columns(diagnostics))
+  assert open(_doc("results", "demo_seeds_bonus.md"), encoding="utf-8").read() == text
+
+
+def test_alpha_sweep_page_algorithm1_table_recomputes_from_its_rows():
+  """docs/alpha_sweep.md's table of the default reading `algorithm1` on `1%` (rebuilt data, CQL
+  trained beside): per method and alpha the normalized IQM [95% CI] and the flatness columns,
+  from docs/alpha_sweep_rows_1pct_algorithm1.csv with the sweep report's iqm_cells and
+  flatness; the BC line from the same rows."""
+  rows = _sweep_rows("1pct_algorithm1")
+  assert len(rows) == 3 * 36 + 6  # CQL, CCVL, Fixed-CCVL x 6 alphas x 2 games x 3 seeds; BC
+  cells = alpha_sweep_report.iqm_cells(rows, reps=REPS)
+  page = _doc("alpha_sweep.md")
+  table = markdown_docs.table_after(page, "![alpha sweep, 1%, default reading algorithm1]")
+  printed = {r[0]: r for r in table[1:]}
+  assert sorted(printed) == ["CCVL", "CQL", "Fixed-CCVL"]
+  for method in ("CQL", "CCVL", "Fixed-CCVL"):
+    got = printed[method]
+    for i, alpha in enumerate((0.03, 0.1, 0.3, 1.0, 3.0, 10.0)):
+      a = cells[(method, "1%", alpha)]
+      assert got[1 + i] == f"{a.value:.1f} [{a.ci_low:.1f}, {a.ci_high:.1f}]", (method, alpha)
+    f = alpha_sweep_report.flatness(rows, method, "1%", reps=REPS)
+    assert got[7] == f"{f['range']:.1f} [{f['range_ci'][0]:.1f}, {f['range_ci'][1]:.1f}]"
+    assert got[8] == f"{f['ratio']:.2f} [{f['ratio_ci'][0]:.2f}, {f['ratio_ci'][1]:.2f}]"
+  bc = cells[("BC", "1%", None)]
+  assert (f"BC, trained once per game and seed (no alpha): {bc.value:.1f} [{bc.ci_low:.1f}, "
+          f"{bc.ci_high:.1f}].") in open(page, encoding="utf-8").read()
 
 
 def test_alpha_sweep_page_bonus_table_recomputes_from_its_rows():

@@ -141,9 +141,10 @@ def default_variants(quick: bool = False) -> List[Variant]:
     return variants
   return variants + [
       Variant("ccvl_no_dr3_no_counts", r(base, dr3_coef=0.0), exact_counts=True),
-      Variant("ccvl_no_hidden", base, networks.QNetworkConfig(hidden_units=0)),
-      Variant("ccvl_no_hidden_no_dr3", r(base, dr3_coef=0.0),
-              networks.QNetworkConfig(hidden_units=0)),
+      Variant("ccvl_hidden_512", base, networks.QNetworkConfig(hidden_units=512)),
+      Variant("ccvl_hidden_512_no_dr3", r(base, dr3_coef=0.0),
+              networks.QNetworkConfig(hidden_units=512)),
+      Variant("ccvl_bound", r(base, objective="bound")),
       Variant("ccvl_count_refresh_every_step", r(base, count_refresh_period=1)),
       Variant("ccvl_jit", r(base, jit_compile=True)),
       Variant("ccvl_cosine_head", r(base, delta_head="cosine")),

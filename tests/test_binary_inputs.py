@@ -189,9 +189,13 @@ def test_ctrl_c_during_training_is_one_line_naming_the_checkpoint_the_rerun_resu
           "--reference_agents=none", "--batch_size=4", "--num_deltas=2", "--num_pairs=2",
           "--log_interval=1", "--checkpoint_interval=2", "--eval_interval=0",
           "--eval_episodes=1", "--eval_max_steps=10", "--num_grid_deltas=3"]
+  # A test run started in the background (nohup, `cmd &` in a script) inherits SIGINT ignored,
+  # and Python keeps an inherited ignore: the child gets SIGINT's default back, as an
+  # interactive terminal would give it, so that Python installs its Ctrl-C handler.
   proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "binaries", "train_offline.py"),
                            *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                          env=ENV, cwd=tmp_path)
+                          env=ENV, cwd=tmp_path,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
   try:
     deadline = time.time() + 300
     for line in proc.stdout:  # the first progress line after a checkpoint (step 2)

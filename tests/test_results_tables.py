@@ -336,6 +336,17 @@ def test_demo_over_seeds_in_the_bonus_reading_recomputes():
   assert open(_doc("results", "demo_seeds_bonus.md"), encoding="utf-8").read() == text
 
 
+def _assert_sweep_row(got, rows, cells, method):
+  """One printed row of an alpha-sweep page table on `1%`: the IQM [95% CI] per alpha, then
+  the range and worst / best with their CIs, recomputed from the rows."""
+  for i, alpha in enumerate((0.03, 0.1, 0.3, 1.0, 3.0, 10.0)):
+    a = cells[(method, "1%", alpha)]
+    assert got[1 + i] == f"{a.value:.1f} [{a.ci_low:.1f}, {a.ci_high:.1f}]", (method, alpha)
+  f = alpha_sweep_report.flatness(rows, method, "1%", reps=REPS)
+  assert got[7] == f"{f['range']:.1f} [{f['range_ci'][0]:.1f}, {f['range_ci'][1]:.1f}]"
+  assert got[8] == f"{f['ratio']:.2f} [{f['ratio_ci'][0]:.2f}, {f['ratio_ci'][1]:.2f}]"
+
+
 def test_alpha_sweep_page_algorithm1_table_recomputes_from_its_rows():
   """docs/alpha_sweep.md's table of the default reading `algorithm1` on `1%` (rebuilt data, CQL
   trained beside): per method and alpha the normalized IQM [95% CI] and the flatness columns,
@@ -350,12 +361,7 @@ def test_alpha_sweep_page_algorithm1_table_recomputes_from_its_rows():
   assert sorted(printed) == ["CCVL", "CQL", "Fixed-CCVL"]
   for method in ("CQL", "CCVL", "Fixed-CCVL"):
     got = printed[method]
-    for i, alpha in enumerate((0.03, 0.1, 0.3, 1.0, 3.0, 10.0)):
-      a = cells[(method, "1%", alpha)]
-      assert got[1 + i] == f"{a.value:.1f} [{a.ci_low:.1f}, {a.ci_high:.1f}]", (method, alpha)
-    f = alpha_sweep_report.flatness(rows, method, "1%", reps=REPS)
-    assert got[7] == f"{f['range']:.1f} [{f['range_ci'][0]:.1f}, {f['range_ci'][1]:.1f}]"
-    assert got[8] == f"{f['ratio']:.2f} [{f['ratio_ci'][0]:.2f}, {f['ratio_ci'][1]:.2f}]"
+    _assert_sweep_row(got, rows, cells, method)
   bc = cells[("BC", "1%", None)]
   assert (f"BC, trained once per game and seed (no alpha): {bc.value:.1f} [{bc.ci_low:.1f}, "
           f"{bc.ci_high:.1f}].") in open(page, encoding="utf-8").read()
@@ -373,9 +379,4 @@ def test_alpha_sweep_page_bonus_table_recomputes_from_its_rows():
   printed = {r[0]: r for r in table[1:]}
   for method in ("CCVL", "Fixed-CCVL"):
     got = printed[f"{method} (`bonus`)"]
-    for i, alpha in enumerate((0.03, 0.1, 0.3, 1.0, 3.0, 10.0)):
-      a = cells[(method, "1%", alpha)]
-      assert got[1 + i] == f"{a.value:.1f} [{a.ci_low:.1f}, {a.ci_high:.1f}]", (method, alpha)
-    f = alpha_sweep_report.flatness(rows, method, "1%", reps=REPS)
-    assert got[7] == f"{f['range']:.1f} [{f['range_ci'][0]:.1f}, {f['range_ci'][1]:.1f}]"
-    assert got[8] == f"{f['ratio']:.2f} [{f['ratio_ci'][0]:.2f}, {f['ratio_ci'][1]:.2f}]"
+    _assert_sweep_row(got, rows, cells, method)

@@ -166,3 +166,28 @@ def test_a_game_in_another_case_is_stored_in_its_one_spelling(tmp_path):
   assert config.OfflineConfig(game="SPACE_INVADERS").game == "SpaceInvaders"
   with pytest.raises(ValueError, match=r"unknown Atari game 'Breakot'; valid names: "):
     config.OfflineConfig(game="Breakot", root_dir=str(tmp_path / "run")).validate()
+
+
+def test_paper_preset_selects_the_papers_ccvl_and_a_flag_still_wins(tmp_path):
+  # The paper's section 5, written out here from the paper, not from presets.py: Eq. (cql
+  # update) as Algorithm 1 (max over j), the IQN cosine embedding of delta, the CQL(H) gap
+  # weighted by alpha sqrt(log(1/delta_1) n(s)^-1) with the raw linear n(s)^-1, 1/2 x^2 TD,
+  # no support head; the DR3 setup's Adam lr 5e-5 and DR3 0.03 are CCVLConfig's own defaults.
+  cfg = config.OfflineConfig(root_dir=str(tmp_path / "run"), preset="paper")
+  c = config.resolve(cfg).learners["ccvl"].config
+  assert (c.objective, c.delta_head, c.gap, c.td_loss, c.count_normalization, c.count_weight,
+          c.delta_weight, c.support_threshold, c.train_delta) == (
+              "algorithm1", "cosine", "logsumexp", "squared", "none", "linear", "sqrt_log",
+              0.0, None)
+  assert (c.alpha, c.learning_rate, c.dr3_coef) == (0.1, 5e-5, 0.03)
+  # Only CCVL takes a reading: CQL keeps its own Huber TD under the same preset.
+  assert config.resolve(cfg).learners["cql"].config.td_loss == "huber"
+  # A flag given wins over the preset's reading; the fingerprint holds the value in force.
+  given = dataclasses.replace(cfg, agent_values={"delta_head": "monotone"})
+  plan = config.resolve(given).with_dataset({}, 10)
+  assert plan.learner.config.delta_head == "monotone"
+  assert plan.learner.fingerprint["delta_head"] == "monotone"
+  # The demo preset keeps CCVL's default reading (monotone head, batch-normalized counts).
+  demo = config.resolve(dataclasses.replace(cfg, preset="demo")).learners["ccvl"].config
+  assert (demo.delta_head, demo.count_normalization, demo.td_loss) == (
+      "monotone", "batch", "huber")

@@ -272,14 +272,20 @@ def test_presets_resolve_under_the_flags_and_reach_the_fingerprint():
   assert offline_lib.parse_reference_agents("bc, cql,bc") == ("bc", "cql")
   assert offline_lib.parse_reference_agents("none") == ()
 
-  # The paper preset: alpha 0.1 (what train_offline always used), the agents' own defaults.
+  # The paper preset: alpha 0.1 (what train_offline always used), the agents' own training
+  # defaults, and for CCVL the paper's reading (section 5: Algorithm 1, the IQN cosine head,
+  # the raw linear n(s)^-1, 1/2 x^2 TD, no support head).
   overrides = lambda cfg, agent: offline_lib.resolve(cfg).learners[agent].overrides  # noqa: E731
   paper = overrides(offline_lib.OfflineConfig(preset="paper"), "ccvl")
-  assert paper == {"alpha": 0.1}
+  reading = {"objective": "algorithm1", "delta_head": "cosine", "gap": "logsumexp",
+             "td_loss": "squared", "count_normalization": "none", "count_weight": "linear",
+             "delta_weight": "sqrt_log", "support_threshold": 0.0}
+  assert paper == {"alpha": 0.1, **reading}
   given = overrides(
       offline_lib.OfflineConfig(preset="paper",
                                 agent_values={"alpha": 2.0, "learning_rate": 2.5e-4}), "ccvl")
-  assert given == {"alpha": 2.0, "learning_rate": 2.5e-4}
+  assert given == {"alpha": 2.0, "learning_rate": 2.5e-4, **reading}
+  assert overrides(offline_lib.OfflineConfig(preset="paper"), "cql") == {"alpha": 0.1}
   assert overrides(offline_lib.OfflineConfig(preset="paper"), "bc") == {}
   demo = overrides(offline_lib.OfflineConfig(preset="demo"), "cql")
   # The demo preset's CQL settings, as docs/budget.md's rule 2 chose them (lr x2).
@@ -332,7 +338,8 @@ def test_reference_agents_are_trained_beside_and_tabulated(tmp_path):
   assert [row["policy"] for row in summary["results_table"]] == [
       "random", "BC", "CQL", "CCVL (adaptive)", "Fixed-CCVL"]
   assert summary["references"]["CQL"]["settings"] == {"alpha": 0.1}
-  assert summary["settings"] == {"alpha": 0.1} and summary["references"]["BC"]["step"] == 2
+  assert summary["settings"]["alpha"] == 0.1 and summary["settings"]["delta_head"] == "cosine"
+  assert summary["references"]["BC"]["step"] == 2
   # The phase times: printed as a table at the end, kept in summary.json.
   assert "Phase times (wall clock):" in r.stdout and "| training bc |" in r.stdout
   for phase in ("training ccvl", "training bc", "training cql", "export bc", "diagnostics",

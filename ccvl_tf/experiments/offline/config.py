@@ -33,7 +33,10 @@ from agents import q_agent_base
 AGENT_FLAGS = agent_options.TRAINING + agent_options.CCVL_SAMPLING + agent_options.CCVL_OPTIONS
 
 # Their defaults as their help states them: the --preset's where it sets one, else the agent's.
-AGENT_FLAG_NOTES = {name: "the --preset's, else {default}" for name in agent_options.TRAINING}
+AGENT_FLAG_NOTES = {
+    **{name: "the --preset's, else {default}" for name in agent_options.TRAINING},
+    **{name: "the paper preset's " + repr(value) + ", else {default}"
+       for name, value in presets.PAPER_READING.items()}}
 
 
 def parse_reference_agents(text) -> tuple:

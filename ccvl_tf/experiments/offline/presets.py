@@ -11,7 +11,8 @@ reported runs.
 
 A preset maps an agent's train key (agent_registry.AgentSpec.train_key) to values of the
 agent's config (agents/*_agent.py), among the training settings every learner of a run shares
-(agent_options.TRAINING, the one list of what a preset may set); `resolve` puts the values the
+(agent_options.TRAINING) and, for CCVL, its reading (agent_options.CCVL_OPTIONS: the `paper`
+preset selects the paper's, `PAPER_READING`); `resolve` puts the values the
 user gave on top (a flag always wins), and the agent registry applies the result with
 dataclasses.replace on the config's defaults (agent_registry.AgentSpec.resolve).
 """
@@ -23,9 +24,19 @@ from ccvl_tf.experiments import agent_options
 
 PRESET_NAMES = ("demo", "paper")
 
+# The paper's CCVL as section 5 writes it (Eq. cql update, Algorithm 1): the IQN cosine
+# embedding of delta, the CQL(H) gap weighted by alpha sqrt(log(1/delta_1) n(s)^-1) with the
+# linear n(s)^-1 as estimated (no normalization; capped at 1, the paper's n wedge 1), the TD
+# term 1/2 x^2, no data-support head; delta ~ U(0, 1) (CCVLConfig's default). The agents'
+# own CCVL default differs in the head (monotone), the count's normalization (batch) and the
+# TD loss (Huber): the reading chosen on the demo's development data (docs/ladder.md).
+PAPER_READING = {"objective": "algorithm1", "delta_head": "cosine", "gap": "logsumexp",
+                 "td_loss": "squared", "count_normalization": "none", "count_weight": "linear",
+                 "delta_weight": "sqrt_log", "support_threshold": 0.0}
 # alpha 0.1 is what train_offline.py always passed before the presets (CCVL, CQL and AEVL's
 # own default too); the other paper settings are the agents' own defaults.
-_PAPER = {"ccvl": {"alpha": 0.1}, "cql": {"alpha": 0.1}, "aevl": {"alpha": 0.1}}
+_PAPER = {"ccvl": {"alpha": 0.1, **PAPER_READING}, "cql": {"alpha": 0.1},
+          "aevl": {"alpha": 0.1}}
 PRESETS: Dict[str, Dict[str, Dict[str, object]]] = {
     # The paper's Atari setup (the agents' own defaults; see each agent's config).
     "paper": _PAPER,
@@ -44,10 +55,13 @@ PRESETS: Dict[str, Dict[str, Dict[str, object]]] = {
 
 DESCRIPTIONS = {
     "paper": "the paper's Atari settings (Dopamine's offline agents / DR3: Adam lr 5e-5, "
-             "epsilon 3.125e-4, DR3 0.03, target period 2000; for 6.25M steps on DQN Replay)",
+             "epsilon 3.125e-4, DR3 0.03, target period 2000; for 6.25M steps on DQN Replay) "
+             "and the paper's CCVL: Algorithm 1 with the IQN cosine head, raw n(s)^-1, "
+             "1/2 x^2 TD",
     "demo": "CPU-scale settings chosen on development data (docs/budget.md) for 17,500 "
             "steps of batch 32 on 50,000 transitions: DR3 off; CCVL, CQL and AEVL alpha 1, "
-            "lr 1e-3 (Adam epsilon 3.125e-4)",
+            "lr 1e-3 (Adam epsilon 3.125e-4); CCVL's default reading (Algorithm 1 with the "
+            "monotone head, batch-normalized n(s)^-1, Huber TD)",
 }
 
 
@@ -62,11 +76,14 @@ def resolve(name: str, train_key: str, given: Mapping[str, object]) -> Dict[str,
   given) on top. Settings neither sets are left out (the agent's own default applies)."""
   validate(name)
   out = dict(PRESETS[name].get(train_key, {}))
-  unknown = sorted(set(out) - set(agent_options.TRAINING))
+  settable = agent_options.TRAINING + (agent_options.CCVL_OPTIONS if train_key == "ccvl"
+                                       else ())
+  unknown = sorted(set(out) - set(settable))
   if unknown:
-    raise ValueError(f"preset settings {unknown} are not among {agent_options.TRAINING}")
+    raise ValueError(f"preset settings {unknown} of {train_key} are not among {settable}")
+  # A flag always wins: the training settings given, and any setting the preset itself sets.
   out.update({k: v for k, v in given.items()
-              if k in agent_options.TRAINING and v is not None})
+              if (k in agent_options.TRAINING or k in out) and v is not None})
   return out
 
 

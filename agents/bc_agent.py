@@ -21,7 +21,6 @@ the target copy is kept only so the checkpoint layout matches the other agents.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
 
 import ccvl_tf  # noqa: F401
 
@@ -29,8 +28,6 @@ import tensorflow as tf
 
 from agents import q_agent_base
 from ccvl_tf import losses
-from ccvl_tf import networks
-from ccvl_tf import policies
 from ccvl_tf.config_flags import redeclare, setting
 
 
@@ -49,17 +46,8 @@ class BCAgent(q_agent_base.OfflineQAgent):
   """Discrete behaviour cloning on the shared torso (see the module docstring)."""
 
   AGENT_NAME = "BC"
+  CONFIG = BCConfig
 
-  def __init__(self, time_step_spec, action_spec, config: BCConfig = BCConfig(),
-               network_config: networks.QNetworkConfig = networks.QNetworkConfig(),
-               train_step_counter: Optional[tf.Variable] = None, name: str = "BCAgent"):
-    self._setup(time_step_spec, action_spec, config, network_config, num_members=1,
-                num_heads=1, contract_mode="mean", train_step_counter=train_step_counter,
-                name=name)
-
-  def _make_policy(self, time_step_spec, action_spec):
-    # Greedy in the logits; the contract model ignores delta (0.5 is only what PolicyInfo shows).
-    return policies.FixedDeltaPolicy(time_step_spec, action_spec, self._contract, delta=0.5)
 
   def _objective(self, batch, seed, training):
     del seed  # deterministic objective

@@ -20,7 +20,9 @@ from ccvl_tf import counts as counts_lib
 from ccvl_tf import losses
 from ccvl_tf import networks
 from ccvl_tf import policies
+from ccvl_tf import readings
 from ccvl_tf.config_flags import setting
+from ccvl_tf.readings import paper
 from ccvl_tf.tabular.learners import BONUS_COUNTS  # one list for the exact and the network
 
 from agents import q_agent_base
@@ -70,7 +72,7 @@ class CCVLConfig(q_agent_base.BaseQConfig):
       "unless gap_weight > 0), 'algorithm1' (Eq. cql update as Algorithm 1 writes it: max "
       "over j of the pair loss), 'bound' (delta_1 = delta, target max over delta_2 <= delta: "
       "the proof of Lemma 1). docs/agent.md explains each.",
-      enum_values=losses.OBJECTIVES)
+      enum_values=readings.OBJECTIVES)
   # gap: the regularizer's gap of 'algorithm1' / 'bound' (and of 'bonus' when gap_weight > 0).
   gap: str = setting(
       "logsumexp", "the regularizer's gap: 'logsumexp' (CQL(H), R(pi) the entropy) or 'max' "
@@ -145,6 +147,14 @@ class CCVLConfig(q_agent_base.BaseQConfig):
                        f"{self.objective!r}, support_threshold={self.support_threshold!r}")
 
 
+def is_paper_reading(config) -> bool:
+  """Whether `config` trains the paper's update as readings/paper.py writes it: objective
+  'algorithm1' with the CQL(H) gap and the weight sqrt(log(1/delta_1) n(s)^-1), no support head
+  (count_weight 'off' and train_delta act outside the loss: in n(s)^-1 and the sampling)."""
+  return (config.objective == "algorithm1" and config.gap == "logsumexp"
+          and config.delta_weight == "sqrt_log" and config.support_threshold == 0)
+
+
 def forward_and_targets(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
                         batch: Dict[str, tf.Tensor], delta: tf.Tensor, delta_2: tf.Tensor,
                         config, training: bool = False):
@@ -161,24 +171,10 @@ def forward_and_targets(online: networks.CCVLNetwork, target: networks.CCVLNetwo
   Returns:
     (q [B, N, A], phi [B, D], next_phi [B, D] or None, targets [B, N, M], logits or None).
   """
-  obs, next_obs = batch["observation"], batch["next_observation"]
-  b = tf.shape(obs)[0]
-  n, m = tf.shape(delta_2)[1], tf.shape(delta_2)[2]
-  if config.dr3_coef > 0:
-    out, next_phi = networks.outputs_and_next_phi(online, obs, next_obs, delta,
-                                                  training=training)  # [B,N,A], [B,D], [B,D]
-  else:
-    out = online.q_and_phi_model({"observation": obs, "delta": delta}, training=training)
-    next_phi = None
+  out, next_phi, targets = paper.q_and_targets(online, target, batch, delta, delta_2,
+                                               config.gamma, config.dr3_coef > 0, training)
   q = out.get("q_raw", out["q"])                         # [B, N, A]
   phi, logits = out["phi"], out.get("support_logits")    # [B, D], [B, A] or None
-  # Target network at the N*M confidences delta_2: [B, N, M] -> [B, N*M] (row-major, so
-  # column i*M + j is pair j of delta i).
-  next_q = tf.stop_gradient(target.q_model(
-      {"observation": next_obs, "delta": tf.reshape(delta_2, [b, n * m])}))  # [B, N*M, A]
-  targets = losses.td_targets(batch["reward"], batch["terminal"], config.gamma,
-                              next_q)                    # [B, N*M]
-  targets = tf.reshape(targets, [b, n, m])               # [B, N*M] -> [B, N, M]
   return q, phi, next_phi, targets, logits
 
 
@@ -191,10 +187,10 @@ class PairLoss:
   `_compute_next_q_values`. Members:
     gap_metric: the name the mean regularizer gap is reported under ('cql_gap').
     target_confidences(delta [B, N], delta_2 [B, N, M]): the delta_2 the target network is
-      evaluated at (losses.objective_delta_2: 'bound' / 'bonus' bootstrap pair 0 at delta).
+      evaluated at (readings.target_confidences: 'bound' / 'bonus' bootstrap pair 0 at delta).
     __call__(q [B, N, A], a_D [B], y [B, N, M], delta [B, N], delta_1 [B, N, M], n(s)^-1 [B]):
       dict of 'loss' (mean over B, N of the pair reduction of L_j) and per-(B, N) 'td',
-      'regularizer', 'gap', 'q_sa' (losses.ccvl_objective_loss).
+      'regularizer', 'gap', 'q_sa' (readings.loss).
   """
 
   gap_metric = "cql_gap"
@@ -206,15 +202,13 @@ class PairLoss:
     self.alpha = config.alpha  # the alpha of w(s, delta) = alpha sqrt(log(1/delta) n(s)^-1)
 
   def target_confidences(self, delta: tf.Tensor, delta_2: tf.Tensor) -> tf.Tensor:
-    return losses.objective_delta_2(delta, delta_2, self.objective)  # [B, N, M]
+    return readings.target_confidences(delta, delta_2, self.objective)  # [B, N, M]
 
   def __call__(self, q, actions, targets, delta, delta_1, inverse_count) -> Dict[str, tf.Tensor]:
     c = self.config
-    return losses.ccvl_objective_loss(self.objective, q, actions, targets, delta, delta_1,
-                                      inverse_count, c.alpha, c.td_loss, c.huber_kappa,
-                                      getattr(c, "gap", "logsumexp"),
-                                      getattr(c, "gap_weight", 0.0),
-                                      getattr(c, "delta_weight", "sqrt_log"))
+    return readings.loss(self.objective, q, actions, targets, delta, delta_1, inverse_count,
+                         c.alpha, c.td_loss, c.huber_kappa, getattr(c, "gap", "logsumexp"),
+                         getattr(c, "gap_weight", 0.0), getattr(c, "delta_weight", "sqrt_log"))
 
 
 def ccvl_objective(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
@@ -331,6 +325,13 @@ class CCVLAgent(q_agent_base.GuardedLearner):
       self._counts = None
     self._inverse_count_fn = inverse_count_fn
 
+    # The step objective, chosen once: the paper's (readings/paper.py `objective`, nothing
+    # else in it) for the lower bound in the paper's reading; the general composition
+    # (`ccvl_objective`) for a research reading or another pair loss (the upper bound's).
+    paper_step = (is_paper_reading(config)
+                  and type(self)._pair_loss is CCVLAgent._pair_loss)
+    self._step_objective = self._paper_objective if paper_step else self._general_objective
+
     policy = policies.FixedDeltaPolicy(time_step_spec, action_spec, self._online.q_model,
                                        delta=config.policy_delta)
     collect_policy = epsilon_greedy_policy.EpsilonGreedyPolicy(
@@ -423,12 +424,20 @@ class CCVLAgent(q_agent_base.GuardedLearner):
         return tf.ones_like(raw["n_inv"])                          # [B]: no count weighting
       return self._counts.normalize(raw["n_inv"])
 
-    metrics = ccvl_objective(self._online, self._target, batch, delta, delta_1, delta_2,
-                             inverse_counts, self._config, training=training,
-                             pair_loss=self._pair_loss())
+    metrics = self._step_objective(batch, delta, delta_1, delta_2, inverse_counts, training)
     if "n_inv" in raw:
       metrics["raw_inverse_count"] = raw["n_inv"]
     return metrics
+
+  def _paper_objective(self, batch, delta, delta_1, delta_2, inverse_counts, training):
+    metrics = paper.objective(self._online, self._target, batch, delta, delta_1, delta_2,
+                              inverse_counts, self._config, training=training)
+    return {**q_agent_base.feature_metrics(metrics["phi"]), **metrics}
+
+  def _general_objective(self, batch, delta, delta_1, delta_2, inverse_counts, training):
+    return ccvl_objective(self._online, self._target, batch, delta, delta_1, delta_2,
+                          inverse_counts, self._config, training=training,
+                          pair_loss=self._pair_loss())
 
   def _pair_loss(self) -> PairLoss:
     """The lower bound's pair loss, Eq. (cql update) (UpperCCVLAgent overrides this only)."""

@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from agents import ccvl_agent
 from ccvl_tf import config_flags
-from ccvl_tf import losses
+from ccvl_tf import readings
 from ccvl_tf import upper_losses
 from ccvl_tf import networks
 from ccvl_tf import policies
@@ -111,7 +111,7 @@ class UpperPairLoss(ccvl_agent.PairLoss):
 
   def target_confidences(self, delta: tf.Tensor, delta_2: tf.Tensor) -> tf.Tensor:
     if self.bounds.upper_objective == "bonus":  # the min over delta_2 <= delta includes delta
-      return losses.objective_delta_2(delta, delta_2, "bound")  # [B, N, M]
+      return readings.target_confidences(delta, delta_2, "bound")  # [B, N, M]
     return delta_2  # [B, N, M]
 
   def __call__(self, q, actions, targets, delta, delta_1, inverse_count) -> Dict[str, tf.Tensor]:

@@ -21,7 +21,6 @@ target period 2000 (paper / Dopamine offline).
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
 
 import ccvl_tf  # noqa: F401
 
@@ -29,8 +28,6 @@ import tensorflow as tf
 
 from agents import q_agent_base
 from ccvl_tf import losses
-from ccvl_tf import networks
-from ccvl_tf import policies
 from ccvl_tf.config_flags import redeclare, setting
 
 
@@ -62,17 +59,8 @@ class CQLAgent(q_agent_base.OfflineQAgent):
   """Discrete CQL(H) with optional DR3 (see the module docstring)."""
 
   AGENT_NAME = "CQL"
+  CONFIG = CQLConfig
 
-  def __init__(self, time_step_spec, action_spec, config: CQLConfig = CQLConfig(),
-               network_config: networks.QNetworkConfig = networks.QNetworkConfig(),
-               train_step_counter: Optional[tf.Variable] = None, name: str = "CQLAgent"):
-    self._setup(time_step_spec, action_spec, config, network_config, num_members=1,
-                num_heads=1, contract_mode="mean", train_step_counter=train_step_counter,
-                name=name)
-
-  def _make_policy(self, time_step_spec, action_spec):
-    # Greedy in Q(s, .); the contract model ignores delta (0.5 is only what PolicyInfo shows).
-    return policies.FixedDeltaPolicy(time_step_spec, action_spec, self._contract, delta=0.5)
 
   def _objective(self, batch, seed, training):
     del seed  # deterministic objective

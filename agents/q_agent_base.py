@@ -405,12 +405,31 @@ class GuardedLearner(tf_agent.TFAgent):
 
 
 class OfflineQAgent(GuardedLearner):
-  """Base of CQLAgent, REMAgent, AEVLAgent (see the module notes).
+  """Base of BCAgent, CQLAgent, REMAgent, AEVLAgent (see the module notes).
 
-  Subclasses call `_setup` from their `__init__` and implement `_objective` and `_make_policy`.
+  A subclass names its config class (`CONFIG`) and implements `_objective`; the constructor
+  builds one network of `_num_heads(config)` heads and the greedy policy on its contract view
+  (`_make_policy`). AEVL, an ensemble with its own policy, overrides both and calls `_setup`.
   """
 
   AGENT_NAME = "Q"
+  CONFIG: type = None  # the agent's config dataclass; its defaults when no config is given
+
+  def __init__(self, time_step_spec, action_spec, config: Optional["BaseQConfig"] = None,
+               network_config: networks.QNetworkConfig = networks.QNetworkConfig(),
+               train_step_counter: Optional[tf.Variable] = None, name: Optional[str] = None):
+    """config: an instance of CONFIG (None: its defaults); name: the variables' prefix
+    (default '<AGENT_NAME>Agent', e.g. 'CQLAgent')."""
+    config = self.CONFIG() if config is None else config
+    self._setup(time_step_spec, action_spec, config, network_config, num_members=1,
+                num_heads=self._num_heads(config), contract_mode="mean",
+                train_step_counter=train_step_counter,
+                name=f"{self.AGENT_NAME}Agent" if name is None else name)
+
+  def _num_heads(self, config) -> int:
+    """Heads of the one network (REM: config.num_heads)."""
+    del config
+    return 1
 
   def _setup(self, time_step_spec, action_spec, config: BaseQConfig,
              network_config: networks.QNetworkConfig, num_members: int, num_heads: int,
@@ -431,9 +450,10 @@ class OfflineQAgent(GuardedLearner):
                        policies.epsilon_greedy(policy, config.collect_epsilon),
                        train_step_counter)
 
-  # ---- to implement ----------------------------------------------------------------------------
   def _make_policy(self, time_step_spec, action_spec):
-    raise NotImplementedError
+    """Greedy in the contract view's Q (the mean of REM's heads, BC's logits); the contract
+    model ignores delta (0.5 is only what PolicyInfo shows)."""
+    return policies.FixedDeltaPolicy(time_step_spec, action_spec, self._contract, delta=0.5)
 
   # ---- accessors ---------------------------------------------------------------------------------
   @property

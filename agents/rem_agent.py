@@ -6,7 +6,6 @@ More in docs/agent.md "Module notes", `agents/rem_agent.py`.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
 
 import ccvl_tf  # noqa: F401
 
@@ -14,8 +13,6 @@ import tensorflow as tf
 
 from agents import q_agent_base
 from ccvl_tf import losses
-from ccvl_tf import networks
-from ccvl_tf import policies
 from ccvl_tf.config_flags import setting
 
 
@@ -44,17 +41,10 @@ class REMAgent(q_agent_base.OfflineQAgent):
   """Random Ensemble Mixture over H heads (see the module notes)."""
 
   AGENT_NAME = "REM"
+  CONFIG = REMConfig
 
-  def __init__(self, time_step_spec, action_spec, config: REMConfig = REMConfig(),
-               network_config: networks.QNetworkConfig = networks.QNetworkConfig(),
-               train_step_counter: Optional[tf.Variable] = None, name: str = "REMAgent"):
-    self._setup(time_step_spec, action_spec, config, network_config, num_members=1,
-                num_heads=config.num_heads, contract_mode="mean",
-                train_step_counter=train_step_counter, name=name)
-
-  def _make_policy(self, time_step_spec, action_spec):
-    # Greedy in the mean of the heads; delta is ignored by the contract model.
-    return policies.FixedDeltaPolicy(time_step_spec, action_spec, self._contract, delta=0.5)
+  def _num_heads(self, config) -> int:
+    return config.num_heads
 
   def mixture_weights(self, seed) -> tf.Tensor:
     """alpha [H] of the step with stateless seed `seed` (what `_objective` uses)."""

@@ -2,7 +2,8 @@
 Upper-Bounds" (Eq. upper update), for agents/ccvl_bounds_agent.py.
 
 The lower bound's pieces (TD, the CQL gap, CCVL's L_j and the max over j) are in
-ccvl_tf/losses.py, whose docstring names the paper's symbols; this module mirrors them for Q_u
+ccvl_tf/losses.py and ccvl_tf/readings/, whose docstrings name the paper's symbols; this module
+mirrors them for Q_u
 (min over j, the bonus added, or a CQL-like term with the opposite preference). Shapes: B
 batch, N deltas per transition, M pairs per delta, A actions. Pure functions, no state.
 """
@@ -14,8 +15,9 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import tensorflow as tf
 
-from ccvl_tf.losses import (  # the lower bound's pieces Q_u reuses
-    ccvl_pair_losses, confidence_weight, gather_actions, max_over_pairs, td_loss, validate_alpha)
+from ccvl_tf.losses import gather_actions, td_loss, validate_alpha
+from ccvl_tf.readings import paper  # the lower bound's pieces Q_u reuses
+from ccvl_tf.readings.bound import confidence_weight
 
 # ---- upper bounds Q_u(s, a, delta) (paper Sec. "Learning Lower- and Upper-Bounds") ----------
 # Reading of Eq. (upper update) for the regularized (neural) form; see docs/online.md.
@@ -90,15 +92,15 @@ def ccvl_upper_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor,
     regularizer: one of UPPER_REGULARIZERS; pair_reduction: one of PAIR_REDUCTIONS.
 
   Returns:
-    dict like `ccvl_loss` ('argmax_j' holds the selected j for either reduction).
+    dict like readings/paper.py `loss` ('argmax_j' holds the selected j for either reduction).
   """
   validate_alpha(alpha)
   if pair_reduction not in PAIR_REDUCTIONS:
     raise ValueError(f"pair_reduction must be one of {PAIR_REDUCTIONS}, got {pair_reduction!r}")
   gap, q_sa = upper_gap(q_values, actions, regularizer)           # [B, N], [B, N]
-  pair, reg, td = ccvl_pair_losses(q_sa, gap, target, delta_1, inverse_count, alpha,
-                                   td_loss_type, huber_kappa)    # [B, N, M] each
-  reduce = min_over_pairs if pair_reduction == "min" else max_over_pairs
+  pair, reg, td = paper.pair_losses(q_sa, gap, target, delta_1, inverse_count, alpha,
+                                    td_loss_type, huber_kappa)   # [B, N, M] each
+  reduce = min_over_pairs if pair_reduction == "min" else paper.max_over_pairs
   sel, arg_j = reduce(pair)                                       # [B, N]
   return {"loss": tf.reduce_mean(sel), "pair_losses": pair, "max_losses": sel,
           "argmax_j": arg_j, "regularizer": reg, "td": td, "gap": gap, "q_sa": q_sa}
@@ -116,7 +118,7 @@ def ccvl_upper_bonus_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Te
 
   The min over delta_1 <= delta of the bonus is at delta_1 = delta (sqrt(log(1/delta_1)) falls
   as delta_1 grows); the min over delta_2 is taken over the candidate targets y_j (pair 0 at
-  delta_2 = delta: losses.objective_delta_2(..., 'bound')). The bonus is *added* (an upper bound
+  delta_2 = delta: readings.target_confidences(..., 'bound')). The bonus is *added* (an upper bound
   adds the uncertainty; the printed equation's sign inside the square is the same typo as the
   lower bound's, see ccvl_tf/tabular/learners.py). No regularizer: nothing pushes actions the
   data never takes (the regularized forms' fixed point sends them to +inf, docs/online.md).
@@ -132,7 +134,7 @@ def ccvl_upper_bonus_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Te
     value_max: None or the cap of y.
 
   Returns:
-    dict like ccvl_bound_loss: 'loss'; 'target' y [B, N]; 'argmax_j' (the argmin j) [B, N];
+    dict like readings/bound.py `loss`: 'loss'; 'target' y [B, N]; 'argmax_j' (the argmin j) [B, N];
     'regularizer' (0), 'td', 'gap' (Q_u(s, a_D) - softmin_a Q_u(s, a), reported only), 'q_sa',
     'weight' [B, N].
   """

@@ -18,6 +18,7 @@ from tf_agents.trajectories import time_step as ts
 from agents import ccvl_agent
 from agents import ccvl_bounds_agent as cba
 from ccvl_tf import losses
+from ccvl_tf.readings import paper
 from ccvl_tf import upper_losses
 from ccvl_tf import networks
 from ccvl_tf import policies
@@ -57,7 +58,7 @@ def test_upper_loss_by_hand():
   np.testing.assert_allclose(res_neg["pair_losses"].numpy(),
                              [[[r_neg + 0.5, 2 * r_neg + 0.125]]], rtol=1e-5)
   # The lower-bound CQL gap at the same numbers (logsumexp - Q(a_D) = 2 + log(1 + e^-2)) differs.
-  lower = losses.ccvl_loss(q, a, y, d1, inv, 2.0, "squared")
+  lower = paper.loss(q, a, y, d1, inv, 2.0, "squared")
   np.testing.assert_allclose(lower["gap"].numpy(), [[2.0 + r_u]], rtol=1e-5)
 
 

@@ -29,6 +29,7 @@ from agents import ccvl_agent
 from agents import ccvl_bounds_agent as cba
 from ccvl_tf import counts as counts_lib
 from ccvl_tf import losses
+from ccvl_tf.readings import bonus, bound
 from ccvl_tf import upper_losses
 from ccvl_tf import networks
 
@@ -121,7 +122,7 @@ def test_chain_closed_form_bounds_are_the_fixed_points_of_the_bonus_losses():
   def w(delta):                                      # [2] per state
     return alpha * np.sqrt(np.log(1.0 / delta) / n_s)
 
-  for sign, loss_fn in ((-1, losses.ccvl_bonus_loss), (+1, upper_losses.ccvl_upper_bonus_loss)):
+  for sign, loss_fn in ((-1, bonus.loss), (+1, upper_losses.ccvl_upper_bonus_loss)):
     q = np.stack([_chain_closed_form(*w(d), sign) for d in deltas])           # [N, S, A]
     q_batch = np.stack([q[:, si] for si in s])                                # [B, N, A]
     targets = np.zeros((4, 2, 2))                                             # [B, N, M]
@@ -204,7 +205,7 @@ def test_cql_lower_fixed_point_lies_above_q_star_when_the_behaviour_is_peaked():
   assert q[0] > 1.0 + 1e-3 and q[1] < 1.0
   actions = _one_state_batch([9, 1])                                          # [10]
   delta = math.exp(-1.0)                        # log(1/delta) = 1; n^-1 = 1 -> weight = alpha
-  g, _ = _grad(lambda qv: losses.ccvl_bound_loss(
+  g, _ = _grad(lambda qv: bound.loss(
       tf.tile(qv[None, None], [10, 1, 1]), tf.constant(actions), tf.ones([10, 1, 1]),
       tf.fill([10, 1], delta), tf.ones([10]), w)["loss"], q)
   assert np.abs(g).max() < 1e-5, g

@@ -17,6 +17,7 @@ from agents import ccvl_agent
 from agents import q_agent_base
 from ccvl_tf import counts
 from ccvl_tf import networks
+from ccvl_tf.readings import paper
 from ccvl_tf.tabular import gridworld
 from ccvl_tf.tabular import dataset as tds
 from ccvl_tf.tabular import learners
@@ -73,7 +74,13 @@ def _linear_network(name):
       phi_dim=2)
 
 
-def test_objective_hand_computed_on_a_tiny_linear_network():
+# The paper's objective (readings/paper.py, the default step) and the general composition
+# (research readings, the upper bound) must both give the hand-computed values.
+OBJECTIVES = {"general": ccvl_agent.ccvl_objective, "paper": paper.objective}
+
+
+@pytest.mark.parametrize("which", sorted(OBJECTIVES))
+def test_objective_hand_computed_on_a_tiny_linear_network(which):
   """B=1, N=2, M=3; s = state 0, a_D = 1, r = 0.5, s' = state 1, not terminal, gamma = 0.5.
 
   Online Q(s0, ., delta) = [1 + 4 delta, 0]:
@@ -102,8 +109,8 @@ def test_objective_hand_computed_on_a_tiny_linear_network():
   cfg = ccvl_agent.CCVLConfig(num_deltas=2, num_pairs=3, alpha=1.0, gamma=0.5,
                               td_loss="squared", dr3_coef=0.1, objective="algorithm1",
                               support_threshold=0.0)
-  out = ccvl_agent.ccvl_objective(online, target, batch, delta, delta_1, delta_2,
-                                  lambda obs, phi: tf.fill([tf.shape(obs)[0]], 0.25), cfg)
+  out = OBJECTIVES[which](online, target, batch, delta, delta_1, delta_2,
+                          lambda obs, phi: tf.fill([tf.shape(obs)[0]], 0.25), cfg)
   np.testing.assert_allclose(out["ccvl_loss"].numpy(), 3.168383, rtol=1e-5)
   np.testing.assert_allclose(out["dr3_penalty"].numpy(), 0.5, rtol=1e-6)
   np.testing.assert_allclose(out["loss"].numpy(), 3.218383, rtol=1e-5)
@@ -113,7 +120,8 @@ def test_objective_hand_computed_on_a_tiny_linear_network():
 
 
 # ---- gradients ---------------------------------------------------------------------------------
-def test_objective_gradient_by_hand_on_the_tiny_linear_network():
+@pytest.mark.parametrize("which", sorted(OBJECTIVES))
+def test_objective_gradient_by_hand_on_the_tiny_linear_network(which):
   """dL/dW and dL/du of the linear network Q(s, a, delta) = W[s, a] + delta u_a, the setup of
   the test above with c_DR3 = 0 (B = 1, N = 2, a_D = 1, s = state 0).
 
@@ -145,8 +153,8 @@ def test_objective_gradient_by_hand_on_the_tiny_linear_network():
   target_vars = [v.value for v in target.trainable_variables]
   with tf.GradientTape(persistent=True) as tape:
     tape.watch(target_vars)
-    out = ccvl_agent.ccvl_objective(online, target, batch, tf.constant([[0.5, 0.25]]), delta_1,
-                                    delta_2, lambda obs, phi: inv + 0.0 * phi[:, 0], cfg)
+    out = OBJECTIVES[which](online, target, batch, tf.constant([[0.5, 0.25]]), delta_1,
+                            delta_2, lambda obs, phi: inv + 0.0 * phi[:, 0], cfg)
   np.testing.assert_allclose(out["loss"].numpy(), 3.168383, rtol=1e-5)
   np.testing.assert_allclose(tape.gradient(out["loss"], w).numpy(),
                              [[0.9166856, -1.9916856], [0.0, 0.0]], rtol=1e-5, atol=1e-7)
@@ -155,6 +163,40 @@ def test_objective_gradient_by_hand_on_the_tiny_linear_network():
                              rtol=1e-5)
   assert all(tape.gradient(out["loss"], v) is None for v in target_vars)
   assert tape.gradient(out["loss"], inv) is None
+
+
+@pytest.mark.parametrize("cfg,paper_step", [
+    ({}, True), ({"delta_head": "cosine", "td_loss": "squared"}, True),
+    ({"count_weight": "off", "train_delta": 0.5}, True),
+    ({"objective": "bound"}, False), ({"objective": "bonus"}, False), ({"gap": "max"}, False),
+    ({"delta_weight": "constant"}, False), ({"support_threshold": 0.5}, False)])
+def test_the_paper_reading_trains_the_papers_objective_with_the_same_loss_and_gradients(
+    cfg, paper_step):
+  """The step objective is chosen once: readings/paper.py `objective` for the paper's reading
+  (any head, TD loss, count weighting or sampling), the general composition for a research
+  reading. Where the paper's applies, the general one gives the same loss and gradients bit
+  for bit on a real network (DR3 on), so the choice changes no trained number."""
+  agent = _tiny_agent(**cfg)
+  assert (agent._step_objective == agent._paper_objective) is paper_step
+  batch = agent.prepare_batch(_random_batch(8, 5, 3))
+  agent.counts.update(tf.random.stateless_uniform([16, 16], seed=[1, 1]))
+  agent.counts.refresh()
+  online = agent.online_network.trainable_variables
+  results = {}
+  for name in ("paper", "general"):
+    if name == "paper" and not paper_step:
+      continue
+    agent._step_objective = getattr(agent, f"_{name}_objective")
+    with tf.GradientTape() as tape:
+      metrics = agent._objective(batch, agent.step_seed(), training=True)
+    results[name] = (metrics, tape.gradient(metrics["loss"], online))
+  if paper_step:
+    (m_p, g_p), (m_g, g_g) = results["paper"], results["general"]
+    assert list(m_p) == list(m_g)  # the same metrics, in the same order
+    for key in m_p:
+      np.testing.assert_array_equal(m_p[key].numpy(), m_g[key].numpy(), err_msg=key)
+    for a, b in zip(g_p, g_g):
+      np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
 @pytest.mark.parametrize("head,parts", [("cosine", ("mlp0", "delta_embed", "hidden", "_q/")),

@@ -13,6 +13,8 @@ from tf_agents.trajectories import time_step as ts
 
 from agents import ccvl_agent
 from ccvl_tf import losses
+from ccvl_tf.readings import paper
+from ccvl_tf.readings import bound
 from ccvl_tf import networks
 
 
@@ -40,13 +42,13 @@ def test_constant_delta_weight_drops_the_log_term():
   delta = tf.constant([[0.1, 0.9]])
   inv = tf.constant([0.25])
   # alpha sqrt(n^-1) = 2 * 0.5 = 1 at every delta; sqrt_log: 2 sqrt(log(1/delta) / 4).
-  np.testing.assert_allclose(losses.confidence_weight(delta, inv, 2.0, "constant").numpy(),
+  np.testing.assert_allclose(bound.confidence_weight(delta, inv, 2.0, "constant").numpy(),
                              [[1.0, 1.0]], rtol=1e-6)
-  np.testing.assert_allclose(losses.confidence_weight(delta, inv, 2.0).numpy(),
+  np.testing.assert_allclose(bound.confidence_weight(delta, inv, 2.0).numpy(),
                              [[np.sqrt(np.log(10.0)), np.sqrt(np.log(1 / 0.9))]], rtol=1e-5)
   d1 = tf.constant([[[0.5, 0.01]]])
   np.testing.assert_allclose(
-      losses.ccvl_regularizer_weight(d1, inv, 2.0, "constant").numpy(), [[[1.0, 1.0]]])
+      paper.regularizer_weight(d1, inv, 2.0, "constant").numpy(), [[[1.0, 1.0]]])
   with pytest.raises(ValueError, match="delta_weight"):
     losses.log_inverse_delta(delta, "linear")
 
@@ -60,7 +62,7 @@ def test_rung_one_pair_loss_is_cql_value_and_gradient():
   q_t = tf.constant(q)
   with tf.GradientTape() as tape:
     tape.watch(q_t)
-    res = losses.ccvl_bound_loss(q_t, tf.constant(actions), tf.constant(y),
+    res = bound.loss(q_t, tf.constant(actions), tf.constant(y),
                                  tf.constant([[0.5], [0.5]]), tf.ones([2]), alpha,
                                  td_loss_type="huber", delta_weight="constant")
   grad = tape.gradient(res["loss"], q_t).numpy()

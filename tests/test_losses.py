@@ -10,6 +10,7 @@ import pytest
 import tensorflow as tf
 
 from ccvl_tf import losses
+from ccvl_tf.readings import paper
 from ccvl_tf import upper_losses
 
 E = math.exp
@@ -36,7 +37,7 @@ def _fixed_inputs():
 
 def test_ccvl_loss_hand_computed_squared():
   q, actions, targets, delta_1, inv_count = _fixed_inputs()
-  out = losses.ccvl_loss(q, actions, targets, delta_1, inv_count, alpha=2.0,
+  out = paper.loss(q, actions, targets, delta_1, inv_count, alpha=2.0,
                          td_loss_type="squared")
   ln2, ln4 = math.log(2.0), math.log(4.0)
   # regularizer = weight * gap:
@@ -62,7 +63,7 @@ def test_ccvl_loss_hand_computed_squared():
 
 def test_ccvl_loss_hand_computed_huber():
   q, actions, targets, delta_1, inv_count = _fixed_inputs()
-  out = losses.ccvl_loss(q, actions, targets, delta_1, inv_count, alpha=2.0,
+  out = paper.loss(q, actions, targets, delta_1, inv_count, alpha=2.0,
                          td_loss_type="huber", huber_kappa=1.0)
   # Huber_1 of TD errors: |0| -> 0, |-2| -> 2 - 0.5 = 1.5, |1| -> 0.5, |-3| -> 2.5
   #   row 0 TD [0, 1.5, 0.5]   L = [0.693147, 2.886294, 0.846574] -> max 2.886294 (j=1)
@@ -81,7 +82,7 @@ def test_shapes_of_every_intermediate():
   next_q = tf.random.stateless_normal([b, n * m, a], seed=[5, 6])
   targets = losses.td_targets(tf.ones([b]), tf.zeros([b]), 0.9, next_q)
   assert targets.shape == (b, n * m)
-  out = losses.ccvl_loss(q, tf.zeros([b], tf.int32), tf.reshape(targets, [b, n, m]), d1,
+  out = paper.loss(q, tf.zeros([b], tf.int32), tf.reshape(targets, [b, n, m]), d1,
                          tf.fill([b], 0.5), alpha=1.0)
   for key in ("pair_losses", "regularizer", "td"):
     assert out[key].shape == (b, n, m), key
@@ -149,7 +150,7 @@ def test_dr3_penalty_hand_computed():
 def test_max_over_pairs_gradient_only_through_the_selected_pair():
   pairs = tf.Variable([[[0.1, 0.7, 0.3], [2.0, -1.0, 5.0]]])
   with tf.GradientTape() as tape:
-    best, arg = losses.max_over_pairs(pairs)
+    best, arg = paper.max_over_pairs(pairs)
     total = tf.reduce_sum(best)
   np.testing.assert_allclose(best.numpy(), [[0.7, 5.0]])
   np.testing.assert_array_equal(arg.numpy(), [[1, 2]])
@@ -160,7 +161,7 @@ def test_max_over_pairs_gradient_only_through_the_selected_pair():
 def test_regularizer_weight_has_no_gradient_into_counts():
   inv = tf.Variable([0.5])
   with tf.GradientTape() as tape:
-    w = losses.ccvl_regularizer_weight(tf.constant([[[0.1]]]), inv, alpha=1.0)
+    w = paper.regularizer_weight(tf.constant([[[0.1]]]), inv, alpha=1.0)
   assert tape.gradient(w, inv) is None
   # alpha * sqrt(ln(10) * 0.5)
   np.testing.assert_allclose(w.numpy(), [[[math.sqrt(math.log(10.0) * 0.5)]]], rtol=1e-6)
@@ -176,7 +177,7 @@ def test_bad_sample_counts_raise_naming_the_value(n, m):
 def test_bad_alpha_raises(alpha):
   q, actions, targets, delta_1, inv_count = _fixed_inputs()
   with pytest.raises(ValueError, match="alpha"):
-    losses.ccvl_loss(q, actions, targets, delta_1, inv_count, alpha=alpha)
+    paper.loss(q, actions, targets, delta_1, inv_count, alpha=alpha)
 
 
 @pytest.mark.parametrize("delta", [0.0, 1.0, -0.5, 1.5, float("nan")])
@@ -256,7 +257,7 @@ def test_ccvl_loss_gradient_wrt_q_by_hand():
                             ("huber", [[[-1.0, 0.5], [-0.875, 0.375]]])):
     with tf.GradientTape() as tape:
       tape.watch(q)
-      out = losses.ccvl_loss(q, actions, targets, delta_1, inv_count, alpha=2.0,
+      out = paper.loss(q, actions, targets, delta_1, inv_count, alpha=2.0,
                              td_loss_type=td_type, huber_kappa=1.0)
     np.testing.assert_allclose(tape.gradient(out["loss"], q).numpy(), expected, rtol=1e-5,
                                err_msg=td_type)
@@ -264,7 +265,7 @@ def test_ccvl_loss_gradient_wrt_q_by_hand():
   # row 0: j* = 1 (x = -2) -> 1/2 [-2, 0]; row 1: j* = 2 (x = -3) -> 1/2 [-3, 0].
   with tf.GradientTape() as tape:
     tape.watch(q)
-    out = losses.ccvl_loss(q, actions, targets, delta_1, inv_count, alpha=0.0)
+    out = paper.loss(q, actions, targets, delta_1, inv_count, alpha=0.0)
   np.testing.assert_allclose(tape.gradient(out["loss"], q).numpy(),
                              [[[-1.0, 0.0], [-1.5, 0.0]]], rtol=1e-6)
 
@@ -299,7 +300,7 @@ def test_ccvl_loss_gradient_matches_the_numpy_formula_on_a_random_batch():
   qt = tf.constant(q)
   with tf.GradientTape() as tape:
     tape.watch(qt)
-    out = losses.ccvl_loss(qt, tf.constant(a), tf.constant(y), tf.constant(delta_1),
+    out = paper.loss(qt, tf.constant(a), tf.constant(y), tf.constant(delta_1),
                            tf.constant(inv_n), alpha=1.5, td_loss_type="huber", huber_kappa=0.7)
   ref_loss, ref_grad = _ccvl_reference(q.astype(np.float64), a, y.astype(np.float64),
                                        -np.log(delta_1.astype(np.float64)),
@@ -324,7 +325,7 @@ def test_no_gradient_reaches_targets_regularizer_weights_or_counts():
   with tf.GradientTape(persistent=True) as tape:
     tape.watch([q, next_q, reward, delta_1, inv_count])
     y = losses.td_targets(reward, tf.constant([0.0]), 0.9, next_q)  # [1, 6]
-    out = losses.ccvl_loss(q, tf.constant([0]), tf.reshape(y, [1, 2, 3]), delta_1, inv_count,
+    out = paper.loss(q, tf.constant([0]), tf.reshape(y, [1, 2, 3]), delta_1, inv_count,
                            alpha=2.0)
     upper = upper_losses.ccvl_upper_loss(q, tf.constant([0]), tf.reshape(y, [1, 2, 3]), delta_1,
                                    inv_count, alpha=2.0)
@@ -336,7 +337,7 @@ def test_no_gradient_reaches_targets_regularizer_weights_or_counts():
   assert tape.gradient(y, next_q) is None and tape.gradient(y, reward) is None
   with tf.GradientTape(persistent=True) as tape:
     tape.watch([delta_1, inv_count])
-    weight = losses.ccvl_regularizer_weight(delta_1, inv_count, 2.0)
+    weight = paper.regularizer_weight(delta_1, inv_count, 2.0)
   assert tape.gradient(weight, delta_1) is None and tape.gradient(weight, inv_count) is None
 
 

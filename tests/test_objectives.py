@@ -15,6 +15,10 @@ import pytest
 import tensorflow as tf
 
 from ccvl_tf import losses
+from ccvl_tf import readings
+from ccvl_tf.readings import paper
+from ccvl_tf.readings import bound
+from ccvl_tf.readings import bonus
 
 LN2, LN4 = math.log(2.0), math.log(4.0)
 
@@ -30,7 +34,7 @@ def _inputs():
 
 def test_bound_objective_by_hand():
   q, a, y, delta, inv = _inputs()
-  out = losses.ccvl_bound_loss(q, a, y, delta, inv, alpha=2.0, td_loss_type="squared")
+  out = bound.loss(q, a, y, delta, inv, alpha=2.0, td_loss_type="squared")
   # weights [2, 1]; reg = [2 ln2, ln4]; TD = 1/2 (Q_sa - max y)^2 = [1/2 (1-3)^2, 1/2 (0-2)^2]
   #   = [2, 2]; loss = mean(2 ln2 + 2, ln4 + 2) = (4 ln 2 + 4) / 2 = 2 ln 2 + 2
   np.testing.assert_allclose(out["weight"].numpy(), [[2.0, 1.0]], rtol=1e-5)
@@ -43,7 +47,7 @@ def test_bound_objective_by_hand():
 
 def test_bonus_objective_by_hand():
   q, a, y, delta, inv = _inputs()
-  out = losses.ccvl_bonus_loss(q, a, y, delta, inv, alpha=2.0, td_loss_type="squared")
+  out = bonus.loss(q, a, y, delta, inv, alpha=2.0, td_loss_type="squared")
   # y' = max y - weight = [3 - 2, 2 - 1] = [1, 1]; TD = 1/2 (Q_sa - y')^2 = [0, 1/2];
   # no regularizer; loss = 1/4.
   np.testing.assert_allclose(out["target"].numpy(), [[1.0, 1.0]], rtol=1e-6)
@@ -58,7 +62,7 @@ def test_bound_gradient_by_hand():
   q = tf.Variable(q)
   with tf.GradientTape(persistent=True) as tape:
     tape.watch([y, inv])
-    out = losses.ccvl_bound_loss(q, a, y, delta, inv, alpha=2.0, td_loss_type="squared")
+    out = bound.loss(q, a, y, delta, inv, alpha=2.0, td_loss_type="squared")
   grad = tape.gradient(out["loss"], q).numpy()
   # row 0: softmax [1/2, 1/2], w 2: 2 * [-1/2, 1/2] + (1 - 3) [1, 0] = [-3, 1]; / N=2
   # row 1: softmax [1/4, 3/4], w 1: [-3/4, 3/4] + (0 - 2) [1, 0] = [-2.75, 0.75]; / 2
@@ -72,7 +76,7 @@ def test_bonus_gradient_is_td_only_and_reaches_no_target():
   q = tf.Variable(q)
   with tf.GradientTape(persistent=True) as tape:
     tape.watch([y, inv])
-    out = losses.ccvl_bonus_loss(q, a, y, delta, inv, alpha=2.0, td_loss_type="squared")
+    out = bonus.loss(q, a, y, delta, inv, alpha=2.0, td_loss_type="squared")
   grad = tape.gradient(out["loss"], q).numpy()
   # (Q_sa - y') / N on the data action only: row 0 (1 - 1)/2 = 0, row 1 (0 - 1)/2 = -0.5.
   np.testing.assert_allclose(grad, [[[0.0, 0.0], [-0.5, 0.0]]], atol=1e-6)
@@ -89,37 +93,37 @@ def test_bonus_with_a_delta_independent_gap_by_hand():
   q, a, y, delta, inv = _inputs()
   q = tf.Variable(q)
   with tf.GradientTape() as tape:
-    out = losses.ccvl_bonus_loss(q, a, y, delta, inv, alpha=2.0, td_loss_type="squared",
+    out = bonus.loss(q, a, y, delta, inv, alpha=2.0, td_loss_type="squared",
                                  gap_weight=0.5)
   np.testing.assert_allclose(out["regularizer"].numpy(), [[0.5 * LN2, 0.5 * LN4]], rtol=1e-5)
   np.testing.assert_allclose(out["loss"].numpy(), 0.25 + 0.75 * LN2, rtol=1e-5)
   np.testing.assert_allclose(tape.gradient(out["loss"], q).numpy(),
                              [[[-0.125, 0.125], [-0.6875, 0.1875]]], rtol=1e-5)
-  got = losses.ccvl_objective_loss("bonus", q, a, y, delta, None, inv, 2.0, "squared",
+  got = readings.loss("bonus", q, a, y, delta, None, inv, 2.0, "squared",
                                    gap_weight=0.5)
   np.testing.assert_allclose(got["loss"].numpy(), out["loss"].numpy())
   with pytest.raises(ValueError, match="alpha"):
-    losses.ccvl_bonus_loss(q, a, y, delta, inv, alpha=2.0, gap_weight=-1.0)
+    bonus.loss(q, a, y, delta, inv, alpha=2.0, gap_weight=-1.0)
 
 
 def test_dispatch_and_target_confidences():
   q, a, y, delta, inv = _inputs()
   d1 = tf.constant([[[0.01, 0.02], [0.1, 0.2]]])
-  for name, fn in (("bound", losses.ccvl_bound_loss), ("bonus", losses.ccvl_bonus_loss)):
-    got = losses.ccvl_objective_loss(name, q, a, y, delta, d1, inv, 2.0, "squared")
+  for name, fn in (("bound", bound.loss), ("bonus", bonus.loss)):
+    got = readings.loss(name, q, a, y, delta, d1, inv, 2.0, "squared")
     np.testing.assert_allclose(got["loss"].numpy(),
                                fn(q, a, y, delta, inv, 2.0, "squared")["loss"].numpy())
-  got = losses.ccvl_objective_loss("algorithm1", q, a, y, delta, d1, inv, 2.0, "squared")
+  got = readings.loss("algorithm1", q, a, y, delta, d1, inv, 2.0, "squared")
   np.testing.assert_allclose(got["loss"].numpy(),
-                             losses.ccvl_loss(q, a, y, d1, inv, 2.0, "squared")["loss"].numpy())
+                             paper.loss(q, a, y, d1, inv, 2.0, "squared")["loss"].numpy())
   d2 = tf.constant([[[0.3, 0.4], [0.5, 0.6]]])
-  np.testing.assert_allclose(losses.objective_delta_2(delta, d2, "algorithm1").numpy(),
+  np.testing.assert_allclose(readings.target_confidences(delta, d2, "algorithm1").numpy(),
                              d2.numpy())
   # bound / bonus: pair 0 bootstraps from delta itself, pair 1 keeps its draw.
-  np.testing.assert_allclose(losses.objective_delta_2(delta, d2, "bound").numpy(),
+  np.testing.assert_allclose(readings.target_confidences(delta, d2, "bound").numpy(),
                              [[[math.exp(-4.0), 0.4], [math.exp(-1.0), 0.6]]], rtol=1e-6)
   with pytest.raises(ValueError, match="objective must be one of"):
-    losses.validate_objective("max")
+    readings.validate_objective("max")
 
 
 def test_bonus_fixed_point_is_monotone_in_delta():
@@ -128,7 +132,7 @@ def test_bonus_fixed_point_is_monotone_in_delta():
   grid = tf.constant([[0.05, 0.25, 0.5, 0.75, 0.95]])           # [1, 5]
   q = tf.zeros([1, 5, 2])
   y = tf.ones([1, 5, 2])
-  out = losses.ccvl_bonus_loss(q, tf.constant([0]), y, grid, tf.constant([0.5]), alpha=1.0)
+  out = bonus.loss(q, tf.constant([0]), y, grid, tf.constant([0.5]), alpha=1.0)
   t = out["target"].numpy()[0]
   assert np.all(np.diff(t) > 0)
   np.testing.assert_allclose(t, 1.0 - np.sqrt(np.log(1.0 / grid.numpy()[0]) * 0.5), rtol=1e-5)

@@ -12,7 +12,7 @@ from tf_agents.trajectories import time_step as ts
 
 from agents import ccvl_agent
 from agents import ccvl_bounds_agent
-from ccvl_tf import losses
+from ccvl_tf.readings import paper
 from ccvl_tf import networks
 from ccvl_tf.experiments.online import penalty as online_penalty
 
@@ -111,7 +111,7 @@ def test_regularizer_gradient_shrinks_by_sqrt_n_over_n_plus_k():
 
   def grad(inverse_count):
     with tf.GradientTape() as tape:
-      res = losses.ccvl_loss(q, a, tf.zeros([1, 1, 1]), d1, tf.constant([inverse_count]),
+      res = paper.loss(q, a, tf.zeros([1, 1, 1]), d1, tf.constant([inverse_count]),
                              alpha)
       reg = tf.reduce_mean(res["regularizer"])
     return tape.gradient(reg, q).numpy()[0, 0]

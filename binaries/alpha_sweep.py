@@ -16,8 +16,6 @@ Protocol and reading: docs/alpha_sweep.md.
 import sys
 
 from absl import app
-from absl import flags
-from absl import logging
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from ccvl_tf import quiet  # noqa: E402
@@ -35,16 +33,8 @@ agent_options.define_flags()  # CCVL's options, generated from agents.ccvl_agent
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError("unexpected arguments: {}".format(" ".join(argv[1:])))
-  if not flags.FLAGS["verbosity"].present:
-    logging.set_verbosity(logging.ERROR)
-  if not flags.FLAGS.output_dir:
-    raise app.UsageError("--output_dir is required")
-  try:
-    cfg = config_flags.from_flags(alpha_sweep.AlphaSweepConfig,
-                                  ccvl_options=agent_options.from_flags())
-    cfg.validate()
-  except ValueError as e:
-    raise app.UsageError(str(e))
+  cfg = config_flags.config_from_flags(alpha_sweep.AlphaSweepConfig, required=("output_dir",),
+                                       ccvl_options=agent_options.from_flags())
   try:
     out = alpha_sweep.run(cfg, log=lambda s: print(s, flush=True))
   except (ValueError, FileNotFoundError, MemoryError, training.TrainingStopped,

@@ -101,6 +101,26 @@ def run(main: Callable) -> None:
   app.run(short_usage_errors)
 
 
+def config_from_flags(cls, required: Sequence[str] = (), flag_values=None, **more):
+  """A binary's validated config `cls` from its flags (from_flags, with `more` fields given
+  directly): absl's logging at ERROR unless --verbosity is given, each flag of `required`
+  given (app.UsageError '--<name> is required'), and cls.validate(); its ValueError becomes an
+  app.UsageError (one line under `run`)."""
+  fv = flags.FLAGS if flag_values is None else flag_values
+  if "verbosity" in fv and not fv["verbosity"].present:
+    from absl import logging  # pylint: disable=g-import-not-at-top
+    logging.set_verbosity(logging.ERROR)
+  for name in required:
+    if not getattr(fv, name):
+      raise app.UsageError(f"--{name} is required")
+  try:
+    cfg = from_flags(cls, flag_values=flag_values, **more)
+    cfg.validate()
+  except ValueError as e:
+    raise app.UsageError(str(e)) from None
+  return cfg
+
+
 def setting(default=dataclasses.MISSING, help: str = "", *,  # pylint: disable=redefined-builtin
             default_factory=dataclasses.MISSING, flag: bool = True, **spec) -> dataclasses.Field:
   """A dataclass field that is also a flag: dataclasses.field(default, ...) with its FlagSpec

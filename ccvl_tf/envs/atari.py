@@ -24,8 +24,6 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from tf_agents.environments import py_environment
-from tf_agents.specs import array_spec
 from tf_agents.trajectories import time_step as ts
 import ale_py
 import ale_py.roms  # noqa: F401  pylint: disable=unused-import
@@ -117,7 +115,7 @@ def preprocess_frames(frame_a: np.ndarray, frame_b: np.ndarray,
   return area_resize(np.maximum(frame_a, frame_b), size, size)
 
 
-class AtariEnvironment(py_environment.PyEnvironment):
+class AtariEnvironment(episode.GameEnvironment):
   """One Atari game as a TF-Agents PyEnvironment (Dopamine preprocessing).
 
   observation: uint8 [84, 84, 4]; action: int32 scalar in [0, num_actions);
@@ -143,29 +141,10 @@ class AtariEnvironment(py_environment.PyEnvironment):
     self._frame_skip = frame_skip
     self._size = screen_size
     self._stack = np.zeros((screen_size, screen_size, stack_size), np.uint8)
-    self._max_steps = max_episode_steps
-    self._clip = clip_rewards
-    self._steps = 0
-    self._done = True
-    self.last_raw_reward = 0.0
-    self.episode_raw_return = 0.0
-    self._truncated = False
-    self._obs_spec = array_spec.BoundedArraySpec(
-        (screen_size, screen_size, stack_size), np.uint8, 0, 255, name="observation")
-    self._act_spec = array_spec.BoundedArraySpec(
-        (), np.int32, 0, len(self._action_set) - 1, name="action")
+    self._init_game((screen_size, screen_size, stack_size), 255, len(self._action_set),
+                    max_episode_steps, clip_rewards)
 
-  # --- specs / properties
-  def observation_spec(self):
-    return self._obs_spec
-
-  def action_spec(self):
-    return self._act_spec
-
-  @property
-  def num_actions(self) -> int:
-    return len(self._action_set)
-
+  # --- properties (the specs and num_actions: episode.GameEnvironment)
   @property
   def action_set(self) -> List[int]:
     """ALE action ids of the minimal action set (index = TF-Agents action)."""

@@ -1,4 +1,4 @@
-"""The end of an agent step, shared by the ALE and MinAtar environments.
+"""What the ALE and MinAtar environments share: their specs and the end of an agent step.
 
 Both keep the same bookkeeping: the raw (unclipped) reward of the last step and the episode's
 raw return, a reward clipped to [-1, 1] in the TimeStep (as Dopamine / the DQN Replay Dataset),
@@ -6,8 +6,43 @@ termination (discount 0) at a game over and truncation (discount 1) at the step 
 """
 from __future__ import annotations
 
+from typing import Optional, Sequence
+
 import numpy as np
+from tf_agents.environments import py_environment
+from tf_agents.specs import array_spec
 from tf_agents.trajectories import time_step as ts
+
+
+class GameEnvironment(py_environment.PyEnvironment):
+  """Base of AtariEnvironment and MinAtarEnvironment: uint8 observations, int32 actions
+  0..num_actions-1 (indices into the game's minimal action set) and the step bookkeeping that
+  `finish_step` updates."""
+
+  def _init_game(self, observation_shape: Sequence[int], observation_max: int,
+                 num_actions: int, max_steps: Optional[int], clip_rewards: bool) -> None:
+    """The specs and a fresh episode's counters (call from __init__)."""
+    self._max_steps = None if max_steps is None else int(max_steps)
+    self._clip = bool(clip_rewards)
+    self._steps = 0
+    self._done = True
+    self._truncated = False
+    self.last_raw_reward = 0.0
+    self.episode_raw_return = 0.0
+    self._obs_spec = array_spec.BoundedArraySpec(tuple(observation_shape), np.uint8, 0,
+                                                 observation_max, name="observation")
+    self._act_spec = array_spec.BoundedArraySpec((), np.int32, 0, int(num_actions) - 1,
+                                                 name="action")
+
+  def observation_spec(self):
+    return self._obs_spec
+
+  def action_spec(self):
+    return self._act_spec
+
+  @property
+  def num_actions(self) -> int:
+    return int(self._act_spec.maximum) + 1
 
 
 def finish_step(env, raw_reward: float, game_over: bool, observation) -> ts.TimeStep:

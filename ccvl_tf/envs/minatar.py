@@ -9,8 +9,6 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from tf_agents.environments import py_environment
-from tf_agents.specs import array_spec
 from tf_agents.trajectories import time_step as ts
 
 from ccvl_tf.envs import episode
@@ -52,7 +50,7 @@ def _minatar():
   return minatar
 
 
-class MinAtarEnvironment(py_environment.PyEnvironment):
+class MinAtarEnvironment(episode.GameEnvironment):
   """One MinAtar game as a TF-Agents PyEnvironment (see the module notes).
 
   Args:
@@ -84,30 +82,10 @@ class MinAtarEnvironment(py_environment.PyEnvironment):
     self._env.last_action = 0           # MinAtar's initial value, explicit
     self._action_set = [int(a) for a in self._env.minimal_action_set()]
     self._shape = tuple(int(d) for d in self._env.state_shape())  # (10, 10, C)
-    self._max_steps = None if max_episode_steps is None else int(max_episode_steps)
-    self._clip = bool(clip_rewards)
-    self._steps = 0
-    self._done = True
-    self._truncated = False
     self._game_over = False
-    self.last_raw_reward = 0.0
-    self.episode_raw_return = 0.0
-    self._obs_spec = array_spec.BoundedArraySpec(self._shape, np.uint8, 0, 1,
-                                                 name="observation")
-    self._act_spec = array_spec.BoundedArraySpec((), np.int32, 0, len(self._action_set) - 1,
-                                                 name="action")
+    self._init_game(self._shape, 1, len(self._action_set), max_episode_steps, clip_rewards)
 
-  # --- specs / properties
-  def observation_spec(self):
-    return self._obs_spec
-
-  def action_spec(self):
-    return self._act_spec
-
-  @property
-  def num_actions(self) -> int:
-    return len(self._action_set)
-
+  # --- properties (the specs and num_actions: episode.GameEnvironment)
   @property
   def action_set(self) -> List[int]:
     """MinAtar action ids of the minimal action set (index = TF-Agents action)."""

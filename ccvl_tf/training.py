@@ -226,12 +226,15 @@ def _moved(stored, current) -> bool:
   return rest(stored) == rest(current)
 
 
+_REMEDY = "Use another --root_dir, or pass --allow_config_change to resume anyway."
+
+
 def check_fingerprint(checkpoint_dir: str, fingerprint: Optional[Mapping[str, object]],
-                      allow_change: bool = False, log=print) -> None:
+                      allow_change: bool = False, log=print, remedy: str = _REMEDY) -> None:
   """Stores `fingerprint` with the checkpoints, or compares it with the stored one.
 
-  Raises FingerprintMismatch listing the differences (unless allow_change, which logs them and
-  keeps the stored fingerprint). Data that only moved (`_moved`: the same listing hash under
+  Raises FingerprintMismatch listing the differences and then `remedy` (what the caller's user
+  can do; unless allow_change, which logs them and keeps the stored fingerprint). Data that only moved (`_moved`: the same listing hash under
   another path) is not a difference: it is logged and the stored path updated."""
   if fingerprint is None:
     return
@@ -262,8 +265,7 @@ def check_fingerprint(checkpoint_dir: str, fingerprint: Optional[Mapping[str, ob
     return
   raise FingerprintMismatch(
       f"the checkpoints in {checkpoint_dir} were trained with another configuration or "
-      f"dataset: " + "; ".join(diffs) + ". Use another --root_dir, or pass "
-      f"--allow_config_change to resume anyway.")
+      f"dataset: " + "; ".join(diffs) + ". " + remedy)
 
 
 class _Loop:
@@ -379,7 +381,7 @@ def train(learner, make_dataset: Callable[[int], Iterable[Dict]], cfg: LoopConfi
           evaluate: Optional[Callable[[int], Dict[str, float]]] = None,
           log: Callable[[str], None] = print,
           fingerprint: Optional[Mapping[str, object]] = None,
-          allow_config_change: bool = False) -> Dict[str, object]:
+          allow_config_change: bool = False, remedy: str = _REMEDY) -> Dict[str, object]:
   """Trains `learner` to `cfg.num_steps`, resuming from `root_dir/checkpoints` if present.
 
   Args:
@@ -391,7 +393,7 @@ def train(learner, make_dataset: Callable[[int], Iterable[Dict]], cfg: LoopConfi
     log: where progress lines go.
     fingerprint: what the learned function depends on (agent, hyperparameters, dataset
       identity); stored with the checkpoints, and a resume with a different one is refused
-      (FingerprintMismatch) unless allow_config_change.
+      (FingerprintMismatch, ending with `remedy`) unless allow_config_change.
 
   Returns:
     dict(step=final step, last_metrics=..., last_eval=..., checkpoint=path, resumed_from=step).
@@ -405,7 +407,7 @@ def train(learner, make_dataset: Callable[[int], Iterable[Dict]], cfg: LoopConfi
   with writing(cfg.root_dir):
     os.makedirs(cfg.root_dir, exist_ok=True)
   ckpt_dir = os.path.join(cfg.root_dir, "checkpoints")
-  check_fingerprint(ckpt_dir, fingerprint, allow_config_change, log)
+  check_fingerprint(ckpt_dir, fingerprint, allow_config_change, log, remedy)
   manager = restore_or_initialize(learner, ckpt_dir, cfg.keep_checkpoints, log)
   loop = _Loop(learner, cfg, manager, evaluate, log)
   if loop.evals:  # eval.csv from the record: a run stopped by a failed write left it behind

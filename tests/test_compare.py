@@ -91,6 +91,22 @@ def test_tiny_gridworld_comparison_writes_every_output_and_resumes(tmp_path):
   compare_report.write_outputs(str(out), "gridworld", reps=50)
   assert "| 1% |" in (out / "table.md").read_text()
 
+  # A unit to redo with another learning rate is refused: its checkpoints were trained at the
+  # suite's 3e-3 (stored with them), and resuming them at 0.01 would mix the two.
+  cql_seed0 = out / "results" / "cql" / "1pct" / "gridworld" / "seed_0.json"
+  os.remove(cql_seed0)
+  r3 = _run([*TINY, "--methods=CQL", "--seeds=1", "--learning_rate=0.01",
+             f"--output_dir={out}"], tmp_path)
+  assert r3.returncode == 1 and not cql_seed0.exists()
+  assert "learning_rate: 0.003 -> 0.01" in r3.stderr and "another --output_dir" in r3.stderr
+  # The step budget is not part of it: a larger --num_steps resumes the training from step 3.
+  r4 = _run([*TINY, "--methods=CQL", "--seeds=1", "--num_steps=4", f"--output_dir={out}"],
+            tmp_path)
+  assert r4.returncode == 0, r4.stderr[-3000:]
+  assert json.loads(cql_seed0.read_text())["train_steps"] == 4
+  assert "Training from step 3 to 4." in (out / "logs" / "cql_1pct_gridworld_seed0.log"
+                                         ).read_text()
+
 
 def test_training_groups_keep_a_shared_learner_in_one_worker():
   units = [(d, "g", s, m) for d in ("1%", "5%") for s in (0, 1)

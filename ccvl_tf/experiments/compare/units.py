@@ -97,7 +97,11 @@ def train_unit(suite: compare_suites.Suite, method: str, dataset: str, game: str
       checkpoint_interval=cfg.checkpoint_interval or max(1, steps // 4),
       log_interval=max(1, steps // 4), summary_interval=max(1, steps // 20))
   t0 = time.time()
-  result = training.train(learner, data.make_dataset, loop, log=log)
+  result = training.train(
+      learner, data.make_dataset, loop, log=log,
+      fingerprint=train_fingerprint(spec.train_key, dataset, game, batch_size, data.size,
+                                    learner),
+      remedy=f"Use another --output_dir for other settings (this one holds {root}).")
   train_seconds = time.time() - t0
   meta_path = os.path.join(root, "train_seconds.json")
   if result["resumed_from"] < steps:  # this call trained (part of) it
@@ -109,6 +113,21 @@ def train_unit(suite: compare_suites.Suite, method: str, dataset: str, game: str
   write_train_summary(root, suite.env_name(game), spec.train_key, learner, data.size, steps)
   return TrainedUnit(spec, settings, learner, data, time_step_spec, action_spec, steps,
                      train_seconds)
+
+
+def train_fingerprint(train_key: str, dataset: str, game: str, batch_size: int,
+                      num_transitions: int, learner) -> Dict[str, object]:
+  """What a unit's checkpoints were trained on, stored with them (training.check_fingerprint):
+  a rerun into the same --output_dir with another learning rate, alpha, seed, ... would
+  otherwise resume them silently. The step budget is not in it: a larger --num_steps resumes
+  the training and evaluates it there."""
+  out = dict(agent=train_key, dataset=dataset, game=game, batch_size=int(batch_size),
+             num_transitions=int(num_transitions))
+  config = getattr(learner, "config", None)
+  if dataclasses.is_dataclass(config):
+    out.update({k: v for k, v in dataclasses.asdict(config).items()
+                if isinstance(v, (bool, int, float, str, type(None)))})
+  return out
 
 
 def write_train_summary(root: str, game: str, agent: str, learner, num_transitions: int,

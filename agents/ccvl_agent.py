@@ -140,6 +140,11 @@ class CCVLConfig(q_agent_base.BaseQConfig):
   def validate(self) -> None:
     losses.validate_num_samples(self.num_deltas, self.num_pairs)  # names them N and M
     config_flags.check(self)
+    if self.gap_weight > 0 and self.objective != "bonus":
+      raise ValueError(f"gap_weight (w0) is a setting of objective 'bonus' (the bonus reading, "
+                       f"ccvl_tf/readings/bonus.py) only; objective {self.objective!r} would "
+                       f"ignore gap_weight={self.gap_weight!r}: give objective='bonus' or "
+                       f"leave gap_weight at 0")
     if self.bonus_counts == "state_action" and not (self.objective == "bonus"
                                                    and self.support_threshold > 0):
       raise ValueError(f"bonus_counts='state_action' needs objective='bonus' and a support "

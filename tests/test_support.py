@@ -190,3 +190,13 @@ def test_per_action_counts_need_the_bonus_and_a_support_head():
     ccvl_agent.CCVLConfig(bonus_counts="state_action", support_threshold=0.0).validate()
   with pytest.raises(ValueError, match="bonus_counts='state_action' needs"):
     ccvl_agent.CCVLConfig(bonus_counts="state_action", objective="bound").validate()
+
+
+def test_the_bonus_readings_gap_weight_is_refused_with_another_objective():
+  # w0 weighs the gap only in readings/bonus.py; elsewhere it would be ignored without a word.
+  for objective in ("algorithm1", "bound"):
+    with pytest.raises(ValueError, match=r"^gap_weight \(w0\) is a setting of objective "
+                                         r"'bonus'.*give objective='bonus'"):
+      ccvl_agent.CCVLConfig(objective=objective, gap_weight=0.3).validate()
+  ccvl_agent.CCVLConfig(objective="bonus", gap_weight=0.3).validate()
+  ccvl_agent.CCVLConfig(objective="algorithm1", gap_weight=0.0).validate()

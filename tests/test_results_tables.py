@@ -252,14 +252,14 @@ def test_results_index_demo_table_recomputes_from_its_episode_scores():
 
 
 def test_results_index_finetuning_table_recomputes_from_its_rows():
-  """The results index's fine-tuning table (and the results page's) from docs/finetuning_rows_minatar.csv,
+  """The results index's fine-tuning table (and the results page's) from docs/results/finetuning_rows_minatar.csv,
   read by finetune_report.read_runs_csv and aggregated by the suite's own aggregate_lines with
   the suite's defaults (3 methods x 2 games x 3 seeds, 2,000 resamples)."""
   from ccvl_tf.experiments.online import finetune_report
   from ccvl_tf.experiments.online import finetune_suite
   cfg = finetune_suite.FinetuneSuiteConfig(compare_dir="-", data_dir="-", output_dir="-")
   assert cfg.bootstrap_reps == REPS and list(cfg.methods) == ["ccvl", "ccvl_lower", "cql"]
-  pairs = finetune_report.read_runs_csv(_doc("finetuning_rows_minatar.csv"))
+  pairs = finetune_report.read_runs_csv(_doc("results", "finetuning_rows_minatar.csv"))
   assert len(pairs) == 18
   for (method, game, seed), p in pairs.items():
     assert p["gain"] == pytest.approx(p["after"] - p["before"]), (method, game, seed)

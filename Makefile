@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.ccvl-installed
 export TF_USE_LEGACY_KERAS := 1
 # TensorFlow's C++ log level is left to the binaries: each sets TF_CPP_MIN_LOG_LEVEL=3 before
-# TensorFlow loads (ccvl_tf/quiet.py), so a CPU machine's first lines are the run's own and
+# TensorFlow loads (ccvl_tf/runtime/quiet.py), so a CPU machine's first lines are the run's own and
 # not cuFFT / cuDNN / cuBLAS registration errors; a level set here would count as the user's
 # and keep them. CCVL_VERBOSE=1, or TF_CPP_MIN_LOG_LEVEL in the environment, keeps them.
 

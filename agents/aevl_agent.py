@@ -14,10 +14,10 @@ import tensorflow as tf
 
 from agents import cql_agent
 from agents import q_agent_base
-from ccvl_tf import losses
-from ccvl_tf import networks
-from ccvl_tf import policies
-from ccvl_tf.config_flags import setting
+from ccvl_tf.algorithm import losses
+from ccvl_tf.algorithm import networks
+from ccvl_tf.algorithm import policies
+from ccvl_tf.runtime.config_flags import setting
 
 
 

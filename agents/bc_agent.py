@@ -5,7 +5,7 @@ One train step on a batch of B transitions (s, a_D, ...) (only s and a_D are use
   l(s, .) = the network's outputs [B, A], read as the logits of pi(a | s) = softmax(l)
   loss    = mean_B [ logsumexp_a l(s, a) - l(s, a_D) ] + beta mean_{B, A} l(s, a)^2
 
-(`ccvl_tf.losses.bc_loss`). The network is the same one CQL trains (`build_q_ensemble`,
+(`ccvl_tf.algorithm.losses.bc_loss`). The network is the same one CQL trains (`build_q_ensemble`,
 E = H = 1: Nature conv, MLP or MinAtar torso + one linear layer), so BC and CQL differ only in the
 objective; the policy acts greedily in l (argmax_a pi(a | s)), through the same contract model
 and `FixedDeltaPolicy` as CQL, so it exports and evaluates like every other agent.
@@ -27,8 +27,8 @@ import ccvl_tf  # noqa: F401
 import tensorflow as tf
 
 from agents import q_agent_base
-from ccvl_tf import losses
-from ccvl_tf.config_flags import redeclare, setting
+from ccvl_tf.algorithm import losses
+from ccvl_tf.runtime.config_flags import redeclare, setting
 
 
 

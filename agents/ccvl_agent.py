@@ -14,15 +14,15 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.policies import epsilon_greedy_policy
 
-from ccvl_tf import belief
-from ccvl_tf import config_flags
-from ccvl_tf import counts as counts_lib
-from ccvl_tf import losses
-from ccvl_tf import networks
-from ccvl_tf import policies
-from ccvl_tf import readings
-from ccvl_tf.config_flags import setting
-from ccvl_tf.readings import paper
+from ccvl_tf.algorithm import belief
+from ccvl_tf.runtime import config_flags
+from ccvl_tf.algorithm import counts as counts_lib
+from ccvl_tf.algorithm import losses
+from ccvl_tf.algorithm import networks
+from ccvl_tf.algorithm import policies
+from ccvl_tf.algorithm import readings
+from ccvl_tf.runtime.config_flags import setting
+from ccvl_tf.algorithm.readings import paper
 from ccvl_tf.tabular.learners import BONUS_COUNTS  # one list for the exact and the network
 
 from agents import q_agent_base
@@ -47,9 +47,9 @@ MIN_ACTION_SHARE = 1e-3
 class CCVLConfig(q_agent_base.BaseQConfig):
   """Hyperparameters of CCVL, named after the paper's symbols: N (`num_deltas`), M
   (`num_pairs`), alpha, c (`dr3_coef`), lambda (`count_ridge`); each declared here once with
-  its help and bounds (ccvl_tf/config_flags.py `setting`). The shared ones are BaseQConfig's,
-  with DR3 on by default here (dr3_coef 0.03), td_loss 'squared' being the paper's 1/2 x^2 and
-  seed seeding the delta samples. docs/agent.md explains the objectives and the count
+  its help and bounds (ccvl_tf/runtime/config_flags.py `setting`). The shared ones are
+  BaseQConfig's, with DR3 on by default here (dr3_coef 0.03), td_loss 'squared' being the paper's
+  1/2 x^2 and seed seeding the delta samples. docs/agent.md explains the objectives and the count
   estimate."""
   num_deltas: int = setting(8, "N, confidences delta ~ U(0, 1) sampled per transition.",
                             lower_bound=1, parse_bounds=False)
@@ -95,7 +95,7 @@ class CCVLConfig(q_agent_base.BaseQConfig):
   support_threshold: float = setting(
       0.0, "tau: a behaviour-cloning head learns the data's policy and Q ranks an action "
       "below every other where pi_beta(a | s) < tau max_a' pi_beta(a' | s), since the data "
-      "gives no lower bound there (ccvl_tf/support.py); 0: no support head.",
+      "gives no lower bound there (ccvl_tf/algorithm/support.py); 0: no support head.",
       lower_bound=0.0, upper_bound=0.999)
   count_ridge: float = setting(
       1e-3, "lambda of the linear n(s)^-1 estimate ('absolute'), or its multiple of the mean "
@@ -142,8 +142,8 @@ class CCVLConfig(q_agent_base.BaseQConfig):
     config_flags.check(self)
     if self.gap_weight > 0 and self.objective != "bonus":
       raise ValueError(f"gap_weight (w0) is a setting of objective 'bonus' (the bonus reading, "
-                       f"ccvl_tf/readings/bonus.py) only; objective {self.objective!r} would "
-                       f"ignore gap_weight={self.gap_weight!r}: give objective='bonus' or "
+                       f"ccvl_tf/algorithm/readings/bonus.py) only; objective {self.objective!r} "
+                       f"would ignore gap_weight={self.gap_weight!r}: give objective='bonus' or "
                        f"leave gap_weight at 0")
     if self.bonus_counts == "state_action" and not (self.objective == "bonus"
                                                    and self.support_threshold > 0):
@@ -169,7 +169,7 @@ def forward_and_targets(online: networks.CCVLNetwork, target: networks.CCVLNetwo
   phi(s') [B, D] with gradients, from one torso pass over [s; s'] (networks.q_phi_and_next_phi),
   else None. Target (no gradient): Q_target(s', ., delta_2) at the N*M confidences and the TD
   targets r + gamma (1 - terminal) max_a' Q_target [B, N, M]; with a support head the max runs
-  over the actions in the data's support at s' (ccvl_tf/support.py), the online Q is the
+  over the actions in the data's support at s' (ccvl_tf/algorithm/support.py), the online Q is the
   unmasked one the data's actions are regressed on, and its behaviour logits [B, A] come too
   (else None).
 
@@ -481,7 +481,7 @@ def bellman_errors_on_grid(q_model, batches: Iterable[Dict], deltas: Sequence[fl
 
   e(delta) = mean over transitions of (Q(s,a,delta) - r - gamma (1-terminal) max_a' Q(s',a',delta))^2
   with the same network on both sides (Bellman consistency, as the belief of Eq.
-  delta_selection; ccvl_tf.belief.bellman_sq_errors).
+  delta_selection; ccvl_tf.algorithm.belief.bellman_sq_errors).
 
   Args:
     q_model: contract Q-model.

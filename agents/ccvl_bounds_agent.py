@@ -14,19 +14,19 @@ import numpy as np
 import tensorflow as tf
 
 from agents import ccvl_agent
-from ccvl_tf import config_flags
-from ccvl_tf import readings
-from ccvl_tf import upper_losses
-from ccvl_tf import networks
-from ccvl_tf import policies
-from ccvl_tf.config_flags import setting
+from ccvl_tf.runtime import config_flags
+from ccvl_tf.algorithm import readings
+from ccvl_tf.algorithm import upper_losses
+from ccvl_tf.algorithm import networks
+from ccvl_tf.algorithm import policies
+from ccvl_tf.runtime.config_flags import setting
 
 
 @dataclasses.dataclass(frozen=True)
 class ExplorationConfig:
   """The settings of the upper bound Q_u (alpha_u, its objective) and of the exploration
   policy (beta, delta, epsilon, the belief's K and T), each declared here once with its help
-  and bounds (ccvl_tf/config_flags.py `setting`): inherited by BoundsConfig, embedded in
+  and bounds (ccvl_tf/runtime/config_flags.py `setting`): inherited by BoundsConfig, embedded in
   ccvl_tf.experiments.online.config.OnlineConfig (finetune_online.py defines its flags from
   these declarations)."""
   upper_alpha: Optional[float] = setting(

@@ -6,11 +6,11 @@ One train step on a batch of B transitions (s, a_D, r, s', terminal):
   loss = mean_B [ TD(Q(s, a_D) - y) + alpha (logsumexp_a Q(s, a) - Q(s, a_D)) ]
          + c_DR3 mean_B |phi(s) . phi(s')|                                  (optional)
 
-with TD = Huber (Dopamine / DR3) or x^2 / 2. Pieces: `ccvl_tf.losses.td_targets`,
+with TD = Huber (Dopamine / DR3) or x^2 / 2. Pieces: `ccvl_tf.algorithm.losses.td_targets`,
 `cql_loss` (= `td_loss` + alpha * `cql_gap`), `dr3_penalty`. The network is the DQN
-architecture on the shared torso (`ccvl_tf.networks.build_q_ensemble`, E = H = 1: Nature conv,
-MLP or MinAtar torso + one linear layer), so CQL differs from CCVL's Fixed-delta policy only in
-the objective. The guarded step, checkpointing and Trajectory input come from
+architecture on the shared torso (`ccvl_tf.algorithm.networks.build_q_ensemble`, E = H = 1: Nature
+conv, MLP or MinAtar torso + one linear layer), so CQL differs from CCVL's Fixed-delta policy only
+in the objective. The guarded step, checkpointing and Trajectory input come from
 `agents/q_agent_base.py`.
 
 Defaults: alpha = 0.1 and c_DR3 = 0.03 are the values CCVLConfig uses for the same DR3 setup
@@ -27,8 +27,8 @@ import ccvl_tf  # noqa: F401
 import tensorflow as tf
 
 from agents import q_agent_base
-from ccvl_tf import losses
-from ccvl_tf.config_flags import redeclare, setting
+from ccvl_tf.algorithm import losses
+from ccvl_tf.runtime.config_flags import redeclare, setting
 
 
 

@@ -17,7 +17,7 @@ from tf_agents.trajectories import trajectory as trajectory_lib
 from tf_agents.utils import common
 
 from agents import q_agent_base
-from ccvl_tf import networks
+from ccvl_tf.algorithm import networks
 
 
 

@@ -1,6 +1,6 @@
 """The learner interface every agent here implements: one shape of 'learner'.
 
-`Learner` is what the offline loop (`ccvl_tf.training.train`), the agent registry
+`Learner` is what the offline loop (`ccvl_tf.runtime.training.train`), the agent registry
 (`ccvl_tf.experiments.agent_registry`) and the comparison use; `OnlineLearner` adds what online
 fine-tuning (`ccvl_tf.experiments.online.runner`) uses: the exploration policy the actors run, the
 weights they pull, the learning-rate setter, the offline-checkpoint restore and the guarded

@@ -16,12 +16,12 @@ from tf_agents.agents import tf_agent
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import trajectory as trajectory_lib
 
-from ccvl_tf import config_flags
-from ccvl_tf import fused_adam
-from ccvl_tf import losses
-from ccvl_tf import networks
-from ccvl_tf import policies
-from ccvl_tf.config_flags import setting
+from ccvl_tf.runtime import config_flags
+from ccvl_tf.algorithm import fused_adam
+from ccvl_tf.algorithm import losses
+from ccvl_tf.algorithm import networks
+from ccvl_tf.algorithm import policies
+from ccvl_tf.runtime.config_flags import setting
 
 BATCH_KEYS = ("observation", "action", "reward", "next_observation", "terminal")
 
@@ -40,7 +40,7 @@ class NonFiniteLossError(FloatingPointError):
 @dataclasses.dataclass(frozen=True)
 class CommonQConfig:
   """Hyperparameters every agent of agents/ has (Dopamine offline defaults), each declared
-  here once with its help and bounds (ccvl_tf/config_flags.py `setting`) and inherited
+  here once with its help and bounds (ccvl_tf/runtime/config_flags.py `setting`) and inherited
   (DQNConfig; through BaseQConfig, CQL / REM / AEVL / CCVL): gamma, Adam's step size and
   epsilon, the target period, the collect policy's epsilon and the seed."""
   gamma: float = setting(0.99, "gamma, the discount.", lower_bound=0.0, upper_bound=1.0)

@@ -12,8 +12,8 @@ import ccvl_tf  # noqa: F401
 import tensorflow as tf
 
 from agents import q_agent_base
-from ccvl_tf import losses
-from ccvl_tf.config_flags import setting
+from ccvl_tf.algorithm import losses
+from ccvl_tf.runtime.config_flags import setting
 
 
 

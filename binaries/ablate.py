@@ -18,9 +18,9 @@ from absl import flags
 from absl import logging
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
-from ccvl_tf import quiet  # noqa: E402
+from ccvl_tf.runtime import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
-from ccvl_tf import config_flags
+from ccvl_tf.runtime import config_flags
 from ccvl_tf.experiments.offline import ablation
 
 config_flags.define(ablation.AblationConfig)
@@ -33,7 +33,7 @@ def main(argv):
     logging.set_verbosity(logging.ERROR)
   # Here: writes loads TensorFlow; each spawned worker re-runs this file's top, and TensorFlow
   # must load there after _worker_init's quiet_start (experiments/offline/ablation.py).
-  from ccvl_tf import writes  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.runtime import writes  # pylint: disable=g-import-not-at-top
   try:
     cfg = config_flags.from_flags(ablation.AblationConfig)
     ablation.run(cfg, log=lambda s: print(s, flush=True))

@@ -18,12 +18,12 @@ import sys
 from absl import app
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
-from ccvl_tf import quiet  # noqa: E402
+from ccvl_tf.runtime import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
-from ccvl_tf import config_flags
+from ccvl_tf.runtime import config_flags
 from ccvl_tf.experiments import agent_options
 from ccvl_tf.experiments.compare import alpha_sweep
-from ccvl_tf import training
+from ccvl_tf.runtime import training
 from ccvl_tf.experiments.compare import pool as compare_pool
 
 config_flags.define(alpha_sweep.AlphaSweepConfig)  # CompareConfig's flags but --alpha; --alphas

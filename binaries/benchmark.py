@@ -15,17 +15,17 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import ccvl_tf  # noqa: E402,F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
-from ccvl_tf import quiet  # noqa: E402
+from ccvl_tf.runtime import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 
 from absl import logging  # noqa: E402
 
 from ccvl_tf import bench  # noqa: E402
-from ccvl_tf import config_flags  # noqa: E402
+from ccvl_tf.runtime import config_flags  # noqa: E402
 from ccvl_tf.bench import end_to_end  # noqa: E402
 from ccvl_tf.bench import profile_step  # noqa: E402
 from ccvl_tf.bench import train_step  # noqa: E402
-from ccvl_tf import strict_json  # noqa: E402
+from ccvl_tf.runtime import strict_json  # noqa: E402
 
 config_flags.define(bench.BenchmarkConfig)  # the `setting` fields of BenchmarkConfig
 

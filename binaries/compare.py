@@ -15,10 +15,10 @@ import sys
 
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
-from ccvl_tf import quiet  # noqa: E402
+from ccvl_tf.runtime import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
-from ccvl_tf import config_flags
-from ccvl_tf import training
+from ccvl_tf.runtime import config_flags
+from ccvl_tf.runtime import training
 from ccvl_tf.experiments import agent_options
 from ccvl_tf.experiments.compare import config as compare_config
 from ccvl_tf.experiments.compare import pool as compare_pool

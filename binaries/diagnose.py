@@ -22,10 +22,10 @@ from absl import flags
 from absl import logging
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
-from ccvl_tf import quiet  # noqa: E402
+from ccvl_tf.runtime import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
-from ccvl_tf import config_flags
-from ccvl_tf import training
+from ccvl_tf.runtime import config_flags
+from ccvl_tf.runtime import training
 from ccvl_tf.experiments.offline import config as offline_config
 from ccvl_tf.experiments.offline import runner as offline
 

@@ -18,9 +18,9 @@ import sys
 from absl import flags
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
-from ccvl_tf import quiet  # noqa: E402
+from ccvl_tf.runtime import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
-from ccvl_tf import config_flags
+from ccvl_tf.runtime import config_flags
 from ccvl_tf.experiments import score_export
 
 config_flags.define(score_export.EvaluateConfig)  # the `setting` fields of EvaluateConfig

@@ -19,12 +19,12 @@ from absl import flags
 from absl import logging
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
-from ccvl_tf import quiet  # noqa: E402
+from ccvl_tf.runtime import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 import tensorflow as tf  # noqa: E402
 from agents import ccvl_bounds_agent
-from ccvl_tf import config_flags
-from ccvl_tf import writes
+from ccvl_tf.runtime import config_flags
+from ccvl_tf.runtime import writes
 from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf.experiments.online import start as online_start
 from ccvl_tf.experiments.online import runner as online

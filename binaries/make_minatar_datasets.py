@@ -20,13 +20,13 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import ccvl_tf  # noqa: E402,F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
-from ccvl_tf import quiet  # noqa: E402
+from ccvl_tf.runtime import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 
 from absl import app  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from ccvl_tf import config_flags  # noqa: E402
+from ccvl_tf.runtime import config_flags  # noqa: E402
 from ccvl_tf.data import minatar_datasets  # noqa: E402
 from ccvl_tf.envs import minatar  # noqa: E402
 

@@ -13,9 +13,9 @@ import sys
 from absl import app
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
-from ccvl_tf import quiet  # noqa: E402
+from ccvl_tf.runtime import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
-from ccvl_tf import config_flags
+from ccvl_tf.runtime import config_flags
 from ccvl_tf.bench import online_scaleout
 
 config_flags.define(online_scaleout.ScaleoutConfig)

@@ -3,11 +3,12 @@
   python binaries/reverb_server.py --game=gridworld|Breakout [--agent=ccvl|cql] --port=8000 \
       [--checkpoint_dir=DIR] [--samples_per_insert=8 --min_replay_size=1000 ...]
 
-Holds the 'replay' and 'variables' tables of ccvl_tf.reverb_replay with the signatures of --game
-(the table flags must match the learner's: a learner refuses a server with others). With --checkpoint_dir it restores the latest
-complete Reverb checkpoint at start, and the learner's checkpoints (client.checkpoint()) are
-written there. Prints "Reverb server at localhost:PORT" once serving, then a one-line security
-note (the port is open on every interface, without authentication); stops on SIGTERM/SIGINT.
+Holds the 'replay' and 'variables' tables of ccvl_tf.data.reverb_replay with the signatures of
+--game (the table flags must match the learner's: a learner refuses a server with others). With
+--checkpoint_dir it restores the latest complete Reverb checkpoint at start, and the learner's
+checkpoints (client.checkpoint()) are written there. Prints "Reverb server at localhost:PORT" once
+serving, then a one-line security note (the port is open on every interface, without
+authentication); stops on SIGTERM/SIGINT.
 """
 import signal
 import sys
@@ -17,10 +18,10 @@ from absl import flags
 from absl import logging
 
 import ccvl_tf  # noqa: F401
-from ccvl_tf import quiet  # noqa: E402
+from ccvl_tf.runtime import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
-from ccvl_tf import config_flags
-from ccvl_tf import reverb_replay
+from ccvl_tf.runtime import config_flags
+from ccvl_tf.data import reverb_replay
 from ccvl_tf.experiments.online import config as online_config
 
 _TABLE_FLAGS = ("game", "agent", "samples_per_insert", "min_replay_size", "replay_capacity",

@@ -23,13 +23,13 @@ from absl import flags
 from absl import logging
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
-from ccvl_tf import quiet  # noqa: E402
+from ccvl_tf.runtime import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 from ccvl_tf.experiments import tf_setup  # noqa: E402
 tf_setup.pin_cpu_kernels()  # before TensorFlow loads: the same CPU kernels on every machine
-from ccvl_tf import config_flags
-from ccvl_tf import run_lock
-from ccvl_tf import training
+from ccvl_tf.runtime import config_flags
+from ccvl_tf.runtime import run_lock
+from ccvl_tf.runtime import training
 from ccvl_tf.envs import atari
 from ccvl_tf.experiments import agent_options
 from ccvl_tf.experiments.compare import offline_table

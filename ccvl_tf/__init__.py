@@ -9,8 +9,8 @@ import os
 import sys
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
-# Whether the user chose TensorFlow's C++ log level (ccvl_tf.quiet raises the default to 3 in
-# the binaries only when they did not).
+# Whether the user chose TensorFlow's C++ log level (ccvl_tf.runtime.quiet raises the default to 3
+# in the binaries only when they did not).
 USER_SET_TF_LOG_LEVEL = "TF_CPP_MIN_LOG_LEVEL" in os.environ
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 

@@ -76,7 +76,7 @@ def cpu_identity() -> str:
 
 def _pin_kernels():
   import ccvl_tf  # noqa: F401  pylint: disable=g-import-not-at-top,unused-import
-  from ccvl_tf import quiet  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.runtime import quiet  # pylint: disable=g-import-not-at-top
   quiet.quiet_start()
   from ccvl_tf.experiments import tf_setup  # pylint: disable=g-import-not-at-top
   tf_setup.pin_cpu_kernels()
@@ -106,7 +106,7 @@ def library(out_dir: str, num_steps: int = STEPS) -> None:
   from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
   from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
   from agents import ccvl_agent  # pylint: disable=g-import-not-at-top
-  from ccvl_tf import networks  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.algorithm import networks  # pylint: disable=g-import-not-at-top
   from ccvl_tf.data import frame_store, pipeline  # pylint: disable=g-import-not-at-top
 
   store = frame_store.FrameStore.from_replay(TESTDATA, "all", num_actions=4)

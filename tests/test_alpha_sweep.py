@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import ccvl_tf  # noqa: F401
-from ccvl_tf import config_flags
-from ccvl_tf import score_stats
+from ccvl_tf.runtime import config_flags
+from ccvl_tf.evaluation import score_stats
 from ccvl_tf.experiments.compare import alpha_sweep
 from ccvl_tf.experiments.compare import alpha_sweep_report as report
 

@@ -9,7 +9,7 @@ import tensorflow as tf
 import ccvl_tf  # noqa: F401
 from agents import bc_agent
 from agents import q_agent_base
-from ccvl_tf import losses
+from ccvl_tf.algorithm import losses
 from ccvl_tf.experiments import agent_registry
 
 from test_cql_agent import LINEAR, set_linear_q, specs
@@ -67,7 +67,7 @@ def test_bc_learns_a_state_dependent_policy_and_registry_builds_it():
   must end up greedy-correct in both, through the evaluation policy; the registry builds BC
   with its own defaults. (The 2-unit identity torso of the hand tests is not used here: Adam's
   first sign-sized steps kill both of its ReLUs, and then no policy can depend on the state.)"""
-  from ccvl_tf import networks
+  from ccvl_tf.algorithm import networks
   import keras
   keras.utils.set_random_seed(0)
   agent = bc_agent.BCAgent(*specs(), bc_agent.BCConfig(learning_rate=0.01),

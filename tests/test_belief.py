@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from ccvl_tf import belief
+from ccvl_tf.algorithm import belief
 
 
 def test_delta_grid_and_uniform():

@@ -1,7 +1,8 @@
 """What every binary does with the paths and lists it is given, and with Ctrl-C, checked in one
-shared place (ccvl_tf/config_flags.py: `from_flags`, `run`; the checks in ccvl_tf/paths.py):
-an output path that cannot be written, a list flag with a repeated, empty or unknown item, and
-an interrupt each end in one line naming the flag (or where the rerun resumes)."""
+shared place (ccvl_tf/runtime/config_flags.py: `from_flags`, `run`; the checks in
+ccvl_tf/runtime/paths.py): an output path that cannot be written, a list flag with a repeated, empty
+or unknown item, and an interrupt each end in one line naming the flag (or where the rerun
+resumes)."""
 import dataclasses
 import importlib
 import os
@@ -15,8 +16,8 @@ import pytest
 from absl import app
 from absl import flags
 
-from ccvl_tf import config_flags
-from ccvl_tf.config_flags import setting
+from ccvl_tf.runtime import config_flags
+from ccvl_tf.runtime.config_flags import setting
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTDATA = os.path.join(ROOT, "testdata", "dqn_replay", "Breakout", "1", "replay_logs")

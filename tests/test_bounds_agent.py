@@ -17,11 +17,11 @@ from tf_agents.trajectories import time_step as ts
 
 from agents import ccvl_agent
 from agents import ccvl_bounds_agent as cba
-from ccvl_tf import losses
-from ccvl_tf.readings import paper
-from ccvl_tf import upper_losses
-from ccvl_tf import networks
-from ccvl_tf import policies
+from ccvl_tf.algorithm import losses
+from ccvl_tf.algorithm.readings import paper
+from ccvl_tf.algorithm import upper_losses
+from ccvl_tf.algorithm import networks
+from ccvl_tf.algorithm import policies
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = networks.QNetworkConfig(torso="mlp", mlp_units=(16,), n_cos=8, hidden_units=16)

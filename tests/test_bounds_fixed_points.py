@@ -27,11 +27,11 @@ from tf_agents.trajectories import time_step as ts
 
 from agents import ccvl_agent
 from agents import ccvl_bounds_agent as cba
-from ccvl_tf import counts as counts_lib
-from ccvl_tf import losses
-from ccvl_tf.readings import bonus, bound
-from ccvl_tf import upper_losses
-from ccvl_tf import networks
+from ccvl_tf.algorithm import counts as counts_lib
+from ccvl_tf.algorithm import losses
+from ccvl_tf.algorithm.readings import bonus, bound
+from ccvl_tf.algorithm import upper_losses
+from ccvl_tf.algorithm import networks
 
 
 def _grad(loss_fn, q):

@@ -15,9 +15,9 @@ from tf_agents.trajectories import trajectory as trajectory_lib
 
 from agents import ccvl_agent
 from agents import q_agent_base
-from ccvl_tf import counts
-from ccvl_tf import networks
-from ccvl_tf.readings import paper
+from ccvl_tf.algorithm import counts
+from ccvl_tf.algorithm import networks
+from ccvl_tf.algorithm.readings import paper
 from ccvl_tf.tabular import gridworld
 from ccvl_tf.tabular import dataset as tds
 from ccvl_tf.tabular import learners
@@ -548,7 +548,7 @@ def test_default_family_on_the_gridworld_is_ordered_varies_and_agrees_with_its_e
   delta at >= 0.05 of them (the family is more than one policy), V <= 1.05 (no return exceeds
   1), and its greedy action one of the exact solution's greedy actions at >= 0.85 of the
   (delta, state) pairs. The earlier default (logsumexp gap, monotone head) varied at 0-5%."""
-  from ccvl_tf import belief
+  from ccvl_tf.algorithm import belief
   from ccvl_tf.experiments.gridworld import family
   env = gridworld.GridWorld()
   data = tds.make_gridworld_dataset(seed=0)

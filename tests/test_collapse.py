@@ -30,7 +30,7 @@ from tf_agents.trajectories import time_step as ts
 
 from agents import ccvl_agent
 from agents import cql_agent
-from ccvl_tf import networks
+from ccvl_tf.algorithm import networks
 from ccvl_tf.data import frame_store
 from ccvl_tf.data import pipeline
 from ccvl_tf.experiments.offline import presets

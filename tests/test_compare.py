@@ -229,7 +229,7 @@ def test_aevl_td_members_have_no_cql_term_and_ccvl_options_reach_the_agent():
   import tensorflow as tf
   from tf_agents.specs import tensor_spec
   from tf_agents.trajectories import time_step as ts
-  from ccvl_tf import networks
+  from ccvl_tf.algorithm import networks
   obs = tensor_spec.TensorSpec([3], tf.float32)
   act = tensor_spec.BoundedTensorSpec((), tf.int64, 0, 1)
   net = networks.QNetworkConfig(torso="mlp", mlp_units=(4,), n_cos=4, hidden_units=4)

@@ -8,9 +8,9 @@ from typing import Optional
 import pytest
 from absl import flags
 
-from ccvl_tf import config_flags
-from ccvl_tf import run_settings
-from ccvl_tf.config_flags import setting
+from ccvl_tf.runtime import config_flags
+from ccvl_tf.runtime import run_settings
+from ccvl_tf.runtime.config_flags import setting
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -51,7 +51,7 @@ def test_usage_error_is_one_line_last_not_after_the_help(tmp_path):
   script.write_text(
       '"""A tool.\n\n' + "A long help text.\n" * 100 + '"""\n'
       "from absl import app\n"
-      "from ccvl_tf import config_flags\n"
+      "from ccvl_tf.runtime import config_flags\n"
       "def main(argv):\n"
       "  raise app.UsageError('--thing must be given')\n"
       "config_flags.run(main)\n")
@@ -137,7 +137,7 @@ def test_a_lower_bound_with_an_exclusive_upper_bound_is_a_half_open_interval():
 
 @dataclasses.dataclass
 class _Workflow:
-  """A run config borrowing the shared run settings (ccvl_tf/run_settings.py)."""
+  """A run config borrowing the shared run settings (ccvl_tf/runtime/run_settings.py)."""
   batch_size: int = run_settings.borrow("batch_size")
   eval_episodes: int = run_settings.borrow("eval_episodes", 5, lower_bound=0)
   num_steps: Optional[int] = run_settings.borrow("num_steps", None, "the suite's")

@@ -1,11 +1,11 @@
-"""ccvl_tf/counts.py: one-hot features recover 1/n(s); seen vs unseen states separate."""
+"""ccvl_tf/algorithm/counts.py: one-hot features recover 1/n(s); seen vs unseen states separate."""
 import ccvl_tf  # noqa: F401
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from ccvl_tf import counts
+from ccvl_tf.algorithm import counts
 
 
 def test_linear_counts_recover_inverse_counts_on_one_hot_features():

@@ -1,4 +1,4 @@
-"""ccvl_tf/diagnostics.py: each diagnostic on a case with a hand-computed (closed-form) answer."""
+"""ccvl_tf/evaluation/diagnostics.py: each diagnostic on a case with a hand-computed (closed-form) answer."""
 import ccvl_tf  # noqa: F401
 
 import csv
@@ -11,11 +11,11 @@ import pytest
 import tensorflow as tf
 from keras import ops
 
-from ccvl_tf import counts
-from ccvl_tf import diagnostics
-from ccvl_tf import policy_diagnostics
-from ccvl_tf.belief import delta_grid
-from ccvl_tf.rollouts import EpisodeRecord
+from ccvl_tf.algorithm import counts
+from ccvl_tf.evaluation import diagnostics
+from ccvl_tf.evaluation import policy_diagnostics
+from ccvl_tf.algorithm.belief import delta_grid
+from ccvl_tf.evaluation.rollouts import EpisodeRecord
 
 GRID4 = delta_grid(4)  # [0.125, 0.375, 0.625, 0.875]
 

@@ -15,8 +15,8 @@ import tensorflow as tf
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
-from ccvl_tf import policies
-from ccvl_tf import reporting
+from ccvl_tf.algorithm import policies
+from ccvl_tf.evaluation import reporting
 from ccvl_tf.envs import atari
 from ccvl_tf.envs import gridworld_env
 from ccvl_tf.envs import minatar

@@ -1,5 +1,6 @@
-"""Tests for ccvl_tf/score_stats.py (rliable aggregation) and ccvl_tf/rollouts.py (the evaluation
-loop, loading exports; normalization: tests/test_scores.py; tables: tests/test_reporting.py)."""
+"""Tests for ccvl_tf/evaluation/score_stats.py (rliable aggregation) and
+ccvl_tf/evaluation/rollouts.py (the evaluation loop, loading exports; normalization:
+tests/test_scores.py; tables: tests/test_reporting.py)."""
 import math
 import os
 
@@ -13,9 +14,9 @@ from tf_agents.environments import py_environment
 from tf_agents.specs import array_spec
 from tf_agents.trajectories import time_step as ts
 
-from ccvl_tf import belief
-from ccvl_tf import rollouts, score_stats
-from ccvl_tf import policies
+from ccvl_tf.algorithm import belief
+from ccvl_tf.evaluation import rollouts, score_stats
+from ccvl_tf.algorithm import policies
 from ccvl_tf.tabular import gridworld
 from ccvl_tf.envs import gridworld_env
 from tests.test_policies import C3, W3, linear_q_model, specs

@@ -13,7 +13,7 @@ import ccvl_tf  # noqa: F401
 
 import pytest
 
-from ccvl_tf import training
+from ccvl_tf.runtime import training
 from ccvl_tf.experiments.online import finetune_report
 from ccvl_tf.experiments.online import finetune_suite
 

@@ -1,12 +1,12 @@
-"""ccvl_tf/fused_adam.py: the fused kernel reproduces Keras 3 Adam's update (values, slots and
-iterations over several steps), falls back where it would not, and resumes either way."""
+"""ccvl_tf/algorithm/fused_adam.py: the fused kernel reproduces Keras 3 Adam's update (values, slots
+and iterations over several steps), falls back where it would not, and resumes either way."""
 import ccvl_tf  # noqa: F401
 
 import keras
 import numpy as np
 import tensorflow as tf
 
-from ccvl_tf import fused_adam
+from ccvl_tf.algorithm import fused_adam
 
 
 def _vars(seed):

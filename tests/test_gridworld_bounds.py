@@ -8,8 +8,8 @@ import ccvl_tf  # noqa: F401
 import numpy as np
 import pytest
 
-from ccvl_tf import belief
-from ccvl_tf import counts as counts_lib
+from ccvl_tf.algorithm import belief
+from ccvl_tf.algorithm import counts as counts_lib
 from ccvl_tf.tabular import gridworld
 from ccvl_tf.experiments.gridworld import bounds as gb
 from ccvl_tf.tabular import dataset as tds

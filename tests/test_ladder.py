@@ -12,10 +12,10 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
 from agents import ccvl_agent
-from ccvl_tf import losses
-from ccvl_tf.readings import paper
-from ccvl_tf.readings import bound
-from ccvl_tf import networks
+from ccvl_tf.algorithm import losses
+from ccvl_tf.algorithm.readings import paper
+from ccvl_tf.algorithm.readings import bound
+from ccvl_tf.algorithm import networks
 
 
 def _huber(x, kappa=1.0):

@@ -13,7 +13,7 @@ from tf_agents.trajectories import time_step as ts
 from agents import ccvl_bounds_agent
 from agents import cql_agent
 from agents import learner
-from ccvl_tf import networks
+from ccvl_tf.algorithm import networks
 from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf.experiments.online import distributed

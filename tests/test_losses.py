@@ -1,5 +1,5 @@
-"""ccvl_tf/losses.py: hand-computed numbers (N=2, M=3), shapes, max over j, validation, and
-gradients by hand (CCVL, CQL, Huber at kappa != 1, convex combination) with the gradient paths
+"""ccvl_tf/algorithm/losses.py: hand-computed numbers (N=2, M=3), shapes, max over j, validation,
+and gradients by hand (CCVL, CQL, Huber at kappa != 1, convex combination) with the gradient paths
 that must be cut (targets, regularizer weights, counts)."""
 import math
 
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from ccvl_tf import losses
-from ccvl_tf.readings import paper
-from ccvl_tf import upper_losses
+from ccvl_tf.algorithm import losses
+from ccvl_tf.algorithm.readings import paper
+from ccvl_tf.algorithm import upper_losses
 
 E = math.exp
 

@@ -1,4 +1,4 @@
-"""ccvl_tf/networks.py: the Q-network contract, shared torso, features, validation, saving."""
+"""ccvl_tf/algorithm/networks.py: the Q-network contract, shared torso, features, validation, saving."""
 import os
 
 import ccvl_tf  # noqa: F401
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from ccvl_tf import networks
+from ccvl_tf.algorithm import networks
 
 TINY_MLP = networks.QNetworkConfig(torso="mlp", mlp_units=(16,), n_cos=8, hidden_units=16)
 

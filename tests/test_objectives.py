@@ -1,4 +1,4 @@
-"""The three CCVL objectives (ccvl_tf/losses.py OBJECTIVES): hand-computed values and gradients.
+"""The three CCVL objectives (ccvl_tf/algorithm/losses.py OBJECTIVES): hand-computed values and gradients.
 
 Fixed inputs: B=1, N=2 deltas, M=2 candidate targets, A=2 actions, a_D = 0, n(s)^-1 = 0.25,
 alpha = 2, so the weight alpha sqrt(log(1/delta) n^-1) = sqrt(log(1/delta)); deltas e^-4 and
@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from ccvl_tf import losses
-from ccvl_tf import readings
-from ccvl_tf.readings import paper
-from ccvl_tf.readings import bound
-from ccvl_tf.readings import bonus
+from ccvl_tf.algorithm import losses
+from ccvl_tf.algorithm import readings
+from ccvl_tf.algorithm.readings import paper
+from ccvl_tf.algorithm.readings import bound
+from ccvl_tf.algorithm.readings import bonus
 
 LN2, LN4 = math.log(2.0), math.log(4.0)
 

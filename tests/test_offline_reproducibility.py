@@ -44,7 +44,7 @@ def _train(root, preexec_fn=None):
 def _digest(root):
   """sha256 over every tensor of the final checkpoint (names and bytes, in name order)."""
   # TensorFlow loads in this process only here: the trainings run in subprocesses.
-  from ccvl_tf import checkpoint_digest  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.runtime import checkpoint_digest  # pylint: disable=g-import-not-at-top
   return checkpoint_digest.digest(os.path.join(root, "checkpoints", "ckpt-30"))
 
 

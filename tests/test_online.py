@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from ccvl_tf import reverb_replay
+from ccvl_tf.data import reverb_replay
 from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf.experiments.online import start as online_start
 from ccvl_tf.experiments.online import runner as online
@@ -205,7 +205,7 @@ def _restored_learner(root, offline_dir):
 
 
 def _assert_exports_equal_in_process_policies(root, offline_dir, work_dir):
-  from ccvl_tf import policies
+  from ccvl_tf.algorithm import policies
   from tests import policy_compare
   cfg, (tss, act), agent = _restored_learner(root, offline_dir)
   built = {  # as online.run exports them

@@ -12,8 +12,8 @@ from tf_agents.trajectories import time_step as ts
 
 from agents import ccvl_agent
 from agents import ccvl_bounds_agent
-from ccvl_tf.readings import paper
-from ccvl_tf import networks
+from ccvl_tf.algorithm.readings import paper
+from ccvl_tf.algorithm import networks
 from ccvl_tf.experiments.online import penalty as online_penalty
 
 TINY = networks.QNetworkConfig(torso="mlp", mlp_units=(16,), n_cos=8, hidden_units=16)

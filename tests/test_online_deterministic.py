@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from ccvl_tf import checkpoint_digest
-from ccvl_tf import reverb_replay
+from ccvl_tf.runtime import checkpoint_digest
+from ccvl_tf.data import reverb_replay
 from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf.experiments.online import deterministic
 from ccvl_tf.experiments.online import scores_and_bounds
@@ -109,7 +109,7 @@ def test_errors_name_the_flag(tmp_path):
 def test_every_evaluation_of_a_run_uses_the_same_seeds(monkeypatch):
   """The offline start ("before") and the end ("after") play episodes from the same
   environment and epsilon seeds, whatever the step."""
-  from ccvl_tf import rollouts
+  from ccvl_tf.evaluation import rollouts
   from ccvl_tf.envs import factory
   cfg = online_config.OnlineConfig(game="gridworld", agent="cql", seed=3, eval_episodes=2)
   agent = online_config.build_agent("gridworld", *online_config.specs("gridworld"), cfg.bounds(),

@@ -8,7 +8,7 @@ import ccvl_tf  # noqa: F401
 import numpy as np
 import pytest
 
-from ccvl_tf import reverb_replay
+from ccvl_tf.data import reverb_replay
 from ccvl_tf.experiments.online import actor as online_actor
 from ccvl_tf.experiments.online import scores_and_bounds as online_eval
 

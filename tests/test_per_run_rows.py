@@ -12,7 +12,7 @@ import ccvl_tf  # noqa: F401
 import numpy as np
 import pytest
 
-from ccvl_tf import training
+from ccvl_tf.runtime import training
 from ccvl_tf.data import replay_writer
 from ccvl_tf.data.frame_store import FrameStore
 from ccvl_tf.experiments.compare import report as compare_report

@@ -1,4 +1,4 @@
-"""Tests for ccvl_tf/policies.py with a tiny hand-computable contract Q-network.
+"""Tests for ccvl_tf/algorithm/policies.py with a tiny hand-computable contract Q-network.
 
 The fake network (docs/CONTRACTS.md contract: functional Keras 3, inputs
 {'observation': [B, D], 'delta': [B, K]}, output [B, K, A]) is
@@ -17,8 +17,8 @@ from tf_agents.policies import epsilon_greedy_policy
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
-from ccvl_tf import belief
-from ccvl_tf import policies
+from ccvl_tf.algorithm import belief
+from ccvl_tf.algorithm import policies
 
 
 def linear_q_model(w, c, name="q"):

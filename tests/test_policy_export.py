@@ -11,8 +11,8 @@ import ccvl_tf  # noqa: F401
 import numpy as np
 import pytest
 
-from ccvl_tf import networks
-from ccvl_tf import policies
+from ccvl_tf.algorithm import networks
+from ccvl_tf.algorithm import policies
 from tests import policy_compare
 from tests.test_policies import C3, W3, linear_q_model, specs  # the hand-computable fake net
 

@@ -1,6 +1,6 @@
 """A quiet start: a binary started the way `make demo` starts it prints the project's own lines
 first, not TensorFlow's cuFFT / cuDNN / cuBLAS registration errors, oneDNN notices or Gym's
-banner (ccvl_tf/quiet.py; the Makefile leaves TensorFlow's log level to the binaries)."""
+banner (ccvl_tf/runtime/quiet.py; the Makefile leaves TensorFlow's log level to the binaries)."""
 import os
 import shutil
 import subprocess

@@ -7,7 +7,7 @@ from tf_agents.trajectories import time_step as ts
 
 import ccvl_tf  # noqa: F401
 from agents import rem_agent
-from ccvl_tf import losses
+from ccvl_tf.algorithm import losses
 from test_cql_agent import LINEAR, hand_batch, set_linear_q, specs
 
 # Two heads on the identity torso, A = 2. Output unit h * A + a is head h, action a:

@@ -1,4 +1,4 @@
-"""Tests for ccvl_tf/reporting.py: the results CSV and the paper's tables as markdown."""
+"""Tests for ccvl_tf/evaluation/reporting.py: the results CSV and the paper's tables as markdown."""
 import io
 
 import ccvl_tf  # noqa: F401
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from ccvl_tf import reporting
+from ccvl_tf.evaluation import reporting
 
 
 # ----------------------------------------------------------------------------- tables

@@ -18,8 +18,8 @@ import ccvl_tf  # noqa: F401
 import numpy as np
 import pytest
 
-from ccvl_tf import score_stats
-from ccvl_tf import reporting
+from ccvl_tf.evaluation import score_stats
+from ccvl_tf.evaluation import reporting
 from ccvl_tf.experiments.compare import alpha_sweep_report
 from ccvl_tf.experiments.compare import report as compare_report
 from ccvl_tf.experiments.gridworld import runner as gridworld_runner

@@ -280,7 +280,7 @@ def test_learner_killed_and_restarted_resumes_at_its_last_checkpoint(offline_dir
 
 # ---- deadlines on the learner's calls ----------------------------------------------
 def test_call_with_deadline_returns_raises_or_times_out_naming_the_server():
-  from ccvl_tf import reverb_replay
+  from ccvl_tf.data import reverb_replay
   assert reverb_replay.call_with_deadline(lambda: 42, "h:1", 5.0, "the answer") == 42
   with pytest.raises(KeyError, match="own error"):
     reverb_replay.call_with_deadline(lambda: {}["own error"], "h:1", 5.0, "a lookup")
@@ -300,7 +300,7 @@ _SERVER_SCRIPT = """
 import sys, threading
 import ccvl_tf
 import tensorflow as tf
-from ccvl_tf import reverb_replay
+from ccvl_tf.data import reverb_replay
 tables = reverb_replay.make_tables(tf.TensorSpec([1, 2], tf.float32),
                             {"train_step": tf.TensorSpec([], tf.int64),
                              "w": tf.TensorSpec([3], tf.float32)},
@@ -379,7 +379,7 @@ def test_a_sample_blocked_on_a_killed_server_ends_with_server_lost(tmp_path):
   deadline and then names the lost server (here: an iterator that never returns, and a
   server that is gone)."""
   import tensorflow as tf
-  from ccvl_tf import reverb_replay
+  from ccvl_tf.data import reverb_replay
   from ccvl_tf.experiments.online import config as online_config
   from ccvl_tf.experiments.online import runner as online
   cfg = online_config.OnlineConfig(game="gridworld", min_replay_size=4, samples_per_insert=2.0,

@@ -1,4 +1,4 @@
-"""One process per run directory (ccvl_tf/run_lock.py), with real processes: a child holds a
+"""One process per run directory (ccvl_tf/runtime/run_lock.py), with real processes: a child holds a
 run directory's lock; a second taker (in this process, and train_offline.py) is refused with
 one line naming the directory and the holder; the lock is released when the holder ends
 normally and when it is killed with SIGKILL."""
@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from ccvl_tf import run_lock
+from ccvl_tf.runtime import run_lock
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "binaries", "train_offline.py")
@@ -19,7 +19,7 @@ TRAIN = os.path.join(ROOT, "binaries", "train_offline.py")
 # Holds the lock of argv[1] until a line arrives on stdin (or it is killed).
 HOLDER = """
 import sys
-from ccvl_tf import run_lock
+from ccvl_tf.runtime import run_lock
 with run_lock.hold(sys.argv[1], "--root_dir"):
   print("HELD", flush=True)
   sys.stdin.readline()

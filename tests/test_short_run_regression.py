@@ -80,7 +80,7 @@ def runs(tmp_path_factory):
 
 def _digest(path):
   # TensorFlow loads in this process only here: the trainings run in subprocesses.
-  from ccvl_tf import checkpoint_digest  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.runtime import checkpoint_digest  # pylint: disable=g-import-not-at-top
   return checkpoint_digest.digest(str(path))
 
 

@@ -21,8 +21,8 @@ from agents import ccvl_agent
 from agents import ccvl_bounds_agent
 from agents import cql_agent
 from agents import rem_agent
-from ccvl_tf import losses
-from ccvl_tf import networks
+from ccvl_tf.algorithm import losses
+from ccvl_tf.algorithm import networks
 
 SHAPE = (40, 40, 2)  # the smallest cheap frame the Nature torso takes (>= 36 per side)
 SMALL_NATURE = networks.QNetworkConfig(torso="nature", torso_units=32, n_cos=8,

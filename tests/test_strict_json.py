@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from ccvl_tf import strict_json
+from ccvl_tf.runtime import strict_json
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "binaries", "train_offline.py")

@@ -1,6 +1,6 @@
-"""ccvl_tf/support.py and the support head: the mask by hand (values and gradients), the network's
-masked Q-model, the agent's behaviour-cloning term, and an exported policy that never picks an
-action the data does not take."""
+"""ccvl_tf/algorithm/support.py and the support head: the mask by hand (values and gradients), the
+network's masked Q-model, the agent's behaviour-cloning term, and an exported policy that never
+picks an action the data does not take."""
 import math
 import subprocess
 import sys
@@ -14,8 +14,8 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
 from agents import ccvl_agent
-from ccvl_tf import networks, policies, support
-from ccvl_tf.support import SupportMask
+from ccvl_tf.algorithm import networks, policies, support
+from ccvl_tf.algorithm.support import SupportMask
 
 
 def test_mask_by_hand_values_and_gradient():

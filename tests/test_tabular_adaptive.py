@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from ccvl_tf import belief
+from ccvl_tf.algorithm import belief
 from ccvl_tf.tabular.gridworld import GridWorld
 from ccvl_tf.tabular import evaluation as ev
 from ccvl_tf.tabular import value_iteration as vi

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from ccvl_tf import belief
+from ccvl_tf.algorithm import belief
 from ccvl_tf.tabular.gridworld import GridWorld
 from ccvl_tf.tabular import dataset, learners
 from ccvl_tf.tabular.dataset import Transitions

@@ -17,7 +17,7 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
 import ccvl_tf  # noqa: F401
-from ccvl_tf import networks, policies
+from ccvl_tf.algorithm import networks, policies
 
 OBS_SHAPE = (10, 10, 4)
 NUM_ACTIONS = 3

@@ -34,7 +34,7 @@ def _in_process_policies(root):
   from tf_agents.trajectories import time_step as ts
 
   from agents import ccvl_agent
-  from ccvl_tf import networks, policies
+  from ccvl_tf.algorithm import networks, policies
   from ccvl_tf.envs import atari
 
   summary = json.loads((root / "summary.json").read_text())
@@ -116,7 +116,7 @@ DISK_FULL = """
 import os, runpy, sys
 sys.path.insert(0, {root!r})
 import ccvl_tf
-from ccvl_tf import quiet
+from ccvl_tf.runtime import quiet
 from ccvl_tf.experiments import tf_setup
 quiet.quiet_start()
 tf_setup.pin_cpu_kernels()  # as train_offline.py does, before this wrapper loads TensorFlow

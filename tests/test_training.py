@@ -9,8 +9,8 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
 from agents import ccvl_agent
-from ccvl_tf import networks
-from ccvl_tf import training
+from ccvl_tf.algorithm import networks
+from ccvl_tf.runtime import training
 
 OBS_DIM, NUM_ACTIONS = 5, 3
 

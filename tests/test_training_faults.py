@@ -11,7 +11,7 @@ import textwrap
 import numpy as np
 import pytest
 
-from ccvl_tf import training
+from ccvl_tf.runtime import training
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -25,7 +25,7 @@ SCRIPT = textwrap.dedent('''
     sys.path.insert(0, %(root)r)
     sys.path.insert(0, os.path.join(%(root)r, "tests"))
     import ccvl_tf
-    from ccvl_tf import training
+    from ccvl_tf.runtime import training
     import test_training as tt
     root, num_steps = sys.argv[1], int(sys.argv[2])
     kill = os.environ.get("KILL", "")

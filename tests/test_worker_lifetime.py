@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from ccvl_tf import worker_lifetime
+from ccvl_tf.runtime import worker_lifetime
 
 _PARENT = r"""
 import concurrent.futures, multiprocessing, os, sys, time
-from ccvl_tf import worker_lifetime
+from ccvl_tf.runtime import worker_lifetime
 
 def init(parent_pid):
   worker_lifetime.die_with_parent(parent_pid)
@@ -60,7 +60,7 @@ def test_worker_dies_with_its_sigkilled_parent(tmp_path):
 
 def test_a_worker_whose_parent_is_already_gone_exits(tmp_path):
   """The race: the expected parent died before the request; the worker must not run on."""
-  code = ("import os; from ccvl_tf import worker_lifetime; "
+  code = ("import os; from ccvl_tf.runtime import worker_lifetime; "
           "worker_lifetime.die_with_parent(os.getppid() + 1_000_000); print('ran on')")
   r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                      cwd=os.path.dirname(os.path.dirname(os.path.abspath(

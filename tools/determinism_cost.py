@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 
-from ccvl_tf import strict_json  # the children's specs and results: strict JSON
+from ccvl_tf.runtime import strict_json  # the children's specs and results: strict JSON
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -85,7 +85,7 @@ def _random_batch_agent(torso):
   from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
   from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
   from agents import ccvl_agent  # pylint: disable=g-import-not-at-top
-  from ccvl_tf import networks  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.algorithm import networks  # pylint: disable=g-import-not-at-top
   keras.utils.set_random_seed(0)
   if torso == "minatar":
     shape, dtype, num_actions, batch = (10, 10, 4), tf.float32, 6, 32
@@ -134,7 +134,7 @@ def checkpoint_hash(agent, directory) -> str:
   """sha256 (16 hex digits) over every tensor of the learner's checkpoint, written to
   `directory` and read back, in key order."""
   # After _configure: TensorFlow loads in the child once its threads and kernels are set.
-  from ccvl_tf import checkpoint_digest  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.runtime import checkpoint_digest  # pylint: disable=g-import-not-at-top
   return checkpoint_digest.digest(agent.make_checkpoint().write(
       os.path.join(directory, "ckpt")))[:16]
 

@@ -148,7 +148,7 @@ def greedy_actions(policy_dir: str, observations) -> "np.ndarray":
   import numpy as np  # pylint: disable=g-import-not-at-top
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
-  from ccvl_tf import rollouts  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.evaluation import rollouts  # pylint: disable=g-import-not-at-top
   policy, _ = rollouts.load_saved_policy(policy_dir)
   out = []
   for i in range(0, len(observations), 128):

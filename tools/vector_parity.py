@@ -32,9 +32,9 @@ import ccvl_tf  # noqa: E402,F401  (sets TF_USE_LEGACY_KERAS before TensorFlow l
 
 import numpy as np  # noqa: E402
 
-from ccvl_tf import rollouts  # noqa: E402
+from ccvl_tf.evaluation import rollouts  # noqa: E402
 from ccvl_tf.envs import atari, atari_vector, scripted  # noqa: E402
-from ccvl_tf import strict_json  # noqa: E402
+from ccvl_tf.runtime import strict_json  # noqa: E402
 
 _Step = collections.namedtuple("_Step", ["action", "state", "info"])
 
@@ -150,7 +150,7 @@ def _policy(policy_dir):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
   from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
-  from ccvl_tf import policies  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.algorithm import policies  # pylint: disable=g-import-not-at-top
   env = atari.AtariEnvironment("Breakout")
   tss = ts.time_step_spec(tensor_spec.from_spec(env.observation_spec()))
   cfg = config.OfflineConfig(root_dir="/tmp/unused")

@@ -1,9 +1,9 @@
 """Measurement code behind binaries/benchmark.py (each module has `run()`; `BenchmarkConfig`
-declares the binary's settings, which ccvl_tf/config_flags.py makes its flags)."""
+declares the binary's settings, which ccvl_tf/runtime/config_flags.py makes its flags)."""
 import dataclasses
 from typing import Optional
 
-from ccvl_tf.config_flags import setting
+from ccvl_tf.runtime.config_flags import setting
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,7 +25,7 @@ import numpy as np
 from ccvl_tf.data import pipeline
 from ccvl_tf.data.frame_store import FrameStore
 from ccvl_tf.envs import atari
-from ccvl_tf import strict_json
+from ccvl_tf.runtime import strict_json
 
 EPISODE_LENGTH = 1000
 

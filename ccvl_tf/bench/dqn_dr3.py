@@ -19,7 +19,7 @@ from tf_agents.agents.dqn import dqn_agent
 from tf_agents.networks import q_network
 from tf_agents.utils import common
 
-from ccvl_tf import fused_adam
+from ccvl_tf.algorithm import fused_adam
 
 
 class EncoderQNetwork(q_network.QNetwork):
@@ -36,9 +36,10 @@ class EncoderQNetwork(q_network.QNetwork):
 
 
 class FusedAdam(tf.Module):
-  """Adam for tf.Variables with TensorFlow's fused kernel (`ccvl_tf.fused_adam.apply_slots`,
-  the update CCVL's learners use), exposing `apply_gradients` for TF-Agents' agents. Slots are
-  created up front for `variables` (the network must be built)."""
+  """Adam for tf.Variables with TensorFlow's fused kernel
+  (`ccvl_tf.algorithm.fused_adam.apply_slots`, the update CCVL's learners use), exposing
+  `apply_gradients` for TF-Agents' agents. Slots are created up front for `variables` (the network
+  must be built)."""
 
   def __init__(self, variables, learning_rate: float, epsilon: float = 1e-7,
                beta_1: float = 0.9, beta_2: float = 0.999):

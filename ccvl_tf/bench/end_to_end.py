@@ -2,7 +2,7 @@
 pipeline, against the same agent's step on a fixed in-memory batch.
 
 ``run(quick=False) -> dict`` (called by binaries/benchmark.py, merged under "end_to_end"):
-  loop_steps_per_s     `ccvl_tf.training.train` (what train_offline.py runs: checkpoints,
+  loop_steps_per_s     `ccvl_tf.runtime.training.train` (what train_offline.py runs: checkpoints,
                        TensorBoard summaries, progress lines) on `pipeline.transition_dataset`
                        over a synthetic Nature-frame store, CCVL defaults, batch 32; measured
                        between two progress lines after warm-up (tracing excluded)
@@ -26,8 +26,8 @@ import tensorflow as tf
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
-from ccvl_tf import networks
-from ccvl_tf import training
+from ccvl_tf.algorithm import networks
+from ccvl_tf.runtime import training
 from ccvl_tf.bench import data as bench_data
 from ccvl_tf.data import pipeline
 from ccvl_tf.experiments import agent_registry

@@ -19,9 +19,9 @@ import sys
 import time
 from typing import Callable, Dict, List, Sequence
 
-from ccvl_tf import config_flags, run_settings
-from ccvl_tf.config_flags import setting
-from ccvl_tf import strict_json
+from ccvl_tf.runtime import config_flags, run_settings
+from ccvl_tf.runtime.config_flags import setting
+from ccvl_tf.runtime import strict_json
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _BIN = os.path.join(_REPO_ROOT, "binaries")

@@ -21,7 +21,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 import tensorflow as tf
 from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
-from ccvl_tf import networks
+from ccvl_tf.algorithm import networks
 from ccvl_tf.bench import train_step
 
 

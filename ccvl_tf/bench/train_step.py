@@ -36,7 +36,7 @@ from tf_agents.trajectories import trajectory as trajectory_lib
 from tf_agents.utils import common
 
 from agents import ccvl_agent
-from ccvl_tf import networks
+from ccvl_tf.algorithm import networks
 from ccvl_tf.bench import dqn_dr3
 
 NATURE_CONV = ((32, (8, 8), 4), (64, (4, 4), 2), (64, (3, 3), 1))

@@ -14,13 +14,13 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from ccvl_tf import run_settings
-from ccvl_tf.config_flags import setting
+from ccvl_tf.runtime import run_settings
+from ccvl_tf.runtime.config_flags import setting
 from ccvl_tf.data import dqn_replay
 from ccvl_tf.data import minatar_dqn
 from ccvl_tf.data import replay_writer
 from ccvl_tf.envs import minatar as minatar_env
-from ccvl_tf import strict_json
+from ccvl_tf.runtime import strict_json
 
 
 DEFAULT_STEPS = 100_000
@@ -46,7 +46,7 @@ SUBSET_FRACTIONS = {
 
 @dataclasses.dataclass(frozen=True)
 class BuildConfig:
-  """Settings of binaries/make_minatar_datasets.py (its flags, ccvl_tf/config_flags.py); the
+  """Settings of binaries/make_minatar_datasets.py (its flags, ccvl_tf/runtime/config_flags.py); the
   binary checks them and calls build_all."""
   games: Sequence[str] = setting(tuple(minatar_env.valid_game_names()),
                                  "MinAtar games: " + ", ".join(minatar_env.valid_game_names()),

@@ -19,7 +19,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from ccvl_tf import strict_json
+from ccvl_tf.runtime import strict_json
 
 # TensorFlow is imported only where gs:// and ram:// paths need tf.io.gfile: it takes ~2 s to
 # import (python -X importtime), and local replay files are read without it.

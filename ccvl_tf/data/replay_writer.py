@@ -23,8 +23,8 @@ from tf_agents.trajectories import time_step as ts_lib
 from ccvl_tf.data import dqn_replay
 from ccvl_tf.data import replay_validity
 from ccvl_tf.data import replay_files
-from ccvl_tf import rollouts
-from ccvl_tf import strict_json
+from ccvl_tf.evaluation import rollouts
+from ccvl_tf.runtime import strict_json
 
 
 def _save_gz(path: str, value, zero_rows_from: Optional[int] = None) -> None:
@@ -222,7 +222,7 @@ def saved_model_policy(policy_dir: str, env=None) -> Callable:
   Loads with ``tf.saved_model.load`` and calls ``get_initial_state(1)`` at each
   episode start and ``action(TimeStep(step_type, reward, discount, observation),
   policy_state)`` (batch of 1) each step, carrying the policy state. With ``env`` and the
-  export's ``policy_specs.pbtxt`` (ccvl_tf.policies.export_policy writes it), the policy's
+  export's ``policy_specs.pbtxt`` (ccvl_tf.algorithm.policies.export_policy writes it), the policy's
   action count and observation shape and dtype, and the game and action set its
   ``ccvl_policy.json`` records, are checked against the environment's first
   (``rollouts.load_saved_policy``: a ValueError naming both; an export without the record

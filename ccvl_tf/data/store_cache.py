@@ -21,7 +21,7 @@ import numpy as np
 from ccvl_tf.data import dqn_replay
 from ccvl_tf.data import replay_validity
 from ccvl_tf.data import replay_files
-from ccvl_tf import strict_json
+from ccvl_tf.runtime import strict_json
 
 CACHE_ENV = replay_files.CACHE_ENV
 CACHE_FORMAT = 1

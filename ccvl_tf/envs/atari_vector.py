@@ -1,8 +1,8 @@
 """Atari evaluation with all episodes side by side: ale_py's own vector environment
 (``ale_py.vector_env.AtariVectorEnv``, C++ worker threads) configured to the protocol of
 ccvl_tf/envs/atari.py, and one batched policy call per step (`run_batched_episodes`, the
-vector form of `ccvl_tf.rollouts.run_episodes`). The protocol and the episode rules: docs/library.md
-"Module notes", `ccvl_tf/envs/atari_vector.py`.
+vector form of `ccvl_tf.evaluation.rollouts.run_episodes`). The protocol and the episode rules:
+docs/library.md "Module notes", `ccvl_tf/envs/atari_vector.py`.
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import tensorflow as tf
 from tf_agents.policies import tf_policy
 from tf_agents.trajectories import time_step as ts
 
-from ccvl_tf import belief
-from ccvl_tf import rollouts
+from ccvl_tf.algorithm import belief
+from ccvl_tf.evaluation import rollouts
 from ccvl_tf.envs import atari
 from ccvl_tf.envs import factory
 
@@ -140,7 +140,7 @@ def _initial_state(policy, num_slots: int, seed: int):
 
 def _action_fn(policy):
   """policy.action as one tf.function traced for any batch size (the playing slots shrink as
-  episodes end) when `policy` is a TF-Agents policy or a ccvl_tf.rollouts.CompiledPolicy
+  episodes end) when `policy` is a TF-Agents policy or a ccvl_tf.evaluation.rollouts.CompiledPolicy
   (of a policy or a loaded SavedModel; the trace is kept on it, so later evaluations reuse
   it); other objects' `action` is called as it is."""
   if isinstance(policy, rollouts.CompiledPolicy):
@@ -210,13 +210,13 @@ def run_batched_episodes(policy, env, num_episodes: int, *, run: int = 0,
 
   Args:
     policy: anything with `get_initial_state(batch_size)` and `action(time_step, state)` on
-      batches (TF-Agents policy, ccvl_tf.rollouts.CompiledPolicy, loaded SavedModel).
+      batches (TF-Agents policy, ccvl_tf.evaluation.rollouts.CompiledPolicy, loaded SavedModel).
     env: an AtariVectorEnvironment (or an object with its interface: num_envs, num_actions,
       max_episode_steps, reset(seeds), step(actions)); its num_envs slots are all used, so
       make it with min(num_episodes, cap) copies.
     num_episodes: >= num_envs.
     run, epsilon, seed, delta_grid, on_episode, max_total_steps: as
-      ccvl_tf.rollouts.run_episodes (seed seeds the epsilon RNG, the 'rng' entry of the
+      ccvl_tf.evaluation.rollouts.run_episodes (seed seeds the epsilon RNG, the 'rng' entry of the
       policy state and, through `slot_seeds`, the slots' ALEs).
     on_step: called as on_step(agent steps taken in this call, total agent steps).
 

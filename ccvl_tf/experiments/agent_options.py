@@ -1,8 +1,8 @@
 """The agent settings a run's binary takes as flags, generated from agents.ccvl_agent.CCVLConfig.
 
 Each setting is declared once, with its default, bounds and help, in the agent config
-(`setting` of ccvl_tf/config_flags.py). `define_flags(names)` makes one flag per setting whose
-default is None ("not given": the run's preset or the agent config's default applies),
+(`setting` of ccvl_tf/runtime/config_flags.py). `define_flags(names)` makes one flag per setting
+whose default is None ("not given": the run's preset or the agent config's default applies),
 `from_flags(names)` returns the settings the user gave, and a run config carries them as one
 dict (`OfflineConfig.agent_values`; `CompareConfig.ccvl_options` beside the fields it borrows
 from the agent configs, config_flags.borrow) that the agent registry applies with
@@ -16,7 +16,7 @@ from typing import Dict, Mapping, Optional, Sequence
 from absl import flags
 
 from agents import ccvl_agent
-from ccvl_tf import config_flags
+from ccvl_tf.runtime import config_flags
 
 # The flags defined here belong to the binary that calls define_flags() (its --helpshort).
 flags.disclaim_key_flags()

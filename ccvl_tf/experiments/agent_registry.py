@@ -29,14 +29,14 @@ from agents import cql_agent
 from agents import dqn_agent
 from agents import q_agent_base
 from agents import rem_agent
-from ccvl_tf import belief
-from ccvl_tf import policies
+from ccvl_tf.algorithm import belief
+from ccvl_tf.algorithm import policies
 
 
 @dataclasses.dataclass
 class AgentSettings:
   """What an agent builder needs beyond the specs (suite- and run-dependent values)."""
-  network_config: object = None                 # ccvl_tf.networks.QNetworkConfig
+  network_config: object = None                 # ccvl_tf.algorithm.networks.QNetworkConfig
   dataset_size: Optional[float] = None          # |D| for CCVL's linear n(s)^-1
   inverse_count_fn: Optional[Callable] = None   # exact tabular n(s)^-1 (replaces dataset_size)
   # The agent configs' settings given for this run (field -> value: alpha, num_deltas N,

@@ -1,13 +1,13 @@
 """Evaluating an exported policy: the body of binaries/evaluate.py.
 
-`run(EvaluateConfig(...))` runs a SavedModel policy (ccvl_tf.policies.export_policy) for
+`run(EvaluateConfig(...))` runs a SavedModel policy (ccvl_tf.algorithm.policies.export_policy) for
 `seeds` runs x `episodes` episodes in the environment of `game` (ccvl_tf.envs.factory.make_env:
 'gridworld', 'minatar/<Game>' or an Atari game) and writes to output_dir:
   returns.csv   per episode: length, return, raw and normalized score
   delta.csv     per episode: mean/first/last delta acted under, the belief's argmax at its end
   summary.json  mean, IQM over runs with its 95% stratified bootstrap CI (rliable)
   results.csv   one row per run (method, dataset, game, seed, score), the format of
-                ccvl_tf.reporting.read_results_csv
+                ccvl_tf.evaluation.reporting.read_results_csv
   returns.png, delta.png
 Each run r uses seed first_seed + r for the environment, the epsilon RNG and the policy's delta
 sampler, and one policy state carried across all its episodes.
@@ -24,18 +24,19 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 import numpy as np
 from tqdm import tqdm
 
-from ccvl_tf import config_flags, rollouts, run_settings, score_stats
-from ccvl_tf import reporting
+from ccvl_tf.runtime import config_flags, run_settings
+from ccvl_tf.evaluation import rollouts, score_stats
+from ccvl_tf.evaluation import reporting
 from ccvl_tf.data import minatar_datasets
 from ccvl_tf.envs import factory
-from ccvl_tf.config_flags import setting
-from ccvl_tf import strict_json
+from ccvl_tf.runtime.config_flags import setting
+from ccvl_tf.runtime import strict_json
 
 
 @dataclasses.dataclass
 class EvaluateConfig:
   """Settings of one evaluation; the `setting` fields are the flags of binaries/evaluate.py
-  (ccvl_tf/config_flags.py).
+  (ccvl_tf/runtime/config_flags.py).
 
   Attributes:
     policy_dir: the exported policy (SavedModel directory with policy_specs.pbtxt).

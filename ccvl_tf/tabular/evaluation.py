@@ -2,7 +2,7 @@
 
 The confidence-adaptive policy (paper Sec. "Confidence-Adaptive Policies", Eq. delta_selection)
 keeps a belief b over the delta grid, updated after *every* observed transition with the
-surrogate log-likelihood of `ccvl_tf.belief` (b(delta) proportional to
+surrogate log-likelihood of `ccvl_tf.algorithm.belief` (b(delta) proportional to
 exp(-sum of squared Bellman errors / temperature)). The belief is kept across the evaluation
 episodes of one run (that is how it adapts over episodes, Fig. 1 right); the delta the agent
 acts with is drawn from b at the start of each episode and held for that episode, so each
@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ccvl_tf import belief
+from ccvl_tf.algorithm import belief
 from ccvl_tf.tabular.gridworld import GridWorld
 from ccvl_tf.tabular import value_iteration as vi
 

@@ -336,7 +336,7 @@ READINGS = ("logsumexp", "max", "logsumexp+monotone", "max+monotone", "bonus",
             "bonus+logsumexp", "bonus+max", "bonus-sa")
 # How far below the smallest supported action's value an action outside the data's support is
 # put (reward units): it ranks below every supported one, and Bellman errors on the data stay
-# finite. The network's support mask (ccvl_tf/support.py) uses the same margin.
+# finite. The network's support mask (ccvl_tf/algorithm/support.py) uses the same margin.
 SUPPORT_MARGIN = 1.0
 # w0 of the gapped bonus readings when none is given: the most favourable of {0.1, 0.3, 1} on
 # the exact gridworld (docs/family_choice.md; larger w0 ties or inflates more).
@@ -537,7 +537,7 @@ def data_bellman_errors(q_delta: np.ndarray, data: Transitions, gamma: float) ->
   """Mean squared Bellman error on the data for each grid delta, [K]:
   mean_i (Q(s_i, a_i, delta) - r_i - gamma (1 - t_i) max_a' Q(s'_i, a', delta))^2."""
   # Here: belief loads TensorFlow (~2.3 s to import); the tabular core stays numpy-only.
-  from ccvl_tf import belief  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.algorithm import belief  # pylint: disable=g-import-not-at-top
   s, a, s2 = np.asarray(data.state), np.asarray(data.action), np.asarray(data.next_state)
   q_sa = np.moveaxis(q_delta[:, s, a], 0, -1)  # [K, N] -> [N, K]
   next_v = np.moveaxis(_state_values(q_delta[:, s2]), 0, -1)  # [N, K]

@@ -9,8 +9,8 @@ tools/peers/requirements.txt), never in the project's. tools/peers/peers.py call
   python d3rlpy_side.py serve --model=O/model.d3
       reads observations from stdin, each 84*84*4 uint8 bytes in our layout [84, 84, 4]
       (oldest frame first), and answers each with the greedy action index and a newline on
-      stdout; used by our evaluation loop (ccvl_tf.rollouts.run_episodes) in the project's
-      environment.
+      stdout; used by our evaluation loop (ccvl_tf.evaluation.rollouts.run_episodes) in the
+      project's environment.
 """
 import argparse
 import json
@@ -21,7 +21,7 @@ import time
 # The project's strict JSON writer (no NaN / Infinity); it needs only numpy, which the peer
 # environment has.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-from ccvl_tf import strict_json  # noqa: E402
+from ccvl_tf.runtime import strict_json  # noqa: E402
 
 ALGOS = ("bc", "cql")
 

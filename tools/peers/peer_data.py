@@ -27,7 +27,7 @@ from typing import Dict
 
 import numpy as np
 
-from ccvl_tf import strict_json
+from ccvl_tf.runtime import strict_json
 
 FRAME_STACK = 4
 ARRAYS = ("observations", "actions", "rewards", "terminals", "timeouts")

@@ -44,8 +44,8 @@ if HERE not in sys.path:
   sys.path.insert(0, HERE)
 
 import ccvl_tf  # noqa: E402,F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
-from ccvl_tf import quiet  # noqa: E402
-from ccvl_tf import strict_json  # noqa: E402
+from ccvl_tf.runtime import quiet  # noqa: E402
+from ccvl_tf.runtime import strict_json  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 
 import numpy as np  # noqa: E402

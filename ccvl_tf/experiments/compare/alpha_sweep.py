@@ -9,7 +9,7 @@ import math
 import os
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from ccvl_tf.config_flags import setting
+from ccvl_tf.runtime.config_flags import setting
 from ccvl_tf.experiments.compare import config as compare_config
 from ccvl_tf.experiments.compare import runner as compare
 
@@ -17,7 +17,7 @@ from ccvl_tf.experiments.compare import runner as compare
 from ccvl_tf.experiments.compare import alpha_sweep_report  # noqa: E402
 from ccvl_tf.experiments.compare.alpha_sweep_report import (  # noqa: E402
     ALPHA_DIR_PREFIX, ALPHA_FREE_METHODS, ALPHA_METHODS, BC_DIR, SWEEP_METHODS, alpha_dir_name)
-from ccvl_tf import strict_json
+from ccvl_tf.runtime import strict_json
 
 # The default grid: {0.03, 0.1, 0.3, 1, 3, 10}, a decade in half-decade steps.
 DEFAULT_ALPHAS = (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)

@@ -6,12 +6,13 @@ From the result files of every part of a sweep (OUT/alpha_<a>/results, OUT/bc/re
                   delta over the run's episodes (CCVL), the delta Fixed-CCVL selects on
                   held-out Bellman errors (in the rows of both: one learner), and CCVL's
                   diagnostics (DIAGNOSTIC_COLUMNS: the delta family as greedy policies,
-                  ccvl_tf.policy_diagnostics, and the value-level confidence diagnostics,
+                  ccvl_tf.evaluation.policy_diagnostics, and the value-level confidence diagnostics,
                   experiments/offline/confidence_report.py);
   table.md        per dataset kind: (1) normalized IQM [95% CI] over seeds x games of each
-                  method at each alpha (rliable via ccvl_tf.score_stats.aggregate_scores), BC as
-                  one alpha-free row; (2) flatness over alpha per method (`flatness`); (3) CCVL's
-                  family diagnostics vs alpha, mean over runs;
+                  method at each alpha (rliable via
+                  ccvl_tf.evaluation.score_stats.aggregate_scores), BC as one alpha-free row; (2)
+                  flatness over alpha per method (`flatness`); (3) CCVL's family diagnostics vs
+                  alpha, mean over runs;
   alpha_sweep.png per dataset kind: normalized IQM vs alpha (log axis) with 95% CI bands for
                   CQL, CCVL, Fixed-CCVL and BC as a horizontal band; below, CCVL's
                   family_differs_any (and _ends) vs alpha.
@@ -31,8 +32,8 @@ import numpy as np
 
 from ccvl_tf.experiments.compare import config as compare_config
 from ccvl_tf.experiments.compare import report as compare_report
-from ccvl_tf import reporting
-from ccvl_tf import score_stats
+from ccvl_tf.evaluation import reporting
+from ccvl_tf.evaluation import score_stats
 
 # The sweep's layout (alpha_sweep.py runs it): the alpha-dependent methods (run at
 # every alpha) and the alpha-free reference (run once), and the part directories.
@@ -367,8 +368,8 @@ def render_table(rows: Sequence[dict], suite: str, reps: int = 2000) -> str:
     fam = family_lines(rows, dataset)
     if len(fam) > 2:
       lines += ["", "### CCVL's delta family as greedy policies vs alpha (mean over runs)", "",
-                "On held-out dataset states (ccvl_tf.policy_diagnostics): share of states "
-                "whose greedy action differs between the grid's smallest and largest delta "
+                "On held-out dataset states (ccvl_tf.evaluation.policy_diagnostics): share of "
+                "states whose greedy action differs between the grid's smallest and largest delta "
                 "(differs ends) and anywhere along the grid (differs any); at the smallest "
                 "(lo) and largest (hi) grid delta, the share of states where the greedy action "
                 "is the data's action (agreement), the largest share of one greedy action "

@@ -10,8 +10,9 @@ import math
 from typing import Dict, List, Optional, Sequence
 
 from agents import aevl_agent, ccvl_agent, rem_agent
-from ccvl_tf import config_flags, run_settings, scores
-from ccvl_tf.config_flags import borrow, setting
+from ccvl_tf.runtime import config_flags, run_settings
+from ccvl_tf.evaluation import scores
+from ccvl_tf.runtime.config_flags import borrow, setting
 from ccvl_tf.experiments import agent_options
 
 
@@ -77,7 +78,7 @@ _SUITE = "the suite's, else each agent's; CCVL's {default}"
 @dataclasses.dataclass
 class CompareConfig:
   """Settings of one comparison; the `setting` fields are binaries/compare.py's flags
-  (ccvl_tf/config_flags.py). None = the suite's default.
+  (ccvl_tf/runtime/config_flags.py). None = the suite's default.
 
   Attributes:
     suite: one of SUITES.

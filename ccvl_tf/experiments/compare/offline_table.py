@@ -7,7 +7,8 @@ import dataclasses
 import os
 from typing import Callable, Dict
 
-from ccvl_tf import policies, run_lock, training
+from ccvl_tf.algorithm import policies
+from ccvl_tf.runtime import run_lock, training
 from ccvl_tf.experiments.compare import config as compare_config
 from ccvl_tf.experiments.offline import demo_report, phase_times, placement
 from ccvl_tf.experiments.offline import config as offline_config

@@ -18,7 +18,7 @@ from ccvl_tf.experiments.compare import config as compare_config
 from ccvl_tf.experiments.compare import suites as compare_suites
 from ccvl_tf.experiments.compare import units as compare_units
 from ccvl_tf.experiments import tf_setup
-from ccvl_tf import worker_lifetime
+from ccvl_tf.runtime import worker_lifetime
 
 
 _WORKER_SUITE: Optional[compare_suites.Suite] = None

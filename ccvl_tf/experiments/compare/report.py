@@ -15,8 +15,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from ccvl_tf.experiments.compare import config as compare_config
-from ccvl_tf import reporting
-from ccvl_tf import score_stats
+from ccvl_tf.evaluation import reporting
+from ccvl_tf.evaluation import score_stats
 
 
 def read_results(output_dir: str) -> List[dict]:
@@ -237,8 +237,9 @@ CONFIDENCE_COLUMNS = (
     ("belief_max_shift", "belief: max shift of E[delta] from the prior"),
     ("belief_final_entropy", "belief: final entropy (nats)"),
 )
-# The delta family as greedy policies on held-out dataset states (ccvl_tf.policy_diagnostics
-# .family_summary): lo / hi = the grid's smallest / largest delta.
+# The delta family as greedy policies on held-out dataset states
+# (ccvl_tf.evaluation.policy_diagnostics .family_summary): lo / hi = the grid's smallest / largest
+# delta.
 FAMILY_COLUMNS = (
     ("family_differs_ends", "greedy action differs, smallest vs largest delta"),
     ("family_differs_any", "greedy action differs anywhere along the grid"),

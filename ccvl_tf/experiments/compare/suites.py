@@ -16,7 +16,7 @@ import numpy as np
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
-from ccvl_tf import counts
+from ccvl_tf.algorithm import counts
 from ccvl_tf.data import frame_store, pipeline
 from ccvl_tf.data import minatar_datasets
 from ccvl_tf.envs import atari
@@ -25,8 +25,8 @@ from ccvl_tf.tabular import gridworld
 from ccvl_tf.envs import gridworld_env
 from ccvl_tf.envs import minatar
 from ccvl_tf.experiments.compare import config as compare_config
-from ccvl_tf import networks
-from ccvl_tf import scores
+from ccvl_tf.algorithm import networks
+from ccvl_tf.evaluation import scores
 from ccvl_tf.tabular import dataset as tab
 
 
@@ -77,7 +77,7 @@ class Suite:
     return factory.make_env(self.env_name(game), seed, max_steps)
 
   def references(self) -> Optional[scores.References]:
-    """Reference scores of normalize (None: the Atari tables of ccvl_tf.scores)."""
+    """Reference scores of normalize (None: the Atari tables of ccvl_tf.evaluation.scores)."""
     return None
 
   def normalize(self, game: str, score: float) -> float:

@@ -18,14 +18,14 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 import keras
 import numpy as np
 
-from ccvl_tf import belief
+from ccvl_tf.algorithm import belief
 from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.compare import config as compare_config
 from ccvl_tf.experiments.compare import suites as compare_suites
 from ccvl_tf.experiments.offline import confidence_report
-from ccvl_tf import rollouts
-from ccvl_tf import training
-from ccvl_tf import strict_json
+from ccvl_tf.evaluation import rollouts
+from ccvl_tf.runtime import training
+from ccvl_tf.runtime import strict_json
 # A process's threads and determinism (shared with offline/), used through this module by the pool.
 
 Unit = tuple  # (dataset, game, seed, method)

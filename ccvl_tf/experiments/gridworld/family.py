@@ -17,8 +17,8 @@ or 'max', and '+monotone', exactly the outer max over delta' <= delta of the per
 solutions, in the network the monotone delta head) and bonus (Eq. update with the state count
 n(s): 'bonus', and with a delta-independent gap of weight w0, 'bonus+logsumexp', 'bonus+max';
 in the network objective 'bonus', the monotone head and the data-support head of
-ccvl_tf/support.py, whose threshold the exact solution uses too). docs/agent.md "The confidence
-family" has the derivations.
+ccvl_tf/algorithm/support.py, whose threshold the exact solution uses too). docs/agent.md "The
+confidence family" has the derivations.
 """
 from __future__ import annotations
 
@@ -30,9 +30,9 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
 from agents import ccvl_agent
-from ccvl_tf import counts as counts_lib
+from ccvl_tf.algorithm import counts as counts_lib
 from ccvl_tf.tabular.gridworld import GridWorld
-from ccvl_tf import networks
+from ccvl_tf.algorithm import networks
 from ccvl_tf.tabular import dataset as dataset_lib
 from ccvl_tf.tabular import learners
 from ccvl_tf.tabular import value_iteration as vi
@@ -41,8 +41,8 @@ FAMILY_HEADER = ("method", "reading", "default", "alpha", "seed", "visited_state
                  "v_nondecreasing_share", "q_nondecreasing_share", "v_end_ordered_share",
                  "v_max", "greedy_varies_share", "v_at_min_delta_share",
                  "policy_agreement_with_exact", "tied_greedy_share")
-# tau of the data-support head (ccvl_tf/support.py) in the bonus readings, exact and neural:
-# an action is in the data's support where pi_beta(a | s) > tau max_a' pi_beta(a' | s).
+# tau of the data-support head (ccvl_tf/algorithm/support.py) in the bonus readings, exact and
+# neural: an action is in the data's support where pi_beta(a | s) > tau max_a' pi_beta(a' | s).
 SUPPORT_THRESHOLD = 0.05
 THEOREM2_HEADER = ("reading", "alpha", "delta", "coverage", "n_datasets", "target")
 

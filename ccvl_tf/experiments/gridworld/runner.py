@@ -11,10 +11,10 @@ import time
 
 import numpy as np
 
-from ccvl_tf import belief
-from ccvl_tf import config_flags
-from ccvl_tf import run_settings
-from ccvl_tf.config_flags import setting
+from ccvl_tf.algorithm import belief
+from ccvl_tf.runtime import config_flags
+from ccvl_tf.runtime import run_settings
+from ccvl_tf.runtime.config_flags import setting
 from ccvl_tf.tabular.gridworld import DATA_SLIP_PROB, EVAL_SLIP_PROB, GridWorld
 from ccvl_tf.experiments.gridworld import family as family_lib
 from ccvl_tf.experiments.gridworld import plots
@@ -22,7 +22,7 @@ from ccvl_tf.tabular import dataset as dataset_lib
 from ccvl_tf.tabular import evaluation as ev_lib
 from ccvl_tf.tabular import learners
 from ccvl_tf.tabular import value_iteration as vi
-from ccvl_tf import strict_json
+from ccvl_tf.runtime import strict_json
 
 DEFAULT_ALPHAS = (0.01, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 
@@ -56,7 +56,7 @@ def method_label(method: str, reading: str) -> str:
 @dataclasses.dataclass
 class Config:
   """Settings of one run; defaults reproduce the paper's setup (see the module notes). The
-  `setting` fields are binaries/gridworld.py's flags (ccvl_tf/config_flags.py)."""
+  `setting` fields are binaries/gridworld.py's flags (ccvl_tf/runtime/config_flags.py)."""
   output_dir: str = setting(help="Directory for the CSV/PNG/JSON outputs.", flag_default=None,
                             required=True, output="dir")
   seeds: int = setting(10, "Datasets / evaluation runs per alpha (>= 1).")

@@ -1,12 +1,12 @@
 """The offline workflow: one learner trained on one offline dataset.
 
 Entry point: `runner.run(OfflineConfig(...))` (binaries/train_offline.py). It holds the run
-directory's lock (ccvl_tf/run_lock.py: one process per --root_dir). Its steps, in order:
+directory's lock (ccvl_tf/runtime/run_lock.py: one process per --root_dir). Its steps, in order:
   1. the dataset: a Dopamine replay_logs directory (local or gs://), its own record checked
      against the game (data/dataset_record.py), or the default dataset collected once
      (default_dataset.py; also binaries/collect_dataset.py);
   2. the training settings: the preset in force (presets.py), under the flags given;
-  3. the learner from the shared agent registry, trained by `ccvl_tf.training.train`
+  3. the learner from the shared agent registry, trained by `ccvl_tf.runtime.training.train`
      (checkpoints, exact resume, periodic evaluation);
   4. the exported SavedModel policies;
   5. CCVL runs: the confidence diagnostics (confidence_report.py; also `runner.diagnose`,

@@ -17,11 +17,11 @@ import ccvl_tf  # noqa: F401
 
 import numpy as np
 
-from ccvl_tf import config_flags, run_settings
-from ccvl_tf.config_flags import setting
+from ccvl_tf.runtime import config_flags, run_settings
+from ccvl_tf.runtime.config_flags import setting
 from ccvl_tf.data import frame_store
-from ccvl_tf import rollouts
-from ccvl_tf import strict_json
+from ccvl_tf.evaluation import rollouts
+from ccvl_tf.runtime import strict_json
 
 # TensorFlow and the modules that load it are imported in the functions that train or probe: a
 # spawned worker imports this module (to find _worker_init) before _worker_init has quieted and
@@ -128,7 +128,7 @@ def _parse_variants(text: str) -> List[str]:
 
 @dataclasses.dataclass
 class AblationConfig:
-  """Settings of binaries/ablate.py (its flags, ccvl_tf/config_flags.py)."""
+  """Settings of binaries/ablate.py (its flags, ccvl_tf/runtime/config_flags.py)."""
   dataset_dir: str = setting("", "Dopamine replay_logs directory of the development data "
                              "(never the reported run's data).", flag_default=None,
                              required=True)
@@ -158,7 +158,7 @@ class AblationConfig:
     for flag in ("dataset_dir", "heldout_dir"):
       path = getattr(self, flag)
       # Here: training loads TensorFlow (see the note at the top).
-      from ccvl_tf import training  # pylint: disable=g-import-not-at-top
+      from ccvl_tf.runtime import training  # pylint: disable=g-import-not-at-top
       training.check_input_dir(path, f"--{flag}", "a Dopamine replay_logs directory")
     if os.path.abspath(self.dataset_dir) == os.path.abspath(self.heldout_dir):
       raise ValueError("--heldout_dir must be another collection than --dataset_dir (held-out "
@@ -183,7 +183,7 @@ def probe(agent, probe: Mapping[str, np.ndarray], num_actions: int,
   # Here: TensorFlow (see the note at the top).
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from agents import q_agent_base  # pylint: disable=g-import-not-at-top
-  from ccvl_tf import policy_diagnostics  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.evaluation import policy_diagnostics  # pylint: disable=g-import-not-at-top
   obs, acts = probe["observation"], np.asarray(probe["action"], np.int64)
   delta = float(getattr(agent.config, "policy_delta", 0.5))
   stats = policy_diagnostics.family_action_stats(
@@ -212,7 +212,8 @@ def run_variant(cfg: AblationConfig, name: str, log: Callable[[str], None] = pri
   import keras  # pylint: disable=g-import-not-at-top
   from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
   from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
-  from ccvl_tf import belief, networks, training  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.algorithm import belief, networks  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.runtime import training  # pylint: disable=g-import-not-at-top
   from ccvl_tf.data import pipeline  # pylint: disable=g-import-not-at-top
   from ccvl_tf.envs import atari  # pylint: disable=g-import-not-at-top
   from ccvl_tf.experiments import agent_registry  # pylint: disable=g-import-not-at-top
@@ -278,7 +279,7 @@ def run_variant(cfg: AblationConfig, name: str, log: Callable[[str], None] = pri
 # ------------------------------------------------------------------------------ the pool
 def _worker_init(threads: int, parent_pid: Optional[int] = None) -> None:
   # Here: the worker's start, in order: quiet_start before TensorFlow, then tf_setup.
-  from ccvl_tf import quiet, worker_lifetime  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.runtime import quiet, worker_lifetime  # pylint: disable=g-import-not-at-top
   worker_lifetime.die_with_parent(parent_pid)  # no orphans training on after a killed parent
   quiet.quiet_start()  # a spawned worker imports TensorFlow afresh
   from ccvl_tf.experiments import tf_setup  # pylint: disable=g-import-not-at-top

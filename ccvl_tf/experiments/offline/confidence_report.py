@@ -12,8 +12,9 @@ import ccvl_tf  # noqa: F401
 import numpy as np
 import tensorflow as tf
 
-from ccvl_tf import diagnostics, policies, policy_diagnostics
-from ccvl_tf import strict_json
+from ccvl_tf.evaluation import diagnostics, policy_diagnostics
+from ccvl_tf.algorithm import policies
+from ccvl_tf.runtime import strict_json
 
 
 def dataset_observations_and_actions(batches: Iterable[Dict], num_states: int):

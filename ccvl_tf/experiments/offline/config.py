@@ -19,8 +19,9 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 import keras
 import numpy as np
 
-from ccvl_tf import config_flags, networks, run_settings, training
-from ccvl_tf.config_flags import setting
+from ccvl_tf.runtime import config_flags, run_settings, training
+from ccvl_tf.algorithm import networks
+from ccvl_tf.runtime.config_flags import setting
 from ccvl_tf.data import replay_files
 from ccvl_tf.envs import atari
 from ccvl_tf.experiments import agent_options, agent_registry
@@ -50,7 +51,7 @@ def parse_reference_agents(text) -> tuple:
 
 @dataclasses.dataclass(frozen=True)
 class DiagnoseConfig:
-  """Settings of binaries/diagnose.py (its flags, ccvl_tf/config_flags.py)."""
+  """Settings of binaries/diagnose.py (its flags, ccvl_tf/runtime/config_flags.py)."""
   root_dir: str = setting(help="A train_offline.py run directory (CCVL).", flag_default=None,
                           required=True, output="dir")
   episodes: Optional[int] = setting(None, "Evaluation episodes of the adaptive "
@@ -60,7 +61,7 @@ class DiagnoseConfig:
 @dataclasses.dataclass
 class OfflineConfig:
   """Settings of one offline run; the `setting` fields are train_offline.py's flags
-  (ccvl_tf/config_flags.py).
+  (ccvl_tf/runtime/config_flags.py).
 
   The defaults are the CPU demo (`make demo`): 17,500 gradient steps of batch 32 on 50k
   transitions of a scripted Breakout player, the smallest budget at which behaviour cloning

@@ -27,8 +27,8 @@ import ccvl_tf  # noqa: F401
 
 import numpy as np
 
-from ccvl_tf import run_settings
-from ccvl_tf.config_flags import setting
+from ccvl_tf.runtime import run_settings
+from ccvl_tf.runtime.config_flags import setting
 from ccvl_tf.data import dqn_replay
 from ccvl_tf.data import replay_writer
 from ccvl_tf.data import vector_collection
@@ -36,7 +36,7 @@ from ccvl_tf.envs import atari
 from ccvl_tf.envs import atari_vector
 from ccvl_tf.envs import scripted
 from ccvl_tf.experiments.offline.seeds import Seeds
-from ccvl_tf import strict_json
+from ccvl_tf.runtime import strict_json
 
 DEFAULT_DATASET_STEPS = 50_000
 # Where the default dataset is collected (OfflineConfig.default_dataset_env; module docstring).
@@ -51,7 +51,7 @@ DEFAULT_BEHAVIOUR_EPSILON = 0.25
 @dataclasses.dataclass(frozen=True)
 class CollectConfig:
   """Settings of binaries/collect_dataset.py, which collects a DQN Replay-format dataset with a
-  random or SavedModel policy (its flags, ccvl_tf/config_flags.py)."""
+  random or SavedModel policy (its flags, ccvl_tf/runtime/config_flags.py)."""
   game: str = setting("", "Atari game, e.g. Breakout.", flag_default=None, required=True)
   policy: str = setting("random", "'random' or the directory of a TF-Agents SavedModel policy.")
   steps: int = setting(0, "Agent steps (transitions) to collect.", flag_default=None,

@@ -3,7 +3,7 @@
 `report(...)` evaluates each policy for the same number of episodes in fresh ALE environments
 (evaluation epsilon 0.001, the same episode cap), and writes ROOT/results.md (mean raw score
 and its 95% bootstrap CI over episodes, rliable's percentile bootstrap through
-`ccvl_tf.score_stats.aggregate_scores`), ROOT/results.png (the same as bars with CIs) and
+`ccvl_tf.evaluation.score_stats.aggregate_scores`), ROOT/results.png (the same as bars with CIs) and
 ROOT/learning_curve.png (the evaluations during training, from evals.json). The CCVL
 (adaptive) row reuses the episodes the confidence diagnostics ran (their belief trace is the
 same evaluation).
@@ -27,12 +27,12 @@ from ccvl_tf.envs import atari, scripted
 from ccvl_tf.envs import atari_vector
 from ccvl_tf.experiments.offline import phase_times
 from ccvl_tf.experiments.offline.seeds import Seeds
-from ccvl_tf import rollouts, score_stats
-from ccvl_tf import training
-from ccvl_tf import strict_json
+from ccvl_tf.evaluation import rollouts, score_stats
+from ccvl_tf.runtime import training
+from ccvl_tf.runtime import strict_json
 
-# TensorFlow (also through ccvl_tf.training and ccvl_tf.envs) and matplotlib each take ~2 s to
-# import (python -X importtime); they are imported in the functions that need them, so the
+# TensorFlow (also through ccvl_tf.runtime.training and ccvl_tf.envs) and matplotlib each take ~2 s
+# to import (python -X importtime); they are imported in the functions that need them, so the
 # score rows and tables (score_row, render: tools/peers/peer_table.py) are made without them.
 
 _Step = collections.namedtuple("_Step", ["action", "state", "info"])

@@ -38,10 +38,10 @@ import ccvl_tf  # noqa: F401
 
 import numpy as np
 
-from ccvl_tf.config_flags import setting
+from ccvl_tf.runtime.config_flags import setting
 from ccvl_tf.envs import atari
-from ccvl_tf import score_stats
-from ccvl_tf import strict_json
+from ccvl_tf.evaluation import score_stats
+from ccvl_tf.runtime import strict_json
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))  # ccvl_tf/experiments/offline/<this file>
@@ -52,8 +52,8 @@ REFERENCE_ROWS = ("random",)
 # P(X > Y) over the seeds' means is reported for these (X, Y) pairs when both rows exist: what
 # the confidence-adaptive policy adds over one fixed delta.
 IMPROVEMENT_PAIRS = (("CCVL (adaptive)", "Fixed-CCVL"),)
-# The confidence family's diagnostics (ccvl_tf.diagnostics, summary.json 'diagnostics') shown
-# per seed: (key, column heading).
+# The confidence family's diagnostics (ccvl_tf.evaluation.diagnostics, summary.json 'diagnostics')
+# shown per seed: (key, column heading).
 FAMILY_COLUMNS = (
     ("family_differs_any", "greedy action differs along delta"),
     ("lemma1_fraction", "Lemma 1: V ordered by delta"),

@@ -21,8 +21,10 @@ import tensorflow as tf
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
-from ccvl_tf import belief, diagnostics, policies, rollouts, run_lock, scores, strict_json
-from ccvl_tf import training
+from ccvl_tf.algorithm import belief, policies
+from ccvl_tf.evaluation import diagnostics, rollouts, scores
+from ccvl_tf.runtime import run_lock, strict_json
+from ccvl_tf.runtime import training
 from ccvl_tf.data import frame_store, replay_files
 from ccvl_tf.envs import atari, atari_vector
 from ccvl_tf.experiments import agent_registry, tf_setup
@@ -260,7 +262,7 @@ def confidence_diagnostics(run_setup: Setup, exports, log,
 
 def write_summary(root_dir: str, summary: Dict[str, object], last_good: str) -> None:
   """root_dir/summary.json, replaced at once (a failed write names the last good checkpoint);
-  strict JSON: a NaN is null with `<key>_note` beside it saying why (ccvl_tf.strict_json; a
+  strict JSON: a NaN is null with `<key>_note` beside it saying why (ccvl_tf.runtime.strict_json; a
   diagnostic undefined on a grid of one delta: diagnostics.undefined_notes)."""
   notes = diagnostics.undefined_notes(summary["config"]["num_grid_deltas"])
   path = os.path.join(root_dir, "summary.json")

@@ -24,8 +24,8 @@ from tf_agents.replay_buffers import reverb_utils
 from tf_agents.trajectories import trajectory
 
 from ccvl_tf.experiments.online import config as online_config
-from ccvl_tf import reverb_replay
-from ccvl_tf import strict_json
+from ccvl_tf.data import reverb_replay
+from ccvl_tf.runtime import strict_json
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))  # ccvl_tf/experiments/online/<this file>
@@ -37,7 +37,7 @@ def collect_steps(env, policy, observer, time_step, policy_state, num_steps: int
 
   PyDriver's loop, except that the policy state is carried across episode boundaries: on an
   unbatched environment PyDriver calls `get_initial_state` at every FIRST step, which would
-  reset the exploration policy's belief each episode (ccvl_tf/policies.py,
+  reset the exploration policy's belief each episode (ccvl_tf/algorithm/policies.py,
   ConfidenceAdaptivePolicy)."""
   for _ in range(num_steps):
     action_step = policy.action(time_step, policy_state)

@@ -22,7 +22,7 @@ from ccvl_tf.tabular import gridworld
 from ccvl_tf.experiments.gridworld import bounds as gridworld_bounds
 from ccvl_tf.experiments.online import scores_and_bounds as online_eval
 from ccvl_tf.tabular import dataset as tds
-from ccvl_tf import strict_json
+from ccvl_tf.runtime import strict_json
 
 START = "offline start"
 AFTER = "after fine-tuning"

@@ -18,18 +18,18 @@ from tf_agents.trajectories import time_step as ts
 
 from agents import ccvl_agent
 from agents import ccvl_bounds_agent
-from ccvl_tf import config_flags
-from ccvl_tf.config_flags import setting
-from ccvl_tf import counts as counts_lib
+from ccvl_tf.runtime import config_flags
+from ccvl_tf.runtime.config_flags import setting
+from ccvl_tf.algorithm import counts as counts_lib
 from ccvl_tf.envs import factory
 from ccvl_tf.tabular import gridworld
 from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.compare import suites as compare_suites
-from ccvl_tf import networks
-from ccvl_tf import reverb_replay
-from ccvl_tf import run_settings
+from ccvl_tf.algorithm import networks
+from ccvl_tf.data import reverb_replay
+from ccvl_tf.runtime import run_settings
 from ccvl_tf.tabular import dataset as tds
-from ccvl_tf import training
+from ccvl_tf.runtime import training
 
 GRIDWORLD = "gridworld"
 GRIDWORLD_VALUE_MAX = 1.0  # every gridworld return is 0 or gamma^t (gridworld/bounds.py)
@@ -77,7 +77,7 @@ OFFLINE_AGENT = {"ccvl": "ccvl", "ccvl_lower": "ccvl", "cql": "cql"}
 @dataclasses.dataclass(frozen=True)
 class OnlineConfig:
   """Settings of one fine-tuning run; its `setting` fields and ExplorationConfig's are the
-  flags of binaries/finetune_online.py (ccvl_tf/config_flags.py).
+  flags of binaries/finetune_online.py (ccvl_tf/runtime/config_flags.py).
 
   The upper bound's and the exploration policy's settings (alpha_u, Q_u's objective and
   regularizer, beta of the safe set A_l, the fixed delta, epsilon, the belief's K and T) are

@@ -20,11 +20,11 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 import numpy as np
 
 from agents import ccvl_agent
-from ccvl_tf import config_flags
-from ccvl_tf import run_settings
-from ccvl_tf import scores
-from ccvl_tf import training
-from ccvl_tf.config_flags import setting
+from ccvl_tf.runtime import config_flags
+from ccvl_tf.runtime import run_settings
+from ccvl_tf.evaluation import scores
+from ccvl_tf.runtime import training
+from ccvl_tf.runtime.config_flags import setting
 from ccvl_tf.data import minatar_datasets
 from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.compare import config as compare_config
@@ -34,7 +34,7 @@ from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf.experiments.online import finetune_report
 # Where a run lives is the report's to say (it reads the runs); the suite writes them there.
 from ccvl_tf.experiments.online.finetune_report import run_dir
-from ccvl_tf import strict_json
+from ccvl_tf.runtime import strict_json
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))  # ccvl_tf/experiments/online/<this file>

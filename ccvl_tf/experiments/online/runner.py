@@ -16,9 +16,9 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 import numpy as np
 import tensorflow as tf
 
-from ccvl_tf import policies
-from ccvl_tf import reverb_replay
-from ccvl_tf import training
+from ccvl_tf.algorithm import policies
+from ccvl_tf.data import reverb_replay
+from ccvl_tf.runtime import training
 from ccvl_tf.envs import factory
 from ccvl_tf.experiments.online import actor as online_actor
 from ccvl_tf.experiments.online import bounds as online_bounds
@@ -29,7 +29,7 @@ from ccvl_tf.experiments.online import scores_and_bounds as online_eval
 from ccvl_tf.experiments.online import penalty as online_penalty
 from ccvl_tf.experiments.online import server as online_server
 from ccvl_tf.experiments.online import start as online_start
-from ccvl_tf import strict_json
+from ccvl_tf.runtime import strict_json
 
 
 

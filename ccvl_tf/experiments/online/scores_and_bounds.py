@@ -17,13 +17,13 @@ import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
 from agents import ccvl_bounds_agent
-from ccvl_tf import belief
+from ccvl_tf.algorithm import belief
 from ccvl_tf.envs import factory
 from ccvl_tf.envs import gridworld_env
 from ccvl_tf.experiments.gridworld import bounds as gridworld_bounds
 from ccvl_tf.experiments.online import config as online_config
-from ccvl_tf import policies
-from ccvl_tf import rollouts
+from ccvl_tf.algorithm import policies
+from ccvl_tf.evaluation import rollouts
 from ccvl_tf.tabular import value_iteration as vi
 
 TIGHTNESS_DELTAS = (0.1, 0.5, 0.9)

@@ -4,7 +4,7 @@ Reverb's client calls that the learner makes -- the weight push (TF-Agents'
 ReverbVariableContainer.push, a TFClient.insert op), the variable container's ServerInfo,
 Client.checkpoint() -- take no deadline, and a server that dies or freezes between a health
 check and the call blocked the learner forever. `LearnerServerLink` runs every one of them
-under `ccvl_tf.reverb_replay.call_with_deadline` (a worker thread waited for with a timeout):
+under `ccvl_tf.data.reverb_replay.call_with_deadline` (a worker thread waited for with a timeout):
 
   push, ServerInfo         --server_timeout_s
   Reverb checkpoint        --reverb_checkpoint_timeout_s (a big table takes a while to write)
@@ -24,7 +24,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from tf_agents.experimental.distributed import reverb_variable_container
 from tf_agents.specs import tensor_spec
 
-from ccvl_tf import reverb_replay
+from ccvl_tf.data import reverb_replay
 
 _T = TypeVar("_T")
 

@@ -19,8 +19,8 @@ import tensorflow as tf
 from ccvl_tf.tabular import gridworld
 from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf.tabular import dataset as tds
-from ccvl_tf import training
-from ccvl_tf import strict_json
+from ccvl_tf.runtime import training
+from ccvl_tf.runtime import strict_json
 
 GRIDWORLD = online_config.GRIDWORLD
 OnlineConfig = online_config.OnlineConfig

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tensorflow as tf
 
-from ccvl_tf.readings import bonus, bound, paper
+from ccvl_tf.algorithm.readings import bonus, bound, paper
 
 OBJECTIVES = ("algorithm1", "bound", "bonus")
 

@@ -1,6 +1,6 @@
 """The belief b(h) over a quantized confidence grid (paper Sec. "Confidence-Adaptive Policies").
 
-More in docs/agent.md "Module notes", `ccvl_tf/belief.py`.
+More in docs/agent.md "Module notes", `ccvl_tf/algorithm/belief.py`.
 """
 from __future__ import annotations
 

@@ -5,11 +5,11 @@ configs (agents/*.py) declare theirs so, and run configs too. `define(Config)` m
 per setting (`unset=True`: default None, "not given", for agent settings a run may take from
 a preset), `from_flags` / `given` read them back, `check(config)` validates a config against
 its declarations, `redeclare` gives an inherited setting another default, `borrow` puts a
-setting declared elsewhere (an agent's, or a run setting of ccvl_tf/run_settings.py) in a run
-config. `from_flags` also checks, for every binary alike, the output paths (settings declared
+setting declared elsewhere (an agent's, or a run setting of ccvl_tf/runtime/run_settings.py) in a
+run config. `from_flags` also checks, for every binary alike, the output paths (settings declared
 `output="dir"` or `"file"`) and the list flags (a repeated, empty or unknown item). `run(main)`:
 absl's app.run with one-line usage errors and a one-line Ctrl-C.
-More in docs/library.md "Module notes", `ccvl_tf/config_flags.py`.
+More in docs/library.md "Module notes", `ccvl_tf/runtime/config_flags.py`.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from typing import Callable, Mapping, Optional, Sequence
 from absl import app
 from absl import flags
 
-from ccvl_tf import paths
+from ccvl_tf.runtime import paths
 
 # Flags defined through this module belong to the binary that calls define() (its --helpshort).
 flags.disclaim_key_flags()
@@ -84,8 +84,8 @@ def run(main: Callable) -> None:
   """app.run(main); an app.UsageError from `main` prints one line, '<binary>: error:
   <message> (--helpshort lists the flags)', and exits with its exit code. Ctrl-C (a
   KeyboardInterrupt) prints one line too, '<binary>: interrupted (Ctrl-C)', followed by what
-  the interrupted work said of its rerun (ccvl_tf.training.Interrupted: where it resumes), and
-  exits with status 130."""
+  the interrupted work said of its rerun (ccvl_tf.runtime.training.Interrupted: where it resumes),
+  and exits with status 130."""
   def short_usage_errors(argv):
     prog = os.path.basename(sys.argv[0])
     try:
@@ -267,7 +267,7 @@ def check_outputs(config, names: Optional[Sequence[str]] = None) -> None:
   """app.UsageError naming the flag unless every output path of the dataclass instance
   `config` (settings declared `output='dir'` or `'file'`) can be written: not a file where a
   directory is meant (nor a directory where a file is), not under a file, writable, no name
-  longer than the file system allows (ccvl_tf.paths). An empty value is left to the binary
+  longer than the file system allows (ccvl_tf.runtime.paths). An empty value is left to the binary
   (a required flag, or a default it fills in). `names`: only those settings."""
   for f, spec in flag_fields(type(config), names):
     value = getattr(config, f.name)
@@ -310,7 +310,7 @@ DECLARED = object()
 def borrow(cls, name: str, note: Optional[str] = "{default}", *, default=None,
            lower_bound=_SAME) -> dataclasses.Field:
   """A run config's field for the setting `name` that the dataclass `cls` declares (an agent
-  config, or ccvl_tf/run_settings.py's RunSettings): help, bounds and choices those of the
+  config, or ccvl_tf/runtime/run_settings.py's RunSettings): help, bounds and choices those of the
   declaration.
 
   default None: "not given" (the run's own default or the agent's applies), the help ending

@@ -19,7 +19,7 @@ from tf_agents.policies import tf_policy
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import policy_step
 
-from ccvl_tf import strict_json
+from ccvl_tf.runtime import strict_json
 
 
 class _ActionOnlyPolicy(tf_policy.TFPolicy):
@@ -167,7 +167,8 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
 
   def _distribution(self, time_step, policy_state):
     raise NotImplementedError(
-        "exported CCVL policies provide action() only (see ccvl_tf.policy_export.export_policy)")
+        "exported CCVL policies provide action() only "
+        "(see ccvl_tf.algorithm.policy_export.export_policy)")
 
 
 # The record of the game an export was trained in, beside policy_specs.pbtxt: the action
@@ -196,7 +197,7 @@ def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None,
       state = saved.get_initial_state(batch_size=1)
       step = saved.action(time_step, state); state = step.state
 
-  `policy_specs.pbtxt` next to it holds the specs (read by ccvl_tf.rollouts).
+  `policy_specs.pbtxt` next to it holds the specs (read by ccvl_tf.evaluation.rollouts).
   Use this rather than `PolicySaver(policy)` directly: that also saves `distribution()`, and the
   result then needs TFP imported to load.
 
@@ -205,7 +206,7 @@ def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None,
 
   With `game`, `ccvl_policy.json` beside it records the game and its action set
   (`game_record`), which evaluation and collection check against theirs
-  (ccvl_tf.rollouts.load_saved_policy).
+  (ccvl_tf.evaluation.rollouts.load_saved_policy).
 
   Args:
     policy: any TFPolicy (CCVL policies, possibly wrapped by `epsilon_greedy`).

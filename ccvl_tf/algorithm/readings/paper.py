@@ -10,8 +10,8 @@ pairs delta_{j,1}, delta_{j,2} ~ U(0, delta) per delta (losses.sample_confidence
   loss  = mean over transitions and deltas of max_j L_j  +  c DR3(phi)    (Algorithm 1, line 6)
 
 n(s)^-1 is the linear estimate phi(s)^T (Phi^T Phi)^-1 phi(s) of the last layer's features
-(ccvl_tf/counts.py). TD is 1/2 x^2 in the paper (td_loss 'squared'; CCVLConfig's default is
-Huber). This is CCVLConfig's default reading (objective 'algorithm1'); `objective` below is the
+(ccvl_tf/algorithm/counts.py). TD is 1/2 x^2 in the paper (td_loss 'squared'; CCVLConfig's default
+is Huber). This is CCVLConfig's default reading (objective 'algorithm1'); `objective` below is the
 whole step objective of the lower bound, with nothing else in it. The research readings sit
 beside it (bound.py, bonus.py; the support head and per-action counts in
 agents/ccvl_agent.py `ccvl_objective`). Shapes: B batch, N deltas, M pairs, A actions, D
@@ -25,8 +25,8 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import tensorflow as tf
 
-from ccvl_tf import losses
-from ccvl_tf import networks
+from ccvl_tf.algorithm import losses
+from ccvl_tf.algorithm import networks
 
 
 def regularizer_weight(delta_1: tf.Tensor, inverse_count: tf.Tensor, alpha: float,

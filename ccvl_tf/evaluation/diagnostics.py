@@ -2,7 +2,7 @@
 # and split apart each would import the others.
 """Diagnostics of the confidence dimension: the delta family, the count estimate, the belief.
 
-More in docs/agent.md "Module notes", `ccvl_tf/diagnostics.py`.
+More in docs/agent.md "Module notes", `ccvl_tf/evaluation/diagnostics.py`.
 """
 from __future__ import annotations
 
@@ -413,7 +413,7 @@ def belief_trace(records: Sequence[object], grid) -> List[Dict[str, float]]:
   """The belief b(h) over the grid at the end of each evaluation episode.
 
   Args:
-    records: EpisodeRecords (ccvl_tf.rollouts); those without a log_belief are skipped.
+    records: EpisodeRecords (ccvl_tf.evaluation.rollouts); those without a log_belief are skipped.
     grid: the policy's confidence grid [K] (the belief's support).
 
   Returns:
@@ -528,7 +528,7 @@ ACROSS_DELTA_KEYS = ("monotone_fraction", "strictly_increasing_fraction", "end_o
 
 def undefined_notes(num_grid_deltas: int) -> Dict[str, str]:
   """Why a diagnostic of a grid of `num_grid_deltas` deltas is NaN, by key: the notes written
-  beside its null in the JSON files (ccvl_tf.strict_json)."""
+  beside its null in the JSON files (ccvl_tf.runtime.strict_json)."""
   if int(num_grid_deltas) >= 2:
     return {}
   return {k: "undefined: one grid delta (K = 1), so V(s, delta) cannot be compared across "

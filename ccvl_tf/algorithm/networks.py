@@ -2,7 +2,7 @@
 # torso, initializer and QNetworkConfig: the Q-network contract of docs/CONTRACTS.md.
 """Confidence-conditioned Q-networks Q(s, a, delta) in Keras 3 (paper Sec. "Practical Algorithm").
 
-More in docs/agent.md "Module notes", `ccvl_tf/networks.py`.
+More in docs/agent.md "Module notes", `ccvl_tf/algorithm/networks.py`.
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from ccvl_tf.delta_heads import MonotoneDeltaHead  # noqa: F401  (part of this module's API)
-from ccvl_tf.support import SupportMask, validate_threshold
+from ccvl_tf.algorithm.delta_heads import MonotoneDeltaHead  # noqa: F401  (part of this module's API)
+from ccvl_tf.algorithm.support import SupportMask, validate_threshold
 
 NATURE_OBSERVATION_SHAPE = (84, 84, 4)
 # The smallest frame the three Nature convolutions (8/4, 4/2, 3/1, 'valid') accept.
@@ -162,7 +162,7 @@ class CCVLNetwork:
   # The head's phi without delta (delta_entry='conv': the hidden layer at phi_delta); None when
   # phi is the torso output itself (delta_entry='features').
   features_phi_model: Optional[keras.Model] = None
-  # tau of the data-support mask (ccvl_tf/support.py); 0: no support head. With it,
+  # tau of the data-support mask (ccvl_tf/algorithm/support.py); 0: no support head. With it,
   # q_and_phi_model and head_model also output 'q_raw' (before the mask) and 'support_logits'.
   support_threshold: float = 0.0
 
@@ -330,7 +330,7 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
     delta_sign: +1 (Q nondecreasing in delta, the lower bound) or -1 (nonincreasing, the upper
       bound); used by the monotone head only.
     support_threshold: tau in (0, 1): a behaviour-cloning head on the torso features and
-      Q masked outside the data's support (ccvl_tf/support.py); 0: neither.
+      Q masked outside the data's support (ccvl_tf/algorithm/support.py); 0: neither.
 
   Raises:
     ValueError: a config value, num_actions or the observation spec the torso cannot take.
@@ -440,7 +440,7 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
 
 
 def _q_variables(net: CCVLNetwork):
-  """The network's variables without its support head's (ccvl_tf/support.py)."""
+  """The network's variables without its support head's (ccvl_tf/algorithm/support.py)."""
   return [v for v in net.variables if "_support" not in getattr(v, "path", v.name)]
 
 

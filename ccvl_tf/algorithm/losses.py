@@ -1,8 +1,8 @@
 """Pure loss pieces: confidences, TD targets and losses, the CQL gap, DR3, and the baselines'
-losses (CQL, REM, BC). CCVL's update is built from them in ccvl_tf/readings/ (paper.py: Eq.
-cql update as Algorithm 1 writes it).
+losses (CQL, REM, BC). CCVL's update is built from them in ccvl_tf/algorithm/readings/ (paper.py:
+Eq. cql update as Algorithm 1 writes it).
 
-More in docs/agent.md "Module notes", `ccvl_tf/losses.py`.
+More in docs/agent.md "Module notes", `ccvl_tf/algorithm/losses.py`.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The monotone delta head: Q(s, a, delta) ordered in delta by construction (Lemma 1).
 
-A Keras 3 layer with no weights of its own, used by `ccvl_tf.networks.build_ccvl_network` with
-`delta_head='monotone'`; docs/agent.md "The confidence family" explains the choice.
+A Keras 3 layer with no weights of its own, used by `ccvl_tf.algorithm.networks.build_ccvl_network`
+with `delta_head='monotone'`; docs/agent.md "The confidence family" explains the choice.
 """
 from __future__ import annotations
 

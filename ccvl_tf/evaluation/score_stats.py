@@ -119,8 +119,8 @@ def iqm(values) -> float:
 
 def summarize(records: Sequence, normalize: Callable[[np.ndarray], np.ndarray],
               reps: int = 2000, seed: int = 0) -> dict:
-  """summary.json content of ccvl_tf.rollouts.EpisodeRecords: raw/normalized mean, per-run
-  means, IQM over runs with 95% CI."""
+  """summary.json content of ccvl_tf.evaluation.rollouts.EpisodeRecords: raw/normalized mean,
+  per-run means, IQM over runs with 95% CI."""
   runs = sorted({r.run for r in records})
   raw = np.array([r.raw_score for r in records])
   norm = np.asarray(normalize(raw), np.float64)

@@ -1,6 +1,6 @@
 """The offline training loop: progress, TensorBoard summaries, checkpoints with exact resume.
 
-More in docs/library.md "Module notes", `ccvl_tf/training.py`.
+More in docs/library.md "Module notes", `ccvl_tf/runtime/training.py`.
 """
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 import numpy as np
 import tensorflow as tf
 
-from ccvl_tf import writes
-from ccvl_tf.paths import check_input_dir, check_output_dir  # noqa: F401  (the run's checks)
-from ccvl_tf import strict_json
+from ccvl_tf.runtime import writes
+from ccvl_tf.runtime.paths import check_input_dir, check_output_dir  # noqa: F401  (the run's checks)
+from ccvl_tf.runtime import strict_json
 
 # Failed writes (module notes); their names as callers know them.
 WriteFailed = writes.WriteFailed

@@ -2,7 +2,7 @@
 (`run_episodes`, `CompiledPolicy`) and loading exported policies (`load_saved_policy`).
 
 The evaluation protocol, and where the statistics of the scores are: docs/policies.md
-"Evaluation" (ccvl_tf/score_stats.py).
+"Evaluation" (ccvl_tf/evaluation/score_stats.py).
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import numpy as np
 
-from ccvl_tf import strict_json
+from ccvl_tf.runtime import strict_json
 
 # TensorFlow, TF-Agents and the modules that load them (belief, training) are imported in the
 # functions that run or load policies: reporting and the compare report import this module
@@ -95,7 +95,7 @@ def run_episodes(policy, env, num_episodes: int, *, run: int = 0, epsilon: float
     seed: seeds the epsilon RNG, and the 'rng' entry of a ConfidenceAdaptivePolicy state (so
       runs with different seeds draw different deltas).
     delta_grid: the policy's delta grid, for `map_delta` (default: infer K from the state and use
-      ccvl_tf.belief.delta_grid(K)).
+      ccvl_tf.algorithm.belief.delta_grid(K)).
     raw_score_fn: env -> game score of the episode just ended (None: the sum of rewards). Atari:
       `lambda env: env.get_info()['episode_raw_return']`.
     on_episode: called with each finished EpisodeRecord (progress display).
@@ -108,7 +108,7 @@ def run_episodes(policy, env, num_episodes: int, *, run: int = 0, epsilon: float
   # Here: TensorFlow (see the note at the top).
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
-  from ccvl_tf import belief  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.algorithm import belief  # pylint: disable=g-import-not-at-top
 
   if int(num_episodes) != num_episodes or num_episodes < 1:
     raise ValueError(f"num_episodes must be an integer >= 1, got {num_episodes!r}")
@@ -193,17 +193,17 @@ class CompiledPolicy:
 def check_saved_model_dir(policy_dir: str) -> None:
   """Raises ValueError unless `policy_dir` is a directory holding a SavedModel (no TF import)."""
   # Here: training loads TensorFlow (see the note at the top).
-  from ccvl_tf import training  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.runtime import training  # pylint: disable=g-import-not-at-top
   training.check_input_dir(policy_dir, "--policy_dir", "an exported policy's SavedModel "
                            "directory")
   if not (os.path.exists(os.path.join(policy_dir, "saved_model.pb"))
           or os.path.exists(os.path.join(policy_dir, "saved_model.pbtxt"))):
     raise ValueError(
         f"{policy_dir!r} is not a SavedModel directory (no saved_model.pb); export a policy with "
-        "ccvl_tf.policies.export_policy (TF-Agents PolicySaver) first")
+        "ccvl_tf.algorithm.policies.export_policy (TF-Agents PolicySaver) first")
 
 
-# The name of the record an export keeps of its game (ccvl_tf.policy_export.POLICY_RECORD;
+# The name of the record an export keeps of its game (ccvl_tf.algorithm.policy_export.POLICY_RECORD;
 # spelled here so that reading it does not import TensorFlow).
 POLICY_RECORD = "ccvl_policy.json"
 
@@ -255,7 +255,8 @@ def load_saved_policy(policy_dir: str, num_actions: Optional[int] = None,
                       observation_shape: Optional[Sequence[int]] = None,
                       observation_dtype=None, game: Optional[str] = None,
                       action_set: Optional[Sequence[int]] = None):
-  """Loads an exported policy (ccvl_tf.policies.export_policy / PolicySaver) with clear errors.
+  """Loads an exported policy (ccvl_tf.algorithm.policies.export_policy / PolicySaver) with clear
+  errors.
 
   Args:
     policy_dir: directory holding saved_model.pb (and policy_specs.pbtxt).
@@ -292,8 +293,8 @@ def load_saved_policy(policy_dir: str, num_actions: Optional[int] = None,
     raise ValueError(
         f"{specs_path} is missing, so the policy in {policy_dir!r} cannot be checked against "
         f"this game's actions and observations (a policy of another game would run and report a "
-        f"meaningless score); re-export it with ccvl_tf.policies.export_policy, which writes "
-        f"the spec file")
+        f"meaningless score); re-export it with ccvl_tf.algorithm.policies.export_policy, which "
+        f"writes the spec file")
   if num_actions is not None and "num_actions" in meta and meta["num_actions"] != num_actions:
     raise ValueError(
         f"the policy in {policy_dir!r} has {meta['num_actions']} actions but the game has "

@@ -14,8 +14,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from ccvl_tf import config_flags
-from ccvl_tf.config_flags import setting
+from ccvl_tf.runtime import config_flags
+from ccvl_tf.runtime.config_flags import setting
 
 def _count(default: int, help: str, lower_bound: int = 1):  # pylint: disable=redefined-builtin
   """An integer setting checked when the config is validated."""

@@ -2,8 +2,8 @@
 Upper-Bounds" (Eq. upper update), for agents/ccvl_bounds_agent.py.
 
 The lower bound's pieces (TD, the CQL gap, CCVL's L_j and the max over j) are in
-ccvl_tf/losses.py and ccvl_tf/readings/, whose docstrings name the paper's symbols; this module
-mirrors them for Q_u
+ccvl_tf/algorithm/losses.py and ccvl_tf/algorithm/readings/, whose docstrings name the paper's
+symbols; this module mirrors them for Q_u
 (min over j, the bonus added, or a CQL-like term with the opposite preference). Shapes: B
 batch, N deltas per transition, M pairs per delta, A actions. Pure functions, no state.
 """
@@ -15,9 +15,9 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import tensorflow as tf
 
-from ccvl_tf.losses import gather_actions, td_loss, validate_alpha
-from ccvl_tf.readings import paper  # the lower bound's pieces Q_u reuses
-from ccvl_tf.readings.bound import confidence_weight
+from ccvl_tf.algorithm.losses import gather_actions, td_loss, validate_alpha
+from ccvl_tf.algorithm.readings import paper  # the lower bound's pieces Q_u reuses
+from ccvl_tf.algorithm.readings.bound import confidence_weight
 
 # ---- upper bounds Q_u(s, a, delta) (paper Sec. "Learning Lower- and Upper-Bounds") ----------
 # Reading of Eq. (upper update) for the regularized (neural) form; see docs/online.md.

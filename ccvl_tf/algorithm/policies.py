@@ -1,7 +1,8 @@
 """CCVL policies as TF-Agents `TFPolicy` subclasses (paper Sec. "Confidence-Adaptive Policies").
 
-Writing them as SavedModels is ccvl_tf/policy_export.py (`export_policy`; the one here also
-refuses, in every export, the adaptive policy's state where another state is taken). More in docs/policies.md "Module notes", `ccvl_tf/policies.py`.
+Writing them as SavedModels is ccvl_tf/algorithm/policy_export.py (`export_policy`; the one here
+also refuses, in every export, the adaptive policy's state where another state is taken). More in
+docs/policies.md "Module notes", `ccvl_tf/algorithm/policies.py`.
 """
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from tf_agents.policies import tf_policy
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import policy_step
 
-from ccvl_tf import belief
-from ccvl_tf import policy_export
+from ccvl_tf.algorithm import belief
+from ccvl_tf.algorithm import policy_export
 
 PolicyInfo = collections.namedtuple("PolicyInfo", ["delta"])
 PolicyInfo.__doc__ = "Side information of every CCVL policy: `delta` [B] float32 acted under."
@@ -246,7 +247,7 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
        `belief.bellman_sq_errors` (r' = r, clipped to [-reward_clip, reward_clip] when given:
        use the reward scale Q was trained on, e.g. 1.0 for Atari), and update
        log b <- log b - e / temperature, renormalized (`belief.update_log_belief`; the
-       surrogate log-likelihood reading of Eq. delta_selection, see ccvl_tf/belief.py).
+       surrogate log-likelihood reading of Eq. delta_selection, see ccvl_tf/algorithm/belief.py).
        TF-Agents' discount is 0 at a terminal LAST step, so the final reward is scored with no
        bootstrap; a time-limit LAST (discount 1) bootstraps as usual.
     2. delta = grid[k] with k ~ b (sample_delta=True, the paper) or k = argmax b, drawn at
@@ -267,7 +268,7 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
     * `tf_agents.drivers.py_driver.PyDriver` on an *unbatched* environment calls
       `get_initial_state` at every FIRST step after its first episode: run it one episode
       per `run()` call passing the returned state back in, wrap the env in
-      `BatchedPyEnvironment`, or use `ccvl_tf.rollouts.run_episodes`;
+      `BatchedPyEnvironment`, or use `ccvl_tf.evaluation.rollouts.run_episodes`;
     * `DynamicEpisodeDriver`/`DynamicStepDriver.run()` call `get_initial_state` when
       `policy_state` is None: always pass the previous run's final state;
     * wrappers built with TF-Agents' defaults (GreedyPolicy, EpsilonGreedyPolicy) have
@@ -472,8 +473,8 @@ def adaptive_state_spec(observation_spec, action_spec) -> dict:
 
 
 def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None, **record) -> str:
-  """ccvl_tf.policy_export.export_policy of `policy` (`record`: its game and action_set), the
-  export also refusing, naming the state it takes, an adaptive policy's state: a run exports
+  """ccvl_tf.algorithm.policy_export.export_policy of `policy` (`record`: its game and action_set),
+  the export also refusing, naming the state it takes, an adaptive policy's state: a run exports
   the adaptive policy beside Fixed-CCVL, whose export keeps no state."""
   observation = policy.time_step_spec.observation
   others = []

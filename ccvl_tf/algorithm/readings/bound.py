@@ -14,7 +14,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import tensorflow as tf
 
-from ccvl_tf import losses
+from ccvl_tf.algorithm import losses
 
 
 def confidence_weight(delta: tf.Tensor, inverse_count: tf.Tensor, alpha: float,

@@ -14,8 +14,8 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import tensorflow as tf
 
-from ccvl_tf import losses
-from ccvl_tf.readings import bound
+from ccvl_tf.algorithm import losses
+from ccvl_tf.algorithm.readings import bound
 
 
 def loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor, delta: tf.Tensor,

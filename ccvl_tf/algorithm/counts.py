@@ -1,6 +1,6 @@
 """Inverse state-visitation estimates n(s)^-1 for the CCVL regularizer weight.
 
-More in docs/agent.md "Module notes", `ccvl_tf/counts.py`.
+More in docs/agent.md "Module notes", `ccvl_tf/algorithm/counts.py`.
 """
 from __future__ import annotations
 

@@ -1,0 +1,6 @@
+"""The method: CCVL's networks, losses and readings of its update, counts n(s)^-1, the delta
+belief, the policies and their SavedModel export (docs/ARCHITECTURE.md, "The tree").
+
+It imports nothing of ccvl_tf.evaluation, ccvl_tf.experiments or agents/, and of
+ccvl_tf.runtime only strict_json (policy_export.py writes the export's record with it).
+"""

@@ -12,7 +12,8 @@ losses) goes to stdout, TensorBoard summaries to root_dir/summaries, checkpoints
 root_dir/checkpoints (a rerun resumes exactly where it stopped), the final policies to
 root_dir/policy (the agent's evaluation policy; for ccvl the confidence-adaptive CCVL policy, plus
 root_dir/policy_fixed for Fixed-CCVL) as SavedModels.
-Flags -> OfflineConfig -> ccvl_tf.experiments.offline.runner.run, then
+Flags -> OfflineConfig -> its plan (offline.config.resolve, the one validation) ->
+ccvl_tf.experiments.offline.runner.run, then
 ccvl_tf.experiments.compare.offline_table.run (the reference agents, results.md; no algorithm
 code here).
 """
@@ -30,7 +31,6 @@ tf_setup.pin_cpu_kernels()  # before TensorFlow loads: the same CPU kernels on e
 from ccvl_tf.runtime import config_flags
 from ccvl_tf.runtime import run_lock
 from ccvl_tf.runtime import training
-from ccvl_tf.envs import atari
 from ccvl_tf.experiments import agent_options
 from ccvl_tf.experiments.compare import offline_table
 from ccvl_tf.experiments.offline import config as offline_config
@@ -53,16 +53,15 @@ def main(argv):
   del argv
   if not flags.FLAGS["verbosity"].present:  # TF/TF-Agents INFO logs drown the progress lines
     logging.set_verbosity(logging.ERROR)
-  cfg = config_from_flags()
   try:
-    cfg.validate()
-    atari.check_game(cfg.game)
+    plan = offline_config.resolve(config_from_flags())  # validated once, here
   except ValueError as e:
     raise app.UsageError(str(e))
+  cfg = plan.config
   try:
     log = lambda s: print(s, flush=True)
     with run_lock.hold(cfg.root_dir, "--root_dir"):  # the run and its table: one process
-      summary = offline_table.run(cfg, offline.run(cfg, log=log), log=log)
+      summary = offline_table.run(cfg, offline.run(plan, log=log), log=log)
   except (ValueError, MemoryError, training.TrainingStopped, training.WriteFailed) as e:
     # Bad data (names the file), a checkpoint of another run, a NaN loss (names the step and
     # the last good checkpoint), a failed write (names the path and the last good

@@ -88,13 +88,12 @@ def binary(out_dir: str) -> None:
   sys.path.insert(0, os.path.join(ROOT, "binaries"))
   import train_offline  # pylint: disable=g-import-not-at-top  (defines the binary's flags)
   from absl import flags  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments.offline import runner  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.offline import config, runner  # pylint: disable=g-import-not-at-top
   flags.FLAGS(["train_offline.py", f"--dataset_dir={TESTDATA}",
                f"--root_dir={os.path.join(out_dir, 'run')}", *FLAGS])
   cfg = train_offline.config_from_flags()
-  cfg.validate()
   tf_setup.configure_tensorflow(cfg.tf_threads, cfg.deterministic)
-  runner.train(runner.setup(cfg, print), print)
+  runner.train(runner.setup(config.resolve(cfg), print), print)
 
 
 def library(out_dir: str, num_steps: int = STEPS) -> None:

@@ -123,9 +123,9 @@ def _demo_agent(work_dir, data_steps):
   """(agent, batches) of the demo workload: train_offline.py's CCVL under the `demo` preset on
   the cached small default dataset, batches of its seeded pipeline from batch 0."""
   from ccvl_tf.data import pipeline  # pylint: disable=g-import-not-at-top
-  from ccvl_tf.experiments.offline import runner  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.offline import config, runner  # pylint: disable=g-import-not-at-top
   cfg = _demo_config(work_dir, data_steps)
-  run_setup = runner.setup(cfg, log=lambda s: None)
+  run_setup = runner.setup(config.resolve(cfg), log=lambda s: None)
   data = pipeline.transition_dataset(run_setup.store, cfg.batch_size, seed=cfg.seed)
   return run_setup.agent, iter(data)
 
@@ -169,8 +169,8 @@ def main():
   if len(sys.argv) > 1 and sys.argv[1] == "--child":
     spec = json.loads(sys.argv[2])
     if spec.get("prepare"):
-      from ccvl_tf.experiments.offline import runner  # pylint: disable=g-import-not-at-top
-      runner.setup(_demo_config(spec["work_dir"], spec["data_steps"]), log=print)
+      from ccvl_tf.experiments.offline import config, runner  # pylint: disable=g-import-not-at-top
+      runner.setup(config.resolve(_demo_config(spec["work_dir"], spec["data_steps"])), log=print)
       return
     print(strict_json.dumps(child(spec["workload"], spec["intra"], spec["inter"], spec["det"],
                            spec["steps"], spec["warmup"], spec["work_dir"],

@@ -1,6 +1,7 @@
 """The offline workflow: one learner trained on one offline dataset.
 
-Entry point: `runner.run(OfflineConfig(...))` (binaries/train_offline.py). It holds the run
+Entry point: `runner.run(config.resolve(OfflineConfig(...)))` (binaries/train_offline.py): the config
+is validated and resolved once (config.resolve), the stages take the plan. It holds the run
 directory's lock (ccvl_tf/runtime/run_lock.py: one process per --root_dir). Its steps, in order:
   1. the dataset: a Dopamine replay_logs directory (local or gs://), its own record checked
      against the game (data/dataset_record.py), or the default dataset collected once

@@ -297,6 +297,8 @@ class RunPlan:
       of another train key), in their order.
     record: the config as summary.json keeps it (`record`; `from_record` reads it back).
     preset_line: the line that starts the run (the preset and the settings it gives).
+    config: the OfflineConfig it was resolved from, validated (the run-level settings the
+      stages read directly: root_dir, the game, threads, evaluation).
   """
   agent: str
   data: dataset.DataSettings
@@ -304,6 +306,7 @@ class RunPlan:
   learners: Dict[str, AgentPlan]
   record: Dict[str, object]
   preset_line: str
+  config: OfflineConfig
 
   @property
   def learner(self) -> AgentPlan:
@@ -324,10 +327,11 @@ def resolve(cfg: OfflineConfig) -> RunPlan:
   settings (the preset's under the flags given) and its own config (the agent config's
   defaults, those settings and the agent settings given, the learner's seed), checked against
   the agent's declarations before any data is read or collected; the data's and the training
-  loop's settings; the record and the preset line."""
+  loop's settings; the record and the preset line. The one place an offline run's config is
+  validated: the stages take the plan, not the config."""
+  cfg.validate()
   default, saved = default_dataset_spec(cfg), record(cfg)
   seeds = Seeds(cfg.seed, cfg.eval_seed)
-  cfg.validate()
   specs = {name: agent_registry.get_agent_spec(name)
            for name in (cfg.agent,) + tuple(a for a in cfg.reference_agents if a != cfg.agent)}
   overrides = {spec.train_key: presets.resolve(cfg.preset, spec.train_key, cfg.agent_values)
@@ -358,7 +362,7 @@ def resolve(cfg: OfflineConfig) -> RunPlan:
       log_interval=cfg.log_interval, summary_interval=cfg.summary_interval,
       eval_interval=cfg.eval_interval)
   return RunPlan(agent=cfg.agent, data=data, loop=loop, learners=learners, record=saved,
-                 preset_line=preset_line)
+                 preset_line=preset_line, config=dataclasses.replace(cfg))
 
 
 def fingerprint(saved: Dict[str, object], plan: AgentPlan, identity: Dict[str, object],

@@ -1,6 +1,7 @@
 """Offline training on Atari (DQN Replay / Dopamine format): one learner's run.
 
-`run(cfg)`: `setup` (the configuration resolved once, config.resolve; the dataset; the learner)
+`run(config.resolve(cfg))`: `setup` (the dataset; the learner of the plan, which config.resolve
+validated once)
 -> `train` (ALE evaluations on the way) -> `export` (the policies) -> `confidence_diagnostics`
 (CCVL) -> summary.json. `diagnose(root_dir)` computes the diagnostics of a run directory
 again. Its settings: config.py; its data: dataset.py; its random streams: seeds.py.
@@ -47,18 +48,17 @@ class Trained:
   timer: Optional[PhaseTimes] = None  # the phase times so far (printed at the end)
 
 
-def run(cfg: OfflineConfig, log: Callable[[str], None] = print) -> Trained:
-  """The offline run: data -> learner -> training -> exported policies -> diagnostics, and
-  summary.json; one process per --root_dir (run_lock: another process's run there is
-  refused, naming it)."""
-  cfg.validate()
-  with run_lock.hold(cfg.root_dir, "--root_dir"):
-    return _run(cfg, log)
+def run(plan: config.RunPlan, log: Callable[[str], None] = print) -> Trained:
+  """The offline run of `plan` (config.resolve: the config validated and resolved once):
+  data -> learner -> training -> exported policies -> diagnostics, and summary.json; one
+  process per --root_dir (run_lock: another process's run there is refused, naming it)."""
+  with run_lock.hold(plan.config.root_dir, "--root_dir"):
+    return _run(plan, log)
 
 
-def _run(cfg: OfflineConfig, log: Callable[[str], None]) -> Trained:
+def _run(plan: config.RunPlan, log: Callable[[str], None]) -> Trained:
   timer = PhaseTimes()
-  run_setup = setup(cfg, log, timer=timer)
+  run_setup = setup(plan, log, timer=timer)
   result = train(run_setup, log, timer)
   exports, extra, dirs = export(run_setup, result["checkpoint"], log, timer)
   adaptive_scores = None
@@ -115,19 +115,18 @@ class Setup:
     return self.plan.learner.settings
 
 
-def setup(cfg: OfflineConfig, log: Callable[[str], None], collect: bool = True,
+def setup(plan: config.RunPlan, log: Callable[[str], None], collect: bool = True,
           timer: Optional[PhaseTimes] = None) -> Setup:
-  """The run's configuration resolved once (config.resolve: validated, each learner's own
-  config, the stages' settings), TensorFlow's threads, the dataset (collected first when there
+  """What the stages share, from the run's plan (config.resolve: validated, each learner's own
+  config, the stages' settings): TensorFlow's threads, the dataset (collected first when there
   is none and `collect`) and the learner of --agent; shared by run() and diagnose()."""
-  plan = config.resolve(cfg)
+  cfg = plan.config
   threads = tf_setup.configure_tensorflow(cfg.tf_threads, cfg.deterministic, log)
   log(f"TensorFlow threads: {threads['tf_threads'] or 'the number of cores'} (--tf_threads)"
       + (", op determinism on" if cfg.deterministic else "")
       + f"; CPU kernels: {tf_setup.cpu_kernels_in_force()}.")
   os.makedirs(cfg.root_dir, exist_ok=True)
   log(plan.preset_line)
-  atari.check_game(cfg.game)  # unknown names: a ValueError listing the valid ones
   env_factory = lambda seed: atari.AtariEnvironment(cfg.game, seed=seed)
   seeds = plan.data.seeds
   probe = env_factory(seeds.probe_env())
@@ -279,14 +278,12 @@ def diagnose(root_dir: str, episodes: Optional[int] = None,
   is skipped and named, as a resumed training does: training.restore_newest_intact); writes
   root_dir/diagnostics and returns the headline numbers. Holds the run directory's lock
   (run_lock): not while another process runs there."""
-  cfg = _saved_config(root_dir)
-  if episodes is not None:
-    cfg.eval_episodes = int(episodes)
-  if agent_registry.get_agent_spec(cfg.agent).train_key != "ccvl":
-    raise ValueError(f"{root_dir} is a run of --agent={cfg.agent}; the confidence "
+  plan = _saved_plan(root_dir, episodes)
+  if plan.learner.spec.train_key != "ccvl":
+    raise ValueError(f"{root_dir} is a run of --agent={plan.agent}; the confidence "
                      f"diagnostics need a CCVL run (--agent=ccvl or fixed_ccvl)")
   with run_lock.hold(root_dir, "--root_dir"):
-    run_setup = setup(dataclasses.replace(cfg, reference_agents=()), log, collect=False)
+    run_setup = setup(plan, log, collect=False)
     agent = run_setup.agent
     ckpt_dir = os.path.join(root_dir, "checkpoints")
     _, restored, skipped = training.restore_newest_intact(agent, ckpt_dir, log=log)
@@ -314,9 +311,10 @@ def _summary_step(root_dir: str) -> Optional[int]:
   return int(step) if isinstance(step, int) else None
 
 
-def _saved_config(root_dir: str) -> OfflineConfig:
-  """The OfflineConfig a run directory's summary.json records (root_dir set to `root_dir`);
-  ValueError naming the file when it is missing, not strict JSON, or holds no usable
+def _saved_plan(root_dir: str, episodes: Optional[int]) -> config.RunPlan:
+  """The plan (config.resolve) of the OfflineConfig a run directory's summary.json records,
+  with root_dir set to `root_dir`, no reference agents and `episodes` evaluation episodes when
+  given; ValueError naming the file when it is missing, not strict JSON, or holds no usable
   'config' record."""
   path = os.path.join(root_dir, "summary.json")
   if not os.path.exists(path):
@@ -351,8 +349,11 @@ def _saved_config(root_dir: str) -> OfflineConfig:
   try:
     cfg = config.from_record(record)
     cfg.root_dir = root_dir
-    cfg.validate()
+    cfg.reference_agents = ()  # the diagnostics are --agent's
+    if episodes is not None:
+      cfg.eval_episodes = int(episodes)
+    plan = config.resolve(cfg)
   except (TypeError, ValueError) as e:
     raise ValueError(f"{path}: its 'config' record is not a valid run configuration: "
                      f"{e}") from None
-  return cfg
+  return plan

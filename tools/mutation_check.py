@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
 """Mutation check: do the fast tests notice a wrong gradient path or a wrong expected value?
 
-Copies the repository (without .venv, runs, results, .git and caches) to a temporary
-directory, then for each mutation below: applies it by a textual patch of one source file
-(the pattern must occur exactly once), runs the tests chosen for it in the copy with the
-repository's .venv Python (`pytest -x`), and restores the file. A mutation is *caught* when a
-test fails; the table names the first failing test. Before the mutations, the union of the
-chosen tests must pass on the unmutated copy (otherwise "caught" would mean nothing).
+First checks that every selected mutation's pattern occurs exactly once in its file of the
+working tree, and otherwise refuses to run, naming the mutation, the file and the pattern: a
+pattern that matches nothing would test nothing (tests/test_mutation_check.py checks the whole
+list the same way). Then copies the repository (without .venv, runs, results, .git and caches)
+to a temporary directory, and for each mutation below: applies it by a textual patch of one
+source file, runs the tests chosen for it in the copy with the repository's .venv Python
+(`pytest -x`), and restores the file. A mutation is *caught* when a test fails; the table
+names the first failing test. Before the mutations, the union of the chosen tests must pass on
+the unmutated copy (otherwise "caught" would mean nothing).
 
 Exit status: 0 when every mutation is caught; 1 when one SURVIVED, a pattern is missing or
-ambiguous, a run errored or timed out, or the baseline fails. The working tree is never
-touched. Usage (from the repository root; about 5 minutes on 2 cores):
+ambiguous (then nothing runs), a run errored or timed out, or the baseline fails. The working
+tree is never touched. Usage (from the repository root; about 5 minutes on 2 cores):
 
   .venv/bin/python tools/mutation_check.py             # all mutations
   .venv/bin/python tools/mutation_check.py --list      # names, files and tests only
@@ -50,14 +53,14 @@ MUTATIONS = (
     # ---- the three gradient mutations --------------------------------------------
     Mutation("ccvl_gap_stop_gradient",
              "CCVL: the CQL gap under tf.stop_gradient (same loss value)",
-             "ccvl_tf/algorithm/losses.py",
+             "ccvl_tf/algorithm/readings/paper.py",
              "reg = weight * gap[:, :, None]",
              "reg = weight * tf.stop_gradient(gap[:, :, None])",
              LOSS_TESTS + ("tests/test_ccvl_agent.py::"
                            "test_objective_gradient_by_hand_on_the_tiny_linear_network",)),
     Mutation("ccvl_gap_stop_gradient_gridworld",
              "the same, seen by the gridworld-vs-tabular training test alone",
-             "ccvl_tf/algorithm/losses.py",
+             "ccvl_tf/algorithm/readings/paper.py",
              "reg = weight * gap[:, :, None]",
              "reg = weight * tf.stop_gradient(gap[:, :, None])",
              ("tests/test_ccvl_agent.py::test_gridworld_training_against_tabular_ccvl",)),
@@ -76,21 +79,28 @@ MUTATIONS = (
     # ---- other gradient paths ------------------------------------------------------------------
     Mutation("regularizer_weight_gradient",
              "CCVL: stop_gradient removed from alpha sqrt(log(1/delta_1) n(s)^-1)",
-             "ccvl_tf/algorithm/losses.py",
+             "ccvl_tf/algorithm/readings/paper.py",
              "return tf.stop_gradient(alpha * tf.sqrt(log_inv_d1 * inv_n))",
              "return alpha * tf.sqrt(log_inv_d1 * inv_n)",
              LOSS_TESTS),
     Mutation("max_over_pairs_is_mean",
              "CCVL: mean over the M pairs instead of max_j",
-             "ccvl_tf/algorithm/losses.py",
-             "return (tf.reduce_max(pair_losses, axis=-1),",
-             "return (tf.reduce_mean(pair_losses, axis=-1),",
+             "ccvl_tf/algorithm/readings/paper.py",
+             "return (tf.reduce_max(pair_loss, axis=-1),",
+             "return (tf.reduce_mean(pair_loss, axis=-1),",
              LOSS_TESTS),
     Mutation("ccvl_agent_q_stop_gradient",
-             "CCVL agent: the online Q(s, ., delta) under tf.stop_gradient",
+             "CCVL agent: the online Q(s, ., delta) under tf.stop_gradient (general objective)",
              "agents/ccvl_agent.py",
-             'q, phi = out["q"], out["phi"]',
-             'q, phi = tf.stop_gradient(out["q"]), out["phi"]',
+             'q = out.get("q_raw", out["q"])',
+             'q = tf.stop_gradient(out.get("q_raw", out["q"]))',
+             ("tests/test_ccvl_agent.py::"
+              "test_objective_gradient_by_hand_on_the_tiny_linear_network",)),
+    Mutation("paper_objective_q_stop_gradient",
+             "CCVL: the online Q(s, ., delta) under tf.stop_gradient (the paper's objective)",
+             "ccvl_tf/algorithm/readings/paper.py",
+             'res = loss(out["q"], batch["action"]',
+             'res = loss(tf.stop_gradient(out["q"]), batch["action"]',
              ("tests/test_ccvl_agent.py::"
               "test_objective_gradient_by_hand_on_the_tiny_linear_network",)),
     Mutation("cql_target_gradient",
@@ -119,13 +129,13 @@ MUTATIONS = (
              ("tests/test_rem_agent.py",)),
     Mutation("upper_softmin_stop_gradient",
              "upper bound: softmin_a Q_u under tf.stop_gradient",
-             "ccvl_tf/algorithm/losses.py",
+             "ccvl_tf/algorithm/upper_losses.py",
              "gap = q_sa + tf.reduce_logsumexp(-q_values, axis=-1)",
              "gap = q_sa + tf.stop_gradient(tf.reduce_logsumexp(-q_values, axis=-1))",
              ("tests/test_bounds_agent.py::test_upper_loss_gradient_wrt_q_by_hand",)),
     Mutation("upper_bonus_subtracted",
              "upper bound (bonus form): the bonus subtracted from the target instead of added",
-             "ccvl_tf/algorithm/losses.py",
+             "ccvl_tf/algorithm/upper_losses.py",
              "y = tf.reduce_min(target, axis=-1) + weight",
              "y = tf.reduce_min(target, axis=-1) - weight",
              ("tests/test_bounds_fixed_points.py::test_upper_bonus_loss_by_hand",
@@ -133,7 +143,7 @@ MUTATIONS = (
               "test_chain_closed_form_bounds_are_the_fixed_points_of_the_bonus_losses")),
     Mutation("upper_bonus_target_max_over_pairs",
              "upper bound (bonus form): max over the candidate targets instead of the min",
-             "ccvl_tf/algorithm/losses.py",
+             "ccvl_tf/algorithm/upper_losses.py",
              "y = tf.reduce_min(target, axis=-1) + weight",
              "y = tf.reduce_max(target, axis=-1) + weight",
              ("tests/test_bounds_fixed_points.py::test_upper_bonus_loss_by_hand",)),
@@ -168,8 +178,8 @@ MUTATIONS = (
     Mutation("cql_gap_sign_flipped",
              "CQL(H) gap with the opposite sign",
              "ccvl_tf/algorithm/losses.py",
-             "gap = tf.reduce_logsumexp(q_values, axis=-1) - q_sa",
-             "gap = q_sa - tf.reduce_logsumexp(q_values, axis=-1)",
+             "return tf.reduce_logsumexp(q_values, axis=-1) - q_sa, q_sa",
+             "return q_sa - tf.reduce_logsumexp(q_values, axis=-1), q_sa",
              LOSS_TESTS),
     Mutation("bounds_safe_set_ignores_beta",
              "Eq. upper policy: safe set {a : Q_l >= max Q_l} (beta ignored)",
@@ -192,7 +202,7 @@ MUTATIONS = (
     # ---- what a short offline run trains (tests/test_short_run_regression.py) -----------------
     Mutation("short_run_td_scaled",
              "CCVL's pair loss: the TD term scaled by 1.01 in L_j (not in its metric)",
-             "ccvl_tf/algorithm/losses.py",
+             "ccvl_tf/algorithm/readings/paper.py",
              "  return reg + td, reg, td",
              "  return reg + 1.01 * td, reg, td",
              (SHORT_RUN_TESTS,)),
@@ -254,6 +264,25 @@ def failed_tests(output: str) -> List[str]:
   return re.findall(r"^(?:FAILED|ERROR) (\S+)", output, flags=re.M)
 
 
+def pattern_problems(root: str, mutations: Sequence[Mutation]) -> List[str]:
+  """One message per mutation that cannot apply in `root`: its file is missing, its pattern
+  does not occur exactly once there, or its replacement is the pattern itself."""
+  problems = []
+  for m in mutations:
+    path = os.path.join(root, m.path)
+    if not os.path.isfile(path):
+      problems.append(f"mutation {m.name}: file {m.path} does not exist")
+      continue
+    with open(path) as f:
+      count = f.read().count(m.pattern)
+    if count != 1:
+      problems.append(f"mutation {m.name}: pattern found {count} times in {m.path} "
+                      f"(must be exactly once): {m.pattern!r}")
+    elif m.replacement == m.pattern:
+      problems.append(f"mutation {m.name}: replacement equals the pattern in {m.path}")
+  return problems
+
+
 def apply(root: str, m: Mutation) -> Tuple[Optional[str], str]:
   """Patches the copy; returns (original text or None, problem message)."""
   path = os.path.join(root, m.path)
@@ -281,10 +310,18 @@ def main(argv=None) -> int:
   selected = [m for m in MUTATIONS if not args.only or any(o in m.name for o in args.only)]
   if not selected:
     parser.error(f"--only {args.only} matches none of {[m.name for m in MUTATIONS]}")
+  problems = pattern_problems(REPO, selected)
   if args.list:
     for m in selected:
       print(f"{m.name}: {m.description}\n  {m.path}: {m.pattern!r} -> {m.replacement!r}\n"
             f"  tests: {' '.join(m.tests)}")
+  for p in problems:
+    print(f"mutation_check: {p}", file=sys.stderr)
+  if problems:
+    print(f"mutation_check: {len(problems)} mutation(s) cannot apply; refusing to run any",
+          file=sys.stderr)
+    return 1
+  if args.list:
     return 0
 
   tmp = tempfile.mkdtemp(prefix="ccvl-mutation-")

@@ -237,3 +237,32 @@ def test_a_state_or_dtype_the_export_does_not_take_names_what_it_takes(tmp_path)
   # What each takes still works.
   assert fixed.action(t).action.shape == (2,) and fixed.action(t, ()).action.shape == (2,)
   assert adaptive.action(t, adaptive.get_initial_state(batch_size=2)).action.shape == (2,)
+
+
+def test_a_state_of_other_sizes_is_refused_naming_the_tensor_and_both_shapes(tmp_path):
+  """The adaptive policy exported with K = 5 given the state of one with K = 3 (same keys, a
+  belief of 3 entries), or frames of another size in its state: before, TensorFlow's "Could not
+  find matching concrete function"; now the tensor, the shape it takes and the shape given."""
+  built = _policies()
+  policies.export_policy(built["adaptive"], str(tmp_path / "adaptive"))
+  saved = tf.saved_model.load(str(tmp_path / "adaptive"))
+  t = ts.restart(tf.zeros((2,) + OBS_SHAPE, tf.uint8), batch_size=2)
+  good = saved.get_initial_state(batch_size=2)
+  assert good["log_belief"].shape == (2, 5)
+  other_k = dict(good, log_belief=tf.zeros([2, 3], good["log_belief"].dtype))
+  other_frames = dict(good, prev_observation=tf.zeros([2, 4, 4, 4], tf.uint8))
+  cases = [
+      (other_k, "the policy state entry log_belief must be float32 [batch, 5] "
+                "(get_initial_state(batch_size=B), then the state each step returns; a policy "
+                "exported with another number of quantized deltas K keeps a belief of another "
+                "size); got shape] [2 3]"),
+      (other_frames, "the policy state entry prev_observation must be uint8 [batch, 10, 10, 4]"),
+  ]
+  for state, message in cases:
+    with pytest.raises(tf.errors.InvalidArgumentError) as e:
+      saved.action(t, state)
+    assert f"assertion failed: [{message}" in str(e.value), (message, str(e.value)[-600:])
+  # The state it takes still gives the in-process policy's step.
+  step = saved.action(t, good)
+  want = built["adaptive"].action(t, built["adaptive"].get_initial_state(2))
+  np.testing.assert_array_equal(step.action, want.action)

@@ -18,6 +18,7 @@ from tf_agents.policies import policy_saver
 from tf_agents.policies import tf_policy
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import policy_step
+from tf_agents.utils import nest_utils
 
 from ccvl_tf.runtime import strict_json
 
@@ -138,8 +139,39 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
       state = () if policy_state is None else tf.nest.map_structure(tf.identity, policy_state)
     return policy_step.PolicyStep(action, state, info)
 
+  def _checked_state(self, policy_state):
+    """`policy_state` after checking each tensor's shape past the batch against the policy's
+    state spec at run time: a state of the same structure but other sizes (the belief of a
+    policy exported with another number K of quantized deltas, another game's frames) is
+    refused naming the tensor, the shape it must have and the shape given. Each tensor gets
+    its static shape back ([batch] + the spec's) for the policy."""
+    def checked(path, state, spec):
+      want = spec.shape.as_list()
+      got = tf.shape(state)
+      padded = tf.concat([got, tf.zeros([len(want) + 1], tf.int32)], 0)
+      ok = tf.logical_and(tf.equal(tf.size(got), len(want) + 1),
+                          tf.reduce_all(tf.equal(padded[1:len(want) + 1], want)))
+      dims = "".join(f", {d}" for d in want)
+      check = tf.debugging.Assert(ok, [
+          # No quotes: TensorFlow escapes them in the assertion's text.
+          f"the policy state entry {path} must be {spec.dtype.name} [batch{dims}] "
+          f"(get_initial_state(batch_size=B), then the state each step returns; a policy "
+          f"exported with another number of quantized deltas K keeps a belief of another "
+          f"size); got shape", got], summarize=16)
+      with tf.control_dependencies([check]):
+        state = tf.identity(state)
+      # Under tf.cond, as the observation's: a shape known wrong when traced never reaches
+      # ensure_shape before the check.
+      return tf.cond(ok, lambda: tf.ensure_shape(state, [None] + want),
+                     lambda: tf.zeros([0] + want, spec.dtype))
+    paths = [p for p, _ in nest_utils.flatten_with_joined_paths(self.policy_state_spec)]
+    flat = [checked(path, state, spec) for path, state, spec in zip(
+        paths, tf.nest.flatten(policy_state), tf.nest.flatten(self.policy_state_spec))]
+    return tf.nest.pack_sequence_as(self.policy_state_spec, flat)
+
   def _state_for(self, time_step, policy_state):
     """`policy_state`, or the initial state of the time step's batch when its batch is 0."""
+    policy_state = self._checked_state(policy_state)
     batch = tf.shape(time_step.step_type)[0]
     given = tf.shape(tf.nest.flatten(policy_state)[0])[0]
     check = tf.debugging.Assert(
@@ -280,9 +312,10 @@ def _trace_other_dtypes(saver, view: _ActionOnlyPolicy) -> None:
 
 def _trace_other_states(saver, view: _ActionOnlyPolicy, other_states: Sequence) -> None:
   """Traces the saved `action` of `saver` for the policy states a caller may pass by mistake:
-  None, and no state or () to a policy that keeps one; None to one that keeps none; and each
+  None, and no state or () to a policy that keeps one; None to one that keeps none; each
   of `other_states` (state specs without the batch dimension, e.g. another policy's of the same
-  run). Each is only the refusal (_ActionOnlyPolicy._action)."""
+  run), each only the refusal (_ActionOnlyPolicy._action); and the policy's own state
+  structure with tensors of any shape, checked at run time (_ActionOnlyPolicy._checked_state)."""
   if not isinstance(view.time_step_spec.observation, tf.TensorSpec):
     return
   batch = lambda spec: policy_saver.add_batch_dim(spec, [None])
@@ -295,6 +328,14 @@ def _trace_other_states(saver, view: _ActionOnlyPolicy, other_states: Sequence) 
   for other in other_states:
     action.get_concrete_function(time_step=time_step, policy_state=(
         policy_saver.rename_spec_with_nest_paths(tf.nest.map_structure(batch, other))))
+  if tf.nest.flatten(view.policy_state_spec):
+    # The state's structure with any shape: a state of other sizes reaches the run-time
+    # check (_ActionOnlyPolicy._checked_state) instead of "Could not find matching concrete
+    # function".
+    any_shape = lambda spec: tf.TensorSpec(None, spec.dtype, spec.name)
+    action.get_concrete_function(time_step=time_step, policy_state=(
+        policy_saver.rename_spec_with_nest_paths(
+            tf.nest.map_structure(any_shape, view.policy_state_spec))))
 
 
 def _same(a, b) -> bool:

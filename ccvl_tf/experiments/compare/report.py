@@ -267,9 +267,15 @@ def _diagnostics_lines(rows: Sequence[dict], columns) -> List[str]:
 
 
 def adaptive_vs_fixed_lines(rows: Sequence[dict], reps: int = 2000) -> List[str]:
-  """Markdown table lines: per dataset kind, CCVL (adaptive) against Fixed-CCVL on the runs
-  both have (same game and seed: the same trained network): how many runs score higher /
-  the same / lower, and P(CCVL > Fixed-CCVL) with its 95% CI
+  """improvement_lines of CCVL (adaptive) against Fixed-CCVL: on the same game and seed they
+  are the same trained network, so the runs compare the two policies of one learner."""
+  return improvement_lines(rows, "CCVL", "Fixed-CCVL", reps)
+
+
+def improvement_lines(rows: Sequence[dict], x: str, y: str, reps: int = 2000) -> List[str]:
+  """Markdown table lines: per dataset kind, method `x` against method `y` on the runs both
+  have (same game and seed): how many runs `x` scores higher / the same / lower, the mean
+  difference of normalized scores, and P(x > y) with its 95% CI
   (score_stats.probability_of_improvement over the seeds both have in every game);
   [] without both methods."""
   keys = ("method", "dataset", "game", "seed", "normalized_score")
@@ -277,26 +283,25 @@ def adaptive_vs_fixed_lines(rows: Sequence[dict], reps: int = 2000) -> List[str]
         if all(k in r for k in keys)}
   lines = []
   for dataset in _ordered([r["dataset"] for r in rows], compare_config.DATASET_KINDS):
-    pairs = sorted((g, s) for (m, d, g, s) in by if m == "CCVL" and d == dataset
-                   and ("Fixed-CCVL", d, g, s) in by)
+    pairs = sorted((g, s) for (m, d, g, s) in by if m == x and d == dataset
+                   and (y, d, g, s) in by)
     if not pairs:
       continue
-    diff = np.array([by[("CCVL", dataset, g, s)] - by[("Fixed-CCVL", dataset, g, s)]
-                     for g, s in pairs])
+    diff = np.array([by[(x, dataset, g, s)] - by[(y, dataset, g, s)] for g, s in pairs])
     games, seeds = _games_and_common_seeds(pairs)
     cell = "n/a"
     if seeds:
-      x = np.array([[by[("CCVL", dataset, g, s)] for g in games] for s in seeds])
-      y = np.array([[by[("Fixed-CCVL", dataset, g, s)] for g in games] for s in seeds])
-      p = score_stats.probability_of_improvement(x, y, reps=reps, seed=0)
+      xs = np.array([[by[(x, dataset, g, s)] for g in games] for s in seeds])  # [seeds, games]
+      ys = np.array([[by[(y, dataset, g, s)] for g in games] for s in seeds])
+      p = score_stats.probability_of_improvement(xs, ys, reps=reps, seed=0)
       cell = f"{p.value:.2f} [{p.ci_low:.2f}, {p.ci_high:.2f}]"
     lines.append(f"| {dataset} | {len(pairs)} | {int((diff > 0).sum())} / "
                  f"{int((diff == 0).sum())} / {int((diff < 0).sum())} | "
                  f"{diff.mean():+.1f} | {cell} |")
   if not lines:
     return []
-  return ["| Data | runs | CCVL higher / same / lower | mean difference (normalized) | "
-          "P(CCVL > Fixed-CCVL) [95% CI] |", "| --- | --- | --- | --- | --- |"] + lines
+  return [f"| Data | runs | {x} higher / same / lower | mean difference (normalized) | "
+          f"P({x} > {y}) [95% CI] |", "| --- | --- | --- | --- | --- |"] + lines
 
 
 def confidence_table(rows: Sequence[dict], reps: int = 2000) -> str:

@@ -109,16 +109,17 @@ def test_method_table_behaviour_tables_recompute_from_their_rows(method_rows, tm
 
 
 def test_minatar_budget_tables_recompute_from_their_rows(tmp_path):
-  """docs/minatar_budget.md: the counts per learner, rate and budget, and each learner's cells,
-  are tools/minatar_budget_report.py's output for the committed rows and behaviour scores; the
-  choice the page states is the rule's on them."""
+  """docs/results/minatar_budget.md: the counts per learner, rate and budget, and each learner's
+  cells, are tools/minatar_budget_report.py's output for the committed rows and behaviour scores;
+  the choice the page states is the rule's on them, and docs/minatar_budget.md's table command
+  runs with it."""
   from tools import minatar_behaviour_table as behaviour_tool  # pylint: disable=g-import-not-at-top
   from tools import minatar_budget_report as tool  # pylint: disable=g-import-not-at-top
   rows = tool.read_rows(_doc("minatar_budget_rows.csv"))
   behaviour = behaviour_tool.read_behaviour_csv(_doc("minatar_budget_behaviour.csv"))
   out = tmp_path / "budget.md"
   out.write_text(tool.render(rows, behaviour))
-  page = _doc("minatar_budget.md")
+  page = _doc("results", "minatar_budget.md")
   markers = ["Cells reaching their data's behaviour score"] + [
       f"{learner} at lr {lr}, mean raw score" for learner in ("BC", "CQL")
       for lr in ("0.00025", "0.001")]
@@ -130,7 +131,7 @@ def test_minatar_budget_tables_recompute_from_their_rows(tmp_path):
           choice["one_pct_too_small"]) == (20000, 1e-3, 1e-3, False, False)
   text = open(page).read()
   assert "the budget is **20,000 steps (batch 32) with BC" in " ".join(text.split())
-  assert "--num_steps=20000 --learning_rate=1e-3" in text
+  assert "--num_steps=20000 --learning_rate=1e-3" in open(_doc("minatar_budget.md")).read()
 
 
 def _sweep_rows(kind):

@@ -374,14 +374,14 @@ def _assert_sweep_row(got, rows, cells, method):
 
 
 def test_alpha_sweep_page_algorithm1_table_recomputes_from_its_rows():
-  """docs/alpha_sweep.md's table of the default reading `algorithm1` on `1%` (rebuilt data, CQL
+  """docs/results/alpha_sweep.md's table of the default reading `algorithm1` on `1%` (rebuilt data, CQL
   trained beside): per method and alpha the normalized IQM [95% CI] and the flatness columns,
   from docs/alpha_sweep_rows_1pct_algorithm1.csv with the sweep report's iqm_cells and
   flatness; the BC line from the same rows."""
   rows = _sweep_rows("1pct_algorithm1")
   assert len(rows) == 3 * 36 + 6  # CQL, CCVL, Fixed-CCVL x 6 alphas x 2 games x 3 seeds; BC
   cells = alpha_sweep_report.iqm_cells(rows, reps=REPS)
-  page = _doc("alpha_sweep.md")
+  page = _doc("results", "alpha_sweep.md")
   table = markdown_docs.table_after(page, "![alpha sweep, 1%, default reading algorithm1]")
   printed = {r[0]: r for r in table[1:]}
   assert sorted(printed) == ["CCVL", "CQL", "Fixed-CCVL"]
@@ -394,13 +394,13 @@ def test_alpha_sweep_page_algorithm1_table_recomputes_from_its_rows():
 
 
 def test_alpha_sweep_page_bonus_table_recomputes_from_its_rows():
-  """docs/alpha_sweep.md's table of the default reading `bonus` on `1%`: per alpha the
+  """docs/results/alpha_sweep.md's table of the default reading `bonus` on `1%`: per alpha the
   normalized IQM [95% CI] and the flatness columns of CCVL and Fixed-CCVL, from
   docs/alpha_sweep_rows_1pct_bonus.csv with the sweep report's own iqm_cells and flatness."""
   rows = _sweep_rows("1pct_bonus")
   assert len(rows) == 72  # 2 methods x 6 alphas x 2 games x 3 seeds
   cells = alpha_sweep_report.iqm_cells(rows, reps=REPS)
-  table = markdown_docs.table_after(_doc("alpha_sweep.md"),
+  table = markdown_docs.table_after(_doc("results", "alpha_sweep.md"),
                                     "![alpha sweep, 1%, default reading bonus]")
   printed = {r[0]: r for r in table[1:]}
   for method in ("CCVL", "Fixed-CCVL"):

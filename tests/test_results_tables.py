@@ -109,16 +109,17 @@ def test_method_table_behaviour_tables_recompute_from_their_rows(method_rows, tm
 
 
 def test_minatar_budget_tables_recompute_from_their_rows(tmp_path):
-  """docs/minatar_budget.md: the counts per learner, rate and budget, and each learner's cells,
-  are tools/minatar_budget_report.py's output for the committed rows and behaviour scores; the
-  choice the page states is the rule's on them."""
+  """docs/results/minatar_budget.md: the counts per learner, rate and budget, and each learner's
+  cells, are tools/minatar_budget_report.py's output for the committed rows and behaviour scores;
+  the choice the page states is the rule's on them, and docs/minatar_budget.md's table command
+  runs with it."""
   from tools import minatar_behaviour_table as behaviour_tool  # pylint: disable=g-import-not-at-top
   from tools import minatar_budget_report as tool  # pylint: disable=g-import-not-at-top
   rows = tool.read_rows(_doc("minatar_budget_rows.csv"))
   behaviour = behaviour_tool.read_behaviour_csv(_doc("minatar_budget_behaviour.csv"))
   out = tmp_path / "budget.md"
   out.write_text(tool.render(rows, behaviour))
-  page = _doc("minatar_budget.md")
+  page = _doc("results", "minatar_budget.md")
   markers = ["Cells reaching their data's behaviour score"] + [
       f"{learner} at lr {lr}, mean raw score" for learner in ("BC", "CQL")
       for lr in ("0.00025", "0.001")]
@@ -130,7 +131,7 @@ def test_minatar_budget_tables_recompute_from_their_rows(tmp_path):
           choice["one_pct_too_small"]) == (20000, 1e-3, 1e-3, False, False)
   text = open(page).read()
   assert "the budget is **20,000 steps (batch 32) with BC" in " ".join(text.split())
-  assert "--num_steps=20000 --learning_rate=1e-3" in text
+  assert "--num_steps=20000 --learning_rate=1e-3" in open(_doc("minatar_budget.md")).read()
 
 
 def _sweep_rows(kind):
@@ -373,14 +374,14 @@ def _assert_sweep_row(got, rows, cells, method):
 
 
 def test_alpha_sweep_page_algorithm1_table_recomputes_from_its_rows():
-  """docs/alpha_sweep.md's table of the default reading `algorithm1` on `1%` (rebuilt data, CQL
+  """docs/results/alpha_sweep.md's table of the default reading `algorithm1` on `1%` (rebuilt data, CQL
   trained beside): per method and alpha the normalized IQM [95% CI] and the flatness columns,
   from docs/alpha_sweep_rows_1pct_algorithm1.csv with the sweep report's iqm_cells and
   flatness; the BC line from the same rows."""
   rows = _sweep_rows("1pct_algorithm1")
   assert len(rows) == 3 * 36 + 6  # CQL, CCVL, Fixed-CCVL x 6 alphas x 2 games x 3 seeds; BC
   cells = alpha_sweep_report.iqm_cells(rows, reps=REPS)
-  page = _doc("alpha_sweep.md")
+  page = _doc("results", "alpha_sweep.md")
   table = markdown_docs.table_after(page, "![alpha sweep, 1%, default reading algorithm1]")
   printed = {r[0]: r for r in table[1:]}
   assert sorted(printed) == ["CCVL", "CQL", "Fixed-CCVL"]
@@ -393,13 +394,13 @@ def test_alpha_sweep_page_algorithm1_table_recomputes_from_its_rows():
 
 
 def test_alpha_sweep_page_bonus_table_recomputes_from_its_rows():
-  """docs/alpha_sweep.md's table of the default reading `bonus` on `1%`: per alpha the
+  """docs/results/alpha_sweep.md's table of the default reading `bonus` on `1%`: per alpha the
   normalized IQM [95% CI] and the flatness columns of CCVL and Fixed-CCVL, from
   docs/alpha_sweep_rows_1pct_bonus.csv with the sweep report's own iqm_cells and flatness."""
   rows = _sweep_rows("1pct_bonus")
   assert len(rows) == 72  # 2 methods x 6 alphas x 2 games x 3 seeds
   cells = alpha_sweep_report.iqm_cells(rows, reps=REPS)
-  table = markdown_docs.table_after(_doc("alpha_sweep.md"),
+  table = markdown_docs.table_after(_doc("results", "alpha_sweep.md"),
                                     "![alpha sweep, 1%, default reading bonus]")
   printed = {r[0]: r for r in table[1:]}
   for method in ("CCVL", "Fixed-CCVL"):

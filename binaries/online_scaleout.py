@@ -5,7 +5,7 @@ steps/s, the actors' time inside inserts and the learner's time waiting for samp
   python binaries/online_scaleout.py --offline_dir=RUN --game=minatar/Breakout --agent=ccvl \
       --output_dir=OUT [--actors=1,2] [--num_env_steps=8000]
 
-Writes OUT/scaleout.json and OUT/scaleout.md (docs/online.md has the measured table).
+Writes OUT/scaleout.json and OUT/scaleout.md (docs/results/online_scaleout.md has the measured table).
 Flags -> ScaleoutConfig -> ccvl_tf.bench.online_scaleout.run.
 """
 import sys

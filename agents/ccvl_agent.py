@@ -5,7 +5,7 @@ More in docs/agent.md "Module notes", `agents/ccvl_agent.py`.
 from __future__ import annotations
 
 import dataclasses
-from typing import Callable, Dict, Iterable, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, Mapping, Optional, Sequence, Tuple
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
@@ -23,80 +23,41 @@ from ccvl_tf.algorithm import policies
 from ccvl_tf.algorithm import readings
 from ccvl_tf.runtime.config_flags import setting
 from ccvl_tf.algorithm.readings import paper
-from ccvl_tf.tabular.learners import BONUS_COUNTS  # one list for the exact and the network
 
 from agents import q_agent_base
 
-# How n(s)^-1 enters the regularizer weight (CCVLConfig.count_weight).
-COUNT_WEIGHTS = ("linear", "off")
-# How delta_1 enters the regularizer weight (CCVLConfig.delta_weight).
-DELTA_WEIGHTS = losses.DELTA_WEIGHTS
-# The research options: readings and ablations beside the paper's neural update (the defaults).
-# Each is a CCVLConfig setting whose non-default values change what is trained; docs/agent.md
-# "Research options" says what each measured. Not needed to run the paper's CCVL.
-RESEARCH_OPTIONS = ("objective", "gap", "delta_head", "gap_weight", "bonus_counts",
-                    "support_threshold", "count_weight", "delta_weight", "train_delta",
-                    "count_normalization")
 # The smallest pi_beta(a | s) the per-action count divides by (n(s, a)^-1 <= 1000 n(s)^-1).
 MIN_ACTION_SHARE = 1e-3
-
-
 
 
 @dataclasses.dataclass(frozen=True)
 class CCVLConfig(q_agent_base.BaseQConfig):
   """Hyperparameters of CCVL, named after the paper's symbols: N (`num_deltas`), M
-  (`num_pairs`), alpha, c (`dr3_coef`), lambda (`count_ridge`); each declared here once with
-  its help and bounds (ccvl_tf/runtime/config_flags.py `setting`). The shared ones are
-  BaseQConfig's, with DR3 on by default here (dr3_coef 0.03), td_loss 'squared' being the paper's
-  1/2 x^2 and seed seeding the delta samples. docs/agent.md explains the objectives and the count
-  estimate."""
+  (`num_pairs`), alpha, c (`dr3_coef`), lambda (`count_ridge`), and the reading of the update
+  (`reading`: a variant of ccvl_tf/algorithm/readings/, the paper's Algorithm 1 by default);
+  each declared here once with its help and bounds (ccvl_tf/runtime/config_flags.py `setting`).
+  The shared ones are BaseQConfig's, with DR3 on by default here (dr3_coef 0.03), td_loss
+  'squared' being the paper's 1/2 x^2 and seed seeding the delta samples. docs/agent.md
+  explains the readings and the count estimate."""
   num_deltas: int = setting(8, "N, confidences delta ~ U(0, 1) sampled per transition.",
                             lower_bound=1, parse_bounds=False)
   num_pairs: int = setting(
       2, "M, pairs (delta_1, delta_2) ~ U(0, delta) per delta; the loss takes max_j L_j.",
       lower_bound=1, upper_bound=1024, parse_bounds=False)
-  alpha: float = setting(0.1, "alpha: the bonus weight (objective 'bonus': the target lowered "
-                         "by alpha sqrt(log(1/delta) n(s)^-1)), or the weight of the "
-                         "count-weighted CQL regularizer ('algorithm1', 'bound').",
-                         lower_bound=0.0, parse_bounds=False)
+  alpha: float = setting(0.1, "alpha: the weight of the count-weighted CQL regularizer "
+                         "(reading 'bonus': the target lowered by alpha sqrt(log(1/delta) "
+                         "n(s)^-1)).", lower_bound=0.0, parse_bounds=False)
   dr3_coef: float = config_flags.redeclare(q_agent_base.BaseQConfig, "dr3_coef", 0.03)
-  # The paper's neural update, Eq. (cql update) as Algorithm 1 writes it, with the linear
-  # n(s)^-1 and the monotone head: the one reading that learned the demo's development data
-  # at CQL's settings (docs/ladder.md, chosen by a rule committed before the runs). The other
-  # readings are research options (RESEARCH_OPTIONS below); the gridworld keeps Eq. (update)'s
-  # bonus with exact counts, the paper's tabular form. The count settings: docs/dev_split.md.
-  objective: str = setting(
-      "algorithm1", "which reading is trained: 'bonus' (Eq. update's anti-exploration form with "
-      "n(s)^-1: the target lowered by alpha sqrt(log(1/delta) n(s)^-1), no regularizer "
-      "unless gap_weight > 0), 'algorithm1' (Eq. cql update as Algorithm 1 writes it: max "
-      "over j of the pair loss), 'bound' (delta_1 = delta, target max over delta_2 <= delta: "
-      "the proof of Lemma 1). docs/agent.md explains each.",
-      enum_values=readings.OBJECTIVES)
-  # gap: the regularizer's gap of 'algorithm1' / 'bound' (and of 'bonus' when gap_weight > 0).
-  gap: str = setting(
-      "logsumexp", "the regularizer's gap: 'logsumexp' (CQL(H), R(pi) the entropy) or 'max' "
-      "(R(pi) = 0: max_a Q - Q(s, a_D), whose exact tabular family has V nondecreasing in "
-      "delta and below the largest return; docs/agent.md \"The confidence family\").",
-      enum_values=losses.GAPS)
+  # The paper's neural update, Eq. (cql update) as Algorithm 1 writes it (readings.paper.Paper),
+  # the one reading that learned the demo's development data at CQL's settings (with the
+  # monotone head, the linear n(s)^-1 normalized over the batch: docs/ladder.md, chosen by a
+  # rule committed before the runs). The flags --reading and its options choose another
+  # (readings.from_options); the gridworld keeps Eq. (update)'s bonus with exact counts.
+  reading: readings.Reading = dataclasses.field(default=paper.Paper())
   delta_head: str = setting(
       "monotone", "how delta enters Q(s, a, delta): 'cosine' (the IQN cosine embedding) or "
       "'monotone' (a base value plus nonnegative increments over delta: Q nondecreasing in "
       "delta by construction, Lemma 1, wherever Q is used).", enum_values=networks.DELTA_HEADS)
-  gap_weight: float = setting(
-      0.0, "w0, a delta-independent weight of the gap in objective 'bonus' (0: the bonus "
-      "alone); it pushes actions the data never takes down without undoing the order in "
-      "delta the bonus gives.", lower_bound=0.0, parse_bounds=False)
-  bonus_counts: str = setting(
-      "state", "the count of objective 'bonus': 'state' (n(s), the linear estimate) or "
-      "'state_action' (n(s, a) = n(s) pi_beta(a | s), pi_beta from the support head: Eq. "
-      "update's own count, larger bonuses on the actions the data rarely takes).",
-      enum_values=BONUS_COUNTS)
-  support_threshold: float = setting(
-      0.0, "tau: a behaviour-cloning head learns the data's policy and Q ranks an action "
-      "below every other where pi_beta(a | s) < tau max_a' pi_beta(a' | s), since the data "
-      "gives no lower bound there (ccvl_tf/algorithm/support.py); 0: no support head.",
-      lower_bound=0.0, upper_bound=0.999)
   count_ridge: float = setting(
       1e-3, "lambda of the linear n(s)^-1 estimate ('absolute'), or its multiple of the mean "
       "eigenvalue trace(|D| C) / D ('relative').", above=0.0)
@@ -109,21 +70,6 @@ class CCVLConfig(q_agent_base.BaseQConfig):
       "the whole batch's weight swings by up to ~2x, and at CQL's learning rate the network "
       "then collapses, docs/ladder.md) or 'none'.",
       enum_values=counts_lib.NORMALIZATIONS)
-  count_weight: str = setting(
-      "linear", "'linear' (n(s)^-1 from the linear estimate, the paper) or 'off' (n(s)^-1 = 1 "
-      "everywhere: the weight alpha sqrt(log(1/delta_1)), an ablation; the counts are still "
-      "kept for the diagnostics).", enum_values=COUNT_WEIGHTS)
-  # Two settings of the ladder from CQL to CCVL (docs/ladder.md): each rung changes one thing.
-  delta_weight: str = setting(
-      "sqrt_log", "how delta_1 enters the regularizer weight: 'sqrt_log' (alpha sqrt(log(1 / "
-      "delta_1) n(s)^-1), Eq. cql update) or 'constant' (alpha sqrt(n(s)^-1); with "
-      "count_weight='off' CQL's constant alpha), a research option.",
-      enum_values=DELTA_WEIGHTS)
-  train_delta: Optional[float] = setting(
-      None, "delta of every training sample fixed at this value (pairs still ~ U(0, delta)); "
-      "unset: delta ~ U(0, 1) as Algorithm 1. A research option (with N = M = 1, objective "
-      "'bound', delta_weight 'constant' and count_weight 'off' the loss is CQL's).",
-      above=0.0, below=1.0)
   count_decay: Optional[float] = setting(
       0.999, "None (cumulative mean of phi phi^T) or EMA decay in (0, 1); the default 0.999 "
       "averages over the last ~1000 updates, since phi(s) drifts during training.")
@@ -140,24 +86,25 @@ class CCVLConfig(q_agent_base.BaseQConfig):
   def validate(self) -> None:
     losses.validate_num_samples(self.num_deltas, self.num_pairs)  # names them N and M
     config_flags.check(self)
-    if self.gap_weight > 0 and self.objective != "bonus":
-      raise ValueError(f"gap_weight (w0) is a setting of objective 'bonus' (the bonus reading, "
-                       f"ccvl_tf/algorithm/readings/bonus.py) only; objective {self.objective!r} "
-                       f"would ignore gap_weight={self.gap_weight!r}: give objective='bonus' or "
-                       f"leave gap_weight at 0")
-    if self.bonus_counts == "state_action" and not (self.objective == "bonus"
-                                                   and self.support_threshold > 0):
-      raise ValueError(f"bonus_counts='state_action' needs objective='bonus' and a support "
-                       f"head (support_threshold > 0) for pi_beta(a | s), got objective="
-                       f"{self.objective!r}, support_threshold={self.support_threshold!r}")
+    readings.validate(self.reading)
 
+  def with_values(self, values: Mapping[str, object], **more):
+    """This config with the values given (None: not given); the reading's flags
+    (readings.FLAGS: --reading, --objective and the readings' options) make the reading by
+    readings.from_options, on top of this config's reading when they name none."""
+    given = {k: v for k, v in values.items() if v is not None}
+    choice = {k: given.pop(k) for k in list(given) if k in readings.FLAGS}
+    if choice and not {"reading", "objective"} & set(choice) and not isinstance(
+        self.reading, paper.Paper):
+      choice = {"reading": self.reading.NAME, **dataclasses.asdict(self.reading), **choice}
+    if choice:
+      given["reading"] = readings.from_options(choice)
+    return super().with_values(given, **more)
 
-def is_paper_reading(config) -> bool:
-  """Whether `config` trains the paper's update as readings/paper.py writes it: objective
-  'algorithm1' with the CQL(H) gap and the weight sqrt(log(1/delta_1) n(s)^-1), no support head
-  (count_weight 'off' and train_delta act outside the loss: in n(s)^-1 and the sampling)."""
-  return (config.objective == "algorithm1" and config.gap == "logsumexp"
-          and config.delta_weight == "sqrt_log" and config.support_threshold == 0)
+  def record(self) -> Dict[str, object]:
+    """The config flat, as runs record it (fingerprints, summary.json): its scalar settings
+    and the reading's options (readings.to_options: 'objective', 'gap', ...)."""
+    return {**super().record(), **readings.to_options(self.reading)}
 
 
 def forward_and_targets(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
@@ -184,7 +131,7 @@ def forward_and_targets(online: networks.CCVLNetwork, target: networks.CCVLNetwo
 
 
 class PairLoss:
-  """The pair loss of the lower bound, Eq. (cql update) in the reading `config.objective`.
+  """The pair loss of the lower bound, Eq. (cql update) in the reading `config.reading`.
 
   A CCVL objective is the network passes (`forward_and_targets`), n(s)^-1, this pair loss and
   the DR3 term (`ccvl_objective`); the upper bound (agents.ccvl_bounds_agent.UpperPairLoss)
@@ -192,28 +139,27 @@ class PairLoss:
   `_compute_next_q_values`. Members:
     gap_metric: the name the mean regularizer gap is reported under ('cql_gap').
     target_confidences(delta [B, N], delta_2 [B, N, M]): the delta_2 the target network is
-      evaluated at (readings.target_confidences: 'bound' / 'bonus' bootstrap pair 0 at delta).
+      evaluated at (the reading's: 'bound' / 'bonus' bootstrap pair 0 at delta).
     __call__(q [B, N, A], a_D [B], y [B, N, M], delta [B, N], delta_1 [B, N, M], n(s)^-1 [B]):
       dict of 'loss' (mean over B, N of the pair reduction of L_j) and per-(B, N) 'td',
-      'regularizer', 'gap', 'q_sa' (readings.loss).
+      'regularizer', 'gap', 'q_sa' (the reading's `loss`).
   """
 
   gap_metric = "cql_gap"
 
   def __init__(self, config):
-    """config: CCVLConfig (objective, alpha, td_loss, huber_kappa are used)."""
+    """config: CCVLConfig (reading, alpha, td_loss, huber_kappa are used)."""
     self.config = config
-    self.objective = getattr(config, "objective", "algorithm1")
+    self.reading = config.reading
     self.alpha = config.alpha  # the alpha of w(s, delta) = alpha sqrt(log(1/delta) n(s)^-1)
 
   def target_confidences(self, delta: tf.Tensor, delta_2: tf.Tensor) -> tf.Tensor:
-    return readings.target_confidences(delta, delta_2, self.objective)  # [B, N, M]
+    return self.reading.target_confidences(delta, delta_2)  # [B, N, M]
 
   def __call__(self, q, actions, targets, delta, delta_1, inverse_count) -> Dict[str, tf.Tensor]:
     c = self.config
-    return readings.loss(self.objective, q, actions, targets, delta, delta_1, inverse_count,
-                         c.alpha, c.td_loss, c.huber_kappa, getattr(c, "gap", "logsumexp"),
-                         getattr(c, "gap_weight", 0.0), getattr(c, "delta_weight", "sqrt_log"))
+    return self.reading.loss(q, actions, targets, delta, delta_1, inverse_count, c.alpha,
+                             c.td_loss, c.huber_kappa)
 
 
 def ccvl_objective(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
@@ -242,7 +188,7 @@ def ccvl_objective(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
   q, phi, next_phi, targets, logits = forward_and_targets(online, target, batch, delta,
                                                           delta_2, config, training)
   inv_count = tf.stop_gradient(inverse_count_fn(batch["observation"], phi))  # [B]
-  if config.bonus_counts == "state_action" and logits is not None:
+  if config.reading.bonus_counts == "state_action" and logits is not None:
     # n(s, a_D)^-1 = n(s)^-1 / pi_beta(a_D | s), pi_beta from the support head (no gradient).
     share = tf.gather(tf.nn.softmax(logits), tf.cast(batch["action"], tf.int32), axis=1,
                       batch_dims=1)                                   # [B, A] -> [B]
@@ -308,7 +254,7 @@ class CCVLAgent(q_agent_base.GuardedLearner):
     """
     obs_spec = self._begin_setup(config, time_step_spec, action_spec, name, "CCVLAgent")
     head = dict(delta_head=config.delta_head, delta_sign=self.DELTA_SIGN,
-                support_threshold=config.support_threshold)
+                support_threshold=config.reading.support_threshold)
     self._online = networks.build_ccvl_network(
         obs_spec.shape, obs_spec.dtype, self._num_actions, network_config, name="ccvl_online",
         **head)
@@ -333,7 +279,7 @@ class CCVLAgent(q_agent_base.GuardedLearner):
     # The step objective, chosen once: the paper's (readings/paper.py `objective`, nothing
     # else in it) for the lower bound in the paper's reading; the general composition
     # (`ccvl_objective`) for a research reading or another pair loss (the upper bound's).
-    paper_step = (is_paper_reading(config)
+    paper_step = (isinstance(config.reading, paper.Paper)
                   and type(self)._pair_loss is CCVLAgent._pair_loss)
     self._step_objective = self._paper_objective if paper_step else self._general_objective
 
@@ -390,7 +336,7 @@ class CCVLAgent(q_agent_base.GuardedLearner):
       inv = self._inverse_counts(observation, None)                 # [B]
     else:
       inv = self._counts.inverse_count(self._online.phi_model({"observation": observation}))
-      if self._config.count_weight == "off":
+      if self._config.reading.count_weight == "off":
         inv = tf.ones_like(inv)                                     # [B]
     return tf.stop_gradient(self.penalty_alpha * tf.sqrt(np.log(1.0 / delta) * inv))
 
@@ -414,7 +360,7 @@ class CCVLAgent(q_agent_base.GuardedLearner):
     b = tf.shape(batch["observation"])[0]
     delta, delta_1, delta_2 = losses.sample_confidences(
         b, cfg.num_deltas, cfg.num_pairs, seed,
-        fixed_delta=cfg.train_delta)                     # [B, N], [B, N, M], [B, N, M]
+        fixed_delta=cfg.reading.train_delta)                     # [B, N], [B, N, M], [B, N, M]
     return self._objective_at(batch, delta, delta_1, delta_2, training)
 
   def _objective_at(self, batch, delta, delta_1, delta_2, training: bool):
@@ -425,7 +371,7 @@ class CCVLAgent(q_agent_base.GuardedLearner):
       if self._counts is None:
         return self._inverse_counts(observation, phi)
       raw["n_inv"] = self._counts.raw_inverse_count(phi)           # [B], reused by the update
-      if self._config.count_weight == "off":
+      if self._config.reading.count_weight == "off":
         return tf.ones_like(raw["n_inv"])                          # [B]: no count weighting
       return self._counts.normalize(raw["n_inv"])
 

@@ -97,7 +97,8 @@ class UpperPairLoss(ccvl_agent.PairLoss):
     loss  = mean_{B,N} min_j L^u_j   (bounds.pair_reduction; R_u per bounds.upper_regularizer)
     with the targets y_j at the sampled delta_{j,2} ~ U(0, delta) as drawn.
 
-  config.objective (the lower bound's reading) does not apply here. Everything else of the
+  config.reading (the lower bound's reading) does not apply here but for the options outside
+  the pair loss (count_weight, train_delta). Everything else of the
   objective is `agents.ccvl_agent.ccvl_objective`'s; the gap (the softmin gap R_u, only
   reported for 'bonus') is reported as 'upper_gap'.
   """
@@ -111,7 +112,7 @@ class UpperPairLoss(ccvl_agent.PairLoss):
 
   def target_confidences(self, delta: tf.Tensor, delta_2: tf.Tensor) -> tf.Tensor:
     if self.bounds.upper_objective == "bonus":  # the min over delta_2 <= delta includes delta
-      return readings.target_confidences(delta, delta_2, "bound")  # [B, N, M]
+      return readings.options.bootstrap_at_delta(delta, delta_2)  # [B, N, M]
     return delta_2  # [B, N, M]
 
   def __call__(self, q, actions, targets, delta, delta_1, inverse_count) -> Dict[str, tf.Tensor]:
@@ -141,7 +142,9 @@ class UpperCCVLAgent(ccvl_agent.CCVLAgent):
     kwargs.setdefault("name", "UpperCCVLAgent")
     # No support mask on the upper bound: where the data has no action, Q_u is optimistic
     # (BoundsConfig.value_max), which is what exploration needs, not a value ranked last.
-    config = dataclasses.replace(config, support_threshold=0.0, bonus_counts="state")
+    if isinstance(config.reading, readings.bonus.Bonus):
+      config = dataclasses.replace(config, reading=dataclasses.replace(
+          config.reading, support_threshold=0.0, bonus_counts="state"))
     super().__init__(time_step_spec, action_spec, config, network_config, **kwargs)
 
   def _pair_loss(self) -> UpperPairLoss:

@@ -59,6 +59,11 @@ class CommonQConfig:
   def validate(self) -> None:
     validate_shared_settings(self)
 
+  def record(self) -> Dict[str, object]:
+    """The config flat, as runs record it (fingerprints, summary.json): every scalar setting."""
+    return {k: v for k, v in dataclasses.asdict(self).items()
+            if isinstance(v, (bool, int, float, str, type(None)))}
+
   def with_values(self, values: Mapping[str, object], **more):
     """This config with the values given in `values` (None: not given, the default stays)
     and `more` on top, by dataclasses.replace: how a run's settings become an agent's

@@ -106,6 +106,7 @@ def library(out_dir: str, num_steps: int = STEPS) -> None:
   from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
   from agents import ccvl_agent  # pylint: disable=g-import-not-at-top
   from ccvl_tf.algorithm import networks  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.algorithm.readings import paper  # pylint: disable=g-import-not-at-top
   from ccvl_tf.data import frame_store, pipeline  # pylint: disable=g-import-not-at-top
 
   store = frame_store.FrameStore.from_replay(TESTDATA, "all", num_actions=4)
@@ -113,10 +114,9 @@ def library(out_dir: str, num_steps: int = STEPS) -> None:
   config = ccvl_agent.CCVLConfig(
       gamma=0.99, learning_rate=1e-3, adam_epsilon=3.125e-4, target_update_period=50,
       collect_epsilon=0.01, seed=SEED, td_loss="huber", huber_kappa=1.0, dr3_coef=0.0,
-      num_deltas=8, num_pairs=2, alpha=1.0, objective="algorithm1", gap="logsumexp",
-      delta_head="monotone", gap_weight=0.0, bonus_counts="state", support_threshold=0.0,
+      num_deltas=8, num_pairs=2, alpha=1.0, reading=paper.Paper(), delta_head="monotone",
       count_ridge=1e-3, count_ridge_mode="relative", count_normalization="batch",
-      count_weight="linear", delta_weight="sqrt_log", train_delta=None, count_decay=0.999,
+      count_decay=0.999,
       count_refresh_period=100, policy_delta=0.5, belief_resample="episode", jit_compile=False)
   network = networks.QNetworkConfig(
       torso="nature", mlp_units=(256, 256), torso_units=512, n_cos=64, hidden_units=0,

@@ -18,6 +18,7 @@ from tf_agents.trajectories import time_step as ts
 from agents import ccvl_agent
 from agents import ccvl_bounds_agent as cba
 from ccvl_tf.algorithm import losses
+from ccvl_tf.algorithm import readings
 from ccvl_tf.algorithm.readings import paper
 from ccvl_tf.algorithm import upper_losses
 from ccvl_tf.algorithm import networks
@@ -128,12 +129,13 @@ def test_config_errors_name_the_value():
 
 def test_upper_objective_is_ccvl_objective_with_the_upper_pair_loss():
   """UpperCCVLAgent's step loss is ccvl_objective's with UpperPairLoss at the step's
-  confidences; it reports 'upper_gap' (the lower: 'cql_gap'), and ignores config.objective's
-  delta_2 rewrite (same loss for 'algorithm1' and 'bound', unlike the lower bound)."""
+  confidences; it reports 'upper_gap' (the lower: 'cql_gap'), and ignores the lower reading's
+  delta_2 rewrite (same loss for 'paper' and 'bound', unlike the lower bound)."""
   losses_by_objective = {}
-  for objective in ("algorithm1", "bound"):
+  for objective, reading in (("algorithm1", readings.paper.Paper()),
+                             ("bound", readings.bound.Bound())):
     keras.utils.set_random_seed(5)
-    cfg = ccvl_agent.CCVLConfig(num_deltas=3, num_pairs=2, dr3_coef=0.1, objective=objective)
+    cfg = ccvl_agent.CCVLConfig(num_deltas=3, num_pairs=2, dr3_coef=0.1, reading=reading)
     upper = cba.UpperCCVLAgent(*_specs(4, 3), cfg, TINY, dataset_size=100)
     keras.utils.set_random_seed(5)
     lower = ccvl_agent.CCVLAgent(*_specs(4, 3), cfg, TINY, dataset_size=100)

@@ -29,6 +29,7 @@ from agents import ccvl_agent
 from agents import ccvl_bounds_agent as cba
 from ccvl_tf.algorithm import counts as counts_lib
 from ccvl_tf.algorithm import losses
+from ccvl_tf.algorithm.readings import bonus
 from ccvl_tf.algorithm.readings import bonus, bound
 from ccvl_tf.algorithm import upper_losses
 from ccvl_tf.algorithm import networks
@@ -113,7 +114,7 @@ def _chain_transitions():
 def test_chain_closed_form_bounds_are_the_fixed_points_of_the_bonus_losses():
   """On the chain's four transitions at delta in {0.2, 0.6} (N = 2), with candidate targets at
   delta_2 = delta (pair 0) and delta / 2 (pair 1), all computed from the closed form: the lower
-  loss (objective 'bonus': max_j y_j - w) and the upper loss (min_j y_j + w) are 0 with zero
+  loss (reading 'bonus': max_j y_j - w) and the upper loss (min_j y_j + w) are 0 with zero
   gradient exactly at the closed-form Q_l, Q_u, and Q_l <= Q* <= Q_u."""
   s, a, r, s2, term = _chain_transitions()
   n_s = np.array([400.0, 100.0])                     # n(s0), n(s1); alpha 0.5
@@ -162,8 +163,8 @@ def test_bounds_agent_learns_the_chain_closed_form(head):
            tensor_spec.BoundedTensorSpec((), tf.int32, 0, 1))
   cfg = ccvl_agent.CCVLConfig(num_deltas=4, num_pairs=2, alpha=1.0, gamma=GAMMA,
                               td_loss="squared", dr3_coef=0.0, learning_rate=3e-3,
-                              adam_epsilon=1e-7, target_update_period=10, objective="bonus",
-                              delta_head=head, support_threshold=0.0)
+                              adam_epsilon=1e-7, target_update_period=10,
+                              reading=bonus.Bonus(), delta_head=head)
   grid = np.array([0.1, 0.5, 0.9], np.float32)
   for value_max in (None, 1.0):
     keras.utils.set_random_seed(0)
@@ -199,7 +200,7 @@ def test_cql_lower_fixed_point_lies_above_q_star_when_the_behaviour_is_peaked():
   weight w = 0.5. The CQL(H) fixed point Q_a = 1 - w (softmax(Q)_a / beta_a - 1) has
   softmax(Q)_0 < 0.9 (the frequent action's softmax cannot reach its behaviour share at these
   values), so Q_l(frequent) > Q* = 1: a "lower bound" above the true value. The regularized
-  CCVL loss (objective 'bound', w = alpha sqrt(log(1/delta) n^-1)) is stationary there."""
+  CCVL loss (reading 'bound', w = alpha sqrt(log(1/delta) n^-1)) is stationary there."""
   beta, w = np.array([0.9, 0.1]), 0.5
   q, _ = _solve_per_state([1.0, 1.0], beta, w, sign=-1)
   assert q[0] > 1.0 + 1e-3 and q[1] < 1.0

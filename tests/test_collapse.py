@@ -31,6 +31,7 @@ from tf_agents.trajectories import time_step as ts
 from agents import ccvl_agent
 from agents import cql_agent
 from ccvl_tf.algorithm import networks
+from ccvl_tf.algorithm.readings import bound
 from ccvl_tf.data import frame_store
 from ccvl_tf.data import pipeline
 from ccvl_tf.experiments.offline import presets
@@ -40,8 +41,8 @@ TESTDATA = os.path.join(ROOT, "testdata", "dqn_replay", "Breakout", "1", "replay
 # CQL's demo settings (the preset's), shared by both learners of each test.
 CQL_SETTINGS = dict(presets.resolve("demo", "cql", {}), adam_epsilon=3.125e-4)
 # The ladder's rung 1: CQL's loss in CCVL's network (tests/test_ladder.py checks the loss).
-RUNG_ONE = dict(objective="bound", num_deltas=1, num_pairs=1, train_delta=0.5,
-                delta_weight="constant", count_weight="off", support_threshold=0.0)
+RUNG_ONE = dict(reading=bound.Bound(train_delta=0.5, delta_weight="constant",
+                                    count_weight="off"), num_deltas=1, num_pairs=1)
 TORSO_STEPS = 200
 MIN_TORSO_PACE = 0.5
 

@@ -11,6 +11,7 @@ import pytest
 
 import ccvl_tf  # noqa: F401
 from ccvl_tf.experiments.compare import config as compare_config
+from ccvl_tf.algorithm.readings import bonus
 from ccvl_tf.experiments.compare import report as compare_report
 from ccvl_tf.experiments.compare import runner as compare
 from ccvl_tf.experiments.compare import units as compare_units
@@ -239,7 +240,7 @@ def test_aevl_td_members_have_no_cql_term_and_ccvl_options_reach_the_agent():
   assert aevl.config.alpha == 0.0
   assert agent_registry.get_agent_spec("aevl").build(ts.time_step_spec(obs), act, s).config.alpha == 0.7
   ccvl = agent_registry.get_agent_spec("ccvl").build(ts.time_step_spec(obs), act, s)
-  assert ccvl.config.objective == "bonus" and ccvl.counts.normalization == "mean"
+  assert ccvl.config.reading == bonus.Bonus() and ccvl.counts.normalization == "mean"
   assert ccvl.config.alpha == 0.7 and s.belief_temperature is None
   assert compare_config.METHODS["AEVL-TD"] == "aevl_td"
 

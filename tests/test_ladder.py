@@ -90,8 +90,8 @@ def test_rung_one_agent_objective_is_cql_on_its_own_q_values():
   time_step_spec = ts.time_step_spec(tensor_spec.TensorSpec([obs_dim], tf.float32))
   action_spec = tensor_spec.BoundedTensorSpec([], tf.int32, 0, num_actions - 1)
   config = ccvl_agent.CCVLConfig(
-      alpha=0.8, objective="bound", num_deltas=1, num_pairs=1, train_delta=0.5,
-      delta_weight="constant", count_weight="off", delta_head="cosine", support_threshold=0.0,
+      alpha=0.8, num_deltas=1, num_pairs=1, delta_head="cosine",
+      reading=bound.Bound(train_delta=0.5, delta_weight="constant", count_weight="off"),
       dr3_coef=0.0, td_loss="huber", gamma=0.9)
   agent = ccvl_agent.CCVLAgent(
       time_step_spec, action_spec, config,

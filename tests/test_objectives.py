@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from ccvl_tf.algorithm import losses
 from ccvl_tf.algorithm import readings
+from ccvl_tf.algorithm.readings import ablation
 from ccvl_tf.algorithm.readings import paper
 from ccvl_tf.algorithm.readings import bound
 from ccvl_tf.algorithm.readings import bonus
@@ -85,7 +86,7 @@ def test_bonus_gradient_is_td_only_and_reaches_no_target():
 
 
 def test_bonus_with_a_delta_independent_gap_by_hand():
-  """objective 'bonus' with w0 = 0.5: the TD part as above plus w0 * gap, gap = [ln 2, ln 4];
+  """reading 'bonus' with w0 = 0.5: the TD part as above plus w0 * gap, gap = [ln 2, ln 4];
   loss = mean(0 + 0.5 ln 2, 0.5 + 0.5 ln 4) = 0.25 + 0.75 ln 2. Gradient per row (/ N = 2):
   w0 (softmax(Q) - onehot(a_D)) + (Q_sa - y') onehot(a_D):
     row 0: 0.5 [-1/2, 1/2] + 0 = [-0.25, 0.25] -> [-0.125, 0.125]
@@ -99,31 +100,33 @@ def test_bonus_with_a_delta_independent_gap_by_hand():
   np.testing.assert_allclose(out["loss"].numpy(), 0.25 + 0.75 * LN2, rtol=1e-5)
   np.testing.assert_allclose(tape.gradient(out["loss"], q).numpy(),
                              [[[-0.125, 0.125], [-0.6875, 0.1875]]], rtol=1e-5)
-  got = readings.loss("bonus", q, a, y, delta, None, inv, 2.0, "squared",
-                                   gap_weight=0.5)
+  got = bonus.Bonus(gap_weight=0.5).loss(q, a, y, delta, None, inv, 2.0, "squared")
   np.testing.assert_allclose(got["loss"].numpy(), out["loss"].numpy())
   with pytest.raises(ValueError, match="alpha"):
     bonus.loss(q, a, y, delta, inv, alpha=2.0, gap_weight=-1.0)
 
 
-def test_dispatch_and_target_confidences():
+def test_each_reading_computes_its_modules_loss_and_target_confidences():
   q, a, y, delta, inv = _inputs()
   d1 = tf.constant([[[0.01, 0.02], [0.1, 0.2]]])
-  for name, fn in (("bound", bound.loss), ("bonus", bonus.loss)):
-    got = readings.loss(name, q, a, y, delta, d1, inv, 2.0, "squared")
+  for variant, fn in ((bound.Bound(), bound.loss), (bonus.Bonus(), bonus.loss)):
+    got = variant.loss(q, a, y, delta, d1, inv, 2.0, "squared")
     np.testing.assert_allclose(got["loss"].numpy(),
                                fn(q, a, y, delta, inv, 2.0, "squared")["loss"].numpy())
-  got = readings.loss("algorithm1", q, a, y, delta, d1, inv, 2.0, "squared")
-  np.testing.assert_allclose(got["loss"].numpy(),
-                             paper.loss(q, a, y, d1, inv, 2.0, "squared")["loss"].numpy())
+  want = paper.loss(q, a, y, d1, inv, 2.0, "squared")["loss"].numpy()
+  for variant in (paper.Paper(), ablation.Ablation()):  # the ablation at its defaults: paper
+    np.testing.assert_allclose(variant.loss(q, a, y, delta, d1, inv, 2.0, "squared")["loss"],
+                               want)
+  # An ablation option reaches the loss: R(pi) = 0 gives another value.
+  assert not np.isclose(ablation.Ablation(gap="max").loss(
+      q, a, y, delta, d1, inv, 2.0, "squared")["loss"].numpy(), want)
   d2 = tf.constant([[[0.3, 0.4], [0.5, 0.6]]])
-  np.testing.assert_allclose(readings.target_confidences(delta, d2, "algorithm1").numpy(),
-                             d2.numpy())
+  for variant in (paper.Paper(), ablation.Ablation()):
+    np.testing.assert_allclose(variant.target_confidences(delta, d2).numpy(), d2.numpy())
   # bound / bonus: pair 0 bootstraps from delta itself, pair 1 keeps its draw.
-  np.testing.assert_allclose(readings.target_confidences(delta, d2, "bound").numpy(),
-                             [[[math.exp(-4.0), 0.4], [math.exp(-1.0), 0.6]]], rtol=1e-6)
-  with pytest.raises(ValueError, match="objective must be one of"):
-    readings.validate_objective("max")
+  for variant in (bound.Bound(), bonus.Bonus()):
+    np.testing.assert_allclose(variant.target_confidences(delta, d2).numpy(),
+                               [[[math.exp(-4.0), 0.4], [math.exp(-1.0), 0.6]]], rtol=1e-6)
 
 
 def test_bonus_fixed_point_is_monotone_in_delta():

@@ -6,6 +6,7 @@ import dataclasses
 import pytest
 
 from ccvl_tf.experiments.offline import config
+from ccvl_tf.algorithm.readings import bound, paper
 from ccvl_tf.experiments.offline.seeds import Seeds
 
 
@@ -175,10 +176,11 @@ def test_paper_preset_selects_the_papers_ccvl_and_a_flag_still_wins(tmp_path):
   # no support head; the DR3 setup's Adam lr 5e-5 and DR3 0.03 are CCVLConfig's own defaults.
   cfg = config.OfflineConfig(root_dir=str(tmp_path / "run"), preset="paper")
   c = config.resolve(cfg).learners["ccvl"].config
-  assert (c.objective, c.delta_head, c.gap, c.td_loss, c.count_normalization, c.count_weight,
-          c.delta_weight, c.support_threshold, c.train_delta) == (
-              "algorithm1", "cosine", "logsumexp", "squared", "none", "linear", "sqrt_log",
-              0.0, None)
+  assert c.reading == paper.Paper()  # no option: CQL(H) gap, sqrt(log(1/delta_1)), no support
+  assert (c.reading.gap, c.reading.delta_weight, c.reading.count_weight,
+          c.reading.support_threshold, c.reading.train_delta) == (
+              "logsumexp", "sqrt_log", "linear", 0.0, None)
+  assert (c.delta_head, c.td_loss, c.count_normalization) == ("cosine", "squared", "none")
   assert (c.alpha, c.learning_rate, c.dr3_coef) == (0.1, 5e-5, 0.03)
   # Only CCVL takes a reading: CQL keeps its own Huber TD under the same preset.
   assert config.resolve(cfg).learners["cql"].config.td_loss == "huber"
@@ -187,7 +189,23 @@ def test_paper_preset_selects_the_papers_ccvl_and_a_flag_still_wins(tmp_path):
   plan = config.resolve(given).with_dataset({}, 10)
   assert plan.learner.config.delta_head == "monotone"
   assert plan.learner.fingerprint["delta_head"] == "monotone"
+  # --objective (the older name of --reading) wins over the preset's reading too.
+  older = config.resolve(dataclasses.replace(cfg, agent_values={"objective": "bound"}))
+  assert older.learners["ccvl"].config.reading == bound.Bound()
   # The demo preset keeps CCVL's default reading (monotone head, batch-normalized counts).
   demo = config.resolve(dataclasses.replace(cfg, preset="demo")).learners["ccvl"].config
   assert (demo.delta_head, demo.count_normalization, demo.td_loss) == (
       "monotone", "batch", "huber")
+
+
+@pytest.mark.parametrize("values,match", [
+    ({"reading": "paper", "gap": "max"},
+     r"^--gap='max' is not an option of reading 'paper' \(it takes none\); give "
+     r"--reading=ablation or bound or bonus$"),
+    ({"objective": "bonus", "train_delta": 0.5}, r"give --reading=ablation or bound$")])
+def test_an_option_the_reading_does_not_take_is_refused_before_anything_is_written(
+    values, match, tmp_path):
+  cfg = config.OfflineConfig(root_dir=str(tmp_path / "run"), agent_values=values)
+  with pytest.raises(ValueError, match=match):
+    config.resolve(cfg)
+  assert not (tmp_path / "run").exists()

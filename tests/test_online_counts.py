@@ -13,6 +13,7 @@ from tf_agents.trajectories import time_step as ts
 from agents import ccvl_agent
 from agents import ccvl_bounds_agent
 from ccvl_tf.algorithm.readings import paper
+from ccvl_tf.algorithm.readings import ablation
 from ccvl_tf.algorithm import networks
 from ccvl_tf.experiments.online import penalty as online_penalty
 
@@ -76,7 +77,7 @@ def test_regularizer_weight_is_alpha_sqrt_log_inverse_delta_times_the_inverse_co
   inv = agent.counts.inverse_count(phi).numpy()                       # normalized, as trained
   np.testing.assert_allclose(agent.regularizer_weight(obs, 0.25).numpy(),
                              0.5 * np.sqrt(np.log(4.0) * inv), rtol=1e-5)
-  off = _agent(count_weight="off")
+  off = _agent(reading=ablation.Ablation(count_weight="off"))
   np.testing.assert_allclose(off.regularizer_weight(obs, 0.25).numpy(),
                              np.full(5, 0.5 * np.sqrt(np.log(4.0))), rtol=1e-6)
   with pytest.raises(ValueError, match="delta"):

@@ -22,6 +22,7 @@ from agents import ccvl_bounds_agent
 from agents import cql_agent
 from agents import rem_agent
 from ccvl_tf.algorithm import losses
+from ccvl_tf.algorithm import readings
 from ccvl_tf.algorithm import networks
 
 SHAPE = (40, 40, 2)  # the smallest cheap frame the Nature torso takes (>= 36 per side)
@@ -94,13 +95,13 @@ def _two_pass_network(net):
 
 
 @pytest.mark.parametrize("net_config", [SMALL_NATURE, SMALL_CONV])
-@pytest.mark.parametrize("objective", ["algorithm1", "bound"])
-def test_ccvl_objective_single_pass_equals_two_passes(net_config, objective):
+@pytest.mark.parametrize("reading", [readings.paper.Paper(), readings.bound.Bound()])
+def test_ccvl_objective_single_pass_equals_two_passes(net_config, reading):
   keras.utils.set_random_seed(2)
   # delta_entry='conv' exists for the cosine head only (the monotone head reads the features)
   head = "cosine" if net_config.delta_entry == "conv" else "monotone"
   cfg = ccvl_agent.CCVLConfig(num_deltas=3, num_pairs=2, alpha=0.5, dr3_coef=0.5,
-                              objective=objective, delta_head=head)
+                              reading=reading, delta_head=head)
   agent = ccvl_agent.CCVLAgent(*_specs(SHAPE, tf.uint8), cfg, net_config, dataset_size=100)
   batch = agent.prepare_batch(_batch(SHAPE, tf.uint8))
   delta, delta_1, delta_2 = losses.sample_confidences(4, 3, 2, tf.constant([3, 4], tf.int64))

@@ -15,6 +15,8 @@ from tf_agents.trajectories import time_step as ts
 
 from agents import ccvl_agent
 from ccvl_tf.algorithm import networks, policies, support
+from ccvl_tf.algorithm import readings
+from ccvl_tf.algorithm.readings import bonus, paper
 from ccvl_tf.algorithm.support import SupportMask
 
 
@@ -75,7 +77,7 @@ def _agent(**cfg):
   config = ccvl_agent.CCVLConfig(num_deltas=2, num_pairs=2, alpha=0.1, gamma=0.9,
                                  td_loss="squared", dr3_coef=0.0, learning_rate=1e-2,
                                  adam_epsilon=1e-7, target_update_period=5,
-                                 objective="bonus", delta_head="monotone", seed=0, **cfg)
+                                 reading=bonus.Bonus(**cfg), delta_head="monotone", seed=0)
   tf.keras.utils.set_random_seed(0)
   agent = ccvl_agent.CCVLAgent(
       ts.time_step_spec(obs_spec), action_spec, config,
@@ -176,8 +178,8 @@ def test_the_bonus_with_per_action_counts_by_hand(counts, td):
            "reward": tf.constant([0.0]), "next_observation": tf.constant([[0.0]]),
            "terminal": tf.constant([1.0])}
   cfg = ccvl_agent.CCVLConfig(num_deltas=1, num_pairs=1, alpha=1.0, gamma=0.9,
-                              td_loss="squared", dr3_coef=0.0, objective="bonus",
-                              support_threshold=0.05, bonus_counts=counts)
+                              td_loss="squared", dr3_coef=0.0, reading=bonus.Bonus(
+                                  support_threshold=0.05, bonus_counts=counts))
   d = tf.constant([[math.exp(-1.0)]])
   out = ccvl_agent.ccvl_objective(online, target, batch, d, d[:, :, None], d[:, :, None],
                                   lambda obs, phi: tf.fill([tf.shape(obs)[0]], 0.25), cfg)
@@ -186,17 +188,19 @@ def test_the_bonus_with_per_action_counts_by_hand(counts, td):
 
 
 def test_per_action_counts_need_the_bonus_and_a_support_head():
-  with pytest.raises(ValueError, match="bonus_counts='state_action' needs"):
-    ccvl_agent.CCVLConfig(bonus_counts="state_action", support_threshold=0.0).validate()
-  with pytest.raises(ValueError, match="bonus_counts='state_action' needs"):
-    ccvl_agent.CCVLConfig(bonus_counts="state_action", objective="bound").validate()
+  with pytest.raises(ValueError, match="bonus_counts='state_action' needs a support head"):
+    ccvl_agent.CCVLConfig(reading=bonus.Bonus(bonus_counts="state_action")).validate()
+  with pytest.raises(ValueError, match=r"^--bonus_counts='state_action' is not an option of "
+                                       r"reading 'bound'.*give --reading=bonus$"):
+    readings.from_options({"objective": "bound", "bonus_counts": "state_action"})
 
 
-def test_the_bonus_readings_gap_weight_is_refused_with_another_objective():
+def test_the_bonus_readings_gap_weight_is_refused_with_another_reading():
   # w0 weighs the gap only in readings/bonus.py; elsewhere it would be ignored without a word.
   for objective in ("algorithm1", "bound"):
-    with pytest.raises(ValueError, match=r"^gap_weight \(w0\) is a setting of objective "
-                                         r"'bonus'.*give objective='bonus'"):
-      ccvl_agent.CCVLConfig(objective=objective, gap_weight=0.3).validate()
-  ccvl_agent.CCVLConfig(objective="bonus", gap_weight=0.3).validate()
-  ccvl_agent.CCVLConfig(objective="algorithm1", gap_weight=0.0).validate()
+    with pytest.raises(ValueError, match=r"^--gap_weight=0.3 is not an option of reading "
+                                         r"'(paper|bound)'.*give --reading=bonus$"):
+      readings.from_options({"objective": objective, "gap_weight": 0.3})
+  assert readings.from_options({"objective": "bonus", "gap_weight": 0.3}) == bonus.Bonus(
+      gap_weight=0.3)
+  assert readings.from_options({"objective": "algorithm1", "gap_weight": 0.0}) == paper.Paper()

@@ -118,7 +118,7 @@ def ccvl_upper_bonus_loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Te
 
   The min over delta_1 <= delta of the bonus is at delta_1 = delta (sqrt(log(1/delta_1)) falls
   as delta_1 grows); the min over delta_2 is taken over the candidate targets y_j (pair 0 at
-  delta_2 = delta: readings.target_confidences(..., 'bound')). The bonus is *added* (an upper bound
+  delta_2 = delta: readings.options.bootstrap_at_delta). The bonus is *added* (an upper bound
   adds the uncertainty; the printed equation's sign inside the square is the same typo as the
   lower bound's, see ccvl_tf/tabular/learners.py). No regularizer: nothing pushes actions the
   data never takes (the regularized forms' fixed point sends them to +inf, docs/online.md).

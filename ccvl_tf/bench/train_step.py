@@ -37,6 +37,7 @@ from tf_agents.utils import common
 
 from agents import ccvl_agent
 from ccvl_tf.algorithm import networks
+from ccvl_tf.algorithm import readings
 from ccvl_tf.bench import dqn_dr3
 
 NATURE_CONV = ((32, (8, 8), 4), (64, (4, 4), 2), (64, (3, 3), 1))
@@ -144,7 +145,7 @@ def default_variants(quick: bool = False) -> List[Variant]:
       Variant("ccvl_hidden_512", base, networks.QNetworkConfig(hidden_units=512)),
       Variant("ccvl_hidden_512_no_dr3", r(base, dr3_coef=0.0),
               networks.QNetworkConfig(hidden_units=512)),
-      Variant("ccvl_bound", r(base, objective="bound")),
+      Variant("ccvl_bound", r(base, reading=readings.bound.Bound())),
       Variant("ccvl_count_refresh_every_step", r(base, count_refresh_period=1)),
       Variant("ccvl_jit", r(base, jit_compile=True)),
       Variant("ccvl_cosine_head", r(base, delta_head="cosine")),

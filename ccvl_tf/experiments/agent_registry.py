@@ -31,6 +31,7 @@ from agents import q_agent_base
 from agents import rem_agent
 from ccvl_tf.algorithm import belief
 from ccvl_tf.algorithm import policies
+from ccvl_tf.algorithm import readings
 
 
 @dataclasses.dataclass
@@ -116,7 +117,9 @@ class AgentSpec:
 # The settings each agent takes from a run (the rest keep its config's defaults).
 _SHARED = ("dr3_coef", "gamma", "learning_rate", "adam_epsilon", "target_update_period",
            "td_loss", "collect_epsilon")
-_CCVL = tuple(f.name for f in dataclasses.fields(ccvl_agent.CCVLConfig) if f.name != "seed")
+# CCVL: its settings and the reading's flags (CCVLConfig.with_values makes the reading).
+_CCVL = tuple(f.name for f in dataclasses.fields(ccvl_agent.CCVLConfig)
+              if f.name not in ("seed", "reading")) + readings.FLAGS
 _CQL = ("alpha",) + _SHARED
 _AEVL = ("alpha", "num_members") + _SHARED
 # Behaviour cloning: its own defaults (d3rlpy's DiscreteBC) unless a setting is given.

@@ -330,7 +330,8 @@ def cql_q(model: EmpiricalModel, gamma: float, alpha: float, tol: float = 1e-8,
 # with a gap whose weight w0 does not depend on delta ('bonus+logsumexp', 'bonus+max'), which
 # pushes the actions the data never takes down without undoing the order the bonus gives;
 # 'bonus-sa': the bonus with Eq. (update)'s own count n(s, a) (the network: n(s) pi_beta(a|s)).
-# The bonus's count: n(s), or n(s, a) (the network: n(s) pi_beta(a | s); CCVLConfig.bonus_counts).
+# The bonus's count: n(s), or n(s, a) (the network: n(s) pi_beta(a | s); the bonus reading's
+# bonus_counts, ccvl_tf/algorithm/readings/bonus.py).
 BONUS_COUNTS = ("state", "state_action")
 READINGS = ("logsumexp", "max", "logsumexp+monotone", "max+monotone", "bonus",
             "bonus+logsumexp", "bonus+max", "bonus-sa")

@@ -1,5 +1,5 @@
 """A research reading of CCVL's update: Eq. (update)'s anti-exploration form with the state
-estimate n(s)^-1 (objective 'bonus').
+estimate n(s)^-1 (reading 'bonus').
 
 Q(s, a_D, delta) regressed on max_j y_j - w(delta), w(delta) = alpha sqrt(log(1/delta) n(s)^-1),
 with no CQL regularizer unless a delta-free gap weight w0 is given. Monotone in delta by
@@ -8,14 +8,18 @@ form with exact counts. Shapes as paper.py.
 """
 from __future__ import annotations
 
-from typing import Dict
+import dataclasses
+from typing import ClassVar, Dict
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import tensorflow as tf
 
+from ccvl_tf.runtime.config_flags import setting
+
 from ccvl_tf.algorithm import losses
 from ccvl_tf.algorithm.readings import bound
+from ccvl_tf.algorithm.readings import options
 
 
 def loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor, delta: tf.Tensor,
@@ -38,3 +42,39 @@ def loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor, delta: tf.T
           "argmax_j": tf.argmax(target, axis=-1, output_type=tf.int32),
           "regularizer": reg, "td": td, "gap": gap, "q_sa": q_sa,
           "weight": weight}
+
+
+@dataclasses.dataclass(frozen=True)
+class Bonus(options.BootstrapsAtDelta, options.Reading):
+  """Reading 'bonus': the `loss` above, with w0 (`gap_weight`), the data-support head (tau,
+  `support_threshold`, ccvl_tf/algorithm/support.py) and the bonus's count (`bonus_counts`).
+  The gridworld's neural CCVL trains it beside the exact tabular form."""
+  NAME: ClassVar[str] = "bonus"
+  OBJECTIVE: ClassVar[str] = "bonus"
+  gap: str = options.gap_option()
+  gap_weight: float = setting(
+      0.0, "w0, a delta-independent weight of the gap (0: the bonus alone); it pushes actions "
+      "the data never takes down without undoing the order in delta the bonus gives.",
+      lower_bound=0.0, parse_bounds=False)
+  support_threshold: float = setting(
+      0.0, "tau: a behaviour-cloning head learns the data's policy and Q ranks an action "
+      "below every other where pi_beta(a | s) < tau max_a' pi_beta(a' | s), since the data "
+      "gives no lower bound there (ccvl_tf/algorithm/support.py); 0: no support head.",
+      lower_bound=0.0, upper_bound=0.999)
+  bonus_counts: str = setting(
+      "state", "the bonus's count: 'state' (n(s), the linear estimate) or 'state_action' "
+      "(n(s, a) = n(s) pi_beta(a | s), pi_beta from the support head: Eq. update's own "
+      "count, larger bonuses on the actions the data rarely takes).",
+      enum_values=options.BONUS_COUNTS)
+
+  def validate(self) -> None:
+    if self.bonus_counts == "state_action" and not self.support_threshold > 0:
+      raise ValueError(f"bonus_counts='state_action' needs a support head (support_threshold "
+                       f"> 0) for pi_beta(a | s), got support_threshold="
+                       f"{self.support_threshold!r}")
+
+  def loss(self, q_values, actions, target, delta, delta_1, inverse_count, alpha,
+           td_loss_type="squared", huber_kappa=1.0):
+    del delta_1
+    return loss(q_values, actions, target, delta, inverse_count, alpha, td_loss_type,
+                huber_kappa, self.gap, self.gap_weight)

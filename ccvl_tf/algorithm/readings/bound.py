@@ -1,20 +1,22 @@
-"""A research reading of CCVL's update: the proof of Lemma 1's (objective 'bound').
+"""A research reading of CCVL's update: the proof of Lemma 1's (reading 'bound').
 
 The max over delta_1, delta_2 <= delta of Eq. (cql update) read as a max over the resulting
 *bound*: attained at delta_1 = delta (the weight sqrt(log(1/delta_1)) is smallest there) and at
 the largest target over delta_2 <= delta (pair 0 bootstraps at delta itself,
-readings.target_confidences). Loss: mean_{B,N} [ w(delta) gap + TD(Q(s, a_D, delta) - max_j y_j) ],
+`Bound.target_confidences`). Loss: mean_{B,N} [ w(delta) gap + TD(Q(s, a_D, delta) - max_j y_j) ],
 w(delta) = alpha sqrt(log(1/delta) n(s)^-1). Shapes as paper.py.
 """
 from __future__ import annotations
 
-from typing import Dict
+import dataclasses
+from typing import ClassVar, Dict
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import tensorflow as tf
 
 from ccvl_tf.algorithm import losses
+from ccvl_tf.algorithm.readings import options
 
 
 def confidence_weight(delta: tf.Tensor, inverse_count: tf.Tensor, alpha: float,
@@ -53,3 +55,17 @@ def loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor, delta: tf.T
   return {"loss": tf.reduce_mean(reg + td), "target": y,
           "argmax_j": tf.argmax(target, axis=-1, output_type=tf.int32),
           "regularizer": reg, "td": td, "gap": gap, "q_sa": q_sa, "weight": weight}
+
+
+@dataclasses.dataclass(frozen=True)
+class Bound(options.BootstrapsAtDelta, options.LadderOptions):
+  """Reading 'bound': the `loss` above, with the ladder's options (options.LadderOptions):
+  the ladder's rungs 1-6 train this reading (docs/ladder.md)."""
+  NAME: ClassVar[str] = "bound"
+  OBJECTIVE: ClassVar[str] = "bound"
+
+  def loss(self, q_values, actions, target, delta, delta_1, inverse_count, alpha,
+           td_loss_type="squared", huber_kappa=1.0):
+    del delta_1
+    return loss(q_values, actions, target, delta, inverse_count, alpha, td_loss_type,
+                huber_kappa, self.gap, self.delta_weight)

@@ -11,15 +11,15 @@ pairs delta_{j,1}, delta_{j,2} ~ U(0, delta) per delta (losses.sample_confidence
 
 n(s)^-1 is the linear estimate phi(s)^T (Phi^T Phi)^-1 phi(s) of the last layer's features
 (ccvl_tf/algorithm/counts.py). TD is 1/2 x^2 in the paper (td_loss 'squared'; CCVLConfig's default
-is Huber). This is CCVLConfig's default reading (objective 'algorithm1'); `objective` below is the
-whole step objective of the lower bound, with nothing else in it. The research readings sit
-beside it (bound.py, bonus.py; the support head and per-action counts in
-agents/ccvl_agent.py `ccvl_objective`). Shapes: B batch, N deltas, M pairs, A actions, D
-features.
+is Huber). This is CCVLConfig's default reading, `Paper` (reading 'paper'), which takes no
+option; `objective` below is the whole step objective of the lower bound, with nothing else in
+it. The research readings sit beside it (ablation.py, bound.py, bonus.py). Shapes: B batch, N
+deltas, M pairs, A actions, D features.
 """
 from __future__ import annotations
 
-from typing import Callable, Dict, Tuple
+import dataclasses
+from typing import Callable, ClassVar, Dict, Tuple
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
@@ -27,6 +27,7 @@ import tensorflow as tf
 
 from ccvl_tf.algorithm import losses
 from ccvl_tf.algorithm import networks
+from ccvl_tf.algorithm.readings import options
 
 
 def regularizer_weight(delta_1: tf.Tensor, inverse_count: tf.Tensor, alpha: float,
@@ -76,6 +77,21 @@ def loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor, delta_1: tf
   max_l, arg_j = max_over_pairs(pair)                              # [B, N]
   return {"loss": tf.reduce_mean(max_l), "pair_losses": pair, "max_losses": max_l,
           "argmax_j": arg_j, "regularizer": reg, "td": td, "gap": gap_value, "q_sa": q_sa}
+
+
+@dataclasses.dataclass(frozen=True)
+class Paper(options.Reading):
+  """Reading 'paper': Eq. (cql update) as Algorithm 1 writes it, the `loss` above. No option:
+  the CQL(H) gap, the weight alpha sqrt(log(1/delta_1) n(s)^-1) with the linear n(s)^-1,
+  delta ~ U(0, 1), no data-support head."""
+  NAME: ClassVar[str] = "paper"
+  OBJECTIVE: ClassVar[str] = "algorithm1"
+
+  def loss(self, q_values, actions, target, delta, delta_1, inverse_count, alpha,
+           td_loss_type="squared", huber_kappa=1.0):
+    del delta
+    return loss(q_values, actions, target, delta_1, inverse_count, alpha, td_loss_type,
+                huber_kappa)
 
 
 def q_and_targets(online: networks.CCVLNetwork, target: networks.CCVLNetwork,

@@ -125,8 +125,7 @@ def train_fingerprint(train_key: str, dataset: str, game: str, batch_size: int,
              num_transitions=int(num_transitions))
   config = getattr(learner, "config", None)
   if dataclasses.is_dataclass(config):
-    out.update({k: v for k, v in dataclasses.asdict(config).items()
-                if isinstance(v, (bool, int, float, str, type(None)))})
+    out.update(config.record())
   return out
 
 
@@ -142,8 +141,7 @@ def write_train_summary(root: str, game: str, agent: str, learner, num_transitio
   config = getattr(learner, "config", None)
   alpha = getattr(config, "alpha", None)
   if dataclasses.is_dataclass(config):
-    more = dict(config={k: v for k, v in dataclasses.asdict(config).items()
-                        if isinstance(v, (bool, int, float, str, type(None)))}, **more)
+    more = dict(config=config.record(), **more)
   summary.update(game=game, agent=agent, num_transitions=int(num_transitions), step=int(steps),
                  **({} if alpha is None else {"alpha": float(alpha)}), **more)
   with open(path + ".tmp", "w") as f:

@@ -16,7 +16,7 @@ Readings (ccvl_tf.tabular.learners.READINGS): regularized (Eq. cql update: the g
 or 'max', and '+monotone', exactly the outer max over delta' <= delta of the per-delta
 solutions, in the network the monotone delta head) and bonus (Eq. update with the state count
 n(s): 'bonus', and with a delta-independent gap of weight w0, 'bonus+logsumexp', 'bonus+max';
-in the network objective 'bonus', the monotone head and the data-support head of
+in the network reading 'bonus', the monotone head and the data-support head of
 ccvl_tf/algorithm/support.py, whose threshold the exact solution uses too). docs/agent.md "The
 confidence family" has the derivations.
 """
@@ -33,6 +33,7 @@ from agents import ccvl_agent
 from ccvl_tf.algorithm import counts as counts_lib
 from ccvl_tf.tabular.gridworld import GridWorld
 from ccvl_tf.algorithm import networks
+from ccvl_tf.algorithm import readings
 from ccvl_tf.tabular import dataset as dataset_lib
 from ccvl_tf.tabular import learners
 from ccvl_tf.tabular import value_iteration as vi
@@ -48,22 +49,24 @@ THEOREM2_HEADER = ("reading", "alpha", "delta", "coverage", "n_datasets", "targe
 
 
 def neural_settings(reading: str) -> dict:
-  """The CCVLConfig fields of the neural agent for a reading (objective, gap, delta head, w0,
-  support threshold)."""
+  """The CCVLConfig fields of the neural agent for a family reading: its reading (a variant of
+  ccvl_tf/algorithm/readings/: 'bonus' with w0 and the support head, else Algorithm 1 with the
+  family's gap) and its delta head."""
   parsed = learners.parse_reading(reading)
   if parsed.form == "bonus":
-    return dict(objective="bonus", gap=parsed.gap or "logsumexp", delta_head="monotone",
-                gap_weight=learners.DEFAULT_GAP_WEIGHT if parsed.gap else 0.0,
-                support_threshold=SUPPORT_THRESHOLD, bonus_counts=parsed.counts)
-  return dict(objective="algorithm1", gap=parsed.gap,
-              delta_head="monotone" if parsed.monotone else "cosine", gap_weight=0.0,
-              support_threshold=0.0, bonus_counts="state")
+    return dict(reading=readings.bonus.Bonus(
+        gap=parsed.gap or "logsumexp",
+        gap_weight=learners.DEFAULT_GAP_WEIGHT if parsed.gap else 0.0,
+        support_threshold=SUPPORT_THRESHOLD, bonus_counts=parsed.counts),
+                delta_head="monotone")
+  return dict(reading=readings.from_options({"objective": "algorithm1", "gap": parsed.gap}),
+              delta_head="monotone" if parsed.monotone else "cosine")
 
 
 def exact_family(model, gamma: float, alpha, grid, reading: str) -> np.ndarray:
   """The exact family of `reading` [K, S, A] ([C, K, S, A] for an array alpha), with the
   support threshold its neural agent uses."""
-  tau = neural_settings(reading)["support_threshold"]
+  tau = neural_settings(reading)["reading"].support_threshold
   extra = {"support_threshold": tau} if learners.parse_reading(reading).form == "bonus" else {}
   return learners.family_q(model, gamma, alpha, grid, reading, **extra)
 

@@ -24,15 +24,14 @@ from ccvl_tf.experiments import agent_options
 
 PRESET_NAMES = ("demo", "paper")
 
-# The paper's CCVL as section 5 writes it (Eq. cql update, Algorithm 1): the IQN cosine
-# embedding of delta, the CQL(H) gap weighted by alpha sqrt(log(1/delta_1) n(s)^-1) with the
-# linear n(s)^-1 as estimated (no normalization; capped at 1, the paper's n wedge 1), the TD
-# term 1/2 x^2, no data-support head; delta ~ U(0, 1) (CCVLConfig's default). The agents'
-# own CCVL default differs in the head (monotone), the count's normalization (batch) and the
-# TD loss (Huber): the reading chosen on the demo's development data (docs/ladder.md).
-PAPER_READING = {"objective": "algorithm1", "delta_head": "cosine", "gap": "logsumexp",
-                 "td_loss": "squared", "count_normalization": "none", "count_weight": "linear",
-                 "delta_weight": "sqrt_log", "support_threshold": 0.0}
+# The paper's CCVL as section 5 writes it: reading 'paper' (Eq. cql update, Algorithm 1: the
+# CQL(H) gap weighted by alpha sqrt(log(1/delta_1) n(s)^-1), delta ~ U(0, 1), no data-support
+# head) with the IQN cosine embedding of delta, the linear n(s)^-1 as estimated (no
+# normalization; capped at 1, the paper's n wedge 1) and the TD term 1/2 x^2. The agents' own
+# CCVL default is the same reading with the monotone head, the batch-normalized count and the
+# Huber TD loss: what learned the demo's development data (docs/ladder.md).
+PAPER_READING = {"reading": "paper", "delta_head": "cosine", "td_loss": "squared",
+                 "count_normalization": "none"}
 # alpha 0.1 is what train_offline.py always passed before the presets (CCVL, CQL and AEVL's
 # own default too); the other paper settings are the agents' own defaults.
 _PAPER = {"ccvl": {"alpha": 0.1, **PAPER_READING}, "cql": {"alpha": 0.1},
@@ -81,7 +80,10 @@ def resolve(name: str, train_key: str, given: Mapping[str, object]) -> Dict[str,
   unknown = sorted(set(out) - set(settable))
   if unknown:
     raise ValueError(f"preset settings {unknown} of {train_key} are not among {settable}")
-  # A flag always wins: the training settings given, and any setting the preset itself sets.
+  # A flag always wins: the training settings given, and any setting the preset itself sets
+  # (--objective, the older name of --reading, as --reading).
+  if any(given.get(k) is not None for k in ("reading", "objective")):
+    out.pop("reading", None)
   out.update({k: v for k, v in given.items()
               if (k in agent_options.TRAINING or k in out) and v is not None})
   return out

@@ -36,7 +36,7 @@ class Variant:
     agent: agent registry name ('cql', 'ccvl', 'bc', ...).
     settings: AgentSettings fields set (alpha, learning_rate, adam_epsilon, dr3_coef,
       target_update_period); the rest keep the agent's own defaults.
-    ccvl_options: CCVLConfig options (count_weight, count_normalization, objective, ...).
+    ccvl_options: CCVL options as flags give them (count_weight, count_normalization, reading, ...).
     note: what the variant tests, for the table.
   """
   agent: str

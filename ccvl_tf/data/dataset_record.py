@@ -30,11 +30,14 @@ def _spelling(game) -> str:
   return re.sub(r"[^a-z0-9]", "", str(game).lower())
 
 
-def check(replay_dir: str, *, game: str, action_set: Optional[Sequence[int]],
-          observation_shape: Sequence[int], suite: str = DEFAULT_SUITE) -> List[str]:
-  """Checks `replay_dir`'s ccvl_dataset.json against the run: the same `suite` and `game`
-  (any spelling), the same ALE `action_set` (the game's minimal action set; None: not
-  compared) and frames that stack to `observation_shape` (e.g. (84, 84, 4)).
+def check(replay_dir: replay_files.ReplayDir, *, game: str,
+          action_set: Optional[Sequence[int]], observation_shape: Sequence[int],
+          suite: str = DEFAULT_SUITE) -> List[str]:
+  """Checks the ccvl_dataset.json of `replay_dir` (a path, resolved here, or a
+  `replay_files.ReplaySource` whose resolution, listing and record are used as they are)
+  against the run: the same `suite` and `game` (any spelling), the same ALE `action_set` (the
+  game's minimal action set; None: not compared) and frames that stack to `observation_shape`
+  (e.g. (84, 84, 4)).
 
   Returns the checks that could not be made, as sentences for the log: all of them for a
   directory without a record (a DQN Replay directory), the keys a record lacks otherwise.
@@ -43,11 +46,12 @@ def check(replay_dir: str, *, game: str, action_set: Optional[Sequence[int]],
     DatasetError: naming the file, what it records and what the run has, for each
       disagreement; or a record that cannot be read.
   """
-  resolved = replay_files.resolve_replay_dir(replay_dir)
-  if not replay_files.path_isdir(resolved):
+  source = replay_files.replay_source(replay_dir)
+  resolved = source.replay_dir
+  if source.names is None:
     return []  # nothing to check: the reader refuses a missing directory, naming it
   path = os.path.join(resolved, METADATA_FILENAME)
-  meta = replay_files.read_metadata(resolved)
+  meta = source.metadata
   want_shape = tuple(int(d) for d in observation_shape)
   if meta is None:
     return [f"{resolved} has no {METADATA_FILENAME} (a DQN Replay directory): its game and "
@@ -72,7 +76,7 @@ def check(replay_dir: str, *, game: str, action_set: Optional[Sequence[int]],
     elif _ints(recorded) != [int(a) for a in action_set]:
       problems.append(f"the action set (ALE action ids) {recorded}, but {game}'s is "
                       f"{[int(a) for a in action_set]}")
-  fmt = dqn_replay.dataset_format(resolved)
+  fmt = dqn_replay.format_from_metadata(meta, path)
   stacked = dqn_replay.stacked_shape(fmt["observation_shape"], fmt["stack_size"])
   if stacked != want_shape:
     problems.append(f"frames {_shape(fmt['observation_shape'])} stacked {fmt['stack_size']} "

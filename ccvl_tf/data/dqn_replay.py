@@ -14,8 +14,7 @@ import numpy as np
 from ccvl_tf.data import replay_files
 from ccvl_tf.data import replay_validity
 from ccvl_tf.data.replay_files import (
-    METADATA_FILENAME, STORE_PREFIX, DatasetError, checkpoint_path, read_metadata,
-    resolve_replay_dir)
+    METADATA_FILENAME, STORE_PREFIX, DatasetError, ReplayDir, checkpoint_path)
 from ccvl_tf.data.replay_validity import STACK_SIZE, valid_indices
 
 DQN_REPLAY_CAPACITY = 1_000_000
@@ -125,16 +124,18 @@ class DirInfo:
   subsets: Dict[str, tuple]
 
 
-def inspect_dir(replay_dir: str) -> DirInfo:
-  """Lists ``replay_dir`` (resolved, see ``replay_files.resolve_replay_dir``), finds its
-  suffixes (``replay_files.scan_suffixes``: an incomplete one is kept in
-  ``incomplete``, raised by whoever needs the suffixes) and reads its
-  ``ccvl_dataset.json``. Raises DatasetError for a missing/empty directory."""
-  replay_dir = resolve_replay_dir(replay_dir)
-  names = tuple(sorted(replay_files.list_replay_dir(replay_dir)))
+def inspect_dir(replay_dir: ReplayDir) -> DirInfo:
+  """Lists ``replay_dir`` (a path, resolved here, or a ``replay_files.ReplaySource``
+  whose resolution and listing are used as they are), finds its suffixes
+  (``replay_files.scan_suffixes``: an incomplete one is kept in ``incomplete``, raised by
+  whoever needs the suffixes) and reads its ``ccvl_dataset.json``. Raises DatasetError
+  for a missing/empty directory."""
+  source = replay_files.replay_source(replay_dir)
+  names = tuple(sorted(source.listing()))
+  replay_dir = source.replay_dir
   suffixes, incomplete = replay_files.scan_suffixes(replay_dir, names)
-  meta = read_metadata(replay_dir) if METADATA_FILENAME in names else None
-  fmt = _format_from_metadata(meta, os.path.join(replay_dir, METADATA_FILENAME))
+  meta = source.metadata
+  fmt = format_from_metadata(meta, os.path.join(replay_dir, METADATA_FILENAME))
   if incomplete is None:
     incomplete = _unlisted_suffixes(meta, suffixes, replay_dir)
   return DirInfo(replay_dir=replay_dir, names=names, suffixes=tuple(suffixes),
@@ -169,17 +170,19 @@ def _unlisted_suffixes(meta: Optional[dict], suffixes: Sequence[int],
               path, listed, sorted(suffixes), "; ".join(parts)))
 
 
-def dataset_format(replay_dir: str) -> dict:
-  """``dict(stack_size, observation_shape, subsets)`` of a replay directory: from
-  its ``ccvl_dataset.json`` when present, else the DQN Replay Dataset's
-  (4, (84, 84), :data:`SUBSETS`). Raises DatasetError naming the file if its
-  values are malformed."""
-  replay_dir = resolve_replay_dir(replay_dir)
-  return _format_from_metadata(read_metadata(replay_dir) or {},
-                               os.path.join(replay_dir, METADATA_FILENAME))
+def dataset_format(replay_dir: ReplayDir) -> dict:
+  """``dict(stack_size, observation_shape, subsets)`` of a replay directory (a path or a
+  ``replay_files.ReplaySource``): from its ``ccvl_dataset.json`` when present, else the
+  DQN Replay Dataset's (4, (84, 84), :data:`SUBSETS`). Raises DatasetError naming the
+  file if its values are malformed."""
+  source = replay_files.replay_source(replay_dir)
+  return format_from_metadata(source.metadata,
+                              os.path.join(source.replay_dir, METADATA_FILENAME))
 
 
-def _format_from_metadata(meta: Optional[dict], path: str) -> dict:
+def format_from_metadata(meta: Optional[dict], path: str) -> dict:
+  """:func:`dataset_format` of a ``ccvl_dataset.json`` already read (``meta``; None or
+  empty: the DQN Replay Dataset's), ``path`` naming it in errors."""
   meta = meta or {}
   try:
     k = int(meta.get("stack_size", STACK_SIZE))
@@ -205,7 +208,8 @@ def _format_from_metadata(meta: Optional[dict], path: str) -> dict:
 
 # ------------------------------------------------------------------ one checkpoint
 
-def load_checkpoint(replay_dir: str, suffix: int, *, max_rows: Optional[int] = None,
+def load_checkpoint(replay_dir: ReplayDir, suffix: int, *,
+                    max_rows: Optional[int] = None,
                     num_actions: Optional[int] = None,
                     observation_shape: Optional[Sequence[int]] = None,
                     dir_info: Optional[DirInfo] = None,
@@ -401,7 +405,8 @@ def transition_arrays(ckpt: ReplayCheckpoint, indices: np.ndarray,
               terminal=term)
 
 
-def iterate_transitions(replay_dir: str, suffix: int, *, replay_capacity: Optional[int] = None,
+def iterate_transitions(replay_dir: ReplayDir, suffix: int, *,
+                        replay_capacity: Optional[int] = None,
                         num_actions: Optional[int] = None,
                         stack_size: Optional[int] = None) -> Iterator[Transition]:
   """Yields, in storage order, exactly the transitions Dopamine's sampler treats

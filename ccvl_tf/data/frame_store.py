@@ -87,13 +87,16 @@ class FrameStore:
 
   # ----------------------------------------------------------------- building
   @classmethod
-  def from_replay(cls, replay_dir: str, subset: str = "all", *,
+  def from_replay(cls, replay_dir: replay_files.ReplayDir, subset: str = "all", *,
                   num_actions: Optional[int] = None,
                   suffixes: Optional[Sequence[int]] = None,
                   progress: Optional[Callable[[str], None]] = None,
                   cache_dir: Optional[str] = None,
                   reserve: Optional[Reserve] = None) -> "FrameStore":
-    """Loads a Dopamine replay directory (one run) or a subset of it.
+    """Loads a Dopamine replay directory (one run) or a subset of it: ``replay_dir``, a
+    path (resolved when it is read; a remote store found in the cache needs only the path)
+    or a ``replay_files.ReplaySource`` whose resolution and listing, made once, are the ones
+    the cache check and the reader use.
 
     ``subset``: one of :data:`ccvl_tf.data.dqn_replay.SUBSETS` ("1%", "5%",
     "initial10%", "all"), or of the dataset's own table (``replay_plan.subset_plan``).
@@ -116,12 +119,13 @@ class FrameStore:
     (``replay_plan.load_plan``, :meth:`from_loaded`); a remote directory's cache entry
     is looked up before and written after.
     """
-    remote = replay_files.is_remote(replay_dir)
+    source = replay_files.replay_source(replay_dir)
+    remote = source.remote
     if remote:
       progress = progress if progress is not None else _stderr
-      key = store_cache.key_fields(replay_dir, subset, suffixes, num_actions)
+      key = store_cache.key_fields(source.path, subset, suffixes, num_actions)
       entry = store_cache.entry_dir(key, cache_dir)
-      cached = store_cache.get(key, cache_dir, progress)
+      cached = store_cache.get(key, cache_dir, progress, source)
       if cached is not None:
         try:
           store = cls(**cached.arrays, stack_size=cached.stack_size)
@@ -129,24 +133,24 @@ class FrameStore:
           store_cache.reject(key, e, cache_dir, progress)
         else:
           if reserve is not None:  # a built store is checked before its frames are read
-            reserve.check(store.num_transitions, "{} (subset {})".format(replay_dir, subset))
+            reserve.check(store.num_transitions, "{} (subset {})".format(source.path, subset))
           return store
-    info = dqn_replay.inspect_dir(replay_dir)
+    info = dqn_replay.inspect_dir(source)
     plan = replay_plan.plan_from(info, subset, suffixes)
     if remote:
-      source = store_cache.source_record(info, subset, plan)  # before reading
+      record = store_cache.source_record(info, subset, plan)  # before reading
       progress("Reading {} (subset {}: {} checkpoint(s), only the rows it needs) through "
                "tf.io.gfile; the frame store will be cached in {}.".format(
                    info.replay_dir, subset, len(plan), entry))
     loaded = replay_plan.load_plan(info, plan, num_actions=num_actions)
     store = cls.from_loaded(loaded, progress=progress, reserve=reserve)
     if remote:
-      store_cache.put(key, store_cache.Cached(store.arrays(), store.stack_size), source,
+      store_cache.put(key, store_cache.Cached(store.arrays(), store.stack_size), record,
                       cache_dir, progress)
     return store
 
   @classmethod
-  def from_plan(cls, replay_dir: str, plan: List[tuple], *,
+  def from_plan(cls, replay_dir: replay_files.ReplayDir, plan: List[tuple], *,
                 num_actions: Optional[int] = None,
                 progress: Optional[Callable[[str], None]] = None,
                 dir_info: Optional[dqn_replay.DirInfo] = None,

@@ -97,13 +97,16 @@ def _read_manifest(entry: str) -> dict:
   return manifest
 
 
-def check_source(manifest: dict) -> Optional[str]:
+def check_source(manifest: dict,
+                 source: Optional[replay_files.ReplaySource] = None) -> Optional[str]:
   """Raises CacheInvalid("stale", why) if the remote source no longer matches the
   manifest (one listing + one stat per recorded file). Returns a note instead
-  when the source could not be reached (the entry is then used unchecked)."""
+  when the source could not be reached (the entry is then used unchecked).
+  ``source``: the caller's ``replay_files.ReplaySource``, whose listing of the recorded
+  directory, when it has made one, is the one compared (:func:`_listing`)."""
   replay_dir = manifest["source"]["replay_dir"]
   try:
-    listing = sorted(replay_files.list_dir(replay_dir))
+    listing = sorted(_listing(replay_dir, source))
   except replay_files.UnreachableError as e:
     return str(e)
   except replay_files.DatasetError as e:
@@ -131,6 +134,14 @@ def check_source(manifest: dict) -> Optional[str]:
       raise CacheInvalid("stale", "{} changed (size, mtime_ns {} -> {})".format(
           os.path.join(replay_dir, name), files[name], now[name]))
   return None
+
+
+def _listing(replay_dir: str, source: Optional[replay_files.ReplaySource]) -> Sequence[str]:
+  """The names in the recorded ``replay_dir``: the listing ``source`` has already made of it
+  (a run that checked its source before loading lists it once), else listed here (a missing
+  directory then raises DatasetError naming it)."""
+  names = source.listed(replay_dir) if source is not None else None
+  return names if names is not None else replay_files.list_dir(replay_dir)
 
 
 def load_entry(entry: str, manifest: dict) -> Cached:
@@ -245,10 +256,11 @@ def write_entry(entry: str, cached: Cached, manifest: dict,
 # ------------------------------------------------------------------ get / put
 
 def get(fields: dict, cache_dir: Optional[str] = None,
-        say: Optional[Callable[[str], None]] = None) -> Optional[Cached]:
+        say: Optional[Callable[[str], None]] = None,
+        source: Optional[replay_files.ReplaySource] = None) -> Optional[Cached]:
   """The arrays cached under ``fields`` (``key_fields``), or None: no entry, or one
   that is stale or corrupt (said with the reason, and removed). See the module notes
-  for what is checked."""
+  for what is checked; ``source``: :func:`check_source`'s."""
   say = say if say is not None else _stderr
   entry = entry_dir(fields, cache_dir)
   if not os.path.isdir(entry):
@@ -259,7 +271,7 @@ def get(fields: dict, cache_dir: Optional[str] = None,
       raise CacheInvalid("corrupt", "{} was made for other settings ({})".format(
           entry, manifest.get("key")))
     try:
-      note = check_source(manifest)
+      note = check_source(manifest, source)
     except (KeyError, TypeError, ValueError) as e:
       raise CacheInvalid("corrupt", "{}: malformed source record: {!r}".format(
           os.path.join(entry, MANIFEST), e)) from e

@@ -102,53 +102,56 @@ def open_dataset(data: DataSettings, env_factory: Callable, observation_shape,
   reserve.check(None)  # memory for the batches alone: before any data is read or collected
   if data.dataset_dir:
     replay_dir = data.dataset_dir
-    _check_record(replay_dir, game, action_set, observation_shape, log)
   elif collect:
     with phase_times.phase(timer, "collection of the default dataset"):
       replay_dir = default_dataset.ensure_default_dataset(data.default, env_factory, log)
   else:
     replay_dir = data.default.out_dir
-  if not data.dataset_dir:
-    _check_record(replay_dir, game, action_set, observation_shape, log)
+  # Resolved (path or path/replay_logs, local or remote) and listed once: the record's check,
+  # the frame store (its cache check and reader) and the identity share this one source.
+  source = replay_files.replay_source(replay_dir)
+  _check_record(source, game, action_set, observation_shape, log)
   log(f"Loading {replay_dir} (subset {data.subset}) ...")
   # Progress: the files verified on first use, each checkpoint loaded; remote datasets also
   # what is streamed and whether the local frame-store cache is used.
   with phase_times.phase(timer, "frame store"):
-    store = frame_store.FrameStore.from_replay(replay_dir, data.subset, num_actions=num_actions,
+    store = frame_store.FrameStore.from_replay(source, data.subset, num_actions=num_actions,
                                                progress=log, reserve=reserve)
   log(f"Frame store: {store.num_transitions} transitions, {store.num_frames} frames, "
       f"{store.nbytes / 2**20:.1f} MiB ({store.bytes_per_transition:.0f} bytes/transition).")
   return Dataset(replay_dir=replay_dir, store=store,
                  batches=Batches(store, data.batch_size, data.seeds),
-                 identity=dataset_identity(replay_dir))
+                 identity=dataset_identity(source))
 
 
-def _check_record(replay_dir: str, game: Optional[str], action_set, observation_shape,
-                  log: Callable[[str], None]) -> None:
+def _check_record(source: replay_files.ReplaySource, game: Optional[str], action_set,
+                  observation_shape, log: Callable[[str], None]) -> None:
   """dataset_record.check of the run's game (nothing without `game`), its notes logged."""
   if game is None:
     return
-  for note in dataset_record.check(replay_dir, game=game, action_set=action_set,
+  for note in dataset_record.check(source, game=game, action_set=action_set,
                                    observation_shape=observation_shape):
     log(f"Note: {note}.")
 
 
-def dataset_identity(replay_dir: str) -> Dict[str, object]:
+def dataset_identity(replay_dir: replay_files.ReplayDir) -> Dict[str, object]:
   """Path, and a hash of the replay directory's listing (file names and sizes) and of its
   small metadata files, so that another dataset in the same place is noticed without reading
-  the data itself."""
+  the data itself: of the directory as the run names it (a path, or a
+  `replay_files.ReplaySource` whose `path` and listing of it are used as they are)."""
+  source = replay_files.replay_source(replay_dir)
+  path = source.path
   h = hashlib.sha256()
-  remote = replay_files.is_remote(replay_dir)
-  names = sorted(replay_files.list_dir(replay_dir)) if replay_files.path_isdir(replay_dir) else []
+  names = sorted(source.path_names or ())
   for name in names:
-    path = (replay_dir.rstrip("/") + "/" + name) if remote else os.path.join(replay_dir, name)
+    entry = (path.rstrip("/") + "/" + name) if source.remote else os.path.join(path, name)
     try:
-      size = replay_files.file_stat(path)[0]
+      size = replay_files.file_stat(entry)[0]
     except Exception:  # pylint: disable=broad-except
       size = -1  # a sub-directory or an unreadable entry: the name still counts
     h.update(f"{name}:{size}\n".encode())
-    if not remote and name.endswith(".json") and 0 <= size < 1_000_000:
-      with open(path, "rb") as f:
+    if not source.remote and name.endswith(".json") and 0 <= size < 1_000_000:
+      with open(entry, "rb") as f:
         h.update(f.read())
-  return {"path": replay_dir if remote else os.path.abspath(replay_dir), "files": len(names),
+  return {"path": path if source.remote else os.path.abspath(path), "files": len(names),
           "listing_sha256": h.hexdigest()[:16]}

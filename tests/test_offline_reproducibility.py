@@ -55,7 +55,11 @@ def reference(tmp_path_factory):
 
 @pytest.mark.slow
 def test_training_beside_busy_processes_gives_the_same_checkpoint(reference, tmp_path):
-  spin = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
+  # Busy until this process ends, however it ends: a killed pytest skips the `finally`, and
+  # the spinners then stop on seeing themselves re-parented.
+  spin = [subprocess.Popen([sys.executable, "-c",
+                            "import os\nparent = os.getppid()\n"
+                            "while os.getppid() == parent: pass"])
           for _ in range(os.cpu_count() or 2)]
   try:
     busy = _train(tmp_path / "run")

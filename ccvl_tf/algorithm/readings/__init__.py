@@ -109,7 +109,7 @@ def from_options(values: Mapping[str, object], prefix: str = "--") -> Reading:
 
 def validate(reading: Reading, prefix: str = "") -> None:
   """ValueError naming the option of `reading` outside its bounds or choices."""
-  if not isinstance(reading, Reading) or type(reading) not in READINGS.values():
+  if type(reading) not in READINGS.values():
     raise ValueError(f"{prefix}reading must be one of the readings {', '.join(NAMES)} "
                      f"(ccvl_tf/algorithm/readings/), got {reading!r}")
   config_flags.check(reading, prefix)

@@ -6,7 +6,6 @@ Writes alpha_sweep.csv, delta_adaptation.csv, coverage.csv, summary.json and the
 alpha_sweep.png, delta_adaptation.png, trajectories.png, coverage.png; prints a summary table.
 Flags -> Config -> ccvl_tf.experiments.gridworld.runner.run (no algorithm code here).
 """
-import sys
 
 from absl import app
 

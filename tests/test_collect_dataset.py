@@ -13,6 +13,7 @@ import pytest
 import ccvl_tf  # noqa: F401
 from ccvl_tf.data import dqn_replay
 from ccvl_tf.data import replay_files
+from ccvl_tf.data import replay_source
 from ccvl_tf.data import replay_writer
 from ccvl_tf.data.frame_store import FrameStore
 from ccvl_tf.envs import atari
@@ -61,7 +62,7 @@ def test_writer_reader_round_trip_on_real_breakout(tmp_path):
   for obs, a, r, nxt, last in env.steps:
     recorded.setdefault(_key(obs, a), []).append((r, _key(nxt, 0), last))
   n = 0
-  for s in replay_files.list_suffixes(out):
+  for s in replay_source.list_suffixes(out):
     for t in dqn_replay.iterate_transitions(out, s, num_actions=4):
       cands = recorded[_key(t.observation, t.action)]  # KeyError = not a real step
       nk = None if t.terminal else _key(t.next_observation, 0)
@@ -83,7 +84,7 @@ def test_binary_random_policy_end_to_end(tmp_path):
   assert res.returncode == 0, res.stderr[-2000:]
   assert "step 300/600" in res.stdout and "step 600/600" in res.stdout
   assert "steps/s" in res.stdout and "ETA" in res.stdout
-  assert replay_files.list_suffixes(out) == [0, 1, 2]
+  assert replay_source.list_suffixes(out) == [0, 1, 2]
   meta = json.load(open(os.path.join(out, replay_files.METADATA_FILENAME)))
   assert meta["game"] == "Breakout" and meta["num_actions"] == 4 and meta["policy"] == "random"
   store = FrameStore.from_replay(out, num_actions=4)
@@ -198,7 +199,7 @@ def test_a_policy_of_another_game_is_refused_before_anything_is_written(tmp_path
 
 
 def test_testdata_is_real_format_breakout():
-  assert replay_files.list_suffixes(TESTDATA) == [0, 1, 2]
+  assert replay_source.list_suffixes(TESTDATA) == [0, 1, 2]
   meta = replay_files.read_metadata(TESTDATA)
   assert meta["game"] == "Breakout" and meta["num_actions"] == 4
   c0 = dqn_replay.load_checkpoint(TESTDATA, 0, num_actions=4)

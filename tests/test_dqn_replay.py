@@ -17,6 +17,7 @@ import ccvl_tf  # noqa: F401
 from ccvl_tf.data import dqn_replay
 from ccvl_tf.data import replay_validity
 from ccvl_tf.data import replay_files
+from ccvl_tf.data import replay_source
 from ccvl_tf.data import replay_plan
 from ccvl_tf.data import replay_writer
 from ccvl_tf.data.replay_files import DatasetError
@@ -289,7 +290,7 @@ def test_missing_and_empty_directory(tmp_path):
   empty = tmp_path / "empty"
   empty.mkdir()
   with pytest.raises(DatasetError, match="empty"):
-    replay_files.list_suffixes(str(empty))
+    replay_source.list_suffixes(str(empty))
   with pytest.raises(DatasetError, match="empty"):
     dqn_replay.load_checkpoint(str(empty), 0)
 
@@ -298,7 +299,7 @@ def test_suffix_with_a_missing_array(dir_a):
   os.remove(os.path.join(dir_a, "$store$_reward_ckpt.0.gz"))
   before = _snapshot(dir_a)
   with pytest.raises(DatasetError, match=r"\$store\$_reward_ckpt\.0\.gz"):
-    replay_files.list_suffixes(dir_a)
+    replay_source.list_suffixes(dir_a)
   with pytest.raises(DatasetError, match=r"\$store\$_reward_ckpt\.0\.gz"):
     list(dqn_replay.iterate_transitions(dir_a, 0))
   assert _snapshot(dir_a) == before

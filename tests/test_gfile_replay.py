@@ -17,7 +17,7 @@ import pytest
 import tensorflow as tf
 
 import ccvl_tf  # noqa: F401
-from ccvl_tf.data import dqn_replay, replay_files, store_cache
+from ccvl_tf.data import dqn_replay, replay_files, replay_source, store_cache
 from ccvl_tf.data.replay_files import DatasetError
 from ccvl_tf.data.frame_store import FrameStore
 
@@ -275,8 +275,8 @@ def test_unreachable_source_uses_a_complete_cache_as_is(ram_root, cache_env, mon
 def test_reader_functions_on_remote_paths(ram_root):
   remote = copy_to_ram(TESTDATA, ram_root + "/Breakout/1/replay_logs")
   run_dir = ram_root + "/Breakout/1"
-  assert replay_files.resolve_replay_dir(run_dir) == remote
-  assert replay_files.list_suffixes(run_dir) == [0, 1, 2]
+  assert replay_source.resolve_replay_dir(run_dir) == remote
+  assert replay_source.list_suffixes(run_dir) == [0, 1, 2]
   assert replay_files.read_metadata(remote)["game"] == "Breakout"
   ref = dqn_replay.load_checkpoint(TESTDATA, 1, num_actions=4)
   got = dqn_replay.load_checkpoint(remote, 1, num_actions=4)
@@ -289,10 +289,10 @@ def test_reader_functions_on_remote_paths(ram_root):
   np.testing.assert_array_equal(np.stack([t.observation for t in rem]),
                                 np.stack([t.observation for t in loc]))
   with pytest.raises(DatasetError, match="replay directory does not exist: ram://.*nope"):
-    replay_files.list_suffixes(ram_root + "/nope")
+    replay_source.list_suffixes(ram_root + "/nope")
   tf.io.gfile.remove(remote + "/add_count_ckpt.2.gz")
   with pytest.raises(DatasetError, match=r"suffix 2 in ram://.*missing .*add_count_ckpt\.2\.gz"):
-    replay_files.list_suffixes(remote)
+    replay_source.list_suffixes(remote)
 
 
 def test_offline_config_accepts_remote_dataset_dirs(ram_root, monkeypatch):

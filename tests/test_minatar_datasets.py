@@ -12,6 +12,7 @@ import ccvl_tf  # noqa: F401
 from ccvl_tf.data import dqn_replay
 from ccvl_tf.data import replay_validity
 from ccvl_tf.data import replay_files
+from ccvl_tf.data import replay_source
 from ccvl_tf.data import replay_plan
 from ccvl_tf.data import replay_writer
 from ccvl_tf.data import minatar_datasets as md
@@ -84,7 +85,7 @@ def test_writer_reader_store_pipeline_on_hand_worked_stack1_buffer(tiny):
   assert c1.terminal.tolist() == [0, 1, 0, 0] and c1.valid_indices().tolist() == [0, 1]
   # The reader.
   got = [(value(t.observation), t.action, t.reward, value(t.next_observation), t.terminal)
-         for s in replay_files.list_suffixes(tiny) for t in dqn_replay.iterate_transitions(tiny, s)]
+         for s in replay_source.list_suffixes(tiny) for t in dqn_replay.iterate_transitions(tiny, s)]
   assert sorted(got) == EXPECTED
   arrays = dqn_replay.transition_arrays(c1, c1.valid_indices())
   assert arrays["observation"].shape == (2, 10, 10, 3)
@@ -269,7 +270,7 @@ def test_binary_builds_caches_and_restarts_an_interrupted_game(tmp_path):
     assert sorted(n for n in os.listdir(rdir) if n != "replay_logs") == sorted(
         ["COMPLETE", "summary.json", "dqn_q_network.npz"])
     logs = os.path.join(rdir, "replay_logs")
-    assert replay_files.list_suffixes(logs) == [0, 1, 2]
+    assert replay_source.list_suffixes(logs) == [0, 1, 2]
     per_suffix = {"$store$_observation", "$store$_action", "$store$_reward", "$store$_terminal",
                   "add_count", "invalid_range"}
     assert sorted(os.listdir(logs)) == sorted(

@@ -1,4 +1,4 @@
-"""A run's replay directory resolved once (replay_files.ReplaySource): the stages of one
+"""A run's replay directory resolved once (replay_source.ReplaySource): the stages of one
 load (the dataset record's check, the frame store and its cache check, the reader, the
 run's identity) share one resolution and listing, and a path or a source gives the same
 results and errors. On copies of the real-format testdata (Breakout, 3 checkpoints), laid
@@ -14,9 +14,9 @@ import pytest
 import tensorflow as tf
 
 import ccvl_tf  # noqa: F401
-from ccvl_tf.data import dataset_record, dqn_replay, replay_files
+from ccvl_tf.data import dataset_record, dqn_replay, replay_files, replay_source
 from ccvl_tf.data.frame_store import FrameStore
-from ccvl_tf.data.replay_files import DatasetError, replay_source
+from ccvl_tf.data.replay_files import DatasetError
 from ccvl_tf.experiments.offline import dataset as offline_dataset
 from ccvl_tf.experiments.offline.default_dataset import DefaultDataset
 from ccvl_tf.experiments.offline.seeds import Seeds
@@ -93,13 +93,13 @@ def test_a_path_and_its_source_give_the_same_results(run_dir, tmp_path):
   shutil.copytree(TESTDATA, bare)
   os.remove(bare / replay_files.METADATA_FILENAME)
   for path in (run_dir, TESTDATA, str(bare)):
-    source = replay_source(path)
-    assert replay_source(source) is source
-    assert source.replay_dir == replay_files.resolve_replay_dir(path)
+    source = replay_source.replay_source(path)
+    assert replay_source.replay_source(source) is source
+    assert source.replay_dir == replay_source.resolve_replay_dir(path)
     assert dataset_record.check(source, **BREAKOUT) == dataset_record.check(path, **BREAKOUT)
     assert dqn_replay.inspect_dir(source) == dqn_replay.inspect_dir(path)
     assert dqn_replay.dataset_format(source) == dqn_replay.dataset_format(path)
-    assert replay_files.list_suffixes(source) == replay_files.list_suffixes(path) == [0, 1, 2]
+    assert replay_source.list_suffixes(source) == replay_source.list_suffixes(path) == [0, 1, 2]
     assert offline_dataset.dataset_identity(source) == offline_dataset.dataset_identity(path)
     from_source = FrameStore.from_replay(source, "1%", num_actions=4)
     from_path = FrameStore.from_replay(path, "1%", num_actions=4)
@@ -122,7 +122,7 @@ def test_a_path_and_its_source_raise_the_same_errors_naming_the_directory(tmp_pa
                   "('$store$_observation_ckpt.N.gz' ...)",
   }
   for path, message in expected.items():
-    for given in (path, replay_source(path)):
+    for given in (path, replay_source.replay_source(path)):
       with pytest.raises(DatasetError) as e:
         dqn_replay.inspect_dir(given)
       assert str(e.value) == message
@@ -151,7 +151,7 @@ def test_a_cached_remote_load_after_the_check_lists_the_remote_directory_once(
     ram_logs, fs_calls):
   FrameStore.from_replay(ram_logs, "1%", num_actions=4, progress=lambda m: None)  # cached
   fs_calls["list_dir"].clear()
-  source = replay_source(ram_logs)
+  source = replay_source.replay_source(ram_logs)
   assert dataset_record.check(source, **BREAKOUT) == []
   messages = []
   FrameStore.from_replay(source, "1%", num_actions=4, progress=messages.append)

@@ -15,6 +15,7 @@ import pytest
 import ccvl_tf  # noqa: F401
 from ccvl_tf.data import dqn_replay
 from ccvl_tf.data import replay_files
+from ccvl_tf.data import replay_source
 from ccvl_tf.data import replay_writer
 from ccvl_tf.data import vector_collection
 from ccvl_tf.envs import atari
@@ -162,7 +163,7 @@ def test_real_ale_dataset_reads_back_as_the_environment_played(tmp_path):
   # Pong's random episodes are far longer than 60 steps: every episode ends at the cap.
   assert summary["steps"] == 250 and summary["episodes"] == 4
   n, terminals = 0, 0
-  for s in replay_files.list_suffixes(out):
+  for s in replay_source.list_suffixes(out):
     for t in dqn_replay.iterate_transitions(out, s, num_actions=6):
       cands = env.seen[_key(t.observation, t.action)]   # KeyError: not a step the env made
       nk = None if t.terminal else _key(t.next_observation, 0)
@@ -212,7 +213,7 @@ def test_default_dataset_of_a_random_policy_goes_to_the_vector_env_and_is_cached
   assert meta["collection_env"] == "vector" and meta["policy"] == "random"
   assert any("on 8 copies of the vector environment" in line for line in logs)
   # 200 transitions in the files (the last one's next frame unwritten).
-  n = sum(1 for s in replay_files.list_suffixes(out)
+  n = sum(1 for s in replay_source.list_suffixes(out)
           for _ in dqn_replay.iterate_transitions(out, s, num_actions=6))
   assert n == 199
   # auto reuses it; sequential collects again in one environment and is then reused by auto.

@@ -18,7 +18,7 @@ import re
 from typing import List, Optional, Sequence
 
 from ccvl_tf.data import dqn_replay
-from ccvl_tf.data import replay_files
+from ccvl_tf.data import replay_source
 from ccvl_tf.data.replay_files import METADATA_FILENAME, DatasetError
 
 # The suite a record without a "suite" key belongs to (the Atari writers write none).
@@ -30,11 +30,11 @@ def _spelling(game) -> str:
   return re.sub(r"[^a-z0-9]", "", str(game).lower())
 
 
-def check(replay_dir: replay_files.ReplayDir, *, game: str,
+def check(replay_dir: replay_source.ReplayDir, *, game: str,
           action_set: Optional[Sequence[int]], observation_shape: Sequence[int],
           suite: str = DEFAULT_SUITE) -> List[str]:
   """Checks the ccvl_dataset.json of `replay_dir` (a path, resolved here, or a
-  `replay_files.ReplaySource` whose resolution, listing and record are used as they are)
+  `replay_source.ReplaySource` whose resolution, listing and record are used as they are)
   against the run: the same `suite` and `game` (any spelling), the same ALE `action_set` (the
   game's minimal action set; None: not compared) and frames that stack to `observation_shape`
   (e.g. (84, 84, 4)).
@@ -46,7 +46,7 @@ def check(replay_dir: replay_files.ReplayDir, *, game: str,
     DatasetError: naming the file, what it records and what the run has, for each
       disagreement; or a record that cannot be read.
   """
-  source = replay_files.replay_source(replay_dir)
+  source = replay_source.replay_source(replay_dir)
   resolved = source.replay_dir
   if source.names is None:
     return []  # nothing to check: the reader refuses a missing directory, naming it

@@ -12,9 +12,11 @@ from typing import Dict, Iterator, NamedTuple, Optional, Sequence, Tuple
 import numpy as np
 
 from ccvl_tf.data import replay_files
+from ccvl_tf.data import replay_source
 from ccvl_tf.data import replay_validity
 from ccvl_tf.data.replay_files import (
-    METADATA_FILENAME, STORE_PREFIX, DatasetError, ReplayDir, checkpoint_path)
+    METADATA_FILENAME, STORE_PREFIX, DatasetError, checkpoint_path)
+from ccvl_tf.data.replay_source import ReplayDir
 from ccvl_tf.data.replay_validity import STACK_SIZE, valid_indices
 
 DQN_REPLAY_CAPACITY = 1_000_000
@@ -125,12 +127,12 @@ class DirInfo:
 
 
 def inspect_dir(replay_dir: ReplayDir) -> DirInfo:
-  """Lists ``replay_dir`` (a path, resolved here, or a ``replay_files.ReplaySource``
+  """Lists ``replay_dir`` (a path, resolved here, or a ``replay_source.ReplaySource``
   whose resolution and listing are used as they are), finds its suffixes
   (``replay_files.scan_suffixes``: an incomplete one is kept in ``incomplete``, raised by
   whoever needs the suffixes) and reads its ``ccvl_dataset.json``. Raises DatasetError
   for a missing/empty directory."""
-  source = replay_files.replay_source(replay_dir)
+  source = replay_source.replay_source(replay_dir)
   names = tuple(sorted(source.listing()))
   replay_dir = source.replay_dir
   suffixes, incomplete = replay_files.scan_suffixes(replay_dir, names)
@@ -172,10 +174,10 @@ def _unlisted_suffixes(meta: Optional[dict], suffixes: Sequence[int],
 
 def dataset_format(replay_dir: ReplayDir) -> dict:
   """``dict(stack_size, observation_shape, subsets)`` of a replay directory (a path or a
-  ``replay_files.ReplaySource``): from its ``ccvl_dataset.json`` when present, else the
+  ``replay_source.ReplaySource``): from its ``ccvl_dataset.json`` when present, else the
   DQN Replay Dataset's (4, (84, 84), :data:`SUBSETS`). Raises DatasetError naming the
   file if its values are malformed."""
-  source = replay_files.replay_source(replay_dir)
+  source = replay_source.replay_source(replay_dir)
   return format_from_metadata(source.metadata,
                               os.path.join(source.replay_dir, METADATA_FILENAME))
 

@@ -15,6 +15,7 @@ import numpy as np
 from ccvl_tf.data import dqn_replay
 from ccvl_tf.data import replay_validity
 from ccvl_tf.data import replay_files
+from ccvl_tf.data import replay_source
 from ccvl_tf.data import replay_plan
 from ccvl_tf.data import store_cache
 
@@ -87,7 +88,7 @@ class FrameStore:
 
   # ----------------------------------------------------------------- building
   @classmethod
-  def from_replay(cls, replay_dir: replay_files.ReplayDir, subset: str = "all", *,
+  def from_replay(cls, replay_dir: replay_source.ReplayDir, subset: str = "all", *,
                   num_actions: Optional[int] = None,
                   suffixes: Optional[Sequence[int]] = None,
                   progress: Optional[Callable[[str], None]] = None,
@@ -95,7 +96,7 @@ class FrameStore:
                   reserve: Optional[Reserve] = None) -> "FrameStore":
     """Loads a Dopamine replay directory (one run) or a subset of it: ``replay_dir``, a
     path (resolved when it is read; a remote store found in the cache needs only the path)
-    or a ``replay_files.ReplaySource`` whose resolution and listing, made once, are the ones
+    or a ``replay_source.ReplaySource`` whose resolution and listing, made once, are the ones
     the cache check and the reader use.
 
     ``subset``: one of :data:`ccvl_tf.data.dqn_replay.SUBSETS` ("1%", "5%",
@@ -119,7 +120,7 @@ class FrameStore:
     (``replay_plan.load_plan``, :meth:`from_loaded`); a remote directory's cache entry
     is looked up before and written after.
     """
-    source = replay_files.replay_source(replay_dir)
+    source = replay_source.replay_source(replay_dir)
     remote = source.remote
     if remote:
       progress = progress if progress is not None else _stderr
@@ -150,7 +151,7 @@ class FrameStore:
     return store
 
   @classmethod
-  def from_plan(cls, replay_dir: replay_files.ReplayDir, plan: List[tuple], *,
+  def from_plan(cls, replay_dir: replay_source.ReplayDir, plan: List[tuple], *,
                 num_actions: Optional[int] = None,
                 progress: Optional[Callable[[str], None]] = None,
                 dir_info: Optional[dqn_replay.DirInfo] = None,

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
-import functools
 import gzip
 import hashlib
 import io
@@ -16,7 +15,7 @@ import pickle
 import re
 import sys
 import zlib
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -190,123 +189,9 @@ def checkpoint_path(replay_dir: str, name: str, suffix: int) -> str:
   return os.path.join(replay_dir, "{}_ckpt.{}.gz".format(name, suffix))
 
 
-class ReplaySource:
-  """A replay directory as a caller names it, resolved once: ``path`` as given (what the
-  frame-store cache key and a run's identity name), whether it is remote, the directory of
-  checkpoint files it stands for (``replay_dir``: ``path`` itself, or ``path/replay_logs``
-  when ``path`` is a run directory laid out like the DQN Replay Dataset,
-  ``<game>/<run>/replay_logs``), the listings of both and ``ccvl_dataset.json``.
-
-  Each is looked up on first use and kept: the stages of one load (the dataset record's
-  check, the frame-store cache's check, ``dqn_replay.inspect_dir``, a run's identity) are
-  handed one source and share its resolution and listing instead of each asking the file
-  system again, and a caller that needs only ``path`` looks nothing up. A source shows the
-  directory as it was when first looked at: make one per load, with :func:`replay_source`.
-  """
-
-  def __init__(self, path: str):
-    self.path = path
-    self.remote = is_remote(path)
-
-  def __repr__(self) -> str:
-    return "ReplaySource({!r})".format(self.path)
-
-  @functools.cached_property
-  def _path_is_dir(self) -> bool:
-    return path_isdir(self.path)
-
-  @functools.cached_property
-  def path_names(self) -> Optional[Tuple[str, ...]]:
-    """The listing of ``path`` itself; None when it is not a directory."""
-    return tuple(list_dir(self.path)) if self._path_is_dir else None
-
-  @functools.cached_property
-  def replay_dir(self) -> str:
-    """``path/replay_logs`` when ``path`` is a directory without checkpoint files of its
-    own beside a ``replay_logs`` directory; else ``path``."""
-    logs = os.path.join(self.path, "replay_logs")
-    if self._path_is_dir and path_isdir(logs) and not any(
-        CKPT_RE.match(n) for n in self.path_names):
-      return logs
-    return self.path
-
-  @functools.cached_property
-  def names(self) -> Optional[Tuple[str, ...]]:
-    """The listing of ``replay_dir``; None when it is not a directory."""
-    if self.replay_dir == self.path:
-      return self.path_names
-    return tuple(list_dir(self.replay_dir))
-
-  @functools.cached_property
-  def metadata(self) -> Optional[dict]:
-    """``replay_dir``'s ``ccvl_dataset.json`` (:func:`read_metadata`; None when the
-    listing has none), read once."""
-    if self.names is None or METADATA_FILENAME not in self.names:
-      return None
-    return read_metadata(self.replay_dir)
-
-  def listed(self, directory: str) -> Optional[Tuple[str, ...]]:
-    """The names in ``directory`` (``path`` or ``replay_dir``) when this source has listed
-    it already, else None; looks nothing up (a cached property is kept in the instance's
-    ``__dict__`` under its own name once computed)."""
-    made = vars(self)
-    if directory == self.path:
-      return made.get("path_names")
-    if made.get("replay_dir") == directory:
-      return made.get("names")
-    return None
-
-  def listing(self) -> Tuple[str, ...]:
-    """``names``; raises DatasetError for a missing ``replay_dir``, a file, or a directory
-    without Dopamine checkpoint files."""
-    if self.names is None:
-      if path_exists(self.replay_dir):
-        raise DatasetError("replay directory {} is a file, not a directory".format(
-            self.replay_dir))
-      raise DatasetError("replay directory does not exist: {}".format(self.replay_dir))
-    if not any(CKPT_RE.match(n) for n in self.names):
-      raise DatasetError(
-          "replay directory {} holds no Dopamine checkpoint files "
-          "('$store$_observation_ckpt.N.gz' ...)".format(self.replay_dir))
-    return self.names
-
-
-# What the readers take for a replay directory: a path, or a source already resolved.
-ReplayDir = Union[str, ReplaySource]
-
-
-def replay_source(path: ReplayDir) -> ReplaySource:
-  """The :class:`ReplaySource` of ``path``; a source already made is returned as it is, so
-  that a function taking either shares its caller's resolution."""
-  return path if isinstance(path, ReplaySource) else ReplaySource(path)
-
-
-def resolve_replay_dir(path: str) -> str:
-  """``path`` itself, or ``path/replay_logs`` when ``path`` is a run directory
-  laid out like the DQN Replay Dataset (``ReplaySource.replay_dir``)."""
-  return ReplaySource(path).replay_dir
-
-
-def list_suffixes(replay_dir: ReplayDir, names: Optional[Sequence[str]] = None) -> List[int]:
-  """Sorted suffixes with a complete set of checkpoint files. ``names``: the
-  directory's listing if already made (``replay_dir`` is then taken as resolved);
-  else ``replay_dir`` is resolved and listed (:class:`ReplaySource`).
-
-  Raises DatasetError for a missing/empty directory, or when a suffix has some
-  files but misses a required one (naming the missing file).
-  """
-  if names is None:
-    source = replay_source(replay_dir)
-    replay_dir, names = source.replay_dir, source.listing()
-  suffixes, incomplete = scan_suffixes(replay_dir, names)
-  if incomplete is not None:
-    raise DatasetError(incomplete)
-  return suffixes
-
-
 def scan_suffixes(replay_dir: str, names: Sequence[str]) -> Tuple[List[int], Optional[str]]:
   """(the sorted suffixes of the listing ``names`` of ``replay_dir``, None), or, when a
-  suffix has some files but misses a required one, (them, what :func:`list_suffixes`
+  suffix has some files but misses a required one, (them, what ``replay_source.list_suffixes``
   raises then: the first such suffix and its missing files). A reader that lists a
   directory before it needs the suffixes keeps the complaint until it does."""
   found: Dict[int, set] = {}

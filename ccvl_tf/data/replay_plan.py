@@ -12,9 +12,10 @@ import numpy as np
 
 from ccvl_tf.data import dqn_replay
 from ccvl_tf.data import replay_files
+from ccvl_tf.data import replay_source
 
 
-def subset_plan(replay_dir: replay_files.ReplayDir, subset: str = "all",
+def subset_plan(replay_dir: replay_source.ReplayDir, subset: str = "all",
                 dir_info: Optional[dqn_replay.DirInfo] = None) -> List[tuple]:
   """[(suffix, replay_capacity or None for whole checkpoint)] for a subset name:
   :func:`plan_from` of ``dir_info``, else of ``replay_dir`` inspected here
@@ -24,7 +25,7 @@ def subset_plan(replay_dir: replay_files.ReplayDir, subset: str = "all",
   return plan_from(dir_info, subset)
 
 
-def select_plan(replay_dir: replay_files.ReplayDir, subset: str = "all",
+def select_plan(replay_dir: replay_source.ReplayDir, subset: str = "all",
                 suffixes: Optional[Sequence[int]] = None
                 ) -> Tuple[dqn_replay.DirInfo, List[tuple]]:
   """(the directory looked at once, :func:`plan_from` of it), for a caller that

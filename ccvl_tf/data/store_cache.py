@@ -21,6 +21,7 @@ import numpy as np
 from ccvl_tf.data import dqn_replay
 from ccvl_tf.data import replay_validity
 from ccvl_tf.data import replay_files
+from ccvl_tf.data import replay_source
 from ccvl_tf.runtime import strict_json
 
 CACHE_ENV = replay_files.CACHE_ENV
@@ -98,11 +99,11 @@ def _read_manifest(entry: str) -> dict:
 
 
 def check_source(manifest: dict,
-                 source: Optional[replay_files.ReplaySource] = None) -> Optional[str]:
+                 source: Optional[replay_source.ReplaySource] = None) -> Optional[str]:
   """Raises CacheInvalid("stale", why) if the remote source no longer matches the
   manifest (one listing + one stat per recorded file). Returns a note instead
   when the source could not be reached (the entry is then used unchecked).
-  ``source``: the caller's ``replay_files.ReplaySource``, whose listing of the recorded
+  ``source``: the caller's ``replay_source.ReplaySource``, whose listing of the recorded
   directory, when it has made one, is the one compared (:func:`_listing`)."""
   replay_dir = manifest["source"]["replay_dir"]
   try:
@@ -136,7 +137,7 @@ def check_source(manifest: dict,
   return None
 
 
-def _listing(replay_dir: str, source: Optional[replay_files.ReplaySource]) -> Sequence[str]:
+def _listing(replay_dir: str, source: Optional[replay_source.ReplaySource]) -> Sequence[str]:
   """The names in the recorded ``replay_dir``: the listing ``source`` has already made of it
   (a run that checked its source before loading lists it once), else listed here (a missing
   directory then raises DatasetError naming it)."""
@@ -257,7 +258,7 @@ def write_entry(entry: str, cached: Cached, manifest: dict,
 
 def get(fields: dict, cache_dir: Optional[str] = None,
         say: Optional[Callable[[str], None]] = None,
-        source: Optional[replay_files.ReplaySource] = None) -> Optional[Cached]:
+        source: Optional[replay_source.ReplaySource] = None) -> Optional[Cached]:
   """The arrays cached under ``fields`` (``key_fields``), or None: no entry, or one
   that is stale or corrupt (said with the reason, and removed). See the module notes
   for what is checked; ``source``: :func:`check_source`'s."""

@@ -23,6 +23,7 @@ from ccvl_tf.runtime import config_flags, run_settings, training
 from ccvl_tf.algorithm import networks
 from ccvl_tf.runtime.config_flags import setting
 from ccvl_tf.data import replay_files
+from ccvl_tf.data import replay_source
 from ccvl_tf.envs import atari
 from ccvl_tf.experiments import agent_options, agent_registry
 from ccvl_tf.experiments.offline import dataset, default_dataset, presets
@@ -169,11 +170,11 @@ class OfflineConfig:
     except ValueError:
       pass
     # One spelling per local dataset too: absolute, normalized, and the replay_logs directory
-    # itself (replay_files.resolve_replay_dir), so `testdata/.../1` from one directory and
+    # itself (replay_source.resolve_replay_dir), so `testdata/.../1` from one directory and
     # `/abs/.../1/replay_logs/` from another are one dataset to the fingerprint, and
     # summary.json's record reads back from any working directory (diagnose.py).
     if self.dataset_dir and not replay_files.is_remote(self.dataset_dir):
-      self.dataset_dir = replay_files.resolve_replay_dir(
+      self.dataset_dir = replay_source.resolve_replay_dir(
           os.path.abspath(os.path.expanduser(self.dataset_dir)))
 
   def validate(self):

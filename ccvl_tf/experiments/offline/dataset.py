@@ -10,7 +10,7 @@ from typing import Callable, Dict, Optional, Sequence
 
 import numpy as np
 
-from ccvl_tf.data import dataset_record, frame_store, pipeline, replay_files
+from ccvl_tf.data import dataset_record, frame_store, pipeline, replay_files, replay_source
 from ccvl_tf.experiments.offline import default_dataset, phase_times
 from ccvl_tf.experiments.offline.phase_times import PhaseTimes
 from ccvl_tf.experiments.offline.seeds import Seeds
@@ -109,7 +109,7 @@ def open_dataset(data: DataSettings, env_factory: Callable, observation_shape,
     replay_dir = data.default.out_dir
   # Resolved (path or path/replay_logs, local or remote) and listed once: the record's check,
   # the frame store (its cache check and reader) and the identity share this one source.
-  source = replay_files.replay_source(replay_dir)
+  source = replay_source.replay_source(replay_dir)
   _check_record(source, game, action_set, observation_shape, log)
   log(f"Loading {replay_dir} (subset {data.subset}) ...")
   # Progress: the files verified on first use, each checkpoint loaded; remote datasets also
@@ -124,7 +124,7 @@ def open_dataset(data: DataSettings, env_factory: Callable, observation_shape,
                  identity=dataset_identity(source))
 
 
-def _check_record(source: replay_files.ReplaySource, game: Optional[str], action_set,
+def _check_record(source: replay_source.ReplaySource, game: Optional[str], action_set,
                   observation_shape, log: Callable[[str], None]) -> None:
   """dataset_record.check of the run's game (nothing without `game`), its notes logged."""
   if game is None:
@@ -134,12 +134,12 @@ def _check_record(source: replay_files.ReplaySource, game: Optional[str], action
     log(f"Note: {note}.")
 
 
-def dataset_identity(replay_dir: replay_files.ReplayDir) -> Dict[str, object]:
+def dataset_identity(replay_dir: replay_source.ReplayDir) -> Dict[str, object]:
   """Path, and a hash of the replay directory's listing (file names and sizes) and of its
   small metadata files, so that another dataset in the same place is noticed without reading
   the data itself: of the directory as the run names it (a path, or a
-  `replay_files.ReplaySource` whose `path` and listing of it are used as they are)."""
-  source = replay_files.replay_source(replay_dir)
+  `replay_source.ReplaySource` whose `path` and listing of it are used as they are)."""
+  source = replay_source.replay_source(replay_dir)
   path = source.path
   h = hashlib.sha256()
   names = sorted(source.path_names or ())

@@ -10,7 +10,6 @@ More in docs/library.md "Module notes".
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import os
 from typing import Callable, Dict, Optional, Sequence, Tuple

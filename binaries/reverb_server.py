@@ -1,10 +1,13 @@
 """A standalone Reverb server for online fine-tuning (actors and learner connect to it).
 
   python binaries/reverb_server.py --game=gridworld|Breakout [--agent=ccvl|cql] --port=8000 \
-      [--checkpoint_dir=DIR] [--samples_per_insert=8 --min_replay_size=1000 ...]
+      [--offline_dir=DIR] [--checkpoint_dir=DIR] [--samples_per_insert=8 ...]
 
 Holds the 'replay' and 'variables' tables of ccvl_tf.data.reverb_replay with the signatures of
---game (the table flags must match the learner's: a learner refuses a server with others). With
+--game (the table flags must match the learner's: a learner refuses a server with others).
+--offline_dir: the fine-tune's offline run, whose summary.json's CCVL settings (the delta head)
+make the learner's network and so the 'variables' table's signature, as in the learner
+(experiments/online/start.py `resolve_config`); without it, the defaults. With
 --checkpoint_dir it restores the latest complete Reverb checkpoint at start, and the learner's
 checkpoints (client.checkpoint()) are written there. Prints "Reverb server at localhost:PORT" once
 serving, then a one-line security note (the port is open on every interface, without
@@ -23,9 +26,11 @@ quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BU
 from ccvl_tf.runtime import config_flags
 from ccvl_tf.data import reverb_replay
 from ccvl_tf.experiments.online import config as online_config
+from ccvl_tf.experiments.online import start as online_start
 
 _TABLE_FLAGS = ("game", "agent", "samples_per_insert", "min_replay_size", "replay_capacity",
-                "batch_size")  # what the tables' signatures and rate limiter depend on
+                "batch_size", "offline_dir")  # what the tables' signatures and rate limiter
+                                              # depend on
 config_flags.define(online_config.OnlineConfig, _TABLE_FLAGS)
 _PORT = flags.DEFINE_integer("port", 0, "Port to serve on (0: a free one, printed).")
 _CKPT = flags.DEFINE_string("checkpoint_dir", None, "Reverb checkpoint directory.")
@@ -37,6 +42,8 @@ def main(argv):
     logging.set_verbosity(logging.ERROR)
   cfg = config_flags.from_flags(online_config.OnlineConfig, _TABLE_FLAGS)
   try:
+    if cfg.offline_dir:  # the offline run's network settings, as the learner takes them
+      cfg, _ = online_start.resolve_config(cfg, log=lambda s: print(s, flush=True))
     tables = online_config.make_server_tables(cfg)
     server, address = reverb_replay.start_server(tables, _PORT.value, _CKPT.value)
   except (ValueError, RuntimeError) as e:

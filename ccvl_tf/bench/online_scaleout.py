@@ -76,7 +76,8 @@ def _start_server(cfg: ScaleoutConfig, port: int, log_path: str,
   out = open(log_path, "w")
   proc = subprocess.Popen(
       [sys.executable, os.path.join(_BIN, "reverb_server.py"), f"--game={cfg.game}",
-       f"--agent={cfg.agent}", f"--port={port}", f"--samples_per_insert={cfg.samples_per_insert}",
+       f"--agent={cfg.agent}", f"--offline_dir={cfg.offline_dir}", f"--port={port}",
+       f"--samples_per_insert={cfg.samples_per_insert}",
        f"--min_replay_size={cfg.min_replay_size}", f"--batch_size={cfg.batch_size}"],
       stdout=out, stderr=subprocess.STDOUT, env=_env(), cwd=_REPO_ROOT)
   deadline = time.monotonic() + timeout_s

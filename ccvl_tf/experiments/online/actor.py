@@ -143,8 +143,7 @@ def actor_main(config_path: str, actor_id: int, address: str, parent_pid: int) -
     fail(str(e), 3)
   threading.Thread(target=watchdog, daemon=True).start()
   tss, act = online_config.specs(cfg.game)
-  agent = online_config.build_agent(cfg.game, tss, act, cfg.bounds(), seed=cfg.seed,
-                                    agent=cfg.agent)
+  agent = online_config.build_actor_agent(cfg, tss, act)
   control = online_config.control_variables()
   variables = online_config.pushed_variables(agent, control)
   container = reverb_variable_container.ReverbVariableContainer(

@@ -26,6 +26,7 @@ from ccvl_tf.tabular import gridworld
 from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.compare import suites as compare_suites
 from ccvl_tf.algorithm import networks
+from ccvl_tf.algorithm import readings
 from ccvl_tf.data import reverb_replay
 from ccvl_tf.runtime import run_settings
 from ccvl_tf.tabular import dataset as tds
@@ -110,6 +111,12 @@ class OnlineConfig:
   # unset): the others are ExplorationConfig's defaults, T unset the offline run's. Left out
   # of the hash (a dict has none), so that the config stays hashable.
   exploration_values: Dict[str, object] = dataclasses.field(default_factory=dict, hash=False)
+  # The offline learner's settings that make its network and loss (start.OFFLINE_SETTINGS: the
+  # reading and its options, delta_head, the TD loss, the count estimate), as its summary.json
+  # records them: resolved once by start.resolve_config, so that the learner, the actors
+  # (online_config.json) and the server's tables build the same network. Empty: the game's and
+  # the agent config's defaults. Not a flag; left out of the hash like exploration_values.
+  offline_settings: Dict[str, object] = dataclasses.field(default_factory=dict, hash=False)
   policy_delta: float = setting(0.5, "delta of the exported Fixed-CCVL policy (Q_l greedy).",
                                 above=0.0, below=1.0)
   # The online learner's alpha and step size (both bounds); None: the offline run's.
@@ -206,7 +213,8 @@ class OnlineConfig:
   def record(self) -> Dict[str, object]:
     """The config as online_config.json and summary.json's 'config' keep it (`from_record`
     reads it back): one flat dict, ExplorationConfig's settings in force (the belief
-    temperature None while unset) and then the run's fields."""
+    temperature None while unset), then the run's fields, the offline learner's settings
+    (`offline_settings`) as one dict entry."""
     out = dataclasses.asdict(self.exploration)
     out["belief_temperature"] = self.exploration_values.get("belief_temperature")
     run = dataclasses.asdict(self)
@@ -217,7 +225,8 @@ class OnlineConfig:
   @classmethod
   def from_record(cls, saved: Mapping[str, object]) -> "OnlineConfig":
     """The OnlineConfig of a `record`: its ExplorationConfig settings that are set (not None)
-    as `exploration_values`, the rest as the run's fields."""
+    as `exploration_values`, the rest as the run's fields. A record written before the
+    offline settings were kept has no 'offline_settings': the defaults, as that run used."""
     return cls(exploration_values={k: v for k, v in saved.items()
                                    if k in EXPLORATION_FIELDS and v is not None},
                **{k: v for k, v in saved.items() if k not in EXPLORATION_FIELDS})
@@ -272,13 +281,16 @@ def gridworld_counts():
 
 def agent_settings(game: str, bounds, alpha: Optional[float] = None, seed: int = 0,
                    dataset_size: float = 2500.0, agent: str = "ccvl", counts=None,
+                   offline_settings: Optional[Mapping[str, object]] = None,
                    **more) -> agent_registry.AgentSettings:
   """The registry settings of the fine-tune's learner: the gridworld's small MLP (one-hot
   states; N = 4, M = 2, squared TD, no DR3, lr 3e-3, target period 10; CCVL's Q_l in the bonus
   form with the exact n(s) of `counts`, default `gridworld_counts()`), MinAtar's network and
   training settings (those of the MinAtar comparison, experiments/compare/suites.py, whose
   checkpoints it fine-tunes), or the Atari defaults (Nature torso), with `bounds`
-  (BoundsConfig). CQL explores with its collect policy, so its collect epsilon is
+  (BoundsConfig); then `offline_settings` on top (OnlineConfig.offline_settings: the offline
+  learner's reading, delta head, TD loss, count estimate; a reading given there replaces the
+  game's). CQL explores with its collect policy, so its collect epsilon is
   bounds.explore_epsilon. `dataset_size`: |D| of the offline data (CCVL's linear n(s)^-1).
   `more`: further AgentSettings fields (export: policy_delta, num_grid_deltas)."""
   extra = dict(bounds=bounds, seed=seed, dataset_size=dataset_size, **more)
@@ -286,8 +298,8 @@ def agent_settings(game: str, bounds, alpha: Optional[float] = None, seed: int =
     extra["collect_epsilon"] = bounds.explore_epsilon
   if factory.is_minatar(game):
     extra = dict(dict(compare_suites.MinAtarSuite.training_overrides), **extra)
-    return agent_registry.make_settings(network_config=networks.minatar_network_config(),
-                                        alpha=alpha, reward_clip=1.0, **extra)
+    return _with_offline(dict(network_config=networks.minatar_network_config(), alpha=alpha,
+                              reward_clip=1.0, **extra), offline_settings)
   if game.lower() == GRIDWORLD:
     if agent != "cql":
       counts = gridworld_counts() if counts is None else counts
@@ -296,13 +308,26 @@ def agent_settings(game: str, bounds, alpha: Optional[float] = None, seed: int =
     extra = dict(dict(num_deltas=4, num_pairs=2, td_loss="squared", dr3_coef=0.0,
                       learning_rate=3e-3, adam_epsilon=1e-7, target_update_period=10,
                       collect_epsilon=0.0), **extra)
-    return agent_registry.make_settings(
+    return _with_offline(dict(
         network_config=networks.QNetworkConfig(torso="mlp", mlp_units=(64,), n_cos=16,
                                                hidden_units=64),
-        alpha=0.2 if alpha is None else alpha, gamma=gridworld.GAMMA, **extra)
-  return agent_registry.make_settings(network_config=networks.QNetworkConfig(torso="nature"),
-                                      alpha=0.1 if alpha is None else alpha, reward_clip=1.0,
-                                      **extra)
+        alpha=0.2 if alpha is None else alpha, gamma=gridworld.GAMMA, **extra),
+                         offline_settings)
+  return _with_offline(dict(network_config=networks.QNetworkConfig(torso="nature"),
+                            alpha=0.1 if alpha is None else alpha, reward_clip=1.0, **extra),
+                       offline_settings)
+
+
+def _with_offline(values: Dict[str, object], offline_settings: Optional[Mapping[str, object]]
+                  ) -> agent_registry.AgentSettings:
+  """make_settings of the game's `values` with the offline learner's settings on top: its
+  reading (when it records one) replaces the game's whole, so the two never mix."""
+  offline = dict(offline_settings or {})
+  options = dict(values.pop("ccvl_options", None) or {})
+  if set(offline) & set(readings.FLAGS):
+    options = {k: v for k, v in options.items() if k not in readings.FLAGS}
+    values = {k: v for k, v in values.items() if k not in readings.FLAGS}
+  return agent_registry.make_settings(ccvl_options=dict(options, **offline), **values)
 
 
 def agent_spec(agent: str) -> agent_registry.AgentSpec:
@@ -311,11 +336,21 @@ def agent_spec(agent: str) -> agent_registry.AgentSpec:
 
 
 def build_agent(game: str, time_step_spec, action_spec, bounds, alpha=None, seed=0,
-                dataset_size: float = 2500.0, agent: str = "ccvl"):
+                dataset_size: float = 2500.0, agent: str = "ccvl",
+                offline_settings: Optional[Mapping[str, object]] = None):
   """The learner of --agent through the registry: CCVLBoundsAgent ('ccvl'),
-  LowerCCVLAgent ('ccvl_lower') or CQLAgent."""
-  settings = agent_settings(game, bounds, alpha, seed, dataset_size, agent)
+  LowerCCVLAgent ('ccvl_lower') or CQLAgent (`offline_settings`: agent_settings)."""
+  settings = agent_settings(game, bounds, alpha, seed, dataset_size, agent,
+                            offline_settings=offline_settings)
   return agent_spec(agent).build(time_step_spec, action_spec, settings)
+
+
+def build_actor_agent(cfg: OnlineConfig, time_step_spec, action_spec):
+  """The agent an actor acts with (actor.py, deterministic.py; the weights are the learner's,
+  pulled): --agent's learner with the run's bounds, seed and the offline learner's settings,
+  so that its network is the learner's."""
+  return build_agent(cfg.game, time_step_spec, action_spec, cfg.bounds(), seed=cfg.seed,
+                     agent=cfg.agent, offline_settings=cfg.offline_settings)
 
 
 def specs(game: str, seed: int = 0):
@@ -326,11 +361,14 @@ def specs(game: str, seed: int = 0):
   return ts.time_step_spec(obs), act
 
 
-def server_signatures(game: str, bounds=None, agent_name: str = "ccvl"):
-  """(replay item signature, variables signature) for the game and agent (both tables)."""
+def server_signatures(game: str, bounds=None, agent_name: str = "ccvl",
+                      offline_settings: Optional[Mapping[str, object]] = None):
+  """(replay item signature, variables signature) for the game and agent (both tables;
+  `offline_settings`: agent_settings, the delta head makes the variables')."""
   tss, act = specs(game)
   cfg = OnlineConfig(game=game)
-  agent = build_agent(game, tss, act, bounds or cfg.bounds(), agent=agent_name)
+  agent = build_agent(game, tss, act, bounds or cfg.bounds(), agent=agent_name,
+                      offline_settings=offline_settings)
   replay_sig = tensor_spec.add_outer_dim(agent.exploration_policy.trajectory_spec)
   return replay_sig, reverb_replay.variable_signature(pushed_variables(agent, control_variables()))
 
@@ -346,7 +384,8 @@ def pushed_variables(agent, control):
 
 
 def make_server_tables(cfg: OnlineConfig):
-  replay_sig, var_sig = server_signatures(cfg.game, cfg.bounds(), cfg.agent)
+  replay_sig, var_sig = server_signatures(cfg.game, cfg.bounds(), cfg.agent,
+                                          cfg.offline_settings)
   return reverb_replay.make_tables(replay_sig, var_sig, max_size=cfg.replay_capacity,
                             min_size=cfg.min_replay_size,
                             samples_per_insert=cfg.samples_per_insert,

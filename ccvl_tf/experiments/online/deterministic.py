@@ -92,8 +92,7 @@ class InProcessActors:
     tss, act = online_config.specs(cfg.game)
     self._actors = []
     for i in range(cfg.num_actors):
-      agent = online_config.build_agent(cfg.game, tss, act, cfg.bounds(), seed=cfg.seed,
-                                        agent=cfg.agent)
+      agent = online_config.build_actor_agent(cfg, tss, act)
       variables = online_config.pushed_variables(agent, online_config.control_variables())
       env = online_config.make_env(cfg.game, seed=online_actor.actor_env_seed(cfg.seed, i))
       policy = py_tf_eager_policy.PyTFEagerPolicy(agent.exploration_policy,

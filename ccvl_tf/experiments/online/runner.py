@@ -7,6 +7,7 @@ More in docs/online.md "Module notes", `ccvl_tf/experiments/online/runner.py`.
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 from typing import Callable, Dict
@@ -89,8 +90,8 @@ class _Runner:
                      and cfg.offline_agent == "ccvl" else None)
       self.settings = online_config.agent_settings(
           cfg.game, cfg.bounds(), alpha, cfg.seed, dataset_size=dataset_size, agent=cfg.agent,
-          counts=self.counts, policy_delta=cfg.policy_delta,
-          num_grid_deltas=cfg.exploration.num_grid_deltas)
+          counts=self.counts, offline_settings=cfg.offline_settings,
+          policy_delta=cfg.policy_delta, num_grid_deltas=cfg.exploration.num_grid_deltas)
       self.agent = online_config.agent_spec(cfg.agent).build(self.tss, self.act, self.settings)
       self.control = online_config.control_variables()
       self.offline_step = tf.Variable(-1, dtype=tf.int64, trainable=False, name="offline_step")
@@ -132,6 +133,24 @@ class _Runner:
       self.probe = online_penalty.PenaltyProbe(online_penalty.offline_states(
           cfg.game, cfg.offline_states, 512, cfg.seed), seed=cfg.seed)
 
+  def _note_changed_offline_settings(self, config_path: str) -> None:
+    """A resumed run whose earlier start took other offline settings (its online_config.json;
+    one written before they were kept has none: the defaults) says so: the checkpoint fitted
+    this network, and the loss is this start's from here on."""
+    if self.start_step == self.offline_step_value or not os.path.exists(config_path):
+      return
+    try:
+      with open(config_path) as f:
+        earlier = json.load(f).get("offline_settings", {})
+    except (OSError, ValueError, AttributeError):
+      return
+    now = json.loads(strict_json.dumps(self.cfg.offline_settings))
+    if earlier != now:
+      self.log(f"Note: this run's earlier start trained with the offline settings "
+               f"{earlier or '{} (the defaults)'} ({config_path}); from train step "
+               f"{self.start_step} on it trains with {now or '{} (the defaults)'}, the offline "
+               f"run's summary.json's.")
+
   def _start_online_counts(self) -> None:
     """--online_counts=grow: the CCVL bounds' linear n(s)^-1 follows the online data
     (online_penalty.start_counts); the gridworld's exact counts grow in the step loop."""
@@ -156,6 +175,9 @@ class _Runner:
     table = info[reverb_replay.REPLAY_TABLE]
     online_server.check_table(self.address, table, cfg,
                               self.agent.exploration_policy.trajectory_spec)
+    online_server.check_variables_table(
+        self.address, info[reverb_replay.VARIABLE_TABLE], cfg,
+        online_config.pushed_variables(self.agent, self.control))
     got = reverb_replay.server_settings(table)
     log(f"Reverb replay table at {self.address}: {table.current_size} items; its settings, "
         f"as this learner's: samples per insert {got['samples_per_insert']:g}, min size "
@@ -501,6 +523,7 @@ class _Runner:
     else:
       self._connect_replay()
     config_path = os.path.join(cfg.root_dir, "online_config.json")
+    self._note_changed_offline_settings(config_path)
     _write_json(config_path, cfg.record(), self.manager.latest_checkpoint)
     if cfg.schedule == online_config.ASYNC:
       self.actors = online_actor.ActorProcesses(cfg, self.address, self.log)

@@ -21,6 +21,7 @@ from typing import Callable, Optional, TypeVar
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
+import tensorflow as tf
 from tf_agents.experimental.distributed import reverb_variable_container
 from tf_agents.specs import tensor_spec
 
@@ -75,6 +76,23 @@ def check_table(address: str, table_info, cfg, trajectory_spec) -> None:
       "binaries/reverb_server.py with this learner's --game, --agent, --samples_per_insert, "
       "--min_replay_size, --replay_capacity and --batch_size, or give finetune_online.py the "
       "server's.")
+
+
+def check_variables_table(address: str, table_info, cfg, variables) -> None:
+  """Raises ServerMismatch unless the server's 'variables' table takes the learner's weights
+  (`variables`: the pushed nest), whose shapes --game, --agent and the offline run's network
+  settings (cfg.offline_settings: the delta head) give."""
+  flat = lambda nest: [(tuple(s.shape.as_list()), s.dtype.name)  # noqa: E731
+                       for s in tf.nest.flatten(nest)]
+  mine = reverb_replay.variable_signature(variables)
+  if table_info.signature is not None and flat(table_info.signature) == flat(mine):
+    return
+  head = cfg.offline_settings.get("delta_head", "the default")
+  raise ServerMismatch(
+      f"the Reverb server at {address} runs another 'variables' table than this learner's: its "
+      f"weights are another network's (this learner: --game={cfg.game} --agent={cfg.agent}, "
+      f"delta head {head} from --offline_dir's summary.json). Start binaries/reverb_server.py "
+      f"with this learner's --game, --agent and --offline_dir.")
 
 
 class LearnerServerLink:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import typing
 from typing import Callable, Dict, Optional, Tuple
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
@@ -16,6 +17,9 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from agents import ccvl_agent
+from ccvl_tf.algorithm import readings
+from ccvl_tf.experiments import agent_options
 from ccvl_tf.tabular import gridworld
 from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf.tabular import dataset as tds
@@ -26,6 +30,18 @@ GRIDWORLD = online_config.GRIDWORLD
 OnlineConfig = online_config.OnlineConfig
 build_agent = online_config.build_agent
 specs = online_config.specs
+
+# The offline learner's settings the online learner takes from its summary.json
+# (OnlineConfig.offline_settings): those its network's variables (the delta head; the reading's
+# support head) and its loss (the reading and its options, the TD loss, the linear n(s)^-1
+# estimate) depend on, so that the checkpoint restores and trains on under the objective it was
+# trained with. Not taken: alpha and the learning rate (--alpha, --learning_rate; unset: the
+# offline run's, `alpha_and_dataset_size` and the restored optimizer), the training settings
+# the game sets for the fine-tune (N, M, DR3, Adam epsilon, target period: agent_settings) and
+# what only acts (policy_delta: --policy_delta; the belief's resampling).
+OFFLINE_SETTINGS = readings.FLAGS + (
+    "delta_head", "td_loss", "huber_kappa", "count_normalization", "count_ridge",
+    "count_ridge_mode", "count_decay", "count_refresh_period")
 
 
 def offline_gridworld_batches(seed: int, batch_size: int, data_seed: int = 0):
@@ -38,15 +54,19 @@ def offline_gridworld_batches(seed: int, batch_size: int, data_seed: int = 0):
 
 
 def train_offline_gridworld(root_dir: str, num_steps: int = 1500, seed: int = 0,
-                            alpha: float = 0.2, log=print, agent: str = "ccvl") -> Dict:
+                            alpha: float = 0.2, log=print, agent: str = "ccvl",
+                            ccvl_options: Optional[Dict[str, object]] = None) -> Dict:
   """Offline CCVL (lower AND upper bound) on the paper's gridworld dataset (2.5k transitions
   of the p=0.3 world), in train_offline's layout (root_dir/checkpoints, summary.json), as the
-  starting point of gridworld fine-tuning (train_offline.py itself is Atari-only)."""
+  starting point of gridworld fine-tuning (train_offline.py itself is Atari-only).
+  `ccvl_options`: CCVL settings of OFFLINE_SETTINGS on top of the gridworld's (e.g. the delta
+  head), recorded as train_offline.py records the options given ('config' 'ccvl_options');
+  None: the gridworld's, and the summary records none."""
   keras.utils.set_random_seed(seed)
   tss, act = specs(GRIDWORLD)
   agent_name = agent
   agent = build_agent(GRIDWORLD, tss, act, OnlineConfig().bounds(), alpha=alpha, seed=seed,
-                      agent=agent_name)
+                      agent=agent_name, offline_settings=ccvl_options)
   result = training.train(
       agent, lambda start: offline_gridworld_batches(seed + start, 64),
       training.LoopConfig(root_dir=root_dir, num_steps=num_steps,
@@ -56,8 +76,10 @@ def train_offline_gridworld(root_dir: str, num_steps: int = 1500, seed: int = 0,
                  step=result["step"], alpha=alpha,
                  dataset="tabular.dataset.make_gridworld_dataset(seed=0)", seed=seed)
   if agent_name != "cql":
-    summary.update(counts="exact", objective=online_config.GRIDWORLD_LOWER_OBJECTIVE,
+    summary.update(counts="exact", objective=agent.config.reading.OBJECTIVE,
                    upper_objective=OnlineConfig().exploration.upper_objective)
+  if ccvl_options is not None:
+    summary["config"] = {"ccvl_options": dict(ccvl_options)}
   with open(os.path.join(root_dir, "summary.json"), "w") as f:
     strict_json.dump(summary, f, indent=2)
   return summary
@@ -76,8 +98,12 @@ def restore_offline(agent, offline_dir: str, log=print) -> int:
   try:
     restored = agent.restore_offline(path)
   except (AssertionError, ValueError, tf.errors.OpError) as e:
-    raise ValueError(f"the offline checkpoint {path} does not fit this agent/game/network ({e});"
-                     f" is --game the game it was trained on?") from e
+    head = getattr(getattr(agent, "config", None), "delta_head", None)
+    raise ValueError(
+        f"the offline checkpoint {path} does not fit this agent/game/network ({e}); is --game "
+        f"the game it was trained on?" + ("" if head is None else
+        f" (this learner's delta head is {head!r}: the offline run's summary.json's "
+        f"delta_head, else the default)")) from e
   step = int(agent.train_step_counter.numpy())
   log(f"Restored the offline checkpoint {path} (train step {step}; {restored}).")
   return step
@@ -86,9 +112,11 @@ def restore_offline(agent, offline_dir: str, log=print) -> int:
 def resolve_config(cfg: OnlineConfig, log: Callable[[str], None] = print
                    ) -> Tuple[OnlineConfig, Dict]:
   """(cfg, the offline run's summary.json or {}): checks the summary against the flags
-  (agent, game; gridworld bounds in the linear-count, regularized form are refused) and takes the
-  exploration belief's temperature from it when --belief_temperature is unset (resolved before
-  online_config.json is written, so actors use the same one)."""
+  (agent, game; gridworld bounds in the linear-count, regularized form are refused), takes the
+  offline learner's network and loss settings from it (`offline_settings`, into
+  cfg.offline_settings) and the exploration belief's temperature when --belief_temperature is
+  unset; resolved before online_config.json is written, so the actors and the server's tables
+  take the same ones."""
   summary = {}
   summary_path = os.path.join(cfg.offline_dir, "summary.json")
   if os.path.exists(summary_path):
@@ -110,6 +138,11 @@ def resolve_config(cfg: OnlineConfig, log: Callable[[str], None] = print
           f"--offline_dir {cfg.offline_dir} holds gridworld bounds of an earlier version "
           "(linear counts, regularized objectives), which this version does not fine-tune; "
           "use a fresh --offline_dir with --prepare_gridworld_offline")
+  settings = offline_settings(summary, summary_path, cfg.agent)
+  cfg = dataclasses.replace(cfg, offline_settings=settings)
+  if settings:
+    log("The offline run's CCVL settings (its summary.json), taken by the online learner: "
+        + ", ".join(f"{k}={v}" for k, v in settings.items()) + ".")
   if (cfg.exploration_values.get("belief_temperature") is None
       and summary.get("belief_temperature")):
     # The exploration belief updates at the offline run's temperature (set from its data).
@@ -118,6 +151,69 @@ def resolve_config(cfg: OnlineConfig, log: Callable[[str], None] = print
     log(f"Exploration belief temperature {cfg.exploration.belief_temperature:.4g} "
         f"(the offline run's).")
   return cfg, summary
+
+
+def offline_settings(summary: Dict, path: str, agent: str = "ccvl") -> Dict[str, object]:
+  """The offline learner's OFFLINE_SETTINGS that the online learner of --agent takes, from
+  its summary.json `summary` (read from `path`), as the offline run trained with them:
+  train_offline.py's keeps the CCVL options given ('config' 'ccvl_options') and the preset's
+  settings under them ('settings'), which win as in the offline run (offline/config.py
+  `resolve`); compare.py's keeps the learner's config flat ('config': CCVLConfig.record, the
+  reading as 'objective' and its options). The reading comes back whole: 'reading' and the
+  options it takes. {} when the summary records none (older runs, `train_offline_gridworld`):
+  the game's and the agent config's defaults. A recorded value the learner cannot take is a
+  ValueError naming `path` and the key."""
+  config = summary.get("config", {})
+  if not isinstance(config, dict):
+    raise ValueError(f"{path}: 'config' must be a JSON object (the offline run's settings), "
+                     f"got {config!r}")
+  if "ccvl_options" in config:  # train_offline.py
+    given, preset = config["ccvl_options"], summary.get("settings", {})
+    for key, value in (("'config' 'ccvl_options'", given), ("'settings'", preset)):
+      if not isinstance(value, dict):
+        raise ValueError(f"{path}: {key} must be a JSON object, got {value!r}")
+    where = {**{k: f"'config' 'ccvl_options' {k!r}" for k in given},
+             **{k: f"'settings' {k!r}" for k in preset}}
+    values = {**given, **preset}
+  else:  # compare.py, or none
+    where, values = {k: f"'config' {k!r}" for k in config}, config
+  takes = set(online_config.agent_spec(agent).takes)
+  found = {k: values[k] for k in OFFLINE_SETTINGS if k in takes and values.get(k) is not None}
+  for key, value in found.items():
+    declared = _declared_type(key)
+    if not (isinstance(value, declared) and not isinstance(value, bool)
+            or declared is float and type(value) is int):
+      raise ValueError(f"{path} records {where[key]} = {value!r}, which the online learner "
+                       f"cannot take: it must be of type {declared.__name__}")
+  out = {}
+  for key, value in found.items():
+    if key in readings.FLAGS:
+      continue
+    try:
+      agent_options.validate({key: value})
+    except (ValueError, TypeError) as e:
+      raise ValueError(f"{path} records {where[key]} = {value!r}, which the online learner "
+                       f"cannot take: {e}") from e
+    out[key] = value
+  choice = {k: v for k, v in found.items() if k in readings.FLAGS}
+  if choice:
+    try:
+      reading = readings.from_options(choice, prefix="")
+    except (ValueError, TypeError) as e:
+      keys = ", ".join(where[k] for k in choice)
+      raise ValueError(f"{path} records a reading the online learner cannot take ({keys}): "
+                       f"{e}") from e
+    out = {"reading": reading.NAME, **dataclasses.asdict(reading), **out}
+  return out
+
+
+def _declared_type(key: str) -> type:
+  """The type of the setting `key` of OFFLINE_SETTINGS as its declaration gives it (CCVLConfig's
+  or a reading's field, without Optional)."""
+  cls = readings.declaring_class(key) if key in readings.FLAGS else ccvl_agent.CCVLConfig
+  hint = typing.get_type_hints(cls)[key]
+  args = [a for a in typing.get_args(hint) if a is not type(None)]
+  return args[0] if typing.get_origin(hint) is typing.Union and len(args) == 1 else hint
 
 
 def alpha_and_dataset_size(summary: Dict, cfg: OnlineConfig) -> Tuple[Optional[float], float]:

@@ -204,3 +204,51 @@ def test_an_invalid_record_is_named_by_file_and_key(tmp_path, summary, message):
   with pytest.raises(ValueError, match=message) as e:
     online_start.resolve_config(cfg, log=lambda s: None)
   assert str(e.value).startswith(path)
+
+
+def test_a_server_whose_variables_are_the_default_heads_is_refused_by_the_cosine_learner(
+    cosine_dir, tmp_path):
+  """A server started without --offline_dir holds the default (monotone) head's 'variables'
+  table; the learner of the cosine-head offline run would push weights of other shapes. Its
+  'replay' table is the same (the items do not depend on the head), so only the variables'
+  check can see it."""
+  table = dict(min_replay_size=4, samples_per_insert=2.0, batch_size=4, replay_capacity=1000)
+  srv, address = reverb_replay.start_server(online_config.make_server_tables(
+      online_config.OnlineConfig(game="gridworld", **table)))
+  try:
+    runner = _runner(cosine_dir, tmp_path / "online", reverb_address=address, **table)
+    with pytest.raises(online.ServerMismatch) as e:
+      runner._connect_replay()  # pylint: disable=protected-access
+    assert str(e.value) == (
+        f"the Reverb server at {address} runs another 'variables' table than this learner's: "
+        f"its weights are another network's (this learner: --game=gridworld --agent=ccvl, "
+        f"delta head cosine from --offline_dir's summary.json). Start "
+        f"binaries/reverb_server.py with this learner's --game, --agent and --offline_dir.")
+    # The server of the same offline settings: connected.
+    srv2, address2 = reverb_replay.start_server(online_config.make_server_tables(
+        online_config.OnlineConfig(game="gridworld", offline_settings={"delta_head": "cosine"},
+                                   **table)))
+    try:
+      _runner(cosine_dir, tmp_path / "online2", reverb_address=address2,
+              **table)._connect_replay()  # pylint: disable=protected-access
+    finally:
+      srv2.stop()
+  finally:
+    srv.stop()
+
+
+def test_the_variables_check_names_no_delta_head_for_cql():
+  """CQL's network has no delta head: the refusal names --game and --agent alone."""
+  import types  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.online import server as online_server  # pylint: disable=g-import-not-at-top
+  mine = [tf.Variable(tf.zeros([3, 2]))]
+  other = types.SimpleNamespace(signature=reverb_replay.variable_signature(
+      [tf.Variable(tf.zeros([2, 2]))]))
+  cfg = online_config.OnlineConfig(game="gridworld", agent="cql")
+  with pytest.raises(online_server.ServerMismatch) as e:
+    online_server.check_variables_table("localhost:1", other, cfg, mine)
+  assert "(this learner: --game=gridworld --agent=cql). Start" in str(e.value), str(e.value)
+  # The same shapes: accepted.
+  online_server.check_variables_table(
+      "localhost:1", types.SimpleNamespace(signature=reverb_replay.variable_signature(mine)),
+      cfg, mine)

@@ -87,12 +87,15 @@ def check_variables_table(address: str, table_info, cfg, variables) -> None:
   mine = reverb_replay.variable_signature(variables)
   if table_info.signature is not None and flat(table_info.signature) == flat(mine):
     return
-  head = cfg.offline_settings.get("delta_head", "the default")
+  # CQL's network has no delta head: its variables follow --game and --agent alone.
+  head = ("" if cfg.agent == "cql" else
+          f", delta head {cfg.offline_settings.get('delta_head', 'the default')} from "
+          f"--offline_dir's summary.json")
   raise ServerMismatch(
       f"the Reverb server at {address} runs another 'variables' table than this learner's: its "
-      f"weights are another network's (this learner: --game={cfg.game} --agent={cfg.agent}, "
-      f"delta head {head} from --offline_dir's summary.json). Start binaries/reverb_server.py "
-      f"with this learner's --game, --agent and --offline_dir.")
+      f"weights are another network's (this learner: --game={cfg.game} --agent={cfg.agent}"
+      f"{head}). Start binaries/reverb_server.py with this learner's --game, --agent and "
+      f"--offline_dir.")
 
 
 class LearnerServerLink:

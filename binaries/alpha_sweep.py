@@ -2,13 +2,13 @@
 as the alpha-free reference -- the neural version of the paper's Fig. 1 (left).
 
   python binaries/alpha_sweep.py --suite=minatar --data_dir=DATASETS --games=Breakout,Seaquest \
-      --datasets=5% --seeds=5 --workers=2 --output_dir=OUT [--alphas=0.03,0.1,0.3,1,3,10]
+      --datasets=5%% --seeds=5 --workers=2 --output_dir=OUT [--alphas=0.03,0.1,0.3,1,3,10]
   python binaries/alpha_sweep.py --suite=gridworld --seeds=3 --output_dir=OUT   # CPU minutes
 
 Runs binaries/compare.py's machinery once per alpha into OUT/alpha_<a>/ (CQL, CCVL, Fixed-CCVL;
 the last two share one training) and once for BC into OUT/bc/; every compare flag except
 --alpha applies to every part (see binaries/compare.py). Writes OUT/rows.csv (one row per run
-with CCVL's diagnostics), OUT/table.md (IQM [95% CI] per method and alpha, flatness over alpha,
+with CCVL's diagnostics), OUT/table.md (IQM [95%% CI] per method and alpha, flatness over alpha,
 CCVL's delta family vs alpha) and OUT/alpha_sweep.png. Rerunning the same command resumes.
 Flags -> AlphaSweepConfig -> ccvl_tf.experiments.compare.alpha_sweep.run (no algorithm code here).
 Protocol and reading: docs/alpha_sweep.md.

@@ -5,7 +5,7 @@
       --output_dir=OUT
   python binaries/compare.py --suite=atari --data_dir=DQN_REPLAY --seeds=5 --output_dir=OUT  # GPU
 
-Writes OUT/scores.csv, OUT/table.md (normalized IQM, 95% stratified bootstrap CIs, per-game
+Writes OUT/scores.csv, OUT/table.md (normalized IQM, 95%% stratified bootstrap CIs, per-game
 tables), OUT/per_game_<dataset>.md, OUT/iqm.png; per-run logs in OUT/logs, training runs in
 OUT/runs, one result file per method/dataset/game/seed in OUT/results (a rerun skips finished
 ones and resumes an interrupted training from its checkpoint).

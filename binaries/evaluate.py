@@ -9,7 +9,7 @@ r"""Evaluates an exported CCVL policy (a TF-Agents SavedModel) on Atari, MinAtar
 --game selects the environment (ccvl_tf.envs.factory.make_env): 'gridworld' (the paper's
 gridworld at evaluation slip 0.15), 'minatar/<Game>' (MinAtar; normalized with the reference
 scores of --data_dir) or an Atari game name. Writes returns.csv, delta.csv, summary.json (mean,
-IQM, 95% stratified bootstrap CI), results.csv, returns.png and delta.png to --output_dir (see
+IQM, 95%% stratified bootstrap CI), results.csv, returns.png and delta.png to --output_dir (see
 ccvl_tf.experiments.score_export and docs/policies.md).
 Flags -> EvaluateConfig -> ccvl_tf.experiments.score_export.run (no algorithm code here).
 """

@@ -1,13 +1,13 @@
 """Offline training of CCVL on Atari from a DQN Replay (Dopamine-format) dataset.
 
-  python binaries/train_offline.py --game=Breakout [--dataset_dir=DIR --subset=1%|5%|initial10%]
+  python binaries/train_offline.py --game=Breakout [--dataset_dir=DIR --subset=1%%|5%%|initial10%%]
       [--agent=ccvl|fixed_ccvl|cql|rem|aevl|dqn] --num_steps=N --root_dir=DIR
 
 Without --dataset_dir a small default dataset (--default_dataset_steps transitions of a
-behaviour policy that plays: for Breakout a scripted paddle/ball tracker mixed with 25% random
+behaviour policy that plays: for Breakout a scripted paddle/ball tracker mixed with 25%% random
 actions; a uniformly random policy for games without a scripted player) is collected once in
 the ALE and cached under root_dir. At the end: the confidence diagnostics and a results table
-(random, behaviour, CCVL, Fixed-CCVL: mean score with 95% bootstrap CI) in results.md/.png. Progress (steps/s, ETA,
+(random, behaviour, CCVL, Fixed-CCVL: mean score with 95%% bootstrap CI) in results.md/.png. Progress (steps/s, ETA,
 losses) goes to stdout, TensorBoard summaries to root_dir/summaries, checkpoints to
 root_dir/checkpoints (a rerun resumes exactly where it stopped), the final policies to
 root_dir/policy (the agent's evaluation policy; for ccvl the confidence-adaptive CCVL policy, plus

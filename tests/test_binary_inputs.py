@@ -223,3 +223,18 @@ def test_ctrl_c_during_training_is_one_line_naming_the_checkpoint_the_rerun_resu
                      cwd=tmp_path, timeout=600)
   assert r.returncode == 0, r.stderr[-3000:]
   assert f"Resumed from {root}/checkpoints/{ckpt} (train step {step})" in r.stdout
+
+
+@pytest.mark.parametrize("binary", sorted(n for n in os.listdir(os.path.join(ROOT, "binaries"))
+                                          if n.endswith(".py")))
+def test_every_binarys_usage_text_prints_its_percent_signs(binary):
+  """absl's usage text is the module docstring with each '%s' (also '% s') replaced by the
+  program's path and each '%%' by '%': a bare '%' in "95% stratified" printed
+  "95binaries/compare.pytratified". Every '%' of a docstring is written '%%'."""
+  import ast  # pylint: disable=g-import-not-at-top
+  with open(os.path.join(ROOT, "binaries", binary)) as f:
+    doc = ast.get_docstring(ast.parse(f.read()), clean=False) or ""
+  assert "%" not in doc.replace("%%", ""), (binary, doc)
+  # absl's usage (absl/app.py): the docstring %-formatted with argv[0] per specifier.
+  specifiers = doc.count("%") - 2 * doc.count("%%")
+  assert doc % ((binary,) * specifiers) == doc.replace("%%", "%")

@@ -64,7 +64,7 @@ def test_the_cosine_head_of_the_offline_run_is_the_learners_and_every_actors(cos
   runner = _runner(cosine_dir, tmp_path / "online", logs)
   cfg = runner.cfg
   assert cfg.offline_settings == {"delta_head": "cosine"}
-  assert any("offline run's CCVL settings" in line and "delta_head=cosine" in line
+  assert any("offline learner's settings" in line and "delta_head=cosine" in line
              for line in logs), logs
   # The offline checkpoint restored into both bounds (the cosine head's variables).
   assert runner.offline_step_value == 20
@@ -169,13 +169,32 @@ def test_each_summary_layout_gives_the_offline_learners_settings(tmp_path):
   out = online_start.offline_settings({"config": flat}, "s.json")
   assert out["reading"] == "bonus" and out["gap_weight"] == 0.5
   assert (out["td_loss"], out["count_ridge"], out["delta_head"]) == ("squared", 0.01, "monotone")
-  assert "alpha" not in out and "num_deltas" not in out and "learning_rate" not in out
-  # CQL takes the TD loss alone.
+  # The training settings of CCVLConfig's defaults (agents/ccvl_agent.py, q_agent_base.py).
+  assert {k: out[k] for k in ("num_deltas", "num_pairs", "dr3_coef", "gamma", "adam_epsilon",
+                              "target_update_period")} == {
+      "num_deltas": 8, "num_pairs": 2, "dr3_coef": 0.03, "gamma": 0.99,
+      "adam_epsilon": 3.125e-4, "target_update_period": 2000}
+  assert "alpha" not in out and "learning_rate" not in out
+  # CQL takes the TD loss and the shared training settings, not CCVL's.
   assert online_start.offline_settings({"config": flat}, "s.json", "cql") == {
-      "td_loss": "squared"}
+      "td_loss": "squared", "dr3_coef": 0.03, "gamma": 0.99, "adam_epsilon": 3.125e-4,
+      "target_update_period": 2000}
+  # train_offline.py --preset=demo: DR3 off ('settings'), N and M at the top level; the
+  # learning rate and alpha (online flags) are not taken.
+  demo = {"config": {"preset": "demo", "ccvl_options": {}, "num_deltas": 8, "num_pairs": 2,
+                     "dr3_coef": None},
+          "settings": {"alpha": 1.0, "learning_rate": 1e-3, "dr3_coef": 0.0}}
+  assert online_start.offline_settings(demo, "s.json") == {
+      "num_deltas": 8, "num_pairs": 2, "dr3_coef": 0.0}
+  settings = online_config.agent_spec("ccvl").resolve(online_config.agent_settings(
+      "Breakout", online_config.OnlineConfig().bounds(),
+      offline_settings=online_start.offline_settings(demo, "s.json")))
+  assert settings.agent_config.dr3_coef == 0.0
+  assert online_config.agent_spec("ccvl").resolve(online_config.agent_settings(
+      "Breakout", online_config.OnlineConfig().bounds())).agent_config.dr3_coef == 0.03
   # No settings recorded (older runs, train_offline_gridworld): the defaults.
   for old in ({}, {"game": "gridworld", "objective": "bonus", "counts": "exact"},
-              {"config": {"alpha": 0.1, "num_deltas": 8}, "settings": {"alpha": 1.0}}):
+              {"config": {"alpha": 0.1, "learning_rate": 1e-3}, "settings": {"alpha": 1.0}}):
     assert online_start.offline_settings(old, "s.json") == {}
   settings = online_config.agent_spec("ccvl").resolve(online_config.agent_settings(
       "gridworld", online_config.OnlineConfig().bounds(), offline_settings={}))

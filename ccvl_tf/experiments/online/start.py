@@ -34,14 +34,19 @@ specs = online_config.specs
 # The offline learner's settings the online learner takes from its summary.json
 # (OnlineConfig.offline_settings): those its network's variables (the delta head; the reading's
 # support head) and its loss (the reading and its options, the TD loss, the linear n(s)^-1
-# estimate) depend on, so that the checkpoint restores and trains on under the objective it was
-# trained with. Not taken: alpha and the learning rate (--alpha, --learning_rate; unset: the
-# offline run's, `alpha_and_dataset_size` and the restored optimizer), the training settings
-# the game sets for the fine-tune (N, M, DR3, Adam epsilon, target period: agent_settings) and
-# what only acts (policy_delta: --policy_delta; the belief's resampling).
+# estimate, N and M, DR3, gamma) and its updates (Adam epsilon, target period) depend on, so
+# that the checkpoint restores and trains on as the learner it was trained as; a setting the
+# summary does not record keeps the game's fine-tuning value (agent_settings). Not taken: alpha
+# and the learning rate (--alpha, --learning_rate; unset: the offline run's,
+# `alpha_and_dataset_size` and the restored optimizer) and what only acts (policy_delta:
+# --policy_delta; the belief's resampling).
 OFFLINE_SETTINGS = readings.FLAGS + (
     "delta_head", "td_loss", "huber_kappa", "count_normalization", "count_ridge",
-    "count_ridge_mode", "count_decay", "count_refresh_period")
+    "count_ridge_mode", "count_decay", "count_refresh_period", "num_deltas", "num_pairs",
+    "dr3_coef", "gamma", "adam_epsilon", "target_update_period")
+# train_offline.py's record keeps these at its top level ('config'), the CCVL options given under
+# 'ccvl_options' and the training settings in force (the preset's under the flags) in 'settings'.
+_TOP_LEVEL = ("num_deltas", "num_pairs")
 
 
 def offline_gridworld_batches(seed: int, batch_size: int, data_seed: int = 0):
@@ -141,7 +146,7 @@ def resolve_config(cfg: OnlineConfig, log: Callable[[str], None] = print
   settings = offline_settings(summary, summary_path, cfg.agent)
   cfg = dataclasses.replace(cfg, offline_settings=settings)
   if settings:
-    log("The offline run's CCVL settings (its summary.json), taken by the online learner: "
+    log("The offline learner's settings (its summary.json), taken by the online learner: "
         + ", ".join(f"{k}={v}" for k, v in settings.items()) + ".")
   if (cfg.exploration_values.get("belief_temperature") is None
       and summary.get("belief_temperature")):
@@ -156,9 +161,10 @@ def resolve_config(cfg: OnlineConfig, log: Callable[[str], None] = print
 def offline_settings(summary: Dict, path: str, agent: str = "ccvl") -> Dict[str, object]:
   """The offline learner's OFFLINE_SETTINGS that the online learner of --agent takes, from
   its summary.json `summary` (read from `path`), as the offline run trained with them:
-  train_offline.py's keeps the CCVL options given ('config' 'ccvl_options') and the preset's
-  settings under them ('settings'), which win as in the offline run (offline/config.py
-  `resolve`); compare.py's keeps the learner's config flat ('config': CCVLConfig.record, the
+  train_offline.py's keeps the CCVL options given ('config' 'ccvl_options'), N and M ('config'
+  'num_deltas', 'num_pairs') and the training settings in force ('settings': the preset's under
+  the flags given), which win as in the offline run (offline/config.py `resolve`); compare.py's
+  keeps the learner's config flat ('config': CCVLConfig.record, the
   reading as 'objective' and its options). The reading comes back whole: 'reading' and the
   options it takes. {} when the summary records none (older runs, `train_offline_gridworld`):
   the game's and the agent config's defaults. A recorded value the learner cannot take is a
@@ -172,9 +178,11 @@ def offline_settings(summary: Dict, path: str, agent: str = "ccvl") -> Dict[str,
     for key, value in (("'config' 'ccvl_options'", given), ("'settings'", preset)):
       if not isinstance(value, dict):
         raise ValueError(f"{path}: {key} must be a JSON object, got {value!r}")
+    top = {k: config[k] for k in _TOP_LEVEL if config.get(k) is not None}
     where = {**{k: f"'config' 'ccvl_options' {k!r}" for k in given},
+             **{k: f"'config' {k!r}" for k in top},
              **{k: f"'settings' {k!r}" for k in preset}}
-    values = {**given, **preset}
+    values = {**given, **top, **preset}
   else:  # compare.py, or none
     where, values = {k: f"'config' {k!r}" for k in config}, config
   takes = set(online_config.agent_spec(agent).takes)

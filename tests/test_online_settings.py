@@ -271,3 +271,20 @@ def test_the_variables_check_names_no_delta_head_for_cql():
   online_server.check_variables_table(
       "localhost:1", types.SimpleNamespace(signature=reverb_replay.variable_signature(mine)),
       cfg, mine)
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"game": "gridworld", "config": ', r"cannot be read as JSON \(Expecting value"),
+    ('["gridworld"]', r"must hold a JSON object \(the offline run's summary\), got list"),
+    ('{"game": "gridworld", "agent": "ccvl_bounds", "counts": "exact", '
+     '"belief_temperature": "warm"}', r"records 'belief_temperature' = 'warm', which is not a "
+                                      r"number"),
+])
+def test_a_summary_that_is_not_a_json_object_is_named(tmp_path, text, message):
+  path = tmp_path / "summary.json"
+  path.write_text(text)
+  cfg = online_config.OnlineConfig(game="gridworld", offline_dir=str(tmp_path),
+                                   root_dir=str(tmp_path / "online"))
+  with pytest.raises(ValueError, match=message) as e:
+    online_start.resolve_config(cfg, log=lambda s: None)
+  assert str(e.value).startswith(str(path)), str(e.value)

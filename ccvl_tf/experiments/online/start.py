@@ -125,8 +125,7 @@ def resolve_config(cfg: OnlineConfig, log: Callable[[str], None] = print
   summary = {}
   summary_path = os.path.join(cfg.offline_dir, "summary.json")
   if os.path.exists(summary_path):
-    with open(summary_path) as f:
-      summary = json.load(f)
+    summary = _read_summary(summary_path)
     game = str(summary.get("game", cfg.game))
     offline_agent = str(summary.get("agent", "ccvl")).lower()
     offline_agent = {"ccvl_bounds": "ccvl", "fixed_ccvl": "ccvl"}.get(offline_agent,
@@ -156,6 +155,27 @@ def resolve_config(cfg: OnlineConfig, log: Callable[[str], None] = print
     log(f"Exploration belief temperature {cfg.exploration.belief_temperature:.4g} "
         f"(the offline run's).")
   return cfg, summary
+
+
+def _read_summary(path: str) -> Dict[str, object]:
+  """The offline run's summary.json at `path`; a ValueError naming it when it cannot be read,
+  is not JSON or not a JSON object, or records a belief temperature that is not a number."""
+  try:
+    with open(path) as f:
+      summary = json.load(f)
+  except (OSError, UnicodeDecodeError, ValueError) as e:
+    raise ValueError(f"{path} cannot be read as JSON ({e}); the offline run writes it whole at "
+                     f"its end, so it was truncated or edited: rerun the offline run "
+                     f"(train_offline.py with its --root_dir) to write it again") from None
+  if not isinstance(summary, dict):
+    raise ValueError(f"{path} must hold a JSON object (the offline run's summary), got "
+                     f"{type(summary).__name__}")
+  temperature = summary.get("belief_temperature")
+  if temperature is not None and (isinstance(temperature, bool)
+                                  or not isinstance(temperature, (int, float))):
+    raise ValueError(f"{path} records 'belief_temperature' = {temperature!r}, which is not a "
+                     f"number")
+  return summary
 
 
 def offline_settings(summary: Dict, path: str, agent: str = "ccvl") -> Dict[str, object]:

@@ -288,3 +288,34 @@ def test_a_summary_that_is_not_a_json_object_is_named(tmp_path, text, message):
   with pytest.raises(ValueError, match=message) as e:
     online_start.resolve_config(cfg, log=lambda s: None)
   assert str(e.value).startswith(str(path)), str(e.value)
+
+
+@pytest.mark.parametrize("summary, message", [
+    ({"config": {"ccvl_options": {}}, "settings": {"alpha": "x"}},
+     r"records 'settings' 'alpha' = 'x', which is not a finite number >= 0 \(alpha of the "
+     r"offline run\); give --alpha"),
+    ({"alpha": -1.0}, r"records 'alpha' = -1.0, which is not a finite number >= 0"),
+    ({"alpha": 0.1, "num_transitions": "2500"},
+     r"records 'num_transitions' = '2500', which is not a number > 0"),
+    ({"alpha": 0.1, "num_transitions": 0}, r"records 'num_transitions' = 0, which"),
+])
+def test_a_recorded_alpha_or_dataset_size_that_is_not_one_is_named(tmp_path, summary, message):
+  cfg = online_config.OnlineConfig(game="gridworld", offline_dir=str(tmp_path))
+  with pytest.raises(ValueError, match=message) as e:
+    online_start.alpha_and_dataset_size(summary, cfg)
+  assert str(e.value).startswith(str(tmp_path / "summary.json")), str(e.value)
+
+
+def test_the_recorded_alpha_and_dataset_size_by_layout():
+  cfg = online_config.OnlineConfig(game="gridworld", offline_dir="off")
+  # gridworld / compare.py: top level; train_offline.py: 'settings' (the preset's under the
+  # flags), else (older runs) 'config'; |D| 2500 (the gridworld dataset) when not recorded.
+  assert online_start.alpha_and_dataset_size({"alpha": 0.2}, cfg) == (0.2, 2500.0)
+  assert online_start.alpha_and_dataset_size(
+      {"config": {"alpha": None}, "settings": {"alpha": 1.0}, "num_transitions": 4000},
+      cfg) == (1.0, 4000.0)
+  assert online_start.alpha_and_dataset_size({"config": {"alpha": 0.3}}, cfg) == (0.3, 2500.0)
+  assert online_start.alpha_and_dataset_size({}, cfg) == (None, 2500.0)
+  # --alpha wins, also over a recorded value it replaces.
+  given = online_config.OnlineConfig(game="gridworld", offline_dir="off", alpha=0.5)
+  assert online_start.alpha_and_dataset_size({"alpha": "x"}, given) == (0.5, 2500.0)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import os
 import typing
 from typing import Callable, Dict, Optional, Tuple
@@ -171,8 +172,7 @@ def _read_summary(path: str) -> Dict[str, object]:
     raise ValueError(f"{path} must hold a JSON object (the offline run's summary), got "
                      f"{type(summary).__name__}")
   temperature = summary.get("belief_temperature")
-  if temperature is not None and (isinstance(temperature, bool)
-                                  or not isinstance(temperature, (int, float))):
+  if temperature is not None and not _is_number(temperature):
     raise ValueError(f"{path} records 'belief_temperature' = {temperature!r}, which is not a "
                      f"number")
   return summary
@@ -249,8 +249,22 @@ def alpha_and_dataset_size(summary: Dict, cfg: OnlineConfig) -> Tuple[Optional[f
   level: gridworld, compare; train_offline's resolved 'settings', its preset under its flags;
   or, for older runs, its 'config'); |D_off| = 'num_transitions' (train_offline, compare; 2500,
   the gridworld dataset, when absent) scales CCVL's linear n(s)^-1."""
-  alpha = summary.get("alpha", summary.get("settings", {}).get(
-      "alpha", summary.get("config", {}).get("alpha")))
+  path = os.path.join(cfg.offline_dir, "summary.json")
+  where, alpha = "'alpha'", summary.get("alpha")
+  for key in ("settings", "config"):
+    if alpha is None and isinstance(summary.get(key), dict):
+      where, alpha = f"{key!r} 'alpha'", summary[key].get("alpha")
   if cfg.alpha is not None:  # --alpha: the online learner's own
     alpha = cfg.alpha
-  return alpha, float(summary.get("num_transitions", 2500.0))
+  elif alpha is not None and not (_is_number(alpha) and math.isfinite(alpha) and alpha >= 0):
+    raise ValueError(f"{path} records {where} = {alpha!r}, which is not a finite number >= 0 "
+                     f"(alpha of the offline run); give --alpha")
+  size = summary.get("num_transitions", 2500.0)
+  if not (_is_number(size) and size > 0):
+    raise ValueError(f"{path} records 'num_transitions' = {size!r}, which is not a number > 0 "
+                     f"(|D| of the offline data)")
+  return alpha, float(size)
+
+
+def _is_number(value) -> bool:
+  return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -319,3 +319,13 @@ def test_the_recorded_alpha_and_dataset_size_by_layout():
   # --alpha wins, also over a recorded value it replaces.
   given = online_config.OnlineConfig(game="gridworld", offline_dir="off", alpha=0.5)
   assert online_start.alpha_and_dataset_size({"alpha": "x"}, given) == (0.5, 2500.0)
+
+
+def test_a_refused_offline_run_leaves_no_root_dir(tmp_path):
+  (tmp_path / "summary.json").write_text('{"game": "gridworld", "config": ')
+  root = tmp_path / "online"
+  cfg = online_config.OnlineConfig(game="gridworld", offline_dir=str(tmp_path), root_dir=str(root),
+                                   num_actors=1, eval_episodes=0)
+  with pytest.raises(ValueError, match="cannot be read as JSON"):
+    online.run(cfg, log=lambda s: None)
+  assert not root.exists()

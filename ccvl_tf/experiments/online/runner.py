@@ -506,10 +506,11 @@ class _Runner:
     the actors exist."""
     cfg = self.cfg
     cfg.validate()
-    os.makedirs(cfg.root_dir, exist_ok=True)
     self._resolve_config()
     cfg = self.cfg
     self._build_learner()
+    # Only now: an offline summary or setting refused above leaves no --root_dir behind.
+    os.makedirs(cfg.root_dir, exist_ok=True)
     self._initialize_checkpointer_and_maybe_resume()
     if cfg.schedule == online_config.DETERMINISTIC:
       env_steps = int(self.env_steps.numpy())

@@ -164,3 +164,21 @@ def test_run_settings_are_borrowed_with_one_help_and_a_workflows_own_default():
     config_flags.check(dataclasses.replace(cfg, batch_size=0), prefix="--")
   with pytest.raises(ValueError, match=r"^--eval_episodes must be an integer >= 0, got -1$"):
     config_flags.check(dataclasses.replace(cfg, eval_episodes=-1), prefix="--")
+
+
+@dataclasses.dataclass(frozen=True)
+class _Typed:
+  rate: float = setting(0.1, "A float.")
+  steps: Optional[int] = setting(None, "An optional int.")
+  name: str = setting("a", "A string.")
+  on: bool = setting(False, "A bool.")
+
+
+@pytest.mark.parametrize("name, value, problem", [
+    ("rate", 0.5, None), ("rate", 2, None), ("rate", "0.5", "must be of type float"),
+    ("rate", True, "must be of type float"), ("steps", 3, None),
+    ("steps", 3.0, "must be of type int"), ("name", "b", None), ("name", 1, "must be of type str"),
+    ("on", True, None), ("on", 1, "must be of type bool"),
+])
+def test_type_problem_of_a_recorded_value(name, value, problem):
+  assert config_flags.type_problem(_Typed, name, value) == problem

@@ -145,7 +145,12 @@ def flag_fields(cls, names: Optional[Sequence[str]] = None) -> list:
 
 def _flag_type(cls, field) -> type:
   """The field's annotation without Optional."""
-  hint = typing.get_type_hints(cls)[field.name]
+  return _declared(cls, field.name)
+
+
+def _declared(cls, name: str) -> type:
+  """The annotation of the field `name` of the dataclass `cls`, without Optional."""
+  hint = typing.get_type_hints(cls)[name]
   args = [a for a in typing.get_args(hint) if a is not type(None)]
   return args[0] if typing.get_origin(hint) is typing.Union and len(args) == 1 else hint
 
@@ -375,6 +380,19 @@ def check_values(cls, values_: dict, prefix: str = "") -> None:
     problem = None if spec is None else _problem(spec, value)
     if problem:
       raise ValueError(f"{prefix}{spec.flag_name or name} {problem}, got {value!r}")
+
+
+def type_problem(cls, name: str, value) -> Optional[str]:
+  """"must be of type T" when `value` (read back from a record, e.g. JSON) is not of the type
+  the dataclass `cls` declares for its field `name` (without Optional; an int passes for a
+  float, a bool only for a bool), else None."""
+  kind = _declared(cls, name)
+  if kind is bool:
+    ok = isinstance(value, bool)
+  else:
+    ok = (isinstance(value, kind) or kind is float and isinstance(value, int)) and not isinstance(
+        value, bool)
+  return None if ok else f"must be of type {kind.__name__}"
 
 
 def check(config, prefix: str = "") -> None:

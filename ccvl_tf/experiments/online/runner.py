@@ -7,7 +7,6 @@ More in docs/online.md "Module notes", `ccvl_tf/experiments/online/runner.py`.
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Callable, Dict
@@ -134,22 +133,13 @@ class _Runner:
           cfg.game, cfg.offline_states, 512, cfg.seed), seed=cfg.seed)
 
   def _note_changed_offline_settings(self, config_path: str) -> None:
-    """A resumed run whose earlier start took other offline settings (its online_config.json;
-    one written before they were kept has none: the defaults) says so: the checkpoint fitted
-    this network, and the loss is this start's from here on."""
-    if self.start_step == self.offline_step_value or not os.path.exists(config_path):
-      return
-    try:
-      with open(config_path) as f:
-        earlier = json.load(f).get("offline_settings", {})
-    except (OSError, ValueError, AttributeError):
-      return
-    now = json.loads(strict_json.dumps(self.cfg.offline_settings))
-    if earlier != now:
-      self.log(f"Note: this run's earlier start trained with the offline settings "
-               f"{earlier or '{} (the defaults)'} ({config_path}); from train step "
-               f"{self.start_step} on it trains with {now or '{} (the defaults)'}, the offline "
-               f"run's summary.json's.")
+    """A resumed run whose earlier start took other offline settings says so
+    (online_start.changed_settings_note)."""
+    if self.start_step != self.offline_step_value:
+      note = online_start.changed_settings_note(config_path, self.cfg.offline_settings,
+                                                self.start_step)
+      if note:
+        self.log(note)
 
   def _start_online_counts(self) -> None:
     """--online_counts=grow: the CCVL bounds' linear n(s)^-1 follows the online data

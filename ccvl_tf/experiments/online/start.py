@@ -9,7 +9,6 @@ import dataclasses
 import json
 import math
 import os
-import typing
 from typing import Callable, Dict, Optional, Tuple
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
@@ -24,6 +23,7 @@ from ccvl_tf.experiments import agent_options
 from ccvl_tf.tabular import gridworld
 from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf.tabular import dataset as tds
+from ccvl_tf.runtime import config_flags
 from ccvl_tf.runtime import training
 from ccvl_tf.runtime import strict_json
 
@@ -208,11 +208,11 @@ def offline_settings(summary: Dict, path: str, agent: str = "ccvl") -> Dict[str,
   takes = set(online_config.agent_spec(agent).takes)
   found = {k: values[k] for k in OFFLINE_SETTINGS if k in takes and values.get(k) is not None}
   for key, value in found.items():
-    declared = _declared_type(key)
-    if not (isinstance(value, declared) and not isinstance(value, bool)
-            or declared is float and type(value) is int):
+    cls = readings.declaring_class(key) if key in readings.FLAGS else ccvl_agent.CCVLConfig
+    problem = config_flags.type_problem(cls, key, value)
+    if problem:
       raise ValueError(f"{path} records {where[key]} = {value!r}, which the online learner "
-                       f"cannot take: it must be of type {declared.__name__}")
+                       f"cannot take: it {problem}")
   out = {}
   for key, value in found.items():
     if key in readings.FLAGS:
@@ -235,13 +235,23 @@ def offline_settings(summary: Dict, path: str, agent: str = "ccvl") -> Dict[str,
   return out
 
 
-def _declared_type(key: str) -> type:
-  """The type of the setting `key` of OFFLINE_SETTINGS as its declaration gives it (CCVLConfig's
-  or a reading's field, without Optional)."""
-  cls = readings.declaring_class(key) if key in readings.FLAGS else ccvl_agent.CCVLConfig
-  hint = typing.get_type_hints(cls)[key]
-  args = [a for a in typing.get_args(hint) if a is not type(None)]
-  return args[0] if typing.get_origin(hint) is typing.Union and len(args) == 1 else hint
+def changed_settings_note(config_path: str, settings: Dict[str, object],
+                          step: int) -> Optional[str]:
+  """The note of a resumed run whose earlier start (its online_config.json at `config_path`;
+  one written before the offline settings were kept has none: the defaults) took other
+  offline settings than `settings`, which it trains with from train step `step` on; None
+  when they agree or there is no readable earlier record."""
+  try:
+    with open(config_path) as f:
+      earlier = json.load(f).get("offline_settings", {})
+  except (OSError, ValueError, AttributeError):
+    return None
+  now = json.loads(strict_json.dumps(settings))
+  if earlier == now:
+    return None
+  return (f"Note: this run's earlier start trained with the offline settings "
+          f"{earlier or '{} (the defaults)'} ({config_path}); from train step {step} on it "
+          f"trains with {now or '{} (the defaults)'}, the offline run's summary.json's.")
 
 
 def alpha_and_dataset_size(summary: Dict, cfg: OnlineConfig) -> Tuple[Optional[float], float]:

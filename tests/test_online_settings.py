@@ -93,10 +93,9 @@ def test_the_cosine_head_of_the_offline_run_is_the_learners_and_every_actors(cos
   assert exports["policy_fixed"]._q_network is runner.agent.q_network  # pylint: disable=protected-access
 
 
-def test_without_the_recorded_settings_the_cosine_checkpoint_is_refused_naming_the_head(
-    cosine_dir, tmp_path):
-  """What fine-tuning did before the settings were carried: the defaults' monotone head."""
-  offline = tmp_path / "offline"
+def _without_recorded_settings(cosine_dir, offline):
+  """The cosine run's checkpoints under a summary.json that records no settings: what
+  fine-tuning did before the settings were carried (the defaults' monotone head)."""
   offline.mkdir()
   os.symlink(os.path.join(cosine_dir, "checkpoints"), offline / "checkpoints")
   with open(os.path.join(cosine_dir, "summary.json")) as f:
@@ -104,9 +103,32 @@ def test_without_the_recorded_settings_the_cosine_checkpoint_is_refused_naming_t
   del summary["config"]
   with open(offline / "summary.json", "w") as f:
     json.dump(summary, f)
+  return str(offline)
+
+
+def test_without_the_recorded_settings_the_cosine_checkpoint_is_refused_naming_the_head(
+    cosine_dir, tmp_path):
+  offline = _without_recorded_settings(cosine_dir, tmp_path / "offline")
   with pytest.raises(ValueError, match="does not fit this agent/game/network.*this learner's "
                      "delta head is 'monotone'"):
-    _runner(str(offline), tmp_path / "online")
+    _runner(offline, tmp_path / "online")
+
+
+@pytest.mark.parametrize("case", ["checkpoint does not fit", "no checkpoint"])
+def test_a_refused_offline_checkpoint_leaves_no_root_dir(cosine_dir, tmp_path, case):
+  if case == "no checkpoint":
+    offline = str(tmp_path / "offline")
+    os.makedirs(offline)
+    match = "no checkpoint in"
+  else:
+    offline = _without_recorded_settings(cosine_dir, tmp_path / "offline")
+    match = "does not fit this agent/game/network"
+  root = tmp_path / "online"
+  cfg = online_config.OnlineConfig(game="gridworld", offline_dir=offline, root_dir=str(root),
+                                   num_actors=1, eval_episodes=0, penalty_diagnostic=False)
+  with pytest.raises(ValueError, match=match):
+    online.run(cfg, log=lambda s: None)
+  assert not root.exists()
 
 
 def test_reading_bound_is_the_learners_and_an_earlier_run_resumes_with_a_note(tmp_path):

@@ -499,9 +499,9 @@ class _Runner:
     self._resolve_config()
     cfg = self.cfg
     self._build_learner()
-    # Only now: an offline summary or setting refused above leaves no --root_dir behind.
-    os.makedirs(cfg.root_dir, exist_ok=True)
     self._initialize_checkpointer_and_maybe_resume()
+    # Only now: an offline summary, setting or checkpoint refused above leaves no --root_dir.
+    os.makedirs(cfg.root_dir, exist_ok=True)
     if cfg.schedule == online_config.DETERMINISTIC:
       env_steps = int(self.env_steps.numpy())
       if self.offline_step_value < self.start_step and env_steps < cfg.num_env_steps:

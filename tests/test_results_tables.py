@@ -270,24 +270,34 @@ def test_results_index_demo_table_recomputes_from_its_episode_scores():
     assert cells[3] == f"({again['ci_low']:.2f}, {again['ci_high']:.2f})"
 
 
-def test_results_index_finetuning_table_recomputes_from_its_rows():
-  """The results index's fine-tuning table (and the results page's) from docs/results/finetuning_rows_minatar.csv,
-  read by finetune_report.read_runs_csv and aggregated by the suite's own aggregate_lines with
-  the suite's defaults (3 methods x 2 games x 3 seeds, 2,000 resamples)."""
+@pytest.mark.parametrize("rows_csv, tables", [
+    ("finetuning_rows_minatar_from_table.csv",
+     ((RESULTS, "**Online fine-tuning**"),
+      (_doc("results", "finetuning.md"), "**The reported table"),
+      (_doc("results", "online_minatar_from_table.md"), "## Result"))),
+    ("finetuning_rows_minatar.csv",
+     ((_doc("results", "finetuning.md"), "**The deterministic schedule (2026-11-27"),
+      (_doc("results", "online_minatar_deterministic.md"), "### Result (2026-11-27"))),
+])
+def test_finetuning_tables_recompute_from_their_rows(rows_csv, tables):
+  """Each fine-tuning table on MinAtar (the reported one, from the method table's runs, in the
+  results index, the results page and its own page; the earlier deterministic one) from its
+  committed per-run rows, read by finetune_report.read_runs_csv and aggregated by the suite's
+  own aggregate_lines with the suite's defaults (3 methods x 2 games x 3 seeds, 2,000
+  resamples)."""
   from ccvl_tf.experiments.online import finetune_report
   from ccvl_tf.experiments.online import finetune_suite
   cfg = finetune_suite.FinetuneSuiteConfig(compare_dir="-", data_dir="-", output_dir="-")
   assert cfg.bootstrap_reps == REPS and list(cfg.methods) == ["ccvl", "ccvl_lower", "cql"]
-  pairs = finetune_report.read_runs_csv(_doc("results", "finetuning_rows_minatar.csv"))
+  pairs = finetune_report.read_runs_csv(_doc("results", rows_csv))
   assert len(pairs) == 18
   for (method, game, seed), p in pairs.items():
     assert p["gain"] == pytest.approx(p["after"] - p["before"]), (method, game, seed)
   lines = finetune_report.aggregate_lines(cfg, pairs)
   expected = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines]
-  for page, anchor in ((RESULTS, "**Online fine-tuning**"),
-                       (_doc("results", "finetuning.md"), "**The reported table")):
+  for page, anchor in tables:
     table = markdown_docs.table_after(page, anchor)
-    assert table == [expected[0]] + expected[2:], page
+    assert table == [expected[0]] + expected[2:], (page, anchor)
 
 
 def _demo_seeds_rows(name):

@@ -434,3 +434,28 @@ def test_minatar_table_at_the_chosen_budget_recomputes_from_its_rows(tmp_path):
             == markdown_docs.table_after(str(out), marker)), marker
   index = markdown_docs.table_after(RESULTS, "**The method table on MinAtar**")
   assert index == markdown_docs.table_after(str(out), tool.IQM_TITLE)
+
+
+def test_demo_alpha_table_and_verdicts_recompute_from_their_rows():
+  """docs/results/demo_alpha.md's table from docs/results/demo_alpha_rows.csv: each run's score,
+  the means over seeds, how many seeds alpha 3 is higher in, and rule 1 of docs/demo_alpha.md
+  (mean more than 1.0 point higher and higher in at least 2 of 3 seeds) worked out here."""
+  with open(_doc("results", "demo_alpha_rows.csv")) as f:
+    rows = list(csv.DictReader(f))
+  assert len(rows) == 12
+  score = {(r["agent"], int(r["alpha"]), int(r["seed"])): r for r in rows}
+  table = markdown_docs.table_after(_doc("results", "demo_alpha.md"), "## Result")
+  printed = {(cells[0], cells[1]): cells for cells in table[1:]}
+  seeds = (101, 102, 103)
+  for label, agent, key in (("CQL", "cql", "score"), ("CCVL (adaptive)", "ccvl", "score"),
+                            ("Fixed-CCVL (beside, not ruled on)", "ccvl", "fixed_ccvl")):
+    values = {a: [float(score[(agent, a, s)][key]) for s in seeds] for a in (1, 3)}
+    for a in (1, 3):
+      cells = printed[(label, str(a))]
+      assert cells[2:5] == [f"{v:.1f}" for v in values[a]], (label, a)
+      assert cells[5] == f"{sum(values[a]) / 3:.2f}", (label, a)
+    higher = sum(v3 > v1 for v1, v3 in zip(values[1], values[3]))
+    assert printed[(label, "3")][6] == f"{higher} of 3"
+    if key == "score":
+      chosen = (sum(values[3]) - sum(values[1])) / 3 > 1.0 and higher >= 2
+      assert printed[(label, "3")][7] == ("alpha 3" if chosen else "alpha 1")

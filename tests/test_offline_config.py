@@ -102,16 +102,16 @@ def test_fingerprint_holds_the_dataset_given_and_the_settings_in_force():
   fp = plan.learner.fingerprint
   assert fp["dataset"] == identity and fp["num_transitions"] == 1234
   # The demo preset's CCVL settings (presets.py), N given, the seed and the agent.
-  assert (fp["alpha"], fp["learning_rate"], fp["num_deltas"]) == (1.0, 1e-3, 4)
+  assert (fp["alpha"], fp["learning_rate"], fp["num_deltas"]) == (3.0, 1e-3, 4)
   assert (fp["agent"], fp["seed"], fp["preset"]) == ("ccvl", 0, "demo")
   ref = plan.learners["bc"].fingerprint
   assert ref["agent"] == "bc" and "alpha" not in ref
 
 
 def test_stage_settings_are_the_flags_given_over_the_preset(tmp_path):
-  # The demo preset gives CCVL and CQL the same settings, alpha 1, lr 1e-3, DR3 off
-  # (docs/budget.md, docs/ladder.md); a flag given wins over the preset's value. Each
-  # learner carries its own config, made once: its defaults with those values.
+  # The demo preset gives CCVL and CQL the same settings, alpha 3, lr 1e-3, DR3 off
+  # (docs/budget.md, docs/ladder.md, docs/demo_alpha.md); a flag given wins over the preset's
+  # value. Each learner carries its own config, made once: its defaults with those values.
   cfg = config.OfflineConfig(root_dir=str(tmp_path / "run"), game="Pong", seed=3,
                              dataset_dir=None, subset="5%", batch_size=16, num_grid_deltas=6,
                              belief_temperature=0.5, default_dataset_steps=700,

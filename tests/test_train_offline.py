@@ -288,11 +288,12 @@ def test_presets_resolve_under_the_flags_and_reach_the_fingerprint():
   assert overrides(offline_lib.OfflineConfig(preset="paper"), "cql") == {"alpha": 0.1}
   assert overrides(offline_lib.OfflineConfig(preset="paper"), "bc") == {}
   demo = overrides(offline_lib.OfflineConfig(preset="demo"), "cql")
-  # The demo preset's CQL settings, as docs/budget.md's rule 2 chose them (lr x2).
-  assert demo == {"alpha": 1.0, "learning_rate": 1e-3, "dr3_coef": 0.0}
+  # The demo preset's CQL settings, as docs/budget.md's rule 2 (lr x2) and docs/demo_alpha.md's
+  # rule 1 (alpha 3) chose them.
+  assert demo == {"alpha": 3.0, "learning_rate": 1e-3, "dr3_coef": 0.0}
   ccvl_demo = overrides(offline_lib.OfflineConfig(preset="demo"), "ccvl")
   # ... and CCVL's are CQL's own: docs/ladder.md's rule chose the default that learns at them.
-  assert ccvl_demo == {"alpha": 1.0, "learning_rate": 1e-3, "dr3_coef": 0.0}
+  assert ccvl_demo == {"alpha": 3.0, "learning_rate": 1e-3, "dr3_coef": 0.0}
   assert "Preset demo" in presets.describe("demo", "ccvl", {})
   assert "Preset paper" in presets.describe("paper", "ccvl", {}) and "alpha=0.1" in \
       presets.describe("paper", "ccvl", {})

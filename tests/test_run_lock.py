@@ -73,7 +73,7 @@ def test_the_lock_is_released_when_its_holder_ends_and_is_reentrant(tmp_path):
   holder.stdin.flush()
   assert holder.stdout.readline() == "RELEASED\n"
   assert holder.wait() == 0
-  assert open(run_dir / "run.lock").read() == ""  # no holder recorded once released
+  assert not run_dir.exists()  # made by the holder, which wrote nothing there: removed
   with run_lock.hold(str(run_dir)) as path:
     with run_lock.hold(str(run_dir)):  # the same process again: allowed
       pass
@@ -82,3 +82,50 @@ def test_the_lock_is_released_when_its_holder_ends_and_is_reentrant(tmp_path):
                            text=True, cwd=ROOT, input="")
     assert other.returncode != 0
     assert _refusal(run_dir, os.getpid()) in other.stderr
+
+
+def test_a_run_that_wrote_nothing_leaves_the_directory_as_it_found_it(tmp_path):
+  made = tmp_path / "made"
+  with run_lock.hold(str(made)):
+    assert os.listdir(made) == ["run.lock"]
+  assert not made.exists()  # made by hold, nothing written: removed
+  given = tmp_path / "given"
+  given.mkdir()
+  with run_lock.hold(str(given)):
+    pass
+  assert given.is_dir() and os.listdir(given) == []  # the user's empty directory stays
+  ran = tmp_path / "ran"
+  with run_lock.hold(str(ran)):
+    (ran / "summary.json").write_text("{}")
+  assert sorted(os.listdir(ran)) == ["run.lock", "summary.json"]
+  assert open(ran / "run.lock").read() == ""  # beside outputs: kept, no holder recorded
+
+
+def test_a_lock_file_removed_while_being_taken_is_taken_again_at_its_path(tmp_path,
+                                                                         monkeypatch):
+  """Its holder removed the lock file between this taker's open and flock (made again by a
+  third process): the taker must not hold the unlinked file, else two processes would hold
+  'the' lock of one directory."""
+  run_dir = tmp_path / "run"
+  run_dir.mkdir()
+  (run_dir / "keep").write_text("")  # outputs: the lock file of this test is not removed
+  path = str(run_dir / "run.lock")
+  real_open = os.open
+  opened = []
+
+  def open_then_replace(name, *args, **kwargs):
+    fd = real_open(name, *args, **kwargs)
+    opened.append(name)
+    if len(opened) == 1:  # the first open: the file is replaced right after it
+      os.unlink(name)
+      os.close(real_open(name, os.O_RDWR | os.O_CREAT, 0o644))
+    return fd
+
+  monkeypatch.setattr(run_lock.os, "open", open_then_replace)
+  with run_lock.hold(str(run_dir)) as held:
+    monkeypatch.setattr(run_lock.os, "open", real_open)
+    assert opened == [path, path]  # the replaced file was let go and the path opened again
+    other = subprocess.run([sys.executable, "-c", HOLDER, str(run_dir)], capture_output=True,
+                           text=True, cwd=ROOT, input="")
+    assert other.returncode != 0 and _refusal(run_dir, os.getpid()) in other.stderr
+    assert json.loads(open(held).read())["pid"] == os.getpid()

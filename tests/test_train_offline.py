@@ -231,7 +231,7 @@ def test_dataset_of_another_game_with_the_same_action_count_is_refused_before_lo
                          f"dataset of another game or format: the game Atlantis, but this run's "
                          f"game is Breakout; the action set"), last
   assert "Traceback" not in r.stderr and "Loading" not in r.stdout
-  assert not (tmp_path / "r" / "checkpoints").exists()
+  assert not (tmp_path / "r").exists()  # refused: --root_dir left as it was (absent)
 
 
 def test_corrupt_observation_file_is_refused_naming_it(tmp_path):
@@ -251,7 +251,8 @@ def test_corrupt_observation_file_is_refused_naming_it(tmp_path):
   last = r.stderr.strip().splitlines()[-1]
   assert last.startswith("train_offline.py: error: ") and f"{path} is corrupt: CRC" in last, last
   assert "Traceback" not in r.stderr
-  assert not (tmp_path / "r" / "checkpoints").exists()
+  # Refused while loading, after taking --root_dir's lock: the directory it made is gone again.
+  assert not (tmp_path / "r").exists()
 
 
 def test_presets_resolve_under_the_flags_and_reach_the_fingerprint():

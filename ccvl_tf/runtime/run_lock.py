@@ -3,17 +3,21 @@ starts and released when it ends.
 
 The lock is `fcntl.flock` on the open lock file, so the kernel releases it when the holding
 process ends in any way, also when it is killed (kill -9): no stale lock is ever left to clean
-up, and the file itself stays (removing a lock file others may hold open would let two
-processes lock two different files). While it is held, the file records its holder (pid, host,
-start time, command) so that a second process is refused with one line naming the directory
-and the holder:
+up. While it is held, the file records its holder (pid, host, start time, command) so that a
+second process is refused with one line naming the directory and the holder:
 
     with run_lock.hold(root_dir, "--root_dir"):
       ...  # the run
 
 `hold` is reentrant within a process (the train_offline binary holds the lock across the run
-and its results table, and each of them takes it too). On file systems without flock support
-the lock cannot be taken and `hold` says so; a remote run directory (gs://) is not locked.
+and its results table, and each of them takes it too). A run that ends having written nothing
+(refused before its first output, e.g. on a corrupt dataset) leaves the directory as it found
+it: the lock file is removed, and the directory too if `hold` created it. Removing a lock file
+is safe because a taker checks, once it holds the lock, that the file it locked is still the
+one at the path (else it could lock an unlinked file while another process locks the new one),
+and tries again. A lock file beside a run's outputs stays (emptied). On file systems without
+flock support the lock cannot be taken and `hold` says so; a remote run directory (gs://) is not
+locked.
 Processes forked while the lock is held share it (the lock belongs to the open file).
 """
 from __future__ import annotations
@@ -78,28 +82,14 @@ def hold(run_dir: str, flag: str = "--root_dir") -> Iterator[str]:
   if "://" in str(run_dir):  # a remote run directory (gs://): no OS lock to take there
     yield ""
     return
-  path = os.path.join(os.path.realpath(run_dir), LOCK_FILENAME)
+  directory = os.path.realpath(run_dir)
+  path = os.path.join(directory, LOCK_FILENAME)
   if path in _HELD:  # taken again by the process that holds it
     yield path
     return
+  created = not os.path.isdir(directory)
+  fd = _lock(run_dir, path, flag)
   try:
-    os.makedirs(run_dir, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
-  except OSError as e:
-    raise ValueError(f"{flag} {run_dir}: cannot create its lock file {path}: "
-                     f"{e.strerror or e}") from None
-  try:
-    try:
-      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as e:
-      if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-        raise ValueError(f"{flag} {run_dir}: cannot lock {path} ({e.strerror or e}); one "
-                         f"process per run directory needs a file system with flock "
-                         f"support") from None
-      raise RunDirectoryInUse(
-          f"{flag} {run_dir} is in use by another process: {_holder_text(path)}. One process "
-          f"per run directory: wait for it to end, or give another {flag} (its lock {path} is "
-          f"released when that process ends, also if it is killed)") from None
     _record(fd)
     _HELD.add(path)
     try:
@@ -108,5 +98,55 @@ def hold(run_dir: str, flag: str = "--root_dir") -> Iterator[str]:
       _HELD.discard(path)
       with contextlib.suppress(OSError):
         os.ftruncate(fd, 0)  # no holder recorded while nobody holds it
+      _remove_if_nothing_written(directory, path, created)
   finally:
     os.close(fd)  # closing the descriptor releases the flock
+
+
+def _lock(run_dir: str, path: str, flag: str, attempts: int = 10) -> int:
+  """An open descriptor of the lock file `path`, locked: the file that is at `path` once the
+  lock is held (one another holder removed meanwhile is not it: then again)."""
+  for _ in range(attempts):
+    try:
+      os.makedirs(run_dir, exist_ok=True)
+      fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+      raise ValueError(f"{flag} {run_dir}: cannot create its lock file {path}: "
+                       f"{e.strerror or e}") from None
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as e:
+      os.close(fd)
+      if e.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+        raise ValueError(f"{flag} {run_dir}: cannot lock {path} ({e.strerror or e}); one "
+                         f"process per run directory needs a file system with flock "
+                         f"support") from None
+      raise RunDirectoryInUse(
+          f"{flag} {run_dir} is in use by another process: {_holder_text(path)}. One process "
+          f"per run directory: wait for it to end, or give another {flag} (its lock {path} is "
+          f"released when that process ends, also if it is killed)") from None
+    if _same_file(fd, path):
+      return fd
+    os.close(fd)  # its holder removed it while this process was opening it
+  raise ValueError(f"{flag} {run_dir}: its lock file {path} was removed and made again "
+                   f"{attempts} times while this process was taking it")
+
+
+def _same_file(fd: int, path: str) -> bool:
+  try:
+    at_path = os.stat(path)
+  except FileNotFoundError:
+    return False
+  held = os.fstat(fd)
+  return (held.st_dev, held.st_ino) == (at_path.st_dev, at_path.st_ino)
+
+
+def _remove_if_nothing_written(directory: str, path: str, created: bool) -> None:
+  """Removes the lock file `path` (still locked) when it is all `directory` holds, and the
+  directory when `hold` created it: a run that wrote nothing leaves no trace."""
+  with contextlib.suppress(OSError):
+    if os.listdir(directory) != [LOCK_FILENAME]:
+      return
+    os.unlink(path)
+    if created:
+      os.rmdir(directory)  # fails, harmlessly, if another process wrote there meanwhile

@@ -1,3 +1,6 @@
+# Over ~500 lines on purpose: every exact learner here iterates the same empirical model to its
+# fixed point (_iterate, _regularized_fixed_point, the exact arg-mins), and the family
+# statistics read the Q(s, a, delta) arrays those learners return.
 """Exact tabular offline learners on the empirical MDP of a dataset.
 
 More in docs/library.md "Module notes", `ccvl_tf/tabular/learners.py`.

@@ -253,13 +253,19 @@ def test_peer_numbers_are_the_peer_scripts_output():
       assert quoted in text, (name, quoted, page)
 
 
-def test_results_index_demo_table_recomputes_from_its_episode_scores():
-  """The results index's demo table (the run with the default reading) from the run's committed
-  per-episode scores (docs/results/demo_results_monotone.json, the run's results.json): each
-  policy's mean and rliable CI recomputed with the demo's own `score_row`."""
+@pytest.mark.parametrize("anchor, rows_of", [
+    ("Its seed 0 is what `make demo`", lambda: json.load(open(
+        _doc("results", "demo_seeds_results.json")))["0"]),
+    ("The run with the earlier default reading", lambda: json.load(open(
+        _doc("results", "demo_results_monotone.json"))))])
+def test_results_index_demo_tables_recompute_from_their_episode_scores(anchor, rows_of):
+  """The results index's demo tables from the runs' committed per-episode scores: the reported
+  five seeds' seed 0 (what `make demo` trains; docs/results/demo_seeds_results.json) and the
+  run with the earlier default reading (docs/results/demo_results_monotone.json, the run's
+  results.json): each policy's mean and rliable CI recomputed with the demo's `score_row`."""
   from ccvl_tf.experiments.offline import demo_report
-  rows = json.load(open(_doc("results", "demo_results_monotone.json")))
-  table = markdown_docs.table_after(RESULTS, "The run with the earlier default reading")
+  rows = rows_of()
+  table = markdown_docs.table_after(RESULTS, anchor)
   printed = {r[0]: r for r in table[1:]}
   assert set(printed) == {r["policy"] for r in rows}
   for r in rows:
@@ -353,16 +359,19 @@ def test_demo_over_seeds_at_the_earlier_settings_recomputes():
   assert open(_doc("results", "demo_seeds_earlier.md"), encoding="utf-8").read() == text
 
 
-def test_demo_over_seeds_in_the_bonus_reading_recomputes():
-  """The five-seed demo of the earlier default (Eq. update's bonus with n(s), 17,500 steps;
-  docs/results/demo_seeds_bonus.md) from its committed rows and diagnostics."""
+@pytest.mark.parametrize("name", ["demo_seeds_alpha1", "demo_seeds_bonus"])
+def test_demo_over_seeds_at_earlier_settings_recompute_with_their_diagnostics(name):
+  """The earlier five-seed demos with the family's diagnostics, each from its committed rows
+  and diagnostics (docs/results/<name>.md): at alpha 1 for CQL and CCVL (the preset before
+  docs/demo_alpha.md's rule moved both to 3), and in the earlier default reading (Eq. update's
+  bonus with n(s), 17,500 steps)."""
   from ccvl_tf.experiments.offline import demo_seeds
-  per_seed = _demo_seeds_rows("demo_seeds_bonus_results.json")
-  diagnostics = json.load(open(_doc("results", "demo_seeds_bonus_diagnostics.json")))
+  per_seed = _demo_seeds_rows(f"{name}_results.json")
+  diagnostics = json.load(open(_doc("results", f"{name}_diagnostics.json")))
   rows = demo_seeds.across_seeds(per_seed, reps=REPS)
   text = demo_seeds.render(rows, "Breakout", reps=REPS,
                            diagnostics=demo_seeds.family_columns(diagnostics))
-  assert open(_doc("results", "demo_seeds_bonus.md"), encoding="utf-8").read() == text
+  assert open(_doc("results", f"{name}.md"), encoding="utf-8").read() == text
 
 
 def _assert_sweep_row(got, rows, cells, method):

@@ -73,8 +73,10 @@ def test_specs_reset_and_stacking_on_real_steps():
     np.testing.assert_array_equal(t.observation[..., :3], prev[..., 1:])  # oldest first
     prev = t.observation
   assert env.episode_steps == 5
-  with pytest.raises(ValueError):
-    env.step(4)
+  for bad in (4, -1):
+    with pytest.raises(ValueError, match=r"action {} outside \[0, 4\) for Breakout$".format(bad)):
+      env.step(bad)
+  assert env.episode_steps == 5  # a refused action is no step
 
 
 def test_frame_skip_and_max_pool_match_a_raw_ale():

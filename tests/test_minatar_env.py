@@ -38,7 +38,8 @@ def test_specs_shapes_dtypes_and_action_set(game):
     assert ts.reward.dtype == np.float32
     ts = env.step(int(rng.integers(env.num_actions)))
   env.reset()
-  with pytest.raises(ValueError, match="outside"):
+  with pytest.raises(ValueError, match=r"action {n} outside \[0, {n}\) for MinAtar {g}$".format(
+      n=env.num_actions, g=game)):
     env.step(env.num_actions)
 
 

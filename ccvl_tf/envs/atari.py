@@ -182,21 +182,13 @@ class AtariEnvironment(episode.GameEnvironment):
     self._ale.getScreenGrayscale(self._buf[0])
     self._buf[1].fill(0)  # Dopamine: max over (first frame, zeros)
     self._stack.fill(0)
-    self._steps = 0
-    self._done = False
-    self._truncated = False
-    self.last_raw_reward = 0.0
-    self.episode_raw_return = 0.0
+    self._start_episode()
     return ts.restart(self._observe())
 
   def _step(self, action):
     if self._done:
       return self.reset()
-    a = int(np.asarray(action).reshape(()))
-    if not 0 <= a < len(self._action_set):
-      raise ValueError("action {} outside [0, {}) for {}".format(a, len(self._action_set),
-                                                                  self.game))
-    ale_action = self._action_set[a]
+    ale_action = self._action_set[self._action_index(action, self.game)]
     total = 0.0
     game_over = False
     for t in range(self._frame_skip):

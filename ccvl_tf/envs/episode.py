@@ -24,11 +24,8 @@ class GameEnvironment(py_environment.PyEnvironment):
     """The specs and a fresh episode's counters (call from __init__)."""
     self._max_steps = None if max_steps is None else int(max_steps)
     self._clip = bool(clip_rewards)
-    self._steps = 0
-    self._done = True
-    self._truncated = False
-    self.last_raw_reward = 0.0
-    self.episode_raw_return = 0.0
+    self._start_episode()
+    self._done = True  # no episode yet: the first step resets
     self._obs_spec = array_spec.BoundedArraySpec(tuple(observation_shape), np.uint8, 0,
                                                  observation_max, name="observation")
     self._act_spec = array_spec.BoundedArraySpec((), np.int32, 0, int(num_actions) - 1,
@@ -43,6 +40,23 @@ class GameEnvironment(py_environment.PyEnvironment):
   @property
   def num_actions(self) -> int:
     return int(self._act_spec.maximum) + 1
+
+  def _start_episode(self) -> None:
+    """Zeroes the step bookkeeping at the start of an episode (from `_reset`)."""
+    self._steps = 0
+    self._done = False
+    self._truncated = False
+    self.last_raw_reward = 0.0
+    self.episode_raw_return = 0.0
+
+  def _action_index(self, action, game_label: str) -> int:
+    """`action` (a scalar of any int dtype) as an index into the minimal action set; a
+    ValueError naming the index, the range and `game_label` when it lies outside."""
+    a = int(np.asarray(action).reshape(()))
+    if not 0 <= a < self.num_actions:
+      raise ValueError("action {} outside [0, {}) for {}".format(a, self.num_actions,
+                                                                  game_label))
+    return a
 
 
 def finish_step(env, raw_reward: float, game_over: bool, observation) -> ts.TimeStep:

@@ -116,21 +116,14 @@ class MinAtarEnvironment(episode.GameEnvironment):
 
   def _reset(self):
     self._env.reset()
-    self._steps = 0
-    self._done = False
-    self._truncated = False
+    self._start_episode()
     self._game_over = False
-    self.last_raw_reward = 0.0
-    self.episode_raw_return = 0.0
     return ts.restart(self._observe())
 
   def _step(self, action):
     if self._done:
       return self.reset()
-    a = int(np.asarray(action).reshape(()))
-    if not 0 <= a < len(self._action_set):
-      raise ValueError("action {} outside [0, {}) for MinAtar {}".format(
-          a, len(self._action_set), self.game))
+    a = self._action_index(action, "MinAtar " + self.game)
     raw, terminal = self._env.act(self._action_set[a])  # sticky actions inside MinAtar
     self._game_over = bool(terminal)
     return episode.finish_step(self, raw, bool(terminal), self._observe())

@@ -17,8 +17,8 @@ import os
 import sys
 from typing import Dict
 
-# oneDNN on, its instructions at most AVX-512 (no VNNI / BF16 / AMX code paths): on this
-# project's 2-core AVX-512 machine the same kernels, and the same weights, as TensorFlow's
+# oneDNN on, its instructions at most AVX-512 (no VNNI / BF16 / AMX code paths): on the 2-core
+# AVX-512 EPYC where it was measured, the same kernels, and the same weights, as TensorFlow's
 # default, at no measured cost; every AVX-512 CPU then runs AVX-512 code paths, though another
 # CPU type may still train other weights (BUILD.md). CPUs without AVX-512 run others
 # (ONEDNN_MAX_CPU_ISA=AVX2 everywhere puts them on one instruction set, for 12-18% more CPU

@@ -42,9 +42,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OP_DETERMINISM = [(f"threads {t}, op determinism {bool(d)}", {}, t, t, d)
                   for t in (1, 2) for d in (0, 1)]
 OFF = {"TF_ENABLE_ONEDNN_OPTS": "0"}
+ON = {"TF_ENABLE_ONEDNN_OPTS": "1"}
 MACHINE = [
     ("oneDNN default, threads default", {}, None, None, 0),
     ("oneDNN default, threads 2/2", {}, 2, 2, 0),
+    # train_offline.py's pin (tf_setup.CPU_KERNELS) where the CPU's default is oneDNN off
+    ("oneDNN on, threads 2/2, ISA <= AVX512", dict(ON, ONEDNN_MAX_CPU_ISA="AVX512_CORE"), 2, 2,
+     0),
     ("oneDNN default, threads 1/1", {}, 1, 1, 0),
     ("oneDNN default, threads 2/1", {}, 2, 1, 0),
     ("oneDNN default, threads 4/4", {}, 4, 4, 0),

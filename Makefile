@@ -10,7 +10,7 @@ export TF_USE_LEGACY_KERAS := 1
 # not cuFFT / cuDNN / cuBLAS registration errors; a level set here would count as the user's
 # and keep them. CCVL_VERBOSE=1, or TF_CPP_MIN_LOG_LEVEL in the environment, keeps them.
 
-.PHONY: venv demo test bench gridworld minatar-table lock clean-venv
+.PHONY: venv demo test test-fast bench gridworld minatar-table lock clean-venv
 
 venv: $(STAMP)
 
@@ -34,8 +34,17 @@ $(STAMP): requirements.txt pyproject.toml
 demo: $(STAMP)
 	$(PY) binaries/train_offline.py --game=Breakout --root_dir=runs/breakout_demo
 
+# The suite on TEST_WORKERS pytest-xdist workers (worksteal: a worker that runs out takes
+# tests from the other's queue). Every test is independent of order and worker count;
+# TEST_WORKERS=0 runs it in this one process.
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(PY) -m pytest tests
+	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist worksteal
+
+# The edit-test loop: the tests not marked slow (no end-to-end binary runs, trainings of
+# more than a few seconds, fine-tuning): a few minutes. CI runs the full `make test`.
+test-fast: $(STAMP)
+	$(PY) -m pytest tests -m "not slow" -n $(TEST_WORKERS) --dist worksteal
 
 bench: $(STAMP)
 	$(PY) binaries/benchmark.py --output=results/benchmark.json
@@ -56,7 +65,7 @@ minatar-table: $(STAMP)
 lock:
 	rm -rf /tmp/ccvl-lock && $(PYTHON) -m venv /tmp/ccvl-lock
 	/tmp/ccvl-lock/bin/pip install -q -r requirements.in
-	{ head -n 4 requirements.txt; /tmp/ccvl-lock/bin/pip freeze; } > requirements.txt.new && mv requirements.txt.new requirements.txt
+	{ head -n 5 requirements.txt; /tmp/ccvl-lock/bin/pip freeze; } > requirements.txt.new && mv requirements.txt.new requirements.txt
 
 clean-venv:
 	rm -rf $(VENV)

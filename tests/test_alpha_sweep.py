@@ -6,8 +6,6 @@ import csv
 import json
 import math
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -17,6 +15,7 @@ from ccvl_tf.runtime import config_flags
 from ccvl_tf.evaluation import score_stats
 from ccvl_tf.experiments.compare import alpha_sweep
 from ccvl_tf.experiments.compare import alpha_sweep_report as report
+from tests import forked_binary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "binaries", "alpha_sweep.py")
@@ -26,12 +25,13 @@ TINY = ["--suite=gridworld", "--alphas=3,0.1", "--seeds=1", "--datasets=1%", "--
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def _run(args, cwd):
-  env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3")
-  return subprocess.run([sys.executable, BIN, *args], capture_output=True, text=True, env=env,
-                        cwd=cwd, timeout=900)
+def _run(args, cwd, fresh=False):
+  """alpha_sweep.py on `args` in its own process (tests/forked_binary.py; `fresh`: a
+  subprocess start of its own, as a user's)."""
+  return forked_binary.run("alpha_sweep.py", args, cwd=cwd, timeout=900, fresh=fresh)
 
 
+@pytest.mark.slow
 def test_tiny_gridworld_sweep_trains_bc_once_and_resumes(tmp_path):
   out = tmp_path / "sweep"
   r = _run([*TINY, f"--output_dir={out}"], tmp_path)
@@ -86,6 +86,7 @@ def test_tiny_gridworld_sweep_trains_bc_once_and_resumes(tmp_path):
   assert list(csv.DictReader(open(out / "rows.csv"))) == rows
 
 
+@pytest.mark.slow
 def test_bad_flags_name_the_flag(tmp_path):
   r = _run(["--suite=gridworld", "--alphas=0.1,0", f"--output_dir={tmp_path}"], tmp_path)
   assert r.returncode != 0 and "--alphas: every alpha must be a finite number > 0" in r.stderr

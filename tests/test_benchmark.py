@@ -9,6 +9,7 @@ import ccvl_tf  # noqa: F401
 
 import numpy as np
 import pytest
+
 import tensorflow as tf
 from tf_agents.agents.dqn import dqn_agent
 from tf_agents.specs import tensor_spec
@@ -18,10 +19,12 @@ from tf_agents.utils import common
 from ccvl_tf.bench import dqn_dr3
 from ccvl_tf.bench import profile_step
 from ccvl_tf.bench import train_step
+from tests import forked_binary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.slow
 def test_benchmark_quick_writes_json(tmp_path):
   """--quick runs the train-step benchmark and, when ccvl_tf/bench/data.py exists, merges its
   run(quick=True) dict under 'data'."""
@@ -50,22 +53,22 @@ def test_benchmark_quick_writes_json(tmp_path):
     assert isinstance(result["data"], dict) and result["data"]
 
 
+@pytest.mark.slow
 def test_benchmark_skip_data(tmp_path):
   out = tmp_path / "bench.json"
-  proc = subprocess.run(
-      [sys.executable, os.path.join(ROOT, "binaries", "benchmark.py"), f"--output={out}",
-       "--quick", "--skip_data", "--skip_end_to_end"],
-      cwd=str(tmp_path), capture_output=True, text=True, timeout=300,
+  proc = forked_binary.run(
+      "benchmark.py", [f"--output={out}", "--quick", "--skip_data", "--skip_end_to_end"],
+      cwd=tmp_path, timeout=300,
       env=dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2"))
   assert proc.returncode == 0, proc.stderr[-3000:]
   result = json.loads(out.read_text())
   assert "data" not in result and "end_to_end" not in result
 
 
+@pytest.mark.slow
 def test_benchmark_requires_output(tmp_path):
-  proc = subprocess.run(
-      [sys.executable, os.path.join(ROOT, "binaries", "benchmark.py"), "--quick"],
-      cwd=str(tmp_path), capture_output=True, text=True, timeout=120,
+  proc = forked_binary.run(
+      "benchmark.py", ["--quick"], cwd=tmp_path, timeout=120,
       env=dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="2"))
   assert proc.returncode != 0
   assert "output" in proc.stderr

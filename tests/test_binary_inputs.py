@@ -13,11 +13,13 @@ import time
 from typing import Sequence
 
 import pytest
+
 from absl import app
 from absl import flags
 
 from ccvl_tf.runtime import config_flags
 from ccvl_tf.runtime.config_flags import setting
+from tests import forked_binary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTDATA = os.path.join(ROOT, "testdata", "dqn_replay", "Breakout", "1", "replay_logs")
@@ -124,8 +126,8 @@ def test_list_flags_with_a_repeated_empty_or_unknown_item_are_one_usage_error():
 
 
 def _run(binary, *args, cwd=ROOT, timeout=300):
-  return subprocess.run([sys.executable, os.path.join(ROOT, "binaries", binary), *args],
-                        capture_output=True, text=True, env=ENV, cwd=cwd, timeout=timeout)
+  """`binary` on `args` in its own process (tests/forked_binary.py)."""
+  return forked_binary.run(binary, args, cwd=cwd, env=ENV, timeout=timeout)
 
 
 @pytest.mark.slow

@@ -167,6 +167,7 @@ def _chain_data(rng, n):
           "next_observation": eye[s2], "terminal": r.copy()}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("head,steps", [("cosine", 400), ("monotone", 1200)])
 def test_upper_bound_above_lower_bound_on_data_after_training(head, steps):
   """A short training on the chain: Q_u(s, a_D, delta) >= Q_l(s, a_D, delta) on the data and
@@ -315,6 +316,7 @@ print("replicas", strategy.num_replicas_in_sync, "step", int(dist.train_step_cou
 """
 
 
+@pytest.mark.slow
 def test_mirrored_step_equals_single_device_step():
   """MirroredStrategy over two logical CPUs (a subprocess: devices must be split before TF
   starts). Each replica gets the same half batch, so the averaged gradient equals the

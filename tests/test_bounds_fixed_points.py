@@ -144,6 +144,7 @@ def test_chain_closed_form_bounds_are_the_fixed_points_of_the_bonus_losses():
 TINY = networks.QNetworkConfig(torso="mlp", mlp_units=(16,), n_cos=8, hidden_units=16)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("head", ["cosine", "monotone"])
 def test_bounds_agent_learns_the_chain_closed_form(head):
   """The neural bounds agent (both bonus forms, exact n(s) = 400 per state, alpha 1, 1000

@@ -279,6 +279,7 @@ def test_nan_loss_raises_naming_the_step_and_keeps_weights(tmp_path):
   assert int(agent.train_step_counter.numpy()) == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make", [lambda agent: agent.make_checkpoint(),
                                   lambda agent: tf.train.Checkpoint(agent=agent)],
                          ids=["make_checkpoint", "checkpoint_of_agent"])
@@ -478,6 +479,7 @@ def test_synthetic_bandit_with_the_monotone_head_rare_actions_rise_the_data_acti
     assert np.all(q[s].argmax(-1) == frequent[s]), q[s]
 
 
+@pytest.mark.slow
 def test_gridworld_training_against_tabular_ccvl():
   """A few thousand cheap steps on the paper's gridworld dataset (one-hot states, exact n(s)).
 
@@ -538,6 +540,7 @@ def test_gridworld_training_against_tabular_ccvl():
   assert margin > 0.25, (margin, best_seen - best_unseen)
 
 
+@pytest.mark.slow
 def test_default_family_on_the_gridworld_is_ordered_varies_and_agrees_with_its_exact_solution():
   """The neural agent in the gridworld's reading (Eq. update's bonus with the support head and
   the monotone head, family.GRIDWORLD_READING), the family study's network and 6,000 steps on one-hot states with exact n(s)^-1, on

@@ -77,6 +77,7 @@ def cql_torso_moved(breakout_batches):
   return _torso_moved(agent, breakout_batches)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("head", ["cosine", "monotone"])
 def test_the_default_head_lets_the_torso_learn_at_cqls_pace(head, breakout_batches,
                                                              cql_torso_moved):
@@ -120,6 +121,7 @@ def _greedy_after_training(agent, obs, actions, rewards) -> np.ndarray:
   return q.argmax(-1)
 
 
+@pytest.mark.slow
 def test_the_demo_ccvl_acts_as_cql_where_rare_actions_are_noisy():
   obs, actions, rewards = _noisy_bandit()
   specs = (ts.time_step_spec(tensor_spec.TensorSpec([NUM_STATES], tf.float32)),

@@ -17,6 +17,7 @@ from ccvl_tf.data import replay_source
 from ccvl_tf.data import replay_writer
 from ccvl_tf.data.frame_store import FrameStore
 from ccvl_tf.envs import atari
+from tests import forked_binary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTDATA = os.path.join(ROOT, "testdata", "dqn_replay", "Breakout", "1", "replay_logs")
@@ -75,6 +76,7 @@ def test_writer_reader_round_trip_on_real_breakout(tmp_path):
   assert sum(last for *_, last in env.steps) == summary["episodes"]
 
 
+@pytest.mark.slow
 def test_binary_random_policy_end_to_end(tmp_path):
   out = str(tmp_path / "Breakout" / "1" / "replay_logs")
   cmd = [sys.executable, os.path.join(ROOT, "binaries", "collect_dataset.py"), "--game=Breakout",
@@ -90,26 +92,27 @@ def test_binary_random_policy_end_to_end(tmp_path):
   store = FrameStore.from_replay(out, num_actions=4)
   assert 560 <= store.num_transitions <= 600
   before = sorted(os.listdir(out))
-  again = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+  again = forked_binary.run("collect_dataset.py", cmd[2:], env=dict(os.environ), timeout=120)
   assert again.returncode != 0 and "refusing to write over" in again.stderr
   assert sorted(os.listdir(out)) == before
 
 
+@pytest.mark.slow
 def test_binary_random_policy_on_the_vector_env(tmp_path):
   out = str(tmp_path / "Pong" / "1" / "replay_logs")
   cmd = [sys.executable, os.path.join(ROOT, "binaries", "collect_dataset.py"), "--game=Pong",
          "--policy=random", "--steps=400", "--output_dir=" + out, "--replay_capacity=1000",
          "--progress_every=200", "--num_envs=4"]
-  res = subprocess.run(cmd, capture_output=True, text=True, timeout=120, cwd=ROOT)
+  res = forked_binary.run("collect_dataset.py", cmd[2:], env=dict(os.environ), timeout=120)
   assert res.returncode == 0, res.stderr[-2000:]
   assert "on 4 copies of the vector environment" in res.stdout
   assert "step 400/400" in res.stdout
   meta = json.load(open(os.path.join(out, replay_files.METADATA_FILENAME)))
   assert meta["collection_env"] == "vector" and meta["num_envs"] == 4
   assert FrameStore.from_replay(out, num_actions=6).num_transitions == 399
-  bad = subprocess.run([*cmd[:3], "--policy=" + str(tmp_path), "--steps=10",
-                        "--output_dir=" + str(tmp_path / "x"), "--num_envs=2"],
-                       capture_output=True, text=True, timeout=120, cwd=ROOT)
+  bad = forked_binary.run("collect_dataset.py", [cmd[2], "--policy=" + str(tmp_path),
+                                                 "--steps=10", "--output_dir=" + str(tmp_path / "x"),
+                                                 "--num_envs=2"], env=dict(os.environ), timeout=120)
   assert bad.returncode != 0 and "needs --num_envs=1" in bad.stderr, bad.stderr[-2000:]
 
 
@@ -129,6 +132,7 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
+@pytest.mark.slow
 def test_binary_into_a_read_only_or_too_long_directory_is_one_line(tmp_path):
   binary = os.path.join(ROOT, "binaries", "collect_dataset.py")
   out = str(tmp_path / "ro" / "Breakout" / "1" / "replay_logs")
@@ -172,6 +176,7 @@ def test_saved_model_policy_is_used(tmp_path):
     replay_writer.saved_model_policy(str(tmp_path / "nope"))
 
 
+@pytest.mark.slow
 def test_a_policy_of_another_game_is_refused_before_anything_is_written(tmp_path):
   """A Breakout export (ALE actions [0, 1, 3, 4]) collecting on Atlantis ([0, 1, 11, 12]): the
   action count and frames agree, so before, it wrote a dataset whose record said Atlantis.
@@ -183,11 +188,10 @@ def test_a_policy_of_another_game_is_refused_before_anything_is_written(tmp_path
                                        r"but this run's game is Atlantis; the action set"):
     replay_writer.saved_model_policy(pdir, atari.AtariEnvironment("Atlantis"))
   out = tmp_path / "ds"
-  res = subprocess.run([sys.executable, os.path.join(ROOT, "binaries", "collect_dataset.py"),
-                        "--game=Atlantis", "--steps=10", f"--policy={pdir}",
-                        f"--output_dir={out}"], capture_output=True, text=True, timeout=120,
-                       cwd=ROOT, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
-                                          PYTHONPATH=ROOT))
+  res = forked_binary.run("collect_dataset.py", ["--game=Atlantis", "--steps=10",
+                                                 f"--policy={pdir}", f"--output_dir={out}"],
+                          timeout=120, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3",
+                                                PYTHONPATH=ROOT))
   assert res.returncode != 0
   assert res.stderr.strip().splitlines() == [
       f"collect_dataset.py: error: {pdir}/ccvl_policy.json records a policy of another game: "

@@ -3,8 +3,6 @@ input (unknown method / suite / dataset kind, a missing MinAtar dataset), the ag
 import csv
 import json
 import os
-import subprocess
-import sys
 import types
 
 import pytest
@@ -17,6 +15,7 @@ from ccvl_tf.experiments.compare import runner as compare
 from ccvl_tf.experiments.compare import units as compare_units
 from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.offline import config as offline_config
+from tests import forked_binary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "binaries", "compare.py")
@@ -25,15 +24,16 @@ TINY = ["--suite=gridworld", "--methods=CQL,Fixed-CCVL,CCVL", "--datasets=1%", "
         "--bootstrap_reps=50", "--batch_size=8"]
 
 
-def _run(args, cwd):
-  env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3")
-  return subprocess.run([sys.executable, BIN, *args], capture_output=True, text=True, env=env,
-                        cwd=cwd, timeout=600)
+def _run(args, cwd, fresh=False):
+  """compare.py on `args` in its own process (tests/forked_binary.py; `fresh`: a subprocess
+  start of its own, as a user's)."""
+  return forked_binary.run("compare.py", args, cwd=cwd, fresh=fresh)
 
 
+@pytest.mark.slow
 def test_tiny_gridworld_comparison_writes_every_output_and_resumes(tmp_path):
   out = tmp_path / "cmp"
-  r = _run([*TINY, "--seeds=2", f"--output_dir={out}"], tmp_path)
+  r = _run([*TINY, "--seeds=2", f"--output_dir={out}"], tmp_path, fresh=True)
   assert r.returncode == 0, r.stderr[-3000:]
   assert "6 runs; 0 already done (skipped), 6 to run" in r.stdout
   assert "[6/6] CCVL 1% gridworld seed 1" in r.stdout and "ETA" in r.stdout
@@ -120,6 +120,7 @@ def test_training_groups_keep_a_shared_learner_in_one_worker():
   assert all(len({u[:3] for u in g}) == 1 for g in groups)
 
 
+@pytest.mark.slow
 def test_a_failing_unit_in_a_worker_names_itself_and_its_log(tmp_path):
   # lr 1e30 makes the loss non-finite at step 1: TrainingStopped inside a worker process
   # must reach the user as one clear error (it does not unpickle by itself).
@@ -132,6 +133,7 @@ def test_a_failing_unit_in_a_worker_names_itself_and_its_log(tmp_path):
   assert f"log: {out}/logs/" in r.stderr and "rerun the same command to resume" in r.stderr
 
 
+@pytest.mark.slow
 def test_bad_input_lists_the_valid_names(tmp_path):
   r = _run(["--suite=gridworld", "--methods=CQL,FOO", f"--output_dir={tmp_path}"], tmp_path)
   assert r.returncode != 0
@@ -157,6 +159,7 @@ def test_missing_minatar_dataset_says_how_to_make_it(tmp_path):
                                       output_dir=str(tmp_path / "out")), log=lambda s: None)
 
 
+@pytest.mark.slow
 def test_an_interrupted_minatar_build_keeps_its_finished_games_scored(tmp_path, monkeypatch):
   """A multi-game build stopped in its second game leaves the first one scored (scores are
   written after each game); a complete game missing from the scores file is reported as such,

@@ -57,6 +57,7 @@ def test_an_interrupted_collection_leaves_nothing_in_place(tmp_path):
   assert _dot_folders(os.path.dirname(spec.out_dir)) == []
 
 
+@pytest.mark.slow
 def test_two_collections_of_one_dataset_at_once_keep_the_first_renamed(tmp_path):
   """The second collection starts while the first is half-way and finishes first (here
   nested, in the first's progress line): the first then finds the same dataset in place and

@@ -1,10 +1,9 @@
 """binaries/diagnose.py on a real (tiny) train_offline run, and its refusals."""
 import json
 import os
-import subprocess
-import sys
 
 import pytest
+from tests import forked_binary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTDATA = os.path.join(ROOT, "testdata", "dqn_replay", "Breakout", "1", "replay_logs")
@@ -13,9 +12,10 @@ ENV = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3",
            PYTHONPATH=os.pathsep.join(p for p in (ROOT, os.environ.get("PYTHONPATH")) if p))
 
 
-def _run(binary, args, cwd):
-  return subprocess.run([sys.executable, os.path.join(ROOT, "binaries", binary), *args],
-                        capture_output=True, text=True, env=ENV, cwd=cwd, timeout=600)
+def _run(binary, args, cwd, fresh=False):
+  """`binary` on `args` in its own process (tests/forked_binary.py; `fresh`: a subprocess
+  start of its own, as a user's)."""
+  return forked_binary.run(binary, args, cwd=cwd, env=ENV, fresh=fresh)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def test_train_offline_writes_diagnostics_and_diagnose_recomputes_them(tiny_run,
   assert (written["step"], written["checkpoint"]) == (4, str(root / "checkpoints" / "ckpt-4"))
   first = written["summary"]
 
-  r = _run("diagnose.py", [f"--root_dir={root}"], tmp_path)
+  r = _run("diagnose.py", [f"--root_dir={root}"], tmp_path, fresh=True)  # as a user starts it
   assert r.returncode == 0, r.stderr[-3000:]
   assert "family_spread" in r.stdout and "count_auc" in r.stdout
   again = json.loads((root / "diagnostics" / "diagnostics.json").read_text())["summary"]
@@ -65,6 +65,7 @@ def test_train_offline_writes_diagnostics_and_diagnose_recomputes_them(tiny_run,
     assert again[key] == pytest.approx(first[key], rel=1e-5, abs=1e-7), key
 
 
+@pytest.mark.slow
 def test_diagnose_refuses_a_directory_without_a_run(tmp_path):
   r = _run("diagnose.py", [f"--root_dir={tmp_path}"], tmp_path)
   assert r.returncode != 0

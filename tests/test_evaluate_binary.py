@@ -3,14 +3,13 @@ policy each), its body ccvl_tf.experiments.score_export on Atari, and the input 
 import csv
 import json
 import os
-import subprocess
-import sys
 
 import ccvl_tf  # noqa: F401
 
 import keras
 import numpy as np
 import pytest
+
 import tensorflow as tf
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
@@ -23,6 +22,7 @@ from ccvl_tf.envs import minatar
 from ccvl_tf.experiments import score_export
 from ccvl_tf.tabular import evaluation as tabular_eval
 from tests.test_policies import linear_q_model
+from tests import forked_binary
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BINARY = os.path.join(REPO, "binaries", "evaluate.py")
@@ -57,12 +57,13 @@ def _export_pixel_policy(path, shape, num_actions, **record):
   return policies.export_policy(policy, str(path), **record)
 
 
-def _run(args):
+def _run(args, fresh=False):
+  """evaluate.py on `args` in its own process (tests/forked_binary.py; `fresh`: a subprocess
+  start of its own, as a user's)."""
   # PYTHONPATH: the binary imports this checkout's ccvl_tf, whatever is installed.
   path = os.pathsep.join(p for p in (REPO, os.environ.get("PYTHONPATH")) if p)
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONPATH=path)
-  return subprocess.run([sys.executable, BINARY, *args], capture_output=True, text=True,
-                        timeout=180, env=env, cwd=REPO)
+  return forked_binary.run("evaluate.py", args, cwd=REPO, env=env, timeout=180, fresh=fresh)
 
 
 def _config(policy_dir, game, output_dir, **kw):
@@ -75,7 +76,7 @@ def test_evaluate_binary_end_to_end_on_gridworld(tmp_path):
   policy_dir = _export_gridworld_policy(tmp_path / "policy")
   out = tmp_path / "out"
   proc = _run([f"--policy_dir={policy_dir}", "--game=gridworld", "--episodes=3", "--seeds=2",
-               f"--output_dir={out}", "--bootstrap_reps=200"])
+               f"--output_dir={out}", "--bootstrap_reps=200"], fresh=True)
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "evaluate gridworld" in proc.stderr  # tqdm progress
   assert "normalized IQM" in proc.stdout
@@ -178,6 +179,7 @@ def test_evaluate_bad_inputs_fail_fast(tmp_path):
   assert not out.exists()
 
 
+@pytest.mark.slow
 def test_evaluate_on_atari_with_a_tiny_policy(tmp_path):
   num_actions = atari.AtariEnvironment("Pong").num_actions  # 6
   policy_dir = _export_pixel_policy(tmp_path / "pong", (84, 84, 4), num_actions)
@@ -194,6 +196,7 @@ def test_evaluate_on_atari_with_a_tiny_policy(tmp_path):
     score_export.run(_config(policy_dir, "Breakout", tmp_path / "o2", episodes=1))
 
 
+@pytest.mark.slow
 def test_a_policy_of_another_game_with_as_many_actions_is_refused_naming_both(tmp_path, capsys):
   """A Breakout export (ALE actions [0, 1, 3, 4]) evaluated on Atlantis ([0, 1, 11, 12]): the
   action count and frames agree, so before, it ran and wrote 'Atlantis: raw mean 0' and a

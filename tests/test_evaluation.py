@@ -79,6 +79,25 @@ def test_aggregate_degenerate_runs_give_zero_width_ci():
     score_stats.aggregate_scores(np.ones(3))
 
 
+@pytest.mark.parametrize("scores", [np.tile([[1.0, 2.0, 3.0, 4.0]], [3, 1]), np.zeros([1, 1]),
+                                    np.full([5, 2], -0.4255)])
+def test_runs_equal_within_each_game_give_rliables_own_numbers_without_resampling(scores):
+  """aggregate_scores skips the bootstrap when every run equals the others within each game;
+  its numbers are the ones rliable's resampling gives (compared exactly), and the global RNG
+  is left alone."""
+  from rliable import metrics
+  funcs = lambda x: np.array([metrics.aggregate_iqm(x), metrics.aggregate_mean(x),  # noqa: E731
+                              metrics.aggregate_median(x)])
+  point, interval = score_stats._seeded_interval_estimates(scores, funcs, 200, 0, 0.95)
+  np.random.seed(7)
+  before = np.random.get_state()[1].copy()
+  agg = score_stats.aggregate_scores(scores, reps=200, seed=0)
+  assert np.array_equal(np.random.get_state()[1], before)
+  for i, name in enumerate(("iqm", "mean", "median")):
+    assert (agg[name].value, agg[name].ci_low, agg[name].ci_high) == (
+        point[i], interval[0, i], interval[1, i]), name
+
+
 # ----------------------------------------------------------------------------- evaluation loop
 class ScriptedEnv(py_environment.PyEnvironment):
   """Episodes of fixed observations/rewards regardless of the action; logs executed actions.
@@ -183,6 +202,7 @@ def test_epsilon_actions_are_the_ones_scored_by_the_belief():
   np.testing.assert_allclose(recs[-1].log_belief, np.asarray(log_b), atol=1e-5)
 
 
+@pytest.mark.slow
 def test_run_episodes_with_exported_policy(tmp_path):
   policies.export_policy(_adaptive(), str(tmp_path / "p"))
   saved, meta = rollouts.load_saved_policy(str(tmp_path / "p"), num_actions=3,

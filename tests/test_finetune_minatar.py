@@ -16,6 +16,7 @@ import pytest
 from ccvl_tf.runtime import training
 from ccvl_tf.experiments.online import finetune_report
 from ccvl_tf.experiments.online import finetune_suite
+from tests import forked_binary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -87,6 +88,7 @@ def test_missing_offline_run_says_how_to_make_it(tmp_path):
         games=("Breakout", "Asterix")).validate()
 
 
+@pytest.mark.slow
 def test_minatar_offline_runs_fine_tune_end_to_end(tmp_path):
   """A tiny MinAtar Breakout dataset (120 steps), compare.py's CQL and CCVL offline runs (3
   steps), then finetune_minatar.py: the three agents, 96 online env steps each counted at the
@@ -105,13 +107,12 @@ def test_minatar_offline_runs_fine_tune_end_to_end(tmp_path):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONUNBUFFERED="1")
   env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
   cmp_dir = str(tmp_path / "cmp")
-  r = subprocess.run(
-      [sys.executable, os.path.join(ROOT, "binaries", "compare.py"), "--suite=minatar",
-       f"--data_dir={data}", "--games=Breakout", "--methods=CQL,CCVL", "--datasets=1%",
-       "--seeds=1", "--num_steps=3", "--eval_episodes=1", "--eval_max_steps=5",
-       "--num_grid_deltas=2", "--bootstrap_reps=50", "--batch_size=4",
-       f"--output_dir={cmp_dir}"], capture_output=True, text=True, env=env, cwd=ROOT,
-      timeout=600)
+  r = forked_binary.run(
+      "compare.py",
+      ["--suite=minatar", f"--data_dir={data}", "--games=Breakout", "--methods=CQL,CCVL",
+       "--datasets=1%", "--seeds=1", "--num_steps=3", "--eval_episodes=1",
+       "--eval_max_steps=5", "--num_grid_deltas=2", "--bootstrap_reps=50", "--batch_size=4",
+       f"--output_dir={cmp_dir}"], env=env)
   assert r.returncode == 0, r.stderr[-3000:]
   offline = json.load(open(os.path.join(cmp_dir, "runs", "ccvl", "1pct", "Breakout", "seed_0",
                                         "summary.json")))
@@ -172,7 +173,7 @@ def test_minatar_offline_runs_fine_tune_end_to_end(tmp_path):
   assert "| Breakout | CCVL (bounds) | 0 | " in table           # the penalty per evaluation
   _check_online_counts_restore(out, offline)
   # A rerun skips the finished runs.
-  r = subprocess.run(finetune, capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+  r = forked_binary.run("finetune_minatar.py", finetune[2:], env=env, timeout=300)
   assert r.returncode == 0 and r.stdout.count("done (skipped)") == 3, r.stdout[-2000:]
 
 

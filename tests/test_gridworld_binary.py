@@ -2,19 +2,18 @@
 import csv
 import json
 import os
-import subprocess
-import sys
 
 import pytest
+from tests import forked_binary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "binaries", "gridworld.py")
 
 
-def _run(args, tmp_path):
-  env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3")
-  return subprocess.run([sys.executable, BIN, *args], capture_output=True, text=True, env=env,
-                        cwd=tmp_path, timeout=300)
+def _run(args, tmp_path, fresh=False):
+  """gridworld.py on `args` in its own process (tests/forked_binary.py; `fresh`: a subprocess
+  start of its own, as a user's)."""
+  return forked_binary.run("gridworld.py", args, cwd=tmp_path, timeout=300, fresh=fresh)
 
 
 def _rows(path):
@@ -22,12 +21,14 @@ def _rows(path):
     return list(csv.DictReader(f))
 
 
+@pytest.mark.slow
 def test_smoke_run_writes_every_output(tmp_path):
   out = tmp_path / "out"
   r = _run([f"--output_dir={out}", "--seeds=2", "--alphas=0.1,1", "--num_deltas=3",
             "--eval_episodes=3", "--coverage_datasets=4", "--adaptation_alpha=0.1",
             "--trajectory_alpha=1", "--readings=logsumexp,max+monotone,bonus", "--family_seeds=1",
-            "--family_steps=20", "--theorem2_datasets=3", "--first_seed=5"], tmp_path)
+            "--family_steps=20", "--theorem2_datasets=3", "--first_seed=5"], tmp_path,
+           fresh=True)
   assert r.returncode == 0, r.stderr[-3000:]
   for name in ("alpha_sweep.csv", "delta_adaptation.csv", "coverage.csv", "summary.json",
                "family.csv", "coverage_theorem2.csv", "routes.csv", "alpha_sweep.png",

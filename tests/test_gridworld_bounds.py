@@ -143,6 +143,7 @@ def test_references_on_the_gridworld_data():
     gb.references(data, gridworld.GridWorld(), [0.5], 0.2, counts=np.ones(3))
 
 
+@pytest.mark.slow
 def test_offline_gridworld_bounds_hold_at_every_grid_delta(tmp_path):
   """README's offline step (online_start.train_offline_gridworld, 1500 steps, deterministic on CPU;
   ~10 s): the neural Q_l <= Q* and Q_u >= Q* at >= 1 - delta of the dataset's 141 pairs at each

@@ -45,6 +45,7 @@ def _build(name):
   return agent_registry.get_agent_spec(name, offline=False).build(*_specs(), settings)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(agent_registry.AGENT_REGISTRY))
 def test_every_registered_agent_is_a_learner(name):
   agent = _build(name)

@@ -125,6 +125,7 @@ def test_the_table_tool_on_the_hand_made_run(tmp_path):
   assert table_tool.read_behaviour_csv(path) == behaviour
 
 
+@pytest.mark.slow
 def test_a_built_dataset_matches_a_plain_loop(tmp_path):
   """The dataset builder's DQN run and writer, 1,000 Breakout steps in 4 checkpoints: C =
   ceil(1001 / 4) = 251 slots each, "1%" = max(2, round(2.51)) = 3 and "5%" = round(12.55) = 13

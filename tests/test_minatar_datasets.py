@@ -20,6 +20,7 @@ from ccvl_tf.data import minatar_dqn
 from ccvl_tf.data import pipeline
 from ccvl_tf.data.frame_store import FrameStore
 from ccvl_tf.envs import minatar
+from tests import forked_binary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SHAPE = (10, 10, 3)
@@ -198,6 +199,7 @@ def _tiny_run(tmp, seed, config=TINY_DQN):
   return env, summary, store, agent
 
 
+@pytest.mark.slow
 def test_dqn_logs_every_transition_and_is_deterministic(tmp_path):
   env, summary, store, agent = _tiny_run(str(tmp_path), 0)
   assert summary["steps"] == 80 and summary["updates"] == 80 - 8 + 1
@@ -254,6 +256,7 @@ def _files(d):
 CH = {"Breakout": 4, "SpaceInvaders": 6}  # MinAtar channels
 
 
+@pytest.mark.slow
 def test_binary_builds_caches_and_restarts_an_interrupted_game(tmp_path):
   out = str(tmp_path / "minatar")
   cmd = [sys.executable, os.path.join(ROOT, "binaries", "make_minatar_datasets.py"),
@@ -294,7 +297,8 @@ def test_binary_builds_caches_and_restarts_an_interrupted_game(tmp_path):
 
   # Second run: everything cached, nothing rewritten.
   before = _files(out)
-  again = subprocess.run(cmd, capture_output=True, text=True, timeout=150, cwd=ROOT)
+  again = forked_binary.run("make_minatar_datasets.py", cmd[2:], env=dict(os.environ),
+                            timeout=150)
   assert again.returncode == 0, again.stderr[-3000:]
   assert "[Breakout] cached" in again.stdout and "[SpaceInvaders] cached" in again.stdout
   after = _files(out)
@@ -315,11 +319,12 @@ def test_binary_builds_caches_and_restarts_an_interrupted_game(tmp_path):
   assert os.path.exists(os.path.join(out, "SpaceInvaders", "1", "COMPLETE"))
   with pytest.raises(ValueError, match="other settings.*steps"):
     md.build_game(out, "Breakout", num_steps=999, seed=1, num_checkpoints=3)
-  bad = subprocess.run(cmd[:2] + ["--games=Pong", "--output_dir=" + out], capture_output=True,
-                       text=True, timeout=60, cwd=ROOT)
+  bad = forked_binary.run("make_minatar_datasets.py", ["--games=Pong", "--output_dir=" + out],
+                          env=dict(os.environ), timeout=60)
   assert bad.returncode != 0 and "Breakout" in bad.stderr and "Pong" in bad.stderr
-  bad = subprocess.run(cmd[:2] + ["--game_steps=Asterix:many", "--output_dir=" + out],
-                       capture_output=True, text=True, timeout=60, cwd=ROOT)
+  bad = forked_binary.run("make_minatar_datasets.py",
+                          ["--game_steps=Asterix:many", "--output_dir=" + out],
+                          env=dict(os.environ), timeout=60)
   assert bad.returncode != 0 and "--game_steps" in bad.stderr and "'Asterix:many'" in bad.stderr
 
 

@@ -79,6 +79,7 @@ def test_training_on_one_cpu_gives_the_same_checkpoint(reference, tmp_path):
   assert one_cpu == reference
 
 
+@pytest.mark.slow
 def test_cpu_kernels_set_in_the_environment_win(tmp_path):
   """TF_ENABLE_ONEDNN_OPTS / ONEDNN_MAX_CPU_ISA given by the user are kept (the run stops
   early here, on a dataset of another game, after saying what it runs with)."""

@@ -23,6 +23,7 @@ from ccvl_tf.data import reverb_replay
 from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf.experiments.online import start as online_start
 from ccvl_tf.experiments.online import runner as online
+from tests import forked_binary
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FINETUNE = os.path.join(REPO, "binaries", "finetune_online.py")
@@ -149,6 +150,7 @@ def test_unreachable_server_error_names_the_address():
     reverb_replay.check_server("localhost", 1)
 
 
+@pytest.mark.slow
 def test_config_and_offline_errors(tmp_path, offline_dir):
   with pytest.raises(ValueError, match="--offline_dir .*nope does not exist"):
     online_config.OnlineConfig(offline_dir=str(tmp_path / "nope"),
@@ -313,6 +315,7 @@ def test_end_to_end_gridworld_two_actors_one_killed(offline_dir, tmp_path):
         pass
 
 
+@pytest.mark.slow
 def test_cql_baseline_fine_tunes_through_the_same_pipeline(tmp_path):
   """--agent=cql: offline CQL on the gridworld data, then the same Reverb/actor pipeline with
   CQL's greedy policy + epsilon as the exploration policy (1 actor, 100 learner steps)."""
@@ -323,13 +326,13 @@ def test_cql_baseline_fine_tunes_through_the_same_pipeline(tmp_path):
   root = str(tmp_path / "run")
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONUNBUFFERED="1")
   env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
-  proc = subprocess.run(
-      [sys.executable, FINETUNE, "--game=gridworld", "--agent=cql", f"--offline_dir={offline}",
+  proc = forked_binary.run(
+      "finetune_online.py",
+      ["--game=gridworld", "--agent=cql", f"--offline_dir={offline}",
        f"--root_dir={root}", "--num_env_steps=400", "--batch_size=16", "--samples_per_insert=4",
        "--min_replay_size=32", "--replay_capacity=5000", "--log_interval=50",
        "--eval_episodes=1", "--eval_max_steps=10", "--actor_update_period=20",
-       "--server_timeout_s=3", "--sample_timeout_s=10"],
-      capture_output=True, text=True, env=env, cwd=REPO, timeout=150)
+       "--server_timeout_s=3", "--sample_timeout_s=10"], cwd=REPO, env=env, timeout=150)
   assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
   result = json.loads(_read(os.path.join(root, "summary.json")))
   assert result["offline_step"] == 50 and result["step"] == 150

@@ -6,8 +6,6 @@ checkpoints and evaluations (and a rerun into a used directory is refused)."""
 import dataclasses
 import json
 import os
-import subprocess
-import sys
 
 import ccvl_tf  # noqa: F401
 
@@ -21,9 +19,9 @@ from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf.experiments.online import deterministic
 from ccvl_tf.experiments.online import scores_and_bounds
 from ccvl_tf.experiments.online import start as online_start
+from tests import forked_binary
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FINETUNE = os.path.join(REPO, "binaries", "finetune_online.py")
 
 
 def test_seeded_replay_holds_what_the_reverb_path_holds():
@@ -157,15 +155,15 @@ def test_two_deterministic_runs_are_bit_identical(tmp_path):
   env["PYTHONPATH"] = REPO + os.pathsep + env.get("PYTHONPATH", "")
 
   def finetune(root, steps="--num_env_steps=400"):
-    return subprocess.run(
-        [sys.executable, FINETUNE, "--game=gridworld", f"--offline_dir={offline}",
+    return forked_binary.run(
+        "finetune_online.py",
+        ["--game=gridworld", f"--offline_dir={offline}",
          f"--root_dir={root}", "--schedule=deterministic", steps,
          "--num_actors=2", "--batch_size=16", "--samples_per_insert=4",
          "--min_replay_size=32", "--replay_capacity=5000", "--checkpoint_interval=50",
          "--eval_interval=50", "--log_interval=50", "--eval_episodes=2",
          "--eval_max_steps=30", "--actor_update_period=20", "--push_period=5",
-         "--export_policies=false"],
-        capture_output=True, text=True, env=env, cwd=REPO, timeout=600)
+         "--export_policies=false"], cwd=REPO, env=env)
 
   roots = [str(tmp_path / "run1"), str(tmp_path / "run2")]
   for root in roots:

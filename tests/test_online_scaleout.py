@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import ccvl_tf  # noqa: F401
 
 from ccvl_tf.experiments.online import start as online_start
@@ -12,6 +14,7 @@ from ccvl_tf.experiments.online import start as online_start
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.mark.slow
 def test_scaleout_with_an_external_server_records_both_sides(tmp_path):
   offline = str(tmp_path / "offline")
   online_start.train_offline_gridworld(offline, num_steps=20, seed=0, log=lambda s: None)

@@ -58,6 +58,7 @@ def _shapes(variables):
   return [(tuple(v.shape), v.dtype.name) for v in tf.nest.flatten(variables)]
 
 
+@pytest.mark.slow
 def test_the_cosine_head_of_the_offline_run_is_the_learners_and_every_actors(cosine_dir,
                                                                             tmp_path):
   logs = []

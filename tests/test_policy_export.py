@@ -70,6 +70,7 @@ def test_saved_model_round_trip_in_fresh_tensorflow_only_process(tmp_path):
   assert len(set(deltas.tolist())) > 1
 
 
+@pytest.mark.slow
 def test_failed_export_leaves_the_previous_export_and_no_temporary(tmp_path, monkeypatch):
   import errno
   from tf_agents.policies import policy_saver

@@ -49,6 +49,7 @@ def test_the_makefile_leaves_tensorflows_log_level_to_the_binaries(make_env):
   assert make_env.get("TF_USE_LEGACY_KERAS") == "1"
 
 
+@pytest.mark.slow
 def test_help_starts_with_the_binarys_own_lines(make_env, tmp_path):
   _, lines = _first_lines(["--helpfull"], make_env, tmp_path)
   assert lines[0] == ("Offline training of CCVL on Atari from a DQN Replay (Dopamine-format) "
@@ -56,6 +57,7 @@ def test_help_starts_with_the_binarys_own_lines(make_env, tmp_path):
   assert not [line for line in lines if any(n in line for n in NOISE)], lines
 
 
+@pytest.mark.slow
 def test_a_run_starts_with_the_runs_own_lines(make_env, tmp_path):
   code, lines = _first_lines(
       [f"--dataset_dir={TESTDATA}", f"--root_dir={tmp_path / 'run'}", "--num_steps=1",

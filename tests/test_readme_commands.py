@@ -6,12 +6,11 @@ import concurrent.futures
 import glob
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
 import markdown_docs as md
+from tests import forked_binary
 
 PAGES = [os.path.join(md.ROOT, "README.md")] + sorted(
     glob.glob(os.path.join(md.ROOT, "docs", "results", "*.md")))
@@ -23,8 +22,7 @@ def _commands():
 
 def _defined_flags(binary):
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=md.ROOT)
-  out = subprocess.run([sys.executable, os.path.join("binaries", binary + ".py"), "--helpfull"],
-                       cwd=md.ROOT, env=env, capture_output=True, text=True, timeout=600)
+  out = forked_binary.run(binary + ".py", ["--helpfull"], cwd=md.ROOT, env=env)
   assert "--helpfull" in out.stdout, (binary, out.returncode, out.stderr[-2000:])
   return set(re.findall(r"^\s+--(?:\[no\])?([\w-]+):", out.stdout, re.M))
 

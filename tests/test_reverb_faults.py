@@ -239,6 +239,7 @@ def test_server_killed_stops_learner_and_actor_with_the_address(offline_dir, tmp
     _cleanup(procs, actor_pids or [])
 
 
+@pytest.mark.slow
 def test_learner_killed_and_restarted_resumes_at_its_last_checkpoint(offline_dir, tmp_path):
   root = str(tmp_path / "run")
   args = [FINETUNE, f"--offline_dir={offline_dir}", f"--root_dir={root}",

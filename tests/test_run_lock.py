@@ -12,6 +12,7 @@ import sys
 import pytest
 
 from ccvl_tf.runtime import run_lock
+from tests import forked_binary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "binaries", "train_offline.py")
@@ -39,6 +40,7 @@ def _refusal(run_dir, pid):
           f"{socket.gethostname()}, started ")
 
 
+@pytest.mark.slow
 def test_a_second_process_is_refused_naming_the_holder_and_sigkill_releases_it(tmp_path):
   run_dir = tmp_path / "run"
   holder = _holder(run_dir)
@@ -50,9 +52,8 @@ def test_a_second_process_is_refused_naming_the_holder_and_sigkill_releases_it(t
     assert msg.startswith(_refusal(run_dir, holder.pid)), msg
     assert "-c" in msg and str(run_dir) in msg  # the holder's command line
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-    r = subprocess.run([sys.executable, TRAIN, f"--root_dir={run_dir}", "--num_steps=1",
-                        "--reference_agents=none"], capture_output=True, text=True, env=env,
-                       cwd=tmp_path, timeout=600)
+    r = forked_binary.run("train_offline.py", [f"--root_dir={run_dir}", "--num_steps=1",
+                                               "--reference_agents=none"], cwd=tmp_path, env=env)
     assert r.returncode != 0
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(

@@ -5,13 +5,12 @@ parser does."""
 import json
 import math
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from ccvl_tf.runtime import strict_json
+from tests import forked_binary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "binaries", "train_offline.py")
@@ -63,12 +62,12 @@ def test_every_json_of_a_short_run_with_one_grid_delta_is_strict(tmp_path):
   cache = tmp_path / "cache"
   env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3",
              CCVL_CACHE_DIR=str(cache))
-  r = subprocess.run(
-      [sys.executable, BIN, f"--root_dir={root}", "--num_steps=2", "--default_dataset_steps=300",
+  r = forked_binary.run(
+      "train_offline.py",
+      [f"--root_dir={root}", "--num_steps=2", "--default_dataset_steps=300",
        "--num_grid_deltas=1", "--reference_agents=none", "--batch_size=4", "--num_deltas=2",
        "--num_pairs=2", "--log_interval=2", "--checkpoint_interval=2", "--summary_interval=1",
-       "--eval_episodes=1", "--eval_max_steps=30"],
-      capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+       "--eval_episodes=1", "--eval_max_steps=30"], cwd=tmp_path, env=env)
   assert r.returncode == 0, r.stderr[-3000:]
   found = [p for base in (root, cache) for p in base.rglob("*")
            if p.is_file() and (p.suffix == ".json" or p.name == "COMPLETE")]

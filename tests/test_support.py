@@ -127,6 +127,7 @@ def test_support_gradient_reaches_the_head_through_the_bc_term():
   assert all(g is not None and np.any(np.asarray(g) != 0) for g in grads)
 
 
+@pytest.mark.slow
 def test_exported_policy_with_a_support_head_loads_in_a_fresh_process(tmp_path):
   agent, time_step_spec, action_spec = _agent(support_threshold=0.05)
   rng = np.random.default_rng(0)

@@ -124,6 +124,7 @@ SPEC = ("the observation must be uint8 [batch, 10, 10, 4] with batch >= 1 (the "
         "time_step_spec.observation of the policy, policy_specs.pbtxt)")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["fixed", "adaptive"])
 def test_a_batch_of_zero_or_another_dtype_names_the_observation_spec(name, tmp_path):
   """Before: a batch of 0 gave 'slice index 0 of dimension 0 out of bounds' (adaptive) or
@@ -145,6 +146,7 @@ def test_a_batch_of_zero_or_another_dtype_names_the_observation_spec(name, tmp_p
   assert saved.action(good, saved.get_initial_state(batch_size=2)).action.shape == (2,)
 
 
+@pytest.mark.slow
 def test_a_state_of_another_batch_size_is_refused_naming_both(tmp_path):
   built = _policies()
   policies.export_policy(built["adaptive"], str(tmp_path / "adaptive"))
@@ -163,6 +165,7 @@ def test_a_state_of_another_batch_size_is_refused_naming_both(tmp_path):
     np.testing.assert_array_equal(a.state[k], b.state[k], err_msg=k)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
 def test_a_non_finite_reward_is_refused_and_never_carried_in_the_belief(bad, tmp_path):
   """An exported adaptive policy given reward [nan] mid-episode: before, it returned an action
@@ -204,6 +207,7 @@ ADAPTIVE_STATE = "a dict with the keys delta_index, has_prev, log_belief, prev_a
                  "prev_observation, rng"
 
 
+@pytest.mark.slow
 def test_a_state_or_dtype_the_export_does_not_take_names_what_it_takes(tmp_path):
   """Another policy's state (the adaptive's given to Fixed-CCVL, Fixed-CCVL's () to the
   adaptive), None, no state for a policy that keeps one, float16 or bool frames: before, 47-85
@@ -239,6 +243,7 @@ def test_a_state_or_dtype_the_export_does_not_take_names_what_it_takes(tmp_path)
   assert adaptive.action(t, adaptive.get_initial_state(batch_size=2)).action.shape == (2,)
 
 
+@pytest.mark.slow
 def test_a_state_of_other_sizes_is_refused_naming_the_tensor_and_both_shapes(tmp_path):
   """The adaptive policy exported with K = 5 given the state of one with K = 3 (same keys, a
   belief of 3 entries), or frames of another size in its state: before, TensorFlow's "Could not

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+from tests import forked_binary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(ROOT, "binaries", "train_offline.py")
@@ -17,10 +18,10 @@ TINY = ["--reference_agents=none", "--batch_size=4", "--num_deltas=2", "--num_pa
         "--eval_max_steps=30", "--num_grid_deltas=3"]
 
 
-def _run(args, cwd):
-  env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3")
-  return subprocess.run([sys.executable, BIN, *args], capture_output=True, text=True, env=env,
-                        cwd=cwd, timeout=600)
+def _run(args, cwd, fresh=False):
+  """train_offline.py run on `args` in its own process (tests/forked_binary.py; `fresh`: a
+  subprocess start of its own, as a user's)."""
+  return forked_binary.run("train_offline.py", args, cwd=cwd, fresh=fresh)
 
 
 def _in_process_policies(root):
@@ -81,7 +82,8 @@ def _assert_exports_equal_in_process_policies(root, work_dir):
 @pytest.mark.slow
 def test_train_on_testdata_then_resume(tmp_path):
   root = tmp_path / "run"
-  r = _run([f"--dataset_dir={TESTDATA}", f"--root_dir={root}", "--num_steps=4", *TINY], tmp_path)
+  r = _run([f"--dataset_dir={TESTDATA}", f"--root_dir={root}", "--num_steps=4", *TINY], tmp_path,
+           fresh=True)  # the binary's end-to-end run as a user starts it
   assert r.returncode == 0, r.stderr[-3000:]
   assert "steps/s" in r.stdout and "ETA" in r.stdout and "loss=" in r.stdout
   assert "[eval] step 4" in r.stdout
@@ -160,6 +162,7 @@ def test_disk_full_is_one_line_and_the_rerun_resumes_from_the_last_good_checkpoi
   assert json.loads((root / "summary.json").read_text())["step"] == 4
 
 
+@pytest.mark.slow
 def test_default_dataset_is_collected_once_and_cached(tmp_path):
   root = tmp_path / "run"
   args = [f"--root_dir={root}", "--num_steps=2", "--default_dataset_steps=300", *TINY]
@@ -172,7 +175,7 @@ def test_default_dataset_is_collected_once_and_cached(tmp_path):
   assert "Using the cached default dataset" in r2.stdout
 
 
-@pytest.mark.parametrize("flags,match", [
+BAD_FLAGS = [
     (["--game=NotAGame"], "valid"),
     (["--agent=dqn9"], "--agent must be one of"),
     (["--alpha=-1"], "--alpha must be a finite number >= 0"),
@@ -191,9 +194,24 @@ def test_default_dataset_is_collected_once_and_cached(tmp_path):
     ([f"--dataset_dir={TESTDATA}", "--batch_size=5000"],
      "--batch_size=5000 (about 1.01 MB per transition in a train step, --num_deltas=8) needs "
      f"at least 5,000 transitions, but {TESTDATA} holds 2,489"),
-])
-def test_bad_flags(flags, match, tmp_path):
-  r = _run([f"--root_dir={tmp_path / 'r'}", *flags], tmp_path)
+]
+
+
+@pytest.fixture(scope="module")
+def bad_flag_runs(tmp_path_factory):
+  """train_offline.py on each command line of BAD_FLAGS, each in its own process and
+  directory."""
+  runs = []
+  for flags, _ in BAD_FLAGS:
+    cwd = tmp_path_factory.mktemp("bad_flags")
+    runs.append(_run([f"--root_dir={cwd / 'r'}", *flags], cwd))
+  return runs
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flags,match", BAD_FLAGS)
+def test_bad_flags(flags, match, bad_flag_runs):
+  r = bad_flag_runs[BAD_FLAGS.index((flags, match))]
   assert r.returncode != 0
   assert match in r.stderr, r.stderr[-2000:]
   # The error alone (absl's parse errors add one line pointing at --helpshort), not after
@@ -202,6 +220,7 @@ def test_bad_flags(flags, match, tmp_path):
   assert "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
 def test_dataset_of_another_games_action_count(tmp_path):
   # The testdata is Breakout (4 actions) with the writer's ccvl_dataset.json; Pong has 6.
   r = _run([f"--dataset_dir={TESTDATA}", f"--root_dir={tmp_path / 'r'}", "--game=Pong",
@@ -214,6 +233,7 @@ def test_dataset_of_another_games_action_count(tmp_path):
   assert not (tmp_path / "r" / "checkpoints").exists()
 
 
+@pytest.mark.slow
 def test_dataset_of_another_game_with_the_same_action_count_is_refused_before_loading(tmp_path):
   """A copy of the testdata recorded as Atlantis (4 actions like Breakout, ALE ids 0, 1, 11,
   12): before, only the action count was compared and the run trained to the end."""
@@ -234,6 +254,7 @@ def test_dataset_of_another_game_with_the_same_action_count_is_refused_before_lo
   assert not (tmp_path / "r").exists()  # refused: --root_dir left as it was (absent)
 
 
+@pytest.mark.slow
 def test_corrupt_observation_file_is_refused_naming_it(tmp_path):
   """Four bytes flipped inside the compressed observation file of a copy of the testdata."""
   import shutil

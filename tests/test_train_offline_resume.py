@@ -1,11 +1,10 @@
 """train_offline.py refuses to resume checkpoints trained on another configuration."""
 import os
-import subprocess
-import sys
 
 import pytest
 
 from ccvl_tf.experiments.offline import presets
+from tests import forked_binary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTDATA = os.path.join(ROOT, "testdata", "dqn_replay", "Breakout", "1", "replay_logs")
@@ -16,9 +15,8 @@ TINY = ["--reference_agents=none", "--batch_size=4", "--num_deltas=2", "--num_pa
 
 
 def _run(args, cwd):
-  env = dict(os.environ, TF_USE_LEGACY_KERAS="1", TF_CPP_MIN_LOG_LEVEL="3")
-  return subprocess.run([sys.executable, os.path.join(ROOT, "binaries", "train_offline.py"),
-                         *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=600)
+  """train_offline.py on `args` in its own process (tests/forked_binary.py)."""
+  return forked_binary.run("train_offline.py", args, cwd=cwd)
 
 
 @pytest.mark.slow

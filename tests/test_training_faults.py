@@ -125,6 +125,7 @@ def _damage(ckpt_dir, step, how):
       os.remove(os.path.join(ckpt_dir, d))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("how", ["truncated", "garbage_index", "missing_data"])
 def test_corrupt_latest_checkpoint_falls_back_to_the_newest_intact_one(tmp_path, how):
   sys.path.insert(0, os.path.join(ROOT, "tests"))

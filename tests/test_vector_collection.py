@@ -204,6 +204,7 @@ def _env_factory(game):
   return lambda seed: atari.AtariEnvironment(game, seed=seed)
 
 
+@pytest.mark.slow
 def test_default_dataset_of_a_random_policy_goes_to_the_vector_env_and_is_cached(tmp_path):
   logs = []
   out = default_dataset.ensure_default_dataset(_cfg(tmp_path), _env_factory("Pong"), logs.append)

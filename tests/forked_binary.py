@@ -4,10 +4,10 @@ binary's imports and the interpreter's teardown every time.
 A binary's process spends about 4-6 s of CPU importing TensorFlow, TF-Agents, Reverb and ALE
 and about 1.7 s freeing them at exit, before and after whatever the test checks; most of a
 test that refuses a bad flag is that. `run(binary, args, cwd)` hands the command line to a
-server process (one per binary and environment, started on first use and kept for the test
-session) that has imported the binary's module once -- its flags defined, `quiet_start` and
-`pin_cpu_kernels` done, exactly as `python binaries/<binary>` does before `main` -- and forks
-one child per command line. The child changes to `cwd`, sets `sys.argv`, reads /dev/null and
+server process (one per binary and environment, started on first use; at most MAX_SERVERS
+kept, the least recently used closed first) that has run the binary as its `__main__` up to its
+last block -- its flags defined, `quiet_start` and `pin_cpu_kernels` done, exactly as
+`python binaries/<binary>` does before `main` -- and forks one child per command line. The child changes to `cwd`, sets `sys.argv`, reads /dev/null and
 writes its stdout and stderr to files, runs what every binary's `if __name__ == "__main__":`
 block runs, `config_flags.run(main)`, and ends as a script ends: its SystemExit's code, an
 uncaught exception's traceback and 1, the atexit handlers, flushed output. Only the
@@ -166,8 +166,17 @@ def _serve(binary):
   {"returncode"} when it has ended. Ends at the end of stdin."""
   sys.path[0] = os.path.dirname(binary)  # as for `python binaries/<binary>`
   sys.argv = [binary]
-  import runpy  # pylint: disable=g-import-not-at-top
-  module = runpy.run_path(binary, run_name="__forked_binary__")
+  # The binary becomes this process's __main__ (absl's help prints __main__'s docstring; a
+  # spawned worker re-imports __main__ from its file), run without its last block, which each
+  # child runs instead.
+  import types  # pylint: disable=g-import-not-at-top
+  with open(binary, encoding="utf-8") as f:
+    source = f.read()
+  main = types.ModuleType("__main__")
+  main.__file__ = binary
+  sys.modules["__main__"] = main
+  exec(compile(source[:-len(MAIN_BLOCK)], binary, "exec"), main.__dict__)  # pylint: disable=exec-used
+  module = main.__dict__
   replies = sys.stdout
   for line in sys.stdin:
     request = json.loads(line)

@@ -13,7 +13,8 @@ block runs, `config_flags.run(main)`, and ends as a script ends: its SystemExit'
 uncaught exception's traceback and 1, the atexit handlers, flushed output. Only the
 interpreter's teardown is left out (`os._exit`), which no test here depends on. Every child
 starts from the state the import left: the server itself never runs `main` or a TensorFlow op,
-so one run sees nothing of another and no runtime threads exist at a fork.
+so one run sees nothing of another, and TensorFlow's thread pools do not exist yet at a fork (the
+only other threads, two measured, are idle ones that the imported libraries start).
 
 What keeps a fresh `subprocess` start (`fresh=True`, or the tests' own Popen): a test of the
 start itself (what is printed before `main`, the environment TensorFlow loads under, a CPU

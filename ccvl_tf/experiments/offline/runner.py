@@ -277,30 +277,46 @@ def diagnose(root_dir: str, episodes: Optional[int] = None,
   is skipped and named, as a resumed training does: training.restore_newest_intact); writes
   root_dir/diagnostics and returns the headline numbers. Holds the run directory's lock
   (run_lock): not while another process runs there."""
-  plan = _saved_plan(root_dir, episodes)
-  if plan.learner.spec.train_key != "ccvl":
-    raise ValueError(f"{root_dir} is a run of --agent={plan.agent}; the confidence "
-                     f"diagnostics need a CCVL run (--agent=ccvl or fixed_ccvl)")
+  plan = saved_ccvl_plan(root_dir, episodes, "the confidence diagnostics")
   with run_lock.hold(root_dir, "--root_dir"):
-    run_setup = setup(plan, log, collect=False)
-    agent = run_setup.agent
-    ckpt_dir = os.path.join(root_dir, "checkpoints")
-    _, restored, skipped = training.restore_newest_intact(agent, ckpt_dir, log=log)
-    if restored is None:
-      raise ValueError(f"no checkpoint under {ckpt_dir}")
-    log(f"Restored {'the older checkpoint ' if skipped else ''}{restored}"
-        + (f"; skipped: {', '.join(os.path.basename(p) for p in skipped)}." if skipped else "."))
-    step = int(agent.train_step_counter.numpy())
-    recorded = _summary_step(root_dir)
-    if recorded is not None and recorded != step:
-      log(f"Note: the diagnostics describe step {step} ({restored}), not step {recorded} of "
-          f"summary.json and the exported policies; diagnostics.json records which.")
-    exports, _ = run_setup.spec.policies(agent, run_setup.time_step_spec,
+    run_setup, restored = restore_finished(plan, log, "the diagnostics", "diagnostics.json")
+    exports, _ = run_setup.spec.policies(run_setup.agent, run_setup.time_step_spec,
                                          run_setup.action_spec, run_setup.batches.held_out(),
                                          run_setup.settings)
     summary = confidence_diagnostics(run_setup, exports, log, checkpoint=restored)
   summary.pop("adaptive_episode_scores", None)
   return summary
+
+
+def saved_ccvl_plan(root_dir: str, episodes: Optional[int], what: str) -> config.RunPlan:
+  """saved_plan of a CCVL run directory; ValueError naming --agent for another learner's."""
+  plan = saved_plan(root_dir, episodes)
+  if plan.learner.spec.train_key != "ccvl":
+    raise ValueError(f"{root_dir} is a run of --agent={plan.agent}; {what} need a CCVL run "
+                     f"(--agent=ccvl or fixed_ccvl)")
+  return plan
+
+
+def restore_finished(plan: config.RunPlan, log: Callable[[str], None], what: str,
+                     record: str) -> Tuple[Setup, str]:
+  """(setup without collecting, the checkpoint restored): the run's learner restored from its
+  newest intact checkpoint (a damaged one skipped and named); a note when that step is not the
+  one summary.json records. `what` and `record` name the output in the note."""
+  root_dir = plan.loop.root_dir
+  run_setup = setup(plan, log, collect=False)
+  agent = run_setup.agent
+  ckpt_dir = os.path.join(root_dir, "checkpoints")
+  _, restored, skipped = training.restore_newest_intact(agent, ckpt_dir, log=log)
+  if restored is None:
+    raise ValueError(f"no checkpoint under {ckpt_dir}")
+  log(f"Restored {'the older checkpoint ' if skipped else ''}{restored}"
+      + (f"; skipped: {', '.join(os.path.basename(p) for p in skipped)}." if skipped else "."))
+  step = int(agent.train_step_counter.numpy())
+  recorded = _summary_step(root_dir)
+  if recorded is not None and recorded != step:
+    log(f"Note: {what} describe step {step} ({restored}), not step {recorded} of "
+        f"summary.json and the exported policies; {record} records which.")
+  return run_setup, restored
 
 
 def _summary_step(root_dir: str) -> Optional[int]:
@@ -310,7 +326,7 @@ def _summary_step(root_dir: str) -> Optional[int]:
   return int(step) if isinstance(step, int) else None
 
 
-def _saved_plan(root_dir: str, episodes: Optional[int]) -> config.RunPlan:
+def saved_plan(root_dir: str, episodes: Optional[int]) -> config.RunPlan:
   """The plan (config.resolve) of the OfflineConfig a run directory's summary.json records,
   with root_dir set to `root_dir`, no reference agents and `episodes` evaluation episodes when
   given; ValueError naming the file when it is missing, not strict JSON, or holds no usable

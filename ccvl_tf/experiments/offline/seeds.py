@@ -72,3 +72,6 @@ class Seeds:
 
   def table_eval(self) -> int:  # the results table's rows (plus each row's offset)
     return self._eval + TABLE_EVAL_OFFSET
+
+  def headroom_eval(self) -> int:  # binaries/headroom.py: every policy's episodes (the same)
+    return self._eval + 70_000

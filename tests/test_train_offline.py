@@ -99,6 +99,15 @@ def test_train_on_testdata_then_resume(tmp_path):
   summary = json.loads((root / "summary.json").read_text())
   assert summary["step"] == 4 and summary["game"] == "Breakout"
   assert 0 < summary["fixed_delta"] < 1 and len(summary["bellman_errors"]) == 3
+  # The settings in force, not only the flags given: the defaults of CCVLConfig (the paper's
+  # Algorithm 1, the monotone head, the batch-normalized linear count) and the TINY flags.
+  resolved = summary["learner_settings"]
+  assert summary["config"]["ccvl_options"] == {}
+  assert (resolved["agent_config"], resolved["objective"], resolved["delta_head"],
+          resolved["count_weight"], resolved["count_normalization"]) == (
+              "CCVLConfig", "algorithm1", "monotone", "linear", "batch")
+  assert (resolved["num_deltas"], resolved["num_pairs"], resolved["num_grid_deltas"]) == (2, 2, 3)
+  assert resolved["network"]["torso"] == "nature"
   _assert_exports_equal_in_process_policies(root, tmp_path)
 
   # A second invocation with more steps resumes at the saved step (with op determinism on: a
@@ -363,6 +372,10 @@ def test_reference_agents_are_trained_beside_and_tabulated(tmp_path):
   assert summary["references"]["CQL"]["settings"] == {"alpha": 0.1}
   assert summary["settings"]["alpha"] == 0.1 and summary["settings"]["delta_head"] == "cosine"
   assert summary["references"]["BC"]["step"] == 2
+  # The paper preset's settings in force, for the learner and each reference.
+  assert summary["learner_settings"]["delta_head"] == "cosine"
+  assert summary["references"]["CQL"]["learner_settings"]["agent_config"] == "CQLConfig"
+  assert summary["references"]["CQL"]["learner_settings"]["alpha"] == 0.1
   # The phase times: printed as a table at the end, kept in summary.json.
   assert "Phase times (wall clock):" in r.stdout and "| training bc |" in r.stdout
   for phase in ("training ccvl", "training bc", "training cql", "export bc", "diagnostics",

@@ -62,7 +62,8 @@ def train_references(cfg: offline_config.OfflineConfig, run_setup: offline.Setup
   """Trains each of --reference_agents (other than --agent's learner) on the same data, steps,
   seed and preset, in root_dir/reference/<agent> (resumable, fingerprinted; no evaluation
   during training), and exports its policy there. Returns {display name: {'policy',
-  'root_dir', 'policy_dir', 'step', 'settings', 'last_metrics'}} in --reference_agents
+  'root_dir', 'policy_dir', 'step', 'settings', 'learner_settings', 'last_metrics'}} in
+  --reference_agents
   order."""
   display = {v: k for k, v in compare_config.METHODS.items()}
   make_dataset = run_setup.batches.training
@@ -90,5 +91,6 @@ def train_references(cfg: offline_config.OfflineConfig, run_setup: offline.Setup
                              game=run_setup.game, action_set=run_setup.action_set)
     out[display.get(name, name)] = dict(
         policy=exports["policy"], root_dir=root, policy_dir=policy_dir, step=result["step"],
-        settings=learner.overrides, last_metrics=result["last_metrics"])
+        settings=learner.overrides, learner_settings=learner.resolved(),
+        last_metrics=result["last_metrics"])
   return out

@@ -280,6 +280,20 @@ class AgentPlan:
     """The agent's own config (CCVLConfig: N, M, alpha, ...; CQLConfig; BCConfig; ...)."""
     return self.settings.agent_config
 
+  def resolved(self) -> Dict[str, object]:
+    """What trains this learner, every setting in force (summary.json's 'learner_settings'):
+    the agent config's record (CCVL: the reading and its options, the delta head, the count
+    estimate's settings), the network's architecture, and the policies' grid and belief
+    settings; not only the flags given ('settings', 'config')."""
+    s = self.settings
+    config = s.agent_config
+    network = s.network_config
+    return {"agent_config": type(config).__name__ if config is not None else None,
+            **(config.record() if config is not None else {}),
+            "network": dataclasses.asdict(network) if network is not None else None,
+            "num_grid_deltas": s.num_grid_deltas, "belief_temperature": s.belief_temperature,
+            "reward_clip": s.reward_clip}
+
   def build(self, time_step_spec, action_spec, weights_seed: int):
     """The learner, its initial weights a function of `weights_seed` (Seeds.weights)."""
     keras.utils.set_random_seed(weights_seed)

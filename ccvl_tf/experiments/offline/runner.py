@@ -76,7 +76,7 @@ def _run(plan: config.RunPlan, log: Callable[[str], None]) -> Trained:
                  checkpoint=result["checkpoint"], policy_dir=dirs["policy"],
                  fixed_policy_dir=dirs.get("policy_fixed"), exported_policies=dirs,
                  config=plan.record, settings=plan.learner.overrides,
-                 **extra, phase_times=timer.as_dict())
+                 learner_settings=plan.learner.resolved(), **extra, phase_times=timer.as_dict())
   write_summary(run_setup.root_dir, summary, result["checkpoint"])
   return Trained(setup=run_setup, summary=summary, exports=exports,
                  adaptive_episode_scores=adaptive_scores, checkpoint=result["checkpoint"],

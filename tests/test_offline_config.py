@@ -90,9 +90,46 @@ def test_atari_evaluation_plays_its_episodes_to_the_step_cap(env):
       return step(tf.zeros([time_step.step_type.shape[0]], tf.int32), state, ())
 
   evaluation = runner.AtariEvaluation(game="Breakout", episodes=2, max_steps=15, epsilon=0.0,
-                                      env=env)
+                                      env=env, belief_episodes=2)
   records = evaluation(Noop(), env_seed=3, seed=3)
   assert [(r.raw_score, r.length) for r in records] == [(0.0, 15), (0.0, 15)]
+
+
+def test_atari_evaluation_carries_a_belief_over_its_sequences():
+  """An adaptive policy's vector evaluation plays episodes / belief_episodes slots, each slot's
+  episodes one after another with one policy state: a policy that counts the episodes it
+  started in its state (the 'log_belief' entry, recorded at each episode's end) sees 1, 2, 3
+  in one slot of 3 episodes, and 1 in every episode of a one-episode-per-slot evaluation."""
+  import collections
+  import tensorflow as tf
+  from ccvl_tf.experiments.offline import runner
+  step = collections.namedtuple("Step", ["action", "state", "info"])
+
+  class CountsEpisodes:
+    def get_initial_state(self, batch_size=1):
+      return {"log_belief": tf.zeros([batch_size, 2])}
+
+    def action(self, time_step, state):
+      first = tf.cast(time_step.is_first(), tf.float32)[:, None]        # [B, 1]
+      counted = state["log_belief"] + first * tf.constant([[1.0, 0.0]])  # [B, 2]
+      return step(tf.zeros([time_step.step_type.shape[0]], tf.int32), {"log_belief": counted},
+                  ())
+
+  def started(belief_episodes, episodes=6, carries_belief=True):
+    evaluation = runner.AtariEvaluation(game="Breakout", episodes=episodes, max_steps=3,
+                                        epsilon=0.0, env="vector",
+                                        belief_episodes=belief_episodes)
+    records = evaluation(CountsEpisodes(), env_seed=3, seed=3, carries_belief=carries_belief)
+    return [float(r.log_belief[0]) for r in records]
+
+  # Episode e is position e // S of slot e % S.
+  assert started(3) == [1, 1, 2, 2, 3, 3]        # 2 slots of 3 episodes
+  assert started(6) == [1, 2, 3, 4, 5, 6]        # 1 slot: one belief over the evaluation
+  assert started(1) == [1] * 6                   # a fresh state per episode
+  assert started(6, carries_belief=False) == [1] * 6  # a policy without a belief: 6 slots
+  evaluation = runner.AtariEvaluation(game="Breakout", episodes=200, max_steps=3, epsilon=0.0,
+                                      env="vector", belief_episodes=1)
+  assert (evaluation.slots(True), evaluation.slots(False)) == (64, 64)  # the vector env's cap
 
 
 def test_fingerprint_holds_the_dataset_given_and_the_settings_in_force():

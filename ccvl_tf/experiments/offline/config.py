@@ -119,6 +119,13 @@ class OfflineConfig:
       "(belief) per episode (ccvl_tf/envs/atari_vector.py); sequential = one environment, one "
       "episode after another, one policy state carried across them.",
       enum_values=["vector", "sequential"])
+  belief_episodes: int = setting(
+      10, "Episodes the adaptive policy's belief is carried over in a vector evaluation: the "
+      "adaptive policy plays eval_episodes / this sequences side by side, each of this many "
+      "episodes one after another with one belief (the paper adapts delta over 10 evaluation "
+      "trajectories). 1: a fresh belief per episode, whose delta (drawn at the episode's start) "
+      "then comes from the uniform prior. The sequential environment carries one belief over "
+      "all its episodes.", lower_bound=1)
   default_dataset_steps: int = setting(
       default_dataset.DEFAULT_DATASET_STEPS,
       "Size of the default dataset collected without --dataset_dir.", lower_bound=1,

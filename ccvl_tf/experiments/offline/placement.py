@@ -22,7 +22,7 @@ REPORTED_SETTINGS: Dict[str, object] = {
     "game": "Breakout", "agent": "ccvl", "preset": "demo", "subset": "all",
     "dataset_dir": None, "default_dataset_steps": 50_000, "default_dataset_policy": "auto",
     "behaviour_epsilon": 0.25, "batch_size": 32, "num_steps": 17_500, "eval_episodes": 10,
-    "eval_max_steps": 2_000, "eval_env": "vector", "num_grid_deltas": 8,
+    "eval_max_steps": 2_000, "eval_env": "vector", "belief_episodes": 1, "num_grid_deltas": 8,
     "reference_agents": ["bc", "cql"], "tf_threads": 2, "ccvl_options": {}}
 # The agent settings a run may give as flags without leaving the reported settings: none.
 _AGENT_FLAGS = ("alpha", "learning_rate", "adam_epsilon", "dr3_coef", "target_update_period")

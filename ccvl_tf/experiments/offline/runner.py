@@ -153,18 +153,27 @@ class AtariEvaluation:
   max_steps: int
   epsilon: float
   env: str
+  belief_episodes: int        # --belief_episodes: episodes per belief of an adaptive policy
 
   @classmethod
   def of(cls, cfg: OfflineConfig) -> "AtariEvaluation":
     return cls(game=cfg.game, episodes=cfg.eval_episodes, max_steps=cfg.eval_max_steps,
-               epsilon=cfg.eval_epsilon, env=cfg.eval_env)
+               epsilon=cfg.eval_epsilon, env=cfg.eval_env, belief_episodes=cfg.belief_episodes)
 
-  def __call__(self, policy, env_seed: int, seed: int):
-    """EpisodeRecords of `policy`: on the vector environment seeded `env_seed`, or in one
-    environment seeded `env_seed` with the epsilon RNG seeded `seed`."""
+  def slots(self, carries_belief: bool) -> int:
+    """Vector slots of an evaluation: one per episode, or for a policy whose state carries a
+    belief, one per sequence of `belief_episodes` episodes (at least 1)."""
+    if not carries_belief:
+      return min(self.episodes, atari_vector.MAX_SLOTS)
+    return max(1, min(-(-self.episodes // self.belief_episodes), atari_vector.MAX_SLOTS))
+
+  def __call__(self, policy, env_seed: int, seed: int, carries_belief: bool = False):
+    """EpisodeRecords of `policy`: on the vector environment seeded `env_seed` (`slots`), or
+    in one environment seeded `env_seed` with the epsilon RNG seeded `seed`."""
     if atari_vector.use_vector_env(self.game, self.env):
       return atari_vector.evaluate_atari(policy, self.game, self.episodes, seed=env_seed,
-                                         epsilon=self.epsilon, max_episode_steps=self.max_steps)
+                                         epsilon=self.epsilon, max_episode_steps=self.max_steps,
+                                         max_slots=self.slots(carries_belief))
     env = atari.AtariEnvironment(self.game, seed=env_seed, max_episode_steps=self.max_steps)
     return rollouts.run_episodes(
         policy, env, self.episodes, epsilon=self.epsilon, seed=seed,
@@ -239,7 +248,7 @@ def confidence_diagnostics(run_setup: Setup, exports, log,
   with phase_times.phase(timer,
                          "evaluation: CCVL (adaptive), for the diagnostics and the table"):
     records = evaluation(rollouts.CompiledPolicy(adaptive), seeds.adaptive_eval(),
-                         seeds.adaptive_eval())
+                         seeds.adaptive_eval(), carries_belief=True)
   out = confidence_report.report(
       agent, run_setup.batches.diagnostics_held_out,
       belief.delta_grid(run_setup.settings.num_grid_deltas),

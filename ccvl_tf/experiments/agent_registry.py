@@ -237,7 +237,7 @@ AGENT_REGISTRY: Dict[str, AgentSpec] = {
         AgentSpec("ccvl", "CCVL (Algorithm 1) acted with the confidence-adaptive belief policy",
                   "ccvl", ccvl_agent.CCVLConfig(), _CCVL, _build_ccvl, _ccvl_policies),
         AgentSpec("fixed_ccvl", "CCVL trained as --agent=ccvl, acted at the one delta of lowest "
-                  "held-out Bellman error (Fixed-CCVL)", "ccvl", ccvl_agent.CCVLConfig(), _CCVL,
+                  "Bellman error on 8 batches of the training data (Fixed-CCVL)", "ccvl", ccvl_agent.CCVLConfig(), _CCVL,
                   _build_ccvl, lambda *a: _ccvl_policies(*a, primary="fixed")),
         AgentSpec("cql", "discrete CQL(H), Huber TD + alpha * CQL gap (+ DR3)", "cql",
                   cql_agent.CQLConfig(), _CQL, _learner(cql_agent.CQLAgent), _own_policy),

@@ -55,9 +55,11 @@ class CCVLConfig(q_agent_base.BaseQConfig):
   # (readings.from_options); the gridworld keeps Eq. (update)'s bonus with exact counts.
   reading: readings.Reading = dataclasses.field(default=paper.Paper())
   delta_head: str = setting(
-      "monotone", "how delta enters Q(s, a, delta): 'cosine' (the IQN cosine embedding) or "
-      "'monotone' (a base value plus nonnegative increments over delta: Q nondecreasing in "
-      "delta by construction, Lemma 1, wherever Q is used).", enum_values=networks.DELTA_HEADS)
+      "monotone", "how delta enters Q(s, a, delta): 'cosine' (the IQN cosine embedding), "
+      "'monotone' (a base value plus nonnegative increments over delta from the state "
+      "features: Q nondecreasing in delta by construction, Lemma 1, wherever Q is used) or "
+      "'cosine_monotone' (the same increments computed from the cosine embedding at 17 knot "
+      "deltas times the state features: both).", enum_values=networks.DELTA_HEADS)
   count_ridge: float = setting(
       1e-3, "lambda of the linear n(s)^-1 estimate ('absolute'), or its multiple of the mean "
       "eigenvalue trace(|D| C) / D ('relative').", above=0.0)

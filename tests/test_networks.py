@@ -190,9 +190,10 @@ def test_monotone_head_by_hand():
                              [1.0, 0.25, 0.5 * (1 - np.exp(-2)) / 2], rtol=1e-5)
 
 
+@pytest.mark.parametrize("head", ["monotone", "cosine_monotone"])
 @pytest.mark.parametrize("sign", [1.0, -1.0])
-def test_monotone_head_is_monotone_in_delta_for_any_weights(sign):
-  net = networks.build_ccvl_network((5,), np.float32, 4, TINY_MLP, delta_head="monotone",
+def test_monotone_head_is_monotone_in_delta_for_any_weights(sign, head):
+  net = networks.build_ccvl_network((5,), np.float32, 4, TINY_MLP, delta_head=head,
                                     delta_sign=sign)
   rng = np.random.default_rng(0)
   for v in net.q_model.trainable_variables:  # arbitrary weights, large ones included
@@ -213,5 +214,44 @@ def test_monotone_head_needs_feature_entry_and_a_known_head():
     networks.build_ccvl_network((84, 84, 4), np.uint8, 3,
                                 networks.QNetworkConfig(delta_entry="conv"),
                                 delta_head="monotone")
+  with pytest.raises(ValueError, match="'cosine_monotone' needs delta_entry='features'"):
+    networks.build_ccvl_network((84, 84, 4), np.uint8, 3,
+                                networks.QNetworkConfig(delta_entry="conv"),
+                                delta_head="cosine_monotone")
   with pytest.raises(ValueError, match="delta_head must be one of"):
     networks.build_ccvl_network((5,), np.float32, 3, TINY_MLP, delta_head="spline")
+
+
+def test_cosine_monotone_head_by_hand_and_its_gradients():
+  """Q(s, a, delta) of the cosine-monotone head from its weights in numpy: at knot j / J the
+  cosine head's raw output o_j = W_q (psi * relu(W_e cos(pi i j / J) + b_e)) + b_q (no hidden
+  layer), Q(0) = o_0, Q(j / J) = o_0 + sum_{m <= j} softplus(o_m) / J, linear in between; the
+  embedding's weights get a gradient (delta enters through IQN's embedding)."""
+  cfg = networks.QNetworkConfig(torso="mlp", mlp_units=(6,), n_cos=4, hidden_units=0)
+  net = networks.build_ccvl_network((3,), np.float32, 2, cfg, delta_head="cosine_monotone",
+                                    name="cm")
+  obs = np.array([[0.5, -1.0, 2.0], [1.0, 0.0, -0.5]], np.float32)
+  deltas = np.array([[0.0, 1 / 16, 0.1, 1.0]] * 2, np.float32)  # 0.1: between knots 1 and 2
+  q = net.q_model({"observation": obs, "delta": deltas}).numpy()         # [2, 4, 2]
+
+  psi = net.torso_model({"observation": obs}).numpy()                    # [2, 6]
+  layers = {layer.name: layer for layer in net.q_model.layers}
+  w_e, b_e = [v.numpy() for v in layers["cm_delta_embed"].weights]       # [4, 6], [6]
+  w_q, b_q = [v.numpy() for v in layers["cm_q"].weights]                 # [6, 2], [2]
+  knots = np.arange(17) / 16.0                                           # J = 16
+  cos = np.cos(np.pi * np.arange(1, 5)[None] * knots[:, None])           # [17, 4]
+  eta = np.maximum(cos @ w_e + b_e, 0.0)                                 # [17, 6]
+  o = (psi[:, None, :] * eta[None]) @ w_q + b_q                          # [2, 17, 2]
+  values = o[:, :1] + np.concatenate(
+      [np.zeros_like(o[:, :1]), np.cumsum(np.log1p(np.exp(o[:, 1:])) / 16, axis=1)], 1)
+  np.testing.assert_allclose(q[:, 0], values[:, 0], rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(q[:, 1], values[:, 1], rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(q[:, 2], values[:, 1] + 0.6 * (values[:, 2] - values[:, 1]),
+                             rtol=1e-5, atol=1e-6)                       # 0.1 = (1 + 0.6) / 16
+  np.testing.assert_allclose(q[:, 3], values[:, 16], rtol=1e-5, atol=1e-6)
+
+  with tf.GradientTape() as tape:
+    out = net.q_model({"observation": obs, "delta": deltas})
+    loss = tf.reduce_sum(out[:, 3] - out[:, 0])  # depends on delta only through the increments
+  grads = tape.gradient(loss, layers["cm_delta_embed"].trainable_variables)
+  assert all(g is not None and float(tf.reduce_max(tf.abs(g))) > 0 for g in grads)

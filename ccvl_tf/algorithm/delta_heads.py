@@ -1,7 +1,10 @@
 """The monotone delta head: Q(s, a, delta) ordered in delta by construction (Lemma 1).
 
-A Keras 3 layer with no weights of its own, used by `ccvl_tf.algorithm.networks.build_ccvl_network`
-with `delta_head='monotone'`; docs/agent.md "The confidence family" explains the choice.
+Keras 3 layers with no weights of their own, used by
+`ccvl_tf.algorithm.networks.build_ccvl_network` with `delta_head='monotone'` (the increments
+from the state features alone) and `'cosine_monotone'` (the increments from IQN's cosine
+embedding of each knot delta times the state features, `KnotDeltas`); docs/agent.md "The
+confidence family" explains the choice.
 """
 from __future__ import annotations
 
@@ -58,3 +61,27 @@ class MonotoneDeltaHead(keras.layers.Layer):
   def get_config(self):
     return {**super().get_config(), "num_actions": self.num_actions, "pieces": self.pieces,
             "sign": self.sign}
+
+
+@keras.saving.register_keras_serializable(package="ccvl_tf")
+class KnotDeltas(keras.layers.Layer):
+  """The J + 1 knot deltas 0, 1/J, ..., 1 of MonotoneDeltaHead for every row of the batch:
+  features [B, ...] -> [B, J + 1] (no weights). With delta_head='cosine_monotone' each knot's
+  value comes from psi(s) * eta(knot), IQN's cosine embedding at the knot."""
+
+  def __init__(self, pieces: int = 16, **kwargs):
+    super().__init__(**kwargs)
+    if int(pieces) != pieces or pieces < 1:
+      raise ValueError(f"pieces must be an integer >= 1, got {pieces!r}")
+    self.pieces = int(pieces)
+
+  def call(self, features):
+    knots = ops.convert_to_tensor(
+        np.linspace(0.0, 1.0, self.pieces + 1, dtype=np.float32))[None]  # [1, J+1]
+    return ops.ones_like(features[:, :1], dtype="float32") * knots      # [B, 1] * [1, J+1]
+
+  def compute_output_shape(self, input_shape):
+    return (input_shape[0], self.pieces + 1)
+
+  def get_config(self):
+    return {**super().get_config(), "pieces": self.pieces}

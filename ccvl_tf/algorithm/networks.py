@@ -16,7 +16,7 @@ import keras
 import numpy as np
 from keras import ops
 
-from ccvl_tf.algorithm.delta_heads import MonotoneDeltaHead  # noqa: F401  (part of this module's API)
+from ccvl_tf.algorithm.delta_heads import KnotDeltas, MonotoneDeltaHead  # noqa: F401  (part of this module's API)
 from ccvl_tf.algorithm.support import SupportMask, validate_threshold
 
 NATURE_OBSERVATION_SHAPE = (84, 84, 4)
@@ -307,7 +307,7 @@ def _torso(observation, config: QNetworkConfig, name: str, init):
 
 # Over 80 lines with its docstring: one functional graph (torso, delta embedding, head) and
 # its feature models, built together so that they share layers.
-DELTA_HEADS = ("cosine", "monotone")
+DELTA_HEADS = ("cosine", "monotone", "cosine_monotone")
 MONOTONE_PIECES = 16  # J of MonotoneDeltaHead: pieces of width 1/16 (the belief grid has 8 bins)
 
 
@@ -324,9 +324,12 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
     config: QNetworkConfig.
     name: prefix of the model and layer names (use distinct names for online and target).
     delta_head: 'cosine' (IQN: psi(s) * eta(delta), then the hidden layer and the output, per
-      delta) or 'monotone' (MonotoneDeltaHead on psi(s), through the hidden layer when
-      hidden_units > 0: Q monotone in delta for every state and action; delta_entry must be
-      'features'). One of DELTA_HEADS.
+      delta), 'monotone' (MonotoneDeltaHead on psi(s), through the hidden layer when
+      hidden_units > 0: Q monotone in delta for every state and action) or 'cosine_monotone'
+      (MonotoneDeltaHead whose base and increments at the J + 1 knots delta_j = j / J are the
+      cosine head's outputs at the knots, psi(s) * eta(delta_j) through the hidden layer and
+      the output: IQN's embedding, and Q monotone in delta by construction). The monotone heads
+      need delta_entry 'features'. One of DELTA_HEADS.
     delta_sign: +1 (Q nondecreasing in delta, the lower bound) or -1 (nonincreasing, the upper
       bound); used by the monotone head only.
     support_threshold: tau in (0, 1): a behaviour-cloning head on the torso features and
@@ -340,8 +343,8 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
     raise ValueError(f"num_actions must be an integer >= 1, got {num_actions!r}")
   if delta_head not in DELTA_HEADS:
     raise ValueError(f"delta_head must be one of {', '.join(DELTA_HEADS)}, got {delta_head!r}")
-  if delta_head == "monotone" and config.delta_entry != "features":
-    raise ValueError(f"delta_head='monotone' needs delta_entry='features', got "
+  if delta_head != "cosine" and config.delta_entry != "features":
+    raise ValueError(f"delta_head={delta_head!r} needs delta_entry='features', got "
                      f"{config.delta_entry!r}")
   if support_threshold:
     validate_threshold(support_threshold)
@@ -378,12 +381,22 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
     mono_params = keras.layers.Dense((MONOTONE_PIECES + 1) * num_actions,
                                      kernel_initializer=init(), name=f"{name}_q")
     mono = MonotoneDeltaHead(num_actions, MONOTONE_PIECES, delta_sign, name=f"{name}_monotone")
+  elif delta_head == "cosine_monotone":
+    knots = KnotDeltas(MONOTONE_PIECES, name=f"{name}_knots")
+    mono = MonotoneDeltaHead(num_actions, MONOTONE_PIECES, delta_sign, name=f"{name}_monotone")
 
   def head(features, deltas):
     # features [B, W]; deltas [B, K] -> (Q [B, K, A], penultimate [B, K, H]).
     if delta_head == "monotone":  # delta enters only through the monotone ramps
       hidden_out = features if mono_hidden is None else mono_hidden(features)  # [B, H]
       return mono([mono_params(hidden_out), deltas]), None                     # [B, K, A]
+    if delta_head == "cosine_monotone":  # the cosine head at the knots, made monotone
+      eta_knots = embed(cosine(knots(features)))         # [B, J+1] -> [B, J+1, W]
+      mixed = ops.expand_dims(features, 1) * eta_knots   # [B, 1, W] * [B, J+1, W]
+      at_knots = output(mixed if hidden is None else hidden(mixed))  # [B, J+1, A]
+      # [B, J+1, A] -> [B, (J+1)*A]: knot 0 the base b(s, a), knots 1..J the increments' x_j.
+      params = ops.reshape(at_knots, (-1, (MONOTONE_PIECES + 1) * num_actions))
+      return mono([params, deltas]), None                # [B, K, A]
     eta = embed(cosine(deltas))  # [B, K, n_cos] -> [B, K, W]
     # [B, W] -> [B, 1, W], broadcast against [B, K, W]: the torso is shared by the K deltas.
     mixed = ops.expand_dims(features, 1) * eta

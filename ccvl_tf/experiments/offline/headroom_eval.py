@@ -21,7 +21,7 @@ import csv
 import dataclasses
 import json
 import os
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Mapping, Optional, Sequence
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
@@ -187,7 +187,8 @@ def run(cfg: HeadroomConfig, log: Callable[[str], None] = print) -> Dict[str, ob
   result.update(root_dir=cfg.root_dir, checkpoint=checkpoint, step=key["step"], seed=seed,
                 epsilon=evaluation.epsilon, max_steps=evaluation.max_steps,
                 belief_temperature=summary.get("belief_temperature"),
-                policies={n: [e["raw_score"] for e in played[n]] for n in names})
+                policies={n: [e["raw_score"] for e in played[n]] for n in names},
+                belief_entropy=None if entropy is None else entropy.tolist())
   _write(out_dir, result, played, members, trace, s, fixed_delta)
   log(render(result).rstrip())
   log(f"Files: {out_dir}/ (headroom.json, headroom.md, headroom.png, scores.csv, belief.csv)")
@@ -289,3 +290,27 @@ def plot(path, result, played, members, fixed_delta) -> None:
   fig.tight_layout()
   fig.savefig(path, dpi=110)
   plt.close(fig)
+
+
+def render_runs(results: Mapping[str, Mapping[str, object]]) -> str:
+  """One row per run (name -> headroom.json's numbers): Fixed-CCVL, adaptive, the grid mean,
+  the oracles, the spread, the paired differences with their CIs and the power
+  (docs/results/headroom.md)."""
+  def ci(d):
+    return f"{d['mean']:+.2f} ({d['ci_low']:+.2f}, {d['ci_high']:+.2f})"
+  lines = ["| run | Fixed-CCVL (delta) | adaptive | grid mean | oracle in hindsight (delta) "
+           "| split-half oracle | spread | split-half oracle - fixed | adaptive - fixed | "
+           "adaptive - CQL | SD of adaptive - fixed; resolves; episodes for 10% |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+  for name, r in results.items():
+    cql = (r.get("references") or {}).get("CQL")
+    p = r["power"]
+    lines.append(
+        f"| {name} | {r['fixed_mean']:.2f} ({r['fixed_delta']:.4f}) | {r['adaptive_mean']:.2f} "
+        f"| {r['grid_mean']:.2f} | {r['oracle_mean']:.2f} ({r['oracle_delta']:.4f}) | "
+        f"{r['split_half_oracle']['value']:.2f} | {r['spread']:.2f} | "
+        f"{ci(r['split_half_oracle_minus_fixed'])} | {ci(r['adaptive_minus_fixed'])} | "
+        f"{ci(cql['adaptive_minus']) if cql else '-'} | "
+        f"{r['adaptive_minus_fixed']['sd_episode']:.1f}; {p['detectable_difference']:.1f}; "
+        f"{p['episodes_for_relative']:.0f} |")
+  return "\n".join(lines) + "\n"

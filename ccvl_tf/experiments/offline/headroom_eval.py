@@ -153,7 +153,11 @@ def run(cfg: HeadroomConfig, log: Callable[[str], None] = print) -> Dict[str, ob
     names = [*members, ADAPTIVE, *refs]
     for i, name in enumerate(names):
       path = _episodes_file(out_dir, name)
-      done = _played(path, dict(key, policy=name))
+      # A reference is named by its SavedModel too; the members and the adaptive export are
+      # the run's own at the checkpoint's step.
+      own = dict(key, policy=name, **({"path": os.path.abspath(refs[name])} if name in refs
+                                      else {}))
+      done = _played(path, own)
       if done is None:
         records = atari_vector.evaluate_atari(
             make(name), game, episodes, seed=seed, epsilon=evaluation.epsilon,
@@ -161,7 +165,7 @@ def run(cfg: HeadroomConfig, log: Callable[[str], None] = print) -> Dict[str, ob
         done = [_record_dict(r) for r in records]
         tmp = path + ".tmp"
         with open(tmp, "w") as f:
-          strict_json.dump({"key": dict(key, policy=name), "episodes": done}, f)
+          strict_json.dump({"key": own, "episodes": done}, f)
         os.replace(tmp, path)
         how = "played"
       else:

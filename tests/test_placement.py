@@ -57,3 +57,16 @@ def test_a_run_of_other_settings_is_not_placed_and_says_why():
 def test_fixed_rows_are_recognized(name):
   assert placement._is_fixed(name)
   assert not placement._is_fixed("CCVL (adaptive)")
+
+
+def test_the_adaptive_row_is_placed_only_under_the_reported_belief_setting():
+  """The reported adaptive row had a fresh belief per episode (belief_episodes 1): a run that
+  carries the belief over 10 episodes is placed on its other rows, not on that one."""
+  reported = dict(REPORTED, **{"CCVL (adaptive)": [20.0, 22.0, 24.0, 26.0, 28.0]})
+  rows = [{"policy": "BC", "mean": 25.0}, {"policy": "CCVL (adaptive)", "mean": 25.0}]
+  now = placement.place(_record(belief_episodes=10), rows, reported)
+  assert "BC: 25.00 -- inside the reported range" in now[1]
+  assert now[2] == ("  CCVL (adaptive): 25.00 -- not placed: reported with belief_episodes 1 "
+                    "(this run: 10)")
+  before = placement.place(_record(belief_episodes=1), rows, reported)
+  assert "CCVL (adaptive): 25.00 -- inside the reported range" in before[2]

@@ -468,3 +468,26 @@ def test_demo_alpha_table_and_verdicts_recompute_from_their_rows():
     if key == "score":
       chosen = (sum(values[3]) - sum(values[1])) / 3 > 1.0 and higher >= 2
       assert printed[(label, "3")][7] == ("alpha 3" if chosen else "alpha 1")
+
+
+def test_headroom_page_recomputes_from_its_episode_scores():
+  """docs/results/headroom.md's table from the committed per-episode scores of every policy
+  (docs/results/headroom_runs.json): headroom.analyze recomputes each run's numbers, and
+  render_runs prints the page's table."""
+  from ccvl_tf.evaluation import headroom
+  from ccvl_tf.experiments.offline import headroom_eval
+  runs = json.load(open(_doc("results", "headroom_runs.json")))
+  again = {}
+  for name, run in runs.items():
+    h = run["headroom"]
+    s = h["sequences"]
+    members = [f"delta={d:.4f}" for d in h["grid"]]
+    seq = lambda n, s=s, h=h: headroom.as_sequences(h["policies"][n], s)  # noqa: E731
+    out = headroom.analyze(h["grid"], np.stack([seq(n) for n in members]), h["fixed_delta"],
+                           seq(headroom_eval.ADAPTIVE), {"CQL": seq("CQL")},
+                           belief_entropy=h["belief_entropy"])
+    for key, value in out.items():
+      assert json.loads(json.dumps(value)) == h[key], (name, key)
+    again[name] = out
+  page = open(_doc("results", "headroom.md")).read()
+  assert headroom_eval.render_runs(again) in page

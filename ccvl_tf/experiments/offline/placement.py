@@ -22,8 +22,12 @@ REPORTED_SETTINGS: Dict[str, object] = {
     "game": "Breakout", "agent": "ccvl", "preset": "demo", "subset": "all",
     "dataset_dir": None, "default_dataset_steps": 50_000, "default_dataset_policy": "auto",
     "behaviour_epsilon": 0.25, "batch_size": 32, "num_steps": 17_500, "eval_episodes": 10,
-    "eval_max_steps": 2_000, "eval_env": "vector", "belief_episodes": 1, "num_grid_deltas": 8,
+    "eval_max_steps": 2_000, "eval_env": "vector", "num_grid_deltas": 8,
     "reference_agents": ["bc", "cql"], "tf_threads": 2, "ccvl_options": {}}
+# Settings that only one row of the table depends on: a run with another value is placed on
+# the other rows. The reported adaptive row was evaluated with a fresh belief per episode (one
+# vector slot per episode, before --belief_episodes existed).
+ROW_SETTINGS: Dict[str, Dict[str, object]] = {"CCVL (adaptive)": {"belief_episodes": 1}}
 # The agent settings a run may give as flags without leaving the reported settings: none.
 _AGENT_FLAGS = ("alpha", "learning_rate", "adam_epsilon", "dr3_coef", "target_update_period")
 
@@ -80,6 +84,12 @@ def place(record: Mapping[str, object], rows: Sequence[Mapping[str, object]],
   for row in rows:
     name = str(row["policy"])
     if name not in reported:
+      continue
+    other = {k: v for k, v in ROW_SETTINGS.get(name, {}).items() if record.get(k, v) != v}
+    if other:
+      lines.append(f"  {name}: {float(row['mean']):.2f} -- not placed: reported with "
+                   + ", ".join(f"{k} {v!r} (this run: {record.get(k)!r})"
+                               for k, v in other.items()))
       continue
     means = [float(x) for x in reported[name]]
     lo, hi, mean = min(means), max(means), sum(means) / len(means)

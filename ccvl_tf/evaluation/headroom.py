@@ -58,14 +58,14 @@ def paired_difference(a, b, reps: int = 2000, seed: int = 0) -> Dict[str, float]
   """Mean of a - b over the same episodes ([S, L] each, or [S] per-sequence means) with a 95%
   CI by rliable's bootstrap over the S sequences (score_stats.aggregate_scores of the
   per-sequence mean differences), and the per-episode standard deviation of the difference
-  (nan for [S] inputs)."""
+  (None for [S] inputs)."""
   x, y = np.asarray(a, np.float64), np.asarray(b, np.float64)
   if x.shape != y.shape or x.ndim not in (1, 2) or x.shape[0] < 1:
     raise ValueError(f"a and b must both be [S, L] or [S], got {x.shape} and {y.shape}")
   diff = x - y
   per_sequence = diff.mean(-1) if diff.ndim == 2 else diff        # [S]
   agg = score_stats.aggregate_scores(per_sequence[:, None], reps=reps, seed=seed)["mean"]
-  sd = float(np.std(diff, ddof=1)) if diff.ndim == 2 and diff.size > 1 else float("nan")
+  sd = float(np.std(diff, ddof=1)) if diff.ndim == 2 and diff.size > 1 else None
   return {"mean": float(per_sequence.mean()), "ci_low": agg.ci_low, "ci_high": agg.ci_high,
           "sd_episode": sd}
 

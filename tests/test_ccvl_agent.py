@@ -200,7 +200,9 @@ def test_the_paper_reading_trains_the_papers_objective_with_the_same_loss_and_gr
 
 
 @pytest.mark.parametrize("head,parts", [("cosine", ("mlp0", "delta_embed", "hidden", "_q/")),
-                                         ("monotone", ("mlp0", "hidden", "_q/"))])
+                                         ("monotone", ("mlp0", "hidden", "_q/")),
+                                         ("cosine_monotone",
+                                          ("mlp0", "delta_embed", "hidden", "_q/"))])
 def test_gradients_reach_torso_embedding_and_head_but_not_target_or_counts(head, parts):
   agent = _tiny_agent(delta_head=head)
   batch = agent.prepare_batch(_random_batch(8, 5, 3))

@@ -255,3 +255,18 @@ def test_cosine_monotone_head_by_hand_and_its_gradients():
     loss = tf.reduce_sum(out[:, 3] - out[:, 0])  # depends on delta only through the increments
   grads = tape.gradient(loss, layers["cm_delta_embed"].trainable_variables)
   assert all(g is not None and float(tf.reduce_max(tf.abs(g))) > 0 for g in grads)
+
+
+def test_a_cosine_checkpoint_does_not_fit_the_cosine_monotone_head(tmp_path):
+  """The two heads have the same trainable layers; the cosine-monotone head's knots weight
+  makes a cosine head's checkpoint fail to restore into it instead of loading unnoticed."""
+  cosine = networks.build_ccvl_network((5,), np.float32, 3, TINY_MLP, delta_head="cosine")
+  both = networks.build_ccvl_network((5,), np.float32, 3, TINY_MLP,
+                                     delta_head="cosine_monotone")
+  assert [tuple(v.shape) for v in cosine.trainable_variables] == [
+      tuple(v.shape) for v in both.trainable_variables]
+  path = tf.train.Checkpoint(q=cosine.q_and_phi_model).save(str(tmp_path / "c"))
+  with pytest.raises(AssertionError):
+    tf.train.Checkpoint(q=both.q_and_phi_model).restore(path).assert_existing_objects_matched()
+  again = networks.build_ccvl_network((5,), np.float32, 3, TINY_MLP, delta_head="cosine")
+  tf.train.Checkpoint(q=again.q_and_phi_model).restore(path).assert_existing_objects_matched()

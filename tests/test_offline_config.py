@@ -229,10 +229,11 @@ def test_paper_preset_selects_the_papers_ccvl_and_a_flag_still_wins(tmp_path):
   # --objective (the older name of --reading) wins over the preset's reading too.
   older = config.resolve(dataclasses.replace(cfg, agent_values={"objective": "bound"}))
   assert older.learners["ccvl"].config.reading == bound.Bound()
-  # The demo preset keeps CCVL's default reading (monotone head, batch-normalized counts).
+  # The demo preset keeps CCVL's default reading (cosine-monotone head, batch-normalized
+  # counts).
   demo = config.resolve(dataclasses.replace(cfg, preset="demo")).learners["ccvl"].config
   assert (demo.delta_head, demo.count_normalization, demo.td_loss) == (
-      "monotone", "batch", "huber")
+      "cosine_monotone", "batch", "huber")
 
 
 @pytest.mark.parametrize("values,match", [

@@ -111,7 +111,7 @@ def test_without_the_recorded_settings_the_cosine_checkpoint_is_refused_naming_t
     cosine_dir, tmp_path):
   offline = _without_recorded_settings(cosine_dir, tmp_path / "offline")
   with pytest.raises(ValueError, match="does not fit this agent/game/network.*this learner's "
-                     "delta head is 'monotone'"):
+                     "delta head is 'cosine_monotone'"):
     _runner(offline, tmp_path / "online")
 
 
@@ -191,7 +191,8 @@ def test_each_summary_layout_gives_the_offline_learners_settings(tmp_path):
       {"reading": "bonus", "gap_weight": 0.5, "td_loss": "squared", "count_ridge": 0.01}).record()
   out = online_start.offline_settings({"config": flat}, "s.json")
   assert out["reading"] == "bonus" and out["gap_weight"] == 0.5
-  assert (out["td_loss"], out["count_ridge"], out["delta_head"]) == ("squared", 0.01, "monotone")
+  assert (out["td_loss"], out["count_ridge"], out["delta_head"]) == (
+      "squared", 0.01, "cosine_monotone")
   # The training settings of CCVLConfig's defaults (agents/ccvl_agent.py, q_agent_base.py).
   assert {k: out[k] for k in ("num_deltas", "num_pairs", "dr3_coef", "gamma", "adam_epsilon",
                               "target_update_period")} == {
@@ -222,7 +223,7 @@ def test_each_summary_layout_gives_the_offline_learners_settings(tmp_path):
   settings = online_config.agent_spec("ccvl").resolve(online_config.agent_settings(
       "gridworld", online_config.OnlineConfig().bounds(), offline_settings={}))
   assert isinstance(settings.agent_config.reading, readings.bonus.Bonus)
-  assert settings.agent_config.delta_head == "monotone"
+  assert settings.agent_config.delta_head == "cosine_monotone"
 
 
 @pytest.mark.parametrize("summary, message", [
@@ -250,8 +251,9 @@ def test_an_invalid_record_is_named_by_file_and_key(tmp_path, summary, message):
 
 def test_a_server_whose_variables_are_the_default_heads_is_refused_by_the_cosine_learner(
     cosine_dir, tmp_path):
-  """A server started without --offline_dir holds the default (monotone) head's 'variables'
-  table; the learner of the cosine-head offline run would push weights of other shapes. Its
+  """A server started without --offline_dir holds the default (cosine-monotone) head's
+  'variables' table; the learner of the cosine-head offline run would push weights of other
+  shapes (the default head's knots are a weight of their own). Its
   'replay' table is the same (the items do not depend on the head), so only the variables'
   check can see it."""
   table = dict(min_replay_size=4, samples_per_insert=2.0, batch_size=4, replay_capacity=1000)

@@ -70,3 +70,17 @@ def test_the_adaptive_row_is_placed_only_under_the_reported_belief_setting():
                     "(this run: 10)")
   before = placement.place(_record(belief_episodes=1), rows, reported)
   assert "CCVL (adaptive): 25.00 -- inside the reported range" in before[2]
+
+
+def test_the_ccvl_rows_are_placed_only_for_the_reported_delta_head():
+  """The reported CCVL rows were trained with the monotone head: a run whose learner settings
+  in force name another head is placed on the other rows only."""
+  reported = dict(REPORTED, **{"Fixed-CCVL": [20.0, 22.0, 24.0, 26.0, 28.0]})
+  rows = [{"policy": "BC", "mean": 25.0}, {"policy": "Fixed-CCVL", "mean": 25.0}]
+  other = placement.place(_record(learner_settings={"delta_head": "cosine_monotone"}), rows,
+                          reported)
+  assert "BC: 25.00 -- inside" in other[1]
+  assert other[2] == ("  Fixed-CCVL: 25.00 -- not placed: reported with delta_head 'monotone' "
+                      "(this run: 'cosine_monotone')")
+  same = placement.place(_record(learner_settings={"delta_head": "monotone"}), rows, reported)
+  assert "Fixed-CCVL: 25.00 -- inside the reported range" in same[2]

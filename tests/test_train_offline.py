@@ -100,12 +100,13 @@ def test_train_on_testdata_then_resume(tmp_path):
   assert summary["step"] == 4 and summary["game"] == "Breakout"
   assert 0 < summary["fixed_delta"] < 1 and len(summary["bellman_errors"]) == 3
   # The settings in force, not only the flags given: the defaults of CCVLConfig (the paper's
-  # Algorithm 1, the monotone head, the batch-normalized linear count) and the TINY flags.
+  # Algorithm 1, the cosine-monotone head, the batch-normalized linear count) and the TINY
+  # flags.
   resolved = summary["learner_settings"]
   assert summary["config"]["ccvl_options"] == {}
   assert (resolved["agent_config"], resolved["objective"], resolved["delta_head"],
           resolved["count_weight"], resolved["count_normalization"]) == (
-              "CCVLConfig", "algorithm1", "monotone", "linear", "batch")
+              "CCVLConfig", "algorithm1", "cosine_monotone", "linear", "batch")
   assert (resolved["num_deltas"], resolved["num_pairs"], resolved["num_grid_deltas"]) == (2, 2, 3)
   assert resolved["network"]["torso"] == "nature"
   _assert_exports_equal_in_process_policies(root, tmp_path)

@@ -66,8 +66,13 @@ class MonotoneDeltaHead(keras.layers.Layer):
 @keras.saving.register_keras_serializable(package="ccvl_tf")
 class KnotDeltas(keras.layers.Layer):
   """The J + 1 knot deltas 0, 1/J, ..., 1 of MonotoneDeltaHead for every row of the batch:
-  features [B, ...] -> [B, J + 1] (no weights). With delta_head='cosine_monotone' each knot's
-  value comes from psi(s) * eta(knot), IQN's cosine embedding at the knot."""
+  features [B, ...] -> [B, J + 1]. With delta_head='cosine_monotone' each knot's value comes
+  from psi(s) * eta(knot), IQN's cosine embedding at the knot.
+
+  The knots are a non-trainable weight [J + 1]: the cosine head has the same trainable layers
+  (the embedding and the output), so without it a cosine head's checkpoint or pushed weights
+  would fit this network unnoticed; with it, restoring one (assert_existing_objects_matched)
+  or a Reverb 'variables' table of the other head fails."""
 
   def __init__(self, pieces: int = 16, **kwargs):
     super().__init__(**kwargs)
@@ -75,10 +80,15 @@ class KnotDeltas(keras.layers.Layer):
       raise ValueError(f"pieces must be an integer >= 1, got {pieces!r}")
     self.pieces = int(pieces)
 
+  def build(self, input_shape):
+    self.knots = self.add_weight(
+        shape=(self.pieces + 1,), trainable=False, name="knots",
+        initializer=keras.initializers.Constant(
+            np.linspace(0.0, 1.0, self.pieces + 1, dtype=np.float32)))
+
   def call(self, features):
-    knots = ops.convert_to_tensor(
-        np.linspace(0.0, 1.0, self.pieces + 1, dtype=np.float32))[None]  # [1, J+1]
-    return ops.ones_like(features[:, :1], dtype="float32") * knots      # [B, 1] * [1, J+1]
+    knots = ops.expand_dims(ops.cast(self.knots, "float32"), 0)      # [1, J+1]
+    return ops.ones_like(features[:, :1], dtype="float32") * knots  # [B, 1] * [1, J+1]
 
   def compute_output_shape(self, input_shape):
     return (input_shape[0], self.pieces + 1)

@@ -38,7 +38,9 @@ def _run(cfg: offline_config.OfflineConfig, trained: offline.Trained,
         timer=timer)
   # Where the scores fall against the reported demo: the trained networks differ between
   # machines, so a run is placed against the reported seeds' range, not matched to one run.
-  placed = placement.place(run_setup.plan.record, results_table)
+  placed = placement.place(dict(run_setup.plan.record,
+                                learner_settings=run_setup.plan.learner.resolved()),
+                           results_table)
   for line in placed:
     log(line)
   added = dict(references={n: {k: v for k, v in r.items() if k != "policy"}

@@ -27,7 +27,18 @@ REPORTED_SETTINGS: Dict[str, object] = {
 # Settings that only one row of the table depends on: a run with another value is placed on
 # the other rows. The reported adaptive row was evaluated with a fresh belief per episode (one
 # vector slot per episode, before --belief_episodes existed).
-ROW_SETTINGS: Dict[str, Dict[str, object]] = {"CCVL (adaptive)": {"belief_episodes": 1}}
+# The reported CCVL rows were trained with the monotone delta head (the learner's settings in
+# force, summary.json's learner_settings; a record without them predates the other heads).
+ROW_SETTINGS: Dict[str, Dict[str, object]] = {
+    "CCVL (adaptive)": {"belief_episodes": 1, "delta_head": "monotone"},
+    "Fixed-CCVL": {"delta_head": "monotone"}}
+
+
+def _setting(record: Mapping[str, object], name: str, default: object) -> object:
+  """A setting of the run: its config record's, else the learner's settings in force."""
+  if name in record:
+    return record[name]
+  return dict(record.get("learner_settings") or {}).get(name, default)
 # The agent settings a run may give as flags without leaving the reported settings: none.
 _AGENT_FLAGS = ("alpha", "learning_rate", "adam_epsilon", "dr3_coef", "target_update_period")
 
@@ -85,10 +96,11 @@ def place(record: Mapping[str, object], rows: Sequence[Mapping[str, object]],
     name = str(row["policy"])
     if name not in reported:
       continue
-    other = {k: v for k, v in ROW_SETTINGS.get(name, {}).items() if record.get(k, v) != v}
+    other = {k: v for k, v in ROW_SETTINGS.get(name, {}).items()
+             if _setting(record, k, v) != v}
     if other:
       lines.append(f"  {name}: {float(row['mean']):.2f} -- not placed: reported with "
-                   + ", ".join(f"{k} {v!r} (this run: {record.get(k)!r})"
+                   + ", ".join(f"{k} {v!r} (this run: {_setting(record, k, v)!r})"
                                for k, v in other.items()))
       continue
     means = [float(x) for x in reported[name]]

@@ -28,8 +28,9 @@ PRESET_NAMES = ("demo", "paper")
 # CQL(H) gap weighted by alpha sqrt(log(1/delta_1) n(s)^-1), delta ~ U(0, 1), no data-support
 # head) with the IQN cosine embedding of delta, the linear n(s)^-1 as estimated (no
 # normalization; capped at 1, the paper's n wedge 1) and the TD term 1/2 x^2. The agents' own
-# CCVL default is the same reading with the monotone head, the batch-normalized count and the
-# Huber TD loss: what learned the demo's development data (docs/ladder.md).
+# CCVL default is the same reading with the cosine-monotone head (docs/headroom.md's rule),
+# the batch-normalized count and the Huber TD loss (what learned the demo's development data,
+# docs/ladder.md).
 PAPER_READING = {"reading": "paper", "delta_head": "cosine", "td_loss": "squared",
                  "count_normalization": "none"}
 # alpha 0.1 is what train_offline.py always passed before the presets (CCVL, CQL and AEVL's
@@ -61,7 +62,7 @@ DESCRIPTIONS = {
     "demo": "CPU-scale settings chosen on development data (docs/budget.md) for 17,500 "
             "steps of batch 32 on 50,000 transitions: DR3 off; CCVL, CQL and AEVL alpha 3, "
             "lr 1e-3 (Adam epsilon 3.125e-4); CCVL's default reading (Algorithm 1 with the "
-            "monotone head, batch-normalized n(s)^-1, Huber TD)",
+            "cosine-monotone head, batch-normalized n(s)^-1, Huber TD)",
 }
 
 

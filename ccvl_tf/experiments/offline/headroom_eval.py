@@ -144,9 +144,9 @@ def run(cfg: HeadroomConfig, log: Callable[[str], None] = print) -> Dict[str, ob
             run_setup.time_step_spec, run_setup.action_spec, run_setup.agent.q_network,
             delta=members[name]))
       path = adaptive_dir if name == ADAPTIVE else refs[name]
-      loaded, _ = rollouts.load_saved_policy(path, num_actions=int(
-          run_setup.action_spec.maximum - run_setup.action_spec.minimum + 1), game=game,
-                                             action_set=run_setup.action_set)
+      loaded, _ = rollouts.load_saved_policy(
+          path, num_actions=policies.action_count(run_setup.action_spec), game=game,
+          action_set=run_setup.action_set)
       return rollouts.CompiledPolicy(loaded)
 
     played: Dict[str, List[dict]] = {}

@@ -94,3 +94,49 @@ def test_only_the_paper_reading_takes_the_papers_step():
                                  dataset_size=10.0)
     steps[variant.NAME] = agent._step_objective.__name__  # pylint: disable=protected-access
   assert steps == {"paper": "_paper_objective", "ablation": "_general_objective"}
+
+
+@pytest.mark.parametrize("d1,d2", [("uniform", "delta"), ("delta", "uniform"),
+                                   ("delta", "delta")])
+def test_the_factorial_cells_are_ablation_variants_recorded_only_when_set(d1, d2):
+  flat = {"pair_delta_1": d1, "pair_delta_2": d2}
+  variant = readings.from_options(flat)
+  assert variant == ablation.Ablation(pair_delta_1=d1, pair_delta_2=d2)
+  recorded = ccvl_agent.CCVLConfig(reading=variant).record()
+  assert {k: recorded.get(k, "uniform") for k in flat} == flat
+  assert set(recorded) - set(FLAT_DEFAULTS) >= {k for k, v in flat.items() if v != "uniform"}
+  assert readings.from_options({k: v for k, v in recorded.items()
+                                if k in readings.FLAGS}) == variant
+
+
+def test_the_factorial_samplings_give_the_hand_computed_loss():
+  """One transition, N = 1, M = 2, two actions, n(s)^-1 = 1, alpha 1, squared TD, gap 'max'.
+  Q(s, ., delta) = (1, 0), a_D = 1 (gap 1, Q(s, a_D) 0), delta 0.5, delta_1 = (0.25, 0.125),
+  sampled targets y_j = (1, 3), the target at delta 2 (by hand below)."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  q = tf.constant([[[1.0, 0.0]]])
+  a = tf.constant([1])
+  delta = tf.constant([[0.5]])
+  d1 = tf.constant([[[0.25, 0.125]]])
+  y = {"uniform": tf.constant([[[1.0, 3.0]]]), "delta": tf.constant([[[2.0, 2.0]]])}
+  inv_n = tf.constant([1.0])
+  # L_j = sqrt(log(1/delta_1j)) * 1 + 0.5 (0 - y_j)^2
+  w = {"uniform": np.sqrt(np.log([4.0, 8.0])), "delta": np.sqrt(np.log([2.0, 2.0]))}
+  for d_1 in ("uniform", "delta"):
+    for d_2 in ("uniform", "delta"):
+      r = ablation.Ablation(gap="max", pair_delta_1=d_1, pair_delta_2=d_2)
+      targets_at = r.target_confidences(delta, tf.constant([[[0.3, 0.1]]]))
+      want_at = [[[0.5, 0.5]]] if d_2 == "delta" else [[[0.3, 0.1]]]
+      np.testing.assert_allclose(targets_at.numpy(), want_at)
+      yy = y[d_2].numpy()[0, 0]
+      want = max(w[d_1][j] + 0.5 * yy[j] ** 2 for j in range(2))
+      with tf.GradientTape() as tape:
+        tape.watch(q)
+        out = r.loss(q, a, y[d_2], delta, d1, inv_n, 1.0, "squared")
+      np.testing.assert_allclose(out["loss"].numpy(), want, rtol=1e-6)
+      # d loss / d Q(s, a_D): -w_j* (the gap's a_D term) + (Q - y_j*) at the chosen pair j*;
+      # d / d Q(s, a_0) = w_j* (the max action of the gap).
+      j = int(np.argmax([w[d_1][k] + 0.5 * yy[k] ** 2 for k in range(2)]))
+      np.testing.assert_allclose(tape.gradient(out["loss"], q).numpy()[0, 0],
+                                 [w[d_1][j], -w[d_1][j] - yy[j]], rtol=1e-5)

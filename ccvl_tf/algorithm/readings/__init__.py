@@ -4,7 +4,8 @@ holding only the options it takes:
   'paper'     paper.py     Eq. (cql update) as Algorithm 1 writes it: the paper's, the default.
                            No options.
   'ablation'  ablation.py  Algorithm 1's pair loss with the ladder's research changes: gap,
-                           delta_weight, count_weight, train_delta.
+                           delta_weight, count_weight, train_delta, and its two samplings:
+                           pair_delta_1, pair_delta_2.
   'bound'     bound.py     the proof of Lemma 1's reading (delta_1 = delta, max_j over targets):
                            the same options.
   'bonus'     bonus.py     Eq. (update)'s anti-exploration bonus with n(s)^-1: gap, gap_weight,
@@ -32,7 +33,7 @@ NAMES = tuple(READINGS)
 OBJECTIVES = ("algorithm1", "bound", "bonus")
 # Every option of some reading, in the order runs record them.
 OPTIONS = ("gap", "gap_weight", "bonus_counts", "support_threshold", "count_weight",
-           "delta_weight", "train_delta")
+           "delta_weight", "train_delta", "pair_delta_1", "pair_delta_2")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,8 +42,9 @@ class Choice:
   reading: str = setting(
       "paper", "which reading of the update is trained: 'paper' (Eq. cql update as Algorithm 1 "
       "writes it, no options), 'ablation' (Algorithm 1 with the ladder's changes: --gap, "
-      "--delta_weight, --count_weight, --train_delta), 'bound' (delta_1 = delta, target max "
-      "over delta_2 <= delta: the proof of Lemma 1; the same options) or 'bonus' (Eq. update's "
+      "--delta_weight, --count_weight, --train_delta, --pair_delta_1, --pair_delta_2), "
+      "'bound' (delta_1 = delta, target max over delta_2 <= delta: the proof of Lemma 1; "
+      "--gap, --delta_weight, --count_weight, --train_delta) or 'bonus' (Eq. update's "
       "anti-exploration form with n(s)^-1: --gap, --gap_weight, --support_threshold, "
       "--bonus_counts). docs/agent.md explains each.", enum_values=NAMES)
   objective: str = setting(
@@ -116,7 +118,15 @@ def validate(reading: Reading, prefix: str = "") -> None:
   reading.validate()
 
 
+# Options recorded only when they differ from the paper's value: the keys of a fingerprint
+# stored before they existed stay the keys recorded now, so those runs keep resuming.
+RECORDED_WHEN_SET = ("pair_delta_1", "pair_delta_2")
+
+
 def to_options(reading: Reading) -> Dict[str, object]:
   """`reading` flat, as runs record it: its older name ('objective') and every option of
-  OPTIONS in force (the paper's value for an option it does not take)."""
-  return {"objective": reading.OBJECTIVE, **{k: getattr(reading, k) for k in OPTIONS}}
+  OPTIONS in force (the paper's value for an option it does not take), but an option of
+  RECORDED_WHEN_SET at the paper's value."""
+  return {"objective": reading.OBJECTIVE,
+          **{k: getattr(reading, k) for k in OPTIONS
+             if k not in RECORDED_WHEN_SET or getattr(reading, k) != default(k)}}

@@ -20,6 +20,10 @@ from ccvl_tf.tabular import learners
 
 # How n(s)^-1 enters the regularizer weight ('off': n(s)^-1 = 1, an ablation).
 COUNT_WEIGHTS = ("linear", "off")
+# Where a pair's delta_{j,1} (the weight's) or delta_{j,2} (the target's) comes from:
+# 'uniform' ~ U(0, delta) as Algorithm 1 samples it, or 'delta' (the confidence itself, the
+# proofs' choice: the weight sqrt(log(1/delta)), the target at delta).
+PAIR_DRAWS = ("uniform", "delta")
 # The count of the bonus reading: n(s), or n(s, a) = n(s) pi_beta(a | s) (one list for the
 # exact tabular learner and the network).
 BONUS_COUNTS = learners.BONUS_COUNTS
@@ -54,6 +58,20 @@ def train_delta_option():
       "'constant' and count_weight 'off' the loss is CQL's).", above=0.0, below=1.0)
 
 
+def pair_delta_1_option():
+  return setting(
+      "uniform", "where delta_{j,1}, the weight's confidence, comes from: 'uniform' (~ U(0, "
+      "delta), Algorithm 1) or 'delta' (delta_1 = delta, the proofs' choice).",
+      enum_values=PAIR_DRAWS)
+
+
+def pair_delta_2_option():
+  return setting(
+      "uniform", "where delta_{j,2}, the target's confidence, comes from: 'uniform' (~ U(0, "
+      "delta) inside the max of the pair loss, Algorithm 1) or 'delta' (every pair's target "
+      "at delta itself).", enum_values=PAIR_DRAWS)
+
+
 class Reading:
   """Base of the readings. NAME: the reading's name (--reading); OBJECTIVE: the name runs
   recorded before readings were variants (their fingerprints keep it). The attributes below
@@ -67,6 +85,8 @@ class Reading:
   gap_weight = 0.0
   bonus_counts = "state"
   support_threshold = 0.0
+  pair_delta_1 = "uniform"
+  pair_delta_2 = "uniform"
 
   def validate(self) -> None:
     """ValueError for a combination of options the reading cannot train (the bounds and

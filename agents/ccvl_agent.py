@@ -426,12 +426,14 @@ class CCVLAgent(q_agent_base.GuardedLearner):
 
 # ---- Fixed-CCVL: choose one delta by held-out Bellman error ------------------------------------
 def bellman_errors_on_grid(q_model, batches: Iterable[Dict], deltas: Sequence[float],
-                           gamma: float, action_minimum: int = 0) -> np.ndarray:
+                           gamma: float, action_minimum: int = 0,
+                           target_q_model=None) -> np.ndarray:
   """Mean squared Bellman error of Q(., ., delta) on held-out transitions for each grid delta.
 
-  e(delta) = mean over transitions of (Q(s,a,delta) - r - gamma (1-terminal) max_a' Q(s',a',delta))^2
-  with the same network on both sides (Bellman consistency, as the belief of Eq.
-  delta_selection; ccvl_tf.algorithm.belief.bellman_sq_errors).
+  e(delta) = mean over transitions of (Q(s,a,delta) - r - gamma (1-terminal) max_a' Q'(s',a',delta))^2
+  with Q' = Q, the same network on both sides (Bellman consistency, as the belief of Eq.
+  delta_selection; ccvl_tf.algorithm.belief.bellman_sq_errors), or Q' = `target_q_model`
+  (the target network: the TD error offline training minimizes, at delta_2 = delta).
 
   Args:
     q_model: contract Q-model.
@@ -439,6 +441,7 @@ def bellman_errors_on_grid(q_model, batches: Iterable[Dict], deltas: Sequence[fl
     deltas: the grid, each in (0, 1).
     gamma: discount.
     action_minimum: subtracted from the batch actions to get indices.
+    target_q_model: None (Q' = q_model) or the contract Q-model of the bootstrap.
 
   Returns:
     float64 [K] mean errors.
@@ -451,9 +454,14 @@ def bellman_errors_on_grid(q_model, batches: Iterable[Dict], deltas: Sequence[fl
     obs = tf.convert_to_tensor(batch["observation"])
     b = int(obs.shape[0])
     d = tf.tile(tf.constant(grid)[None], [b, 1])                  # [K] -> [B, K]
-    both = tf.concat([obs, tf.convert_to_tensor(batch["next_observation"])], 0)  # [2B, ...]
-    q_both = q_model({"observation": both, "delta": tf.concat([d, d], 0)})    # [2B, K, A]
-    q, next_q = q_both[:b], q_both[b:]                            # [B, K, A] each
+    next_obs = tf.convert_to_tensor(batch["next_observation"])
+    if target_q_model is None:
+      both = tf.concat([obs, next_obs], 0)                        # [2B, ...]
+      q_both = q_model({"observation": both, "delta": tf.concat([d, d], 0)})  # [2B, K, A]
+      q, next_q = q_both[:b], q_both[b:]                          # [B, K, A] each
+    else:
+      q = q_model({"observation": obs, "delta": d})               # [B, K, A]
+      next_q = target_q_model({"observation": next_obs, "delta": d})  # [B, K, A]
     actions = tf.cast(batch["action"], tf.int32) - action_minimum  # [B]
     q_sa = tf.gather(q, actions, axis=2, batch_dims=1)            # [B, K]
     discount = gamma * (1.0 - tf.cast(batch["terminal"], tf.float32))  # [B]
@@ -467,12 +475,15 @@ def bellman_errors_on_grid(q_model, batches: Iterable[Dict], deltas: Sequence[fl
 
 
 def select_fixed_delta(q_model, batches: Iterable[Dict], deltas: Sequence[float],
-                       gamma: float, action_minimum: int = 0) -> Tuple[float, np.ndarray]:
-  """Fixed-CCVL: the grid delta with the lowest mean held-out Bellman error.
+                       gamma: float, action_minimum: int = 0,
+                       target_q_model=None) -> Tuple[float, np.ndarray]:
+  """Fixed-CCVL: the grid delta with the lowest mean held-out Bellman error
+  (bellman_errors_on_grid; with `target_q_model` the TD error of offline training).
 
   Returns:
     (delta, errors [K]); ties go to the first grid entry.
   """
-  errors = bellman_errors_on_grid(q_model, batches, deltas, gamma, action_minimum)
+  errors = bellman_errors_on_grid(q_model, batches, deltas, gamma, action_minimum,
+                                  target_q_model)
   grid = np.asarray(deltas, np.float32).reshape(-1)
   return float(grid[int(np.argmin(errors))]), errors

@@ -403,6 +403,29 @@ def test_select_fixed_delta_picks_the_lowest_bellman_error():
     ccvl_agent.select_fixed_delta(net.q_model, held_out, [0.5, 1.0], gamma=0.9)
 
 
+def test_the_fixed_delta_against_a_target_network_bootstraps_from_it():
+  """Online Q as above; the target Q'(s, a, delta) = W'[s, a] with W' = 0 but W'[1, 1] = 2 (its
+  u = 0). One transition s = 0, a = 1, r = 0, s' = 1 not terminal, gamma 0.5:
+  Q(0, 1, delta) = 0 for every delta; max_a' Q'(1, a', delta) = 2, so e = (0 - 0.5 x 2)^2 = 1 at
+  every delta. With the online network on both sides, max_a' Q(1, a', delta) =
+  max(0.5 + 4 delta, 1), e = (0.5 max(0.5 + 4 delta, 1))^2: 0.25 at delta 0.125, 1.5625 at 0.5."""
+  net = _linear_network("online_t")
+  target = _linear_network("target_t")
+  target.q_model.get_layer("target_t_w").set_weights([np.array([[0.0, 0.0], [0.0, 2.0]])])
+  target.q_model.get_layer("target_t_u").set_weights([np.zeros([1, 2])])
+  grid = [0.125, 0.5]
+  held_out = [{"observation": [[1.0, 0.0]], "action": [1], "reward": [0.0],
+               "next_observation": [[0.0, 1.0]], "terminal": [0.0]}]
+  errors = ccvl_agent.bellman_errors_on_grid(net.q_model, held_out, grid, 0.5,
+                                             target_q_model=target.q_model)
+  np.testing.assert_allclose(errors, [1.0, 1.0], rtol=1e-6)
+  np.testing.assert_allclose(ccvl_agent.bellman_errors_on_grid(net.q_model, held_out, grid, 0.5),
+                             [0.25, 1.5625], rtol=1e-6)
+  delta, _ = ccvl_agent.select_fixed_delta(net.q_model, held_out, grid, 0.5,
+                                           target_q_model=target.q_model)
+  assert delta == 0.125  # a tie goes to the first grid entry
+
+
 # ---- short trainings ------------------------------------------------------------------------------
 def _train(agent, sample, steps):
   losses = []

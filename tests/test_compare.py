@@ -5,6 +5,7 @@ import json
 import os
 import types
 
+import numpy as np
 import pytest
 
 import ccvl_tf  # noqa: F401
@@ -246,6 +247,20 @@ def test_aevl_td_members_have_no_cql_term_and_ccvl_options_reach_the_agent():
   assert ccvl.config.reading == bonus.Bonus() and ccvl.counts.normalization == "mean"
   assert ccvl.config.alpha == 0.7 and s.belief_temperature is None
   assert compare_config.METHODS["AEVL-TD"] == "aevl_td"
+
+
+def test_spread_belief_temperature_lets_one_episode_move_the_log_odds_by_log_k():
+  # K = 4 errors 0.1..0.4: spread 0.3; 1,000 steps -> T = 300 / log 4 = 216.4.
+  t = agent_registry.spread_belief_temperature([0.1, 0.2, 0.3, 0.4], 1000)
+  assert t == pytest.approx(300 / np.log(4))
+  # the belief after one episode of 1,000 steps at the mean errors: worst / best = 1/K
+  log_b = -1000 * np.array([0.1, 0.4]) / t
+  assert np.exp(log_b[1] - log_b[0]) == pytest.approx(0.25)
+  assert agent_registry.spread_belief_temperature([0.2, 0.2], 5) == pytest.approx(1e-6)
+  with pytest.raises(ValueError, match="at least 2 grid deltas"):
+    agent_registry.spread_belief_temperature([0.2], 5)
+  with pytest.raises(ValueError, match="episode_steps"):
+    agent_registry.spread_belief_temperature([0.1, 0.2], 0)
 
 
 def test_auto_belief_temperature_is_twice_the_smallest_error():

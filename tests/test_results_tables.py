@@ -491,3 +491,38 @@ def test_headroom_page_recomputes_from_its_episode_scores():
     again[name] = out
   page = open(_doc("results", "headroom.md")).read()
   assert headroom_eval.render_runs(again) in page
+
+
+def test_factorial_page_recomputes_from_its_episode_scores():
+  """docs/results/factorial.md's tables from the committed per-episode scores
+  (docs/results/factorial_runs.json): headroom.analyze recomputes every cell's numbers under the
+  rules its policies were exported with and, where the run records it, under the consistency
+  rules (rebuilt_consistency: Fixed-CCVL by the same-network Bellman error, T = 2 x its
+  minimum); render_runs prints the page's tables."""
+  from ccvl_tf.evaluation import headroom
+  from ccvl_tf.experiments.offline import headroom_eval
+  runs = json.load(open(_doc("results", "factorial_runs.json")))
+  exported, consistency = {}, {}
+  for name, run in runs.items():
+    h = run["headroom"]
+    s = h["sequences"]
+    seq = lambda v, s=s: headroom.as_sequences(v, s)  # noqa: E731
+    grid = np.stack([seq(h["policies"][f"delta={d:.4f}"]) for d in h["grid"]])
+    cql = {"CQL": seq(h["policies"]["CQL"])}
+    out = headroom.analyze(h["grid"], grid, h["fixed_delta"],
+                           seq(h["policies"][headroom_eval.ADAPTIVE]), cql,
+                           belief_entropy=h["belief_entropy"])
+    for key, value in out.items():
+      assert json.loads(json.dumps(value)) == h[key], (name, key)
+    exported[name] = out
+    if "rebuilt_consistency" in run:
+      r = run["rebuilt_consistency"]
+      again = headroom.analyze(h["grid"], grid, r["fixed_delta"], seq(r["adaptive_scores"]),
+                               cql, belief_entropy=seq(r["belief_entropy"]))
+      assert json.loads(json.dumps(again)) == r["analysis"], name
+      # the consistency rule's delta is the argmin of its recorded errors
+      assert r["fixed_delta"] == h["grid"][int(np.argmin(r["bellman_errors_consistency"]))]
+      consistency[name] = again
+  page = open(_doc("results", "factorial.md")).read()
+  assert headroom_eval.render_runs(exported) in page
+  assert headroom_eval.render_runs(consistency) in page

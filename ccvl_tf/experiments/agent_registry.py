@@ -51,6 +51,9 @@ class AgentSettings:
   # CCVL and AEVL belief temperature; None: CCVL sets it from held-out data
   # (auto_belief_temperature), AEVL uses its config's default.
   belief_temperature: Optional[float] = None
+  # The most steps of one evaluation episode (the Atari run's --eval_max_steps): when set, the
+  # CCVL belief temperature is spread_belief_temperature; None: auto_belief_temperature.
+  belief_episode_steps: Optional[int] = None
   reward_clip: Optional[float] = None           # clip rewards when scoring Bellman errors
   bounds: object = None                         # ccvl_bounds: BoundsConfig (None: defaults)
   seed: int = 0
@@ -184,16 +187,47 @@ def auto_belief_temperature(errors) -> float:
   return float(max(2.0 * errors.min(), 1e-6))
 
 
+def spread_belief_temperature(errors, episode_steps: int) -> float:
+  """The belief temperature under which one episode cannot settle the belief on its own:
+  T = episode_steps x (max_k e_k - min_k e_k) / log K from the held-out mean squared Bellman
+  errors e_k of the K grid deltas (Bellman consistency, the errors the belief sums; Eq.
+  delta_selection). An episode of at most `episode_steps` steps whose per-step errors are the
+  held-out means moves the log-odds of the best- against the worst-fitting delta by at most
+  log K: after one such episode the worst keeps at least 1/K of the best's weight, and it takes
+  several episodes for the belief to settle. Floored at 1e-6."""
+  errors = np.asarray(errors, np.float64)
+  if errors.size < 2 or not np.all(np.isfinite(errors)):
+    raise ValueError(f"held-out Bellman errors must be finite with at least 2 grid deltas, "
+                     f"got {errors!r}")
+  if int(episode_steps) != episode_steps or episode_steps < 1:
+    raise ValueError(f"episode_steps must be an integer >= 1, got {episode_steps!r}")
+  return float(max(int(episode_steps) * (errors.max() - errors.min()) / np.log(errors.size),
+                   1e-6))
+
+
 def _ccvl_policies(agent, time_step_spec, action_spec, held_out, s: AgentSettings,
                    primary: str = "adaptive"):
-  """CCVL: the confidence-adaptive policy; Fixed-CCVL: the grid delta of lowest held-out
-  Bellman error (agents.ccvl_agent.select_fixed_delta). The belief temperature is
-  s.belief_temperature, or (None) auto_belief_temperature of the same held-out errors."""
+  """CCVL: the confidence-adaptive policy; Fixed-CCVL: the grid delta whose TD error against
+  the target network (the Bellman error offline training minimizes) is lowest on the held-out
+  batches (agents.ccvl_agent.select_fixed_delta). The belief temperature is
+  s.belief_temperature, else spread_belief_temperature of the held-out Bellman-consistency
+  errors (the belief's own) when s.belief_episode_steps is set, else auto_belief_temperature
+  of them."""
   grid = belief.delta_grid(s.num_grid_deltas)
-  fixed_delta, errors = ccvl_agent.select_fixed_delta(agent.q_network, held_out, grid,
-                                                      agent.config.gamma)
-  temperature = (auto_belief_temperature(errors) if s.belief_temperature is None
-                 else float(s.belief_temperature))
+  held_out = list(held_out)
+  fixed_delta, errors = ccvl_agent.select_fixed_delta(
+      agent.q_network, held_out, grid, agent.config.gamma,
+      target_q_model=agent.target_network.q_model)
+  consistency = ccvl_agent.bellman_errors_on_grid(agent.q_network, held_out, grid,
+                                                  agent.config.gamma)
+  if s.belief_temperature is not None:
+    temperature, source = float(s.belief_temperature), "given"
+  elif s.belief_episode_steps is not None:
+    temperature = spread_belief_temperature(consistency, s.belief_episode_steps)
+    source = (f"auto: {int(s.belief_episode_steps)} steps x the spread of the held-out "
+              f"MSBE over the grid / log K")
+  else:
+    temperature, source = auto_belief_temperature(consistency), "auto: 2 x min held-out MSBE"
   adaptive = policies.ConfidenceAdaptivePolicy(
       time_step_spec, action_spec, agent.q_network, num_grid_deltas=s.num_grid_deltas,
       gamma=agent.config.gamma, temperature=temperature, seed=s.seed,
@@ -201,9 +235,8 @@ def _ccvl_policies(agent, time_step_spec, action_spec, held_out, s: AgentSetting
   fixed = policies.FixedDeltaPolicy(time_step_spec, action_spec, agent.q_network,
                                     delta=fixed_delta)
   extra = dict(fixed_delta=fixed_delta, bellman_errors=[float(e) for e in errors],
-               belief_temperature=temperature,
-               belief_temperature_source="given" if s.belief_temperature is not None
-               else "auto: 2 x min held-out MSBE")
+               bellman_errors_consistency=[float(e) for e in consistency],
+               belief_temperature=temperature, belief_temperature_source=source)
   if primary == "adaptive":
     return {"policy": adaptive, "policy_fixed": fixed}, extra
   return {"policy": fixed, "policy_adaptive": adaptive}, extra

@@ -52,6 +52,10 @@ def training_reserve(data: DataSettings, observation_shape):
       min_transitions=data.batch_size)
 
 
+# Batches that pick Fixed-CCVL's delta (1,024 transitions at batch 32).
+HELD_OUT_BATCHES = 32
+
+
 @dataclasses.dataclass(frozen=True)
 class Batches:
   """The run's batches of --batch_size transitions from `store`, each stream with its seed."""
@@ -65,11 +69,11 @@ class Batches:
                                        seed=self.seeds.data_order(), start_batch=start)
 
   def held_out(self):
-    """The 8 batches that pick Fixed-CCVL's delta and the belief's temperature (a pipeline
-    seed the training never used; with the small default dataset these transitions were seen
-    in training too)."""
+    """The HELD_OUT_BATCHES batches that pick Fixed-CCVL's delta and the belief's temperature
+    (a pipeline seed the training never used; with the small default dataset these transitions
+    were seen in training too)."""
     return pipeline.transition_dataset(self.store, self.batch_size,
-                                       seed=self.seeds.held_out()).take(8)
+                                       seed=self.seeds.held_out()).take(HELD_OUT_BATCHES)
 
   def diagnostics_held_out(self):
     """The 8 batches of the confidence diagnostics."""

@@ -213,7 +213,7 @@ def train(run_setup: Setup, log, timer: Optional[PhaseTimes] = None) -> Dict[str
 
 def export(run_setup: Setup, last_good: str, log, timer: Optional[PhaseTimes] = None):
   """(exports, extra, dirs): the agent's policies (agent registry; Fixed-CCVL's delta is the
-  lowest Bellman error on the held-out batches) as SavedModels in root_dir/<export name>."""
+  lowest TD error against the target network on the held-out batches) as SavedModels in root_dir/<export name>."""
   agent = run_setup.agent
   with phase_times.phase(timer, "export (policies, Fixed-CCVL's delta)"):
     exports, extra = run_setup.spec.policies(agent, run_setup.time_step_spec,
@@ -221,8 +221,10 @@ def export(run_setup: Setup, last_good: str, log, timer: Optional[PhaseTimes] = 
                                              run_setup.batches.held_out(),
                                              run_setup.settings)
   if "fixed_delta" in extra:
-    log(f"Fixed-CCVL delta (lowest Bellman error on the grid over 8 batches drawn from the "
-        f"training data after training): {extra['fixed_delta']:.3f}")
+    log(f"Fixed-CCVL delta (lowest TD error against the target network on the grid, over "
+        f"{dataset.HELD_OUT_BATCHES} batches drawn from the training data after training): "
+        f"{extra['fixed_delta']:.3f}; belief temperature {extra['belief_temperature']:.4g} "
+        f"({extra['belief_temperature_source']})")
   dirs = {}
   for export_name, policy in exports.items():
     dirs[export_name] = os.path.join(run_setup.root_dir, export_name)

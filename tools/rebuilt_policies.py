@@ -11,9 +11,10 @@ policy, and the belief after every episode.
 
   python tools/rebuilt_policies.py [--rule=current|consistency] RUN_DIR [RUN_DIR ...]
 
---rule=consistency rebuilds them by the earlier rules instead: Fixed-CCVL's delta by the
+--rule=consistency rebuilds them by the consistency rules instead: Fixed-CCVL's delta by the
 Bellman-consistency error (the same network on both sides) and the temperature 2 x its smallest
-grid value (auto_belief_temperature), on the same held-out batches; it writes rebuilt_consistency.json.
+grid value (auto_belief_temperature) whatever the run's settings, on the same held-out batches;
+it writes rebuilt_consistency.json.
 """
 from __future__ import annotations
 

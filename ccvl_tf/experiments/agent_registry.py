@@ -51,8 +51,9 @@ class AgentSettings:
   # CCVL and AEVL belief temperature; None: CCVL sets it from held-out data
   # (auto_belief_temperature), AEVL uses its config's default.
   belief_temperature: Optional[float] = None
-  # The most steps of one evaluation episode (the Atari run's --eval_max_steps): when set, the
-  # CCVL belief temperature is spread_belief_temperature; None: auto_belief_temperature.
+  # The most steps of one evaluation episode: when set, the CCVL belief temperature is
+  # spread_belief_temperature; None (every run's default, docs/results/factorial.md):
+  # auto_belief_temperature.
   belief_episode_steps: Optional[int] = None
   reward_clip: Optional[float] = None           # clip rewards when scoring Bellman errors
   bounds: object = None                         # ccvl_bounds: BoundsConfig (None: defaults)

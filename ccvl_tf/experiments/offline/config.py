@@ -371,7 +371,7 @@ def resolve(cfg: OfflineConfig) -> RunPlan:
         network_config=networks.QNetworkConfig(torso="nature"),
         agent_values=dict(given, **overrides[spec.train_key]),
         num_grid_deltas=cfg.num_grid_deltas, belief_temperature=cfg.belief_temperature,
-        belief_episode_steps=cfg.eval_max_steps, reward_clip=1.0, seed=seeds.learner()))
+        reward_clip=1.0, seed=seeds.learner()))
     agent_config: q_agent_base.CommonQConfig = settings.agent_config
     agent_config.validate()  # against the agent's declarations: the preset's values too
     learners[name] = AgentPlan(name=name, spec=spec, overrides=overrides[spec.train_key],

@@ -26,7 +26,8 @@ def test_flags_are_generated_from_the_declarations_with_their_docs():
   config_defaults = {f.name: f.default for f in dataclasses.fields(ccvl_agent.CCVLConfig)}
   reading_defaults = {"reading": "paper", "objective": "algorithm1", "gap": "logsumexp",
                       "gap_weight": 0.0, "bonus_counts": "state", "support_threshold": 0.0,
-                      "count_weight": "linear", "delta_weight": "sqrt_log", "train_delta": None}
+                      "count_weight": "linear", "delta_weight": "sqrt_log", "train_delta": None,
+                      "pair_delta_1": "uniform", "pair_delta_2": "uniform"}
   for name in agent_options.CCVL_OPTIONS:
     assert fv[name].default is None                     # unset: the default in force
     default = reading_defaults[name] if name in readings.FLAGS else config_defaults[name]

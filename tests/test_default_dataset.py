@@ -10,6 +10,7 @@ import sys
 import pytest
 
 import ccvl_tf  # noqa: F401
+from ccvl_tf.data import replay_files
 from ccvl_tf.envs import atari
 from ccvl_tf.experiments.offline import default_dataset
 
@@ -42,6 +43,13 @@ def test_the_dataset_folder_appears_only_whole(tmp_path):
   assert json.load(open(os.path.join(out, "COMPLETE")))["steps"] == 200
   assert os.path.exists(os.path.join(out, "ccvl_dataset.json"))
   assert _dot_folders(os.path.dirname(out)) == []  # the temporary folder was renamed
+  # The files the writer wrote keep their verification at their place: the first load reads
+  # only what it needs (a final buffer of 1,000,000 slots is not inflated again).
+  written = sorted(n for n in os.listdir(out) if n.endswith(".gz"))
+  assert len(written) == 6, written
+  for name in written:
+    path = os.path.join(out, name)
+    assert replay_files.is_verified(path, replay_files.file_identity(path)), name
 
 
 def test_an_interrupted_collection_leaves_nothing_in_place(tmp_path):

@@ -153,3 +153,66 @@ def test_verification_is_remembered_and_redone_when_the_file_changes(tmp_path, c
   with pytest.raises(DatasetError, match=r"reward_ckpt\.2\.gz is corrupt"):
     FrameStore.from_replay(d, "all", num_actions=4)
   assert calls == [name]
+
+
+def test_files_the_writer_wrote_are_not_read_again_until_they_change(tmp_path, cache,
+                                                                     monkeypatch):
+  """The writer records each file it wrote as verified (its CRC-32 came from the bytes it
+  wrote), so the first load reads only what it needs; a file changed after the write (here
+  one byte flipped in place: same size, new mtime and ctime) is verified on its next read and
+  refused."""
+  from ccvl_tf.data import replay_writer  # pylint: disable=g-import-not-at-top
+  d = str(tmp_path / "written")
+  w = replay_writer.DopamineReplayWriter(d, replay_capacity=64)
+  for i in range(40):
+    w.add(np.full((84, 84), i + 1, np.uint8), i % 3, 0.0, i % 10 == 9)
+  assert w.close() == [0]
+  calls = []
+  real = replay_files._read_to_end  # pylint: disable=protected-access
+  monkeypatch.setattr(replay_files, "_read_to_end",
+                      lambda f, path, length=None: (calls.append(os.path.basename(path)),
+                                                    real(f, path, length))[1])
+  msgs = []
+  store = FrameStore.from_replay(d, num_actions=3, progress=msgs.append)
+  assert calls == [] and not any(m.startswith("Verifying") for m in msgs), (calls, msgs)
+  # 4 episodes of 10 steps (each after 3 padding frames): 40 transitions, less the last one
+  # written, which Dopamine's invalid_range (the update horizon before the cursor) excludes.
+  assert store.num_transitions == 39
+  assert len(os.listdir(cache / replay_files.VERIFIED_DIR)) == 6  # 6 files of suffix 0
+  obs = os.path.join(d, "$store$_observation_ckpt.0.gz")
+  flip_stored_value(obs, slot=20, byte=100, mask=0x01)  # the trailer keeps the old CRC
+  with pytest.raises(DatasetError, match=r"\$store\$_observation_ckpt\.0\.gz is corrupt"):
+    FrameStore.from_replay(d, num_actions=3)
+  assert calls == ["$store$_observation_ckpt.0.gz"]
+
+
+def test_a_verified_file_renamed_unchanged_keeps_its_verification(tmp_path, cache):
+  """remember_moved carries a record over to the new path only for the very file, unchanged
+  (a folder renamed into place); a file that merely has the same name and bytes is verified
+  again."""
+  src = tmp_path / "tmp-folder"
+  src.mkdir()
+  name = "$store$_action_ckpt.0.gz"
+  shutil.copy(os.path.join(TESTDATA, name), src / name)
+  old = str(src / name)
+  with replay_files.verified_read(old) as f:
+    f.read(16)  # first use: read to its end and recorded
+  assert replay_files.is_verified(old, replay_files.file_identity(old))
+  dst = tmp_path / "final"
+  os.rename(src, dst)
+  new = str(dst / name)
+  replay_files.remember_moved(old, new)
+  assert replay_files.is_verified(new, replay_files.file_identity(new))
+  assert not os.path.exists(replay_files.verification_record(old))
+  # A copy with the same bytes under another name is another file: not carried over.
+  other = str(tmp_path / "copy.gz")
+  shutil.copy(new, other)
+  replay_files.remember_moved(new, other)
+  assert not replay_files.is_verified(other, replay_files.file_identity(other))
+  # Nor is a record whose file changed before the move.
+  with open(new, "r+b") as f:
+    f.write(f.read(1))  # the same byte written back: new mtime and ctime
+  moved = str(tmp_path / "moved.gz")
+  os.rename(new, moved)
+  replay_files.remember_moved(new, moved)
+  assert not replay_files.is_verified(moved, replay_files.file_identity(moved))

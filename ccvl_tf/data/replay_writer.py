@@ -29,7 +29,7 @@ from ccvl_tf.runtime import strict_json
 
 def _save_gz(path: str, value, zero_rows_from: Optional[int] = None) -> None:
   """Writes ``np.save`` into a gzip file like Dopamine, atomically; never
-  overwrites an existing file. ``zero_rows_from``: the array's rows from this index on are
+  overwrites an existing file; records it as verified (``replay_files.remember_written``). ``zero_rows_from``: the array's rows from this index on are
   all zero (the part of a final buffer after its cursor), compressed without reading them
   (`_write_npy_gz`)."""
   if os.path.exists(path):
@@ -42,6 +42,7 @@ def _save_gz(path: str, value, zero_rows_from: Optional[int] = None) -> None:
       with gzip.GzipFile(fileobj=f, mode="wb", compresslevel=6) as out:
         pickle.dump(value, out)
   os.replace(tmp, path)
+  replay_files.remember_written(path)
 
 
 # Bytes fed to the compressor at a time, and the zero block compressed once and repeated.

@@ -30,6 +30,7 @@ import numpy as np
 from ccvl_tf.runtime import run_settings
 from ccvl_tf.runtime.config_flags import setting
 from ccvl_tf.data import dqn_replay
+from ccvl_tf.data import replay_files
 from ccvl_tf.data import replay_writer
 from ccvl_tf.data import vector_collection
 from ccvl_tf.envs import atari
@@ -254,6 +255,8 @@ def _put_in_place(tmp: str, out: str, same) -> bool:
       os.rename(out, os.path.join(aside, base))
     try:
       os.rename(tmp, out)
+      for name in os.listdir(out):  # the writer's verification records follow the files
+        replay_files.remember_moved(os.path.join(tmp, name), os.path.join(out, name))
       return True
     except OSError:
       if not os.path.isdir(out):

@@ -19,6 +19,19 @@ LAYOUT = (
     "S......G",
     ".#LLLL#.",
 )
+# The layouts by name. 'long_favoured': the long route is optimal under the data's slip p = 0.3
+# and the empirical model of the data prefers it (docs/gridworld_layout.md "Why a new layout");
+# LAYOUT above stays it so every user of GridWorld() keeps its results.
+LAYOUTS = {"long_favoured": LAYOUT}
+
+
+def layout(name: str) -> tuple:
+  """The rows of the layout called `name` (a key of LAYOUTS); ValueError naming the choices."""
+  if name not in LAYOUTS:
+    raise ValueError(f"layout must be one of {', '.join(sorted(LAYOUTS))}, got {name!r}")
+  return LAYOUTS[name]
+
+
 ACTION_NAMES = ("up", "right", "down", "left")
 _MOVES = np.array([[-1, 0], [0, 1], [1, 0], [0, -1]])  # (d_row, d_col) per action
 

@@ -1,0 +1,115 @@
+"""The layout rule of docs/gridworld_layout.md: its candidates, its counts and its checks on
+small grids with values derived by hand, and the search's committed rows recomputed."""
+import csv
+import os
+
+import numpy as np
+import pytest
+
+from ccvl_tf.experiments.gridworld import layout_search as ls
+from ccvl_tf.tabular import dataset as dataset_lib
+from ccvl_tf.tabular import learners
+from ccvl_tf.tabular import value_iteration as vi
+from ccvl_tf.tabular.gridworld import LAYOUT, LAYOUTS, GridWorld, layout
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SEARCH_CSV = os.path.join(ROOT, "docs", "gridworld_layout_search.csv")
+
+
+def test_layout_names():
+  assert layout("long_favoured") == LAYOUT
+  with pytest.raises(ValueError, match="layout must be one of"):
+    layout("nope")
+
+
+def test_candidates_count_and_order():
+  cands = ls.candidates()
+  # 2^8 - 1 flank patterns with at least one lava cell, times 3 wall blocks.
+  assert len(cands) == 255 * 3 == len(set(cands))
+  assert cands[0] == LAYOUTS["long_favoured"]
+  dist = [ls.distance(c, LAYOUT) for c in cands]
+  assert dist == sorted(dist)
+  # Distance 1: one of the 8 lava cells turned to wall (the block unchanged): 8 candidates.
+  assert dist.count(1) == 8 and dist[1:9] == [1] * 8
+  # The largest distance: every flank cell a wall but one (7 changes) and the block down to
+  # row 4 (8 cells opened): 15.
+  assert max(dist) == 15
+  for c in cands:
+    flat = "".join(c)
+    assert flat.count("S") == flat.count("G") == 1 and "L" in flat and len(c) == 8
+
+
+def test_candidate_layout_by_hand():
+  rows = ls.candidate_layout("L#######", 4)
+  assert rows == ("........", "........", "........", "........", "..####..", ".#L####.",
+                  "S......G", ".######.")
+  assert ls.distance(rows, LAYOUT) == 7 + 8
+
+
+def test_goal_arrivals_by_hand():
+  # Goal 9, entry cell 5: arrivals from 5 (twice), from 8 (once); 5 -> 4 is not an arrival.
+  data = dataset_lib.Transitions(state=np.array([5, 8, 5, 5, 1]),
+                                 action=np.zeros(5, np.int64), reward=np.array([1, 1, 1, 0, 0.]),
+                                 next_state=np.array([9, 9, 9, 4, 2]),
+                                 terminal=np.array([1, 1, 1, 0, 0.]))
+  assert ls.goal_arrivals(data, goal=9, entry=5) == (2, 1)
+
+
+# A 3 x 3 grid with two routes from S (1, 0) to G (1, 2): the short one through (1, 1), beside
+# the lava at (2, 1); the long one over the top row (0, 0) -> (0, 1) -> (0, 2).
+TINY = ("...",
+        "S.G",
+        ".L.")
+
+
+def test_tiny_grid_routes_by_hand():
+  env = GridWorld(slip_prob=0.0, layout=TINY)
+  right, up, down = 1, 0, 2
+  short = np.full(9, right)
+  long_ = np.full(9, right)
+  long_[env.state(1, 0)] = up
+  long_[env.state(0, 2)] = down
+  assert env.route_name(short) == "short" and env.route_name(long_) == "long"
+  # Deterministic moves: reward 1 on the 2nd step (short) or the 4th (long): gamma^1, gamma^3.
+  g = env.gamma
+  assert vi.policy_evaluation(env.P, env.R, g, short)[env.start_state] == pytest.approx(g)
+  assert vi.policy_evaluation(env.P, env.R, g, long_)[env.start_state] == pytest.approx(g ** 3)
+
+
+def test_tiny_grid_short_route_value_with_slip_by_hand():
+  # p = 0.3, the short route's policy (always right). From (1, 1): G w.p. 0.7, lava w.p. 0.1,
+  # up to (0, 1) w.p. 0.1, back to S w.p. 0.1. From (0, 1) moving right: (0, 2) w.p. 0.7,
+  # stays (off the top) w.p. 0.1, down to (1, 1) w.p. 0.1, left (0, 0) w.p. 0.1; and so on.
+  # Solved here as the linear system read off that description, cell by cell.
+  p, g = 0.3, 0.95
+  env = GridWorld(slip_prob=p, layout=TINY)
+  cells = [(0, 0), (0, 1), (0, 2), (1, 0), (1, 1), (2, 0), (2, 2)]  # the open, non-terminal cells
+  idx = {c: i for i, c in enumerate(cells)}
+  a_mat, b = np.eye(len(cells)), np.zeros(len(cells))
+  for (r, c) in cells:
+    for (dr, dc), prob in (((0, 1), 1 - p), ((-1, 0), p / 3), ((1, 0), p / 3), ((0, -1), p / 3)):
+      nr, nc = r + dr, c + dc
+      if not (0 <= nr < 3 and 0 <= nc < 3):
+        nr, nc = r, c
+      if (nr, nc) == (1, 2):
+        b[idx[(r, c)]] += prob                          # reward 1 on arrival, episode ends
+      elif (nr, nc) != (2, 1):                          # lava: value 0
+        a_mat[idx[(r, c)], idx[(nr, nc)]] -= g * prob
+  v = np.linalg.solve(a_mat, b)
+  got = vi.policy_evaluation(env.P, env.R, g, np.full(9, 1))
+  assert got[env.start_state] == pytest.approx(v[idx[(1, 0)]], abs=1e-12)
+
+
+def test_empirical_optimal_policy_on_hand_data():
+  # One dataset on TINY (slip 0): from S the data went right to (1, 1) and on to G twice; it
+  # went up once and then stopped. The empirical model has no penalty: Q(S, right) = gamma.
+  env = GridWorld(slip_prob=0.0, layout=TINY)
+  s, m, top, goal = env.state(1, 0), env.state(1, 1), env.state(0, 0), env.goal_state
+  data = dataset_lib.Transitions(
+      state=np.array([s, m, s, m, s]), action=np.array([1, 1, 1, 1, 0]),
+      reward=np.array([0, 1, 0, 1, 0.]), next_state=np.array([m, goal, m, goal, top]),
+      terminal=np.array([0, 1, 0, 1, 0.]))
+  model = learners.empirical_model(data, env.num_states, env.num_actions)
+  pol = ls.empirical_optimal_policy(model, env.gamma)
+  assert pol[s] == 1 and pol[m] == 1
+  assert env.route_name(pol) == "short"

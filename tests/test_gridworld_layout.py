@@ -113,3 +113,54 @@ def test_empirical_optimal_policy_on_hand_data():
   pol = ls.empirical_optimal_policy(model, env.gamma)
   assert pol[s] == 1 and pol[m] == 1
   assert env.route_name(pol) == "short"
+
+
+def _search_rows():
+  with open(SEARCH_CSV) as f:
+    return list(csv.DictReader(f))
+
+
+def _per_alpha(field):
+  return {float(a): float(x) for a, x in (kv.split(":") for kv in field.split(";"))}
+
+
+def _passes(row, gated_alphas, n=20, majority=11):
+  """The rule's verdict recomputed from a committed row: (0), (i), (iii), and (ii) at
+  `gated_alphas` (CQL's long-route count >= majority and mean normalized return < 0.9)."""
+  if row["eval_route"] != "short" or not int(row["arrivals_short"]) < int(row["arrivals_other"]):
+    return False
+  if not round(float(row["empirical_short_share"]) * n) >= majority:
+    return False
+  if not row["cql_long_share"]:
+    return False
+  share, score = _per_alpha(row["cql_long_share"]), _per_alpha(row["cql_normalized_mean"])
+  return all(round(share[a] * n) >= majority and score[a] < 0.9 for a in gated_alphas)
+
+
+def test_committed_search_verdicts():
+  rows = _search_rows()
+  assert len(rows) == 765
+  assert [r["layout"] for r in rows] == ["/".join(c) for c in ls.candidates()]
+  # The first rule (alpha 0.2, 0.5, 1, 2 gated): no candidate passes, as the rows say.
+  assert not any(_passes(r, ls.CQL_ALPHAS) for r in rows)
+  assert all(r["passes"] == "False" for r in rows)
+  # The second rule (alpha 0.2 and 0.5 gated): the first that passes is candidate 19, 'fig1'.
+  first = next(r for r in rows if _passes(r, (0.2, 0.5)))
+  assert first["order"] == "19" and first["layout"] == "/".join(LAYOUTS["fig1"])
+
+
+def test_fig1_premise_recomputed():
+  row = _search_rows()[19]
+  res = ls.check_premise(LAYOUTS["fig1"])
+  for key in ("v_opt_eval", "v_opt_data", "v_eval_policy_at_data", "v_data_policy_at_eval",
+              "data_policy_normalized_eval", "empirical_short_share"):
+    assert res[key] == pytest.approx(float(row[key]), abs=1e-6), key
+  assert (res["arrivals_short"], res["arrivals_other"]) == (180, 575)
+  assert res["eval_route"] == res["data_route"] == "short"
+  assert res["check0"] and res["check_i"] and res["check_iii"] and not res["check_ii"]
+  # (ii) at alpha 0.2 and 0.5 (the second rule), not at 1 and 2 (the first rule's failure).
+  assert res["cql_long_share"] == pytest.approx({0.2: 0.95, 0.5: 0.8, 1.0: 0.3, 2.0: 0.0})
+  assert res["cql_normalized_mean"][0.2] < 0.9 and res["cql_normalized_mean"][0.5] < 0.9
+  assert res["cql_normalized_mean"][2.0] > 0.9
+  for a, x in _per_alpha(row["cql_normalized_mean"]).items():
+    assert res["cql_normalized_mean"][a] == pytest.approx(x, abs=1e-4)

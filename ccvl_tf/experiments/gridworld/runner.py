@@ -15,7 +15,8 @@ from ccvl_tf.algorithm import belief
 from ccvl_tf.runtime import config_flags
 from ccvl_tf.runtime import run_settings
 from ccvl_tf.runtime.config_flags import setting
-from ccvl_tf.tabular.gridworld import DATA_SLIP_PROB, EVAL_SLIP_PROB, GridWorld
+from ccvl_tf.tabular.gridworld import (DATA_SLIP_PROB, DEFAULT_EXPERIMENT_LAYOUT, EVAL_SLIP_PROB,
+                                       LAYOUTS, GridWorld, layout)
 from ccvl_tf.experiments.gridworld import family as family_lib
 from ccvl_tf.experiments.gridworld import plots
 from ccvl_tf.tabular import dataset as dataset_lib
@@ -46,6 +47,12 @@ def parse_alphas(values) -> tuple:
 # CCVL-bonus: Eq. (update) (explicit bonuses, Theorem 1) + the same adaptive policy.
 # CCVL and Fixed-CCVL are solved in each reading; their rows name it (reading "" otherwise).
 METHODS = ("CQL", "Fixed-CCVL", "CCVL", "CCVL-bonus")
+# oracle.csv: per (reading, alpha, seed) every grid delta's greedy policy's exact normalized
+# return at p = 0.15 and route, the data's mean squared Bellman error at that delta, the
+# belief's final probability of it, the evaluation episodes acted with it and whether
+# Fixed-CCVL picks it; one CQL row per (alpha, seed) (its return and route; the rest empty).
+ORACLE_HEADER = ("method", "reading", "alpha", "seed", "delta", "normalized_return", "route",
+                 "data_bellman_error", "final_belief", "episodes_acted", "fixed_choice")
 
 
 def method_label(method: str, reading: str) -> str:
@@ -59,6 +66,9 @@ class Config:
   `setting` fields are binaries/gridworld.py's flags (ccvl_tf/runtime/config_flags.py)."""
   output_dir: str = setting(help="Directory for the CSV/PNG/JSON outputs.", flag_default=None,
                             required=True, output="dir")
+  layout: str = setting(DEFAULT_EXPERIMENT_LAYOUT,
+                        "The gridworld's layout by name (docs/gridworld_layout.md).",
+                        enum_values=sorted(LAYOUTS))
   seeds: int = setting(10, "Datasets / evaluation runs per alpha (>= 1).")
   # The datasets' seeds; the coverage studies draw from seeds disjoint from them.
   first_seed: int = run_settings.borrow("first_seed")
@@ -109,6 +119,7 @@ class Config:
     if not self.readings:
       raise ValueError("--readings must name at least one reading")
     parse_readings(self.readings)
+    layout(self.layout)  # ValueError naming the layouts
     if self.delta_select not in ("sample", "argmax"):
       raise ValueError(f"--delta_select must be 'sample' or 'argmax', got {self.delta_select!r}")
 
@@ -156,13 +167,13 @@ def run(cfg: Config, log=print) -> dict:
   cfg.validate()
   os.makedirs(cfg.output_dir, exist_ok=True)
   t0 = time.time()
-  data_env = GridWorld(slip_prob=DATA_SLIP_PROB)
-  eval_env = GridWorld(slip_prob=EVAL_SLIP_PROB)
+  data_env = GridWorld(slip_prob=DATA_SLIP_PROB, layout=layout(cfg.layout))
+  eval_env = GridWorld(slip_prob=EVAL_SLIP_PROB, layout=layout(cfg.layout))
   grid = belief.delta_grid(cfg.num_grid_deltas)
   v_opt = ev_lib.optimal_return(eval_env)
   alphas = sorted(set(map(float, cfg.alphas)) | {float(cfg.adaptation_alpha),
                                                  float(cfg.trajectory_alpha)})
-  sweep_rows, adapt_rows, detail, route_rows = [], [], {}, []
+  sweep_rows, adapt_rows, detail, route_rows, oracle_rows = [], [], {}, [], []
   default = family_lib.default_reading()
   seeds = range(cfg.first_seed, cfg.first_seed + cfg.seeds)
   prog = _Progress(cfg.seeds * len(alphas), "alpha sweep", log)
@@ -176,6 +187,8 @@ def run(cfg: Config, log=print) -> dict:
       q_cql = learners.cql_q(model, data_env.gamma, alpha)
       sweep_rows.append(("CQL", "", alpha, seed,
                          round(ev_lib.expected_return(eval_env, q_cql) / v_opt, 6)))
+      oracle_rows.append(("CQL", "", alpha, seed, "", sweep_rows[-1][-1],
+                          data_env.route_name(vi.greedy_policy(q_cql)), "", "", "", ""))
       for ri, reading in enumerate(cfg.readings):
         q_ccvl = q_readings[ri][ai]
         errors = learners.data_bellman_errors(q_ccvl, data, data_env.gamma)
@@ -189,6 +202,16 @@ def run(cfg: Config, log=print) -> dict:
         sweep_rows.append(("CCVL", reading, alpha, seed, round(
             float(np.mean([e.discounted_return for e in episodes])) / v_opt, 6)))
         routes = [data_env.route_name(vi.greedy_policy(q_ccvl[k])) for k in range(len(grid))]
+        # The oracle: every grid delta's greedy policy scored exactly at p = 0.15, beside what
+        # the belief saw (the data's Bellman error at that delta, its final probability, how
+        # many episodes acted with it).
+        final_b = np.exp(log_b[-1].astype(np.float64))
+        final_b /= final_b.sum()
+        acted = np.bincount([e.delta_index for e in episodes], minlength=len(grid))
+        oracle_rows += [("CCVL", reading, alpha, seed, round(float(grid[k]), 4), round(
+            ev_lib.expected_return(eval_env, q_ccvl[k]) / v_opt, 6), routes[k],
+                         round(float(errors[k]), 8), round(float(final_b[k]), 6), int(acted[k]),
+                         int(k == k_fixed)) for k in range(len(grid))]
         route_rows += [(reading, alpha, seed, i + 1, round(float(grid[e.delta_index]), 4),
                         routes[e.delta_index]) for i, e in enumerate(episodes)]
         if alpha == cfg.adaptation_alpha:
@@ -218,6 +241,7 @@ def run(cfg: Config, log=print) -> dict:
              ("reading", "seed", "episode", "delta"), adapt_rows)
   _write_csv(os.path.join(cfg.output_dir, "routes.csv"),
              ("reading", "alpha", "seed", "episode", "delta", "route"), route_rows)
+  _write_csv(os.path.join(cfg.output_dir, "oracle.csv"), ORACLE_HEADER, oracle_rows)
 
   coverage_rows = run_coverage(cfg, data_env, grid, log)
   _write_csv(os.path.join(cfg.output_dir, "coverage.csv"),

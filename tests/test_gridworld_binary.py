@@ -31,7 +31,7 @@ def test_smoke_run_writes_every_output(tmp_path):
            fresh=True)
   assert r.returncode == 0, r.stderr[-3000:]
   for name in ("alpha_sweep.csv", "delta_adaptation.csv", "coverage.csv", "summary.json",
-               "family.csv", "coverage_theorem2.csv", "routes.csv", "alpha_sweep.png",
+               "family.csv", "coverage_theorem2.csv", "routes.csv", "oracle.csv", "alpha_sweep.png",
                "delta_adaptation.png", "trajectories.png", "coverage.png",
                "coverage_theorem2.png"):
     assert (out / name).stat().st_size > 0, name
@@ -94,6 +94,7 @@ def test_smoke_run_writes_every_output(tmp_path):
     ("--alphas=abc", "--alphas must be numbers"),
     ("--readings=softmax", "--readings must be among"),
     ("--first_seed=-1", "--first_seed must be an integer >= 0"),
+    ("--layout=nope", "--layout"),
 ])
 def test_bad_flags(flag, match, tmp_path):
   r = _run([f"--output_dir={tmp_path / 'o'}", flag], tmp_path)

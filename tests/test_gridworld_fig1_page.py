@@ -139,3 +139,19 @@ def test_results_index_cells_are_the_rows(rows):
                          "CCVL [logsumexp+monotone], scored exactly")):
     expected = f"| {label} | " + " | ".join(cells[source][f"alpha={a}"] for a in ("0.2", "0.5", "1"))
     assert expected in text, expected
+
+
+def test_neural_table_and_ccvl_bonus_numbers(page):
+  neural = rep.read_rows(_doc("gridworld_fig1_neural.csv"))
+  assert len(neural) == 2 * 5 * 10
+  for line in rep.neural_table(neural):
+    assert line in page, line
+  sweep = rep.read_rows(_doc("gridworld_fig1_rows.csv"))
+  bonus = {(int(r["seed"]), float(r["alpha"])): float(r["normalized_return"])
+           for r in sweep if r["method"] == "CCVL-bonus"}
+  at8 = [v for (s, a), v in bonus.items() if s == 8 and a >= 0.1]
+  at2 = [v for (s, a), v in bonus.items() if s == 2 and a >= 0.2]
+  text = _flat(page)
+  assert f"on dataset 8, where the `bonus` family walks into the lava, it scores " \
+         f"{min(at8):.3f}-{max(at8):.3f} at alpha >= 0.1" in text
+  assert max(at2) == 0.0 and "on dataset 2 it scores 0.000 at alpha >= 0.2" in text

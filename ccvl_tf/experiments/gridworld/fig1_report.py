@@ -165,3 +165,22 @@ def belief_reach(oracle_rows, route_rows, reading: str) -> dict:
     out[alpha] = (len(keys), float(np.mean([mass[k] for k in keys])) if keys else float("nan"),
                   float(np.mean([np.mean(acted[k]) for k in keys])) if keys else float("nan"))
   return out
+
+
+def neural_table(neural_rows) -> list:
+  """Markdown lines, one per (reading, alpha, dataset) of tools/gridworld_fig1_neural.py's rows:
+  the short members of the trained network and of the exact family (deltas of the grid), the
+  best member's normalized return of each, and the greedy agreement over visited states."""
+  by = defaultdict(list)
+  for r in neural_rows:
+    by[(r["reading"], float(r["alpha"]), int(r["seed"]))].append(r)
+  lines = ["| reading | alpha | dataset | short members: network | short members: exact | best "
+           "member: network | best member: exact | agreement |", "|---|---|---|---|---|---|---|---|"]
+  for (reading, alpha, seed), rs in by.items():
+    net = sum(r["neural_route"] == "short" for r in rs)
+    ex = sum(r["exact_route"] == "short" for r in rs)
+    best_net = max(float(r["neural_normalized_return"]) for r in rs)
+    best_ex = max(float(r["exact_normalized_return"]) for r in rs)
+    lines.append(f"| {reading} | {alpha:g} | {seed} | {net}/{len(rs)} | {ex}/{len(rs)} | "
+                 f"{best_net:.3f} | {best_ex:.3f} | {float(rs[0]['agreement_with_exact']):.2f} |")
+  return lines

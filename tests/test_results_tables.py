@@ -193,7 +193,8 @@ GRIDWORLD_NAMES = {
 
 def test_results_index_gridworld_table_recomputes_from_its_rows():
   rows = _gridworld_rows()
-  doc = markdown_docs.table_after(RESULTS, "**The gridworld of Fig. 1-2**")
+  doc = markdown_docs.table_after(RESULTS,
+                                  "**The gridworld of Fig. 1-2 on the layout `long_favoured`**")
   alphas = [float(h.split("=")[1]) for h in doc[0][1:]]
   stats = gridworld_runner.sweep_stats(rows, set(alphas))
   assert len(doc) == 1 + len(GRIDWORLD_NAMES)

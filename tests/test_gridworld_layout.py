@@ -164,3 +164,32 @@ def test_fig1_premise_recomputed():
   assert res["cql_normalized_mean"][2.0] > 0.9
   for a, x in _per_alpha(row["cql_normalized_mean"]).items():
     assert res["cql_normalized_mean"][a] == pytest.approx(x, abs=1e-4)
+
+
+def test_first_search_numbers_quoted_in_the_rule_doc():
+  """The counts and ranges docs/gridworld_layout.md quotes for the first search."""
+  rows = _search_rows()
+  with open(os.path.join(ROOT, "docs", "gridworld_layout.md"), encoding="utf-8") as f:
+    text = " ".join(f.read().split())
+  check0 = [r for r in rows if r["check0"] == "True"]
+  assert len(check0) == 764 and "(0) holds for 764 of 765 candidates" in text
+  data_long = [r for r in check0 if r["data_route"] == "long"]
+  assert len(data_long) == 138 and all(r["check_i"] == "True" for r in data_long)
+  assert not any(r["check_iii"] == "True" for r in data_long)
+  assert max(float(r["empirical_short_share"]) for r in data_long) == 0.35
+  assert float(rows[0]["empirical_short_share"]) == 0.15        # long_favoured: 3 of 20
+  assert "at most 7 of the 20 datasets (share 0.35; `long_favoured`: 3 of 20)" in text
+  data_short = [r for r in check0 if r["data_route"] == "short"]
+  full = [r for r in data_short if r["check_i"] == "True" and r["check_iii"] == "True"]
+  assert len(data_short) == 626 and len(full) == 132
+  holds = {a: sum(round(_per_alpha(r["cql_long_share"])[a] * 20) >= 11
+                  and _per_alpha(r["cql_normalized_mean"])[a] < 0.9 for r in full)
+           for a in ls.CQL_ALPHAS}
+  assert holds == {0.2: 85, 0.5: 23, 1.0: 0, 2.0: 0}
+  assert "at alpha 0.2 for 85 and at alpha 0.5 for 23, but at alpha 1 and 2 for none" in text
+  assert max(_per_alpha(r["cql_long_share"])[1.0] for r in full) == 0.35
+  assert max(_per_alpha(r["cql_long_share"])[2.0] for r in full) == 0.0
+  lo1 = min(_per_alpha(r["cql_normalized_mean"])[1.0] for r in full)
+  lo2 = min(_per_alpha(r["cql_normalized_mean"])[2.0] for r in full)
+  hi = max(max(_per_alpha(r["cql_normalized_mean"])[a] for r in full) for a in (1.0, 2.0))
+  assert f"scores {lo1:.2f}-{hi:.2f} and {lo2:.2f}-{hi:.2f}" in text

@@ -193,3 +193,57 @@ def test_first_search_numbers_quoted_in_the_rule_doc():
   lo2 = min(_per_alpha(r["cql_normalized_mean"])[2.0] for r in full)
   hi = max(max(_per_alpha(r["cql_normalized_mean"])[a] for r in full) for a in (1.0, 2.0))
   assert f"scores {lo1:.2f}-{hi:.2f} and {lo2:.2f}-{hi:.2f}" in text
+
+
+def _picture_model(rows, p):
+  """P [S, A, S'] and r(s, a) = P(arrive at G | s, a), read off the picture: the intended move
+  w.p. 1 - p, each other direction w.p. p / 3; off the grid or into '#' stays put; 'L', 'G'
+  and '#' cells absorbing with reward 0."""
+  h, w = len(rows), len(rows[0])
+  steps = ((-1, 0), (0, 1), (1, 0), (0, -1))
+  p_mat, r = np.zeros((h * w, 4, h * w)), np.zeros((h * w, 4))
+  for s in range(h * w):
+    row, col = divmod(s, w)
+    if rows[row][col] in "LG#":
+      p_mat[s, :, s] = 1.0
+      continue
+    for a in range(4):
+      for d, (dr, dc) in enumerate(steps):
+        nr, nc = row + dr, col + dc
+        if not (0 <= nr < h and 0 <= nc < w) or rows[nr][nc] == "#":
+          nr, nc = row, col
+        prob = 1.0 - p if d == a else p / 3.0
+        p_mat[s, a, nr * w + nc] += prob
+        r[s, a] += prob * (rows[nr][nc] == "G")
+  return p_mat, r
+
+
+def test_check_premise_on_the_tiny_grid():
+  """check_premise's exact values on TINY against value iteration written here on the picture's
+  model, and its (i) and (iii) verdicts against counts taken here from the same datasets."""
+  seeds = (0, 1, 2)
+  res = ls.check_premise(TINY, seeds=seeds, num_transitions=300, majority=2)
+  start = 3                                                       # S at (1, 0) of a 3 x 3 grid
+  for p, key in ((0.15, "v_opt_eval"), (0.3, "v_opt_data")):
+    p_mat, r = _picture_model(TINY, p)
+    v = np.zeros(9)
+    for _ in range(3000):
+      v = (r + 0.95 * p_mat @ v).max(1)
+    assert res[key] == pytest.approx(v[start], abs=1e-8), key
+  # Straight right beside the lava is optimal at both slips (G is two steps away; the top row
+  # takes four): check (0), and the data-optimal route.
+  assert res["eval_route"] == res["data_route"] == "short" and res["check0"]
+  env = GridWorld(slip_prob=0.3, layout=TINY)
+  data = dataset_lib.collect(env, dataset_lib.behavior_policy(env), 300, seed=seeds[0],
+                             num_datasets=len(seeds))
+  into_goal = data.next_state == env.goal_state
+  from_entry = into_goal & (data.state == env.state(1, 1))      # the short route's last cell
+  assert (res["arrivals_short"], res["arrivals_other"]) == (
+      int(from_entry.sum()), int(into_goal.sum() - from_entry.sum()))
+  assert res["check_i"] == (res["arrivals_short"] < res["arrivals_other"])
+  short = [env.route_name(ls.empirical_optimal_policy(
+      learners.empirical_model(data.dataset(i), 9, 4), env.gamma)) == "short" for i in range(3)]
+  assert res["empirical_short_share"] == pytest.approx(np.mean(short))
+  assert res["check_iii"] == (sum(short) >= 2)
+  assert res["passes"] == bool(res["check0"] and res["check_i"] and res["check_ii"]
+                               and res["check_iii"])

@@ -446,32 +446,45 @@ def bellman_errors_on_grid(q_model, batches: Iterable[Dict], deltas: Sequence[fl
   Returns:
     float64 [K] mean errors.
   """
+  errors = bellman_errors_both(q_model, batches, deltas, gamma, action_minimum, target_q_model)
+  return errors["consistency"] if target_q_model is None else errors["target"]
+
+
+def bellman_errors_both(q_model, batches: Iterable[Dict], deltas: Sequence[float],
+                        gamma: float, action_minimum: int = 0,
+                        target_q_model=None) -> Dict[str, np.ndarray]:
+  """bellman_errors_on_grid's errors in one pass over `batches`: {'consistency': [K]} (Q' = Q)
+  and, with `target_q_model`, 'target': [K] (Q' = the target network), each float64. Q(s) and
+  Q(s') of the online network come from one forward pass over [s; s'], the target network's
+  Q'(s') from one more."""
   grid = losses.validate_delta(np.asarray(deltas, np.float32).reshape(-1), "deltas")
   k = grid.shape[0]
-  total = np.zeros([k], np.float64)
+  totals = {"consistency": np.zeros([k], np.float64)}
+  if target_q_model is not None:
+    totals["target"] = np.zeros([k], np.float64)
   count = 0
   for batch in batches:
     obs = tf.convert_to_tensor(batch["observation"])
     b = int(obs.shape[0])
     d = tf.tile(tf.constant(grid)[None], [b, 1])                  # [K] -> [B, K]
     next_obs = tf.convert_to_tensor(batch["next_observation"])
-    if target_q_model is None:
-      both = tf.concat([obs, next_obs], 0)                        # [2B, ...]
-      q_both = q_model({"observation": both, "delta": tf.concat([d, d], 0)})  # [2B, K, A]
-      q, next_q = q_both[:b], q_both[b:]                          # [B, K, A] each
-    else:
-      q = q_model({"observation": obs, "delta": d})               # [B, K, A]
-      next_q = target_q_model({"observation": next_obs, "delta": d})  # [B, K, A]
+    both = tf.concat([obs, next_obs], 0)                          # [2B, ...]
+    q_both = q_model({"observation": both, "delta": tf.concat([d, d], 0)})  # [2B, K, A]
+    q, next_q = q_both[:b], q_both[b:]                            # [B, K, A] each
     actions = tf.cast(batch["action"], tf.int32) - action_minimum  # [B]
     q_sa = tf.gather(q, actions, axis=2, batch_dims=1)            # [B, K]
+    reward = tf.cast(batch["reward"], tf.float32)                 # [B]
     discount = gamma * (1.0 - tf.cast(batch["terminal"], tf.float32))  # [B]
-    err = belief.bellman_sq_errors(q_sa, tf.cast(batch["reward"], tf.float32), discount,
-                                   tf.reduce_max(next_q, -1))     # [B, K]
-    total += tf.reduce_sum(err, 0).numpy()
+    bootstraps = {"consistency": next_q}
+    if target_q_model is not None:
+      bootstraps["target"] = target_q_model({"observation": next_obs, "delta": d})  # [B, K, A]
+    for name, boot in bootstraps.items():
+      err = belief.bellman_sq_errors(q_sa, reward, discount, tf.reduce_max(boot, -1))  # [B, K]
+      totals[name] += tf.reduce_sum(err, 0).numpy()
     count += b
   if count == 0:
     raise ValueError("bellman_errors_on_grid got no held-out transitions")
-  return total / count
+  return {name: total / count for name, total in totals.items()}
 
 
 def select_fixed_delta(q_model, batches: Iterable[Dict], deltas: Sequence[float],

@@ -424,6 +424,15 @@ def test_the_fixed_delta_against_a_target_network_bootstraps_from_it():
   delta, _ = ccvl_agent.select_fixed_delta(net.q_model, held_out, grid, 0.5,
                                            target_q_model=target.q_model)
   assert delta == 0.125  # a tie goes to the first grid entry
+  # Both in one pass (what the Fixed-CCVL choice and the belief temperature read), twice over
+  # the same transition: the means are unchanged.
+  both = ccvl_agent.bellman_errors_both(net.q_model, held_out * 2, grid, 0.5,
+                                        target_q_model=target.q_model)
+  assert sorted(both) == ["consistency", "target"]
+  np.testing.assert_allclose(both["target"], [1.0, 1.0], rtol=1e-6)
+  np.testing.assert_allclose(both["consistency"], [0.25, 1.5625], rtol=1e-6)
+  assert sorted(ccvl_agent.bellman_errors_both(net.q_model, held_out, grid, 0.5)) == [
+      "consistency"]
 
 
 # ---- short trainings ------------------------------------------------------------------------------

@@ -210,17 +210,17 @@ def _ccvl_policies(agent, time_step_spec, action_spec, held_out, s: AgentSetting
                    primary: str = "adaptive"):
   """CCVL: the confidence-adaptive policy; Fixed-CCVL: the grid delta whose TD error against
   the target network (the Bellman error offline training minimizes) is lowest on the held-out
-  batches (agents.ccvl_agent.select_fixed_delta). The belief temperature is
+  batches (agents.ccvl_agent.select_fixed_delta's rule; both errors of the held-out batches in
+  one pass, bellman_errors_both). The belief temperature is
   s.belief_temperature, else spread_belief_temperature of the held-out Bellman-consistency
   errors (the belief's own) when s.belief_episode_steps is set, else auto_belief_temperature
   of them."""
   grid = belief.delta_grid(s.num_grid_deltas)
-  held_out = list(held_out)
-  fixed_delta, errors = ccvl_agent.select_fixed_delta(
-      agent.q_network, held_out, grid, agent.config.gamma,
-      target_q_model=agent.target_network.q_model)
-  consistency = ccvl_agent.bellman_errors_on_grid(agent.q_network, held_out, grid,
-                                                  agent.config.gamma)
+  both = ccvl_agent.bellman_errors_both(agent.q_network, held_out, grid, agent.config.gamma,
+                                       target_q_model=agent.target_network.q_model)
+  errors, consistency = both["target"], both["consistency"]
+  # As select_fixed_delta chooses: the float32 grid entry of the lowest error, ties the first.
+  fixed_delta = float(np.asarray(grid, np.float32).reshape(-1)[int(np.argmin(errors))])
   if s.belief_temperature is not None:
     temperature, source = float(s.belief_temperature), "given"
   elif s.belief_episode_steps is not None:

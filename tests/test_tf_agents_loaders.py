@@ -98,13 +98,33 @@ def _policies():
   }
 
 
+class _Exported:
+  """The policies of _policies(), built once for this module, each exported once to `dir`;
+  `load(name)` is its SavedModel loaded in this process (once; the tests only call it)."""
+
+  def __init__(self, directory):
+    self.dir = directory
+    self.built = _policies()
+    for name, policy in self.built.items():
+      policies.export_policy(policy, os.path.join(directory, name))
+    self._loaded = {}
+
+  def load(self, name):
+    if name not in self._loaded:
+      self._loaded[name] = tf.saved_model.load(os.path.join(self.dir, name))
+    return self._loaded[name]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+  return _Exported(str(tmp_path_factory.mktemp("exports")))
+
+
 @pytest.mark.slow
-def test_exports_run_under_tf_agents_loaders_in_a_fresh_process(tmp_path):
-  built = _policies()
-  for name, policy in built.items():
-    policies.export_policy(policy, str(tmp_path / name))
+def test_exports_run_under_tf_agents_loaders_in_a_fresh_process(exported):
+  built = exported.built
   env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3")
-  proc = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path), *built],
+  proc = subprocess.run([sys.executable, "-c", CHILD, exported.dir, *built],
                         capture_output=True, text=True, env=env, timeout=300)
   assert proc.returncode == 0, proc.stderr[-3000:]
   out = json.loads(proc.stdout.split("RESULT", 1)[1])
@@ -126,12 +146,11 @@ SPEC = ("the observation must be uint8 [batch, 10, 10, 4] with batch >= 1 (the "
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["fixed", "adaptive"])
-def test_a_batch_of_zero_or_another_dtype_names_the_observation_spec(name, tmp_path):
+def test_a_batch_of_zero_or_another_dtype_names_the_observation_spec(name, exported):
   """Before: a batch of 0 gave 'slice index 0 of dimension 0 out of bounds' (adaptive) or
   'input depth must be evenly divisible by filter depth' (fixed, Atari), a float32 observation
   TensorFlow's 23-41-line 'Could not find matching concrete function'."""
-  policies.export_policy(_policies()[name], str(tmp_path / name))
-  saved = tf.saved_model.load(str(tmp_path / name))
+  saved = exported.load(name)
   empty = ts.restart(tf.zeros((0,) + OBS_SHAPE, tf.uint8), batch_size=0)
   with pytest.raises(tf.errors.InvalidArgumentError,
                      match=re.escape(SPEC + "; got shape] [0 10 10 4]")):
@@ -147,10 +166,8 @@ def test_a_batch_of_zero_or_another_dtype_names_the_observation_spec(name, tmp_p
 
 
 @pytest.mark.slow
-def test_a_state_of_another_batch_size_is_refused_naming_both(tmp_path):
-  built = _policies()
-  policies.export_policy(built["adaptive"], str(tmp_path / "adaptive"))
-  saved = tf.saved_model.load(str(tmp_path / "adaptive"))
+def test_a_state_of_another_batch_size_is_refused_naming_both(exported):
+  saved = exported.load("adaptive")
   frames = np.zeros((2,) + OBS_SHAPE, np.uint8)
   t = ts.restart(tf.constant(frames), batch_size=2)
   with pytest.raises(tf.errors.InvalidArgumentError,
@@ -167,13 +184,12 @@ def test_a_state_of_another_batch_size_is_refused_naming_both(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("bad", [float("nan"), float("inf")])
-def test_a_non_finite_reward_is_refused_and_never_carried_in_the_belief(bad, tmp_path):
+def test_a_non_finite_reward_is_refused_and_never_carried_in_the_belief(bad, exported):
   """An exported adaptive policy given reward [nan] mid-episode: before, it returned an action
   and a NaN belief that stayed in its state, and a later step failed with 'indices[0] = 5 is
   not in [0, 5)'. Now the call is refused naming the reward, and the state the caller holds is
   still the last good one."""
-  policies.export_policy(_policies()["adaptive"], str(tmp_path / "adaptive"))
-  saved = tf.saved_model.load(str(tmp_path / "adaptive"))
+  saved = exported.load("adaptive")
   frames = np.random.default_rng(0).integers(0, 256, (4, 1) + OBS_SHAPE, np.uint8)
   state = saved.get_initial_state(batch_size=1)
   state = saved.action(ts.restart(tf.constant(frames[0]), batch_size=1), state).state
@@ -208,15 +224,11 @@ ADAPTIVE_STATE = "a dict with the keys delta_index, has_prev, log_belief, prev_a
 
 
 @pytest.mark.slow
-def test_a_state_or_dtype_the_export_does_not_take_names_what_it_takes(tmp_path):
+def test_a_state_or_dtype_the_export_does_not_take_names_what_it_takes(exported):
   """Another policy's state (the adaptive's given to Fixed-CCVL, Fixed-CCVL's () to the
   adaptive), None, no state for a policy that keeps one, float16 or bool frames: before, 47-85
   lines of "Could not find matching concrete function"."""
-  built = _policies()
-  for name in ("fixed", "adaptive"):
-    policies.export_policy(built[name], str(tmp_path / name))
-  fixed = tf.saved_model.load(str(tmp_path / "fixed"))
-  adaptive = tf.saved_model.load(str(tmp_path / "adaptive"))
+  fixed, adaptive = exported.load("fixed"), exported.load("adaptive")
   t = ts.restart(tf.zeros((2,) + OBS_SHAPE, tf.uint8), batch_size=2)
   stateful = (f"the policy state must be {ADAPTIVE_STATE} (get_initial_state(batch_size=B), "
               f"then the state each step returns); got ")
@@ -244,13 +256,12 @@ def test_a_state_or_dtype_the_export_does_not_take_names_what_it_takes(tmp_path)
 
 
 @pytest.mark.slow
-def test_a_state_of_other_sizes_is_refused_naming_the_tensor_and_both_shapes(tmp_path):
+def test_a_state_of_other_sizes_is_refused_naming_the_tensor_and_both_shapes(exported):
   """The adaptive policy exported with K = 5 given the state of one with K = 3 (same keys, a
   belief of 3 entries), or frames of another size in its state: before, TensorFlow's "Could not
   find matching concrete function"; now the tensor, the shape it takes and the shape given."""
-  built = _policies()
-  policies.export_policy(built["adaptive"], str(tmp_path / "adaptive"))
-  saved = tf.saved_model.load(str(tmp_path / "adaptive"))
+  built = exported.built
+  saved = exported.load("adaptive")
   t = ts.restart(tf.zeros((2,) + OBS_SHAPE, tf.uint8), batch_size=2)
   good = saved.get_initial_state(batch_size=2)
   assert good["log_belief"].shape == (2, 5)

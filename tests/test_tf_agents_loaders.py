@@ -282,3 +282,36 @@ def test_a_state_of_other_sizes_is_refused_naming_the_tensor_and_both_shapes(exp
   step = saved.action(t, good)
   want = built["adaptive"].action(t, built["adaptive"].get_initial_state(2))
   np.testing.assert_array_equal(step.action, want.action)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["fixed", "adaptive"])
+def test_a_step_type_or_discount_out_of_range_is_refused_naming_it(name, exported):
+  """Before: an exported policy took step_type 7 as MID and discount 5.0 (the adaptive policy's
+  belief then pushed to -294). Now each is refused naming the field, what it takes and the
+  value given; the values a TF-Agents environment gives still work."""
+  saved = exported.load(name)
+  frames = tf.zeros((2,) + OBS_SHAPE, tf.uint8)
+  state = saved.get_initial_state(batch_size=2)
+  first = ts.restart(frames, batch_size=2)
+  state = saved.action(first, state).state
+  cases = [
+      (first._replace(step_type=tf.constant([0, 7], first.step_type.dtype)),
+       "the step_type of the time step must be 0 (FIRST), 1 (MID) or 2 (LAST); got] [0 7]"),
+      (first._replace(step_type=tf.constant([-1, 1], first.step_type.dtype)),
+       "the step_type of the time step must be 0 (FIRST), 1 (MID) or 2 (LAST); got] [-1 1]"),
+      (ts.transition(frames, tf.zeros([2]), discount=tf.constant([1.0, 5.0])),
+       "the discount of the time step must be in [0, 1] (1 within an episode, 0 at its end); "
+       "got] [1 5]"),
+      (ts.transition(frames, tf.zeros([2]), discount=tf.constant([-0.5, 1.0])),
+       "the discount of the time step must be in [0, 1] (1 within an episode, 0 at its end); "
+       "got] [-0.5 1]"),
+  ]
+  for step, message in cases:
+    with pytest.raises(tf.errors.InvalidArgumentError) as e:
+      saved.action(step, state)
+    assert f"assertion failed: [{message}" in str(e.value), (message, str(e.value)[-600:])
+  for step in (ts.transition(frames, tf.zeros([2])),
+               ts.transition(frames, tf.zeros([2]), discount=tf.constant([0.99, 0.0])),
+               ts.termination(frames, tf.ones([2]))):
+    assert saved.action(step, state).action.shape == (2,)

@@ -103,11 +103,12 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
                         tf.reduce_all(tf.equal(padded[1:len(want) + 1], want)))
     ok = tf.logical_and(ok, padded[0] >= 1)
     check = tf.debugging.Assert(ok, [self._spec_text + "; got shape", got], summarize=16)
+    checks = [check] + self._time_step_checks(time_step)
 
     def unbatched(x):
       x = tf.convert_to_tensor(x)
       shape = None if x.shape.rank is None else [None] + x.shape.as_list()[1:]
-      with tf.control_dependencies([check]):
+      with tf.control_dependencies(checks):
         return tf.identity(tf.compat.v1.placeholder_with_default(x, shape))
 
     time_step, policy_state = tf.nest.map_structure(unbatched, (time_step, policy_state))
@@ -116,6 +117,25 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
     observation = tf.cond(ok, lambda: tf.ensure_shape(time_step.observation, [None] + want),
                           lambda: tf.zeros([0] + want, spec.dtype))
     return time_step._replace(observation=observation), policy_state
+
+  @staticmethod
+  def _time_step_checks(time_step):
+    """Assertions on the time step's step_type (FIRST 0, MID 1 or LAST 2: another value would
+    be taken for MID) and discount (in [0, 1]: a discount above 1 would scale the adaptive
+    policy's Bellman errors and push its belief without bound). A non-finite discount is left
+    to the adaptive policy's own check, which names the reward and the discount together."""
+    step_type = tf.cast(time_step.step_type, tf.int32)
+    discount = tf.cast(time_step.discount, tf.float32)
+    valid_type = tf.reduce_all(tf.logical_and(step_type >= 0, step_type <= 2))
+    out_of_range = tf.logical_and(tf.math.is_finite(discount),
+                                  tf.logical_or(discount < 0.0, discount > 1.0))
+    return [
+        tf.debugging.Assert(valid_type, [
+            "the step_type of the time step must be 0 (FIRST), 1 (MID) or 2 (LAST); got",
+            step_type], summarize=16),
+        tf.debugging.Assert(tf.logical_not(tf.reduce_any(out_of_range)), [
+            "the discount of the time step must be in [0, 1] (1 within an episode, 0 at its end); "
+            "got", discount], summarize=16)]
 
   def refusal_step(self, time_step, policy_state, message=None):
     """The policy step of an input the policy cannot take: an assertion that names what was

@@ -56,6 +56,12 @@ class ScaleoutConfig:
       if not getattr(self, name):
         raise ValueError(f"--{name} is required")
     config_flags.check(self, prefix="--")
+    if not self.actors or min(self.actors) < 1:
+      # The benchmark's server is its own, on a port no remote actor knows: with no local
+      # actor nothing would ever insert, and the learner would wait forever.
+      raise ValueError(f"--actors must list actor counts >= 1 (each configuration's actors "
+                       f"are the only ones that insert into its server), got "
+                       f"{','.join(map(str, self.actors)) or 'none'}")
 
 
 def _free_port() -> int:

@@ -20,7 +20,9 @@ raises `DeadlineExceeded` naming the server when the call has not returned in ti
 """
 from __future__ import annotations
 
+import errno
 import os
+import socket
 import threading
 from typing import Callable, Dict, Optional, Sequence, TypeVar
 
@@ -133,6 +135,25 @@ def security_note(port: int) -> str:
           f"port on a private network or behind a firewall (docs/online.md, 'Security').")
 
 
+def _refuse_a_port_in_use(port: int) -> None:
+  """RuntimeError when another socket is bound to `port`. gRPC, under reverb.Server, binds with
+  SO_REUSEPORT, so a second server on a served port would start and report serving while the
+  clients reach either one; a bind without SO_REUSEPORT on every interface fails instead.
+  SO_REUSEADDR lets the probe pass over connections of a stopped server left in TIME_WAIT (a
+  server restarted on its port), not over a socket that listens."""
+  family = socket.AF_INET6 if socket.has_ipv6 else socket.AF_INET
+  with socket.socket(family, socket.SOCK_STREAM) as probe:
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+      probe.bind(("::" if family == socket.AF_INET6 else "", port))
+    except OSError as e:
+      if e.errno == errno.EADDRINUSE:
+        raise RuntimeError(f"port {port} is already in use (another Reverb server or another "
+                           f"program listens there); give another port, or 0 for a free one"
+                           ) from e
+      raise RuntimeError(f"could not bind port {port}: {e}") from e
+
+
 def start_server(tables, port: int = 0, checkpoint_dir: Optional[str] = None):
   """A reverb.Server on `port` (0: a free one) with the default checkpointer in
   `checkpoint_dir` (the server loads the latest complete checkpoint found there at start).
@@ -143,6 +164,11 @@ def start_server(tables, port: int = 0, checkpoint_dir: Optional[str] = None):
   Returns:
     (server, 'localhost:<port>').
   """
+  if isinstance(port, bool) or int(port) != port or not 0 <= port <= 65535:
+    raise ValueError(f"the Reverb port must be an integer in [0, 65535] (0: a free one), "
+                     f"got {port!r}")
+  if port:
+    _refuse_a_port_in_use(int(port))
   # Here: reverb (~130 ms, its native libraries) loads only in processes that use a server.
   import reverb  # pylint: disable=g-import-not-at-top
   if not port:

@@ -79,6 +79,17 @@ class CCVLConfig(q_agent_base.BaseQConfig):
       "averages over the last ~1000 updates, since phi(s) drifts during training.")
   count_refresh_period: int = setting(
       100, "Recompute (|D| C + lambda I)^-1 every this many steps.", lower_bound=1)
+  count_gram: str = setting(
+      "running", "where Phi^T Phi comes from: 'running' (|D| x the running or EMA mean of phi "
+      "phi^T over training batches) or 'exact' (summed over the dataset's states through the "
+      "current torso at every refresh, before the step; n(s)^-1 then divided once by its "
+      "dataset mean at the first refresh, i.e. alpha rescaled once; needs "
+      "count_normalization='none' and the dataset's observations: docs/exact_gram.md).",
+      enum_values=counts_lib.GRAM_SOURCES)
+  count_gram_states: int = setting(
+      0, "count_gram='exact': 0 sums Phi^T Phi over every dataset state; k > 0 over a fixed "
+      "uniform subsample of k of them (drawn once from the run's seed), scaled by |D| / k.",
+      lower_bound=0)
   policy_delta: float = setting(0.5, "delta of the greedy fixed-delta policy evaluated "
                                 "during training.", above=0.0, below=1.0)
   belief_resample: str = setting(
@@ -91,6 +102,10 @@ class CCVLConfig(q_agent_base.BaseQConfig):
     losses.validate_num_samples(self.num_deltas, self.num_pairs)  # names them N and M
     config_flags.check(self)
     readings.validate(self.reading)
+    if self.count_gram == "exact" and self.count_normalization != "none":
+      raise ValueError(
+          f"count_gram='exact' rescales n(s)^-1 once by its dataset mean and takes no other "
+          f"normalization: set count_normalization='none' (got {self.count_normalization!r})")
 
   def with_values(self, values: Mapping[str, object], **more):
     """This config with the values given (None: not given); the reading's flags
@@ -242,6 +257,7 @@ class CCVLAgent(q_agent_base.GuardedLearner):
                dataset_size: Optional[float] = None,
                inverse_count_fn: Optional[Callable[[tf.Tensor], tf.Tensor]] = None,
                train_step_counter: Optional[tf.Variable] = None,
+               dataset_observations: Optional[Callable[[], Iterable]] = None,
                name: str = "CCVLAgent"):
     """
     Args:
@@ -255,6 +271,10 @@ class CCVLAgent(q_agent_base.GuardedLearner):
       inverse_count_fn: optional observation [B, ...] -> n(s)^-1 [B] (e.g. the tabular
         counts_lib.ExactInverseCounts(...).inverse_count_one_hot); replaces the linear one.
       train_step_counter: optional int64 scalar variable.
+      dataset_observations: count_gram='exact' only (required there): () -> a fresh finite
+        iterable of observation batches [B_i, ...] holding the dataset's states (all of them,
+        or the fixed subsample of count_gram_states), each state once; `refresh_exact_counts`
+        passes them through the online torso at every refresh.
     """
     obs_spec = self._begin_setup(config, time_step_spec, action_spec, name, "CCVLAgent")
     head = dict(delta_head=config.delta_head, delta_sign=self.DELTA_SIGN,
@@ -272,13 +292,20 @@ class CCVLAgent(q_agent_base.GuardedLearner):
         raise ValueError(
             f"dataset_size (|D|, for the linear n(s)^-1 estimate) must be > 0 when no "
             f"inverse_count_fn is given, got {dataset_size!r}")
+      if config.count_gram == "exact" and dataset_observations is None:
+        raise ValueError("count_gram='exact' sums Phi^T Phi over the dataset's states: pass "
+                         "dataset_observations (a callable giving their observation batches)")
       self._counts = counts_lib.LinearInverseCounts(
           self._online.phi_dim, dataset_size, ridge=config.count_ridge,
           decay=config.count_decay, ridge_mode=config.count_ridge_mode,
-          normalization=config.count_normalization)
+          normalization=config.count_normalization, gram_source=config.count_gram)
     else:
       self._counts = None
     self._inverse_count_fn = inverse_count_fn
+    self._dataset_observations = dataset_observations
+    # phi(s) of one observation batch through the online torso, traced once per batch shape.
+    self._phi_fn = tf.function(lambda obs: self._online.phi_model({"observation": obs}),
+                               reduce_retracing=True)
 
     # The step objective, chosen once: the paper's (readings/paper.py `objective`, nothing
     # else in it) for the lower bound in the paper's reading; the general composition
@@ -357,6 +384,30 @@ class CCVLAgent(q_agent_base.GuardedLearner):
     self._train_on_batch_fn = tf.function(self._train_batch, reduce_retracing=True)
     return True
 
+  @property
+  def exact_gram(self) -> bool:
+    """Whether n(s)^-1 uses the dataset's exact Phi^T Phi (count_gram='exact')."""
+    return self._counts is not None and self._counts.gram_source == "exact"
+
+  def refresh_exact_counts(self) -> Dict[str, float]:
+    """count_gram='exact': Phi^T Phi over the dataset's states (`dataset_observations`) through
+    the current online torso, no gradient, and the precision from it
+    (counts_lib.LinearInverseCounts.refresh_exact; m_0 set at the first call). Eager.
+    Returns its {'rows', 'mean_raw', 'first_mean'}."""
+    if not self.exact_gram:
+      raise ValueError("refresh_exact_counts needs count_gram='exact'")
+    phis = (self._phi_fn(tf.convert_to_tensor(obs)) for obs in self._dataset_observations())
+    return self._counts.refresh_exact(phis)
+
+  def train_on_batch(self, batch) -> Dict[str, tf.Tensor]:
+    """One guarded step (GuardedLearner.train_on_batch); with count_gram='exact', the exact
+    refresh runs first whenever the step counter is a multiple of count_refresh_period (step 0
+    included: the first update already weighs states by the exact counts)."""
+    if self.exact_gram and int(self.train_step_counter.numpy()) % \
+        self._config.count_refresh_period == 0:
+      self.refresh_exact_counts()
+    return super().train_on_batch(batch)
+
   # ---- the objective -------------------------------------------------------------------------
   def _objective(self, batch, seed, training: bool) -> Dict[str, tf.Tensor]:
     """Loss and metrics of Algorithm 1 on one batch (no variable changes)."""
@@ -414,6 +465,8 @@ class CCVLAgent(q_agent_base.GuardedLearner):
       return
     cfg = self._config
     self._counts.update(phi, raw_inverse_count)
+    if self.exact_gram:
+      return        # refreshed from the dataset before the step (train_on_batch)
     if cfg.count_refresh_period == 1:
       self._counts.refresh()
     else:

@@ -291,3 +291,85 @@ def test_the_default_normalization_keeps_every_batchs_weight_at_alpha():
   np.testing.assert_allclose(default, 1.0, rtol=1e-5)
   lagging = _batch_weight_means("mean")[100:]
   assert lagging.max() / lagging.min() > 1.2, (lagging.min(), lagging.max())
+
+
+# ---- gram_source='exact': the dataset's own Phi^T Phi --------------------------------------
+# 3 dataset states, 3 features: Phi = [[1, 0, 0], [1, 0, 0], [0, 2, 0]], so Phi^T Phi =
+# diag(2, 4, 0); relative ridge 0.5 x trace / D = 0.5 x 6 / 3 = 1, precision diag(1/3, 1/5, 1).
+_PHI = np.array([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 2.0, 0.0]], np.float32)
+
+
+def _exact(**kw):
+  return counts.LinearInverseCounts(3, dataset_size=3, ridge=0.5, ridge_mode="relative",
+                                    gram_source="exact", **kw)
+
+
+def test_exact_gram_gives_the_leverage_by_hand_and_rescales_alpha_once():
+  est = _exact()
+  out = est.refresh_exact([tf.constant(_PHI[:2]), tf.constant(_PHI[2:])])  # two batches
+  np.testing.assert_allclose(est.gram().numpy(), np.diag([2.0, 4.0, 0.0]), atol=1e-6)
+  np.testing.assert_allclose(float(est.ridge_used.numpy()), 1.0, rtol=1e-6)
+  # Leverage phi^T (Phi^T Phi + I)^-1 phi: 1/3 for [1, 0, 0], 4/5 for [0, 2, 0]; an unseen
+  # direction [0, 0, 1]: 1/1 = 1 (at the cap).
+  probe = tf.constant([[1.0, 0.0, 0.0], [0.0, 2.0, 0.0], [0.0, 0.0, 1.0]])
+  np.testing.assert_allclose(est.raw_inverse_count(probe).numpy(), [1 / 3, 4 / 5, 1.0],
+                             rtol=1e-5)
+  # m_0 = the mean over the dataset's rows = (1/3 + 1/3 + 4/5) / 3 = 22/45 (= tr(G (G + I)^-1)
+  # / |D| = (2/3 + 4/5) / 3); n(s)^-1 = raw / m_0, i.e. alpha / sqrt(m_0) with raw n(s)^-1.
+  assert out["rows"] == 3
+  np.testing.assert_allclose([out["mean_raw"], out["first_mean"]], [22 / 45, 22 / 45],
+                             rtol=1e-5)
+  np.testing.assert_allclose(est.inverse_count(probe).numpy(),
+                             np.array([1 / 3, 4 / 5, 1.0]) * 45 / 22, rtol=1e-5)
+  # The unseen state weighs more than every dataset state.
+  inv = est.inverse_count(probe).numpy()
+  assert inv[2] > inv[:2].max()
+
+
+def test_exact_gram_m0_is_frozen_at_the_first_refresh():
+  est = _exact()
+  est.refresh_exact([tf.constant(_PHI)])
+  # Second refresh on Phi = I: Gram I, ridge 0.5 x 3 / 3 = 0.5, leverage 1 / 1.5 = 2/3 each.
+  out = est.refresh_exact([tf.eye(3)])
+  np.testing.assert_allclose([out["mean_raw"], out["first_mean"]], [2 / 3, 22 / 45], rtol=1e-5)
+  np.testing.assert_allclose(est.inverse_count(tf.eye(3)).numpy(), [2 / 3 * 45 / 22] * 3,
+                             rtol=1e-5)
+
+
+def test_exact_gram_scales_a_subsample_to_the_dataset_and_ignores_training_batches():
+  est = counts.LinearInverseCounts(3, dataset_size=6, ridge=1.0, gram_source="exact")
+  est.update(tf.constant(_PHI))                       # training batches: not in the Gram
+  assert not est.second_moment.numpy().any()
+  est.refresh_exact([tf.constant(_PHI)])             # 3 rows of |D| = 6: Gram x 2
+  np.testing.assert_allclose(est.gram().numpy(), np.diag([4.0, 8.0, 0.0]), atol=1e-6)
+  # Before any refresh (the prior precision) n(s)^-1 is the raw value, not divided by 0.
+  fresh = _exact()
+  np.testing.assert_allclose(fresh.inverse_count(tf.constant([[0.5, 0.0, 0.0]])).numpy(),
+                             [0.25], rtol=1e-6)
+
+
+def test_exact_gram_sums_in_float64():
+  # One batch [4096] (phi^2 = 2^24), then 16 batches [1]: a float32 running sum rounds every
+  # 2^24 + 1 back to 2^24 and ends at 2^24; the float64 sum ends at 2^24 + 16 (a float32).
+  batches = [tf.constant([[4096.0]])] + [tf.ones([1, 1])] * 16
+  gram, rows = counts.exact_gram(batches)
+  assert float(gram.numpy()[0, 0]) == 2.0 ** 24 + 16
+  assert rows == 17
+
+
+@pytest.mark.parametrize("kw,match", [
+    (dict(gram_source="dataset"), "gram_source must be one of"),
+    (dict(gram_source="exact", normalization="batch"), "normalization='none'"),
+])
+def test_exact_gram_settings_are_validated(kw, match):
+  with pytest.raises(ValueError, match=match):
+    counts.LinearInverseCounts(3, dataset_size=3, **kw)
+
+
+def test_exact_gram_errors():
+  with pytest.raises(ValueError, match="at least one feature row"):
+    counts.exact_gram([])
+  with pytest.raises(ValueError, match="needs gram_source='exact'"):
+    counts.LinearInverseCounts(3, dataset_size=3).refresh_exact([tf.constant(_PHI)])
+  with pytest.raises(ValueError, match="offline estimate"):
+    _exact().start_online(online_rows=1, samples_per_insert=1.0)

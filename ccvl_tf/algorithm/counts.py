@@ -4,7 +4,7 @@ More in docs/agent.md "Module notes", `ccvl_tf/algorithm/counts.py`.
 """
 from __future__ import annotations
 
-from typing import Optional
+from typing import Dict, Optional
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
@@ -14,16 +14,41 @@ import tensorflow_probability as tfp
 
 RIDGE_MODES = ("absolute", "relative")
 NORMALIZATIONS = ("none", "mean", "batch")
+# Where Phi^T Phi comes from: 'running' (|D| x a running E[phi phi^T] over training batches)
+# or 'exact' (summed over the dataset's states at each refresh, `refresh_exact`).
+GRAM_SOURCES = ("running", "exact")
+
+
+def exact_gram(phi_batches):
+  """(Phi^T Phi [D, D], number of rows n) summed over an iterable of feature batches [B_i, D]
+  (float64 accumulation: 50,000 rows of features ~ 1 would lose digits in float32)."""
+  gram, rows = None, 0
+  for phi in phi_batches:
+    phi = tf.cast(tf.stop_gradient(phi), tf.float64)                  # [B_i, D]
+    part = tf.matmul(phi, phi, transpose_a=True)                      # [D, D]
+    gram = part if gram is None else gram + part
+    rows += int(phi.shape[0])
+  if gram is None or rows == 0:
+    raise ValueError("exact_gram needs at least one feature row, got none")
+  return tf.cast(gram, tf.float32), rows
 
 
 class LinearInverseCounts(tf.Module):
   """n(s)^-1 ~ min(1, phi^T (|D| C + ridge I)^-1 phi) with a running C = E[phi phi^T]; online
-  (`start_online`) |D| C becomes |D_off| C_off + n_on C_on (module notes)."""
+  (`start_online`) |D| C becomes |D_off| C_off + n_on C_on (module notes).
+
+  gram_source='exact': Phi^T Phi is instead the dataset's own Gram matrix, summed over the
+  features of its states at each refresh (`refresh_exact`), and n(s)^-1 = min(1, phi^T
+  (Phi^T Phi + lambda I)^-1 phi) / m_0 with m_0 the mean of that raw n(s)^-1 over the dataset's
+  states at the first exact refresh, frozen: alpha rescaled once to alpha / sqrt(m_0), so that
+  the mean weight over the data starts where the batch normalization holds it (mean n(s)^-1 =
+  1) and later follows the data's coverage instead of being renormalized per batch.
+  """
 
   def __init__(self, feature_dim: int, dataset_size: float, ridge: float = 1.0,
                decay: Optional[float] = None, ridge_mode: str = "absolute",
                normalization: str = "none", normalization_decay: float = 0.99,
-               name: str = "linear_inverse_counts"):
+               gram_source: str = "running", name: str = "linear_inverse_counts"):
     """
     Args:
       feature_dim: D, the width of phi(s).
@@ -35,6 +60,9 @@ class LinearInverseCounts(tf.Module):
       normalization: 'none', 'mean' (divide by the running data mean of n(s)^-1) or 'batch'
         (by the mean over the batch given; online, by the running mean frozen offline).
       normalization_decay: decay of that running mean (per update).
+      gram_source: 'running' (|D| C from the training batches) or 'exact' (the dataset's
+        Phi^T Phi given to `refresh_exact`; requires normalization='none', since its one
+        rescaling by m_0 replaces the normalization).
     """
     super().__init__(name=name)
     if int(feature_dim) != feature_dim or feature_dim < 1:
@@ -51,6 +79,13 @@ class LinearInverseCounts(tf.Module):
       raise ValueError(f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}")
     if not 0.0 < normalization_decay < 1.0:
       raise ValueError(f"normalization_decay must be in (0, 1), got {normalization_decay!r}")
+    if gram_source not in GRAM_SOURCES:
+      raise ValueError(f"gram_source must be one of {GRAM_SOURCES}, got {gram_source!r}")
+    if gram_source == "exact" and normalization != "none":
+      raise ValueError(
+          f"gram_source='exact' rescales n(s)^-1 once by its dataset mean m_0 and takes no "
+          f"other normalization: set normalization='none', got {normalization!r}")
+    self.gram_source = gram_source
     self.ridge_mode = ridge_mode
     self.normalization = normalization
     self.normalization_decay = float(normalization_decay)
@@ -75,6 +110,12 @@ class LinearInverseCounts(tf.Module):
     self.mean_inverse_var = tf.Variable(0.0, trainable=False, name="mean_inverse_var")
     self.mean_inverse_debias = tf.Variable(tf.constant(0, tf.int64), trainable=False,
                                            name="mean_inverse_debias")
+    # gram_source='exact': the dataset's Phi^T Phi of the last `refresh_exact` [D, D], and
+    # m_0, the mean raw n(s)^-1 over the dataset at the first one (0 before it), both saved
+    # with the checkpoint so that a resumed run weighs states as the uninterrupted one.
+    if gram_source == "exact":
+      self.exact_gram = tf.Variable(tf.zeros([d, d]), trainable=False, name="exact_gram")
+      self.first_mean = tf.Variable(0.0, trainable=False, name="first_mean")
     # Online mode (start_online): the leading rows of a batch that are online transitions.
     self.online_rows: Optional[int] = None
     self.samples_per_insert: Optional[float] = None
@@ -99,6 +140,9 @@ class LinearInverseCounts(tf.Module):
     """
     if self.online:
       raise ValueError("start_online was already called")
+    if self.gram_source == "exact":
+      raise ValueError("start_online: gram_source='exact' is an offline estimate (it sums "
+                       "the offline dataset's features); use gram_source='running' online")
     if int(online_rows) != online_rows or online_rows < 1:
       raise ValueError(f"online_rows must be an integer >= 1, got {online_rows!r}")
     if not samples_per_insert > 0:
@@ -119,7 +163,10 @@ class LinearInverseCounts(tf.Module):
     return size
 
   def gram(self) -> tf.Tensor:
-    """The estimate of Phi^T Phi [D, D]: |D| C offline, |D_off| C_off + n_on C_on online."""
+    """The estimate of Phi^T Phi [D, D]: |D| C offline, |D_off| C_off + n_on C_on online;
+    gram_source='exact': the Phi^T Phi of the last `refresh_exact`."""
+    if self.gram_source == "exact":
+      return tf.identity(self.exact_gram)
     g = self.dataset_size * self.second_moment
     if self.online:
       g += tf.cast(self.online_size, tf.float32) * self.online_moment
@@ -161,7 +208,8 @@ class LinearInverseCounts(tf.Module):
     tfp.stats.assign_moving_mean_variance(
         raw, self.mean_inverse, self.mean_inverse_var,
         zero_debias_count=self.mean_inverse_debias, decay=self.normalization_decay, axis=0)
-    self._fold(phi, self.second_moment, self.num_seen)
+    if self.gram_source == "running":   # 'exact': the Gram comes from refresh_exact only
+      self._fold(phi, self.second_moment, self.num_seen)
 
   def effective_ridge(self) -> tf.Tensor:
     """lambda for the current C: `ridge` ('absolute') or ridge * trace(`gram()`) / D
@@ -180,6 +228,26 @@ class LinearInverseCounts(tf.Module):
     self.precision.assign(tf.linalg.cholesky_solve(chol, tf.eye(d)))
     self.ridge_used.assign(ridge)
 
+  def refresh_exact(self, phi_batches) -> Dict[str, float]:
+    """gram_source='exact': Phi^T Phi <- the sum of phi phi^T over `phi_batches` (an iterable
+    of [B_i, D] features of the dataset's states, all of them or a uniform subsample; a
+    subsample's sum is scaled by |D| / rows to the whole dataset's), then the cached precision
+    (`refresh`). At the first call m_0 <- the mean of the raw n(s)^-1 over those rows under
+    the new precision (frozen afterwards: alpha's one rescaling). Eager (not in tf.function).
+
+    Returns {'rows', 'mean_raw' (this refresh's mean raw n(s)^-1 over the rows), 'first_mean'}.
+    """
+    if self.gram_source != "exact":
+      raise ValueError(f"refresh_exact needs gram_source='exact', got {self.gram_source!r}")
+    phis = [tf.cast(tf.stop_gradient(p), tf.float32) for p in phi_batches]
+    gram, rows = exact_gram(phis)
+    self.exact_gram.assign(gram * (self.dataset_size / rows))
+    self.refresh()
+    mean_raw = float(sum(float(tf.reduce_sum(self.raw_inverse_count(p))) for p in phis) / rows)
+    if float(self.first_mean.numpy()) <= 0.0:
+      self.first_mean.assign(max(mean_raw, 1e-12))
+    return {"rows": rows, "mean_raw": mean_raw, "first_mean": float(self.first_mean.numpy())}
+
   def raw_inverse_count(self, phi: tf.Tensor) -> tf.Tensor:
     """min(1, phi^T P phi) for phi [B, D] -> [B] (before any normalization)."""
     phi = tf.stop_gradient(tf.cast(phi, tf.float32))                   # [B, D]
@@ -193,12 +261,16 @@ class LinearInverseCounts(tf.Module):
     (before the first update, by the batch's own mean; online, frozen at its offline value).
     'batch': divided by the mean over the states given (a training batch: mean 1 on every
     batch, so n(s)^-1 spreads alpha over the batch's states without changing its scale);
-    online, by the running mean frozen at its offline value, as 'mean'.
+    online, by the running mean frozen at its offline value, as 'mean'. gram_source='exact':
+    min(1, phi^T P phi) / m_0 (the class notes; before the first exact refresh, the raw value).
     """
     return self.normalize(self.raw_inverse_count(phi))
 
   def normalize(self, raw: tf.Tensor) -> tf.Tensor:
     """The normalization of `inverse_count` applied to raw n(s)^-1 [B] -> [B], no gradient."""
+    if self.gram_source == "exact":
+      m0 = self.first_mean
+      return tf.stop_gradient(tf.where(m0 > 0.0, raw / tf.maximum(m0, 1e-12), raw))
     if self.normalization == "mean" or (self.normalization == "batch" and self.online):
       mean = tf.where(self.mean_inverse_debias > 0, self.running_mean_inverse_count(),
                       tf.reduce_mean(raw))

@@ -264,6 +264,11 @@ class FrameStore:
       out[..., j] = self.frames[slots - (k - 1 - j)]
     return out
 
+  def observations(self, positions: np.ndarray) -> np.ndarray:
+    """The states s of the transitions at ``positions`` into ``valid``: uint8
+    [B, *observation_shape] (``gather``'s 'observation' without the rest)."""
+    return self._stack(self.valid[np.asarray(positions, np.int64)])
+
   def gather(self, positions: np.ndarray) -> Dict[str, np.ndarray]:
     """Transitions at ``positions`` into ``valid`` (0 <= p < num_transitions).
 

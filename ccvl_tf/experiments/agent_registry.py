@@ -40,6 +40,9 @@ class AgentSettings:
   network_config: object = None                 # ccvl_tf.algorithm.networks.QNetworkConfig
   dataset_size: Optional[float] = None          # |D| for CCVL's linear n(s)^-1
   inverse_count_fn: Optional[Callable] = None   # exact tabular n(s)^-1 (replaces dataset_size)
+  # CCVL's count_gram='exact': num_states -> (() -> the dataset's observation batches), e.g.
+  # experiments/offline/dataset.Batches.state_batches; None where the run has no dataset store.
+  state_batches: Optional[Callable] = None
   # The agent configs' settings given for this run (field -> value: alpha, num_deltas N,
   # num_heads H, learning_rate, CCVL's objective, ...; agents/*_agent.py declare them); the
   # others keep the agent config's default. An agent takes those its config has.
@@ -138,8 +141,11 @@ def _count_kwargs(s: AgentSettings):
 
 
 def _build_ccvl(time_step_spec, action_spec, config: ccvl_agent.CCVLConfig, s: AgentSettings):
-  return ccvl_agent.CCVLAgent(time_step_spec, action_spec, config=config,
-                              network_config=s.network_config, **_count_kwargs(s))
+  exact = config.count_gram == "exact" and s.state_batches is not None
+  return ccvl_agent.CCVLAgent(
+      time_step_spec, action_spec, config=config, network_config=s.network_config,
+      dataset_observations=s.state_batches(config.count_gram_states) if exact else None,
+      **_count_kwargs(s))
 
 
 def _build_ccvl_bounds(time_step_spec, action_spec, config: ccvl_agent.CCVLConfig,

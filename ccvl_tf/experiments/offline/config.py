@@ -334,11 +334,15 @@ class RunPlan:
   def learner(self) -> AgentPlan:
     return self.learners[self.agent]
 
-  def with_dataset(self, identity: Dict[str, object], num_transitions: int) -> "RunPlan":
+  def with_dataset(self, identity: Dict[str, object], num_transitions: int,
+                   state_batches=None) -> "RunPlan":
     """The plan once the data is loaded: each learner's |D| (`num_transitions`, the frame
-    store's) and its run fingerprint (`fingerprint`; `identity`: dataset.dataset_identity)."""
+    store's), the dataset's states (`state_batches`: dataset.Batches.state_batches, for CCVL's
+    exact count Gram) and its run fingerprint (`fingerprint`; `identity`:
+    dataset.dataset_identity)."""
     learners = {name: dataclasses.replace(
-        plan, settings=dataclasses.replace(plan.settings, dataset_size=float(num_transitions)),
+        plan, settings=dataclasses.replace(plan.settings, dataset_size=float(num_transitions),
+                                           state_batches=state_batches),
         fingerprint=fingerprint(self.record, plan, identity, num_transitions))
                 for name, plan in self.learners.items()}
     return dataclasses.replace(self, learners=learners)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import os
-from typing import Callable, Dict, Optional, Sequence
+from typing import Callable, Dict, Iterator, Optional, Sequence
 
 import numpy as np
 
@@ -54,6 +54,8 @@ def training_reserve(data: DataSettings, observation_shape):
 
 # Batches that pick Fixed-CCVL's delta (1,024 transitions at batch 32).
 HELD_OUT_BATCHES = 32
+# States per batch when the exact count Gram reads the dataset (~28 MB of Atari stacks).
+STATE_BATCH = 1000
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,6 +76,24 @@ class Batches:
     were seen in training too)."""
     return pipeline.transition_dataset(self.store, self.batch_size,
                                        seed=self.seeds.held_out()).take(HELD_OUT_BATCHES)
+
+  def state_batches(self, num_states: int = 0) -> Callable[[], Iterator[np.ndarray]]:
+    """() -> the dataset's states s as observation batches of up to STATE_BATCH, each state
+    once: every transition's (num_states 0) or a fixed uniform subsample of num_states of them
+    without replacement (seeded by Seeds.count_states), in dataset order. For CCVL's exact
+    count Gram (CCVLConfig.count_gram='exact', count_gram_states)."""
+    total = self.store.num_transitions
+    if num_states and num_states < total:
+      rng = np.random.default_rng(self.seeds.count_states())
+      positions = np.sort(rng.choice(total, size=int(num_states), replace=False))
+    else:
+      positions = np.arange(total)
+    store = self.store
+
+    def batches():
+      for i in range(0, len(positions), STATE_BATCH):
+        yield store.observations(positions[i:i + STATE_BATCH])
+    return batches
 
   def diagnostics_held_out(self):
     """The 8 batches of the confidence diagnostics."""

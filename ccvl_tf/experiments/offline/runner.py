@@ -132,7 +132,8 @@ def setup(plan: config.RunPlan, log: Callable[[str], None], collect: bool = True
   data = dataset.open_dataset(plan.data, env_factory, probe.observation_spec().shape,
                               probe.num_actions, log, collect=collect, timer=timer,
                               game=probe.game, action_set=probe.action_set)
-  plan = plan.with_dataset(data.identity, data.store.num_transitions)
+  plan = plan.with_dataset(data.identity, data.store.num_transitions,
+                           state_batches=data.batches.state_batches)
   time_step_spec = ts.time_step_spec(tensor_spec.from_spec(probe.observation_spec()))
   action_spec = tensor_spec.from_spec(probe.action_spec())
   return Setup(plan=plan, game=probe.game, action_set=tuple(probe.action_set),

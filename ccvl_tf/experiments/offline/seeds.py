@@ -49,6 +49,9 @@ class Seeds:
   def diagnostics(self) -> int:  # the confidence report's own draws
     return self.base
 
+  def count_states(self) -> int:  # count_gram_states' fixed subsample of the dataset's states
+    return self.base + 779
+
   def held_out(self) -> int:  # the batches that pick Fixed-CCVL's delta and set the belief
     return self.base + 777
 

@@ -282,6 +282,15 @@ def test_count_spectrum_prefers_effective_ridge():
     diagnostics.count_spectrum(object())
 
 
+def test_count_spectrum_of_the_exact_gram():
+  # The dataset's Gram diag(2, 4, 0) (3 rows), absolute ridge 1: effective rank 2/3 + 4/5.
+  est = counts.LinearInverseCounts(3, dataset_size=3, ridge=1.0, gram_source="exact")
+  est.refresh_exact([tf.constant([[1.0, 0.0, 0.0], [1.0, 0.0, 0.0], [0.0, 2.0, 0.0]])])
+  spec = diagnostics.count_spectrum(est)
+  np.testing.assert_allclose(spec["eigenvalues"], [4.0, 2.0, 0.0], atol=1e-6)
+  assert spec["effective_rank"] == pytest.approx(2 / 3 + 4 / 5, rel=1e-6)
+
+
 def test_mean_inverse_count_times_size_uses_the_raw_estimate_when_available():
   # A normalized inverse_count (e.g. divided by its running mean) would break the comparison
   # with the effective rank, so the raw estimate is used when the estimator offers one.

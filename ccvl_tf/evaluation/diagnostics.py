@@ -295,7 +295,8 @@ def _ridge_of(counts) -> float:
 
 
 def count_spectrum(counts) -> Dict[str, object]:
-  """The spectrum of the data term |D| C of a LinearInverseCounts against its ridge lambda.
+  """The spectrum of the data term |D| C of a LinearInverseCounts against its ridge lambda
+  (with gram_source='exact', of the dataset's Phi^T Phi of the last refresh).
 
   With lambda_i the eigenvalues of |D| C (C = E_D[phi phi^T], the running second moment):
       effective_rank = sum_i lambda_i / (lambda_i + lambda)
@@ -322,7 +323,12 @@ def count_spectrum(counts) -> Dict[str, object]:
   c = np.asarray(counts.second_moment, np.float64)
   if c.ndim != 2 or c.shape[0] != c.shape[1]:
     raise ValueError(f"counts.second_moment must be square [D, D], got shape {c.shape}")
-  gram = float(counts.dataset_size) * 0.5 * (c + c.T)                   # |D| C, symmetrized
+  # The estimator's own Phi^T Phi when it has one (gram_source='exact': the dataset's Gram of
+  # the last refresh, not |D| C, which it leaves at 0), else |D| C.
+  fn = getattr(counts, "gram", None)
+  g = (np.asarray(fn(), np.float64) if callable(fn)
+       else float(counts.dataset_size) * c)
+  gram = 0.5 * (g + g.T)                                                # symmetrized
   eig = np.sort(np.linalg.eigvalsh(gram))[::-1]                         # [D], descending
   ridge = _ridge_of(counts)
   pos = np.maximum(eig, 0.0)  # C is PSD; clip float round-off below 0

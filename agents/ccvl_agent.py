@@ -120,10 +120,19 @@ class CCVLConfig(q_agent_base.BaseQConfig):
       given["reading"] = readings.from_options(choice)
     return super().with_values(given, **more)
 
+  # Settings added after runs were first recorded: written only when they differ from their
+  # default, so that the fingerprint of a run stored before them still matches on resume.
+  _RECORDED_WHEN_SET = ("count_gram", "count_gram_states")
+
   def record(self) -> Dict[str, object]:
     """The config flat, as runs record it (fingerprints, summary.json): its scalar settings
-    and the reading's options (readings.to_options: 'objective', 'gap', ...)."""
-    return {**super().record(), **readings.to_options(self.reading)}
+    (those of _RECORDED_WHEN_SET only when not at their default) and the reading's options
+    (readings.to_options: 'objective', 'gap', ...)."""
+    defaults = {f.name: f.default for f in dataclasses.fields(self)
+                if f.name in self._RECORDED_WHEN_SET}
+    flat = {k: v for k, v in super().record().items()
+            if k not in defaults or v != defaults[k]}
+    return {**flat, **readings.to_options(self.reading)}
 
 
 def forward_and_targets(online: networks.CCVLNetwork, target: networks.CCVLNetwork,

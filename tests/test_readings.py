@@ -50,6 +50,12 @@ def test_a_config_records_the_keys_older_runs_stored():
            "count_decay", "count_refresh_period", "policy_delta", "belief_resample",
            "jit_compile"} | set(FLAT_DEFAULTS)
   assert set(ccvl_agent.CCVLConfig().record()) == older
+  # Settings added since are recorded once set, so a run trained with them does not resume
+  # under the default (nor the reverse).
+  exact = ccvl_agent.CCVLConfig(count_gram="exact", count_normalization="none",
+                                count_gram_states=10).record()
+  assert set(exact) == older | {"count_gram", "count_gram_states"}
+  assert (exact["count_gram"], exact["count_gram_states"]) == ("exact", 10)
 
 
 @pytest.mark.parametrize("flat,message", [

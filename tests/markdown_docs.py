@@ -112,12 +112,15 @@ def make_targets(command):
   return [w for w in words[1:] if "=" not in w and not w.startswith("-")]
 
 
-def table_after(path, marker):
+def table_after(path, marker, after=None):
   """The first markdown table after the first line of the file at `path` that contains
-  `marker`: a list of rows, each a list of its stripped cells, the header first and the
-  separator row (| --- |) left out. Raises ValueError when there is no such table."""
+  `marker` (with `after`: the first such line after the first line containing `after`): a list
+  of rows, each a list of its stripped cells, the header first and the separator row (| --- |)
+  left out. Raises ValueError when there is no such table."""
   lines = open(path, encoding="utf-8").read().split("\n")
-  start = next((i for i, line in enumerate(lines) if marker in line), None)
+  first = 0 if after is None else next(
+      (i for i, line in enumerate(lines) if after in line), len(lines))
+  start = next((i for i, line in enumerate(lines) if i >= first and marker in line), None)
   if start is None:
     raise ValueError(f"{path}: no line contains {marker!r}")
   rows, in_table = [], False

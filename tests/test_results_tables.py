@@ -177,9 +177,10 @@ def test_results_index_alpha_sweep_sentence_without_the_smallest_alpha():
   assert expected in " ".join(text.split())
 
 
-def _gridworld_rows():
-  """gridworld_rows.csv as the runner's sweep rows (method, reading, alpha, seed, return)."""
-  with open(_doc("gridworld_rows.csv"), newline="") as f:
+def _gridworld_rows(name="gridworld_rows.csv"):
+  """gridworld_rows.csv (or another sweep's rows) as the runner's sweep rows (method, reading,
+  alpha, seed, return)."""
+  with open(_doc(name), newline="") as f:
     return [(r["method"], r["reading"], float(r["alpha"]), int(r["seed"]),
              float(r["normalized_return"])) for r in csv.DictReader(f)]
 
@@ -206,13 +207,35 @@ def test_results_index_gridworld_table_recomputes_from_its_rows():
     assert row[1:] == [f"{stats[method][f'{a:g}']['mean']:.3f}" for a in alphas]
     assert all(stats[method][f"{a:g}"]["n"] == 10 for a in alphas)
   # The page's printed table: every method and alpha, mean +- std over the 10 seeds.
+  _assert_printed_sweep(rows, "## The layout long_favoured: what it printed")
+
+
+def _assert_printed_sweep(rows, section):
+  """The gridworld page's printed sweep table in `section`: every method and alpha, mean +-
+  std over the seeds of `rows`."""
   page = markdown_docs.table_after(_doc("results", "gridworld.md"),
-                                   "Normalized return at p = 0.15 (mean +- std over seeds)")
+                                   "Normalized return at p = 0.15 (mean +- std over seeds)",
+                                   after=section)
   alphas = [float(h.split("=")[1]) for h in page[0][1:]]
   stats = gridworld_runner.sweep_stats(rows, set(alphas))
+  assert len(page) == 1 + len(stats)
   for row in page[1:]:
     assert row[1:] == [f"{stats[row[0]][f'{a:g}']['mean']:.3f} +- "
                        f"{stats[row[0]][f'{a:g}']['std']:.3f}" for a in alphas]
+
+
+def test_the_full_fig1_printout_recomputes_from_its_rows():
+  """The full `make gridworld` on the layout fig1: its printed table from its committed rows
+  (10 datasets per method and alpha), and the page's sentence on bonus+logsumexp's Fixed-CCVL
+  against CQL at alpha 0.1-0.5."""
+  rows = _gridworld_rows("gridworld_fig1_full_alpha_sweep.csv")
+  _assert_printed_sweep(rows, "### The full `make gridworld` on fig1")
+  stats = gridworld_runner.sweep_stats(rows, {0.1, 0.2, 0.5})
+  fixed = [stats["Fixed-CCVL [bonus+logsumexp]"][a]["mean"] for a in ("0.1", "0.2", "0.5")]
+  cql = [stats["CQL"][a]["mean"] for a in ("0.1", "0.2", "0.5")]
+  assert (f"{min(fixed):.3f}-{max(fixed):.3f}", f"{min(cql):.3f}-{max(cql):.3f}") == (
+      "0.920-0.992", "0.747-0.801")
+  assert all(stats[m][a]["n"] == 10 for m in stats for a in ("0.1", "0.2", "0.5"))
 
 
 def test_results_index_gridworld_cis_are_the_rows_bootstrap():

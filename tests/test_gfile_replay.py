@@ -112,9 +112,9 @@ def entries(frame_stores):
 def test_remote_store_equals_local_and_second_load_reads_only_the_listing(
     ram_root, cache_env, gfile_log):
   remote = copy_to_ram(TESTDATA, ram_root + "/Breakout/1/replay_logs")
-  local = FrameStore.from_replay(TESTDATA, "1%", num_actions=4)
+  local = FrameStore.from_replay(TESTDATA, "all", num_actions=4)
   msgs = []
-  first = FrameStore.from_replay(remote, "1%", num_actions=4, progress=msgs.append)
+  first = FrameStore.from_replay(remote, "all", num_actions=4, progress=msgs.append)
   assert_same_store(first, local)
   assert first.num_transitions > 2400
   # Every file of the 3 suffixes + ccvl_dataset.json was read, each opened once.
@@ -126,7 +126,7 @@ def test_remote_store_equals_local_and_second_load_reads_only_the_listing(
   assert sorted(os.listdir(entry)) == ["action.npy", "frames.npy", "manifest.json",
                                        "reward.npy", "terminal.npy", "valid.npy"]
   manifest = json.load(open(os.path.join(entry, "manifest.json")))
-  assert manifest["source"]["replay_dir"] == remote and manifest["source"]["subset"] == "1%"
+  assert manifest["source"]["replay_dir"] == remote and manifest["source"]["subset"] == "all"
   assert manifest["source"]["listing"] == sorted(os.listdir(TESTDATA))
   sizes = {n: os.path.getsize(os.path.join(TESTDATA, n)) for n in os.listdir(TESTDATA)}
   assert {n: s for n, (s, _) in manifest["source"]["files"].items()} == sizes
@@ -136,13 +136,13 @@ def test_remote_store_equals_local_and_second_load_reads_only_the_listing(
   del gfile_log["opened"][:]
   gfile_log["calls"].clear()
   msgs.clear()
-  second = FrameStore.from_replay(remote, "1%", num_actions=4, progress=msgs.append)
+  second = FrameStore.from_replay(remote, "all", num_actions=4, progress=msgs.append)
   assert gfile_log["opened"] == []
   assert gfile_log["calls"] == {"listdir": 1, "stat": len(os.listdir(TESTDATA))}
   assert_same_store(second, local)
   assert len(msgs) == 1 and msgs[0].startswith("Using the cached frame store " + entry)
   # Other arguments are another entry.
-  FrameStore.from_replay(remote, "1%", num_actions=4, suffixes=[1], progress=msgs.append)
+  FrameStore.from_replay(remote, "all", num_actions=4, suffixes=[1], progress=msgs.append)
   assert len(entries(cache_env)) == 2
 
 
@@ -197,14 +197,14 @@ def test_truncated_remote_file_is_named_and_leaves_no_cache(ram_root, cache_env,
   write_ram(path, data[:len(data) // 2])
   with pytest.raises(DatasetError, match=r"ram://.*" + name.replace("$", r"\$").replace(
       ".", r"\.") + r".*truncated"):
-    FrameStore.from_replay(remote, "1%", progress=lambda m: None)
+    FrameStore.from_replay(remote, "all", progress=lambda m: None)
   assert entries(cache_env) == []  # no entry, no temporary directory
 
 
 @pytest.mark.parametrize("damage", ["truncate_frames", "flip_valid", "drop_manifest"])
 def test_damaged_cache_is_detected_and_rebuilt(ram_root, cache_env, gfile_log, damage):
   remote = copy_to_ram(TESTDATA, ram_root + "/replay_logs")
-  first = FrameStore.from_replay(remote, "initial10%", progress=lambda m: None)
+  first = FrameStore.from_replay(remote, "all", progress=lambda m: None)
   [key] = entries(cache_env)
   entry = os.path.join(cache_env, key)
   if damage == "truncate_frames":
@@ -224,7 +224,7 @@ def test_damaged_cache_is_detected_and_rebuilt(ram_root, cache_env, gfile_log, d
     why = r"manifest\.json is missing"
   del gfile_log["opened"][:]
   msgs = []
-  again = FrameStore.from_replay(remote, "initial10%", progress=msgs.append)
+  again = FrameStore.from_replay(remote, "all", progress=msgs.append)
   assert_same_store(again, first)
   assert len(gfile_log["opened"]) == 19  # rebuilt from the source
   assert re.search(r"frame store cache .* is truncated or corrupt: .*" + why + r".*rebuilding",
@@ -232,14 +232,14 @@ def test_damaged_cache_is_detected_and_rebuilt(ram_root, cache_env, gfile_log, d
   assert entries(cache_env) == [key]
   # The rebuilt entry is used next time.
   del gfile_log["opened"][:]
-  FrameStore.from_replay(remote, "initial10%", progress=msgs.append)
+  FrameStore.from_replay(remote, "all", progress=msgs.append)
   assert gfile_log["opened"] == [] and msgs[-1].startswith("Using the cached")
 
 
 @pytest.mark.parametrize("change", ["new_file", "resized_file"])
 def test_stale_cache_is_rebuilt_when_the_source_changes(ram_root, cache_env, gfile_log, change):
   remote = copy_to_ram(TESTDATA, ram_root + "/replay_logs")
-  FrameStore.from_replay(remote, "1%", progress=lambda m: None)
+  FrameStore.from_replay(remote, "all", progress=lambda m: None)
   if change == "new_file":
     write_ram(remote + "/README.txt", b"notes")
     why = r"the listing of ram://.* changed: 1 file\(s\) added, e\.g\. README\.txt"
@@ -250,25 +250,25 @@ def test_stale_cache_is_rebuilt_when_the_source_changes(ram_root, cache_env, gfi
     why = r"ram://.*reward_ckpt\.0\.gz changed \(size, mtime_ns \[164, 0\] -> \[\d+, 0\]\)"
   del gfile_log["opened"][:]
   msgs = []
-  again = FrameStore.from_replay(remote, "1%", progress=msgs.append)
-  assert_same_store(again, FrameStore.from_replay(TESTDATA, "1%"))
+  again = FrameStore.from_replay(remote, "all", progress=msgs.append)
+  assert_same_store(again, FrameStore.from_replay(TESTDATA, "all"))
   assert re.search(r"frame store cache .* is stale: " + why, msgs[0]), msgs[0]
   assert len(gfile_log["opened"]) == 19
   del gfile_log["opened"][:]
-  FrameStore.from_replay(remote, "1%", progress=msgs.append)
+  FrameStore.from_replay(remote, "all", progress=msgs.append)
   assert gfile_log["opened"] == []
 
 
 def test_unreachable_source_uses_a_complete_cache_as_is(ram_root, cache_env, monkeypatch):
   remote = copy_to_ram(TESTDATA, ram_root + "/replay_logs")
-  first = FrameStore.from_replay(remote, "1%", progress=lambda m: None)
+  first = FrameStore.from_replay(remote, "all", progress=lambda m: None)
 
   def offline(path):
     raise replay_files.UnreachableError("could not reach {} (no network)".format(path))
 
   monkeypatch.setattr(replay_files, "list_dir", offline)
   msgs = []
-  assert_same_store(FrameStore.from_replay(remote, "1%", progress=msgs.append), first)
+  assert_same_store(FrameStore.from_replay(remote, "all", progress=msgs.append), first)
   assert "not checked against the source: could not reach" in msgs[0]
 
 
@@ -298,7 +298,7 @@ def test_reader_functions_on_remote_paths(ram_root):
 def test_offline_config_accepts_remote_dataset_dirs(ram_root, monkeypatch):
   from ccvl_tf.experiments.offline import config as offline_config
   remote = copy_to_ram(TESTDATA, ram_root + "/replay_logs")
-  offline_config.OfflineConfig(dataset_dir=remote, subset="1%").validate()
+  offline_config.OfflineConfig(dataset_dir=remote, subset="all").validate()
   with pytest.raises(ValueError, match=r"--dataset_dir ram://.*/nope does not exist"):
     offline_config.OfflineConfig(dataset_dir=ram_root + "/nope").validate()
   # gs:// without network (simulated, so that the test does not depend on the machine's
@@ -322,7 +322,7 @@ def test_offline_config_accepts_remote_dataset_dirs(ram_root, monkeypatch):
 
 def test_leftovers_of_killed_builds_are_removed_and_never_used(ram_root, cache_env):
   remote = copy_to_ram(TESTDATA, ram_root + "/replay_logs")
-  entry = store_cache.entry_dir(store_cache.key_fields(remote, "1%"))
+  entry = store_cache.entry_dir(store_cache.key_fields(remote, "all"))
   key = os.path.basename(entry)
   dead = os.path.join(cache_env, ".tmp-{}-999999999-x1".format(key))  # no such pid
   alive = os.path.join(cache_env, ".tmp-{}-{}-x2".format(key, os.getpid()))
@@ -330,6 +330,6 @@ def test_leftovers_of_killed_builds_are_removed_and_never_used(ram_root, cache_e
     os.makedirs(d)
     open(os.path.join(d, "frames.npy"), "wb").close()
   msgs = []
-  FrameStore.from_replay(remote, "1%", progress=msgs.append)
+  FrameStore.from_replay(remote, "all", progress=msgs.append)
   assert not any("Using the cached" in m for m in msgs)
   assert entries(cache_env) == sorted([os.path.basename(alive), key])

@@ -101,8 +101,8 @@ def test_a_path_and_its_source_give_the_same_results(run_dir, tmp_path):
     assert dqn_replay.dataset_format(source) == dqn_replay.dataset_format(path)
     assert replay_source.list_suffixes(source) == replay_source.list_suffixes(path) == [0, 1, 2]
     assert offline_dataset.dataset_identity(source) == offline_dataset.dataset_identity(path)
-    from_source = FrameStore.from_replay(source, "1%", num_actions=4)
-    from_path = FrameStore.from_replay(path, "1%", num_actions=4)
+    from_source = FrameStore.from_replay(source, "all", num_actions=4)
+    from_path = FrameStore.from_replay(path, "all", num_actions=4)
     for name, array in from_path.arrays().items():
       np.testing.assert_array_equal(from_source.arrays()[name], array, err_msg=name)
   assert dataset_record.check(str(bare), **BREAKOUT)[0].startswith(
@@ -149,12 +149,12 @@ def ram_logs(tmp_path, monkeypatch):
 
 def test_a_cached_remote_load_after_the_check_lists_the_remote_directory_once(
     ram_logs, fs_calls):
-  FrameStore.from_replay(ram_logs, "1%", num_actions=4, progress=lambda m: None)  # cached
+  FrameStore.from_replay(ram_logs, "all", num_actions=4, progress=lambda m: None)  # cached
   fs_calls["list_dir"].clear()
   source = replay_source.replay_source(ram_logs)
   assert dataset_record.check(source, **BREAKOUT) == []
   messages = []
-  FrameStore.from_replay(source, "1%", num_actions=4, progress=messages.append)
+  FrameStore.from_replay(source, "all", num_actions=4, progress=messages.append)
   offline_dataset.dataset_identity(source)
   # The check lists the directory (1); the cache's staleness check compares that listing,
   # and the identity hashes it: one listing in all, where each stage used to list again.

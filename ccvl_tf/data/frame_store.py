@@ -145,6 +145,8 @@ class FrameStore:
                    info.replay_dir, subset, len(plan), entry))
     loaded = replay_plan.load_plan(info, plan, num_actions=num_actions)
     store = cls.from_loaded(loaded, progress=progress, reserve=reserve)
+    if suffixes is None:  # after the reads: a damaged file is named first
+      replay_plan.check_subset_is_part(info, subset, loaded)
     if remote:
       store_cache.put(key, store_cache.Cached(store.arrays(), store.stack_size), record,
                       cache_dir, progress)

@@ -64,6 +64,36 @@ def plan_from(dir_info: dqn_replay.DirInfo, subset: str = "all",
   return plan
 
 
+def check_subset_is_part(dir_info: dqn_replay.DirInfo, subset: str,
+                         loaded: "LoadedPlan") -> None:
+  """Raises DatasetError when ``subset`` (not "all") selects every slot of every checkpoint of
+  the inspected directory ``dir_info`` (``loaded``: its plan read by :func:`load_plan`): a
+  dataset smaller than the subset, e.g. "1%" (the first 10,000 slots of each checkpoint) of
+  checkpoints of 1,000 slots, or "initial10%" (the first 5 checkpoints) of 3. Such a run
+  would train on the whole dataset under the subset's name."""
+  if subset == "all":
+    return
+  rows, n_ckpt = dir_info.subsets[subset][:2]
+  suffixes = list(dir_info.suffixes)
+  capacities = sorted({c.stored_rows for c in loaded.chunks})
+  all_checkpoints = n_ckpt is None or n_ckpt >= len(suffixes)
+  all_slots = rows is None or (capacities and rows >= capacities[-1])
+  if not (all_checkpoints and all_slots):
+    return
+  parts = []
+  if n_ckpt is not None:
+    parts.append("the first {} checkpoint(s), and {} holds {} ({})".format(
+        n_ckpt, dir_info.replay_dir, len(suffixes), ", ".join(str(x) for x in suffixes)))
+  if rows is not None:
+    parts.append("the first {:,} slots of each checkpoint, and the checkpoints of {} hold "
+                 "{}".format(rows, dir_info.replay_dir,
+                             " to ".join("{:,}".format(c) for c in capacities)))
+  raise replay_files.DatasetError(
+      "subset {!r} is {}: it would be the whole dataset under the subset's name; give the "
+      "subset 'all' for the whole dataset (or a dataset with more data)".format(
+          subset, "; ".join(parts)))
+
+
 @dataclasses.dataclass
 class Chunk:
   """The rows one plan entry contributes to a frame store, in chronological order.

@@ -306,6 +306,30 @@ AGENT_REGISTRY: Dict[str, AgentSpec] = {
     )
 }
 AGENTS = tuple(name for name, spec in AGENT_REGISTRY.items() if spec.offline)
+# The offline agents acted with a belief (over delta or over members) whose temperature a
+# run's --belief_temperature sets.
+BELIEF_AGENTS = ("ccvl", "fixed_ccvl", "aevl", "aevl_td")
+
+
+def check_taken(given, agents, what: str, offered) -> None:
+  """A ValueError naming each setting of `given` (names of AgentSettings.agent_values, i.e.
+  --flags) that none of the registered `agents` takes (AgentSpec.takes), and which agents do
+  take it: a setting the learners of a run ignore is refused, not trained without and
+  recorded as if used. `what` names the choice in the message (e.g. "--agent=cql");
+  `offered`: the binary's agent flags (the message lists those the agents take)."""
+  specs = [AGENT_REGISTRY[a] for a in agents]
+  untaken = [n for n in given if not any(n in s.takes for s in specs)]
+  if not untaken:
+    return
+  parts = []
+  for n in untaken:
+    by = [name for name, s in AGENT_REGISTRY.items() if n in s.takes and s.offline]
+    parts.append(f"--{n} (a setting of {', '.join(by) or 'no offline agent'})")
+  taken = sorted({n for s in specs for n in s.takes if n in offered})
+  raise ValueError(f"{what} does not take {', '.join(parts)}; leave "
+                   f"{'it' if len(untaken) == 1 else 'them'} out or choose an agent that "
+                   f"takes {'it' if len(untaken) == 1 else 'them'} ({what} takes: "
+                   f"{', '.join('--' + n for n in taken)})")
 
 
 def get_agent_spec(name: str, flag: str = "--agent", offline: bool = True) -> AgentSpec:

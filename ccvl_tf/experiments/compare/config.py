@@ -14,6 +14,7 @@ from ccvl_tf.runtime import config_flags, run_settings
 from ccvl_tf.evaluation import scores
 from ccvl_tf.runtime.config_flags import borrow, setting
 from ccvl_tf.experiments import agent_options
+from ccvl_tf.experiments import agent_registry
 
 
 # Display name (as in the paper's tables) -> agent registry name.
@@ -24,6 +25,9 @@ METHODS: Dict[str, str] = {
 # The methods a comparison runs by default: behaviour cloning (the anchor every offline table
 # reports: is the data learnable at all?) and the paper's methods in its table order.
 DEFAULT_METHODS = scores.TABLE_METHODS
+# The agents' settings a comparison borrows as its own fields (None: not given).
+AGENT_SETTINGS = ("alpha", "learning_rate", "adam_epsilon", "target_update_period",
+                  "num_heads", "num_members", "num_deltas", "num_pairs", "dr3_coef")
 SUITES = ("gridworld", "minatar", "atari")
 DATASET_KINDS = scores.PAPER_DATASETS
 # Dataset kind -> subset name of ccvl_tf.data.dqn_replay (minatar / atari).
@@ -191,6 +195,18 @@ class CompareConfig:
       raise ValueError(f"--belief_temperature must be a finite number > 0 (or unset), got "
                        f"{self.belief_temperature!r}")
     agent_options.validate(self.ccvl_options)
+    # A setting no method of the comparison takes is refused; one that some methods take
+    # applies to those (each unit's config resolves the settings its agent takes).
+    agents = [METHODS[m] for m in self.methods]
+    given = [n for n in AGENT_SETTINGS if getattr(self, n) is not None] + list(
+        self.ccvl_options)
+    agent_registry.check_taken(given, agents, f"--methods={','.join(self.methods)}",
+                               AGENT_SETTINGS + agent_options.CCVL_OPTIONS)
+    believers = agent_registry.BELIEF_AGENTS
+    if self.belief_temperature is not None and not any(a in believers for a in agents):
+      raise ValueError(f"--belief_temperature is a setting of the belief policies of "
+                       f"{', '.join(m for m, a in METHODS.items() if a in believers)}; "
+                       f"--methods={','.join(self.methods)} has none of them: leave it out")
     if self.suite in ("minatar", "atari") and not self.data_dir:
       raise ValueError(f"--suite={self.suite} needs --data_dir (the dataset root; "
                        + ("make it with python binaries/make_minatar_datasets.py "

@@ -192,6 +192,15 @@ class OfflineConfig:
     for name in self.reference_agents:
       agent_registry.get_agent_spec(name, flag="--reference_agents")
     agent_options.validate(self.agent_values)
+    agent_registry.check_taken(self.agent_values, [self.agent], f"--agent={self.agent}",
+                               AGENT_FLAGS)
+    believers = agent_registry.BELIEF_AGENTS
+    if self.belief_temperature is not None and not any(
+        a in believers for a in (self.agent,) + tuple(self.reference_agents)):
+      raise ValueError(f"--belief_temperature is a setting of the belief policies of "
+                       f"{', '.join(believers)}; neither --agent={self.agent} nor "
+                       f"--reference_agents={','.join(self.reference_agents) or 'none'} "
+                       f"has one: leave it out")
     if self.dataset_dir is not None:
       # Local paths: os.path.isdir; gs://..., ram://...: tf.io.gfile (replay_files.path_isdir).
       try:
@@ -220,6 +229,7 @@ class OfflineConfig:
                        f"(--default_dataset_steps={self.default_dataset_steps} transitions)")
     if not 0.0 <= self.eval_epsilon <= 1.0:
       raise ValueError(f"--eval_epsilon must be in [0, 1], got {self.eval_epsilon!r}")
+
 
 
 # What the learned function depends on (the run fingerprint): these OfflineConfig fields, N,

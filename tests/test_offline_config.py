@@ -247,3 +247,16 @@ def test_an_option_the_reading_does_not_take_is_refused_before_anything_is_writt
   with pytest.raises(ValueError, match=match):
     config.resolve(cfg)
   assert not (tmp_path / "run").exists()
+
+
+def test_ccvl_options_at_their_default_are_no_change_of_configuration():
+  """Resuming a default run with --reading=paper (the default reading) was refused as a change
+  of configuration: the fingerprint compared the flags given, not the settings in force."""
+  eff = config.effective_ccvl_options
+  assert eff({"reading": "paper"}) == {}
+  assert eff({"reading": "bonus"}) == {"reading": "bonus"}
+  assert eff({"reading": "bonus", "support_threshold": 0.0}) == {"reading": "bonus"}
+  assert eff({"delta_head": "cosine_monotone", "count_ridge": 0.5}) == {"count_ridge": 0.5}
+  given = {"agent": "ccvl", "ccvl_options": {"reading": "paper"}, "alpha": 3.0}
+  assert config.normalize_fingerprint(given) == dict(given, ccvl_options={})
+  assert config.normalize_fingerprint({"agent": "bc"}) == {"agent": "bc"}

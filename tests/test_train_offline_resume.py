@@ -36,3 +36,32 @@ def test_resume_with_other_settings_is_refused_unless_allowed(tmp_path):
   assert r.returncode == 0, r.stderr[-3000:]
   assert "Resuming although the run's fingerprint changed" in r.stdout
   assert "Resumed from" in r.stdout and "Training from step 2 to 4." in r.stdout
+
+
+@pytest.mark.slow
+def test_an_explicit_default_resumes_and_checkpoints_without_their_records_are_refused(
+    tmp_path):
+  """Before: resuming a default run with --reading=paper (the default) was refused as a
+  configuration change; with fingerprint.json deleted a resume at --alpha=50 trained on and
+  recorded alpha 50; with the state file deleted the run trained from step 0 over the old
+  checkpoints."""
+  root = tmp_path / "run"
+  r = _run([f"--root_dir={root}", "--num_steps=2", *TINY], tmp_path)
+  assert r.returncode == 0, r.stderr[-3000:]
+  r = _run([f"--root_dir={root}", "--num_steps=4", "--reading=paper", *TINY], tmp_path)
+  assert r.returncode == 0, r.stderr[-3000:]
+  assert "Training from step 2 to 4." in r.stdout
+  ckpt = root / "checkpoints"
+  os.rename(ckpt / "fingerprint.json", tmp_path / "fingerprint.json")
+  r = _run([f"--root_dir={root}", "--num_steps=6", "--alpha=50", *TINY], tmp_path)
+  assert r.returncode != 0
+  assert r.stderr.strip().splitlines()[-1].startswith(
+      f"train_offline.py: error: {ckpt} holds the checkpoints ckpt-2, ckpt-4 but not their "
+      f"{ckpt}/fingerprint.json"), r.stderr[-3000:]
+  os.rename(tmp_path / "fingerprint.json", ckpt / "fingerprint.json")
+  os.remove(ckpt / "checkpoint")
+  r = _run([f"--root_dir={root}", "--num_steps=6", *TINY], tmp_path)
+  assert r.returncode != 0
+  assert "but not their state file" in r.stderr.strip().splitlines()[-1], r.stderr[-3000:]
+  assert sorted(f for f in os.listdir(ckpt) if f.endswith(".index")) == \
+      ["ckpt-2.index", "ckpt-4.index"]

@@ -172,6 +172,71 @@ def test_resume_with_another_fingerprint_is_refused_listing_the_differences(tmp_
   _train(tmp_path / "run", 6, fingerprint=fp)          # the stored fingerprint is kept
 
 
+def test_checkpoints_without_their_state_file_are_refused_and_kept(tmp_path):
+  """Before: "Training from step 0", the checkpoints overwritten, the old evaluation rows
+  kept."""
+  sys.path.insert(0, os.path.join(ROOT, "tests"))
+  _train(tmp_path / "run", 4)                          # checkpoints 2, 4
+  ckpt_dir = tmp_path / "run" / "checkpoints"
+  os.remove(ckpt_dir / training.STATE_FILE)
+  before = {n: (ckpt_dir / n).read_bytes() for n in os.listdir(ckpt_dir)}
+  with pytest.raises(training.FingerprintMismatch) as e:
+    _train(tmp_path / "run", 6)
+  assert str(e.value).startswith(
+      f"{ckpt_dir} holds the checkpoints ckpt-2, ckpt-4 but not their state file "
+      f"{ckpt_dir}/checkpoint (which names them): the run would train from step 0"), str(e.value)
+  assert {n: (ckpt_dir / n).read_bytes() for n in os.listdir(ckpt_dir)} == before
+
+
+def test_fingerprinted_checkpoints_without_their_fingerprint_are_refused(tmp_path):
+  """Before: the fingerprint was written afresh, so a resume with --alpha=50 trained on the
+  weights trained at 3 and recorded alpha 50."""
+  sys.path.insert(0, os.path.join(ROOT, "tests"))
+  fp = {"agent": "ccvl", "alpha": 3.0}
+  _train(tmp_path / "run", 2, fingerprint=fp)
+  ckpt_dir = tmp_path / "run" / "checkpoints"
+  os.remove(ckpt_dir / training.FINGERPRINT)
+  with pytest.raises(training.FingerprintMismatch) as e:
+    _train(tmp_path / "run", 4, fingerprint=dict(fp, alpha=50.0))
+  assert str(e.value).startswith(
+      f"{ckpt_dir} holds the checkpoints ckpt-2 but not their {ckpt_dir}/fingerprint.json "
+      f"(the settings and data they were trained with)"), str(e.value)
+  assert not (ckpt_dir / training.FINGERPRINT).exists()
+  # --allow_config_change resumes and records this run's settings, saying so.
+  lines = []
+  agent = _train(tmp_path / "run", 4, log=lines.append, fingerprint=dict(fp, alpha=50.0),
+                 allow_config_change=True)
+  assert int(agent.train_step_counter.numpy()) == 4
+  assert any("without its fingerprint.json (--allow_config_change)" in l for l in lines), lines
+  assert json.loads((ckpt_dir / training.FINGERPRINT).read_text())["alpha"] == 50.0
+  # A run that does not fingerprint (fingerprint=None) is not asked for one.
+  _train(tmp_path / "run", 6)
+
+
+def test_the_fingerprint_compares_normalized_settings_and_later_keys_only_when_stored(tmp_path):
+  sys.path.insert(0, os.path.join(ROOT, "tests"))
+  drop_defaults = lambda fp: {k: v for k, v in fp.items() if v != "default"}
+  fp = {"agent": "ccvl", "alpha": 3.0}
+  _train(tmp_path / "run", 2, fingerprint=fp)            # stored before "learner" existed
+  lines = []
+  # An explicit default is no change; a key the stored fingerprint predates is not compared,
+  # and the log says so.
+  _train(tmp_path / "run", 4, log=lines.append,
+         fingerprint=dict(fp, reading="default", learner={"head": "b"}),
+         fingerprint_normalize=drop_defaults, fingerprint_since=("learner",))
+  assert any("predates learner: that is not compared on this resume" in l for l in lines), lines
+  # Without the normalization the explicit default is a change.
+  with pytest.raises(training.FingerprintMismatch, match="reading: None -> 'default'"):
+    _train(tmp_path / "run", 6, fingerprint=dict(fp, reading="default"))
+  # A stored "learner" is compared: a changed default is a change.
+  _train(tmp_path / "new", 2, fingerprint=dict(fp, learner={"head": "a"}),
+         fingerprint_since=("learner",))
+  with pytest.raises(training.FingerprintMismatch,
+                     match=r"learner: \{'head': 'a'\} -> \{'head': 'b'\}"):
+    _train(tmp_path / "new", 4, fingerprint=dict(fp, learner={"head": "b"}),
+           fingerprint_since=("learner",))
+
+
 def test_a_dataset_that_only_moved_resumes_and_another_one_is_refused(tmp_path):
   sys.path.insert(0, os.path.join(ROOT, "tests"))
   data = {"path": "/old/run/default_dataset/Breakout", "files": 8, "listing_sha256": "ab12"}

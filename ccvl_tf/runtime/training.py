@@ -9,6 +9,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 import time
 from typing import Callable, Dict, Iterable, Mapping, Optional, Sequence
 
@@ -214,6 +215,43 @@ class FingerprintMismatch(ValueError):
   """Resuming checkpoints that were trained on something else (config or dataset)."""
 
 
+_CKPT_FILE = re.compile(r"^(ckpt-\d+)\.(index|data-\d+-of-\d+)$")
+STATE_FILE = "checkpoint"  # tf.train.CheckpointManager's record of its checkpoints
+
+
+def check_checkpoint_records(checkpoint_dir: str, fingerprinted: bool,
+                             allow_config_change: bool = False, log=print) -> None:
+  """Checkpoint files under `checkpoint_dir` come with their records, else a ValueError naming
+  them: the state file (without it the manager sees no checkpoint, trains from step 0 and
+  overwrites them) and, where the run fingerprints its checkpoints (`fingerprinted`), the
+  fingerprint.json they were trained under (without it they cannot be checked against the
+  settings now in force; --allow_config_change resumes anyway, recording this run's)."""
+  if not os.path.isdir(checkpoint_dir):
+    return
+  names = os.listdir(checkpoint_dir)
+  found = sorted({m.group(1) for m in map(_CKPT_FILE.match, names) if m},
+                 key=lambda n: int(n.split("-")[1]))
+  if not found:
+    return
+  listed = ", ".join(found)
+  if STATE_FILE not in names:
+    raise FingerprintMismatch(
+        f"{checkpoint_dir} holds the checkpoints {listed} but not their state file "
+        f"{os.path.join(checkpoint_dir, STATE_FILE)} (which names them): the run would train "
+        f"from step 0 and overwrite them. Restore the file, or move the checkpoints out of "
+        f"the way to train afresh")
+  if fingerprinted and FINGERPRINT not in names:
+    if allow_config_change:
+      log(f"Resuming {listed} in {checkpoint_dir} without its {FINGERPRINT} "
+          f"(--allow_config_change): this run's settings are recorded as theirs.")
+      return
+    raise FingerprintMismatch(
+        f"{checkpoint_dir} holds the checkpoints {listed} but not their "
+        f"{os.path.join(checkpoint_dir, FINGERPRINT)} (the settings and data they were trained "
+        f"with), so they cannot be checked against this run's. Restore the file, use another "
+        f"--root_dir, or pass --allow_config_change to resume anyway")
+
+
 def _moved(stored, current) -> bool:
   """Whether two fingerprint entries name the same files in another place: dicts equal but for
   'path', with an equal 'listing_sha256' (the hash of the file names, sizes and metadata, e.g.
@@ -230,12 +268,17 @@ _REMEDY = "Use another --root_dir, or pass --allow_config_change to resume anywa
 
 
 def check_fingerprint(checkpoint_dir: str, fingerprint: Optional[Mapping[str, object]],
-                      allow_change: bool = False, log=print, remedy: str = _REMEDY) -> None:
+                      allow_change: bool = False, log=print, remedy: str = _REMEDY,
+                      normalize: Optional[Callable[[Dict], Dict]] = None,
+                      since: Sequence[str] = ()) -> None:
   """Stores `fingerprint` with the checkpoints, or compares it with the stored one.
 
   Raises FingerprintMismatch listing the differences and then `remedy` (what the caller's user
-  can do; unless allow_change, which logs them and keeps the stored fingerprint). Data that only moved (`_moved`: the same listing hash under
-  another path) is not a difference: it is logged and the stored path updated."""
+  can do; unless allow_change, which logs them and keeps the stored fingerprint). Data that
+  only moved (`_moved`: the same listing hash under another path) is not a difference: it is
+  logged and the stored path updated. `normalize` maps both fingerprints to what is compared
+  (e.g. settings given at their default dropped: an explicit default is no change); keys of
+  `since` (added to the fingerprint later) are compared only when the stored one has them."""
   if fingerprint is None:
     return
   with writing(checkpoint_dir):
@@ -255,8 +298,14 @@ def check_fingerprint(checkpoint_dir: str, fingerprint: Optional[Mapping[str, ob
     stored = {**stored, **{k: fingerprint[k] for k in moved}}
     with writing(checkpoint_dir):
       _write_json_atomic(path, stored)
-  diffs = [f"{k}: {stored.get(k)!r} -> {fingerprint.get(k)!r}"
-           for k in sorted(set(stored) | set(fingerprint)) if stored.get(k) != fingerprint.get(k)]
+  a, b = (stored, fingerprint) if normalize is None else (normalize(stored),
+                                                          normalize(fingerprint))
+  older = [k for k in since if k not in stored and k in b]
+  if older:
+    log(f"The checkpoints' {FINGERPRINT} predates {', '.join(older)}: "
+        f"{'that is' if len(older) == 1 else 'those are'} not compared on this resume.")
+  diffs = [f"{k}: {a.get(k)!r} -> {b.get(k)!r}"
+           for k in sorted(set(a) | set(b)) if k not in older and a.get(k) != b.get(k)]
   if not diffs:
     return
   if allow_change:
@@ -381,7 +430,9 @@ def train(learner, make_dataset: Callable[[int], Iterable[Dict]], cfg: LoopConfi
           evaluate: Optional[Callable[[int], Dict[str, float]]] = None,
           log: Callable[[str], None] = print,
           fingerprint: Optional[Mapping[str, object]] = None,
-          allow_config_change: bool = False, remedy: str = _REMEDY) -> Dict[str, object]:
+          allow_config_change: bool = False, remedy: str = _REMEDY,
+          fingerprint_normalize: Optional[Callable[[Dict], Dict]] = None,
+          fingerprint_since: Sequence[str] = ()) -> Dict[str, object]:
   """Trains `learner` to `cfg.num_steps`, resuming from `root_dir/checkpoints` if present.
 
   Args:
@@ -393,7 +444,8 @@ def train(learner, make_dataset: Callable[[int], Iterable[Dict]], cfg: LoopConfi
     log: where progress lines go.
     fingerprint: what the learned function depends on (agent, hyperparameters, dataset
       identity); stored with the checkpoints, and a resume with a different one is refused
-      (FingerprintMismatch, ending with `remedy`) unless allow_config_change.
+      (FingerprintMismatch, ending with `remedy`) unless allow_config_change;
+      `fingerprint_normalize`, `fingerprint_since`: check_fingerprint's `normalize`, `since`.
 
   Returns:
     dict(step=final step, last_metrics=..., last_eval=..., checkpoint=path, resumed_from=step).
@@ -407,7 +459,9 @@ def train(learner, make_dataset: Callable[[int], Iterable[Dict]], cfg: LoopConfi
   with writing(cfg.root_dir):
     os.makedirs(cfg.root_dir, exist_ok=True)
   ckpt_dir = os.path.join(cfg.root_dir, "checkpoints")
-  check_fingerprint(ckpt_dir, fingerprint, allow_config_change, log, remedy)
+  check_checkpoint_records(ckpt_dir, fingerprint is not None, allow_config_change, log)
+  check_fingerprint(ckpt_dir, fingerprint, allow_config_change, log, remedy,
+                    fingerprint_normalize, fingerprint_since)
   manager = restore_or_initialize(learner, ckpt_dir, cfg.keep_checkpoints, log)
   loop = _Loop(learner, cfg, manager, evaluate, log)
   if loop.evals:  # eval.csv from the record: a run stopped by a failed write left it behind

@@ -83,7 +83,8 @@ def train_references(cfg: offline_config.OfflineConfig, run_setup: offline.Setup
     with phase_times.phase(timer, f"training {name}"):
       result = training.train(
           agent, make_dataset, loop, log=lambda line, n=name: log(f"[{n}] {line}"),
-          fingerprint=learner.fingerprint, allow_config_change=run_setup.allow_config_change)
+          fingerprint=learner.fingerprint, allow_config_change=run_setup.allow_config_change,
+          **offline_config.FINGERPRINT_CHECK)
     exports, _ = learner.spec.policies(agent, run_setup.time_step_spec, run_setup.action_spec,
                                        run_setup.batches.held_out(), learner.settings)
     policy_dir = os.path.join(root, "policy")

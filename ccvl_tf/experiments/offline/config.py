@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, Optional, Sequence
+from typing import Dict, Mapping, Optional, Sequence
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
@@ -28,7 +28,7 @@ from ccvl_tf.envs import atari
 from ccvl_tf.experiments import agent_options, agent_registry
 from ccvl_tf.experiments.offline import dataset, default_dataset, presets
 from ccvl_tf.experiments.offline.seeds import Seeds
-from agents import q_agent_base
+from agents import ccvl_agent, q_agent_base
 
 # The agent settings train_offline.py takes as flags, declared in agents.ccvl_agent.CCVLConfig
 # (experiments/agent_options.py); the given ones are OfflineConfig.agent_values.
@@ -401,6 +401,49 @@ def resolve(cfg: OfflineConfig) -> RunPlan:
                  preset_line=preset_line, config=dataclasses.replace(cfg))
 
 
+# Settings of an agent config's record that do not change what is learned (compilation,
+# acting): left out of the fingerprint's 'learner'.
+_NOT_LEARNED = ("jit_compile", "belief_resample", "collect_epsilon")
+# Keys the fingerprint gained after runs were first stored: compared only when the stored
+# fingerprint has them (training.check_fingerprint's `since`).
+FINGERPRINT_SINCE = ("learner",)
+
+
+def effective_ccvl_options(options: Mapping[str, object]) -> Dict[str, object]:
+  """The CCVL options of `options` that change CCVLConfig's resolved settings: one given at
+  its default (e.g. --reading=paper, the default reading) is left out, so that giving a
+  default explicitly is no change of configuration. A set that does not resolve is kept
+  whole (the run's validation names it)."""
+  base = ccvl_agent.CCVLConfig()
+  options = dict(options)
+  try:
+    full = base.with_values(options).record()
+  except (ValueError, TypeError):
+    return options
+  out = dict(options)
+  for key in sorted(options):
+    rest = {k: v for k, v in out.items() if k != key}
+    try:
+      if base.with_values(rest).record() == full:
+        out = rest
+    except (ValueError, TypeError):
+      pass
+  return out
+
+
+def normalize_fingerprint(fp: Dict[str, object]) -> Dict[str, object]:
+  """A fingerprint as it is compared (training.check_fingerprint's `normalize`): its CCVL
+  options without those at their default (`effective_ccvl_options`)."""
+  options = fp.get("ccvl_options")
+  if not isinstance(options, dict):
+    return dict(fp)
+  return dict(fp, ccvl_options=effective_ccvl_options(options))
+
+
+FINGERPRINT_CHECK = dict(fingerprint_normalize=normalize_fingerprint,
+                         fingerprint_since=FINGERPRINT_SINCE)
+
+
 def fingerprint(saved: Dict[str, object], plan: AgentPlan, identity: Dict[str, object],
                 num_transitions: int) -> Dict[str, object]:
   """What the checkpoints of the learner `plan` were trained on (training.check_fingerprint):
@@ -413,4 +456,9 @@ def fingerprint(saved: Dict[str, object], plan: AgentPlan, identity: Dict[str, o
   out["ccvl_options"] = dict(sorted(saved["ccvl_options"].items()))
   out["dataset"] = identity
   out["num_transitions"] = int(num_transitions)
+  # The learner's settings in force (the agent config's defaults under the preset and the
+  # flags): a changed default is a change of configuration.
+  config = plan.settings.agent_config
+  if config is not None:
+    out["learner"] = {k: v for k, v in config.record().items() if k not in _NOT_LEARNED}
   return out

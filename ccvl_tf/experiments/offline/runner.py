@@ -209,7 +209,8 @@ def train(run_setup: Setup, log, timer: Optional[PhaseTimes] = None) -> Dict[str
   with phase_times.phase(timer, f"training {learner.name}"):
     return training.train(run_setup.agent, run_setup.batches.training, run_setup.plan.loop,
                           evaluate=evaluate, log=log, fingerprint=learner.fingerprint,
-                          allow_config_change=run_setup.allow_config_change)
+                          allow_config_change=run_setup.allow_config_change,
+                          **config.FINGERPRINT_CHECK)
 
 
 def export(run_setup: Setup, last_good: str, log, timer: Optional[PhaseTimes] = None):

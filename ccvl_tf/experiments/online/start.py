@@ -123,11 +123,10 @@ def resolve_config(cfg: OnlineConfig, log: Callable[[str], None] = print
   cfg.offline_settings) and the exploration belief's temperature when --belief_temperature is
   unset; resolved before online_config.json is written, so the actors and the server's tables
   take the same ones."""
-  summary = {}
+  summary = offline_record(cfg.offline_dir)
   summary_path = os.path.join(cfg.offline_dir, "summary.json")
-  if os.path.exists(summary_path):
-    summary = _read_summary(summary_path)
-    game = str(summary.get("game", cfg.game))
+  if summary:
+    game = str(summary["game"])
     offline_agent = str(summary.get("agent", "ccvl")).lower()
     offline_agent = {"ccvl_bounds": "ccvl", "fixed_ccvl": "ccvl"}.get(offline_agent,
                                                                       offline_agent)
@@ -149,13 +148,107 @@ def resolve_config(cfg: OnlineConfig, log: Callable[[str], None] = print
     log("The offline learner's settings (its summary.json), taken by the online learner: "
         + ", ".join(f"{k}={v}" for k, v in settings.items()) + ".")
   if (cfg.exploration_values.get("belief_temperature") is None
-      and summary.get("belief_temperature")):
+      and summary.get("belief_temperature") is not None):
     # The exploration belief updates at the offline run's temperature (set from its data).
     cfg = dataclasses.replace(cfg, exploration_values=dict(
         cfg.exploration_values, belief_temperature=float(summary["belief_temperature"])))
     log(f"Exploration belief temperature {cfg.exploration.belief_temperature:.4g} "
         f"(the offline run's).")
   return cfg, summary
+
+
+# What train_offline.py's summary.json and its checkpoints' fingerprint.json (written when
+# the checkpoints were first made, training.check_fingerprint) both record, as (summary key
+# path, fingerprint key): a summary that disagrees with the checkpoint is not that
+# checkpoint's. compare.py's layout: `_recorded_pairs`.
+_CHECKED_AGAINST_CHECKPOINT = (
+    (("game",), "game"), (("num_transitions",), "num_transitions"),
+    (("settings", "alpha"), "alpha"), (("config", "ccvl_options"), "ccvl_options"),
+    (("config", "num_deltas"), "num_deltas"), (("config", "num_pairs"), "num_pairs"))
+
+
+def _recorded_pairs(summary: Dict, fingerprint: Dict):
+  """[(where in summary.json, its value, fingerprint key, the fingerprint's value)] of every
+  setting both record: train_offline.py's layout (`_CHECKED_AGAINST_CHECKPOINT`), or
+  compare.py's (units.write_train_summary / train_fingerprint: the game as the environment
+  name 'suite/Game' against 'Game', alpha and |D| at the top level, the learner's config
+  record flat under 'config' and at the fingerprint's top level)."""
+  config = summary.get("config")
+  if isinstance(config, dict) and "ccvl_options" in config:
+    out = []
+    for keys, fp_key in _CHECKED_AGAINST_CHECKPOINT:
+      value = summary
+      for k in keys:
+        value = value.get(k) if isinstance(value, dict) else None
+      out.append(("".join(f" {k!r}" for k in keys), value, fp_key, fingerprint.get(fp_key)))
+    return out
+  game = summary.get("game")
+  out = [(" 'game'", game.rsplit("/", 1)[-1] if isinstance(game, str) else game, "game",
+          fingerprint.get("game")),
+         (" 'num_transitions'", summary.get("num_transitions"), "num_transitions",
+          fingerprint.get("num_transitions")),
+         (" 'alpha'", summary.get("alpha"), "alpha", fingerprint.get("alpha"))]
+  if isinstance(config, dict):
+    out += [(f" 'config' {k!r}", v, k, fingerprint.get(k)) for k, v in config.items()]
+  return out
+
+
+def _has_checkpoint(ckpt_dir: str) -> bool:
+  return os.path.isdir(ckpt_dir) and (
+      tf.train.latest_checkpoint(ckpt_dir) is not None
+      or any(n.startswith("ckpt-") for n in os.listdir(ckpt_dir)))
+
+
+def offline_record(offline_dir: str) -> Dict[str, object]:
+  """The offline run's summary.json, verified, or {} for a directory with neither a summary
+  nor a checkpoint (restore_offline then names what is missing). Refused (ValueError naming
+  the file and key): checkpoints without a summary (a run stopped before its end: the summary
+  records the game, alpha, |D| and belief temperature fine-tuning starts from, and none may be
+  filled in by a default); a summary without 'game'; 'num_transitions' or
+  'belief_temperature' not a finite number > 0; a summary that disagrees with the
+  checkpoints' own fingerprint.json (game, |D|, alpha, CCVL options, N, M)."""
+  path = os.path.join(offline_dir, "summary.json")
+  ckpt_dir = os.path.join(offline_dir, "checkpoints")
+  if not os.path.exists(path):
+    if _has_checkpoint(ckpt_dir):
+      raise ValueError(
+          f"{path} is missing, but {ckpt_dir} holds checkpoints: the offline run stopped "
+          f"before its end (or the file was removed). Its summary records the game, alpha, "
+          f"|D| and belief temperature fine-tuning starts from; rerun train_offline.py with "
+          f"--root_dir={offline_dir} and the run's flags to finish it")
+    return {}
+  summary = _read_summary(path)
+  if "game" not in summary:
+    raise ValueError(f"{path} has no 'game': the game the checkpoint was trained on cannot "
+                     f"be checked against --game; rerun the offline run to write it again")
+  for key in ("num_transitions", "belief_temperature"):
+    value = summary.get(key)
+    if value is not None and not (_is_number(value) and math.isfinite(value) and value > 0):
+      what = ("|D| of the offline data" if key == "num_transitions"
+              else "the belief temperature set from the offline data")
+      raise ValueError(f"{path} records {key!r} = {value!r}, which is not a finite number > 0 "
+                       f"({what})")
+  fp_path = os.path.join(ckpt_dir, training.FINGERPRINT)
+  if not os.path.exists(fp_path):
+    return summary
+  try:
+    with open(fp_path) as f:
+      fingerprint = json.load(f)
+    if not isinstance(fingerprint, dict):
+      raise ValueError(f"a JSON object, got {type(fingerprint).__name__}")
+  except (OSError, UnicodeDecodeError, ValueError) as e:
+    raise ValueError(f"{fp_path} cannot be read as the checkpoints' record ({e}); restore it "
+                     f"or rerun the offline run in a fresh --root_dir") from None
+  for where, value, fp_key, fp_value in _recorded_pairs(summary, fingerprint):
+    if value is None or fp_value is None:
+      continue
+    if value != fp_value:
+      raise ValueError(f"{path} records{where} = {value!r}, but the checkpoints' {fp_path} "
+                       f"records {fp_key!r} = {fp_value!r}: the summary is not this "
+                       f"checkpoint's (edited, or copied from another run); restore the run's "
+                       f"own summary.json or rerun train_offline.py with --root_dir="
+                       f"{offline_dir}")
+  return summary
 
 
 def _read_summary(path: str) -> Dict[str, object]:
@@ -269,8 +362,13 @@ def alpha_and_dataset_size(summary: Dict, cfg: OnlineConfig) -> Tuple[Optional[f
   elif alpha is not None and not (_is_number(alpha) and math.isfinite(alpha) and alpha >= 0):
     raise ValueError(f"{path} records {where} = {alpha!r}, which is not a finite number >= 0 "
                      f"(alpha of the offline run); give --alpha")
-  size = summary.get("num_transitions", 2500.0)
-  if not (_is_number(size) and size > 0):
+  size = summary.get("num_transitions")
+  if size is None:
+    if summary and cfg.game.lower() != GRIDWORLD:
+      raise ValueError(f"{path} has no 'num_transitions' (|D| of the offline data, which "
+                       f"scales CCVL's n(s)^-1): rerun the offline run to write it again")
+    size = 2500.0  # the gridworld dataset (tabular.dataset.make_gridworld_dataset)
+  if not (_is_number(size) and math.isfinite(size) and size > 0):
     raise ValueError(f"{path} records 'num_transitions' = {size!r}, which is not a number > 0 "
                      f"(|D| of the offline data)")
   return alpha, float(size)

@@ -37,6 +37,8 @@ def test_tiny_gridworld_sweep_trains_bc_once_and_resumes(tmp_path):
   r = _run([*TINY, f"--output_dir={out}"], tmp_path)
   assert r.returncode == 0, r.stderr[-3000:]
   assert "3 comparisons (bc, alpha_0.1, alpha_3)" in r.stdout
+  # The sweep's shared flags: BC takes no N, so its part runs without it and says so.
+  assert "alpha sweep: BC take(s) none of --num_deltas: not applied to this part." in r.stdout
   for name in ("rows.csv", "table.md", "alpha_sweep.png", "sweep_config.json"):
     assert (out / name).exists(), name
   assert (out / "alpha_sweep.png").read_bytes()[:8] == PNG

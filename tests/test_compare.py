@@ -88,6 +88,15 @@ def test_tiny_gridworld_comparison_writes_every_output_and_resumes(tmp_path):
   assert "seed 0:" not in r2.stdout and "seed 1:" not in r2.stdout
   assert all(os.path.getmtime(p) == t for p, t in done.items())
   assert len(list(csv.DictReader(open(out / "scores.csv")))) == 9
+  # A rerun with another alpha would reuse the finished units as its own (their result files
+  # once recorded no alpha): refused, naming each unit and the setting, nothing touched.
+  r2b = _run([*TINY, "--seeds=3", "--alpha=5", f"--output_dir={out}"], tmp_path)
+  assert r2b.returncode == 1
+  assert "holds 9 finished unit(s) of other settings than this run's" in r2b.stderr, \
+      r2b.stderr[-3000:]
+  assert "CQL 1% gridworld seed 0 (" in r2b.stderr and "learner.alpha: " in r2b.stderr
+  assert "-> 5.0" in r2b.stderr
+  assert all(os.path.getmtime(p) == t for p, t in done.items())
   # The outputs are a function of the result files alone (what a no-op rerun rewrites).
   os.remove(out / "table.md")
   compare_report.write_outputs(str(out), "gridworld", reps=50)
@@ -97,12 +106,13 @@ def test_tiny_gridworld_comparison_writes_every_output_and_resumes(tmp_path):
   # suite's 3e-3 (stored with them), and resuming them at 0.01 would mix the two.
   cql_seed0 = out / "results" / "cql" / "1pct" / "gridworld" / "seed_0.json"
   os.remove(cql_seed0)
-  r3 = _run([*TINY, "--methods=CQL", "--seeds=1", "--learning_rate=0.01",
+  cql_tiny = [a for a in TINY if a != "--num_deltas=2"]  # CQL takes no N (refused)
+  r3 = _run([*cql_tiny, "--methods=CQL", "--seeds=1", "--learning_rate=0.01",
              f"--output_dir={out}"], tmp_path)
   assert r3.returncode == 1 and not cql_seed0.exists()
   assert "learning_rate: 0.003 -> 0.01" in r3.stderr and "another --output_dir" in r3.stderr
   # The step budget is not part of it: a larger --num_steps resumes the training from step 3.
-  r4 = _run([*TINY, "--methods=CQL", "--seeds=1", "--num_steps=4", f"--output_dir={out}"],
+  r4 = _run([*cql_tiny, "--methods=CQL", "--seeds=1", "--num_steps=4", f"--output_dir={out}"],
             tmp_path)
   assert r4.returncode == 0, r4.stderr[-3000:]
   assert json.loads(cql_seed0.read_text())["train_steps"] == 4

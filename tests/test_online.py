@@ -264,6 +264,11 @@ def test_end_to_end_gridworld_two_actors_one_killed(offline_dir, tmp_path):
     assert code == 0, text[-3000:]
     assert killed, text[-3000:]
     assert f"actor 0 (pid {actor_pids[0]}) exited with code -9; 1 actor(s) left" in text
+    # The in-process server says at start that it listens on every interface, with its port.
+    port = text.split("Reverb server in this process at localhost:")[1].split(
+        " ")[0]
+    assert f"Note: this Reverb server listens on every network interface ([::]:{port}) with " \
+        f"no authentication" in text, text[:3000]
     summary = json.loads(_read(os.path.join(root, "summary.json")))
     assert summary["offline_step"] == 100 and summary["step"] == summary["final_step"]
     assert summary["step"] % 5 == 0  # the budget is checked at the weight pushes

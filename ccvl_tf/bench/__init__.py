@@ -12,8 +12,9 @@ class BenchmarkConfig:
   output: str = setting("", "Path of the JSON file to write.", flag_default=None, required=True,
                         output="file")
   quick: bool = setting(False, "Tiny smoke run (batch 4, 2 steps, 2 variants).")
-  rounds: Optional[int] = setting(None, "Interleaved timing rounds (default 5).")
-  iters: Optional[int] = setting(None, "Train steps per round (default 10).")
+  rounds: Optional[int] = setting(None, "Interleaved timing rounds (default 5).",
+                                  lower_bound=1)
+  iters: Optional[int] = setting(None, "Train steps per round (default 10).", lower_bound=1)
   skip_data: bool = setting(False, "Do not run ccvl_tf.bench.data.")
   profile: bool = setting(False, "Also trace a few steps with the TensorFlow profiler and write "
                           "the top ops per step under 'profile' (ccvl_tf/bench/profile_step).")

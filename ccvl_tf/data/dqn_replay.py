@@ -182,6 +182,22 @@ def dataset_format(replay_dir: ReplayDir) -> dict:
                               os.path.join(source.replay_dir, METADATA_FILENAME))
 
 
+def _subset_entry(entry, where: str) -> tuple:
+  """A subset table entry [rows, checkpoints] or [rows, checkpoints, "prefix"] (each an
+  integer >= 1 or null) as (rows, checkpoints[, PREFIX]); DatasetError naming `where`."""
+  ok = isinstance(entry, (list, tuple)) and len(entry) in (2, 3)
+  if ok:
+    for v in entry[:2]:
+      ok &= v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)
+    ok &= len(entry) == 2 or entry[2] == PREFIX
+  if not ok:
+    raise DatasetError("{} must be [rows, checkpoints] or [rows, checkpoints, {!r}] with "
+                       "rows (leading slots of each checkpoint) and checkpoints (leading "
+                       "checkpoints) integers >= 1 or null (all), got {!r}".format(
+                           where, PREFIX, entry))
+  return (entry[0], entry[1]) + tuple(entry[2:])
+
+
 def format_from_metadata(meta: Optional[dict], path: str) -> dict:
   """:func:`dataset_format` of a ``ccvl_dataset.json`` already read (``meta``; None or
   empty: the DQN Replay Dataset's), ``path`` naming it in errors."""
@@ -192,13 +208,13 @@ def format_from_metadata(meta: Optional[dict], path: str) -> dict:
     subsets = dict(SUBSETS)
     if "subsets" in meta:
       subsets = {}
+      if not isinstance(meta["subsets"], dict):
+        raise DatasetError("{}: 'subsets' must be an object of name -> [rows, checkpoints"
+                           "(, \"prefix\")], got {!r}".format(path, meta["subsets"]))
       for n, entry in meta["subsets"].items():
-        r, c = entry[0], entry[1]
-        mode = tuple(entry[2:])
-        if mode not in ((), (PREFIX,)):
-          raise ValueError("subset {!r}: third element must be {!r}, got {!r}".format(
-              n, PREFIX, mode[0]))
-        subsets[str(n)] = (None if r is None else int(r), None if c is None else int(c)) + mode
+        subsets[str(n)] = _subset_entry(entry, "{}: 'subsets' {!r}".format(path, n))
+  except DatasetError:
+    raise
   except (TypeError, ValueError, AttributeError, IndexError) as e:
     raise DatasetError("{}: malformed stack_size / observation_shape / subsets: {}".format(
         path, e)) from e

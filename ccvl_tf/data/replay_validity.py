@@ -9,7 +9,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from ccvl_tf.data.replay_files import DatasetError
+from ccvl_tf.data.replay_files import STORE_PREFIX, DatasetError
 
 STACK_SIZE = 4
 UPDATE_HORIZON = 1
@@ -158,7 +158,7 @@ def check_logged_schedule(add_count: int, capacity: int, suffix: int, record: di
   if recorded_cap is not None and int(recorded_cap) != cap:
     raise DatasetError("{}: the checkpoint has {} slots, but {} records replay_capacity {}; "
                        "the file is damaged or the record is not this dataset's".format(
-                           paths["terminal"], cap, record_path, recorded_cap))
+                           paths[STORE_PREFIX + "terminal"], cap, record_path, recorded_cap))
   listed = sorted(int(s) for s in record.get("suffixes") or [suffix])
   final = int(suffix) == listed[-1]
   first_log = (int(suffix) + 1) * cap - 1

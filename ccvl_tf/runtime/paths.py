@@ -71,6 +71,9 @@ def check_output_file(path: str, flag: str) -> None:
     return
   if os.path.isdir(path):
     raise ValueError(f"{flag} {path} is a directory, not a file")
+  if path.endswith(("/", os.sep)):
+    raise ValueError(f"{flag} {path} ends with '/', so it names a directory, not a file; give "
+                     f"the file's path (e.g. {path.rstrip('/' + os.sep) or '.'}/out.json)")
   parent = os.path.dirname(os.path.abspath(path))
   if os.path.exists(parent) and not os.path.isdir(parent):
     raise ValueError(f"{flag} {path}: {parent} is a file, so the directory cannot be created")

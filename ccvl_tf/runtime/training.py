@@ -288,8 +288,16 @@ def check_fingerprint(checkpoint_dir: str, fingerprint: Optional[Mapping[str, ob
   if not os.path.exists(path):
     _write_json_atomic(path, fingerprint)
     return
-  with open(path) as f:
-    stored = json.load(f)
+  try:
+    with open(path) as f:
+      stored = json.load(f)
+    if not isinstance(stored, dict):
+      raise ValueError(f"a JSON object, got {type(stored).__name__}")
+  except (OSError, UnicodeDecodeError, ValueError) as e:
+    raise FingerprintMismatch(
+        f"{path} (what the checkpoints beside it were trained with) cannot be read ({e}): it "
+        f"was cut short or edited, so the checkpoints cannot be checked against this run's "
+        f"settings. Restore it, or use another --root_dir") from None
   moved = {k: (stored[k]["path"], fingerprint[k]["path"])
            for k in sorted(set(stored) & set(fingerprint)) if _moved(stored[k], fingerprint[k])}
   if moved:

@@ -10,6 +10,7 @@ import os
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from ccvl_tf.runtime.config_flags import setting
+from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.compare import config as compare_config
 from ccvl_tf.experiments.compare import runner as compare
 
@@ -101,13 +102,38 @@ class AlphaSweepConfig(compare_config.CompareConfig):
 
   def compare_config(self, name: str, alpha: Optional[float],
                      methods: Sequence[str]) -> compare_config.CompareConfig:
-    """The CompareConfig of one part: every CompareConfig setting of this config, with that
-    part's alpha, methods and output directory OUT/<name>."""
+    """The CompareConfig of one part: every CompareConfig setting of this config that one of
+    the part's methods takes (`untaken` lists the others), with that part's alpha, methods and
+    output directory OUT/<name>."""
     base = {f.name: getattr(self, f.name)
             for f in dataclasses.fields(compare_config.CompareConfig)}
+    takes = self._takes(methods)
+    for n in compare_config.AGENT_SETTINGS:
+      if n not in takes:
+        base[n] = None
+    base["ccvl_options"] = {k: v for k, v in dict(base["ccvl_options"]).items() if k in takes}
+    if not any(compare_config.METHODS[m] in agent_registry.BELIEF_AGENTS for m in methods):
+      base["belief_temperature"] = None
     return compare_config.CompareConfig(**dict(
         base, alpha=alpha, methods=list(methods),
         output_dir=os.path.join(self.output_dir, name)))
+
+  @staticmethod
+  def _takes(methods: Sequence[str]) -> set:
+    return {n for m in methods
+            for n in agent_registry.AGENT_REGISTRY[compare_config.METHODS[m]].takes}
+
+  def untaken(self, methods: Sequence[str]) -> List[str]:
+    """The settings given to the sweep that none of `methods` takes (not applied to their
+    part, and not recorded as theirs)."""
+    takes = self._takes(methods)
+    out = [n for n in compare_config.AGENT_SETTINGS
+           if n != "alpha" and getattr(self, n) is not None and n not in takes]
+    out += [k for k in self.ccvl_options if k not in takes]
+    if self.belief_temperature is not None and not any(
+        compare_config.METHODS[m] in agent_registry.BELIEF_AGENTS for m in methods):
+      out.append("belief_temperature")
+    return out
 
 
 def run(cfg: AlphaSweepConfig, log: Callable[[str], None] = print) -> Dict[str, object]:
@@ -124,6 +150,10 @@ def run(cfg: AlphaSweepConfig, log: Callable[[str], None] = print) -> Dict[str, 
   for i, (name, alpha, methods) in enumerate(parts, 1):
     what = "alpha-free" if alpha is None else f"alpha = {alpha:g}"
     log(f"alpha sweep: [{i}/{len(parts)}] {name}: {', '.join(methods)} ({what})")
+    untaken = cfg.untaken(methods)
+    if untaken:
+      log(f"alpha sweep: {', '.join(methods)} take(s) none of "
+          f"{', '.join('--' + n for n in untaken)}: not applied to this part.")
     results[name] = compare.run(cfg.compare_config(name, alpha, methods), log=log)
   paths = alpha_sweep_report.write_outputs(cfg.output_dir, cfg.suite, cfg.bootstrap_reps,
                                            alphas=cfg.alphas)

@@ -29,6 +29,18 @@ def run(cfg: compare_config.CompareConfig, log: Callable[[str], None] = print) -
            for m in cfg.methods]
   todo = [u for u in units if not os.path.exists(
       compare_units.result_path(cfg.output_dir, u[3], u[0], u[1], u[2]))]
+  # A finished unit is reused only under the settings now in force.
+  changed, unrecorded = compare_units.changed_units(suite, [u for u in units if u not in todo])
+  if changed:
+    raise ValueError(
+        f"--output_dir {cfg.output_dir} holds {len(changed)} finished unit(s) of other "
+        f"settings than this run's, which would be reused as this run's: "
+        + " | ".join(changed[:5]) + (f" | ... and {len(changed) - 5} more" if len(changed) > 5
+                                     else "")
+        + ". Use another --output_dir, or give the settings they were run with")
+  if unrecorded:
+    log(f"Note: {len(unrecorded)} finished unit(s) record no settings (written before units "
+        f"recorded them), so they are reused without a check, e.g. {unrecorded[0]}.")
   workers = min(cfg.workers, max(1, len(compare_units.training_groups(todo))))
   log(f"compare: suite {cfg.suite}, {len(cfg.methods)} methods x {len(cfg.datasets)} dataset "
       f"kinds x {len(games)} games x {cfg.seeds} seeds = {len(units)} runs; "

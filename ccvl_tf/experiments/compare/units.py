@@ -11,7 +11,7 @@ import dataclasses
 import json
 import os
 import time
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
@@ -58,23 +58,75 @@ def train_dir(output_dir: str, method: str, dataset: str, game: str, seed: int) 
                       f"seed_{seed}")
 
 
-def agent_settings(suite: compare_suites.Suite, data: compare_suites.Data,
+def agent_settings(suite: compare_suites.Suite, data: Optional[compare_suites.Data],
                    seed: int) -> agent_registry.AgentSettings:
   """The registry settings of a unit: the suite's network and training overrides, then the
-  settings given in the CompareConfig."""
+  settings given in the CompareConfig (`data` None: without the data's |D| and counts, for
+  `unit_settings`)."""
   cfg = suite.cfg
   over = dict(suite.training_overrides)
   for name in ("learning_rate", "adam_epsilon", "target_update_period", "dr3_coef"):
     if getattr(cfg, name) is not None:
       over[name] = getattr(cfg, name)
   return agent_registry.make_settings(
-      network_config=suite.network_config(), dataset_size=float(data.size),
-      inverse_count_fn=data.inverse_count_fn, alpha=cfg.alpha, num_deltas=cfg.num_deltas,
+      network_config=suite.network_config(),
+      dataset_size=None if data is None else float(data.size),
+      inverse_count_fn=None if data is None else data.inverse_count_fn,
+      alpha=cfg.alpha, num_deltas=cfg.num_deltas,
       num_pairs=cfg.num_pairs, num_heads=cfg.num_heads, num_members=cfg.num_members,
       num_grid_deltas=cfg.num_grid_deltas,
       belief_temperature=cfg.belief_temperature, ccvl_options=dict(cfg.ccvl_options),
       reward_clip=suite.reward_clip, seed=seed,
       **over)
+
+
+def unit_settings(suite: compare_suites.Suite, method: str, dataset: str,
+                  seed: int) -> Dict[str, object]:
+  """What a unit's result depends on besides its data, resolved (JSON values): the learner's
+  config in force (the agent config's defaults under the suite's and the flags given; its
+  record, without the compilation switch), the batch size, the training steps and the
+  evaluation settings. Recorded in the unit's result file ('settings'); a rerun into the same
+  --output_dir compares it (`changed_units`)."""
+  cfg = suite.cfg
+  spec = agent_registry.get_agent_spec(compare_config.METHODS[method])
+  config = spec.resolve(agent_settings(suite, None, seed)).agent_config
+  learner = {k: v for k, v in config.record().items() if k != "jit_compile"}
+  out = dict(learner=learner, batch_size=int(cfg.batch_size or suite.default_batch_size),
+             num_steps=int(suite.steps(dataset)),
+             eval_episodes=int(cfg.eval_episodes or suite.default_eval_episodes),
+             eval_max_steps=int(cfg.eval_max_steps or suite.default_eval_max_steps),
+             num_grid_deltas=int(cfg.num_grid_deltas),
+             belief_temperature=cfg.belief_temperature)
+  return json.loads(strict_json.dumps(out))
+
+
+def changed_units(suite: compare_suites.Suite, units) -> Tuple[List[str], List[str]]:
+  """(one 'unit: setting: recorded -> now' line per finished unit of `units` whose result
+  file records other settings than `unit_settings` gives now, the result files that record
+  none: written before units recorded them)."""
+  changed, unrecorded = [], []
+  for dataset, game, seed, method in units:
+    path = result_path(suite.cfg.output_dir, method, dataset, game, seed)
+    try:
+      with open(path) as f:
+        recorded = json.load(f).get("settings")
+    except (OSError, ValueError, AttributeError):
+      continue  # an unreadable result is the report's to name
+    if recorded is None:
+      unrecorded.append(path)
+      continue
+    now = unit_settings(suite, method, dataset, seed)
+    diffs = []
+    for key in sorted(set(recorded) | set(now)):
+      a, b = recorded.get(key), now.get(key)
+      if isinstance(a, dict) and isinstance(b, dict):
+        diffs += [f"{key}.{k}: {a.get(k)!r} -> {b.get(k)!r}" for k in sorted(set(a) | set(b))
+                  if a.get(k) != b.get(k)]
+      elif a != b:
+        diffs.append(f"{key}: {a!r} -> {b!r}")
+    if diffs:
+      changed.append(f"{method} {dataset} {game} seed {seed} ({path}): " + "; ".join(diffs))
+  return changed, unrecorded
 
 
 def train_unit(suite: compare_suites.Suite, method: str, dataset: str, game: str, seed: int,
@@ -181,7 +233,7 @@ def evaluate_unit(suite: compare_suites.Suite, trained: TrainedUnit, method: str
              normalized_score=suite.normalize(game, score), train_steps=trained.steps,
              train_seconds=round(trained.train_seconds, 2),
              eval_seconds=round(time.time() - t1, 2),
-             episode_scores=raw.tolist(),
+             episode_scores=raw.tolist(), settings=unit_settings(suite, method, dataset, seed),
              mean_delta=[float(np.mean(r.deltas)) if r.deltas else None for r in records],
              **dict(tf_settings or {}),
              **{k: v for k, v in extra.items()})

@@ -161,6 +161,7 @@ class _Runner:
           online_config.make_server_tables(cfg), cfg.reverb_port, reverb_ckpt_dir)
       log(f"Reverb server in this process at {self.address} (checkpoints in "
           f"{reverb_ckpt_dir}).")
+      log(reverb_replay.security_note(self.server.port))
     info = reverb_replay.check_server(self.address, cfg.server_timeout_s)
     table = info[reverb_replay.REPLAY_TABLE]
     online_server.check_table(self.address, table, cfg,

@@ -16,7 +16,8 @@ from ccvl_tf.experiments.online import start as online_start
 # What train_offline.py writes for a Breakout run (the keys the check reads).
 SUMMARY = {"game": "Breakout", "agent": "ccvl", "num_transitions": 49999,
            "belief_temperature": 0.0227, "settings": {"alpha": 3.0},
-           "config": {"ccvl_options": {}, "num_deltas": 8, "num_pairs": 2}}
+           "config": {"ccvl_options": {}, "num_deltas": 8, "num_pairs": 2},
+           "exported_policies": {"policy": "policy"}}
 FINGERPRINT = {"game": "Breakout", "agent": "ccvl", "num_transitions": 49999, "alpha": 3.0,
                "ccvl_options": {}, "num_deltas": 8, "num_pairs": 2, "seed": 0}
 
@@ -59,8 +60,9 @@ def test_a_summary_without_its_game_is_refused(tmp_path):
   off = _run_dir(tmp_path, summary={k: v for k, v in SUMMARY.items() if k != "game"})
   cfg = online_config.OnlineConfig(game="Atlantis", offline_dir=str(off),
                                    root_dir=str(tmp_path / "online"))
-  with pytest.raises(ValueError, match=r"summary.json has no 'game': the game the checkpoint "
-                     r"was trained on cannot be checked against --game"):
+  with pytest.raises(ValueError, match=r"summary.json has no 'game' \(the game's name, a "
+                     r"string\): rerun the offline run to write it again; fine-tuning fills in "
+                     r"no default$"):
     online_start.resolve_config(cfg, log=lambda s: None)
 
 
@@ -79,7 +81,9 @@ def test_a_recorded_size_or_temperature_that_is_not_finite_and_positive_is_refus
   value = float(text)
   shown = repr(int(value)) if text.lstrip("-").isdigit() else repr(value)
   assert str(e.value).startswith(f"{off}/summary.json records {key!r} = {shown}, which is not "
-                                 f"a finite number > 0"), str(e.value)
+                                 f"a finite number > 0" if key == "num_transitions" else
+                                 f"{off}/summary.json records {key!r} = {shown}, which is not "
+                                 f"a number in (0, 1e+06]"), str(e.value)
   assert not math.isfinite(value) or value <= 0
 
 

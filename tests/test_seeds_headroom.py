@@ -55,3 +55,13 @@ def test_report_and_settings_check():
   assert sh.check_same_episodes({"0": RESULT, "1": other}) == []
   assert sh.check_same_episodes({"0": RESULT, "1": dict(other, seed=1)}) == ["1"]
   assert set(sh.compact(RESULT)) == set(RESULT)
+
+
+def test_summary_table_by_hand():
+  other = dict(RESULT, policies=dict(RESULT["policies"], **{"CCVL (adaptive)": [6, 6, 6, 6]}))
+  table = sh.summary_table({"0": RESULT, "1": other}, reps=200)
+  assert table.splitlines()[0].endswith("| per-seed means (seeds 0-1) |")
+  # Adaptive: 2 and 6 -> mean 4, SD sqrt(8) = 2.83, range [2, 6].
+  row = [l for l in table.splitlines() if l.startswith("| CCVL (adaptive) |")][0]
+  assert row.startswith("| CCVL (adaptive) | 4.00 | 2.83 | [2.00, 6.00] | (") and \
+      row.endswith("| 2.0, 6.0 |"), row

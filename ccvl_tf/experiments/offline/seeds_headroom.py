@@ -119,3 +119,19 @@ def check_same_episodes(results: Mapping[str, Mapping[str, object]]) -> Sequence
   first = next(iter(results.values()))
   keys = ("sequences", "episodes_per_sequence", "seed", "epsilon", "max_steps")
   return [k for k, r in results.items() if any(r.get(x) != first.get(x) for x in keys)]
+
+
+def summary_table(results: Mapping[str, Mapping[str, object]], reps: int = 2000) -> str:
+  """README's table: per row the mean over seeds, SD, range, 95% CI over seeds and the
+  per-seed means (demo_seeds.across_seeds of `seed_rows`)."""
+  per_seed = {str(k): seed_rows(r, reps) for k, r in results.items()}
+  rows = demo_seeds.across_seeds(per_seed, reps=reps)
+  seeds = list(per_seed)
+  lines = [f"| policy | mean over seeds | SD over seeds | range | 95% CI over seeds | per-seed "
+           f"means (seeds {seeds[0]}-{seeds[-1]}) |", "| --- | --- | --- | --- | --- | --- |"]
+  for r in rows:
+    ci = f"({r['ci_low']:.2f}, {r['ci_high']:.2f})" if "ci_low" in r else "-"
+    lines.append(f"| {r['policy']} | {r['mean']:.2f} | {r['sd']:.2f} | [{r['min']:.2f}, "
+                 f"{r['max']:.2f}] | {ci} | "
+                 + ", ".join(f"{float(x['mean']):.1f}" for x in r["seed_rows"]) + " |")
+  return "\n".join(lines) + "\n"

@@ -131,11 +131,12 @@ def resolve_config(cfg: OnlineConfig, log: Callable[[str], None] = print
     offline_agent = {"ccvl_bounds": "ccvl", "fixed_ccvl": "ccvl"}.get(offline_agent,
                                                                       offline_agent)
     if offline_agent != cfg.offline_agent:
-      raise ValueError(f"--offline_dir {cfg.offline_dir} holds a {offline_agent} run, not "
-                       f"--agent={cfg.agent} (which starts from a {cfg.offline_agent} run)")
+      raise ValueError(f"--offline_dir {cfg.offline_dir} holds a {offline_agent} run "
+                       f"({summary_path} 'agent'), not --agent={cfg.agent} (which starts from "
+                       f"a {cfg.offline_agent} run)")
     if game.lower() != cfg.game.lower():
-      raise ValueError(f"--offline_dir {cfg.offline_dir} was trained on {game!r}, not "
-                       f"--game={cfg.game!r}")
+      raise ValueError(f"--offline_dir {cfg.offline_dir} was trained on {game!r} "
+                       f"({summary_path} 'game'), not --game={cfg.game!r}")
     if (game.lower() == GRIDWORLD and cfg.offline_agent == "ccvl"
         and summary.get("counts") != "exact"):
       raise ValueError(
@@ -193,6 +194,68 @@ def _recorded_pairs(summary: Dict, fingerprint: Dict):
   return out
 
 
+# Keys only train_offline.py's summary.json has (compare.py's units write a flat 'config').
+_TRAIN_OFFLINE_ONLY = ("settings", "learner_settings", "exported_policies")
+
+
+def _is_train_offline(summary: Dict) -> bool:
+  return any(k in summary for k in _TRAIN_OFFLINE_ONLY)
+
+
+def _check_fields(summary: Dict, path: str) -> None:
+  """The fields fine-tuning takes from an offline run's summary.json, each present (where the
+  run's layout and agent write it) and of its type and range; a ValueError naming `path` and
+  the key: a missing field is never filled in by a default."""
+  def get(keys):
+    node = summary
+    for k in keys:
+      if not isinstance(node, dict) or k not in node:
+        return _MISSING
+      node = node[k]
+    return node
+
+  def need(keys, ok, what, required=True):
+    value, where = get(keys), " ".join(repr(k) for k in keys)
+    if value is _MISSING:
+      if required:
+        raise ValueError(f"{path} has no {where} ({what}): rerun the offline run to write it "
+                         f"again; fine-tuning fills in no default")
+      return
+    if not ok(value):
+      raise ValueError(f"{path} records {where} = {value!r}, which is not {what}")
+
+  number = lambda lo, strict: (lambda v: _is_number(v) and math.isfinite(v) and (  # noqa
+      v > lo if strict else v >= lo))
+  need(("game",), lambda v: isinstance(v, str) and bool(v), "the game's name, a string")
+  need(("agent",), lambda v: isinstance(v, str) and bool(v), "the offline agent's name",
+       required=_is_train_offline(summary))
+  need(("num_transitions",), number(0, True), "a finite number > 0 (|D| of the offline data)",
+       required=str(summary.get("game", "")).lower() != GRIDWORLD)
+  agent = str(summary.get("agent", "")).lower()
+  need(("belief_temperature",), lambda v: number(0, True)(v) and v <= MAX_TEMPERATURE,
+       f"a number in (0, {MAX_TEMPERATURE:g}] (the belief temperature set from the offline "
+       f"data: twice the smallest held-out mean squared Bellman error)",
+       required=_is_train_offline(summary) and agent in ("ccvl", "fixed_ccvl"))
+  if not _is_train_offline(summary):
+    return
+  need(("settings",), lambda v: isinstance(v, dict), "a JSON object (the training settings in "
+       "force)")
+  need(("settings", "alpha"), number(0, False), "a finite number >= 0 (alpha of the offline "
+       "run)", required=agent in ("ccvl", "fixed_ccvl", "cql"))
+  need(("config",), lambda v: isinstance(v, dict), "a JSON object (the run's settings)")
+  need(("config", "ccvl_options"), lambda v: isinstance(v, dict),
+       "a JSON object (the CCVL options given)")
+  for key in ("num_deltas", "num_pairs"):
+    need(("config", key), lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+         "an integer >= 1", required=agent in ("ccvl", "fixed_ccvl"))
+
+
+_MISSING = object()
+# The largest belief temperature a summary may record: twice a mean squared Bellman error of
+# clipped rewards (|r| <= 1, so |Q| <= 1 / (1 - gamma) = 100 at gamma 0.99) is below 1e5.
+MAX_TEMPERATURE = 1e6
+
+
 def _has_checkpoint(ckpt_dir: str) -> bool:
   return os.path.isdir(ckpt_dir) and (
       tf.train.latest_checkpoint(ckpt_dir) is not None
@@ -218,16 +281,7 @@ def offline_record(offline_dir: str) -> Dict[str, object]:
           f"--root_dir={offline_dir} and the run's flags to finish it")
     return {}
   summary = _read_summary(path)
-  if "game" not in summary:
-    raise ValueError(f"{path} has no 'game': the game the checkpoint was trained on cannot "
-                     f"be checked against --game; rerun the offline run to write it again")
-  for key in ("num_transitions", "belief_temperature"):
-    value = summary.get(key)
-    if value is not None and not (_is_number(value) and math.isfinite(value) and value > 0):
-      what = ("|D| of the offline data" if key == "num_transitions"
-              else "the belief temperature set from the offline data")
-      raise ValueError(f"{path} records {key!r} = {value!r}, which is not a finite number > 0 "
-                       f"({what})")
+  _check_fields(summary, path)
   fp_path = os.path.join(ckpt_dir, training.FINGERPRINT)
   if not os.path.exists(fp_path):
     return summary

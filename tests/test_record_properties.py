@@ -1,0 +1,110 @@
+"""A property-based net over the records the binaries read: each field of an offline run's
+summary.json (what fine-tuning starts from) and of the checkpoints' fingerprint.json removed,
+retyped or set to a non-finite, negative, huge or foreign value is either refused in one line
+naming the file, or leaves the result the same -- never a changed result without a word.
+Seeded (derandomized) and bounded, so the same examples run every time."""
+import copy
+import json
+import math
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from ccvl_tf.experiments.online import config as online_config
+from ccvl_tf.experiments.online import start as online_start
+from ccvl_tf.runtime import training
+
+# A train_offline.py CCVL run's summary.json (the keys fine-tuning reads) and the fingerprint
+# its checkpoints were stored with.
+SUMMARY = {"game": "Breakout", "agent": "ccvl", "num_transitions": 49999,
+           "belief_temperature": 0.0227, "settings": {"alpha": 3.0, "learning_rate": 0.001},
+           "config": {"ccvl_options": {"delta_head": "cosine_monotone"}, "num_deltas": 8,
+                      "num_pairs": 2},
+           "learner_settings": {"delta_head": "cosine_monotone"},
+           "exported_policies": {"policy": "policy"}}
+FINGERPRINT = {"game": "Breakout", "agent": "ccvl", "num_transitions": 49999, "alpha": 3.0,
+               "ccvl_options": {"delta_head": "cosine_monotone"}, "num_deltas": 8,
+               "num_pairs": 2, "seed": 0}
+VALUES = [None, "x", "Atlantis", [], {}, True, float("nan"), float("inf"), -float("inf"), -1,
+          0, 1e300]  # removed, retyped, non-finite, negative or zero, huge, foreign
+
+
+def _paths(d, prefix=()):
+  out = []
+  for k, v in d.items():
+    out.append(prefix + (k,))
+    if isinstance(v, dict):
+      out += _paths(v, prefix + (k,))
+  return out
+
+
+def _mutate(record, path, value, remove):
+  out = copy.deepcopy(record)
+  node = out
+  for k in path[:-1]:
+    node = node[k]
+  if remove:
+    del node[path[-1]]
+  else:
+    node[path[-1]] = value
+  return out
+
+
+def _write(root, summary, fingerprint):
+  ckpt = root / "checkpoints"
+  ckpt.mkdir(parents=True, exist_ok=True)
+  (ckpt / "ckpt-10.index").write_bytes(b"")
+  (ckpt / training.STATE_FILE).write_text('model_checkpoint_path: "ckpt-10"\n')
+  # json.dumps writes NaN / Infinity as the lenient JSON a hand edit may leave.
+  (ckpt / training.FINGERPRINT).write_text(json.dumps(fingerprint))
+  (root / "summary.json").write_text(json.dumps(summary))
+
+
+def _outcome(root):
+  """What fine-tuning takes from the offline run: the learner's offline settings, the
+  exploration belief's temperature, alpha and |D|."""
+  cfg = online_config.OnlineConfig(game="Breakout", offline_dir=str(root),
+                                   root_dir=str(root) + "_online")
+  cfg, summary = online_start.resolve_config(cfg, log=lambda s: None)
+  alpha, size = online_start.alpha_and_dataset_size(summary, cfg)
+  return (json.dumps(cfg.offline_settings, sort_keys=True, default=str),
+          cfg.exploration.belief_temperature, alpha, size)
+
+
+def _same(a, b):
+  return all((x == y) or (isinstance(x, float) and isinstance(y, float)
+                          and math.isnan(x) and math.isnan(y)) for x, y in zip(a, b))
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory):
+  root = tmp_path_factory.mktemp("base") / "off"
+  root.mkdir()
+  _write(root, SUMMARY, FINGERPRINT)
+  return _outcome(root)
+
+
+@settings(max_examples=120, derandomize=True, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(which=st.sampled_from(["summary", "fingerprint"]), data=st.data())
+def test_every_field_is_refused_naming_the_file_or_changes_nothing(tmp_path_factory, baseline,
+                                                                   which, data):
+  record = SUMMARY if which == "summary" else FINGERPRINT
+  path = data.draw(st.sampled_from(_paths(record)), label="field")
+  remove = data.draw(st.booleans(), label="remove")
+  value = None if remove else data.draw(st.sampled_from(VALUES), label="value")
+  changed = _mutate(record, path, value, remove)
+  root = tmp_path_factory.mktemp("case") / "off"
+  root.mkdir()
+  _write(root, changed if which == "summary" else SUMMARY,
+         changed if which == "fingerprint" else FINGERPRINT)
+  try:
+    got = _outcome(root)
+  except ValueError as e:
+    msg = str(e)
+    assert "\n" not in msg, msg
+    named = (f"{root}/summary.json", f"{root}/checkpoints/fingerprint.json")
+    assert any(n in msg for n in named), (which, path, value, remove, msg)
+    return
+  assert _same(got, baseline), (which, path, value, remove, got, baseline)

@@ -108,3 +108,47 @@ def test_every_field_is_refused_naming_the_file_or_changes_nothing(tmp_path_fact
     assert any(n in msg for n in named), (which, path, value, remove, msg)
     return
   assert _same(got, baseline), (which, path, value, remove, got, baseline)
+
+
+# ------------------------------------------------------------------ ccvl_dataset.json
+
+TESTDATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "testdata", "dqn_replay", "Breakout", "1", "replay_logs")
+BREAKOUT = dict(game="Breakout", action_set=[0, 1, 3, 4], observation_shape=(84, 84, 4))
+
+
+def _load(replay_dir):
+  """What a run reads from a replay directory: its record checked against Breakout's
+  (dataset_record.check), then the frame store (every array of it)."""
+  from ccvl_tf.data import dataset_record
+  from ccvl_tf.data import frame_store
+  dataset_record.check(replay_dir, **BREAKOUT)
+  store = frame_store.FrameStore.from_replay(replay_dir, "all", num_actions=4)
+  return {k: v.tobytes() for k, v in store.arrays().items()}
+
+
+@pytest.fixture(scope="module")
+def dataset_baseline():
+  return json.load(open(os.path.join(TESTDATA, "ccvl_dataset.json"))), _load(TESTDATA)
+
+
+@settings(max_examples=80, derandomize=True, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_every_dataset_record_field_is_refused_naming_the_file_or_changes_nothing(
+    tmp_path_factory, dataset_baseline, data):
+  import shutil
+  record, baseline = dataset_baseline
+  path = data.draw(st.sampled_from(_paths(record)), label="field")
+  remove = data.draw(st.booleans(), label="remove")
+  value = None if remove else data.draw(st.sampled_from(VALUES), label="value")
+  d = tmp_path_factory.mktemp("data") / "replay_logs"
+  shutil.copytree(TESTDATA, d)
+  (d / "ccvl_dataset.json").write_text(json.dumps(_mutate(record, path, value, remove)))
+  try:
+    got = _load(str(d))
+  except ValueError as e:  # DatasetError is a ValueError
+    msg = str(e)
+    assert str(d / "ccvl_dataset.json") in msg, (path, value, remove, msg)
+    return
+  assert got == baseline, (path, value, remove)

@@ -198,10 +198,51 @@ def _subset_entry(entry, where: str) -> tuple:
   return (entry[0], entry[1]) + tuple(entry[2:])
 
 
+def _is_int(v, lo: int) -> bool:
+  return isinstance(v, int) and not isinstance(v, bool) and v >= lo
+
+
+def _is_int_list(v, lo: int) -> bool:
+  return isinstance(v, list) and all(_is_int(x, lo) for x in v)
+
+
+# The fields of a ccvl_dataset.json a reader acts on, each with what it must be (a field that
+# is absent keeps the reader's default: the DQN Replay Dataset's format).
+RECORD_FIELDS = {
+    "format": (lambda v: isinstance(v, str), "a string"),
+    "suite": (lambda v: isinstance(v, str) and bool(v), "a non-empty string"),
+    "game": (lambda v: isinstance(v, str) and bool(v), "a non-empty string"),
+    "num_actions": (lambda v: _is_int(v, 1), "an integer >= 1"),
+    "action_set": (lambda v: _is_int_list(v, 0) and len(v) >= 1,
+                   "a non-empty list of action ids (integers >= 0)"),
+    "replay_capacity": (lambda v: _is_int(v, 1), "an integer >= 1"),
+    "steps": (lambda v: _is_int(v, 0), "an integer >= 0"),
+    "suffixes": (lambda v: _is_int_list(v, 0) and len(v) >= 1,
+                 "a non-empty list of checkpoint suffixes (integers >= 0)"),
+    "stack_size": (lambda v: _is_int(v, 1), "an integer >= 1"),
+    "observation_shape": (lambda v: _is_int_list(v, 1) and len(v) in (2, 3),
+                          "[H, W] or [H, W, C], integers >= 1"),
+    "reward_clipping": (lambda v: isinstance(v, bool), "true or false"),
+}
+
+
+def check_record_fields(meta: dict, path: str) -> None:
+  """DatasetError naming ``path`` and the key for a field of RECORD_FIELDS of the read
+  ``ccvl_dataset.json`` ``meta`` that is not what it must be."""
+  for key, (ok, what) in RECORD_FIELDS.items():
+    if key in meta and not ok(meta[key]):
+      raise DatasetError("{}: {!r} must be {}, got {!r}".format(path, key, what, meta[key]))
+
+
 def format_from_metadata(meta: Optional[dict], path: str) -> dict:
   """:func:`dataset_format` of a ``ccvl_dataset.json`` already read (``meta``; None or
-  empty: the DQN Replay Dataset's), ``path`` naming it in errors."""
+  empty: the DQN Replay Dataset's), ``path`` naming it in errors (every field a reader acts
+  on checked first: :func:`check_record_fields`)."""
   meta = meta or {}
+  if not isinstance(meta, dict):
+    raise DatasetError("{} must hold a JSON object (the dataset's record), got {}".format(
+        path, type(meta).__name__))
+  check_record_fields(meta, path)
   try:
     k = int(meta.get("stack_size", STACK_SIZE))
     shape = tuple(int(d) for d in meta.get("observation_shape", (84, 84)))

@@ -130,3 +130,34 @@ def test_two_seeds_end_to_end(tmp_path):
   assert "CCVL (adaptive) > Fixed-CCVL in" in table
   r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
   assert r.returncode == 0 and r.stdout.count("done (skipped)") == 2, r.stdout[-2000:]
+  # A rerun with another alpha would report the finished seeds' results as alpha 5's: refused
+  # before anything is written (config.json keeps the flags the seeds ran with); an explicit
+  # default (--reading=paper) is no change.
+  config_before = (out / "config.json").read_text()
+  other = subprocess.run(cmd + ["--alpha=5"], capture_output=True, text=True, env=env, cwd=ROOT,
+                         timeout=600)
+  assert other.returncode != 0
+  assert other.stderr.strip().splitlines()[-1].startswith(
+      f"demo_seeds.py: error: --output_dir {out} holds finished seeds run with other settings "
+      f"than these flags give, whose results would be reported as theirs: seed 0: alpha: None "
+      f"-> 5.0 | seed 1: alpha: None -> 5.0."), other.stderr[-2000:]
+  assert (out / "config.json").read_text() == config_before
+  same = subprocess.run(cmd + ["--reading=paper"], capture_output=True, text=True, env=env,
+                        cwd=ROOT, timeout=600)
+  assert same.returncode == 0 and same.stdout.count("done (skipped)") == 2, same.stderr[-2000:]
+
+
+def test_changed_settings_compare_the_settings_in_force():
+  from ccvl_tf.experiments.offline import config as offline_config
+  base = ["--game=Breakout", "--root_dir=/tmp/r", "--seed=1"]
+  saved = json.loads(json.dumps(offline_config.record(offline_config.config_from_args(base))))
+  now = lambda *a: offline_config.config_from_args(base + list(a))  # noqa: E731
+  assert offline_config.changed_settings(saved, now("--reading=paper")) == []
+  assert offline_config.changed_settings(saved, now("--reading=bonus")) == [
+      "ccvl_options: {} -> {'reading': 'bonus'}"]
+  assert offline_config.changed_settings(saved, now("--eval_episodes=30", "--alpha=2")) == [
+      "alpha: None -> 2.0", "eval_episodes: 10 -> 30"]
+  # Where the run writes and how many threads it used do not change its results' meaning.
+  assert offline_config.changed_settings(
+      saved, offline_config.config_from_args(["--game=Breakout", "--root_dir=/tmp/other",
+                                              "--seed=1", "--tf_threads=1"])) == []

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, Mapping, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import keras
 import numpy as np
+from absl import flags as absl_flags
 
 from ccvl_tf.runtime import config_flags, run_settings, training
 from ccvl_tf.algorithm import networks
@@ -260,6 +261,47 @@ def record(cfg: OfflineConfig) -> Dict[str, object]:
     elif name not in agent_options.CCVL_OPTIONS:
       out[name] = given.get(name)
   out["ccvl_options"] = options
+  return out
+
+
+def config_from_args(args: Sequence[str]) -> OfflineConfig:
+  """The OfflineConfig train_offline.py makes of the command-line flags `args` (parsed on a
+  flag set of their own, not the process's): what another process's run was given."""
+  fv = absl_flags.FlagValues()
+  config_flags.define(OfflineConfig, flag_values=fv)
+  agent_options.define_flags(AGENT_FLAGS, flag_values=fv, default_notes=AGENT_FLAG_NOTES)
+  try:
+    fv(["train_offline.py", *args])
+  except absl_flags.Error as e:
+    raise ValueError(str(e)) from None
+  return config_flags.from_flags(OfflineConfig, flag_values=fv,
+                                 agent_values=agent_options.from_flags(AGENT_FLAGS, fv))
+
+
+# Record fields a run of other flags may differ in and still be the same run's results.
+_NOT_COMPARED = ("root_dir", "allow_config_change", "tf_threads", "deterministic",
+                 "log_interval", "summary_interval", "checkpoint_interval")
+
+
+def changed_settings(saved: Mapping[str, object], cfg: OfflineConfig) -> List[str]:
+  """'name: recorded -> now' for each setting of the record `saved` (a finished run's
+  summary.json 'config') that the run config `cfg` would set otherwise: the CCVL options that
+  change what is learned (effective_ccvl_options: an explicit default is no change) and every
+  other recorded field but those of _NOT_COMPARED."""
+  now = record(cfg)
+  out = []
+  for key in sorted(set(saved) | set(now)):
+    if key in _NOT_COMPARED:
+      continue
+    a, b = saved.get(key), now.get(key)
+    if key == "ccvl_options":
+      a, b = effective_ccvl_options(a or {}), effective_ccvl_options(b or {})
+    if isinstance(a, tuple):
+      a = list(a)
+    if isinstance(b, tuple):
+      b = list(b)
+    if a != b:
+      out.append(f"{key}: {a!r} -> {b!r}")
   return out
 
 

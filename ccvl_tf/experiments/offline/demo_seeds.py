@@ -116,11 +116,34 @@ def run(cfg: DemoSeedsConfig, train_flags: Sequence[str] = (),
         log: Callable[[str], None] = print) -> Dict[str, object]:
   """Every seed's train_offline.py run in turn (finished ones skipped), then the table."""
   cfg.validate(train_flags)
+  dataset = os.path.join(seed_dir(cfg, cfg.seeds[0]), "default_dataset",
+                         atari.canonical_game(cfg.game))  # where train_offline.py collects it
+  args_of = {}
+  for i, seed in enumerate(cfg.seeds):
+    args = [f"--game={cfg.game}", f"--seed={int(seed)}", f"--root_dir={seed_dir(cfg, seed)}",
+            f"--eval_seed={int(cfg.seeds[0])}"]
+    args_of[seed] = args + ([f"--dataset_dir={dataset}"] if i > 0 else [])
+  # A finished seed is reused only under the settings now in force (checked before anything
+  # is written, config.json included).
+  changed = []
+  for seed in cfg.seeds:
+    if _finished(seed_dir(cfg, seed)):
+      # Here: the run config (and TensorFlow under it) loads only when a seed is finished.
+      from ccvl_tf.experiments.offline import config as offline_config  # pylint: disable=g-import-not-at-top
+      with open(os.path.join(seed_dir(cfg, seed), "summary.json")) as f:
+        saved = json.load(f).get("config") or {}
+      now = offline_config.config_from_args(args_of[seed] + list(train_flags))
+      diffs = offline_config.changed_settings(saved, now)
+      if diffs:
+        changed.append(f"seed {seed}: " + "; ".join(diffs))
+  if changed:
+    raise ValueError(f"--output_dir {cfg.output_dir} holds finished seeds run with other "
+                     f"settings than these flags give, whose results would be reported as "
+                     f"theirs: " + " | ".join(changed) + ". Use another --output_dir, or give "
+                     f"the flags they were run with")
   os.makedirs(cfg.output_dir, exist_ok=True)
   with open(os.path.join(cfg.output_dir, "config.json"), "w") as f:
     strict_json.dump(dict(dataclasses.asdict(cfg), train_flags=list(train_flags)), f, indent=2)
-  dataset = os.path.join(seed_dir(cfg, cfg.seeds[0]), "default_dataset",
-                         atari.canonical_game(cfg.game))  # where train_offline.py collects it
   env = dict(os.environ, PYTHONUNBUFFERED="1")
   env["PYTHONPATH"] = _REPO_ROOT + os.pathsep + env.get("PYTHONPATH", "")
   for i, seed in enumerate(cfg.seeds):
@@ -128,10 +151,7 @@ def run(cfg: DemoSeedsConfig, train_flags: Sequence[str] = (),
     if _finished(root):
       log(f"[{i + 1}/{len(cfg.seeds)}] seed {seed}: done (skipped)")
       continue
-    args = [f"--game={cfg.game}", f"--seed={int(seed)}", f"--root_dir={root}",
-            f"--eval_seed={int(cfg.seeds[0])}"]
-    if i > 0:
-      args.append(f"--dataset_dir={dataset}")
+    args = args_of[seed]
     os.makedirs(root, exist_ok=True)
     log_path = os.path.join(root, "train_offline.log")
     log(f"[{i + 1}/{len(cfg.seeds)}] seed {seed}: train_offline.py {' '.join(args)} "

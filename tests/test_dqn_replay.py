@@ -451,6 +451,28 @@ def test_an_add_count_beyond_the_capacity_with_its_cursor_in_place_is_refused_by
     _store_size(d2)
 
 
+def test_without_the_record_a_count_past_the_written_slots_is_refused(tmp_path):
+  """The DQN Replay layout (no ccvl_dataset.json): add_count 1545 on the final suffix 2 (545
+  adds; its cursor and invalid_range in place). Before, the buffer read as full: 980
+  transitions where it holds 532, 448 of them the old transitions of suffix 1 left in the
+  slots past the cursor. Dopamine's count says those slots were written after suffix 1 was
+  logged; they hold exactly suffix 1's actions, rewards and flags, so they were not."""
+  d, path = _testdata_with(tmp_path, "add_count", 2, np.int64(1545))
+  os.remove(d / "ccvl_dataset.json")
+  with pytest.raises(DatasetError) as e:
+    _store_size(d)
+  assert str(e.value).startswith(
+      f"{path}: add_count 1545 says all 1000 slots were written, but slots [545, 1000) hold "
+      f"exactly the actions, rewards and terminal flags of suffix 1 ({d}): they were not written "
+      f"since that checkpoint"), str(e.value)
+  # The same directory with the true count reads as before, record or not.
+  d2, _ = _testdata_with(tmp_path / "b", "add_count", 2, np.int64(545))
+  os.remove(d2 / "ccvl_dataset.json")
+  assert _store_size(d2) == sum(TESTDATA_TRANSITIONS.values())
+  # A full buffer whose later slots were rewritten is read (suffix 1 after suffix 0).
+  assert _store_size(d2, subset="all") == 2489
+
+
 def test_an_add_count_of_zero_under_a_full_buffers_invalid_range_is_refused(tmp_path):
   """add_count 0 on suffix 1 (invalid_range still [998, 999, 0, 1, 2]): the cursor 0 is among
   those slots, so it passed, and the suffix read as empty: its 977 transitions dropped (1,512

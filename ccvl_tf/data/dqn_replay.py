@@ -349,6 +349,8 @@ def read_checkpoint(dir_info: DirInfo, suffix: int, *, max_rows: Optional[int] =
     replay_validity.check_logged_schedule(
         add_count, int(arrays["terminal"].shape[0]), suffix, writer_record, paths,
         os.path.join(replay_dir, METADATA_FILENAME), stack_size=dir_info.stack_size)
+  else:
+    _check_written_since_previous(dir_info, suffix, add_count, arrays, paths)
   k = dir_info.stack_size if stack_size is None else stack_size
   if num_actions is not None:
     _check_game(dir_info, num_actions)
@@ -365,6 +367,42 @@ def read_checkpoint(dir_info: DirInfo, suffix: int, *, max_rows: Optional[int] =
                           terminal=arrays["terminal"].astype(np.uint8),
                           add_count=add_count, invalid_range=inv, episode_end_indices=eei,
                           stack_size=dir_info.stack_size, slots=slots)
+
+
+# The fewest stale slots that count as evidence (fewer may coincide by chance, e.g. the one
+# slot a logged-full buffer's cursor leaves at C - 1).
+MIN_STALE_SLOTS = 16
+
+
+def _check_written_since_previous(dir_info: DirInfo, suffix: int, add_count: int,
+                                  arrays: Dict[str, np.ndarray], paths: Dict[str, str]) -> None:
+  """Without the writer's record, Dopamine's own bookkeeping is all there is: an ``add_count``
+  of at least the capacity says every slot was written, so the slots from the write cursor to
+  the end were written after the previous checkpoint was logged. A DatasetError names the file
+  when those slots (at least MIN_STALE_SLOTS of them) hold exactly the previous suffix's
+  actions, rewards and terminal flags: they were not written since (a final partial buffer
+  whose ``add_count`` was set past its cursor), and reading them would read old transitions
+  as this checkpoint's."""
+  cap = int(arrays["terminal"].shape[0])
+  cursor = int(add_count) % cap
+  if int(add_count) < cap or cap - cursor < MIN_STALE_SLOTS or suffix - 1 not in set(
+      dir_info.suffixes):
+    return
+  prev = {a: checkpoint_path(dir_info.replay_dir, STORE_PREFIX + a, suffix - 1)
+          for a in ("action", "reward", "terminal")}
+  if any(os.path.basename(p) not in dir_info.names for p in prev.values()):
+    return
+  for a, path in prev.items():
+    old = replay_files.read_array(path)[0]
+    if old.shape != arrays[a].shape or not np.array_equal(old[cursor:], arrays[a][cursor:]):
+      return
+  raise DatasetError(
+      "{}: add_count {} says all {} slots were written, but slots [{}, {}) hold exactly the "
+      "actions, rewards and terminal flags of suffix {} ({}): they were not written since that "
+      "checkpoint, so the count is past what this suffix holds (a final buffer's count is its "
+      "write cursor, below {}). The file is damaged; restore it".format(
+          paths["add_count"], int(add_count), cap, cursor, cap, suffix - 1,
+          os.path.dirname(prev["action"]), cap))
 
 
 def _clipped_rewards(meta: Optional[dict]) -> bool:

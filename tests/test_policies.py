@@ -9,6 +9,8 @@ so every expected number below is worked out by hand in the comments.
 """
 import ccvl_tf  # noqa: F401  (TF_USE_LEGACY_KERAS before TensorFlow)
 
+import re
+
 import keras
 import numpy as np
 import pytest
@@ -365,3 +367,28 @@ def test_resample_per_episode_holds_delta_within_episode():
   assert d_held[0] == d_step[0]
   with pytest.raises(ValueError, match="resample"):
     policies.ConfidenceAdaptivePolicy(tss, aspec, model, resample="never")
+
+
+@pytest.mark.parametrize("key,value,named", [
+    ("log_belief", [[float("nan"), 0.0, 0.0, 0.0]], "the policy state's 'log_belief' must be a "
+                                                    "log-belief over the 4 grid deltas"),
+    ("log_belief", [[-np.inf] * 4], "the policy state's 'log_belief' must be"),
+    ("prev_action", [7], "the policy state's 'prev_action' must be an action of the action spec "
+                         "(3 actions from its minimum)"),
+    ("prev_action", [-1], "the policy state's 'prev_action' must be"),
+    ("delta_index", [4], "the policy state's 'delta_index' must index the 4 grid deltas, in "
+                         "[0, 4)"),
+])
+def test_a_state_no_step_can_produce_is_refused_naming_its_key(key, value, named):
+  """Before: a NaN belief was blamed on the rewards; an out-of-range previous action or delta
+  index, or an all -inf belief, ended in a bare TensorFlow index error."""
+  tss, aspec = specs(2, 3)
+  policy = policies.ConfidenceAdaptivePolicy(tss, aspec, linear_q_model(W3, C3),
+                                             num_grid_deltas=4)
+  step = policy.action(first([[0.3, 0.1]]), policy.get_initial_state(1))
+  state = dict(step.state)
+  state[key] = tf.constant(value, state[key].dtype)
+  with pytest.raises(tf.errors.InvalidArgumentError, match=re.escape(named)):
+    policy.action(mid([[0.2, 0.6]], [0.4]), state)
+  # The state the policy made itself goes on.
+  policy.action(mid([[0.2, 0.6]], [0.4]), step.state)

@@ -348,7 +348,36 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
     state[RNG] = tf.tile(tf.constant([[self._seed, 0]], tf.int64), [batch_size, 1])  # [B, 2]
     return state
 
+  def _check_state(self, policy_state):
+    """Assertions that name the policy state's key for a state no step of this policy can
+    have produced (a hand-made or edited state): a NaN or all -inf belief row, a previous
+    action outside the action spec, a delta index outside the grid. Returns the state."""
+    k = self._num_grid_deltas
+    log_b = policy_state[LOG_BELIEF]  # [B, K]
+    prev = self._action_to_index(policy_state[PREV_ACTION])  # [B]
+    index = tf.cast(policy_state[DELTA_INDEX], tf.int32)  # [B]
+    checks = [
+        tf.debugging.Assert(
+            tf.logical_and(tf.logical_not(tf.reduce_any(tf.math.is_nan(log_b))),
+                           tf.reduce_all(tf.reduce_any(log_b > -np.inf, axis=-1))),
+            [f"the policy state's '{LOG_BELIEF}' must be a log-belief over the {k} grid deltas "
+             f"(no NaN, at least one entry above -inf per row; get_initial_state() gives the "
+             f"uniform one); got", log_b], summarize=16),
+        tf.debugging.Assert(
+            tf.reduce_all(tf.logical_and(prev >= 0, prev < self._num_actions)),
+            [f"the policy state's '{PREV_ACTION}' must be an action of the action spec "
+             f"({self._num_actions} actions from its minimum); got", policy_state[PREV_ACTION]],
+            summarize=16),
+        tf.debugging.Assert(
+            tf.reduce_all(tf.logical_and(index >= 0, index < k)),
+            [f"the policy state's '{DELTA_INDEX}' must index the {k} grid deltas, in [0, {k}); "
+             f"got", policy_state[DELTA_INDEX]], summarize=16),
+    ]
+    with tf.control_dependencies(checks):
+      return {key: tf.identity(v) for key, v in policy_state.items()}
+
   def _distribution(self, time_step, policy_state):
+    policy_state = self._check_state(policy_state)
     observation = time_step.observation  # [B, *obs]
     batch = tf.shape(observation)[0]
     grid = tf.constant(self._grid, tf.float32)  # [K]

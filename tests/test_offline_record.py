@@ -115,8 +115,8 @@ def test_a_summary_that_disagrees_with_its_checkpoints_record_is_refused(tmp_pat
 def test_an_unreadable_checkpoint_record_is_named(tmp_path):
   off = _run_dir(tmp_path, fingerprint=None)
   (off / "checkpoints" / "fingerprint.json").write_text('{"game": ')
-  with pytest.raises(ValueError, match=r"fingerprint.json cannot be read as the checkpoints' "
-                     r"record"):
+  with pytest.raises(ValueError, match=r"fingerprint.json \(what the checkpoints beside it "
+                     r"were trained with\) cannot be read"):
     online_start.offline_record(str(off))
 
 

@@ -267,6 +267,22 @@ def _moved(stored, current) -> bool:
 _REMEDY = "Use another --root_dir, or pass --allow_config_change to resume anyway."
 
 
+def read_fingerprint(path: str) -> Dict[str, object]:
+  """The fingerprint.json at `path`; FingerprintMismatch naming it when it cannot be read as a
+  JSON object (cut short or edited)."""
+  try:
+    with open(path) as f:
+      stored = json.load(f)
+    if not isinstance(stored, dict):
+      raise ValueError(f"a JSON object, got {type(stored).__name__}")
+  except (OSError, UnicodeDecodeError, ValueError) as e:
+    raise FingerprintMismatch(
+        f"{path} (what the checkpoints beside it were trained with) cannot be read ({e}): it "
+        f"was cut short or edited, so the checkpoints cannot be checked against this run's "
+        f"settings. Restore it, or use another --root_dir") from None
+  return stored
+
+
 def check_fingerprint(checkpoint_dir: str, fingerprint: Optional[Mapping[str, object]],
                       allow_change: bool = False, log=print, remedy: str = _REMEDY,
                       normalize: Optional[Callable[[Dict], Dict]] = None,
@@ -288,16 +304,7 @@ def check_fingerprint(checkpoint_dir: str, fingerprint: Optional[Mapping[str, ob
   if not os.path.exists(path):
     _write_json_atomic(path, fingerprint)
     return
-  try:
-    with open(path) as f:
-      stored = json.load(f)
-    if not isinstance(stored, dict):
-      raise ValueError(f"a JSON object, got {type(stored).__name__}")
-  except (OSError, UnicodeDecodeError, ValueError) as e:
-    raise FingerprintMismatch(
-        f"{path} (what the checkpoints beside it were trained with) cannot be read ({e}): it "
-        f"was cut short or edited, so the checkpoints cannot be checked against this run's "
-        f"settings. Restore it, or use another --root_dir") from None
+  stored = read_fingerprint(path)
   moved = {k: (stored[k]["path"], fingerprint[k]["path"])
            for k in sorted(set(stored) & set(fingerprint)) if _moved(stored[k], fingerprint[k])}
   if moved:

@@ -285,14 +285,7 @@ def offline_record(offline_dir: str) -> Dict[str, object]:
   fp_path = os.path.join(ckpt_dir, training.FINGERPRINT)
   if not os.path.exists(fp_path):
     return summary
-  try:
-    with open(fp_path) as f:
-      fingerprint = json.load(f)
-    if not isinstance(fingerprint, dict):
-      raise ValueError(f"a JSON object, got {type(fingerprint).__name__}")
-  except (OSError, UnicodeDecodeError, ValueError) as e:
-    raise ValueError(f"{fp_path} cannot be read as the checkpoints' record ({e}); restore it "
-                     f"or rerun the offline run in a fresh --root_dir") from None
+  fingerprint = training.read_fingerprint(fp_path)
   for where, value, fp_key, fp_value in _recorded_pairs(summary, fingerprint):
     if value is None or fp_value is None:
       continue

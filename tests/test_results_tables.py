@@ -238,6 +238,20 @@ def test_the_full_fig1_printout_recomputes_from_its_rows():
   assert all(stats[m][a]["n"] == 10 for m in stats for a in ("0.1", "0.2", "0.5"))
 
 
+def test_the_bonus_logsumexp_cis_on_fig1_recompute_from_the_printouts_rows():
+  """docs/results/gridworld.md's two tables of the reading bonus+logsumexp on fig1: the means
+  with their bootstrap CIs and the paired differences with CQL, from the full printout's
+  committed rows (fig1_report.sweep_table, paired_table)."""
+  from ccvl_tf.experiments.gridworld import fig1_report
+  rows = [r for r in fig1_report.read_rows(_doc("gridworld_fig1_full_alpha_sweep.csv"))
+          if r["method"] in ("CQL", "Fixed-CCVL", "CCVL")
+          and r["reading"] in ("", "bonus+logsumexp")]
+  page = open(_doc("results", "gridworld.md"), encoding="utf-8").read()
+  for lines in (fig1_report.sweep_table(rows, [], [], ["bonus+logsumexp"]),
+                fig1_report.paired_table(rows, "bonus+logsumexp")):
+    assert "```\n" + "\n".join(lines) + "\n```" in page
+
+
 def test_results_index_gridworld_cis_are_the_rows_bootstrap():
   """The CIs the results index quotes beside the gridworld table: the 95% bootstrap CI of the
   mean over the 10 seeds (score_stats.aggregate_scores, as every table's CI)."""

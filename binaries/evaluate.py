@@ -22,6 +22,7 @@ from ccvl_tf.runtime import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 from ccvl_tf.runtime import config_flags
 from ccvl_tf.experiments import score_export
+from ccvl_tf.runtime import writes
 
 config_flags.define(score_export.EvaluateConfig)  # the `setting` fields of EvaluateConfig
 flags.mark_flags_as_required(["policy_dir", "game", "output_dir"])
@@ -32,7 +33,7 @@ def main(argv):
   cfg = config_flags.from_flags(score_export.EvaluateConfig)
   try:
     summary = score_export.run(cfg)
-  except (ValueError, FileNotFoundError) as e:
+  except (ValueError, FileNotFoundError, writes.WriteFailed) as e:
     sys.exit(f"evaluate.py: error: {e}")
   if "normalized_iqm" in summary:
     ci = summary["normalized_iqm_ci95"]

@@ -64,3 +64,14 @@ def test_scaleout_refuses_zero_actors(tmp_path):
                                        output_dir=str(tmp_path / "out"), actors=(1, 0))
   with pytest.raises(ValueError, match=r"--actors must list actor counts >= 1 .* got 1,0"):
     cfg.validate()
+
+
+def test_a_file_as_the_checkpoint_directory_is_refused_naming_it(tmp_path):
+  """Before: reverb_server.py --checkpoint_dir=<a file> ended in a FileExistsError
+  traceback."""
+  a_file = tmp_path / "ckpt"
+  a_file.write_text("x")
+  with pytest.raises(ValueError, match=rf"^the Reverb checkpoint directory {a_file} is a file, "
+                     r"not a directory"):
+    reverb_replay.start_server([], 0, str(a_file))
+  assert a_file.read_text() == "x"

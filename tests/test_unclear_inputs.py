@@ -76,3 +76,31 @@ def test_benchmark_counts_below_one_are_refused_naming_the_flag(name):
   with pytest.raises(ValueError, match=f"--{name}"):
     config_flags.check(BenchmarkConfig(output="o.json", **{name: -1}), prefix="--")
   config_flags.check(BenchmarkConfig(output="o.json", **{name: 1}), prefix="--")
+
+
+def test_a_failed_output_write_names_the_file_and_leaves_no_partial_file(tmp_path, monkeypatch):
+  """Before: evaluate.py on a full disk ended in an ENOSPC traceback and left a 0-byte
+  returns.csv. The writes of evaluate.py's files (reporting.write_*_csv, its summary.json) go
+  through writes.write_atomic: one WriteFailed naming the file, nothing partial left."""
+  import errno
+  from ccvl_tf.evaluation import reporting
+  from ccvl_tf.evaluation import rollouts
+  from ccvl_tf.runtime import writes
+  records = [rollouts.EpisodeRecord(run=0, episode=0, return_=1.0, raw_score=2.0, length=3,
+                                    deltas=[0.5], map_delta=0.5, log_belief=None)]
+  path = tmp_path / "returns.csv"
+  path.write_text("old\n")
+  real_replace = os.replace
+
+  def full_disk(src, dst):
+    raise OSError(errno.ENOSPC, "No space left on device")
+  monkeypatch.setattr(os, "replace", full_disk)
+  with pytest.raises(writes.WriteFailed) as e:
+    reporting.write_returns_csv(str(path), records, [0.5])
+  assert str(e.value) == (f"could not write {path}: No space left on device; no partial file "
+                          f"was left: free space (or make the path writable) and rerun the same "
+                          f"command")
+  monkeypatch.setattr(os, "replace", real_replace)
+  assert os.listdir(tmp_path) == ["returns.csv"] and path.read_text() == "old\n"
+  reporting.write_returns_csv(str(path), records, [0.5])
+  assert path.read_text().splitlines()[1] == "0,0,3,1,2,0.5"

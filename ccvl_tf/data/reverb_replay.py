@@ -175,6 +175,10 @@ def start_server(tables, port: int = 0, checkpoint_dir: Optional[str] = None):
     port = portpicker.pick_unused_port()
   checkpointer = None
   if checkpoint_dir:
+    if os.path.exists(checkpoint_dir) and not os.path.isdir(checkpoint_dir):
+      raise ValueError(f"the Reverb checkpoint directory {checkpoint_dir} is a file, not a "
+                       f"directory; give a directory (the server loads its latest complete "
+                       f"checkpoint from there)")
     os.makedirs(checkpoint_dir, exist_ok=True)
     checkpointer = reverb.checkpointers.DefaultCheckpointer(path=checkpoint_dir)
   try:

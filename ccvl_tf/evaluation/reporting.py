@@ -20,6 +20,7 @@ import numpy as np
 
 from ccvl_tf.evaluation import rollouts, score_stats
 from ccvl_tf.evaluation import scores
+from ccvl_tf.runtime import writes
 
 RESULTS_COLUMNS = ("method", "dataset", "game", "seed", "score")
 
@@ -154,35 +155,38 @@ def render_per_game_table(rows: Sequence[dict], dataset: str,
 def write_results_csv(path: str, rows: Sequence[dict]) -> None:
   """A results CSV (RESULTS_COLUMNS, the score to 6 significant digits): what read_results_csv
   reads back."""
-  with open(path, "w", newline="") as f:
+  def write(f):
     w = csv.writer(f)
     w.writerow(RESULTS_COLUMNS)
     for r in rows:
       w.writerow([r["method"], r["dataset"], r["game"], r["seed"], f"{r['score']:.6g}"])
+  writes.write_atomic(path, write, newline="")
 
 
 # ------------------------------------------------------------------------------ evaluate.py's files
 def write_returns_csv(path: str, records: Sequence[rollouts.EpisodeRecord],
                       normalized) -> None:
   """returns.csv: per episode its run, index, length, return, raw and normalized score."""
-  with open(path, "w", newline="") as f:
+  def write(f):
     w = csv.writer(f)
     w.writerow(["run", "episode", "length", "return", "raw_score", "normalized_score"])
     for rec, n in zip(records, normalized):
       w.writerow([rec.run, rec.episode, rec.length, f"{rec.return_:.6g}",
                   f"{rec.raw_score:.6g}", f"{float(n):.6g}"])
+  writes.write_atomic(path, write, newline="")
 
 
 def write_delta_csv(path: str, records: Sequence[rollouts.EpisodeRecord]) -> None:
   """delta.csv: per episode the mean / first / last delta acted under and the belief's argmax
   at its end (nan for a policy without deltas)."""
-  with open(path, "w", newline="") as f:
+  def write(f):
     w = csv.writer(f)
     w.writerow(["run", "episode", "delta_mean", "delta_first", "delta_last", "map_delta"])
     for rec in records:
       d = rec.deltas
       vals = (np.mean(d), d[0], d[-1]) if d else (math.nan,) * 3
       w.writerow([rec.run, rec.episode] + [f"{v:.6g}" for v in (*vals, rec.map_delta)])
+  writes.write_atomic(path, write, newline="")
 
 
 def plot_runs(path: str, records: Sequence[rollouts.EpisodeRecord], values, ylabel: str,

@@ -31,6 +31,7 @@ from ccvl_tf.data import minatar_datasets
 from ccvl_tf.envs import factory
 from ccvl_tf.runtime.config_flags import setting
 from ccvl_tf.runtime import strict_json
+from ccvl_tf.runtime import writes
 
 
 @dataclasses.dataclass
@@ -182,8 +183,8 @@ def _write_outputs(cfg: EvaluateConfig, probe: factory.GameEnv,
   deltas = [np.mean(r.deltas) if r.deltas else np.nan for r in records]
   if any(np.isfinite(deltas)):
     summary["delta_mean"] = float(np.nanmean(deltas))
-  with open(os.path.join(out, "summary.json"), "w") as f:
-    strict_json.dump(summary, f, indent=2, sort_keys=True)
+  writes.write_atomic(os.path.join(out, "summary.json"),
+                      lambda f: strict_json.dump(summary, f, indent=2, sort_keys=True))
   reporting.plot_runs(os.path.join(out, "returns.png"), records,
                       normalized if probe.normalize is not None else raw,
                       "normalized score" if probe.normalize is not None else probe.score_name,

@@ -9,7 +9,7 @@ import glob
 import os
 import re
 import shutil
-from typing import Optional, Sequence
+from typing import IO, Callable, Optional, Sequence
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
@@ -42,27 +42,44 @@ def _remove(paths) -> None:
         os.remove(p)
 
 
-def write_failed(path: str, e: BaseException, last_good: Optional[str] = None) -> WriteFailed:
+def write_failed(path: str, e: BaseException, last_good: Optional[str] = None,
+                 remedy: Optional[str] = None) -> WriteFailed:
   """The WriteFailed of a write of `path` that raised `e`; `last_good`: the checkpoint a rerun
-  resumes from."""
-  resume = (f"; the last good checkpoint {last_good} is intact: free space (or make the path "
+  resumes from; `remedy`: what to do instead, for a write that is not a run's."""
+  resume = ("; " + remedy if remedy else
+            f"; the last good checkpoint {last_good} is intact: free space (or make the path "
             f"writable) and rerun the same command to resume from it" if last_good else
             "; no checkpoint was written yet")
   return WriteFailed(f"could not write {path}: {_write_error_text(e)}{resume}")
 
 
 @contextlib.contextmanager
-def writing(path: str, last_good: Optional[str] = None, leftovers: Sequence[str] = ()):
+def writing(path: str, last_good: Optional[str] = None, leftovers: Sequence[str] = (),
+            remedy: Optional[str] = None):
   """Turns a failed write in the block (OSError, a TensorFlow error) into WriteFailed naming
-  `path` and `last_good`, after removing `leftovers` (the block's temporary files or
-  directories)."""
+  `path` and `last_good` (or `remedy`), after removing `leftovers` (the block's temporary files
+  or directories)."""
   try:
     yield
   except WriteFailed:
     raise
   except (OSError, tf.errors.OpError) as e:
     _remove(leftovers)
-    raise write_failed(path, e, last_good) from None
+    raise write_failed(path, e, last_good, remedy) from None
+
+
+OUTPUT_REMEDY = ("no partial file was left: free space (or make the path writable) and rerun "
+                 "the same command")
+
+
+def write_atomic(path: str, write: Callable[[IO], None], newline: Optional[str] = None) -> None:
+  """Writes the text file `path` through `write(f)` into `path`.tmp, then renames it over
+  `path`: a failed write is a WriteFailed naming `path` and leaves neither a partial `path`
+  nor the temporary."""
+  with writing(path, None, [path + ".tmp"], OUTPUT_REMEDY):
+    with open(path + ".tmp", "w", newline=newline) as f:
+      write(f)
+    os.replace(path + ".tmp", path)
 
 
 def save_checkpoint(manager: tf.train.CheckpointManager, step: int) -> str:

@@ -252,6 +252,43 @@ def test_the_bonus_logsumexp_cis_on_fig1_recompute_from_the_printouts_rows():
     assert "```\n" + "\n".join(lines) + "\n```" in page
 
 
+def test_the_gridworld_reading_choice_recomputes_from_its_development_rows():
+  """docs/gridworld_reading.md: its paired tables from the committed development rows
+  (datasets 100-109), the rule's verdict (fig1_report.reading_choice) and that the verdict is
+  the gridworld's default reading (family.GRIDWORLD_READING)."""
+  from ccvl_tf.experiments.gridworld import family
+  from ccvl_tf.experiments.gridworld import fig1_report
+  rows = fig1_report.read_rows(_doc("gridworld_reading_dev_sweep.csv"))
+  assert sorted({int(r["seed"]) for r in rows}) == list(range(100, 110))
+  page = open(_doc("gridworld_reading.md"), encoding="utf-8").read()
+  for reading in fig1_report.CHOICE_ORDER:
+    assert "```\n" + "\n".join(fig1_report.paired_table(rows, reading)) + "\n```" in page
+  choice, info = fig1_report.reading_choice(rows)
+  assert choice == family.GRIDWORLD_READING == "bonus+logsumexp"
+  assert [r for r in fig1_report.CHOICE_ORDER if info[r]["qualifies"]] == ["bonus+logsumexp"]
+  assert f"**By the rule, the gridworld's default reading becomes `{choice}`**" in page
+
+
+def test_the_default_readings_fig1_section_recomputes_from_its_rows():
+  """docs/results/gridworld.md's section on the default reading bonus+logsumexp on the
+  reported datasets: Fig. 1 left with CIs, the oracle, the belief's reach and Fig. 1 right,
+  from the run's committed rows (fig1_report)."""
+  from ccvl_tf.experiments.gridworld import fig1_report as f
+  rows = {n: f.read_rows(_doc(f"gridworld_fig1_default_{n}.csv"))
+          for n in ("alpha_sweep", "oracle", "routes", "delta_adaptation")}
+  reading = "bonus+logsumexp"
+  page = open(_doc("results", "gridworld.md"), encoding="utf-8").read()
+  for lines in (f.sweep_table(rows["alpha_sweep"], rows["oracle"], rows["routes"], [reading]),
+                f.oracle_table(rows["oracle"], rows["routes"], [reading])):
+    assert "```\n" + "\n".join(lines) + "\n```" in page
+  reach = f.belief_reach(rows["oracle"], rows["routes"], reading)
+  text = " ".join(page.split())
+  assert "; ".join(f"alpha {a:g}: {n}/10, {m:.2f}, {s:.2f}" for a, (n, m, s) in reach.items()
+                   if n) in text
+  right = f.delta_per_episode(rows["delta_adaptation"], reading)
+  assert ", ".join(f"{x:.2f}" for x in right) in text
+
+
 def test_results_index_gridworld_cis_are_the_rows_bootstrap():
   """The CIs the results index quotes beside the gridworld table: the 95% bootstrap CI of the
   mean over the 10 seeds (score_stats.aggregate_scores, as every table's CI)."""

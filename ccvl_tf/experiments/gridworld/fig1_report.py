@@ -73,6 +73,45 @@ def paired_table(sweep_rows, reading: str) -> list:
   return lines
 
 
+# docs/gridworld_reading.md's rule: the alphas it judges, its tie margin and its tie order.
+CHOICE_ALPHAS = (0.05, 0.1, 0.2, 0.5, 1.0)
+CHOICE_TIE = 0.01
+CHOICE_ORDER = ("bonus", "logsumexp+monotone", "bonus+logsumexp")
+
+
+def reading_choice(sweep_rows, readings=CHOICE_ORDER) -> tuple:
+  """(the chosen default reading, {reading: {'qualifies', 'mean', method: (alphas above,
+  never below)}}) by docs/gridworld_reading.md's rule on `sweep_rows`: a reading qualifies
+  when Fixed-CCVL's and CCVL's paired differences with CQL have their CI low above 0 at 3 or
+  more of CHOICE_ALPHAS and their CI high at least 0 at every one; the qualifying reading of
+  the highest mean difference wins, a reading within CHOICE_TIE of it winning in CHOICE_ORDER;
+  none: 'bonus'."""
+  out = {}
+  for reading in readings:
+    by = defaultdict(dict)
+    for r in sweep_rows:
+      if r["method"] == "CQL" or r["reading"] == reading:
+        by[(r["method"], float(r["alpha"]))][int(r["seed"])] = float(r["normalized_return"])
+    info, means, ok = {}, [], True
+    for method in ("Fixed-CCVL", "CCVL"):
+      above, never_below = 0, True
+      for a in CHOICE_ALPHAS:
+        seeds = sorted(by[("CQL", a)])
+        mean, lo, hi = mean_ci([by[(method, a)][s] - by[("CQL", a)][s] for s in seeds])
+        means.append(mean)
+        above += lo > 0
+        never_below &= hi >= 0
+      info[method] = (above, never_below)
+      ok &= above >= 3 and never_below
+    out[reading] = dict(info, qualifies=bool(ok), mean=float(np.mean(means)))
+  qualified = [r for r in readings if out[r]["qualifies"]]
+  if not qualified:
+    return "bonus", out
+  best = max(out[r]["mean"] for r in qualified)
+  return [r for r in CHOICE_ORDER if r in qualified
+          and out[r]["mean"] >= best - CHOICE_TIE][0], out
+
+
 def sweep_table(sweep_rows, oracle_rows, route_rows, readings) -> list:
   """Markdown lines of Fig. 1 left's table (one row per method, one column per alpha)."""
   scores = defaultdict(list)  # (label, alpha) -> per-dataset scores in seed order

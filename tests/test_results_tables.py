@@ -287,6 +287,8 @@ def test_the_default_readings_fig1_section_recomputes_from_its_rows():
                    if n) in text
   right = f.delta_per_episode(rows["delta_adaptation"], reading)
   assert ", ".join(f"{x:.2f}" for x in right) in text
+  neural = f.neural_table(f.read_rows(_doc("gridworld_fig1_neural_default.csv")))
+  assert "```\n" + "\n".join(neural) + "\n```" in page
 
 
 def test_results_index_gridworld_cis_are_the_rows_bootstrap():

@@ -152,3 +152,39 @@ def test_every_dataset_record_field_is_refused_naming_the_file_or_changes_nothin
     assert str(d / "ccvl_dataset.json") in msg, (path, value, remove, msg)
     return
   assert got == baseline, (path, value, remove)
+
+
+# ------------------------------------------------------------------ online_config.json
+
+# What a record field may be set to that no run writes: removed, retyped, non-finite, null.
+FOREIGN = [None, "x", [], {}, True, float("nan"), float("inf")]
+PATHS = ("root_dir", "offline_dir", "offline_states")
+
+
+@pytest.fixture(scope="module")
+def online_record():
+  return online_config.OnlineConfig(game="gridworld", offline_dir="off", root_dir="r").record()
+
+
+@settings(max_examples=120, derandomize=True, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_every_online_config_field_is_refused_naming_the_file_or_changes_nothing(
+    tmp_path_factory, online_record, data):
+  """online_config.json is what an actor (and a resumed learner) runs by: a field that no run
+  writes is refused naming the file, never read as a default or a foreign value."""
+  key = data.draw(st.sampled_from(sorted(online_record)), label="field")
+  remove = data.draw(st.booleans(), label="remove")
+  # A path is any string: "x" is a foreign value only for the other fields.
+  foreign = [v for v in FOREIGN if not (key in PATHS and isinstance(v, str))]
+  value = None if remove else data.draw(st.sampled_from(foreign), label="value")
+  changed = _mutate(online_record, (key,), value, remove)
+  path = tmp_path_factory.mktemp("online") / "online_config.json"
+  path.write_text(json.dumps(changed))
+  try:
+    got = online_config.OnlineConfig.read_record(str(path)).record()
+  except ValueError as e:
+    assert str(e).startswith(str(path)) and "\n" not in str(e), (key, value, remove, str(e))
+    return
+  assert json.dumps(got, sort_keys=True, default=str) == json.dumps(
+      online_record, sort_keys=True, default=str), (key, value, remove)

@@ -54,6 +54,20 @@ def valid_games() -> str:
           f"{', '.join(atari.valid_game_names())}")
 
 
+def check_game(game) -> None:
+  """ValueError listing the valid names unless `game` names one (without making it)."""
+  game = str(game).strip()
+  if game.lower() == GRIDWORLD:
+    return
+  try:
+    if is_minatar(game):
+      minatar.canonical_game_name(game)
+    else:
+      atari.check_game(game)
+  except ValueError:
+    raise ValueError(f"unknown game {game!r}; {valid_games()}") from None
+
+
 def make_env(game: str, seed: int = 0, max_episode_steps: Optional[int] = None, *,
              references: Optional[scores.References] = None) -> GameEnv:
   """The environment of `game` (see the module docstring) with its scoring.

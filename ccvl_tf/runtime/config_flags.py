@@ -382,6 +382,11 @@ def check_values(cls, values_: dict, prefix: str = "") -> None:
       raise ValueError(f"{prefix}{spec.flag_name or name} {problem}, got {value!r}")
 
 
+def declared_type(cls, name: str) -> type:
+  """The type the dataclass `cls` declares for its field `name` (without Optional)."""
+  return _declared(cls, name)
+
+
 def type_problem(cls, name: str, value) -> Optional[str]:
   """"must be of type T" when `value` (read back from a record, e.g. JSON) is not of the type
   the dataclass `cls` declares for its field `name` (without Optional; an int passes for a

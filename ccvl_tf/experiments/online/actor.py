@@ -113,13 +113,16 @@ def actor_main(config_path: str, actor_id: int, address: str, parent_pid: int) -
   # processes that use a server.
   import reverb  # pylint: disable=g-import-not-at-top
 
-  with open(config_path) as f:
-    cfg = online_config.OnlineConfig.from_record(json.load(f))
   tag = f"actor {actor_id}"
 
   def fail(msg, code):
     print(f"{tag}: {msg}", file=sys.stderr, flush=True)
     os._exit(code)  # pylint: disable=protected-access  (blocked gRPC calls cannot be joined)
+
+  try:
+    cfg = online_config.OnlineConfig.read_record(config_path)
+  except ValueError as e:
+    fail(str(e), 2)
 
   if cfg.schedule != online_config.ASYNC:
     fail(f"{config_path} is a --schedule={cfg.schedule} run, whose actors run in the "

@@ -171,8 +171,7 @@ class OnlineConfig:
   schedule: str = schedule_setting(ASYNC)
 
   def validate(self):
-    """ValueError naming the flag: the run's settings and the exploration settings against
-    their declarations (config_flags.check), then what no single declaration says."""
+    """ValueError naming the flag: the run's paths, then its settings (`validate_settings`)."""
     training.check_input_dir(self.offline_dir, "--offline_dir",
                              "the --root_dir of a train_offline.py or compare.py run")
     if not self.root_dir:
@@ -181,6 +180,15 @@ class OnlineConfig:
       raise ValueError(f"--root_dir {self.root_dir} is --offline_dir: the fine-tuning run would "
                        f"write its checkpoints among the offline run's and resume from them as "
                        f"its own; give another --root_dir (the offline run is only read)")
+    self.validate_settings()
+    if self.offline_states and not os.path.isfile(self.offline_states):
+      raise ValueError(f"--offline_states {self.offline_states!r} is not a file")
+
+  def validate_settings(self):
+    """ValueError naming the flag: the game, the run's settings and the exploration settings
+    against their declarations (config_flags.check), then what no single declaration says;
+    nothing about paths (an actor on another machine checks its record with this)."""
+    factory.check_game(self.game)
     # Before the declarations: this message, not theirs ("a finite number >= 0"), for --alpha.
     if self.alpha is not None and not self.alpha >= 0:
       raise ValueError(f"--alpha must be >= 0, got {self.alpha!r}")
@@ -200,8 +208,6 @@ class OnlineConfig:
                        f"--num_actors must be >= 1, got {self.num_actors!r}")
     if self.reverb_address is not None and ":" not in self.reverb_address:
       raise ValueError(f"--reverb_address must be host:port, got {self.reverb_address!r}")
-    if self.offline_states and not os.path.isfile(self.offline_states):
-      raise ValueError(f"--offline_states {self.offline_states!r} is not a file")
 
   @property
   def exploration(self) -> ccvl_bounds_agent.ExplorationConfig:
@@ -230,6 +236,55 @@ class OnlineConfig:
     return cls(exploration_values={k: v for k, v in saved.items()
                                    if k in EXPLORATION_FIELDS and v is not None},
                **{k: v for k, v in saved.items() if k not in EXPLORATION_FIELDS})
+
+  @classmethod
+  def read_record(cls, path: str) -> "OnlineConfig":
+    """The OnlineConfig of the online_config.json at `path` (the learner's `record`, what its
+    actors and a resumed run read), checked before it is used: a JSON object with exactly the
+    record's keys (a missing one would take a default the learner did not use), each of its
+    declared type (None only where the default is None) and within its declared bounds. A
+    ValueError naming `path` and the key otherwise."""
+    import json  # pylint: disable=g-import-not-at-top
+    try:
+      with open(path) as f:
+        saved = json.load(f)
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+      raise ValueError(f"{path} cannot be read as JSON ({e}); the learner writes it whole at "
+                       f"start: restart the run to write it again") from None
+    if not isinstance(saved, dict):
+      raise ValueError(f"{path} must hold a JSON object (the run's configuration), got "
+                       f"{type(saved).__name__}")
+    default = cls().record()
+    missing = sorted(set(default) - set(saved))
+    unknown = sorted(set(saved) - set(default))
+    if missing or unknown:
+      raise ValueError(f"{path} is not this version's record of a run: "
+                       + "; ".join(p for p in (
+                           f"missing {', '.join(repr(k) for k in missing)}" if missing else "",
+                           f"unknown {', '.join(repr(k) for k in unknown)}" if unknown else "")
+                                   if p)
+                       + " (the learner writes every key at start; fill in nothing by hand)")
+    for key, value in saved.items():
+      owner = (ccvl_bounds_agent.ExplorationConfig if key in EXPLORATION_FIELDS else cls)
+      kind = config_flags.declared_type(owner, key)
+      if value is None:
+        if default[key] is not None:
+          raise ValueError(f"{path} records {key!r} = null, which the run does not allow "
+                           f"(its default is {default[key]!r})")
+        continue
+      if kind in (bool, int, float, str):
+        problem = config_flags.type_problem(owner, key, value)
+        if problem or (kind is float and not math.isfinite(value)):
+          raise ValueError(f"{path} records {key!r} = {value!r}, which "
+                           f"{problem or 'must be a finite number'}")
+      elif isinstance(default[key], dict) and not isinstance(value, dict):
+        raise ValueError(f"{path} records {key!r} = {value!r}, which must be a JSON object")
+    cfg = cls.from_record(saved)
+    try:
+      cfg.validate_settings()
+    except (ValueError, TypeError) as e:
+      raise ValueError(f"{path} records a setting the run does not allow: {e}") from None
+    return cfg
 
   @property
   def online_batch_size(self) -> int:

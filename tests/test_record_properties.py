@@ -188,3 +188,48 @@ def test_every_online_config_field_is_refused_naming_the_file_or_changes_nothing
     return
   assert json.dumps(got, sort_keys=True, default=str) == json.dumps(
       online_record, sort_keys=True, default=str), (key, value, remove)
+
+
+# ------------------------------------------------------------------ replay bookkeeping arrays
+
+def _write_array(path, value):
+  import gzip
+  import numpy as np
+  with gzip.open(path, "wb") as f:
+    np.save(f, np.asarray(value), allow_pickle=False)
+
+
+@settings(max_examples=60, derandomize=True, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_every_bookkeeping_value_is_refused_naming_the_file_or_changes_nothing(
+    tmp_path_factory, dataset_baseline, data):
+  """A checkpoint's add_count or invalid_range set to another count (the cursor moved, a
+  wrapped count, zero, negative, huge) or another slot list, with and without the writer's
+  record: refused naming a file of the directory, or the same transitions read."""
+  import shutil
+  import numpy as np
+  _, baseline = dataset_baseline
+  suffix = data.draw(st.sampled_from([0, 1, 2]), label="suffix")
+  name = data.draw(st.sampled_from(["add_count", "invalid_range"]), label="array")
+  if name == "add_count":
+    value = np.int64(data.draw(st.sampled_from(
+        [0, 1, 544, 545, 546, 998, 999, 1000, 1545, 1999, 2000, 2545, 2999, 10**12, -1]),
+        label="value"))
+  else:
+    start = data.draw(st.sampled_from([0, 1, 542, 543, 544, 545, 997, 998, 999]), label="start")
+    value = (np.arange(start, start + 5) % 1000).astype(np.int64)
+  without_record = data.draw(st.booleans(), label="without_record")
+  d = tmp_path_factory.mktemp("book") / "replay_logs"
+  shutil.copytree(TESTDATA, d)
+  _write_array(d / f"{name}_ckpt.{suffix}.gz", value)
+  if without_record:
+    os.remove(d / "ccvl_dataset.json")
+  try:
+    from ccvl_tf.data import frame_store
+    store = frame_store.FrameStore.from_replay(str(d), "all", num_actions=4)
+  except ValueError as e:
+    assert str(d) in str(e) and "\n" not in str(e), (suffix, name, value, str(e))
+    return
+  got = {k: v.tobytes() for k, v in store.arrays().items()}
+  assert got == baseline, (suffix, name, value, without_record)

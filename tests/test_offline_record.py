@@ -1,5 +1,5 @@
 """Fine-tuning reads the offline run's settings from one verified record
-(ccvl_tf/experiments/online/start.offline_record): its summary.json, checked against the
+(ccvl_tf/experiments/online/offline_record.py): its summary.json, checked against the
 checkpoints' own fingerprint.json, with nothing filled in by a default. Before, with the
 summary absent (a run stopped before its end) and --game=Atlantis, a Breakout checkpoint was
 fine-tuned on Atlantis with |D| 2500, alpha 0.1 and belief temperature 1; a summary without
@@ -11,6 +11,7 @@ import math
 import pytest
 
 from ccvl_tf.experiments.online import config as online_config
+from ccvl_tf.experiments.online import offline_record
 from ccvl_tf.experiments.online import start as online_start
 
 # What train_offline.py writes for a Breakout run (the keys the check reads).
@@ -36,13 +37,13 @@ def _run_dir(tmp_path, summary=SUMMARY, fingerprint=FINGERPRINT, checkpoint=True
 
 
 def test_a_consistent_record_is_returned_whole(tmp_path):
-  assert online_start.offline_record(str(_run_dir(tmp_path))) == SUMMARY
+  assert offline_record.offline_record(str(_run_dir(tmp_path))) == SUMMARY
 
 
 def test_checkpoints_without_a_summary_are_refused_naming_both(tmp_path):
   off = _run_dir(tmp_path, summary=None)
   with pytest.raises(ValueError) as e:
-    online_start.offline_record(str(off))
+    offline_record.offline_record(str(off))
   assert str(e.value).startswith(
       f"{off}/summary.json is missing, but {off}/checkpoints holds checkpoints: the offline run "
       f"stopped before its end"), str(e.value)
@@ -52,7 +53,7 @@ def test_checkpoints_without_a_summary_are_refused_naming_both(tmp_path):
   with pytest.raises(ValueError, match="summary.json is missing"):
     online_start.resolve_config(cfg, log=lambda s: None)
   # Neither a summary nor a checkpoint: nothing to verify here (the restore names it).
-  assert online_start.offline_record(str(_run_dir(tmp_path / "b", summary=None,
+  assert offline_record.offline_record(str(_run_dir(tmp_path / "b", summary=None,
                                                   checkpoint=False, fingerprint=None))) == {}
 
 
@@ -77,7 +78,7 @@ def test_a_recorded_size_or_temperature_that_is_not_finite_and_positive_is_refus
   off = _run_dir(tmp_path, summary=body, fingerprint={k: v for k, v in FINGERPRINT.items()
                                                       if k != key})
   with pytest.raises(ValueError) as e:
-    online_start.offline_record(str(off))
+    offline_record.offline_record(str(off))
   value = float(text)
   shown = repr(int(value)) if text.lstrip("-").isdigit() else repr(value)
   assert str(e.value).startswith(f"{off}/summary.json records {key!r} = {shown}, which is not "
@@ -104,7 +105,7 @@ def test_a_summary_that_disagrees_with_its_checkpoints_record_is_refused(tmp_pat
   off = _run_dir(tmp_path, summary=dict(SUMMARY, **change))
   fp = off / "checkpoints" / "fingerprint.json"
   with pytest.raises(ValueError) as e:
-    online_start.offline_record(str(off))
+    offline_record.offline_record(str(off))
   assert str(e.value).startswith(f"{off}/summary.json records " + named.format(fp=fp)), \
       str(e.value)
   assert str(e.value).endswith(f"the summary is not this checkpoint's (edited, or copied from "
@@ -117,7 +118,7 @@ def test_an_unreadable_checkpoint_record_is_named(tmp_path):
   (off / "checkpoints" / "fingerprint.json").write_text('{"game": ')
   with pytest.raises(ValueError, match=r"fingerprint.json \(what the checkpoints beside it "
                      r"were trained with\) cannot be read"):
-    online_start.offline_record(str(off))
+    offline_record.offline_record(str(off))
 
 
 def test_an_atari_summary_without_its_dataset_size_is_refused():
@@ -136,12 +137,12 @@ def test_compare_layout_is_checked_against_its_own_fingerprint(tmp_path):
              "num_transitions": 100, "config": {"alpha": 0.1, "num_deltas": 8}}
   fingerprint = {"game": "Breakout", "agent": "ccvl", "alpha": 0.1, "num_deltas": 8,
                  "num_transitions": 100, "batch_size": 32}
-  assert online_start.offline_record(str(_run_dir(tmp_path, summary, fingerprint))) == summary
+  assert offline_record.offline_record(str(_run_dir(tmp_path, summary, fingerprint))) == summary
   off = _run_dir(tmp_path / "b", dict(summary, config={"alpha": 0.1, "num_deltas": 4}),
                  fingerprint)
   with pytest.raises(ValueError, match=r"records 'config' 'num_deltas' = 4, but the "
                      r"checkpoints' .* records 'num_deltas' = 8"):
-    online_start.offline_record(str(off))
+    offline_record.offline_record(str(off))
   off = _run_dir(tmp_path / "c", dict(summary, game="minatar/Asterix"), fingerprint)
   with pytest.raises(ValueError, match=r"records 'game' = 'Asterix', but"):
-    online_start.offline_record(str(off))
+    offline_record.offline_record(str(off))

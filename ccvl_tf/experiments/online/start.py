@@ -22,12 +22,14 @@ from ccvl_tf.algorithm import readings
 from ccvl_tf.experiments import agent_options
 from ccvl_tf.tabular import gridworld
 from ccvl_tf.experiments.online import config as online_config
+from ccvl_tf.experiments.online import offline_record as offline_record_lib
 from ccvl_tf.tabular import dataset as tds
 from ccvl_tf.runtime import config_flags
 from ccvl_tf.runtime import training
 from ccvl_tf.runtime import strict_json
 
 GRIDWORLD = online_config.GRIDWORLD
+_is_number = offline_record_lib.is_number
 OnlineConfig = online_config.OnlineConfig
 build_agent = online_config.build_agent
 specs = online_config.specs
@@ -123,7 +125,7 @@ def resolve_config(cfg: OnlineConfig, log: Callable[[str], None] = print
   cfg.offline_settings) and the exploration belief's temperature when --belief_temperature is
   unset; resolved before online_config.json is written, so the actors and the server's tables
   take the same ones."""
-  summary = offline_record(cfg.offline_dir)
+  summary = offline_record_lib.offline_record(cfg.offline_dir)
   summary_path = os.path.join(cfg.offline_dir, "summary.json")
   if summary:
     game = str(summary["game"])
@@ -156,166 +158,6 @@ def resolve_config(cfg: OnlineConfig, log: Callable[[str], None] = print
     log(f"Exploration belief temperature {cfg.exploration.belief_temperature:.4g} "
         f"(the offline run's).")
   return cfg, summary
-
-
-# What train_offline.py's summary.json and its checkpoints' fingerprint.json (written when
-# the checkpoints were first made, training.check_fingerprint) both record, as (summary key
-# path, fingerprint key): a summary that disagrees with the checkpoint is not that
-# checkpoint's. compare.py's layout: `_recorded_pairs`.
-_CHECKED_AGAINST_CHECKPOINT = (
-    (("game",), "game"), (("num_transitions",), "num_transitions"),
-    (("settings", "alpha"), "alpha"), (("config", "ccvl_options"), "ccvl_options"),
-    (("config", "num_deltas"), "num_deltas"), (("config", "num_pairs"), "num_pairs"))
-
-
-def _recorded_pairs(summary: Dict, fingerprint: Dict):
-  """[(where in summary.json, its value, fingerprint key, the fingerprint's value)] of every
-  setting both record: train_offline.py's layout (`_CHECKED_AGAINST_CHECKPOINT`), or
-  compare.py's (units.write_train_summary / train_fingerprint: the game as the environment
-  name 'suite/Game' against 'Game', alpha and |D| at the top level, the learner's config
-  record flat under 'config' and at the fingerprint's top level)."""
-  config = summary.get("config")
-  if isinstance(config, dict) and "ccvl_options" in config:
-    out = []
-    for keys, fp_key in _CHECKED_AGAINST_CHECKPOINT:
-      value = summary
-      for k in keys:
-        value = value.get(k) if isinstance(value, dict) else None
-      out.append(("".join(f" {k!r}" for k in keys), value, fp_key, fingerprint.get(fp_key)))
-    return out
-  game = summary.get("game")
-  out = [(" 'game'", game.rsplit("/", 1)[-1] if isinstance(game, str) else game, "game",
-          fingerprint.get("game")),
-         (" 'num_transitions'", summary.get("num_transitions"), "num_transitions",
-          fingerprint.get("num_transitions")),
-         (" 'alpha'", summary.get("alpha"), "alpha", fingerprint.get("alpha"))]
-  if isinstance(config, dict):
-    out += [(f" 'config' {k!r}", v, k, fingerprint.get(k)) for k, v in config.items()]
-  return out
-
-
-# Keys only train_offline.py's summary.json has (compare.py's units write a flat 'config').
-_TRAIN_OFFLINE_ONLY = ("settings", "learner_settings", "exported_policies")
-
-
-def _is_train_offline(summary: Dict) -> bool:
-  return any(k in summary for k in _TRAIN_OFFLINE_ONLY)
-
-
-def _check_fields(summary: Dict, path: str) -> None:
-  """The fields fine-tuning takes from an offline run's summary.json, each present (where the
-  run's layout and agent write it) and of its type and range; a ValueError naming `path` and
-  the key: a missing field is never filled in by a default."""
-  def get(keys):
-    node = summary
-    for k in keys:
-      if not isinstance(node, dict) or k not in node:
-        return _MISSING
-      node = node[k]
-    return node
-
-  def need(keys, ok, what, required=True):
-    value, where = get(keys), " ".join(repr(k) for k in keys)
-    if value is _MISSING:
-      if required:
-        raise ValueError(f"{path} has no {where} ({what}): rerun the offline run to write it "
-                         f"again; fine-tuning fills in no default")
-      return
-    if not ok(value):
-      raise ValueError(f"{path} records {where} = {value!r}, which is not {what}")
-
-  number = lambda lo, strict: (lambda v: _is_number(v) and math.isfinite(v) and (  # noqa
-      v > lo if strict else v >= lo))
-  need(("game",), lambda v: isinstance(v, str) and bool(v), "the game's name, a string")
-  need(("agent",), lambda v: isinstance(v, str) and bool(v), "the offline agent's name",
-       required=_is_train_offline(summary))
-  need(("num_transitions",), number(0, True), "a finite number > 0 (|D| of the offline data)",
-       required=str(summary.get("game", "")).lower() != GRIDWORLD)
-  agent = str(summary.get("agent", "")).lower()
-  need(("belief_temperature",), lambda v: number(0, True)(v) and v <= MAX_TEMPERATURE,
-       f"a number in (0, {MAX_TEMPERATURE:g}] (the belief temperature set from the offline "
-       f"data: twice the smallest held-out mean squared Bellman error)",
-       required=_is_train_offline(summary) and agent in ("ccvl", "fixed_ccvl"))
-  if not _is_train_offline(summary):
-    return
-  need(("settings",), lambda v: isinstance(v, dict), "a JSON object (the training settings in "
-       "force)")
-  need(("settings", "alpha"), number(0, False), "a finite number >= 0 (alpha of the offline "
-       "run)", required=agent in ("ccvl", "fixed_ccvl", "cql"))
-  need(("config",), lambda v: isinstance(v, dict), "a JSON object (the run's settings)")
-  need(("config", "ccvl_options"), lambda v: isinstance(v, dict),
-       "a JSON object (the CCVL options given)")
-  for key in ("num_deltas", "num_pairs"):
-    need(("config", key), lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-         "an integer >= 1", required=agent in ("ccvl", "fixed_ccvl"))
-
-
-_MISSING = object()
-# The largest belief temperature a summary may record: twice a mean squared Bellman error of
-# clipped rewards (|r| <= 1, so |Q| <= 1 / (1 - gamma) = 100 at gamma 0.99) is below 1e5.
-MAX_TEMPERATURE = 1e6
-
-
-def _has_checkpoint(ckpt_dir: str) -> bool:
-  return os.path.isdir(ckpt_dir) and (
-      tf.train.latest_checkpoint(ckpt_dir) is not None
-      or any(n.startswith("ckpt-") for n in os.listdir(ckpt_dir)))
-
-
-def offline_record(offline_dir: str) -> Dict[str, object]:
-  """The offline run's summary.json, verified, or {} for a directory with neither a summary
-  nor a checkpoint (restore_offline then names what is missing). Refused (ValueError naming
-  the file and key): checkpoints without a summary (a run stopped before its end: the summary
-  records the game, alpha, |D| and belief temperature fine-tuning starts from, and none may be
-  filled in by a default); a summary without 'game'; 'num_transitions' or
-  'belief_temperature' not a finite number > 0; a summary that disagrees with the
-  checkpoints' own fingerprint.json (game, |D|, alpha, CCVL options, N, M)."""
-  path = os.path.join(offline_dir, "summary.json")
-  ckpt_dir = os.path.join(offline_dir, "checkpoints")
-  if not os.path.exists(path):
-    if _has_checkpoint(ckpt_dir):
-      raise ValueError(
-          f"{path} is missing, but {ckpt_dir} holds checkpoints: the offline run stopped "
-          f"before its end (or the file was removed). Its summary records the game, alpha, "
-          f"|D| and belief temperature fine-tuning starts from; rerun train_offline.py with "
-          f"--root_dir={offline_dir} and the run's flags to finish it")
-    return {}
-  summary = _read_summary(path)
-  _check_fields(summary, path)
-  fp_path = os.path.join(ckpt_dir, training.FINGERPRINT)
-  if not os.path.exists(fp_path):
-    return summary
-  fingerprint = training.read_fingerprint(fp_path)
-  for where, value, fp_key, fp_value in _recorded_pairs(summary, fingerprint):
-    if value is None or fp_value is None:
-      continue
-    if value != fp_value:
-      raise ValueError(f"{path} records{where} = {value!r}, but the checkpoints' {fp_path} "
-                       f"records {fp_key!r} = {fp_value!r}: the summary is not this "
-                       f"checkpoint's (edited, or copied from another run); restore the run's "
-                       f"own summary.json or rerun train_offline.py with --root_dir="
-                       f"{offline_dir}")
-  return summary
-
-
-def _read_summary(path: str) -> Dict[str, object]:
-  """The offline run's summary.json at `path`; a ValueError naming it when it cannot be read,
-  is not JSON or not a JSON object, or records a belief temperature that is not a number."""
-  try:
-    with open(path) as f:
-      summary = json.load(f)
-  except (OSError, UnicodeDecodeError, ValueError) as e:
-    raise ValueError(f"{path} cannot be read as JSON ({e}); the offline run writes it whole at "
-                     f"its end, so it was truncated or edited: rerun the offline run "
-                     f"(train_offline.py with its --root_dir) to write it again") from None
-  if not isinstance(summary, dict):
-    raise ValueError(f"{path} must hold a JSON object (the offline run's summary), got "
-                     f"{type(summary).__name__}")
-  temperature = summary.get("belief_temperature")
-  if temperature is not None and not _is_number(temperature):
-    raise ValueError(f"{path} records 'belief_temperature' = {temperature!r}, which is not a "
-                     f"number")
-  return summary
 
 
 def offline_settings(summary: Dict, path: str, agent: str = "ccvl") -> Dict[str, object]:
@@ -419,7 +261,3 @@ def alpha_and_dataset_size(summary: Dict, cfg: OnlineConfig) -> Tuple[Optional[f
     raise ValueError(f"{path} records 'num_transitions' = {size!r}, which is not a number > 0 "
                      f"(|D| of the offline data)")
   return alpha, float(size)
-
-
-def _is_number(value) -> bool:
-  return isinstance(value, (int, float)) and not isinstance(value, bool)

@@ -109,6 +109,12 @@ def test_the_binary_trains_the_network_of_the_library(runs):
   fingerprint = json.loads(
       (runs["binary"] / "run" / "checkpoints" / "fingerprint.json").read_text())
   assert fingerprint["dataset"].pop("path") == run.TESTDATA
+  # The learner's settings in force (offline.config.fingerprint's 'learner'): the run's own,
+  # without what does not change what is learned.
+  learner = fingerprint.pop("learner")
+  assert (learner["alpha"], learner["delta_head"], learner["num_deltas"], learner["objective"],
+          learner["learning_rate"]) == (1.0, "monotone", 8, "algorithm1", 0.001), learner
+  assert not {"jit_compile", "belief_resample", "collect_epsilon"} & set(learner)
   assert fingerprint == {
       "adam_epsilon": 3.125e-04, "agent": "ccvl", "alpha": 1.0, "batch_size": 32,
       "behaviour_epsilon": 0.25,

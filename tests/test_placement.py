@@ -60,27 +60,27 @@ def test_fixed_rows_are_recognized(name):
 
 
 def test_the_adaptive_row_is_placed_only_under_the_reported_belief_setting():
-  """The reported adaptive row had a fresh belief per episode (belief_episodes 1): a run that
-  carries the belief over 10 episodes is placed on its other rows, not on that one."""
+  """The reported adaptive row carried one belief over 10 episodes (belief_episodes 10): a run
+  with a fresh belief per episode is placed on its other rows, not on that one."""
   reported = dict(REPORTED, **{"CCVL (adaptive)": [20.0, 22.0, 24.0, 26.0, 28.0]})
   rows = [{"policy": "BC", "mean": 25.0}, {"policy": "CCVL (adaptive)", "mean": 25.0}]
-  now = placement.place(_record(belief_episodes=10), rows, reported)
-  assert "BC: 25.00 -- inside the reported range" in now[1]
-  assert now[2] == ("  CCVL (adaptive): 25.00 -- not placed: reported with belief_episodes 1 "
-                    "(this run: 10)")
-  before = placement.place(_record(belief_episodes=1), rows, reported)
-  assert "CCVL (adaptive): 25.00 -- inside the reported range" in before[2]
+  other = placement.place(_record(belief_episodes=1), rows, reported)
+  assert "BC: 25.00 -- inside the reported range" in other[1]
+  assert other[2] == ("  CCVL (adaptive): 25.00 -- not placed: reported with belief_episodes 10 "
+                      "(this run: 1)")
+  same = placement.place(_record(belief_episodes=10), rows, reported)
+  assert "CCVL (adaptive): 25.00 -- inside the reported range" in same[2]
 
 
 def test_the_ccvl_rows_are_placed_only_for_the_reported_delta_head():
-  """The reported CCVL rows were trained with the monotone head: a run whose learner settings
-  in force name another head is placed on the other rows only."""
+  """The reported CCVL rows were trained with the cosine-monotone head: a run whose learner
+  settings in force name another head is placed on the other rows only."""
   reported = dict(REPORTED, **{"Fixed-CCVL": [20.0, 22.0, 24.0, 26.0, 28.0]})
   rows = [{"policy": "BC", "mean": 25.0}, {"policy": "Fixed-CCVL", "mean": 25.0}]
-  other = placement.place(_record(learner_settings={"delta_head": "cosine_monotone"}), rows,
-                          reported)
+  other = placement.place(_record(learner_settings={"delta_head": "monotone"}), rows, reported)
   assert "BC: 25.00 -- inside" in other[1]
-  assert other[2] == ("  Fixed-CCVL: 25.00 -- not placed: reported with delta_head 'monotone' "
-                      "(this run: 'cosine_monotone')")
-  same = placement.place(_record(learner_settings={"delta_head": "monotone"}), rows, reported)
+  assert other[2] == ("  Fixed-CCVL: 25.00 -- not placed: reported with delta_head "
+                      "'cosine_monotone' (this run: 'monotone')")
+  same = placement.place(_record(learner_settings={"delta_head": "cosine_monotone"}), rows,
+                         reported)
   assert "Fixed-CCVL: 25.00 -- inside the reported range" in same[2]

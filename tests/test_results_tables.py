@@ -386,12 +386,16 @@ def test_finetuning_tables_recompute_from_their_rows(rows_csv, tables):
     assert table == [expected[0]] + expected[2:], (page, anchor)
 
 
-def _demo_seeds_rows(name):
-  """The committed per-seed results.json rows of a five-seed demo; each seed's mean and CI
-  recomputed from its episode scores (demo_report.score_row)."""
+# The reported seeds of today's default run and evaluated so far (docs/results/five_seeds.md).
+SEEDS_EVALUATED = ["0", "1", "2", "3"]
+
+
+def _demo_seeds_rows(name, seeds=("0", "1", "2", "3", "4")):
+  """The committed per-seed results.json rows of a multi-seed demo (`seeds`); each seed's mean
+  and CI recomputed from its episode scores (demo_report.score_row)."""
   from ccvl_tf.experiments.offline import demo_report
   per_seed = json.load(open(_doc("results", name)))
-  assert sorted(per_seed) == ["0", "1", "2", "3", "4"]
+  assert sorted(per_seed) == list(seeds)
   for seed, rows in per_seed.items():
     for r in rows:
       again = demo_report.score_row(r["policy"], r["scores"])
@@ -408,7 +412,7 @@ def test_demo_over_seeds_recomputes_from_its_episode_scores():
   across_seeds and render; placement.REPORTED is the per-seed means of these rows."""
   from ccvl_tf.experiments.offline import demo_seeds
   from ccvl_tf.experiments.offline import placement
-  per_seed = _demo_seeds_rows("demo_seeds_results.json")
+  per_seed = _demo_seeds_rows("demo_seeds_results.json", SEEDS_EVALUATED)
   diagnostics = json.load(open(_doc("results", "demo_seeds_diagnostics.json")))
   assert sorted(diagnostics) == sorted(per_seed)
   rows = demo_seeds.across_seeds(per_seed, reps=REPS)
@@ -417,14 +421,21 @@ def test_demo_over_seeds_recomputes_from_its_episode_scores():
   assert open(_doc("results", "demo_seeds.md"), encoding="utf-8").read() == text
   assert placement.REPORTED == {r["policy"]: [float(x["mean"]) for x in r["seed_rows"]]
                                 for r in rows}
-  table = markdown_docs.table_after(README, "gives the table below")
-  assert table[0] == ["policy", "mean over seeds", "SD over seeds", "range",
-                      "95% CI over seeds", "per-seed means (seeds 0-4)"]
-  assert len(table) - 1 == len(rows)
-  for cells, r in zip(table[1:], rows):
-    assert cells == [r["policy"], f"{r['mean']:.2f}", f"{r['sd']:.2f}",
-                     f"[{r['min']:.2f}, {r['max']:.2f}]", f"({r['ci_low']:.2f}, {r['ci_high']:.2f})",
-                     ", ".join(f"{float(x['mean']):.1f}" for x in r["seed_rows"])]
+
+
+def test_five_seeds_page_and_readme_recompute_from_their_episode_scores():
+  """The five reported seeds evaluated on the same 30 episodes per policy
+  (docs/results/five_seeds.md, README's table): every number from the committed per-episode
+  scores (docs/results/five_seeds_runs.json) by seeds_headroom.report and summary_table."""
+  from ccvl_tf.experiments.offline import seeds_headroom
+  runs = json.load(open(_doc("results", "five_seeds_runs.json")))
+  assert sorted(runs) == SEEDS_EVALUATED
+  assert seeds_headroom.check_same_episodes(runs) == []
+  assert all(len(r["policies"][seeds_headroom.ADAPTIVE]) == 30 for r in runs.values())
+  page = open(_doc("results", "five_seeds.md"), encoding="utf-8").read()
+  assert seeds_headroom.report(runs, reps=REPS) in page
+  readme = open(README, encoding="utf-8").read()
+  assert seeds_headroom.summary_table(runs, reps=REPS) in readme
 
 
 def test_demo_over_seeds_at_the_earlier_settings_recomputes():
@@ -439,7 +450,8 @@ def test_demo_over_seeds_at_the_earlier_settings_recomputes():
   assert open(_doc("results", "demo_seeds_earlier.md"), encoding="utf-8").read() == text
 
 
-@pytest.mark.parametrize("name", ["demo_seeds_alpha1", "demo_seeds_bonus"])
+@pytest.mark.parametrize("name", ["demo_seeds_alpha1", "demo_seeds_bonus",
+                                  "demo_seeds_monotone"])
 def test_demo_over_seeds_at_earlier_settings_recompute_with_their_diagnostics(name):
   """The earlier five-seed demos with the family's diagnostics, each from its committed rows
   and diagnostics (docs/results/<name>.md): at alpha 1 for CQL and CCVL (the preset before

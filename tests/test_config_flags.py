@@ -90,9 +90,19 @@ def test_check_validates_the_declared_bounds_and_choices_naming_the_setting():
                         ({"n": 0}, "^n must be an integer >= 1 and <= 1024, got 0"),
                         ({"n": 2.5}, "^n must be an integer >= 1"),
                         ({"mode": "c"}, "^mode must be one of a, b, got 'c'"),
-                        ({"grid": -1}, "^--num_deltas must be an integer")):
+                        ({"grid": -1}, "^--num_deltas must be an integer"),
+                        # A record's value of another type, or past the ceilings of a setting
+                        # declared without an upper bound (2**31 - 1; 1e12).
+                        ({"n": "8"}, "^n must be of type int, got '8'$"),
+                        ({"alpha": "3"}, "^alpha must be of type float, got '3'$"),
+                        ({"mode": 1}, "^mode must be one of a, b, got 1$"),
+                        ({"grid": 2**31}, r"^--num_deltas must be an integer <= 2147483647 "
+                                          r"\(a 32-bit integer\), got 2147483648$"),
+                        ({"alpha": 1e13}, r"^alpha must be a finite number of magnitude <= "
+                                          r"1e\+12, got 10000000000000.0$")):
     with pytest.raises(ValueError, match=match):
       config_flags.check_values(_Agent, values, prefix="--" if "grid" in values else "")
+  config_flags.check_values(_Agent, {"grid": 2**31 - 1, "alpha": 1e12})  # the ceilings
   assert _SubAgent().alpha == 1.0
   with pytest.raises(ValueError, match="^alpha must be a finite number >= 0"):
     config_flags.check(_SubAgent(alpha=-1.0))  # the inherited declaration's bound

@@ -43,6 +43,23 @@ def test_choices_and_ranges_are_refused_naming_the_flag(changes, match, tmp_path
     cfg.validate()
 
 
+@pytest.mark.parametrize("key,value,match", [
+    ("num_grid_deltas", "8", r"--num_grid_deltas must be of type int, got '8'$"),
+    ("alpha", "3", r"--alpha must be of type float, got '3'$"),
+    ("num_steps", 2**40, r"--num_steps must be an integer <= 2147483647 \(a 32-bit integer\)"),
+    ("alpha", 1e300, r"--alpha must be a finite number of magnitude <= 1e\+12, got 1e\+300$"),
+])
+def test_a_record_of_another_type_or_past_the_ceiling_is_refused_naming_the_key(
+    key, value, match, tmp_path):
+  """A run's summary.json 'config' read back (diagnose.py): before, "8" for num_grid_deltas and
+  "3" for alpha were accepted and failed far from the record; 2**40 steps and alpha 1e300 ran."""
+  record = config.record(config.OfflineConfig(root_dir=str(tmp_path / "run")))
+  config.resolve(config.from_record(record))  # the record as written is a run's
+  record[key] = value
+  with pytest.raises(ValueError, match=match):
+    config.resolve(config.from_record(record))
+
+
 def test_seed_streams_keep_their_values():
   s = Seeds(5)
   assert (s.weights(), s.learner(), s.data_order(), s.probe_env(), s.behaviour_policy(),

@@ -156,8 +156,10 @@ def test_every_dataset_record_field_is_refused_naming_the_file_or_changes_nothin
 
 # ------------------------------------------------------------------ online_config.json
 
-# What a record field may be set to that no run writes: removed, retyped, non-finite, null.
-FOREIGN = [None, "x", [], {}, True, float("nan"), float("inf")]
+# What a record field may be set to that no run writes: removed, retyped, non-finite, null,
+# negative, huge (an integer past int64, one past int32, a float near its largest). Zero is
+# left out: a valid setting of many fields (no evaluation, no offline data), not a corruption.
+FOREIGN = [None, "x", [], {}, True, float("nan"), float("inf"), -1, 2**63, 2**40, 1e300]
 PATHS = ("root_dir", "offline_dir", "offline_states")
 
 
@@ -233,3 +235,24 @@ def test_every_bookkeeping_value_is_refused_naming_the_file_or_changes_nothing(
     return
   got = {k: v.tobytes() for k, v in store.arrays().items()}
   assert got == baseline, (suffix, name, value, without_record)
+
+
+def test_every_online_config_field_and_foreign_value(tmp_path, online_record):
+  """Every field of online_config.json with every FOREIGN value (and removed), not a sample:
+  each is refused in one line naming the file, or reads back as the record written."""
+  path = tmp_path / "online_config.json"
+  accepted = []
+  for key in sorted(online_record):
+    for value, remove in [(None, True)] + [(v, False) for v in FOREIGN]:
+      if key in PATHS and isinstance(value, str):
+        continue
+      path.write_text(json.dumps(_mutate(online_record, (key,), value, remove)))
+      try:
+        got = online_config.OnlineConfig.read_record(str(path)).record()
+      except ValueError as e:
+        assert str(e).startswith(str(path)) and "\n" not in str(e), (key, value, str(e))
+        continue
+      if json.dumps(got, sort_keys=True, default=str) != json.dumps(
+          online_record, sort_keys=True, default=str):
+        accepted.append((key, value, remove))
+  assert not accepted, f"accepted with another result: {accepted}"

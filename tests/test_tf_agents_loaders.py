@@ -285,6 +285,38 @@ def test_a_state_of_other_sizes_is_refused_naming_the_tensor_and_both_shapes(exp
 
 
 @pytest.mark.slow
+def test_a_state_missing_a_key_or_of_another_dtype_is_refused_naming_the_entry(exported):
+  """The adaptive policy's state with a key left out, or an entry of numpy's default dtype
+  (float64, int64) or frames scaled to floats: before, 90-171 lines of "Could not find
+  matching concrete function"; now the key missing, or the entry, the dtype it takes and the
+  dtype given."""
+  saved = exported.load("adaptive")
+  t = ts.restart(tf.zeros((2,) + OBS_SHAPE, tf.uint8), batch_size=2)
+  good = saved.get_initial_state(batch_size=2)
+  no_prev = {k: v for k, v in good.items() if k != "has_prev"}
+  entry = ("the policy state entry {} must be {} [batch{}] (get_initial_state(batch_size=B), "
+           "then the state each step returns); got {}")
+  cases = [
+      (no_prev, "the policy state must be " + ADAPTIVE_STATE + " (get_initial_state("
+                "batch_size=B), then the state each step returns); got a dict with the keys "
+                "delta_index, log_belief, prev_action, prev_observation, rng (missing has_prev)"),
+      (dict(good, log_belief=tf.cast(good["log_belief"], tf.float64)),
+       entry.format("log_belief", "float32", ", 5", "float64")),
+      (dict(good, has_prev=tf.cast(good["has_prev"], tf.int64)),
+       entry.format("has_prev", "bool", "", "int64")),
+      (dict(good, prev_observation=tf.cast(good["prev_observation"], tf.float32)),
+       entry.format("prev_observation", "uint8", ", 10, 10, 4", "float32")),
+      (dict(good, delta_index=tf.cast(good["delta_index"], tf.int64)),
+       entry.format("delta_index", "int32", "", "int64")),
+  ]
+  for state, message in cases:
+    with pytest.raises(tf.errors.InvalidArgumentError) as e:
+      saved.action(t, state)
+    assert f"assertion failed: [{message}" in str(e.value), (message, str(e.value)[-600:])
+  assert saved.action(t, good).action.shape == (2,)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["fixed", "adaptive"])
 def test_a_step_type_or_discount_out_of_range_is_refused_naming_it(name, exported):
   """Before: an exported policy took step_type 7 as MID and discount 5.0 (the adaptive policy's

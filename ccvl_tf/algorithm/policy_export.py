@@ -68,7 +68,8 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
     return self._policy.variables()
 
   def _state_text(self, policy_state) -> str:
-    """What the state must be and what was given, for the refusal."""
+    """What the state must be and what was given (for a dict of other keys: the keys missing
+    and those not taken), for the refusal."""
     def describe(state) -> str:
       if state is None:
         return "None"
@@ -83,7 +84,26 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
     else:
       want = "() or left out (this policy keeps no state)"
     other = ": the state of another policy" if tf.nest.flatten(policy_state) else ""
+    if isinstance(policy_state, dict) and isinstance(self.policy_state_spec, dict):
+      missing = sorted(set(self.policy_state_spec) - set(policy_state))
+      extra = sorted(set(policy_state) - set(self.policy_state_spec))
+      other = "".join(f" ({what} {', '.join(keys)})" for what, keys in (
+          ("missing", missing), ("not taken", extra)) if keys)
     return f"the policy state must be {want}; got {describe(policy_state)}{other}"
+
+  def _dtype_text(self, policy_state) -> Optional[str]:
+    """The refusal of a state of the policy's structure with an entry of another dtype (known
+    when traced), naming the first such entry; None when every dtype is the spec's."""
+    paths = [p for p, _ in nest_utils.flatten_with_joined_paths(self.policy_state_spec)]
+    for path, state, spec in zip(paths, tf.nest.flatten(policy_state),
+                                 tf.nest.flatten(self.policy_state_spec)):
+      dtype = tf.as_dtype(getattr(state, "dtype", None) or tf.convert_to_tensor(state).dtype)
+      if dtype != spec.dtype:
+        dims = "".join(f", {d}" for d in spec.shape.as_list())
+        return (f"the policy state entry {path} must be {spec.dtype.name} [batch{dims}] "
+                f"(get_initial_state(batch_size=B), then the state each step returns); got "
+                f"{dtype.name}")
+    return None
 
   def _get_initial_state(self, batch_size):
     return self._policy.get_initial_state(batch_size)
@@ -209,6 +229,9 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
       tf.nest.assert_same_structure(policy_state, self.policy_state_spec)
     except (TypeError, ValueError):
       return self.refusal_step(time_step, policy_state, self._state_text(policy_state))
+    dtype_text = self._dtype_text(policy_state)
+    if dtype_text is not None:  # known when traced: a function apart
+      return self.refusal_step(time_step, policy_state, dtype_text)
     spec = self._policy.time_step_spec.observation
     if isinstance(spec, tf.TensorSpec) and time_step.observation.dtype != spec.dtype:
       return self.refusal_step(time_step, policy_state)  # known when traced: a function apart
@@ -330,12 +353,21 @@ def _trace_other_dtypes(saver, view: _ActionOnlyPolicy) -> None:
       saver.policy.action.get_concrete_function(time_step=time_step)
 
 
+# Dtypes a policy state entry may be given by mistake, by the spec's dtype: numpy's defaults
+# (float64, int64; an int for a bool), frames scaled to floats. Each is one more concrete
+# function of every export; other dtypes still get TensorFlow's message.
+STATE_DTYPE_MISTAKES = {tf.float32: (tf.float64,), tf.int32: (tf.int64,), tf.int64: (tf.int32,),
+                        tf.bool: (tf.int64,), tf.uint8: (tf.float32, tf.int64)}
+
+
 def _trace_other_states(saver, view: _ActionOnlyPolicy, other_states: Sequence) -> None:
   """Traces the saved `action` of `saver` for the policy states a caller may pass by mistake:
   None, and no state or () to a policy that keeps one; None to one that keeps none; each
   of `other_states` (state specs without the batch dimension, e.g. another policy's of the same
-  run), each only the refusal (_ActionOnlyPolicy._action); and the policy's own state
-  structure with tensors of any shape, checked at run time (_ActionOnlyPolicy._checked_state)."""
+  run); a dict state with one of its keys left out, or with one entry of a dtype of
+  STATE_DTYPE_MISTAKES -- each only the refusal (_ActionOnlyPolicy._action); and the policy's
+  own state structure with tensors of any shape, checked at run time
+  (_ActionOnlyPolicy._checked_state)."""
   if not isinstance(view.time_step_spec.observation, tf.TensorSpec):
     return
   batch = lambda spec: policy_saver.add_batch_dim(spec, [None])
@@ -353,9 +385,18 @@ def _trace_other_states(saver, view: _ActionOnlyPolicy, other_states: Sequence) 
     # check (_ActionOnlyPolicy._checked_state) instead of "Could not find matching concrete
     # function".
     any_shape = lambda spec: tf.TensorSpec(None, spec.dtype, spec.name)
+    state = tf.nest.map_structure(any_shape, view.policy_state_spec)
     action.get_concrete_function(time_step=time_step, policy_state=(
-        policy_saver.rename_spec_with_nest_paths(
-            tf.nest.map_structure(any_shape, view.policy_state_spec))))
+        policy_saver.rename_spec_with_nest_paths(state)))
+    if isinstance(state, dict):
+      for key in sorted(state):
+        trace = lambda s: action.get_concrete_function(
+            time_step=time_step, policy_state=policy_saver.rename_spec_with_nest_paths(s))
+        if len(state) > 1:
+          trace({k: v for k, v in state.items() if k != key})
+        if isinstance(state[key], tf.TensorSpec):
+          for dtype in STATE_DTYPE_MISTAKES.get(state[key].dtype, ()):
+            trace(dict(state, **{key: tf.TensorSpec(None, dtype, state[key].name)}))
 
 
 def _same(a, b) -> bool:

@@ -337,14 +337,28 @@ def borrow(cls, name: str, note: Optional[str] = "{default}", *, default=None,
   return dataclasses.field(default=default, metadata={_KEY: spec})
 
 
+# The largest value of a numeric setting declared without an upper bound: an integer fits
+# TensorFlow's int32 (step counters, indices, seeds as numpy takes them), a float stays far
+# from float32's overflow (3.4e38) even once squared. A larger value in a flag or a record is
+# a typo or a corruption; no run of this project needs one.
+INT_CEILING = 2**31 - 1
+FLOAT_CEILING = 1e12
+
+
 def _problem(spec: FlagSpec, value) -> Optional[str]:
-  """What `value` breaks of the declared bounds / choices ("must be ..."), or None."""
+  """What `value` breaks of the declared bounds / choices ("must be ..."), or None. A number
+  of a setting declared without an upper bound is held to INT_CEILING / FLOAT_CEILING."""
   if spec.enum_values is not None:
     if value not in spec.enum_values:
       return f"must be one of {', '.join(map(str, spec.enum_values))}"
     return None
   if value is None or isinstance(value, str) or not isinstance(value, (int, float)):
     return None
+  if spec.upper_bound is None and spec.below is None and not isinstance(value, bool):
+    if isinstance(value, int) and isinstance(spec.lower_bound, int) and value > INT_CEILING:
+      return f"must be an integer <= {INT_CEILING} (a 32-bit integer)"
+    if math.isfinite(value) and abs(value) > FLOAT_CEILING:
+      return f"must be a finite number of magnitude <= {FLOAT_CEILING:g}"
   lo, hi, above, below = spec.lower_bound, spec.upper_bound, spec.above, spec.below
   if lo is None and hi is None and above is None and below is None:
     return None
@@ -373,11 +387,17 @@ def _problem(spec: FlagSpec, value) -> Optional[str]:
 
 def check_values(cls, values_: dict, prefix: str = "") -> None:
   """ValueError "<prefix><name> must be ..., got <value>" for the first of `values_` (field
-  name -> value of the dataclass `cls`) outside its declared bounds or choices."""
+  name -> value of the dataclass `cls`) of another type than declared, or outside its declared
+  bounds or choices."""
   specs = {f.name: spec for f, spec in flag_fields(cls)}
   for name, value in values_.items():
     spec = specs.get(name)
     problem = None if spec is None else _problem(spec, value)
+    if (spec is not None and value is not None and spec.parse is None
+        and _declared(cls, name) in (bool, int, float, str)):
+      # A value read back from a record (JSON) may be of another type than a flag gives:
+      # "8" for an int would pass every bound above and fail far from here.
+      problem = problem or type_problem(cls, name, value)
     if problem:
       raise ValueError(f"{prefix}{spec.flag_name or name} {problem}, got {value!r}")
 

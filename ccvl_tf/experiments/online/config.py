@@ -99,7 +99,8 @@ class OnlineConfig:
   reverb_address: Optional[str] = setting(
       None, "host:port of a running Reverb server (binaries/reverb_server.py)"
       "; default: start one in this process.")
-  num_actors: int = setting(1, "Actor processes to start.", lower_bound=0)
+  num_actors: int = setting(1, "Actor processes to start.", lower_bound=0, upper_bound=1024,
+                            parse_bounds=False)
   batch_size: int = run_settings.borrow("batch_size")
   offline_fraction: float = setting(  # share of each batch drawn from the offline data
       0.0, "Share of each batch drawn from the offline data (gridworld).", lower_bound=0.0,
@@ -197,6 +198,8 @@ class OnlineConfig:
     if unknown:
       raise ValueError(f"not settings of ExplorationConfig: {unknown}")
     config_flags.check(self.exploration, prefix="--")
+    if not 0.0 <= self.eval_epsilon <= 1.0:  # not a flag: only a record can set it
+      raise ValueError(f"eval_epsilon must be in [0, 1], got {self.eval_epsilon!r}")
     if self.replay_capacity < self.min_replay_size:
       raise ValueError(f"--replay_capacity ({self.replay_capacity}) must be >= "
                        f"--min_replay_size ({self.min_replay_size})")

@@ -26,7 +26,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 import keras
 from keras import ops
 
-from ccvl_tf.tabular.learners import SUPPORT_MARGIN  # one margin for the exact and the network
+from ccvl_tf.algorithm.constants import SUPPORT_MARGIN  # one margin for the exact and the network
 
 
 def validate_threshold(threshold: float) -> None:

@@ -11,6 +11,7 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
+from ccvl_tf.algorithm.constants import BONUS_COUNTS, SUPPORT_MARGIN  # shared with the network
 from ccvl_tf.tabular.dataset import Transitions
 
 NEG_INF = -np.inf
@@ -333,15 +334,10 @@ def cql_q(model: EmpiricalModel, gamma: float, alpha: float, tol: float = 1e-8,
 # with a gap whose weight w0 does not depend on delta ('bonus+logsumexp', 'bonus+max'), which
 # pushes the actions the data never takes down without undoing the order the bonus gives;
 # 'bonus-sa': the bonus with Eq. (update)'s own count n(s, a) (the network: n(s) pi_beta(a|s)).
-# The bonus's count: n(s), or n(s, a) (the network: n(s) pi_beta(a | s); the bonus reading's
-# bonus_counts, ccvl_tf/algorithm/readings/bonus.py).
-BONUS_COUNTS = ("state", "state_action")
+# The bonus's counts (BONUS_COUNTS) and SUPPORT_MARGIN: ccvl_tf/algorithm/constants.py, shared
+# with the network.
 READINGS = ("logsumexp", "max", "logsumexp+monotone", "max+monotone", "bonus",
             "bonus+logsumexp", "bonus+max", "bonus-sa")
-# How far below the smallest supported action's value an action outside the data's support is
-# put (reward units): it ranks below every supported one, and Bellman errors on the data stay
-# finite. The network's support mask (ccvl_tf/algorithm/support.py) uses the same margin.
-SUPPORT_MARGIN = 1.0
 # w0 of the gapped bonus readings when none is given: the most favourable of {0.1, 0.3, 1} on
 # the exact gridworld (docs/family_choice.md; larger w0 ties or inflates more).
 DEFAULT_GAP_WEIGHT = 0.1

@@ -14,9 +14,9 @@ from typing import ClassVar, Dict, Optional
 
 import tensorflow as tf
 
+from ccvl_tf.algorithm import constants
 from ccvl_tf.algorithm import losses
 from ccvl_tf.runtime.config_flags import setting
-from ccvl_tf.tabular import learners
 
 # How n(s)^-1 enters the regularizer weight ('off': n(s)^-1 = 1, an ablation).
 COUNT_WEIGHTS = ("linear", "off")
@@ -26,7 +26,7 @@ COUNT_WEIGHTS = ("linear", "off")
 PAIR_DRAWS = ("uniform", "delta")
 # The count of the bonus reading: n(s), or n(s, a) = n(s) pi_beta(a | s) (one list for the
 # exact tabular learner and the network).
-BONUS_COUNTS = learners.BONUS_COUNTS
+BONUS_COUNTS = constants.BONUS_COUNTS
 
 
 def gap_option():

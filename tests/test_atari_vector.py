@@ -1,4 +1,4 @@
-"""Batched Atari evaluation (ccvl_tf/envs/atari_vector.py): the slot state machine on a fake
+"""Batched Atari evaluation (ccvl_tf/evaluation/atari_vector.py): the slot state machine on a fake
 vector environment whose episodes are known in advance, the real AtariVectorEnv against our
 sequential environment, the dispatch, and the observation-reading Breakout player."""
 import collections
@@ -8,7 +8,8 @@ import ccvl_tf  # noqa: F401
 import numpy as np
 import pytest
 
-from ccvl_tf.envs import atari, atari_vector, scripted
+from ccvl_tf.envs import atari, scripted
+from ccvl_tf.evaluation import atari_vector
 
 _Step = collections.namedtuple("_Step", ["action", "state", "info"])
 

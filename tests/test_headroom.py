@@ -110,7 +110,7 @@ def tiny_run(tmp_path_factory):
 
 @pytest.mark.slow
 def test_headroom_binary_plays_every_member_on_the_same_episodes(tiny_run, tmp_path):
-  from ccvl_tf.envs import atari_vector
+  from ccvl_tf.evaluation import atari_vector
   from ccvl_tf.evaluation import rollouts
   from ccvl_tf.experiments.offline.seeds import Seeds
 

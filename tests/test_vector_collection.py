@@ -19,7 +19,7 @@ from ccvl_tf.data import replay_source
 from ccvl_tf.data import replay_writer
 from ccvl_tf.data import vector_collection
 from ccvl_tf.envs import atari
-from ccvl_tf.envs import atari_vector
+from ccvl_tf.evaluation import atari_vector
 from ccvl_tf.experiments.offline import default_dataset
 
 

@@ -30,7 +30,7 @@ import ccvl_tf  # noqa: F401,E402  (sets TF_USE_LEGACY_KERAS before TensorFlow l
 import numpy as np  # noqa: E402
 
 from ccvl_tf.algorithm import belief  # noqa: E402
-from ccvl_tf.envs import atari_vector  # noqa: E402
+from ccvl_tf.evaluation import atari_vector  # noqa: E402
 from ccvl_tf.evaluation import diagnostics, headroom, rollouts  # noqa: E402
 from ccvl_tf.experiments.offline import headroom_eval, runner  # noqa: E402
 from ccvl_tf.runtime import strict_json  # noqa: E402

@@ -32,8 +32,8 @@ import ccvl_tf  # noqa: E402,F401  (sets TF_USE_LEGACY_KERAS before TensorFlow l
 
 import numpy as np  # noqa: E402
 
-from ccvl_tf.evaluation import rollouts  # noqa: E402
-from ccvl_tf.envs import atari, atari_vector, scripted  # noqa: E402
+from ccvl_tf.evaluation import atari_vector, rollouts  # noqa: E402
+from ccvl_tf.envs import atari, scripted  # noqa: E402
 from ccvl_tf.runtime import strict_json  # noqa: E402
 
 _Step = collections.namedtuple("_Step", ["action", "state", "info"])

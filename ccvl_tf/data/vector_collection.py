@@ -1,13 +1,13 @@
 """Collecting a uniformly random policy's dataset on N environments side by side.
 
 `collect_random(env, num_steps, writer, seed)` is `replay_writer.collect` with a uniformly random
-policy, run on a vector environment (`ccvl_tf.envs.atari_vector.AtariVectorEnvironment`: ale_py's
-own C++ vector environment with the Atari protocol of ccvl_tf/envs/atari.py), and writes the
-same format: Dopamine's (latest single frame before the action, action, clipped reward,
-terminal) with terminal = 1 at every episode end (game over, or `max_episode_steps` agent
-steps). The replay file is one stream of whole episodes, so each copy's transitions are held
-until its episode ends and then written in the order the episodes end (copy index breaks ties);
-only the last episode of the stream is cut (no terminal flag) when `num_steps` is reached.
+policy, run on a vector environment (`ccvl_tf.evaluation.atari_vector.AtariVectorEnvironment`:
+ale_py's own C++ vector environment with the Atari protocol of ccvl_tf/envs/atari.py), and writes
+the same format: Dopamine's (latest single frame before the action, action, clipped reward,
+terminal) with terminal = 1 at every episode end (game over, or `max_episode_steps` agent steps).
+The replay file is one stream of whole episodes, so each copy's transitions are held until its
+episode ends and then written in the order the episodes end (copy index breaks ties); only the last
+episode of the stream is cut (no terminal flag) when `num_steps` is reached.
 
 The dataset depends on `seed` and the number of copies, not on the number of worker threads
 (every copy steps once per call, each with its own ALE seed and action stream). It is another

@@ -3,8 +3,8 @@
 The statistics of binaries/headroom.py (protocol: docs/headroom.md). Every policy plays the
 same E = S x L episodes: S sequences (vector slots, one policy state each) of L episodes, so the
 adaptive policy's belief is carried over the L episodes of a sequence. Episode e of an
-evaluation is position e // S of sequence e % S (ccvl_tf/envs/atari_vector.py gives slot j the
-episodes j, j + S, j + 2S, ...). Sequences, not episodes, are the independent units of the
+evaluation is position e // S of sequence e % S (ccvl_tf/evaluation/atari_vector.py gives slot j
+the episodes j, j + S, j + 2S, ...). Sequences, not episodes, are the independent units of the
 paired CIs: the adaptive policy's episodes within one sequence share a belief.
 
 Pure numpy (and rliable through score_stats for the bootstrap); no TensorFlow.

@@ -117,8 +117,8 @@ class OfflineConfig:
   eval_env: str = setting(
       "vector", "Where the Atari evaluations run: vector = all episodes of an evaluation side "
       "by side in ale_py's AtariVectorEnv, one batched policy call per step, one policy state "
-      "(belief) per episode (ccvl_tf/envs/atari_vector.py); sequential = one environment, one "
-      "episode after another, one policy state carried across them.",
+      "(belief) per episode (ccvl_tf/evaluation/atari_vector.py); sequential = one environment, "
+      "one episode after another, one policy state carried across them.",
       enum_values=["vector", "sequential"])
   belief_episodes: int = setting(
       10, "Episodes the adaptive policy's belief is carried over in a vector evaluation: the "

@@ -34,7 +34,7 @@ from ccvl_tf.data import replay_files
 from ccvl_tf.data import replay_writer
 from ccvl_tf.data import vector_collection
 from ccvl_tf.envs import atari
-from ccvl_tf.envs import atari_vector
+from ccvl_tf.evaluation import atari_vector
 from ccvl_tf.envs import scripted
 from ccvl_tf.experiments.offline.seeds import Seeds
 from ccvl_tf.runtime import strict_json

@@ -24,7 +24,7 @@ import tensorflow as tf
 
 from ccvl_tf.data import replay_writer
 from ccvl_tf.envs import atari, scripted
-from ccvl_tf.envs import atari_vector
+from ccvl_tf.evaluation import atari_vector
 from ccvl_tf.experiments.offline import phase_times
 from ccvl_tf.experiments.offline.seeds import Seeds
 from ccvl_tf.evaluation import rollouts, score_stats
@@ -145,7 +145,7 @@ def report(root_dir: str, game: str, policies: Mapping[str, object],
            eval_env: str = "sequential", timer=None) -> List[Dict[str, object]]:
   """Evaluates and tabulates: 'random', the behaviour policy (if `behaviour`, a factory
   env -> callable), then `policies` (name -> TF-Agents policy, evaluated; on the vector
-  environment when `eval_env` is 'vector', ccvl_tf/envs/atari_vector.py) or `precomputed`
+  environment when `eval_env` is 'vector', ccvl_tf/evaluation/atari_vector.py) or `precomputed`
   (name -> episode scores already measured); `timer` (phase_times.PhaseTimes) times each
   row's evaluation. Returns the rows (also in results.json)."""
   precomputed = dict(precomputed or {})

@@ -1,13 +1,13 @@
 """binaries/headroom.py: every grid delta's fixed policy, the adaptive policy and references,
 played on the same episodes of a finished train_offline CCVL run (protocol: docs/headroom.md).
 
-E = S x L episodes per policy on S vector slots (ccvl_tf/envs/atari_vector.py), slot j playing
-its L episodes one after another with one policy state: the adaptive policy's belief is carried
-over the L episodes of a sequence. Every policy is seeded the same (Seeds.headroom_eval), so
-episode i of every policy starts from the same ALE seed. The grid members are the run's
-network restored from its newest intact checkpoint at each grid delta (FixedDeltaPolicy);
-Fixed-CCVL is the member at the delta the run chose (summary.json), so its row is that
-member's. The adaptive policy and the references are the run's exported SavedModels.
+E = S x L episodes per policy on S vector slots (ccvl_tf/evaluation/atari_vector.py), slot j playing
+its L episodes one after another with one policy state: the adaptive policy's belief is carried over
+the L episodes of a sequence. Every policy is seeded the same (Seeds.headroom_eval), so episode i of
+every policy starts from the same ALE seed. The grid members are the run's network restored from its
+newest intact checkpoint at each grid delta (FixedDeltaPolicy); Fixed-CCVL is the member at the
+delta the run chose (summary.json), so its row is that member's. The adaptive policy and the
+references are the run's exported SavedModels.
 
 Each policy's episodes are written to OUT/episodes/<name>.json as soon as they are played; a
 rerun with the same settings reuses them (a stopped evaluation resumes at the next policy).
@@ -28,7 +28,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 import numpy as np
 
 from ccvl_tf.algorithm import belief, policies
-from ccvl_tf.envs import atari_vector
+from ccvl_tf.evaluation import atari_vector
 from ccvl_tf.evaluation import diagnostics, headroom, rollouts
 from ccvl_tf.experiments.offline import runner
 from ccvl_tf.runtime import run_lock, strict_json

@@ -2,7 +2,7 @@
 (``ale_py.vector_env.AtariVectorEnv``, C++ worker threads) configured to the protocol of
 ccvl_tf/envs/atari.py, and one batched policy call per step (`run_batched_episodes`, the
 vector form of `ccvl_tf.evaluation.rollouts.run_episodes`). The protocol and the episode rules:
-docs/library.md "Module notes", `ccvl_tf/envs/atari_vector.py`.
+docs/library.md "Module notes", `ccvl_tf/evaluation/atari_vector.py`.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ import ccvl_tf  # noqa: F401
 import numpy as np
 import pytest
 
-from ccvl_tf.evaluation import scores
+from ccvl_tf.envs import scores
 from ccvl_tf.envs import atari
 from ccvl_tf.envs import factory
 from ccvl_tf.tabular import gridworld

@@ -1,11 +1,11 @@
-"""Tests for ccvl_tf/evaluation/scores.py: the reference scores and the one normalized score
+"""Tests for ccvl_tf/envs/scores.py: the reference scores and the one normalized score
 (Atari's built-in references, MinAtar's from minatar_scores.json)."""
 import ccvl_tf  # noqa: F401
 
 import numpy as np
 import pytest
 
-from ccvl_tf.evaluation import scores
+from ccvl_tf.envs import scores
 
 
 # ----------------------------------------------------------------------------- normalization

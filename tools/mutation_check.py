@@ -195,7 +195,7 @@ MUTATIONS = (
              ("tests/test_gridworld.py",)),
     Mutation("reference_score_typo",
              "a transposed digit in one Nature-DQN reference score (Qbert)",
-             "ccvl_tf/evaluation/scores.py",
+             "ccvl_tf/envs/scores.py",
              '"Qbert": 10596.0',
              '"Qbert": 10569.0',
              ("tests/test_scores.py::test_normalized_score_by_hand",)),

@@ -11,7 +11,7 @@ Game names (`make_env`):
                      (ccvl_tf.data.minatar_datasets.load_scores), else not normalized.
   '<Game>'           an Atari game through ale_py (envs/atari.py), e.g. 'Pong',
                      'space_invaders'. Score: the raw (unclipped) game score; normalized against
-                     random and Nature DQN (ccvl_tf.evaluation.scores) when the game has both.
+                     random and Nature DQN (ccvl_tf.envs.scores) when the game has both.
 A MinAtar game needs its prefix: 'Breakout' is the Atari game, 'minatar/Breakout' MinAtar's.
 """
 from __future__ import annotations
@@ -23,10 +23,10 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ccvl_tf.evaluation import scores
 from ccvl_tf.envs import atari
 from ccvl_tf.envs import gridworld_env
 from ccvl_tf.envs import minatar
+from ccvl_tf.envs import scores
 
 GRIDWORLD = "gridworld"
 _MINATAR_PREFIX = re.compile(r"^minatar[/:]", re.IGNORECASE)

@@ -1,7 +1,8 @@
-"""Scoring and inspecting policies: evaluation episodes (one environment, rollouts.py, or every
-Atari episode side by side, atari_vector.py), reference and normalized scores,
-score statistics, the paper's tables and the confidence diagnostics.
+"""Scoring and inspecting policies: evaluation episodes (one environment at a time,
+rollouts.py; every Atari episode side by side, atari_vector.py), score statistics, the paper's
+tables and the confidence diagnostics. The reference scores and the normalized score are
+ccvl_tf/envs/scores.py.
 
-It may import ccvl_tf.algorithm (and ccvl_tf.runtime's plumbing), never agents/ or
-ccvl_tf.experiments.
+It imports the folders below it (ccvl_tf.runtime, algorithm, tabular, envs), never
+ccvl_tf.data, ccvl_tf.experiments or agents/ (docs/ARCHITECTURE.md, "Layers").
 """

@@ -4,7 +4,7 @@ binaries/evaluate.py writes.
 
 A results CSV has one row per (method, dataset, game, seed) with the raw game score of that run
 (the average return of its evaluation episodes): columns RESULTS_COLUMNS. Normalized scores come
-from ccvl_tf.evaluation.scores, aggregates (IQM, stratified bootstrap CIs) from
+from ccvl_tf.envs.scores, aggregates (IQM, stratified bootstrap CIs) from
 ccvl_tf.evaluation.rollouts.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 import numpy as np
 
 from ccvl_tf.evaluation import rollouts, score_stats
-from ccvl_tf.evaluation import scores
+from ccvl_tf.envs import scores
 from ccvl_tf.runtime import writes
 
 RESULTS_COLUMNS = ("method", "dataset", "game", "seed", "score")

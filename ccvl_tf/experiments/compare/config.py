@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Sequence
 
 from agents import aevl_agent, ccvl_agent, rem_agent
 from ccvl_tf.runtime import config_flags, run_settings
-from ccvl_tf.evaluation import scores
+from ccvl_tf.envs import scores
 from ccvl_tf.runtime.config_flags import borrow, setting
 from ccvl_tf.experiments import agent_options
 from ccvl_tf.experiments import agent_registry

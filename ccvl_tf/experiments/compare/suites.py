@@ -26,7 +26,7 @@ from ccvl_tf.envs import gridworld_env
 from ccvl_tf.envs import minatar
 from ccvl_tf.experiments.compare import config as compare_config
 from ccvl_tf.algorithm import networks
-from ccvl_tf.evaluation import scores
+from ccvl_tf.envs import scores
 from ccvl_tf.tabular import dataset as tab
 
 
@@ -77,7 +77,7 @@ class Suite:
     return factory.make_env(self.env_name(game), seed, max_steps)
 
   def references(self) -> Optional[scores.References]:
-    """Reference scores of normalize (None: the Atari tables of ccvl_tf.evaluation.scores)."""
+    """Reference scores of normalize (None: the Atari tables of ccvl_tf.envs.scores)."""
     return None
 
   def normalize(self, game: str, score: float) -> float:

@@ -22,11 +22,11 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
 from ccvl_tf.algorithm import belief, policies
-from ccvl_tf.evaluation import atari_vector, diagnostics, rollouts, scores
+from ccvl_tf.evaluation import atari_vector, diagnostics, rollouts
 from ccvl_tf.runtime import run_lock, strict_json
 from ccvl_tf.runtime import training
 from ccvl_tf.data import frame_store, replay_files
-from ccvl_tf.envs import atari
+from ccvl_tf.envs import atari, scores
 from ccvl_tf.experiments import agent_registry, tf_setup
 from ccvl_tf.experiments.offline import confidence_report
 from ccvl_tf.experiments.offline import config, dataset, phase_times

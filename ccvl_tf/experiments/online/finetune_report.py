@@ -6,7 +6,7 @@ returns.
 Score of a run: the mean raw score of its primary policy's evaluation episodes
 (online_eval.primary_policy_name: the confidence-adaptive policy over Q_l for the CCVL agents,
 the greedy policy for CQL), normalized with the datasets' references (100 x (score - random) /
-(data DQN - random), ccvl_tf.evaluation.scores). "Before" is the evaluation at the offline step,
+(data DQN - random), ccvl_tf.envs.scores). "Before" is the evaluation at the offline step,
 "after" the one at the final step; gain = after - before, per run.
 """
 from __future__ import annotations
@@ -24,7 +24,7 @@ from ccvl_tf.data import minatar_datasets
 from ccvl_tf.experiments.online import penalty as online_penalty
 from ccvl_tf.experiments.online import scores_and_bounds as online_eval
 from ccvl_tf.evaluation import score_stats
-from ccvl_tf.evaluation import scores
+from ccvl_tf.envs import scores
 from ccvl_tf.runtime import training
 
 

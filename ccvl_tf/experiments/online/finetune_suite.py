@@ -22,7 +22,7 @@ import numpy as np
 from agents import ccvl_agent
 from ccvl_tf.runtime import config_flags
 from ccvl_tf.runtime import run_settings
-from ccvl_tf.evaluation import scores
+from ccvl_tf.envs import scores
 from ccvl_tf.runtime import training
 from ccvl_tf.runtime.config_flags import setting
 from ccvl_tf.data import minatar_datasets

@@ -10,6 +10,10 @@ the DQN reference. The references per suite:
   * gridworld: not a (random, DQN) pair but the optimal policy's expected discounted return,
     computed from the world's model: `ccvl_tf.envs.gridworld_env.normalized_return`.
 Also the paper's method and dataset names (PAPER_METHODS, PAPER_DATASETS), in its table order.
+
+Here in envs/ because each environment's scoring (factory.make_env's `normalize`) is built from
+these references; the reports in ccvl_tf/evaluation read them from here. Plain numpy, no other
+module of ccvl_tf.
 """
 from __future__ import annotations
 

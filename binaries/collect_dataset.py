@@ -30,7 +30,7 @@ from ccvl_tf.runtime import training  # noqa: E402
 from ccvl_tf.data import replay_writer  # noqa: E402
 from ccvl_tf.data import vector_collection  # noqa: E402
 from ccvl_tf.envs import atari  # noqa: E402
-from ccvl_tf.evaluation import atari_vector  # noqa: E402
+from ccvl_tf.evaluation import atari_vector, rollouts  # noqa: E402
 from ccvl_tf.experiments.offline import default_dataset  # noqa: E402
 
 config_flags.define(default_dataset.CollectConfig)  # the `setting` fields of CollectConfig
@@ -77,7 +77,7 @@ def _collect(cfg, env):
     policy = replay_writer.random_policy(env.num_actions, seed=cfg.seed)
   else:
     try:
-      policy = replay_writer.saved_model_policy(cfg.policy, env)
+      policy = rollouts.saved_model_policy(cfg.policy, env)
     except ValueError as e:
       raise app.UsageError(str(e))
   writer = replay_writer.DopamineReplayWriter(

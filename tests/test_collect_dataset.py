@@ -17,6 +17,7 @@ from ccvl_tf.data import replay_source
 from ccvl_tf.data import replay_writer
 from ccvl_tf.data.frame_store import FrameStore
 from ccvl_tf.envs import atari
+from ccvl_tf.evaluation import rollouts
 from tests import forked_binary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -167,13 +168,13 @@ def test_saved_model_policy_is_used(tmp_path):
   policy_saver.PolicySaver(policy, batch_size=None).save(pdir)
   out = str(tmp_path / "ds")
   w = replay_writer.DopamineReplayWriter(out, replay_capacity=100)
-  replay_writer.collect(env, replay_writer.saved_model_policy(pdir), 40, w)
+  replay_writer.collect(env, rollouts.saved_model_policy(pdir), 40, w)
   w.close()
   ckpt = dqn_replay.load_checkpoint(out, 0, num_actions=4)
   acts = ckpt.action[ckpt.valid_indices()]
   assert acts.size > 30 and (acts == 2).all()
   with pytest.raises(ValueError, match="SavedModel"):
-    replay_writer.saved_model_policy(str(tmp_path / "nope"))
+    rollouts.saved_model_policy(str(tmp_path / "nope"))
 
 
 @pytest.mark.slow
@@ -186,7 +187,7 @@ def test_a_policy_of_another_game_is_refused_before_anything_is_written(tmp_path
                               action_set=[0, 1, 3, 4])
   with pytest.raises(ValueError, match=r"records a policy of another game: the game Breakout, "
                                        r"but this run's game is Atlantis; the action set"):
-    replay_writer.saved_model_policy(pdir, atari.AtariEnvironment("Atlantis"))
+    rollouts.saved_model_policy(pdir, atari.AtariEnvironment("Atlantis"))
   out = tmp_path / "ds"
   res = forked_binary.run("collect_dataset.py", ["--game=Atlantis", "--steps=10",
                                                  f"--policy={pdir}", f"--output_dir={out}"],

@@ -2,8 +2,8 @@
 
 :class:`DopamineReplayWriter` writes the format :mod:`ccvl_tf.data.dqn_replay` reads (that
 module describes it); :func:`collect` runs a policy in an environment into a writer;
-:func:`random_policy` and :func:`saved_model_policy` are the policies binaries/collect_dataset.py
-offers.
+:func:`random_policy` is the random policy binaries/collect_dataset.py offers (an exported
+policy: ``ccvl_tf.evaluation.rollouts.saved_model_policy``, loaded with the evaluation's checks).
 """
 from __future__ import annotations
 
@@ -17,13 +17,10 @@ import zlib
 from typing import Callable, List, Optional
 
 import numpy as np
-import tensorflow as tf
-from tf_agents.trajectories import time_step as ts_lib
 
 from ccvl_tf.data import dqn_replay
 from ccvl_tf.data import replay_validity
 from ccvl_tf.data import replay_files
-from ccvl_tf.evaluation import rollouts
 from ccvl_tf.runtime import strict_json
 
 
@@ -215,47 +212,6 @@ class DopamineReplayWriter:
 def random_policy(num_actions: int, seed: int = 0) -> Callable:
   rng = np.random.default_rng(seed)
   return lambda time_step: int(rng.integers(num_actions))
-
-
-def saved_model_policy(policy_dir: str, env=None) -> Callable:
-  """A TF-Agents PolicySaver export as a callable ``time_step -> action``.
-
-  Loads with ``tf.saved_model.load`` and calls ``get_initial_state(1)`` at each
-  episode start and ``action(TimeStep(step_type, reward, discount, observation),
-  policy_state)`` (batch of 1) each step, carrying the policy state. With ``env`` and the
-  export's ``policy_specs.pbtxt`` (ccvl_tf.algorithm.policies.export_policy writes it), the policy's
-  action count and observation shape and dtype, and the game and action set its
-  ``ccvl_policy.json`` records, are checked against the environment's first
-  (``rollouts.load_saved_policy``: a ValueError naming both; an export without the record
-  prints a note saying what could not be checked).
-  """
-  if not os.path.isdir(policy_dir):
-    raise ValueError("--policy must be 'random' or a SavedModel directory; {} does not "
-                     "exist".format(policy_dir))
-  if env is not None and os.path.exists(os.path.join(policy_dir, "policy_specs.pbtxt")):
-    spec = env.observation_spec()
-    policy, meta = rollouts.load_saved_policy(policy_dir, num_actions=env.num_actions,
-                                              observation_shape=spec.shape,
-                                              observation_dtype=spec.dtype, game=env.game,
-                                              action_set=env.action_set)
-    if meta.get("game_note"):
-      print(f"Note: {meta['game_note']}.", flush=True)
-  else:
-    policy = tf.saved_model.load(policy_dir)
-  state = {"s": None}
-
-  def act(time_step) -> int:
-    if time_step.is_first() or state["s"] is None:
-      state["s"] = policy.get_initial_state(batch_size=1)
-    batched = ts_lib.TimeStep(
-        step_type=tf.constant([time_step.step_type], tf.int32),
-        reward=tf.constant([time_step.reward], tf.float32),
-        discount=tf.constant([time_step.discount], tf.float32),
-        observation=tf.constant(np.asarray(time_step.observation)[None]))
-    step = policy.action(batched, state["s"])
-    state["s"] = step.state
-    return int(np.asarray(step.action).reshape(-1)[0])
-  return act
 
 
 def collect(env, policy: Callable, num_steps: int, writer: DopamineReplayWriter, *,

@@ -1,5 +1,6 @@
 """Running a policy for evaluation episodes in any unbatched TF-Agents PyEnvironment
-(`run_episodes`, `CompiledPolicy`) and loading exported policies (`load_saved_policy`).
+(`run_episodes`, `CompiledPolicy`) and loading exported policies (`load_saved_policy`; as a
+callable `time_step -> action` for collecting a dataset: `saved_model_policy`).
 
 The evaluation protocol, and where the statistics of the scores are: docs/policies.md
 "Evaluation" (ccvl_tf/evaluation/score_stats.py).
@@ -325,3 +326,45 @@ def load_saved_policy(policy_dir: str, num_actions: Optional[int] = None,
   return saved, meta
 
 
+def saved_model_policy(policy_dir: str, env=None) -> Callable:
+  """A TF-Agents PolicySaver export as a callable ``time_step -> action``.
+
+  Loads with ``tf.saved_model.load`` and calls ``get_initial_state(1)`` at each
+  episode start and ``action(TimeStep(step_type, reward, discount, observation),
+  policy_state)`` (batch of 1) each step, carrying the policy state. With ``env`` and the
+  export's ``policy_specs.pbtxt`` (ccvl_tf.algorithm.policies.export_policy writes it), the policy's
+  action count and observation shape and dtype, and the game and action set its
+  ``ccvl_policy.json`` records, are checked against the environment's first
+  (``load_saved_policy``: a ValueError naming both; an export without the record
+  prints a note saying what could not be checked).
+  """
+  # Here: TensorFlow and TF-Agents (see the note at the top).
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tf_agents.trajectories import time_step as ts_lib  # pylint: disable=g-import-not-at-top
+  if not os.path.isdir(policy_dir):
+    raise ValueError("--policy must be 'random' or a SavedModel directory; {} does not "
+                     "exist".format(policy_dir))
+  if env is not None and os.path.exists(os.path.join(policy_dir, "policy_specs.pbtxt")):
+    spec = env.observation_spec()
+    policy, meta = load_saved_policy(policy_dir, num_actions=env.num_actions,
+                                     observation_shape=spec.shape,
+                                     observation_dtype=spec.dtype, game=env.game,
+                                     action_set=env.action_set)
+    if meta.get("game_note"):
+      print(f"Note: {meta['game_note']}.", flush=True)
+  else:
+    policy = tf.saved_model.load(policy_dir)
+  state = {"s": None}
+
+  def act(time_step) -> int:
+    if time_step.is_first() or state["s"] is None:
+      state["s"] = policy.get_initial_state(batch_size=1)
+    batched = ts_lib.TimeStep(
+        step_type=tf.constant([time_step.step_type], tf.int32),
+        reward=tf.constant([time_step.reward], tf.float32),
+        discount=tf.constant([time_step.discount], tf.float32),
+        observation=tf.constant(np.asarray(time_step.observation)[None]))
+    step = policy.action(batched, state["s"])
+    state["s"] = step.state
+    return int(np.asarray(step.action).reshape(-1)[0])
+  return act

@@ -1,4 +1,5 @@
-"""The replay data layer is one straight pipeline (docs/data.md "Stages"), and the
+"""The replay data layer is one straight pipeline (docs/data.md "Stages"), the folders of
+ccvl_tf/ import only the folders below them (docs/ARCHITECTURE.md, "Layers"), and the
 package has no import circle. Read from the source with ast (nothing is imported),
 counting imports inside functions too: a deferred import is still a tie."""
 import ast
@@ -50,6 +51,27 @@ def test_data_stages_import_only_the_stages_below():
   # The writer and the MinAtar datasets sit beside the pipeline: no stage uses them.
   assert graph["ccvl_tf.data.dqn_replay"].isdisjoint(
       {"ccvl_tf.data.replay_writer", "ccvl_tf.data.minatar_datasets"})
+
+
+# The folders of ccvl_tf/, bottom first: a module may import its own folder and the folders
+# before it, never one after it.
+LAYERS = ["runtime", "algorithm", "tabular", "envs", "data", "evaluation", "experiments",
+          "bench"]
+
+
+def test_folders_import_only_the_folders_below():
+  upward = []
+  for m, deps in _graph().items():
+    parts = m.split(".")
+    if parts[0] != "ccvl_tf" or len(parts) < 2:
+      continue
+    own = LAYERS.index(parts[1])
+    upward += [(m, n) for n in sorted(deps)
+               if n.startswith("ccvl_tf.") and LAYERS.index(n.split(".")[1]) > own]
+  assert not upward, upward
+  assert sorted(LAYERS) == sorted(
+      d for d in os.listdir(os.path.join(ROOT, "ccvl_tf"))
+      if os.path.isfile(os.path.join(ROOT, "ccvl_tf", d, "__init__.py")))
 
 
 def test_no_import_circles():

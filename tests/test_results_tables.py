@@ -145,9 +145,13 @@ SWEEP_TABLE = {
     ("1%", "CCVL, default reading `bonus`"): ("1pct_bonus", "CCVL"),
     ("1%", "Fixed-CCVL, default reading `bonus`"): ("1pct_bonus", "Fixed-CCVL"),
     ("1% (rebuilt)", "CQL"): ("1pct_algorithm1", "CQL"),
-    ("1% (rebuilt)", "CCVL, default reading `algorithm1`"): ("1pct_algorithm1", "CCVL"),
-    ("1% (rebuilt)", "Fixed-CCVL, default reading `algorithm1`"): ("1pct_algorithm1",
-                                                                 "Fixed-CCVL"),
+    ("1% (rebuilt)", "CCVL, reading `algorithm1`, monotone head"): ("1pct_algorithm1", "CCVL"),
+    ("1% (rebuilt)", "Fixed-CCVL, reading `algorithm1`, monotone head"): ("1pct_algorithm1",
+                                                                        "Fixed-CCVL"),
+    ("1% (rebuilt)", "CCVL, default (`algorithm1`, cosine-embedding head)"): (
+        "1pct_cosine_monotone", "CCVL"),
+    ("1% (rebuilt)", "Fixed-CCVL, default (cosine-embedding head)"): (
+        "1pct_cosine_monotone", "Fixed-CCVL"),
 }
 
 
@@ -510,6 +514,30 @@ def test_alpha_sweep_page_bonus_table_recomputes_from_its_rows():
   for method in ("CCVL", "Fixed-CCVL"):
     got = printed[f"{method} (`bonus`)"]
     _assert_sweep_row(got, rows, cells, method)
+
+
+def test_alpha_sweep_page_cosine_monotone_rerun_recomputes_from_its_rows():
+  """docs/results/alpha_sweep.md's rerun of CCVL and Fixed-CCVL in the cosine-embedding default
+  on `1%`: per alpha the IQM [95% CI] and the flatness columns from the rerun's rows, and both
+  P-per-alpha tables from those rows merged with the kept CQL and BC rows of the `algorithm1`
+  section (tools/alpha_sweep_rerun_report.py's merge and its improvement lines)."""
+  from tools import alpha_sweep_rerun_report as rerun  # pylint: disable=g-import-not-at-top
+  rows = _sweep_rows("1pct_cosine_monotone")
+  assert len(rows) == 72 and {r["method"] for r in rows} == {"CCVL", "Fixed-CCVL"}
+  page_text = open(_doc("results", "alpha_sweep.md"), encoding="utf-8").read()
+  table = markdown_docs.table_after(_doc("results", "alpha_sweep.md"),
+                                    "![alpha sweep, 1%, default cosine_monotone]")
+  printed = {r[0]: r for r in table[1:]}
+  cells = alpha_sweep_report.iqm_cells(rows, reps=REPS)
+  for method in ("CCVL", "Fixed-CCVL"):
+    _assert_sweep_row(printed[f"{method} (`cosine_monotone`)"], rows, cells, method)
+  merged = rerun.merged_rows(rows, _sweep_rows("1pct_algorithm1"), ["CQL", "BC"])
+  section = page_text[page_text.index("![alpha sweep, 1%, default cosine_monotone]"):]
+  for line in rerun.improvement_section(merged, reps=REPS):
+    if line.startswith("| 0") or line.startswith("| 1") or line.startswith("| 3"):
+      assert line in section, line
+  with pytest.raises(ValueError, match="CCVL both rerun and kept"):
+    rerun.merged_rows(rows, rows, ["CCVL"])
 
 
 MINATAR_20K_PAGE = _doc("results", "method_table_minatar_20k.md")

@@ -26,10 +26,6 @@ from ccvl_tf.algorithm.readings import paper
 
 from agents import q_agent_base
 
-# The smallest pi_beta(a | s) the per-action count divides by (n(s, a)^-1 <= 1000 n(s)^-1).
-MIN_ACTION_SHARE = 1e-3
-
-
 @dataclasses.dataclass(frozen=True)
 class CCVLConfig(q_agent_base.BaseQConfig):
   """Hyperparameters of CCVL, named after the paper's symbols: N (`num_deltas`), M
@@ -135,119 +131,6 @@ class CCVLConfig(q_agent_base.BaseQConfig):
     return {**flat, **readings.to_options(self.reading)}
 
 
-def forward_and_targets(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
-                        batch: Dict[str, tf.Tensor], delta: tf.Tensor, delta_2: tf.Tensor,
-                        config, training: bool = False):
-  """The network passes of one CCVL step (shared by the lower and the upper objective).
-
-  Online: Q(s, ., delta) [B, N, A] and phi(s) [B, D]; with DR3 on (config.dr3_coef > 0) also
-  phi(s') [B, D] with gradients, from one torso pass over [s; s'] (networks.q_phi_and_next_phi),
-  else None. Target (no gradient): Q_target(s', ., delta_2) at the N*M confidences and the TD
-  targets r + gamma (1 - terminal) max_a' Q_target [B, N, M]; with a support head the max runs
-  over the actions in the data's support at s' (ccvl_tf/algorithm/support.py), the online Q is the
-  unmasked one the data's actions are regressed on, and its behaviour logits [B, A] come too
-  (else None).
-
-  Returns:
-    (q [B, N, A], phi [B, D], next_phi [B, D] or None, targets [B, N, M], logits or None).
-  """
-  out, next_phi, targets = paper.q_and_targets(online, target, batch, delta, delta_2,
-                                               config.gamma, config.dr3_coef > 0, training)
-  q = out.get("q_raw", out["q"])                         # [B, N, A]
-  phi, logits = out["phi"], out.get("support_logits")    # [B, D], [B, A] or None
-  return q, phi, next_phi, targets, logits
-
-
-class PairLoss:
-  """The pair loss of the lower bound, Eq. (cql update) in the reading `config.reading`.
-
-  A CCVL objective is the network passes (`forward_and_targets`), n(s)^-1, this pair loss and
-  the DR3 term (`ccvl_objective`); the upper bound (agents.ccvl_bounds_agent.UpperPairLoss)
-  replaces only this part, the way TF-Agents' DdqnAgent replaces only
-  `_compute_next_q_values`. Members:
-    gap_metric: the name the mean regularizer gap is reported under ('cql_gap').
-    target_confidences(delta [B, N], delta_2 [B, N, M]): the delta_2 the target network is
-      evaluated at (the reading's: 'bound' / 'bonus' bootstrap pair 0 at delta).
-    __call__(q [B, N, A], a_D [B], y [B, N, M], delta [B, N], delta_1 [B, N, M], n(s)^-1 [B]):
-      dict of 'loss' (mean over B, N of the pair reduction of L_j) and per-(B, N) 'td',
-      'regularizer', 'gap', 'q_sa' (the reading's `loss`).
-  """
-
-  gap_metric = "cql_gap"
-
-  def __init__(self, config):
-    """config: CCVLConfig (reading, alpha, td_loss, huber_kappa are used)."""
-    self.config = config
-    self.reading = config.reading
-    self.alpha = config.alpha  # the alpha of w(s, delta) = alpha sqrt(log(1/delta) n(s)^-1)
-
-  def target_confidences(self, delta: tf.Tensor, delta_2: tf.Tensor) -> tf.Tensor:
-    return self.reading.target_confidences(delta, delta_2)  # [B, N, M]
-
-  def __call__(self, q, actions, targets, delta, delta_1, inverse_count) -> Dict[str, tf.Tensor]:
-    c = self.config
-    return self.reading.loss(q, actions, targets, delta, delta_1, inverse_count, c.alpha,
-                             c.td_loss, c.huber_kappa)
-
-
-def ccvl_objective(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
-                   batch: Dict[str, tf.Tensor], delta: tf.Tensor, delta_1: tf.Tensor,
-                   delta_2: tf.Tensor,
-                   inverse_count_fn: Callable[[tf.Tensor, tf.Tensor], tf.Tensor],
-                   config: CCVLConfig, training: bool = False,
-                   pair_loss: Optional[PairLoss] = None) -> Dict[str, tf.Tensor]:
-  """The CCVL objective of Algorithm 1 for given confidences (the network plumbing).
-
-  Args:
-    online, target: networks with the same architecture (target gets no gradient).
-    batch: contract transition dict; 'action' already as indices 0..A-1.
-    delta: [B, N]; delta_1, delta_2: [B, N, M] (see losses.sample_confidences).
-    inverse_count_fn: (observation [B, ...], phi(s) [B, D]) -> n(s)^-1 [B].
-    config: CCVLConfig (gamma, alpha, td_loss, huber_kappa, dr3_coef are used).
-    pair_loss: the pair loss L_j and its target confidences; default PairLoss(config), the
-      lower bound Q_l (UpperCCVLAgent passes the upper bound's, Eq. upper update).
-
-  Returns:
-    dict of scalars ('loss' = CCVL loss + c * DR3, and the parts; the mean gap under
-    pair_loss.gap_metric) plus 'phi' [B, D].
-  """
-  pair_loss = PairLoss(config) if pair_loss is None else pair_loss
-  delta_2 = pair_loss.target_confidences(delta, delta_2)  # [B, N, M]
-  q, phi, next_phi, targets, logits = forward_and_targets(online, target, batch, delta,
-                                                          delta_2, config, training)
-  inv_count = tf.stop_gradient(inverse_count_fn(batch["observation"], phi))  # [B]
-  if config.reading.bonus_counts == "state_action" and logits is not None:
-    # n(s, a_D)^-1 = n(s)^-1 / pi_beta(a_D | s), pi_beta from the support head (no gradient).
-    share = tf.gather(tf.nn.softmax(logits), tf.cast(batch["action"], tf.int32), axis=1,
-                      batch_dims=1)                                   # [B, A] -> [B]
-    inv_count = inv_count / tf.maximum(tf.stop_gradient(share), MIN_ACTION_SHARE)  # [B]
-  res = pair_loss(q, batch["action"], targets, delta, delta_1, inv_count)
-  total = res["loss"]
-  support = {}
-  if logits is not None:  # the behaviour-cloning head of the support mask
-    bc = losses.bc_loss(logits, batch["action"])
-    total = total + bc["loss"]
-    support = {"support_loss": bc["loss"], "support_accuracy": bc["accuracy"]}
-  if next_phi is not None:
-    dr3 = losses.dr3_penalty(phi, next_phi)
-    total = total + config.dr3_coef * dr3
-  else:
-    dr3 = tf.zeros([])
-  return {
-      **q_agent_base.feature_metrics(phi),
-      "loss": total,
-      "ccvl_loss": res["loss"],
-      "dr3_penalty": dr3,
-      "td_term": tf.reduce_mean(res["td"]),
-      "regularizer_term": tf.reduce_mean(res["regularizer"]),
-      pair_loss.gap_metric: tf.reduce_mean(res["gap"]),
-      **support,
-      "q_data": tf.reduce_mean(res["q_sa"]),
-      "inverse_count": tf.reduce_mean(inv_count),
-      "phi": phi,
-  }
-
-
 class CCVLAgent(q_agent_base.GuardedLearner):
   """Confidence-conditioned value learning (lower bound Q(s, a, delta)), Algorithm 1.
 
@@ -316,12 +199,8 @@ class CCVLAgent(q_agent_base.GuardedLearner):
     self._phi_fn = tf.function(lambda obs: self._online.phi_model({"observation": obs}),
                                reduce_retracing=True)
 
-    # The step objective, chosen once: the paper's (readings/paper.py `objective`, nothing
-    # else in it) for the lower bound in the paper's reading; the general composition
-    # (`ccvl_objective`) for a research reading or another pair loss (the upper bound's).
-    paper_step = (isinstance(config.reading, paper.Paper)
-                  and type(self)._pair_loss is CCVLAgent._pair_loss)
-    self._step_objective = self._paper_objective if paper_step else self._general_objective
+    # What the tape calls (`loss_and_grads`): the reading's own `objective`.
+    self._reading = self._step_reading()
 
     policy = policies.FixedDeltaPolicy(time_step_spec, action_spec, self._online.q_model,
                                        delta=config.policy_delta)
@@ -363,13 +242,13 @@ class CCVLAgent(q_agent_base.GuardedLearner):
   @property
   def penalty_alpha(self) -> float:
     """The alpha of this agent's weight w(s, delta) (alpha; alpha_u for Q_u)."""
-    return self._pair_loss().alpha
+    return self._config.alpha
 
   def regularizer_weight(self, observation, delta: float = 0.5) -> tf.Tensor:
     """w(s, delta) = alpha sqrt(log(1/delta) n(s)^-1) at states [B, ...] -> [B], as this
     agent's objective weighs them now: n(s)^-1 from phi(s) of the online network and the
     current counts (normalized as in training; 1 with count_weight='off'; the exact function
-    when given), alpha of its pair loss (alpha_u for Q_u). No gradient, no variable change."""
+    when given), alpha of its objective (alpha_u for Q_u). No gradient, no variable change."""
     delta = float(losses.validate_delta(delta))
     observation = tf.convert_to_tensor(observation)
     if self._counts is None:
@@ -418,45 +297,63 @@ class CCVLAgent(q_agent_base.GuardedLearner):
     return super().train_on_batch(batch)
 
   # ---- the objective -------------------------------------------------------------------------
-  def _objective(self, batch, seed, training: bool) -> Dict[str, tf.Tensor]:
-    """Loss and metrics of Algorithm 1 on one batch (no variable changes)."""
+  def _step_reading(self):
+    """What this agent's step minimizes: an object whose `objective(online, target, batch,
+    delta, delta_1, delta_2, inverse_count_fn, config, training)` is the step objective
+    (readings.options.Reading.objective): the lower bound's reading, config.reading
+    (UpperCCVLAgent overrides this only: Eq. upper update's)."""
+    return self._config.reading
+
+  def _objective_inputs(self, batch, seed):
+    """What the reading's objective takes besides the networks, the batch and the config:
+    Algorithm 1's confidences delta ~ U(0, 1) [B, N] (all at the reading's train_delta when
+    set), delta_1, delta_2 ~ U(0, delta) [B, N, M] from the stateless `seed`
+    (losses.sample_confidences), and inverse_count_fn(observation, phi) -> n(s)^-1 [B] (from
+    the linear estimate, normalized; 1 with count_weight='off'; or the exact function given),
+    with the dict in which it leaves the raw n(s)^-1 'n_inv' [B] for the count update."""
     cfg = self._config
     b = tf.shape(batch["observation"])[0]
     delta, delta_1, delta_2 = losses.sample_confidences(
         b, cfg.num_deltas, cfg.num_pairs, seed,
         fixed_delta=cfg.reading.train_delta)                     # [B, N], [B, N, M], [B, N, M]
-    return self._objective_at(batch, delta, delta_1, delta_2, training)
-
-  def _objective_at(self, batch, delta, delta_1, delta_2, training: bool):
-    """The objective at sampled confidences, with this agent's pair loss (`_pair_loss`)."""
     raw = {}
 
     def inverse_counts(observation, phi):
       if self._counts is None:
         return self._inverse_counts(observation, phi)
       raw["n_inv"] = self._counts.raw_inverse_count(phi)           # [B], reused by the update
-      if self._config.reading.count_weight == "off":
+      if cfg.reading.count_weight == "off":
         return tf.ones_like(raw["n_inv"])                          # [B]: no count weighting
       return self._counts.normalize(raw["n_inv"])
 
-    metrics = self._step_objective(batch, delta, delta_1, delta_2, inverse_counts, training)
+    return delta, delta_1, delta_2, inverse_counts, raw
+
+  def _with_diagnostics(self, metrics, raw) -> Dict[str, tf.Tensor]:
+    """The objective's metrics with the features' (q_agent_base.feature_metrics of phi(s))
+    and the raw n(s)^-1 [B] the count update takes ('raw_inverse_count', when counted)."""
+    metrics = {**q_agent_base.feature_metrics(metrics["phi"]), **metrics}
     if "n_inv" in raw:
       metrics["raw_inverse_count"] = raw["n_inv"]
     return metrics
 
-  def _paper_objective(self, batch, delta, delta_1, delta_2, inverse_counts, training):
-    metrics = paper.objective(self._online, self._target, batch, delta, delta_1, delta_2,
-                              inverse_counts, self._config, training=training)
-    return {**q_agent_base.feature_metrics(metrics["phi"]), **metrics}
+  def loss_and_grads(self, batch, seed):
+    """The tape around the reading's objective (readings/paper.py `objective`, Eq. (cql
+    update) and Algorithm 1 line 6, by default) at this step's confidences: (its metrics,
+    gradients w.r.t. the online network's trainable variables); no variable changes."""
+    delta, delta_1, delta_2, inverse_counts, raw = self._objective_inputs(batch, seed)
+    with tf.GradientTape() as tape:
+      metrics = self._reading.objective(self._online, self._target, batch, delta, delta_1,
+                                        delta_2, inverse_counts, self._config, training=True)
+      metrics = self._with_diagnostics(metrics, raw)
+    grads = tape.gradient(metrics["loss"], self._online.trainable_variables)
+    return metrics, grads
 
-  def _general_objective(self, batch, delta, delta_1, delta_2, inverse_counts, training):
-    return ccvl_objective(self._online, self._target, batch, delta, delta_1, delta_2,
-                          inverse_counts, self._config, training=training,
-                          pair_loss=self._pair_loss())
-
-  def _pair_loss(self) -> PairLoss:
-    """The lower bound's pair loss, Eq. (cql update) (UpperCCVLAgent overrides this only)."""
-    return PairLoss(self._config)
+  def _objective(self, batch, seed, training: bool) -> Dict[str, tf.Tensor]:
+    """The metrics of `loss_and_grads` without the tape (TFAgent's `_loss`)."""
+    delta, delta_1, delta_2, inverse_counts, raw = self._objective_inputs(batch, seed)
+    metrics = self._reading.objective(self._online, self._target, batch, delta, delta_1,
+                                      delta_2, inverse_counts, self._config, training=training)
+    return self._with_diagnostics(metrics, raw)
 
   def _update_hook(self, metrics):
     """phi(s) [B, D] (and its raw n(s)^-1 [B]) leave the metrics; after an applied step they

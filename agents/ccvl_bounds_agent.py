@@ -85,8 +85,9 @@ class BoundsConfig(ExplorationConfig):
     config_flags.check(self)
 
 
-class UpperPairLoss(ccvl_agent.PairLoss):
-  """The pair loss of the upper bound, Eq. (upper update), per bounds.upper_objective:
+class UpperBound:
+  """The objective of the upper bound Q_u, Eq. (upper update), per bounds.upper_objective
+  (what UpperCCVLAgent's tape calls in place of the lower bound's reading):
 
   'bonus' (default; upper_losses.ccvl_upper_bonus_loss): Q_u(s, a_D, delta) regressed on
     min(min_j y_j + alpha_u sqrt(log(1/delta) n(s)^-1), bounds.value_max), the targets y_j at
@@ -97,16 +98,13 @@ class UpperPairLoss(ccvl_agent.PairLoss):
     loss  = mean_{B,N} min_j L^u_j   (bounds.pair_reduction; R_u per bounds.upper_regularizer)
     with the targets y_j at the sampled delta_{j,2} ~ U(0, delta) as drawn.
 
-  config.reading (the lower bound's reading) does not apply here but for the options outside
-  the pair loss (count_weight, train_delta). Everything else of the
-  objective is `agents.ccvl_agent.ccvl_objective`'s; the gap (the softmin gap R_u, only
-  reported for 'bonus') is reported as 'upper_gap'.
+  plus c DR3, as the lower bound's. config.reading (the lower bound's reading) does not apply
+  here but for the options outside the loss (count_weight, train_delta: the agent's
+  confidences and n(s)^-1). The gap (the softmin gap R_u, only reported for 'bonus') is
+  reported as 'upper_gap'.
   """
 
-  gap_metric = "upper_gap"
-
   def __init__(self, config: ccvl_agent.CCVLConfig, bounds: BoundsConfig):
-    super().__init__(config)
     self.bounds = bounds
     self.alpha = config.alpha if bounds.upper_alpha is None else bounds.upper_alpha  # alpha_u
 
@@ -115,22 +113,33 @@ class UpperPairLoss(ccvl_agent.PairLoss):
       return readings.options.bootstrap_at_delta(delta, delta_2)  # [B, N, M]
     return delta_2  # [B, N, M]
 
-  def __call__(self, q, actions, targets, delta, delta_1, inverse_count) -> Dict[str, tf.Tensor]:
-    c, b = self.config, self.bounds
+  def objective(self, online, target, batch, delta, delta_1, delta_2, inverse_count_fn, config,
+                training: bool = False) -> Dict[str, tf.Tensor]:
+    """Eq. (upper update)'s loss (above) + c DR3 at sampled confidences delta [B, N],
+    delta_1, delta_2 [B, N, M] (arguments and metrics as readings.options.Reading.objective)."""
+    b = self.bounds
+    out, next_phi, targets = readings.paper.q_and_targets(
+        online, target, batch, delta, self.target_confidences(delta, delta_2), config.gamma,
+        config.dr3_coef > 0, training)                  # [B, N, A] ..., y_j [B, N, M]
+    inv_count = tf.stop_gradient(inverse_count_fn(batch["observation"], out["phi"]))  # [B]
     if b.upper_objective == "bonus":
-      return upper_losses.ccvl_upper_bonus_loss(q, actions, targets, delta, inverse_count, self.alpha,
-                                          c.td_loss, c.huber_kappa, b.value_max)
-    return upper_losses.ccvl_upper_loss(q, actions, targets, delta_1, inverse_count, self.alpha,
-                                  c.td_loss, c.huber_kappa, b.upper_regularizer,
-                                  b.pair_reduction)
+      res = upper_losses.ccvl_upper_bonus_loss(out["q"], batch["action"], targets, delta,
+                                               inv_count, self.alpha, config.td_loss,
+                                               config.huber_kappa, b.value_max)
+    else:
+      res = upper_losses.ccvl_upper_loss(out["q"], batch["action"], targets, delta_1, inv_count,
+                                         self.alpha, config.td_loss, config.huber_kappa,
+                                         b.upper_regularizer, b.pair_reduction)
+    return readings.options.with_dr3(res["loss"], res, out["phi"], next_phi, inv_count,
+                                     config.dr3_coef, gap_metric="upper_gap")
 
 
 class UpperCCVLAgent(ccvl_agent.CCVLAgent):
-  """Q_u(s, a, delta): CCVLAgent with the pair loss of Eq. (upper update) (see module doc).
+  """Q_u(s, a, delta): CCVLAgent with the objective of Eq. (upper update) (see module doc).
 
   Reuses CCVLAgent's guarded train step, counts, target updates, checkpoint, confidence
-  sampling and objective (`ccvl_agent.ccvl_objective`); only the pair loss (`_pair_loss`:
-  UpperPairLoss) differs. With delta_head='monotone', Q_u falls as delta rises (DELTA_SIGN).
+  sampling and n(s)^-1; only the objective its tape calls (`_step_reading`: UpperBound)
+  differs. With delta_head='monotone', Q_u falls as delta rises (DELTA_SIGN).
   """
 
   DELTA_SIGN = -1.0
@@ -147,8 +156,13 @@ class UpperCCVLAgent(ccvl_agent.CCVLAgent):
           config.reading, support_threshold=0.0, bonus_counts="state"))
     super().__init__(time_step_spec, action_spec, config, network_config, **kwargs)
 
-  def _pair_loss(self) -> UpperPairLoss:
-    return UpperPairLoss(self._config, self._bounds)
+  def _step_reading(self) -> UpperBound:
+    return UpperBound(self._config, self._bounds)
+
+  @property
+  def penalty_alpha(self) -> float:
+    """alpha_u, the alpha of Q_u's weight w(s, delta)."""
+    return self._reading.alpha
 
 
 def exploration_belief_policy(time_step_spec, action_spec, lower_network, gamma: float,

@@ -346,8 +346,9 @@ class GuardedLearner(tf_agent.TFAgent):
                      tf.cast(self.train_step_counter, tf.int64)])
 
   def loss_and_grads(self, batch, seed):
-    """(metrics of `_objective` on a prepared batch, gradients w.r.t. the online network's
-    trainable variables); no variable changes."""
+    """The tape around `_objective` on a prepared batch: (its metrics, gradients w.r.t. the
+    online network's trainable variables); no variable changes. (CCVLAgent's calls its
+    reading's objective here instead.)"""
     with tf.GradientTape() as tape:
       metrics = self._objective(batch, seed, training=True)
     grads = tape.gradient(metrics["loss"], self._online.trainable_variables)
@@ -379,17 +380,22 @@ class GuardedLearner(tf_agent.TFAgent):
     self._update_hook(metrics)  # drops non-scalar entries; its callback is not run
     return tf_agent.LossInfo(loss=metrics["loss"], extra=metrics)
 
+  def _train(self, experience, weights=None):
+    """TFAgent API (wrapped in tf.function by TFAgent), as DqnAgent's `_train`: the loss
+    under the tape (`loss_and_grads`, the agent's objective; XLA-compiled with jit_compile),
+    then the guarded update (`apply_update`)."""
+    del weights
+    batch = self.prepare_batch(experience)
+    metrics, grads = self._grads_fn(batch, self.step_seed())
+    metrics = dict(metrics)
+    metrics = self.apply_update(metrics, grads, after_adam=self._update_hook(metrics))
+    return tf_agent.LossInfo(loss=metrics["loss"], extra=metrics)
+
   def _train_batch(self, batch) -> Dict[str, tf.Tensor]:
-    """One guarded step on a contract batch (inside tf.function)."""
+    """`_train`'s step on a prepared batch (inside tf.function): its metrics."""
     metrics, grads = self._grads_fn(batch, self.step_seed())
     metrics = dict(metrics)
     return self.apply_update(metrics, grads, after_adam=self._update_hook(metrics))
-
-  def _train(self, experience, weights=None):
-    """TFAgent API (wrapped in tf.function by TFAgent): guarded train step."""
-    del weights
-    metrics = self._train_batch(self.prepare_batch(experience))
-    return tf_agent.LossInfo(loss=metrics["loss"], extra=metrics)
 
   # ---- public entry points ---------------------------------------------------------------------
   def train_on_batch(self, batch) -> Dict[str, tf.Tensor]:

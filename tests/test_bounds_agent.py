@@ -127,9 +127,8 @@ def test_config_errors_name_the_value():
                            pair_reduction="median")
 
 
-def test_upper_objective_is_ccvl_objective_with_the_upper_pair_loss():
-  """UpperCCVLAgent's step loss is ccvl_objective's with UpperPairLoss at the step's
-  confidences; it reports 'upper_gap' (the lower: 'cql_gap'), and ignores the lower reading's
+def test_upper_objective_is_the_upper_bounds_objective():
+  """UpperCCVLAgent's step loss is UpperBound's objective at the step's confidences; it reports 'upper_gap' (the lower: 'cql_gap'), and ignores the lower reading's
   delta_2 rewrite (same loss for 'paper' and 'bound', unlike the lower bound)."""
   losses_by_objective = {}
   for objective, reading in (("algorithm1", readings.paper.Paper()),
@@ -145,10 +144,9 @@ def test_upper_objective_is_ccvl_objective_with_the_upper_pair_loss():
     assert "upper_gap" in m_upper and "cql_gap" not in m_upper
     assert "cql_gap" in m_lower and "upper_gap" not in m_lower
     delta, delta_1, delta_2 = losses.sample_confidences(16, 3, 2, upper.step_seed())
-    by_hand = ccvl_agent.ccvl_objective(
+    by_hand = cba.UpperBound(cfg, cba.BoundsConfig()).objective(
         upper.online_network, upper.target_network, batch, delta, delta_1, delta_2,
-        lambda obs, phi: upper.counts.inverse_count(phi), cfg,
-        pair_loss=cba.UpperPairLoss(cfg, cba.BoundsConfig()))
+        lambda obs, phi: upper.counts.inverse_count(phi), cfg)
     np.testing.assert_allclose(float(m_upper["loss"]), float(by_hand["loss"]), rtol=1e-6)
     losses_by_objective[objective] = (float(m_upper["loss"]), float(m_lower["loss"]))
   assert losses_by_objective["algorithm1"][0] == losses_by_objective["bound"][0]

@@ -17,6 +17,7 @@ from agents import ccvl_agent
 from agents import q_agent_base
 from ccvl_tf.algorithm import counts
 from ccvl_tf.algorithm import networks
+from ccvl_tf.algorithm.readings import ablation
 from ccvl_tf.algorithm.readings import paper
 from ccvl_tf.tabular import gridworld
 from ccvl_tf.tabular import dataset as tds
@@ -75,9 +76,10 @@ def _linear_network(name):
       phi_dim=2)
 
 
-# The paper's objective (readings/paper.py, the default step) and the general composition
-# (research readings, the upper bound) must both give the hand-computed values.
-OBJECTIVES = {"general": ccvl_agent.ccvl_objective, "paper": paper.objective}
+# The paper's objective (readings/paper.py, the default step) and the ablation reading's at
+# its defaults (the paper's loss through a research reading's own objective) must both give
+# the hand-computed values.
+OBJECTIVES = {"ablation": ablation.Ablation().objective, "paper": paper.Paper().objective}
 
 
 @pytest.mark.parametrize("which", sorted(OBJECTIVES))
@@ -170,32 +172,30 @@ def test_objective_gradient_by_hand_on_the_tiny_linear_network(which):
     ({"objective": "bound"}, False), ({"objective": "bonus"}, False), ({"gap": "max"}, False),
     ({"delta_weight": "constant"}, False),
     ({"objective": "bonus", "support_threshold": 0.5}, False)])
-def test_the_paper_reading_trains_the_papers_objective_with_the_same_loss_and_gradients(
+def test_the_step_calls_its_readings_objective_and_the_ablation_at_defaults_is_the_papers(
     cfg, paper_step):
-  """The step objective is chosen once: readings/paper.py `objective` for reading 'paper' (any
-  head or TD loss), the general composition for a research reading (here 'ablation', 'bound',
-  'bonus'). Where the paper's applies, the general one gives the same loss and gradients bit
-  for bit on a real network (DR3 on), so the choice changes no trained number."""
+  """The tape calls the reading's own objective: readings/paper.py `objective` for reading
+  'paper' (any head or TD loss), the research reading's (here 'ablation', 'bound', 'bonus')
+  otherwise. The ablation reading at its defaults gives the paper's loss and gradients bit for
+  bit on a real network (DR3 on) through its own objective."""
   agent = _tiny_agent(**cfg)
-  assert (agent._step_objective == agent._paper_objective) is paper_step
+  assert agent._reading is agent.config.reading
+  assert (agent._reading.objective is paper.objective) is paper_step
   batch = agent.prepare_batch(_random_batch(8, 5, 3))
   agent.counts.update(tf.random.stateless_uniform([16, 16], seed=[1, 1]))
   agent.counts.refresh()
-  online = agent.online_network.trainable_variables
-  results = {}
-  for name in ("paper", "general"):
-    if name == "paper" and not paper_step:
-      continue
-    agent._step_objective = getattr(agent, f"_{name}_objective")
-    with tf.GradientTape() as tape:
-      metrics = agent._objective(batch, agent.step_seed(), training=True)
-    results[name] = (metrics, tape.gradient(metrics["loss"], online))
+  metrics, grads = agent.loss_and_grads(batch, agent.step_seed())
+  # TFAgent's `_loss` path: the same objective without the tape.
+  again = agent._objective(batch, agent.step_seed(), training=True)
+  assert list(again) == list(metrics)
+  np.testing.assert_array_equal(again["loss"].numpy(), metrics["loss"].numpy())
   if paper_step:
-    (m_p, g_p), (m_g, g_g) = results["paper"], results["general"]
-    assert list(m_p) == list(m_g)  # the same metrics, in the same order
-    for key in m_p:
-      np.testing.assert_array_equal(m_p[key].numpy(), m_g[key].numpy(), err_msg=key)
-    for a, b in zip(g_p, g_g):
+    agent._reading = ablation.Ablation()
+    m_a, g_a = agent.loss_and_grads(batch, agent.step_seed())
+    assert list(m_a) == list(metrics)  # the same metrics, in the same order
+    for key in metrics:
+      np.testing.assert_array_equal(metrics[key].numpy(), m_a[key].numpy(), err_msg=key)
+    for a, b in zip(grads, g_a):
       np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 

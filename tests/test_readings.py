@@ -87,7 +87,7 @@ def test_the_config_refuses_what_is_not_a_reading():
   ccvl_agent.CCVLConfig(reading=bonus.Bonus(gap_weight=0.3)).validate()
 
 
-def test_only_the_paper_reading_takes_the_papers_step():
+def test_each_reading_is_the_objective_its_agent_steps():
   from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
   from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
   from ccvl_tf.algorithm import networks  # pylint: disable=g-import-not-at-top
@@ -98,8 +98,9 @@ def test_only_the_paper_reading_takes_the_papers_step():
   for variant in (paper.Paper(), ablation.Ablation()):
     agent = ccvl_agent.CCVLAgent(*specs, ccvl_agent.CCVLConfig(reading=variant), net,
                                  dataset_size=10.0)
-    steps[variant.NAME] = agent._step_objective.__name__  # pylint: disable=protected-access
-  assert steps == {"paper": "_paper_objective", "ablation": "_general_objective"}
+    assert agent._reading == variant  # pylint: disable=protected-access
+    steps[variant.NAME] = type(agent._reading).objective  # pylint: disable=protected-access
+  assert steps == {"paper": paper.objective, "ablation": ablation.Ablation.objective}
 
 
 @pytest.mark.parametrize("d1,d2", [("uniform", "delta"), ("delta", "uniform"),

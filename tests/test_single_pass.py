@@ -96,7 +96,7 @@ def _two_pass_network(net):
 
 @pytest.mark.parametrize("net_config", [SMALL_NATURE, SMALL_CONV])
 @pytest.mark.parametrize("reading", [readings.paper.Paper(), readings.bound.Bound()])
-def test_ccvl_objective_single_pass_equals_two_passes(net_config, reading):
+def test_reading_objective_single_pass_equals_two_passes(net_config, reading):
   keras.utils.set_random_seed(2)
   # delta_entry='conv' exists for the cosine head only (the monotone head reads the features)
   head = "cosine" if net_config.delta_entry == "conv" else "monotone"
@@ -109,10 +109,10 @@ def test_ccvl_objective_single_pass_equals_two_passes(net_config, reading):
   online, target = agent.online_network, agent.target_network
   assert online.torso_model is not None
   _assert_same_loss_and_grads(
-      lambda: ccvl_agent.ccvl_objective(online, target, batch, delta, delta_1, delta_2, inv,
-                                        cfg, training=True),
-      lambda: ccvl_agent.ccvl_objective(_two_pass_network(online), target, batch, delta,
-                                        delta_1, delta_2, inv, cfg, training=True),
+      lambda: reading.objective(online, target, batch, delta, delta_1, delta_2, inv, cfg,
+                                training=True),
+      lambda: reading.objective(_two_pass_network(online), target, batch, delta, delta_1,
+                                delta_2, inv, cfg, training=True),
       online.trainable_variables)
 
 
@@ -126,12 +126,11 @@ def test_upper_objective_single_pass_equals_two_passes():
   inv = lambda obs, phi: tf.fill([tf.shape(obs)[0]], 0.3)  # noqa: E731
   bounds = ccvl_bounds_agent.BoundsConfig()
   online, target = agent.online_network, agent.target_network
-  upper = ccvl_bounds_agent.UpperPairLoss(cfg, bounds)
+  upper = ccvl_bounds_agent.UpperBound(cfg, bounds)
   _assert_same_loss_and_grads(
-      lambda: ccvl_agent.ccvl_objective(online, target, batch, delta, delta_1, delta_2, inv,
-                                        cfg, True, pair_loss=upper),
-      lambda: ccvl_agent.ccvl_objective(_two_pass_network(online), target, batch, delta,
-                                        delta_1, delta_2, inv, cfg, True, pair_loss=upper),
+      lambda: upper.objective(online, target, batch, delta, delta_1, delta_2, inv, cfg, True),
+      lambda: upper.objective(_two_pass_network(online), target, batch, delta, delta_1,
+                              delta_2, inv, cfg, True),
       online.trainable_variables)
 
 

@@ -182,8 +182,8 @@ def test_the_bonus_with_per_action_counts_by_hand(counts, td):
                               td_loss="squared", dr3_coef=0.0, reading=bonus.Bonus(
                                   support_threshold=0.05, bonus_counts=counts))
   d = tf.constant([[math.exp(-1.0)]])
-  out = ccvl_agent.ccvl_objective(online, target, batch, d, d[:, :, None], d[:, :, None],
-                                  lambda obs, phi: tf.fill([tf.shape(obs)[0]], 0.25), cfg)
+  out = cfg.reading.objective(online, target, batch, d, d[:, :, None], d[:, :, None],
+                              lambda obs, phi: tf.fill([tf.shape(obs)[0]], 0.25), cfg)
   np.testing.assert_allclose(out["ccvl_loss"].numpy(), td, rtol=1e-5)
   np.testing.assert_allclose(out["loss"].numpy(), td + 1.609438, rtol=1e-5)
 

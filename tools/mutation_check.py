@@ -89,11 +89,12 @@ MUTATIONS = (
              "return (tf.reduce_max(pair_loss, axis=-1),",
              "return (tf.reduce_mean(pair_loss, axis=-1),",
              LOSS_TESTS),
-    Mutation("ccvl_agent_q_stop_gradient",
-             "CCVL agent: the online Q(s, ., delta) under tf.stop_gradient (general objective)",
-             "agents/ccvl_agent.py",
-             'q = out.get("q_raw", out["q"])',
-             'q = tf.stop_gradient(out.get("q_raw", out["q"]))',
+    Mutation("ablation_objective_q_stop_gradient",
+             "CCVL: the online Q(s, ., delta) under tf.stop_gradient (the ablation reading's "
+             "objective)",
+             "ccvl_tf/algorithm/readings/ablation.py",
+             'res = paper.loss(out["q"], batch["action"]',
+             'res = paper.loss(tf.stop_gradient(out["q"]), batch["action"]',
              ("tests/test_ccvl_agent.py::"
               "test_objective_gradient_by_hand_on_the_tiny_linear_network",)),
     Mutation("paper_objective_q_stop_gradient",

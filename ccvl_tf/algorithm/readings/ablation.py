@@ -37,9 +37,29 @@ class Ablation(options.LadderOptions):
       return tf.broadcast_to(delta[:, :, None], tf.shape(delta_2))  # [B, N, 1] -> [B, N, M]
     return delta_2
 
+  def weight_confidences(self, delta: tf.Tensor, delta_1: tf.Tensor) -> tf.Tensor:
+    """delta_1 [B, N, M] as sampled, or delta [B, N] broadcast to it ('delta')."""
+    if self.pair_delta_1 == "delta":
+      return tf.broadcast_to(delta[:, :, None], tf.shape(delta_1))  # [B, N, 1] -> [B, N, M]
+    return delta_1
+
   def loss(self, q_values, actions, target, delta, delta_1, inverse_count, alpha,
            td_loss_type="squared", huber_kappa=1.0):
-    if self.pair_delta_1 == "delta":
-      delta_1 = tf.broadcast_to(delta[:, :, None], tf.shape(delta_1))  # [B, N] -> [B, N, M]
-    return paper.loss(q_values, actions, target, delta_1, inverse_count, alpha, td_loss_type,
-                      huber_kappa, self.gap, self.delta_weight)
+    return paper.loss(q_values, actions, target, self.weight_confidences(delta, delta_1),
+                      inverse_count, alpha, td_loss_type, huber_kappa, self.gap,
+                      self.delta_weight)
+
+  def objective(self, online, target, batch, delta, delta_1, delta_2, inverse_count_fn, config,
+                training=False):
+    """paper.objective with the options: mean_{B,N} max_j L_j + c DR3, L_j of paper.loss at
+    this reading's gap, delta_weight and delta_{j,1} (`weight_confidences`), y_j at its
+    delta_{j,2} (`target_confidences`); n(s)^-1 as the agent's inverse_count_fn gives it
+    (count_weight 'off': 1) and delta as it samples it (train_delta)."""
+    out, next_phi, targets = paper.q_and_targets(
+        online, target, batch, delta, self.target_confidences(delta, delta_2), config.gamma,
+        config.dr3_coef > 0, training)                  # [B, N, A] ..., y_j [B, N, M]
+    inv_count = tf.stop_gradient(inverse_count_fn(batch["observation"], out["phi"]))  # [B]
+    res = paper.loss(out["q"], batch["action"], targets, self.weight_confidences(delta, delta_1),
+                     inv_count, config.alpha, config.td_loss, config.huber_kappa, self.gap,
+                     self.delta_weight)
+    return options.with_dr3(res["loss"], res, out["phi"], next_phi, inv_count, config.dr3_coef)

@@ -20,6 +20,10 @@ from ccvl_tf.runtime.config_flags import setting
 from ccvl_tf.algorithm import losses
 from ccvl_tf.algorithm.readings import bound
 from ccvl_tf.algorithm.readings import options
+from ccvl_tf.algorithm.readings import paper
+
+# The smallest pi_beta(a | s) the per-action count divides by (n(s, a)^-1 <= 1000 n(s)^-1).
+MIN_ACTION_SHARE = 1e-3
 
 
 def loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor, delta: tf.Tensor,
@@ -78,3 +82,30 @@ class Bonus(options.BootstrapsAtDelta, options.Reading):
     del delta_1
     return loss(q_values, actions, target, delta, inverse_count, alpha, td_loss_type,
                 huber_kappa, self.gap, self.gap_weight)
+
+  def objective(self, online, target, batch, delta, delta_1, delta_2, inverse_count_fn, config,
+                training=False):
+    """The `loss` above + c DR3, y_j at `target_confidences` (pair 0 at delta itself). With a
+    support head: Q is the unmasked one the data's actions are regressed on, its behaviour-
+    cloning loss is added ('support_loss', 'support_accuracy'), and with bonus_counts
+    'state_action' the bonus's count is n(s, a_D)^-1 = n(s)^-1 / pi_beta(a_D | s)."""
+    del delta_1
+    out, next_phi, targets = paper.q_and_targets(
+        online, target, batch, delta, self.target_confidences(delta, delta_2), config.gamma,
+        config.dr3_coef > 0, training)                  # [B, N, A] ..., y_j [B, N, M]
+    q = out.get("q_raw", out["q"])                         # [B, N, A]
+    phi, logits = out["phi"], out.get("support_logits")    # [B, D], [B, A] or None
+    inv_count = tf.stop_gradient(inverse_count_fn(batch["observation"], phi))  # [B]
+    if self.bonus_counts == "state_action" and logits is not None:
+      # pi_beta from the support head (no gradient).
+      share = tf.gather(tf.nn.softmax(logits), tf.cast(batch["action"], tf.int32), axis=1,
+                        batch_dims=1)                                   # [B, A] -> [B]
+      inv_count = inv_count / tf.maximum(tf.stop_gradient(share), MIN_ACTION_SHARE)  # [B]
+    res = loss(q, batch["action"], targets, delta, inv_count, config.alpha, config.td_loss,
+               config.huber_kappa, self.gap, self.gap_weight)
+    if logits is None:
+      return options.with_dr3(res["loss"], res, phi, next_phi, inv_count, config.dr3_coef)
+    bc = losses.bc_loss(logits, batch["action"])  # the behaviour-cloning head of the support
+    return options.with_dr3(res["loss"] + bc["loss"], res, phi, next_phi, inv_count,
+                            config.dr3_coef, support_loss=bc["loss"],
+                            support_accuracy=bc["accuracy"])

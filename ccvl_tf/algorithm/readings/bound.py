@@ -17,6 +17,7 @@ import tensorflow as tf
 
 from ccvl_tf.algorithm import losses
 from ccvl_tf.algorithm.readings import options
+from ccvl_tf.algorithm.readings import paper
 
 
 def confidence_weight(delta: tf.Tensor, inverse_count: tf.Tensor, alpha: float,
@@ -69,3 +70,16 @@ class Bound(options.BootstrapsAtDelta, options.LadderOptions):
     del delta_1
     return loss(q_values, actions, target, delta, inverse_count, alpha, td_loss_type,
                 huber_kappa, self.gap, self.delta_weight)
+
+  def objective(self, online, target, batch, delta, delta_1, delta_2, inverse_count_fn, config,
+                training=False):
+    """The `loss` above + c DR3, y_j at `target_confidences` (pair 0 at delta itself); the
+    weight at delta_1 = delta (the sampled delta_1 is unused)."""
+    del delta_1
+    out, next_phi, targets = paper.q_and_targets(
+        online, target, batch, delta, self.target_confidences(delta, delta_2), config.gamma,
+        config.dr3_coef > 0, training)                  # [B, N, A] ..., y_j [B, N, M]
+    inv_count = tf.stop_gradient(inverse_count_fn(batch["observation"], out["phi"]))  # [B]
+    res = loss(out["q"], batch["action"], targets, delta, inv_count, config.alpha,
+               config.td_loss, config.huber_kappa, self.gap, self.delta_weight)
+    return options.with_dr3(res["loss"], res, out["phi"], next_phi, inv_count, config.dr3_coef)

@@ -102,6 +102,16 @@ class Reading:
     """The lower bound's loss of one batch (shapes as readings/paper.py `loss`)."""
     raise NotImplementedError
 
+  def objective(self, online, target, batch, delta, delta_1, delta_2, inverse_count_fn, config,
+                training: bool = False) -> Dict[str, tf.Tensor]:
+    """The reading's step objective at sampled confidences delta [B, N], delta_1, delta_2
+    [B, N, M] (the one the agent's tape calls; readings/paper.py `objective` is the paper's):
+    online, target: networks.CCVLNetwork; batch: the prepared transition batch;
+    inverse_count_fn(observation, phi) -> n(s)^-1 [B]; config: CCVLConfig (gamma, alpha,
+    td_loss, huber_kappa, dr3_coef). Returns 'loss' (what is minimized), its parts and phi(s)
+    'phi' [B, D]."""
+    raise NotImplementedError
+
 
 @dataclasses.dataclass(frozen=True)
 class LadderOptions(Reading):
@@ -126,3 +136,24 @@ class BootstrapsAtDelta:
 
   def target_confidences(self, delta: tf.Tensor, delta_2: tf.Tensor) -> tf.Tensor:
     return bootstrap_at_delta(delta, delta_2)  # [B, N, M]
+
+
+def with_dr3(total: tf.Tensor, res: Dict[str, tf.Tensor], phi: tf.Tensor,
+             next_phi: Optional[tf.Tensor], inverse_count: tf.Tensor, dr3_coef: float,
+             gap_metric: str = "cql_gap", **extra: tf.Tensor) -> Dict[str, tf.Tensor]:
+  """What a research reading's objective returns once its loss is computed (the paper's
+  writes the same out in readings/paper.py `objective`): 'loss' = total + c DR3(phi(s),
+  phi(s')) (c = dr3_coef; DR3 0 when next_phi is None), 'ccvl_loss' (res['loss']),
+  'dr3_penalty', the means of res's per-(B, N) 'td', 'regularizer', 'gap' (under
+  `gap_metric`) and 'q_sa', the mean n(s)^-1 [B], `extra` and 'phi' [B, D]."""
+  if next_phi is not None:
+    dr3 = losses.dr3_penalty(phi, next_phi)
+    total = total + dr3_coef * dr3
+  else:
+    dr3 = tf.zeros([])
+  return {"loss": total, "ccvl_loss": res["loss"], "dr3_penalty": dr3,
+          "td_term": tf.reduce_mean(res["td"]),
+          "regularizer_term": tf.reduce_mean(res["regularizer"]),
+          gap_metric: tf.reduce_mean(res["gap"]), **extra,
+          "q_data": tf.reduce_mean(res["q_sa"]), "inverse_count": tf.reduce_mean(inverse_count),
+          "phi": phi}

@@ -13,7 +13,7 @@ n(s)^-1 is the linear estimate phi(s)^T (Phi^T Phi)^-1 phi(s) of the last layer'
 (ccvl_tf/algorithm/counts.py). TD is 1/2 x^2 in the paper (td_loss 'squared'; CCVLConfig's default
 is Huber). This is CCVLConfig's default reading, `Paper` (reading 'paper'), which takes no
 option; `objective` below is the whole step objective of the lower bound, with nothing else in
-it. The research readings sit beside it (ablation.py, bound.py, bonus.py). Shapes: B batch, N
+it, and the one the agent's tape calls (`Paper.objective`). The research readings sit beside it (ablation.py, bound.py, bonus.py). Shapes: B batch, N
 deltas, M pairs, A actions, D features.
 """
 from __future__ import annotations
@@ -79,21 +79,6 @@ def loss(q_values: tf.Tensor, actions: tf.Tensor, target: tf.Tensor, delta_1: tf
           "argmax_j": arg_j, "regularizer": reg, "td": td, "gap": gap_value, "q_sa": q_sa}
 
 
-@dataclasses.dataclass(frozen=True)
-class Paper(options.Reading):
-  """Reading 'paper': Eq. (cql update) as Algorithm 1 writes it, the `loss` above. No option:
-  the CQL(H) gap, the weight alpha sqrt(log(1/delta_1) n(s)^-1) with the linear n(s)^-1,
-  delta ~ U(0, 1), no data-support head."""
-  NAME: ClassVar[str] = "paper"
-  OBJECTIVE: ClassVar[str] = "algorithm1"
-
-  def loss(self, q_values, actions, target, delta, delta_1, inverse_count, alpha,
-           td_loss_type="squared", huber_kappa=1.0):
-    del delta
-    return loss(q_values, actions, target, delta_1, inverse_count, alpha, td_loss_type,
-                huber_kappa)
-
-
 def q_and_targets(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
                   batch: Dict[str, tf.Tensor], delta: tf.Tensor, delta_2: tf.Tensor,
                   gamma: float, with_next_phi: bool, training: bool = False):
@@ -145,3 +130,22 @@ def objective(online: networks.CCVLNetwork, target: networks.CCVLNetwork,
           "regularizer_term": tf.reduce_mean(res["regularizer"]),
           "cql_gap": tf.reduce_mean(res["gap"]), "q_data": tf.reduce_mean(res["q_sa"]),
           "inverse_count": tf.reduce_mean(inv_count), "phi": phi}
+
+
+@dataclasses.dataclass(frozen=True)
+class Paper(options.Reading):
+  """Reading 'paper': Eq. (cql update) as Algorithm 1 writes it, the `loss` and `objective`
+  above. No option:
+  the CQL(H) gap, the weight alpha sqrt(log(1/delta_1) n(s)^-1) with the linear n(s)^-1,
+  delta ~ U(0, 1), no data-support head."""
+  NAME: ClassVar[str] = "paper"
+  OBJECTIVE: ClassVar[str] = "algorithm1"
+
+  def loss(self, q_values, actions, target, delta, delta_1, inverse_count, alpha,
+           td_loss_type="squared", huber_kappa=1.0):
+    del delta
+    return loss(q_values, actions, target, delta_1, inverse_count, alpha, td_loss_type,
+                huber_kappa)
+
+  # The reading's step objective is the module's `objective` itself (it takes no option).
+  objective = staticmethod(objective)

@@ -122,8 +122,10 @@ def _load(replay_dir):
   (dataset_record.check), then the frame store (every array of it)."""
   from ccvl_tf.data import dataset_record
   from ccvl_tf.data import frame_store
-  dataset_record.check(replay_dir, **BREAKOUT)
-  store = frame_store.FrameStore.from_replay(replay_dir, "all", num_actions=4)
+  from ccvl_tf.data import replay_source
+  source = replay_source.replay_source(str(replay_dir))
+  dataset_record.check(source, **BREAKOUT)
+  store = frame_store.FrameStore.from_replay(source, "all", num_actions=4)
   return {k: v.tobytes() for k, v in store.arrays().items()}
 
 

@@ -1,9 +1,10 @@
-"""A run's replay directory resolved once (replay_source.ReplaySource): the stages of one
-load (the dataset record's check, the frame store and its cache check, the reader, the
-run's identity) share one resolution and listing, and a path or a source gives the same
-results and errors. On copies of the real-format testdata (Breakout, 3 checkpoints), laid
-out as a DQN Replay run directory (<game>/<run>/replay_logs) or copied to TensorFlow's
-in-memory file system (ram://, standing in for gs://)."""
+"""A run's replay directory resolved once (replay_source.ReplaySource): the stages of one load
+(the dataset record's check, the frame store and its cache check, the reader, the run's
+identity) share one resolution and listing; an entry point given a path or a source gives the
+same results and errors, and a stage below one takes a source only. On copies of the
+real-format testdata (Breakout, 3 checkpoints), laid out as a DQN Replay run directory
+(<game>/<run>/replay_logs) or copied to TensorFlow's in-memory file system (ram://, standing in
+for gs://)."""
 import collections
 import os
 import shutil
@@ -14,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 import ccvl_tf  # noqa: F401
-from ccvl_tf.data import dataset_record, dqn_replay, replay_files, replay_source
+from ccvl_tf.data import dataset_record, dqn_replay, replay_files, replay_plan, replay_source
 from ccvl_tf.data.frame_store import FrameStore
 from ccvl_tf.data.replay_files import DatasetError
 from ccvl_tf.experiments.offline import dataset as offline_dataset
@@ -96,16 +97,18 @@ def test_a_path_and_its_source_give_the_same_results(run_dir, tmp_path):
     source = replay_source.replay_source(path)
     assert replay_source.replay_source(source) is source
     assert source.replay_dir == replay_source.resolve_replay_dir(path)
-    assert dataset_record.check(source, **BREAKOUT) == dataset_record.check(path, **BREAKOUT)
-    assert dqn_replay.inspect_dir(source) == dqn_replay.inspect_dir(path)
+    fresh = lambda: replay_source.replay_source(path)  # noqa: E731
+    assert dataset_record.check(source, **BREAKOUT) == dataset_record.check(fresh(), **BREAKOUT)
+    assert dqn_replay.inspect_dir(source) == dqn_replay.inspect_dir(fresh())
     assert dqn_replay.dataset_format(source) == dqn_replay.dataset_format(path)
     assert replay_source.list_suffixes(source) == replay_source.list_suffixes(path) == [0, 1, 2]
-    assert offline_dataset.dataset_identity(source) == offline_dataset.dataset_identity(path)
+    assert offline_dataset.dataset_identity(source) == offline_dataset.dataset_identity(fresh())
+    assert replay_plan.subset_plan(source, "1%") == replay_plan.subset_plan(path, "1%")
     from_source = FrameStore.from_replay(source, "all", num_actions=4)
     from_path = FrameStore.from_replay(path, "all", num_actions=4)
     for name, array in from_path.arrays().items():
       np.testing.assert_array_equal(from_source.arrays()[name], array, err_msg=name)
-  assert dataset_record.check(str(bare), **BREAKOUT)[0].startswith(
+  assert dataset_record.check(replay_source.replay_source(str(bare)), **BREAKOUT)[0].startswith(
       f"{bare} has no {replay_files.METADATA_FILENAME} (a DQN Replay directory)")
 
 
@@ -124,7 +127,7 @@ def test_a_path_and_its_source_raise_the_same_errors_naming_the_directory(tmp_pa
   for path, message in expected.items():
     for given in (path, replay_source.replay_source(path)):
       with pytest.raises(DatasetError) as e:
-        dqn_replay.inspect_dir(given)
+        dqn_replay.inspect_dir(replay_source.replay_source(given))
       assert str(e.value) == message
       with pytest.raises(DatasetError) as e:
         FrameStore.from_replay(given)
@@ -161,3 +164,18 @@ def test_a_cached_remote_load_after_the_check_lists_the_remote_directory_once(
   assert fs_calls["list_dir"] == {ram_logs: 1}
   assert len(messages) == 1 and messages[0].startswith("Using the cached frame store")
   assert "source listing and" in messages[0]
+
+
+def test_the_stages_below_the_entry_points_refuse_a_path_naming_what_they_take(run_dir):
+  """dqn_replay.inspect_dir, dataset_record.check and dataset_identity take the source their
+  entry point resolved once; a path there (which would be resolved and listed again) is a
+  TypeError naming the function and what it takes."""
+  stages = {"dqn_replay.inspect_dir": dqn_replay.inspect_dir,
+            "dataset_record.check": lambda p: dataset_record.check(p, **BREAKOUT),
+            "offline.dataset.dataset_identity": offline_dataset.dataset_identity}
+  for name, stage in stages.items():
+    with pytest.raises(TypeError) as e:
+      stage(run_dir)
+    assert str(e.value) == (f"{name} takes a replay_source.ReplaySource (made once by the "
+                            f"entry point: replay_source.replay_source(path)), got str "
+                            f"{run_dir!r}")

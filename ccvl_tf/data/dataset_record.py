@@ -30,14 +30,14 @@ def _spelling(game) -> str:
   return re.sub(r"[^a-z0-9]", "", str(game).lower())
 
 
-def check(replay_dir: replay_source.ReplayDir, *, game: str,
+def check(source: replay_source.ReplaySource, *, game: str,
           action_set: Optional[Sequence[int]], observation_shape: Sequence[int],
           suite: str = DEFAULT_SUITE) -> List[str]:
-  """Checks the ccvl_dataset.json of `replay_dir` (a path, resolved here, or a
-  `replay_source.ReplaySource` whose resolution, listing and record are used as they are)
-  against the run: the same `suite` and `game` (any spelling), the same ALE `action_set` (the
-  game's minimal action set; None: not compared) and frames that stack to `observation_shape`
-  (e.g. (84, 84, 4)).
+  """Checks the ccvl_dataset.json of `source` (a `replay_source.ReplaySource`, made once by the
+  caller, e.g. offline.dataset.open_dataset: its resolution, listing and record are used as
+  they are; a path is a TypeError) against the run: the same `suite` and `game` (any spelling),
+  the same ALE `action_set` (the game's minimal action set; None: not compared) and frames that
+  stack to `observation_shape` (e.g. (84, 84, 4)).
 
   Returns the checks that could not be made, as sentences for the log: all of them for a
   directory without a record (a DQN Replay directory), the keys a record lacks otherwise.
@@ -46,7 +46,7 @@ def check(replay_dir: replay_source.ReplayDir, *, game: str,
     DatasetError: naming the file, what it records and what the run has, for each
       disagreement; or a record that cannot be read.
   """
-  source = replay_source.replay_source(replay_dir)
+  replay_source.require_source(source, "dataset_record.check")
   resolved = source.replay_dir
   if source.names is None:
     return []  # nothing to check: the reader refuses a missing directory, naming it

@@ -126,13 +126,15 @@ class DirInfo:
   subsets: Dict[str, tuple]
 
 
-def inspect_dir(replay_dir: ReplayDir) -> DirInfo:
-  """Lists ``replay_dir`` (a path, resolved here, or a ``replay_source.ReplaySource``
-  whose resolution and listing are used as they are), finds its suffixes
+def inspect_dir(source: replay_source.ReplaySource) -> DirInfo:
+  """Lists ``source`` (a ``replay_source.ReplaySource``, made once by the entry point: its
+  resolution and listing are used as they are), finds its suffixes
   (``replay_files.scan_suffixes``: an incomplete one is kept in ``incomplete``, raised by
   whoever needs the suffixes) and reads its ``ccvl_dataset.json``. Raises DatasetError
-  for a missing/empty directory."""
-  source = replay_source.replay_source(replay_dir)
+  for a missing/empty directory; TypeError for a path (``replay_source.require_source``):
+  the entry points taking a path (:func:`load_checkpoint`, :func:`iterate_transitions`,
+  ``FrameStore.from_replay`` ...) resolve it once and hand the source down."""
+  replay_source.require_source(source, "dqn_replay.inspect_dir")
   names = tuple(sorted(source.listing()))
   replay_dir = source.replay_dir
   suffixes, incomplete = replay_files.scan_suffixes(replay_dir, names)
@@ -173,10 +175,10 @@ def _unlisted_suffixes(meta: Optional[dict], suffixes: Sequence[int],
 
 
 def dataset_format(replay_dir: ReplayDir) -> dict:
-  """``dict(stack_size, observation_shape, subsets)`` of a replay directory (a path or a
-  ``replay_source.ReplaySource``): from its ``ccvl_dataset.json`` when present, else the
-  DQN Replay Dataset's (4, (84, 84), :data:`SUBSETS`). Raises DatasetError naming the
-  file if its values are malformed."""
+  """``dict(stack_size, observation_shape, subsets)`` of a replay directory (an entry point:
+  a path, resolved here, or a ``replay_source.ReplaySource``): from its
+  ``ccvl_dataset.json`` when present, else the DQN Replay Dataset's (4, (84, 84),
+  :data:`SUBSETS`). Raises DatasetError naming the file if its values are malformed."""
   source = replay_source.replay_source(replay_dir)
   return format_from_metadata(source.metadata,
                               os.path.join(source.replay_dir, METADATA_FILENAME))
@@ -296,10 +298,11 @@ def load_checkpoint(replay_dir: ReplayDir, suffix: int, *,
   not open the observation file at all (``observation`` holds 0 rows; the caller
   reads and checks the frames with :func:`read_frames_into`: a remote file is then
   opened once). Works on local and remote (``gs://``, ``ram://``) paths.
+  ``replay_dir``: a path (resolved here) or a ``replay_source.ReplaySource``.
   Raises DatasetError naming the offending file (and slot).
   """
   if dir_info is None:
-    dir_info = inspect_dir(replay_dir)
+    dir_info = inspect_dir(replay_source.replay_source(replay_dir))
   return read_checkpoint(dir_info, suffix, max_rows=max_rows, num_actions=num_actions,
                          observation_shape=observation_shape,
                          read_observation=read_observation, replay_capacity=replay_capacity,
@@ -507,7 +510,8 @@ def iterate_transitions(replay_dir: ReplayDir, suffix: int, *,
                         num_actions: Optional[int] = None,
                         stack_size: Optional[int] = None) -> Iterator[Transition]:
   """Yields, in storage order, exactly the transitions Dopamine's sampler treats
-  as valid in ``<replay_dir>/*_ckpt.<suffix>.gz``.
+  as valid in ``<replay_dir>/*_ckpt.<suffix>.gz`` (``replay_dir``: a path, resolved here,
+  or a ``replay_source.ReplaySource``).
 
   Each record: ``observation`` uint8 [84, 84, 4] (oldest frame first), ``action``
   int, ``reward`` float (as stored, i.e. clipped), ``next_observation`` uint8
@@ -522,7 +526,7 @@ def iterate_transitions(replay_dir: ReplayDir, suffix: int, *,
   file read for the first time, when the stream ends and its CRC-32 is checked
   (``replay_files.verified_read``).
   """
-  info = inspect_dir(replay_dir)
+  info = inspect_dir(replay_source.replay_source(replay_dir))
   replay_dir = info.replay_dir
   ckpt = read_checkpoint(info, suffix, max_rows=0, num_actions=num_actions,
                          replay_capacity=replay_capacity, stack_size=stack_size)

@@ -95,9 +95,10 @@ class FrameStore:
                   cache_dir: Optional[str] = None,
                   reserve: Optional[Reserve] = None) -> "FrameStore":
     """Loads a Dopamine replay directory (one run) or a subset of it: ``replay_dir``, a
-    path (resolved when it is read; a remote store found in the cache needs only the path)
-    or a ``replay_source.ReplaySource`` whose resolution and listing, made once, are the ones
-    the cache check and the reader use.
+    path (an entry point: resolved here, once, when it is read; a remote store found in the
+    cache needs only the path) or a ``replay_source.ReplaySource`` (e.g. ``open_dataset``'s)
+    whose resolution and listing, made once, are the ones the cache check and the reader
+    use.
 
     ``subset``: one of :data:`ccvl_tf.data.dqn_replay.SUBSETS` ("1%", "5%",
     "initial10%", "all"), or of the dataset's own table (``replay_plan.subset_plan``).
@@ -161,10 +162,11 @@ class FrameStore:
     """Loads the checkpoints of ``plan`` (``replay_plan.plan_from``) of ``replay_dir``:
     entries ``(suffix, rows)`` (rows: batch_rl's capacity trick, None: whole checkpoint)
     or ``(suffix, rows, "prefix")`` (the first ``rows`` slots taken literally).
+    ``replay_dir``: a path (resolved here) or a ``replay_source.ReplaySource``;
     ``dir_info`` (``dqn_replay.inspect_dir``) saves inspecting the directory again.
     The rest is :meth:`from_loaded`'s."""
     if dir_info is None:
-      dir_info = dqn_replay.inspect_dir(replay_dir)
+      dir_info = dqn_replay.inspect_dir(replay_source.replay_source(replay_dir))
     loaded = replay_plan.load_plan(dir_info, plan, num_actions=num_actions)
     return cls.from_loaded(loaded, progress=progress, reserve=reserve)
 

@@ -18,10 +18,10 @@ from ccvl_tf.data import replay_source
 def subset_plan(replay_dir: replay_source.ReplayDir, subset: str = "all",
                 dir_info: Optional[dqn_replay.DirInfo] = None) -> List[tuple]:
   """[(suffix, replay_capacity or None for whole checkpoint)] for a subset name:
-  :func:`plan_from` of ``dir_info``, else of ``replay_dir`` inspected here
-  (``dqn_replay.inspect_dir``)."""
+  :func:`plan_from` of ``dir_info``, else of ``replay_dir`` (a path, resolved here, or a
+  ``replay_source.ReplaySource``) inspected here (``dqn_replay.inspect_dir``)."""
   if dir_info is None:
-    dir_info = dqn_replay.inspect_dir(replay_dir)
+    dir_info = dqn_replay.inspect_dir(replay_source.replay_source(replay_dir))
   return plan_from(dir_info, subset)
 
 
@@ -29,8 +29,9 @@ def select_plan(replay_dir: replay_source.ReplayDir, subset: str = "all",
                 suffixes: Optional[Sequence[int]] = None
                 ) -> Tuple[dqn_replay.DirInfo, List[tuple]]:
   """(the directory looked at once, :func:`plan_from` of it), for a caller that
-  has not inspected ``replay_dir`` yet."""
-  info = dqn_replay.inspect_dir(replay_dir)
+  has not inspected ``replay_dir`` (a path, resolved here, or a
+  ``replay_source.ReplaySource``) yet."""
+  info = dqn_replay.inspect_dir(replay_source.replay_source(replay_dir))
   return info, plan_from(info, subset, suffixes)
 
 

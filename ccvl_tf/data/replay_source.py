@@ -94,14 +94,31 @@ class ReplaySource:
     return self.names
 
 
-# What the readers take for a replay directory: a path, or a source already resolved.
+# What the public entry points take for a replay directory (offline.dataset.open_dataset's
+# data settings, FrameStore.from_replay / from_plan, dqn_replay.load_checkpoint /
+# iterate_transitions / dataset_format, replay_plan.subset_plan / select_plan, list_suffixes):
+# a path, or a source already resolved. Each converts it once (`replay_source`); the stages
+# below them (dqn_replay.inspect_dir, dataset_record.check, offline.dataset.dataset_identity)
+# take a ReplaySource only (`require_source`).
 ReplayDir = Union[str, ReplaySource]
 
 
 def replay_source(path: ReplayDir) -> ReplaySource:
-  """The :class:`ReplaySource` of ``path``; a source already made is returned as it is, so
-  that a function taking either shares its caller's resolution."""
+  """The :class:`ReplaySource` of ``path``, for an entry point that takes a path: a source
+  already made is returned as it is, so that an entry point called with its caller's source
+  shares that resolution."""
   return path if isinstance(path, ReplaySource) else ReplaySource(path)
+
+
+def require_source(source: ReplaySource, what: str) -> ReplaySource:
+  """``source`` itself, for a stage that takes a :class:`ReplaySource` only (its entry point
+  resolved the path once). Raises TypeError naming ``what`` and what it was given: a path
+  here would be resolved and listed again, apart from the entry point's source."""
+  if not isinstance(source, ReplaySource):
+    raise TypeError("{} takes a replay_source.ReplaySource (made once by the entry point: "
+                    "replay_source.replay_source(path)), got {} {!r}".format(
+                        what, type(source).__name__, source))
+  return source
 
 
 def resolve_replay_dir(path: str) -> str:

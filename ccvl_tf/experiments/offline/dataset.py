@@ -131,8 +131,8 @@ def open_dataset(data: DataSettings, env_factory: Callable, observation_shape,
       replay_dir = default_dataset.ensure_default_dataset(data.default, env_factory, log)
   else:
     replay_dir = data.default.out_dir
-  # Resolved (path or path/replay_logs, local or remote) and listed once: the record's check,
-  # the frame store (its cache check and reader) and the identity share this one source.
+  # Resolved (path or path/replay_logs, local or remote) and listed once, here: the record's
+  # check, the frame store (its cache check and reader) and the identity take this one source.
   source = replay_source.replay_source(replay_dir)
   _check_record(source, game, action_set, observation_shape, log)
   log(f"Loading {replay_dir} (subset {data.subset}) ...")
@@ -158,12 +158,13 @@ def _check_record(source: replay_source.ReplaySource, game: Optional[str], actio
     log(f"Note: {note}.")
 
 
-def dataset_identity(replay_dir: replay_source.ReplayDir) -> Dict[str, object]:
+def dataset_identity(source: replay_source.ReplaySource) -> Dict[str, object]:
   """Path, and a hash of the replay directory's listing (file names and sizes) and of its
   small metadata files, so that another dataset in the same place is noticed without reading
-  the data itself: of the directory as the run names it (a path, or a
-  `replay_source.ReplaySource` whose `path` and listing of it are used as they are)."""
-  source = replay_source.replay_source(replay_dir)
+  the data itself: of the directory as the run names it (`source`, open_dataset's
+  `replay_source.ReplaySource`: its `path` and listing of it are used as they are; a path is
+  a TypeError)."""
+  replay_source.require_source(source, "offline.dataset.dataset_identity")
   path = source.path
   h = hashlib.sha256()
   names = sorted(source.path_names or ())

@@ -12,8 +12,9 @@ losses) goes to stdout, TensorBoard summaries to root_dir/summaries, checkpoints
 root_dir/checkpoints (a rerun resumes exactly where it stopped), the final policies to
 root_dir/policy (the agent's evaluation policy; for ccvl the confidence-adaptive CCVL policy, plus
 root_dir/policy_fixed for Fixed-CCVL) as SavedModels.
-Flags -> OfflineConfig -> its plan (offline.config.resolve, the one validation) ->
-ccvl_tf.experiments.offline.runner.run, then
+Flags -> OfflineConfig -> its plan (offline.config.resolve, the one validation) -> under the
+run directory's lock, taken once here (ccvl_tf/runtime/run_lock.py),
+ccvl_tf.experiments.offline.runner.run_holding_lock, then
 ccvl_tf.experiments.compare.offline_table.run (the reference agents, results.md; no algorithm
 code here).
 """
@@ -60,8 +61,9 @@ def main(argv):
   cfg = plan.config
   try:
     log = lambda s: print(s, flush=True)
-    with run_lock.hold(cfg.root_dir, "--root_dir"):  # the run and its table: one process
-      summary = offline_table.run(cfg, offline.run(plan, log=log), log=log)
+    # The lock, taken once here, is held across the run and its table: one process.
+    with run_lock.hold(cfg.root_dir, "--root_dir"):
+      summary = offline_table.run(cfg, offline.run_holding_lock(plan, log=log), log=log)
   except (ValueError, MemoryError, training.TrainingStopped, training.WriteFailed) as e:
     # Bad data (names the file), a checkpoint of another run, a NaN loss (names the step and
     # the last good checkpoint), a failed write (names the path and the last good

@@ -8,6 +8,7 @@ import signal
 import socket
 import subprocess
 import sys
+import types
 
 import pytest
 
@@ -16,6 +17,26 @@ from tests import forked_binary
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "binaries", "train_offline.py")
+TESTDATA = os.path.join(ROOT, "testdata", "dqn_replay", "Breakout", "1", "replay_logs")
+
+# Runs train_offline.py (argv[1:]) in this process with run_lock.hold and the flock itself
+# counted; prints the counts at exit.
+COUNTED_TRAIN = """
+import atexit, runpy, sys
+from ccvl_tf.runtime import run_lock
+counts = {"hold": 0, "flock": 0}
+real_hold, real_lock = run_lock.hold, run_lock._lock
+def hold(*args, **kwargs):
+  counts["hold"] += 1
+  return real_hold(*args, **kwargs)
+def lock(*args, **kwargs):
+  counts["flock"] += 1
+  return real_lock(*args, **kwargs)
+run_lock.hold, run_lock._lock = hold, lock
+atexit.register(lambda: print("LOCK COUNTS", counts["hold"], counts["flock"], flush=True))
+sys.argv = [TRAIN] + sys.argv[1:]
+runpy.run_path(TRAIN, run_name="__main__")
+"""
 
 # Holds the lock of argv[1] until a line arrives on stdin (or it is killed).
 HOLDER = """
@@ -130,3 +151,59 @@ def test_a_lock_file_removed_while_being_taken_is_taken_again_at_its_path(tmp_pa
                            text=True, cwd=ROOT, input="")
     assert other.returncode != 0 and _refusal(run_dir, os.getpid()) in other.stderr
     assert json.loads(open(held).read())["pid"] == os.getpid()
+
+
+def test_a_library_function_below_an_entry_checks_that_its_caller_holds_the_lock(tmp_path):
+  run_dir = str(tmp_path / "run")
+  assert not run_lock.held(run_dir)
+  with pytest.raises(RuntimeError) as e:
+    run_lock.require_held(run_dir, "the results table")
+  assert str(e.value) == (f"the results table needs --root_dir {run_dir} locked by its caller: "
+                          f"call it inside `with run_lock.hold({run_dir!r}, '--root_dir'):` "
+                          f"(one process per run directory)")
+  with run_lock.hold(run_dir):
+    assert run_lock.held(run_dir) and run_lock.held(run_dir + "/.")
+    run_lock.require_held(run_dir, "the results table")
+  assert not run_lock.held(run_dir)
+  assert run_lock.held("gs://bucket/run")  # not locked: nothing to require
+
+
+def test_runner_run_takes_the_lock_and_the_steps_below_the_binary_need_it_held(
+    tmp_path, monkeypatch):
+  """A library user calling offline.runner.run alone gets the lock; run_holding_lock and
+  compare.offline_table.run (the binary's steps, under the lock it takes once) refuse to run
+  without it."""
+  from ccvl_tf.experiments.compare import offline_table
+  from ccvl_tf.experiments.offline import runner
+  root = str(tmp_path / "run")
+  plan = types.SimpleNamespace(config=types.SimpleNamespace(root_dir=root))
+  cfg = types.SimpleNamespace(root_dir=root)
+  held = []
+  monkeypatch.setattr(runner, "_run", lambda p, log: held.append(run_lock.held(root)) or "run")
+  monkeypatch.setattr(offline_table, "_run", lambda c, trained, log: trained + " and table")
+  assert runner.run(plan) == "run" and held == [True]
+  assert not run_lock.held(root)
+  for step, name in ((lambda: runner.run_holding_lock(plan), "offline.runner.run_holding_lock"),
+                     (lambda: offline_table.run(cfg, "run"), "compare.offline_table.run")):
+    with pytest.raises(RuntimeError, match=f"^{name} needs --root_dir {root} locked by its "):
+      step()
+  with run_lock.hold(root):
+    assert offline_table.run(cfg, runner.run_holding_lock(plan)) == "run and table"
+  assert held == [True, True]
+
+
+@pytest.mark.slow
+def test_train_offline_takes_the_run_lock_once(tmp_path):
+  """One process, one lock: the binary holds --root_dir's lock across the run and its results
+  table, and nothing below it takes the lock again (run_lock.hold called once, one flock)."""
+  root = tmp_path / "run"
+  args = [f"--dataset_dir={TESTDATA}", f"--root_dir={root}", "--num_steps=2", "--agent=dqn",
+          "--reference_agents=none", "--batch_size=4", "--log_interval=2",
+          "--checkpoint_interval=2", "--summary_interval=1", "--eval_episodes=1",
+          "--eval_max_steps=30"]
+  r = subprocess.run([sys.executable, "-c", f"TRAIN = {TRAIN!r}\n" + COUNTED_TRAIN, *args],
+                     capture_output=True, text=True, cwd=tmp_path, timeout=900,
+                     env=forked_binary.binary_env())
+  assert r.returncode == 0, r.stderr[-3000:]
+  assert "LOCK COUNTS 1 1\n" in r.stdout, r.stdout[-3000:]
+  assert (root / "summary.json").exists() and (root / "results.md").exists()

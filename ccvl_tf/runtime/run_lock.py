@@ -9,15 +9,18 @@ second process is refused with one line naming the directory and the holder:
     with run_lock.hold(root_dir, "--root_dir"):
       ...  # the run
 
-`hold` is reentrant within a process (the train_offline binary holds the lock across the run
-and its results table, and each of them takes it too). A run that ends having written nothing
-(refused before its first output, e.g. on a corrupt dataset) leaves the directory as it found
-it: the lock file is removed, and the directory too if `hold` created it. Removing a lock file
-is safe because a taker checks, once it holds the lock, that the file it locked is still the
-one at the path (else it could lock an unlinked file while another process locks the new one),
-and tries again. A lock file beside a run's outputs stays (emptied). On file systems without
-flock support the lock cannot be taken and `hold` says so; a remote run directory (gs://) is not
-locked.
+The lock is taken once per process, by the outermost entry: binaries/train_offline.py holds it
+across the run and its results table (offline.runner.run_holding_lock, then
+compare.offline_table.run), and offline.runner.run takes it itself for a library user who calls it
+alone. The library functions below such an entry need the directory locked and do not take the
+lock: they check that their caller holds it (`require_held`). `hold` taken again by the process
+that holds it takes nothing more (it is the same lock). A run that ends having written nothing
+(refused before its first output, e.g. on a corrupt dataset) leaves the directory as it found it:
+the lock file is removed, and the directory too if `hold` created it. Removing a lock file is safe
+because a taker checks, once it holds the lock, that the file it locked is still the one at the
+path (else it could lock an unlinked file while another process locks the new one), and tries
+again. A lock file beside a run's outputs stays (emptied). On file systems without flock support
+the lock cannot be taken and `hold` says so; a remote run directory (gs://) is not locked.
 Processes forked while the lock is held share it (the lock belongs to the open file).
 """
 from __future__ import annotations
@@ -101,6 +104,26 @@ def hold(run_dir: str, flag: str = "--root_dir") -> Iterator[str]:
       _remove_if_nothing_written(directory, path, created)
   finally:
     os.close(fd)  # closing the descriptor releases the flock
+
+
+def _lock_path(run_dir: str) -> str:
+  return os.path.join(os.path.realpath(run_dir), LOCK_FILENAME)
+
+
+def held(run_dir: str) -> bool:
+  """Whether this process holds the lock of `run_dir` (`hold`); a remote run directory
+  (gs://), which is not locked, counts as held."""
+  return "://" in str(run_dir) or _lock_path(run_dir) in _HELD
+
+
+def require_held(run_dir: str, what: str, flag: str = "--root_dir") -> None:
+  """For a library function that writes in `run_dir` and leaves taking its lock to the entry
+  that called it: raises RuntimeError naming `what` and the directory unless this process
+  holds the lock (`hold`)."""
+  if not held(run_dir):
+    raise RuntimeError(f"{what} needs {flag} {run_dir} locked by its caller: call it inside "
+                       f"`with run_lock.hold({run_dir!r}, {flag!r}):` (one process per run "
+                       f"directory)")
 
 
 def _lock(run_dir: str, path: str, flag: str, attempts: int = 10) -> int:

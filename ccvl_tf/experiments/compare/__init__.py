@@ -12,6 +12,7 @@ Second entry point: `alpha_sweep.run(AlphaSweepConfig(...))` (binaries/alpha_swe
 comparison once per alpha (CQL, CCVL, Fixed-CCVL) and once for behaviour cloning, then
 rows.csv, table.md and alpha_sweep.png (alpha_sweep_report.py; docs/alpha_sweep.md).
 
-Third: `offline_table.run(cfg, trained)` after `offline.runner.run` (binaries/train_offline.py):
-the reference agents trained beside an offline run and its results table.
+Third: `offline_table.run(cfg, trained)` after `offline.runner.run_holding_lock`, both under the
+run directory's lock that binaries/train_offline.py takes once (run_lock.hold): the reference
+agents trained beside an offline run and its results table.
 """

@@ -20,9 +20,12 @@ def run(cfg: offline_config.OfflineConfig, trained: offline.Trained,
   """Trains the reference agents, writes results.md (and its plots), says where the scores fall
   against the reported demo (placement.py) and adds 'references', 'results_table' and
   'placement' to summary.json (and the phase times of these steps to its 'phase_times',
-  printed as a table at the end); returns the summary. Holds --root_dir's lock (run_lock)."""
-  with run_lock.hold(cfg.root_dir, "--root_dir"):
-    return _run(cfg, trained, log)
+  printed as a table at the end); returns the summary. Writes in --root_dir under the lock its
+  caller holds across the run and this (run_lock.hold around offline.runner.run_holding_lock
+  and this call, as binaries/train_offline.py does); RuntimeError if the caller does not hold
+  it (run_lock.require_held)."""
+  run_lock.require_held(cfg.root_dir, "compare.offline_table.run")
+  return _run(cfg, trained, log)
 
 
 def _run(cfg: offline_config.OfflineConfig, trained: offline.Trained,

@@ -50,9 +50,19 @@ class Trained:
 def run(plan: config.RunPlan, log: Callable[[str], None] = print) -> Trained:
   """The offline run of `plan` (config.resolve: the config validated and resolved once):
   data -> learner -> training -> exported policies -> diagnostics, and summary.json; one
-  process per --root_dir (run_lock: another process's run there is refused, naming it)."""
+  process per --root_dir (run_lock: another process's run there is refused, naming it). Takes
+  --root_dir's lock for the run; a caller that also needs it after the run (the
+  train_offline binary: the results table) holds it itself and calls `run_holding_lock`."""
   with run_lock.hold(plan.config.root_dir, "--root_dir"):
     return _run(plan, log)
+
+
+def run_holding_lock(plan: config.RunPlan, log: Callable[[str], None] = print) -> Trained:
+  """`run` for a caller that holds --root_dir's lock (run_lock.hold) across the run and what
+  follows it (binaries/train_offline.py: compare.offline_table.run); RuntimeError if it does
+  not (run_lock.require_held)."""
+  run_lock.require_held(plan.config.root_dir, "offline.runner.run_holding_lock")
+  return _run(plan, log)
 
 
 def _run(plan: config.RunPlan, log: Callable[[str], None]) -> Trained:

@@ -309,9 +309,9 @@ def test_presets_resolve_under_the_flags_and_reach_the_fingerprint():
   # the raw linear n(s)^-1, 1/2 x^2 TD, no support head).
   overrides = lambda cfg, agent: offline_lib.resolve(cfg).learners[agent].overrides  # noqa: E731
   paper = overrides(offline_lib.OfflineConfig(preset="paper"), "ccvl")
-  # (the reading 'paper' has no options: its gap, weight and counts are the paper's).
-  reading = {"reading": "paper", "delta_head": "cosine", "td_loss": "squared",
-             "count_normalization": "none"}
+  # Only where the paper's literal reading differs from CCVL's default reading (Algorithm 1,
+  # reading 'paper', is both's).
+  reading = {"delta_head": "cosine", "td_loss": "squared", "count_normalization": "none"}
   assert paper == {"alpha": 0.1, **reading}
   given = overrides(
       offline_lib.OfflineConfig(preset="paper",

@@ -475,11 +475,16 @@ def effective_ccvl_options(options: Mapping[str, object]) -> Dict[str, object]:
 
 def normalize_fingerprint(fp: Dict[str, object]) -> Dict[str, object]:
   """A fingerprint as it is compared (training.check_fingerprint's `normalize`): its CCVL
-  options without those at their default (`effective_ccvl_options`)."""
+  options without those at their default (`effective_ccvl_options`), both those given
+  ('ccvl_options') and those the preset set (top-level keys, e.g. a preset's reading 'paper',
+  CCVL's default)."""
+  out = dict(fp)
   options = fp.get("ccvl_options")
-  if not isinstance(options, dict):
-    return dict(fp)
-  return dict(fp, ccvl_options=effective_ccvl_options(options))
+  if isinstance(options, dict):
+    out["ccvl_options"] = effective_ccvl_options(options)
+  preset_set = {k: v for k, v in fp.items() if k in agent_options.CCVL_OPTIONS}
+  kept = effective_ccvl_options(preset_set)
+  return {k: v for k, v in out.items() if k not in preset_set or k in kept}
 
 
 FINGERPRINT_CHECK = dict(fingerprint_normalize=normalize_fingerprint,

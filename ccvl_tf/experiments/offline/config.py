@@ -81,7 +81,7 @@ class OfflineConfig:
   subset: str = setting("all", "Which part of the dataset to train on.",
                         enum_values=["1%", "5%", "initial10%", "all"])
   agent: str = setting(
-      "ccvl", "Which learner (ccvl_tf.experiments.agent_registry): " + "; ".join(
+      "ccvl", "Which learner (experiments/agent_registry.py): " + "; ".join(
           f"{s.name}: {s.description}" for s in agent_registry.AGENT_REGISTRY.values()
           if s.offline) + ".")
   # The demo's budget, chosen on development data by a rule fixed first (docs/budget.md): at
@@ -89,9 +89,8 @@ class OfflineConfig:
   num_steps: int = run_settings.borrow("num_steps", 17_500)
   batch_size: int = run_settings.borrow("batch_size")
   preset: str = setting(
-      "demo", "Training settings of the learners: demo = chosen on development data for the "
-      "CPU demo's scale (docs/ablation.md); paper = the paper's Atari settings (Dopamine / "
-      "DR3), for 6.25M steps on the DQN Replay Dataset. Flags given explicitly win.",
+      "demo", "Training settings of the learners: demo = the CPU demo's (docs/budget.md); "
+      "paper = the paper's (Atari, DQN Replay; docs/agent.md). A flag given wins.",
       enum_values=["demo", "paper"])
   # The agent settings given as flags (AGENT_FLAGS: CCVLConfig fields, the training ones shared
   # by every learner of the run); the --preset's values and the agent's defaults fill the rest.

@@ -54,33 +54,26 @@ class CCVLConfig(q_agent_base.BaseQConfig):
   # within 2 points of the monotone head's score and first in the rule's order.
   delta_head: str = setting(
       "cosine_monotone", "how delta enters Q(s, a, delta): 'cosine' (the IQN cosine embedding), "
-      "'monotone' (a base value plus nonnegative increments over delta from the state "
-      "features: Q nondecreasing in delta by construction, Lemma 1, wherever Q is used) or "
-      "'cosine_monotone' (the default: the same increments computed from the cosine "
-      "embedding at 17 knot deltas times the state features, both properties).", enum_values=networks.DELTA_HEADS)
+      "'monotone' (nonnegative increments over delta from the state features: Q nondecreasing "
+      "in delta, Lemma 1) or 'cosine_monotone' (those increments from the cosine embedding).",
+      enum_values=networks.DELTA_HEADS)
   count_ridge: float = setting(
       1e-3, "lambda of the linear n(s)^-1 estimate ('absolute'), or its multiple of the mean "
       "eigenvalue trace(|D| C) / D ('relative').", above=0.0)
   count_ridge_mode: str = setting("relative", "'absolute' or 'relative' (see count_ridge).",
                                   enum_values=counts_lib.RIDGE_MODES)
   count_normalization: str = setting(
-      "batch", "'batch' (n(s)^-1 divided by its mean over the training batch: the weight's "
-      "scale is alpha on every batch, n(s)^-1 only spreads it over the batch's states), "
-      "'mean' (divided by its running data mean, which lags the count estimate's refreshes: "
-      "the whole batch's weight swings by up to ~2x, and at CQL's learning rate the network "
-      "then collapses, docs/ladder.md) or 'none'.",
+      "batch", "'batch' (n(s)^-1 divided by its mean over the training batch), 'mean' (by its "
+      "running mean over the batches) or 'none' (as estimated, capped at 1).",
       enum_values=counts_lib.NORMALIZATIONS)
   count_decay: Optional[float] = setting(
-      0.999, "None (cumulative mean of phi phi^T) or EMA decay in (0, 1); the default 0.999 "
-      "averages over the last ~1000 updates, since phi(s) drifts during training.")
+      0.999, "None (cumulative mean of phi phi^T) or its EMA decay in (0, 1).")
   count_refresh_period: int = setting(
       100, "Recompute (|D| C + lambda I)^-1 every this many steps.", lower_bound=1)
   count_gram: str = setting(
       "running", "where Phi^T Phi comes from: 'running' (|D| x the running or EMA mean of phi "
-      "phi^T over training batches) or 'exact' (summed over the dataset's states through the "
-      "current torso at every refresh, before the step; n(s)^-1 then divided once by its "
-      "dataset mean at the first refresh, i.e. alpha rescaled once; needs "
-      "count_normalization='none' and the dataset's observations: docs/exact_gram.md).",
+      "phi^T over training batches) or 'exact' (summed over the dataset's states at every "
+      "refresh; needs count_normalization='none'; docs/exact_gram.md).",
       enum_values=counts_lib.GRAM_SOURCES)
   count_gram_states: int = setting(
       0, "count_gram='exact': 0 sums Phi^T Phi over every dataset state; k > 0 over a fixed "

@@ -1,22 +1,10 @@
 """Offline training of CCVL on Atari from a DQN Replay (Dopamine-format) dataset.
 
-  python binaries/train_offline.py --game=Breakout [--dataset_dir=DIR --subset=1%%|5%%|initial10%%]
-      [--agent=ccvl|fixed_ccvl|cql|rem|aevl|dqn] --num_steps=N --root_dir=DIR
+  python binaries/train_offline.py --game=Breakout [--dataset_dir=DIR --subset=1%%] --root_dir=DIR
 
-Without --dataset_dir a small default dataset (--default_dataset_steps transitions of a
-behaviour policy that plays: for Breakout a scripted paddle/ball tracker mixed with 25%% random
-actions; a uniformly random policy for games without a scripted player) is collected once in
-the ALE and cached under root_dir. At the end: the confidence diagnostics and a results table
-(random, behaviour, CCVL, Fixed-CCVL: mean score with 95%% bootstrap CI) in results.md/.png. Progress (steps/s, ETA,
-losses) goes to stdout, TensorBoard summaries to root_dir/summaries, checkpoints to
-root_dir/checkpoints (a rerun resumes exactly where it stopped), the final policies to
-root_dir/policy (the agent's evaluation policy; for ccvl the confidence-adaptive CCVL policy, plus
-root_dir/policy_fixed for Fixed-CCVL) as SavedModels.
-Flags -> OfflineConfig -> its plan (offline.config.resolve, the one validation) -> under the
-run directory's lock, taken once here (ccvl_tf/runtime/run_lock.py),
-ccvl_tf.experiments.offline.runner.run_holding_lock, then
-ccvl_tf.experiments.compare.offline_table.run (the reference agents, results.md; no algorithm
-code here).
+Without --dataset_dir a small default dataset is collected once and cached under root_dir.
+Writes checkpoints (a rerun resumes), summaries, the final policies (SavedModels) and a
+results table (results.md) under root_dir. --helpfull lists every setting.
 """
 import sys
 
@@ -37,10 +25,23 @@ from ccvl_tf.experiments.compare import offline_table
 from ccvl_tf.experiments.offline import config as offline_config
 from ccvl_tf.experiments.offline import runner as offline
 
-config_flags.define(offline_config.OfflineConfig)  # the `setting` fields of OfflineConfig
+# The flags a user sets, listed by --helpshort; the others (the agents' and the run's advanced
+# settings) only by --helpfull.
+SHORT_FLAGS = ("game", "root_dir", "dataset_dir", "subset", "agent", "preset", "alpha",
+               "num_steps", "seed", "eval_episodes", "reference_agents", "tf_threads")
+
+# The `setting` fields of OfflineConfig.
+config_flags.define(offline_config.OfflineConfig, short=SHORT_FLAGS)
 # alpha, N, M, ..., CCVL's options: generated from agents.ccvl_agent.CCVLConfig
 agent_options.define_flags(offline_config.AGENT_FLAGS,
-                           default_notes=offline_config.AGENT_FLAG_NOTES)
+                           default_notes=offline_config.AGENT_FLAG_NOTES, short=SHORT_FLAGS)
+
+
+# Flags -> OfflineConfig -> its plan (offline.config.resolve, the one validation) -> under the
+# run directory's lock, taken once here (ccvl_tf/runtime/run_lock.py),
+# ccvl_tf.experiments.offline.runner.run_holding_lock, then
+# ccvl_tf.experiments.compare.offline_table.run (the reference agents, results.md); no
+# algorithm code here.
 
 
 def config_from_flags() -> offline_config.OfflineConfig:

@@ -192,3 +192,21 @@ class _Typed:
 ])
 def test_type_problem_of_a_recorded_value(name, value, problem):
   assert config_flags.type_problem(_Typed, name, value) == problem
+
+
+def test_flags_left_out_of_short_are_advanced_listed_by_helpfull_only():
+  """define(short=): the flags named are the calling module's (absl's --helpshort lists them);
+  the others (floats, ints, enums given unset) are defined under config_flags.ADVANCED (--helpfull only) and
+  parse as any flag."""
+  fv = flags.FlagValues()
+  config_flags.define(_Config, flag_values=fv, short=("rate",))
+  config_flags.define(_Agent, ["alpha", "mode", "grid"], fv, unset=True, short=("rate",))
+  fv(["prog", "--share=0.25", "--num_deltas=3"])
+  advanced = {f.name for f in fv.get_flags_for_module(config_flags.ADVANCED)}
+  assert advanced == {"scale", "share", "alpha", "mode", "num_deltas"}
+  assert [f.name for f in fv.get_flags_for_module(__name__)] == ["rate"]
+  assert fv.share == 0.25 and fv.num_deltas == 3
+  assert config_flags.ADVANCED in fv.get_help()  # --helpfull's heading
+  everyone = flags.FlagValues()
+  config_flags.define(_Config, flag_values=everyone)  # no short: all the binary's own
+  assert not everyone.get_flags_for_module(config_flags.ADVANCED)

@@ -2,6 +2,7 @@
 random streams of seeds.Seeds (checkpoints, cached datasets and reported scores depend on
 their values, so the values themselves are pinned here, written out by hand)."""
 import dataclasses
+import json
 
 import pytest
 
@@ -277,3 +278,18 @@ def test_ccvl_options_at_their_default_are_no_change_of_configuration():
   given = {"agent": "ccvl", "ccvl_options": {"reading": "paper"}, "alpha": 3.0}
   assert config.normalize_fingerprint(given) == dict(given, ccvl_options={})
   assert config.normalize_fingerprint({"agent": "bc"}) == {"agent": "bc"}
+
+
+def test_a_paper_preset_run_stored_when_the_preset_named_the_default_reading_resumes(tmp_path):
+  """The paper preset once also set reading 'paper' (CCVL's default), so its runs' fingerprints
+  hold it at the top level; the preset now sets only where the paper differs, and the stored
+  fingerprint compares equal to today's."""
+  cfg = config.OfflineConfig(root_dir=str(tmp_path / "run"), preset="paper")
+  today = config.resolve(cfg).with_dataset({}, 10).learner.fingerprint
+  assert "reading" not in today and today["delta_head"] == "cosine"
+  stored = json.loads(json.dumps(dict(today, reading="paper")))
+  now = json.loads(json.dumps(today))
+  assert config.normalize_fingerprint(stored) == config.normalize_fingerprint(now)
+  # A preset-set setting away from the default still counts.
+  assert config.normalize_fingerprint(dict(now, delta_head="monotone")) != \
+      config.normalize_fingerprint(now)

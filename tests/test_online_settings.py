@@ -170,11 +170,17 @@ def _summary(tmp_path, summary):
 def test_each_summary_layout_gives_the_offline_learners_settings(tmp_path):
   # train_offline.py --preset=paper: the preset's reading, head, TD loss and count normalization
   # ('settings'); alpha (an online flag) is not among them.
+  # (as runs stored it when the preset also named the default reading).
   paper = {"config": {"preset": "paper", "ccvl_options": {}, "alpha": None},
-           "settings": {"alpha": 0.1, **presets.PAPER_READING}}
+           "settings": {"alpha": 0.1, "reading": "paper", "delta_head": "cosine",
+                        "td_loss": "squared", "count_normalization": "none"}}
   assert online_start.offline_settings(paper, "s.json") == {
       "reading": "paper", "delta_head": "cosine", "td_loss": "squared",
       "count_normalization": "none"}
+  # Today's: the preset sets only what differs from CCVL's default reading.
+  today = dict(paper, settings={"alpha": 0.1, **presets.PAPER_READING})
+  assert online_start.offline_settings(today, "s.json") == {
+      "delta_head": "cosine", "td_loss": "squared", "count_normalization": "none"}
   # --reading=bound under the paper preset: the flag given wins over the preset's reading.
   given = {"config": {"ccvl_options": {"reading": "bound", "gap": "max"}},
            "settings": {"alpha": 0.1, "delta_head": "cosine"}}

@@ -230,6 +230,24 @@ def test_bad_flags(flags, match, bad_flag_runs):
   assert "Traceback" not in r.stderr
 
 
+def test_helpshort_lists_the_flags_a_user_sets_and_helpfull_every_flag(tmp_path):
+  """--helpshort: the binary's usage and the flags of its SHORT_FLAGS, in at most 60 lines;
+  the advanced settings (the agents' and the run's other flags) only under --helpfull."""
+  short = _run(["--helpshort"], tmp_path)
+  lines = short.stdout.splitlines()
+  assert len(lines) <= 60, short.stdout
+  for name in ("game", "root_dir", "dataset_dir", "subset", "agent", "preset", "alpha",
+               "num_steps", "seed", "eval_episodes", "reference_agents", "tf_threads"):
+    assert any(line.startswith(f"  --{name}:") for line in lines), name
+  for name in ("count_gram", "learning_rate", "num_deltas", "reading", "eval_interval"):
+    assert f"--{name}:" not in short.stdout, name
+  full = _run(["--helpfull"], tmp_path).stdout
+  assert "Advanced settings (--helpfull only):" in full
+  for name in ("count_gram", "learning_rate", "num_deltas", "reading", "eval_interval",
+               "game", "alpha"):
+    assert f"  --{name}:" in full, name
+
+
 @pytest.mark.slow
 def test_dataset_of_another_games_action_count(tmp_path):
   # The testdata is Breakout (4 actions) with the writer's ccvl_dataset.json; Pong has 6.
@@ -309,9 +327,9 @@ def test_presets_resolve_under_the_flags_and_reach_the_fingerprint():
   # the raw linear n(s)^-1, 1/2 x^2 TD, no support head).
   overrides = lambda cfg, agent: offline_lib.resolve(cfg).learners[agent].overrides  # noqa: E731
   paper = overrides(offline_lib.OfflineConfig(preset="paper"), "ccvl")
-  # (the reading 'paper' has no options: its gap, weight and counts are the paper's).
-  reading = {"reading": "paper", "delta_head": "cosine", "td_loss": "squared",
-             "count_normalization": "none"}
+  # Only where the paper's literal reading differs from CCVL's default reading (Algorithm 1,
+  # reading 'paper', is both's).
+  reading = {"delta_head": "cosine", "td_loss": "squared", "count_normalization": "none"}
   assert paper == {"alpha": 0.1, **reading}
   given = overrides(
       offline_lib.OfflineConfig(preset="paper",

@@ -52,15 +52,17 @@ def _by_class(names: Sequence[str]) -> Dict[type, list]:
 
 
 def define_flags(names: Sequence[str] = CCVL_OPTIONS, flag_values=None,
-                 default_notes: Optional[Mapping[str, str]] = None) -> None:
+                 default_notes: Optional[Mapping[str, str]] = None,
+                 short: Optional[Sequence[str]] = None) -> None:
   """One flag per setting of `names` (CCVLConfig's or a reading's), default None (not given);
   its help is the declaration's, after "CCVL: " for CCVL's own settings, ending with the
-  default in force (`default_notes`: see config_flags.define)."""
+  default in force (`default_notes`, and `short`, the flags --helpshort lists: see
+  config_flags.define)."""
   for cls, own in _by_class([n for n in names if n not in TRAINING]).items():
     config_flags.define(cls, own, flag_values, unset=True, help_prefix="CCVL: ",
-                        default_notes=default_notes)
+                        default_notes=default_notes, short=short)
   config_flags.define(ccvl_agent.CCVLConfig, [n for n in names if n in TRAINING], flag_values,
-                      unset=True, default_notes=default_notes)
+                      unset=True, default_notes=default_notes, short=short)
 
 
 def from_flags(names: Sequence[str] = CCVL_OPTIONS, flag_values=None) -> Dict[str, object]:

@@ -29,6 +29,10 @@ from ccvl_tf.runtime import paths
 flags.disclaim_key_flags()
 
 _KEY = "ccvl_flag"
+# absl's --helpshort lists the flags of the binary's own module; a flag defined under this
+# module name instead (`define(..., short=)`) is listed by --helpfull only, under this heading
+# (capitalized: it sorts right after the binary's own flags).
+ADVANCED = "Advanced settings (--helpfull only)"
 _SAME = object()  # flag default = the field's default
 
 
@@ -64,12 +68,13 @@ class _FiniteFloatParser(flags.FloatParser):
 
 
 def define_finite_float(name: str, default, help: str, lower_bound=None,  # pylint: disable=redefined-builtin
-                        upper_bound=None, flag_values=None, required: bool = False):
+                        upper_bound=None, flag_values=None, required: bool = False,
+                        module_name: Optional[str] = None):
   """flags.DEFINE_float whose value must also be finite (a default of None stays allowed)."""
   fv = flags.FLAGS if flag_values is None else flag_values
   parser = _FiniteFloatParser(lower_bound, upper_bound)
   holder = flags.DEFINE(parser, name, default, help, fv, flags.ArgumentSerializer(),
-                        required=required)
+                        required=required, module_name=module_name)
   flags.register_validator(
       name, lambda v: v is None or not parser.is_outside_bounds(v),
       message=f"--{name} must be {parser.syntactic_help}", flag_values=fv)
@@ -184,17 +189,23 @@ def _range_text(kind, spec: FlagSpec) -> str:
 
 def define(cls, names: Optional[Sequence[str]] = None, flag_values=None, unset: bool = False,
            help_prefix: str = "", default_notes: Optional[Mapping[str, str]] = None,
-           flag_defaults: Optional[Mapping[str, object]] = None) -> None:
+           flag_defaults: Optional[Mapping[str, object]] = None,
+           short: Optional[Sequence[str]] = None) -> None:
   """Defines one absl flag per flag field of the dataclass `cls` (`names`: only those).
 
   unset=True: every flag's default is None ("not given"; `given` omits it) and its help ends
   with the field's default, "(default: 0.1)", or with default_notes[name] formatted with
   {default} ("the preset's, else {default}"); `help_prefix` starts each help text.
   flag_defaults[name]: the flag's default instead of the field's, help unchanged (a run's
-  own default of an agent setting it embeds, e.g. None: unset, the run fills it in)."""
+  own default of an agent setting it embeds, e.g. None: unset, the run fills it in).
+  short: the flags the binary's --helpshort lists (the ones a user sets); the others are its
+  advanced settings, listed by --helpfull only (under ADVANCED). None: all are listed."""
   fv = flags.FLAGS if flag_values is None else flag_values
   for f, spec in flag_fields(cls, names):
+    name = spec.flag_name or f.name
     common = dict(flag_values=fv, required=spec.required)
+    if short is not None and name not in short:
+      common["module_name"] = ADVANCED
     bounds = (dict(lower_bound=spec.lower_bound, upper_bound=spec.upper_bound)
               if spec.parse_bounds else {})
     text = spec.help + _range_text(_flag_type(cls, f), spec)
@@ -208,7 +219,6 @@ def define(cls, names: Optional[Sequence[str]] = None, flag_values=None, unset: 
     elif spec.default_note is not None:
       text = f"{text} (default: {spec.default_note})"
     spec = dataclasses.replace(spec, help=text)
-    name = spec.flag_name or f.name
     kind = spec.kind or ("enum" if spec.enum_values is not None else _flag_type(cls, f))
     if kind == "enum" and unset:  # a value outside the choices: check() names the setting
       flags.DEFINE_string(name, default, spec.help, **common)

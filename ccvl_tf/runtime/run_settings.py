@@ -54,9 +54,8 @@ class RunSettings:
   # The trained weights depend on the intra-op thread count, and TensorFlow's default is the
   # number of cores (BUILD.md, "What is and is not bit-reproducible").
   tf_threads: int = _count(2, "TensorFlow intra- and inter-op threads (0: TensorFlow's "
-                           "default, the number of cores). The trained network depends on "
-                           "it; fixed, the same command gives the same network on machines "
-                           "with other core counts.", 0)
+                           "default, the number of cores); the trained network depends on "
+                           "it.", 0)
   threads_per_worker: int = _count(1, "TensorFlow intra/inter-op threads of every training "
                                    "process, whatever --workers is (the same thread count "
                                    "gives the same numbers).")

@@ -57,8 +57,7 @@ class Bonus(options.BootstrapsAtDelta, options.Reading):
   OBJECTIVE: ClassVar[str] = "bonus"
   gap: str = options.gap_option()
   gap_weight: float = setting(
-      0.0, "w0, a delta-independent weight of the gap (0: the bonus alone); it pushes actions "
-      "the data never takes down without undoing the order in delta the bonus gives.",
+      0.0, "w0, a delta-independent weight of the gap (0: the bonus alone).",
       lower_bound=0.0, parse_bounds=False)
   support_threshold: float = setting(
       0.0, "tau: a behaviour-cloning head learns the data's policy and Q ranks an action "

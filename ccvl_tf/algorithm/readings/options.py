@@ -32,8 +32,7 @@ BONUS_COUNTS = constants.BONUS_COUNTS
 def gap_option():
   return setting(
       "logsumexp", "the regularizer's gap: 'logsumexp' (CQL(H), R(pi) the entropy) or 'max' "
-      "(R(pi) = 0: max_a Q - Q(s, a_D), whose exact tabular family has V nondecreasing in "
-      "delta and below the largest return; docs/agent.md \"The confidence family\").",
+      "(R(pi) = 0: max_a Q - Q(s, a_D)).",
       enum_values=losses.GAPS)
 
 

@@ -81,7 +81,7 @@ class OfflineConfig:
   subset: str = setting("all", "Which part of the dataset to train on.",
                         enum_values=["1%", "5%", "initial10%", "all"])
   agent: str = setting(
-      "ccvl", "Which learner (ccvl_tf.experiments.agent_registry): " + "; ".join(
+      "ccvl", "Which learner (experiments/agent_registry.py): " + "; ".join(
           f"{s.name}: {s.description}" for s in agent_registry.AGENT_REGISTRY.values()
           if s.offline) + ".")
   # The demo's budget, chosen on development data by a rule fixed first (docs/budget.md): at
@@ -89,9 +89,8 @@ class OfflineConfig:
   num_steps: int = run_settings.borrow("num_steps", 17_500)
   batch_size: int = run_settings.borrow("batch_size")
   preset: str = setting(
-      "demo", "Training settings of the learners: demo = chosen on development data for the "
-      "CPU demo's scale (docs/ablation.md); paper = the paper's Atari settings (Dopamine / "
-      "DR3), for 6.25M steps on the DQN Replay Dataset. Flags given explicitly win.",
+      "demo", "Training settings of the learners: demo = the CPU demo's (docs/budget.md); "
+      "paper = the paper's (Atari, DQN Replay; docs/agent.md). A flag given wins.",
       enum_values=["demo", "paper"])
   # The agent settings given as flags (AGENT_FLAGS: CCVLConfig fields, the training ones shared
   # by every learner of the run); the --preset's values and the agent's defaults fill the rest.
@@ -475,11 +474,16 @@ def effective_ccvl_options(options: Mapping[str, object]) -> Dict[str, object]:
 
 def normalize_fingerprint(fp: Dict[str, object]) -> Dict[str, object]:
   """A fingerprint as it is compared (training.check_fingerprint's `normalize`): its CCVL
-  options without those at their default (`effective_ccvl_options`)."""
+  options without those at their default (`effective_ccvl_options`), both those given
+  ('ccvl_options') and those the preset set (top-level keys, e.g. a preset's reading 'paper',
+  CCVL's default)."""
+  out = dict(fp)
   options = fp.get("ccvl_options")
-  if not isinstance(options, dict):
-    return dict(fp)
-  return dict(fp, ccvl_options=effective_ccvl_options(options))
+  if isinstance(options, dict):
+    out["ccvl_options"] = effective_ccvl_options(options)
+  preset_set = {k: v for k, v in fp.items() if k in agent_options.CCVL_OPTIONS}
+  kept = effective_ccvl_options(preset_set)
+  return {k: v for k, v in out.items() if k not in preset_set or k in kept}
 
 
 FINGERPRINT_CHECK = dict(fingerprint_normalize=normalize_fingerprint,

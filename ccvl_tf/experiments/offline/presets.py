@@ -24,15 +24,13 @@ from ccvl_tf.experiments import agent_options
 
 PRESET_NAMES = ("demo", "paper")
 
-# The paper's CCVL as section 5 writes it: reading 'paper' (Eq. cql update, Algorithm 1: the
-# CQL(H) gap weighted by alpha sqrt(log(1/delta_1) n(s)^-1), delta ~ U(0, 1), no data-support
-# head) with the IQN cosine embedding of delta, the linear n(s)^-1 as estimated (no
-# normalization; capped at 1, the paper's n wedge 1) and the TD term 1/2 x^2. The agents' own
-# CCVL default is the same reading with the cosine-monotone head (docs/headroom.md's rule),
-# the batch-normalized count and the Huber TD loss (what learned the demo's development data,
-# docs/ladder.md).
-PAPER_READING = {"reading": "paper", "delta_head": "cosine", "td_loss": "squared",
-                 "count_normalization": "none"}
+# CCVL's own defaults (CCVLConfig) are the project's reading: the paper's Eq. (cql update) as
+# Algorithm 1 writes it (reading 'paper'). `paper` changes only where section 5 reads
+# otherwise, each named in docs/agent.md "The default reading": the IQN cosine embedding of
+# delta (the default's head is cosine-monotone, docs/headroom.md), the linear n(s)^-1 as
+# estimated (capped at 1, the paper's n wedge 1; the default divides it by its batch mean,
+# docs/ladder.md) and the TD term 1/2 x^2 (the default: Huber, as Dopamine / DR3).
+PAPER_READING = {"delta_head": "cosine", "count_normalization": "none", "td_loss": "squared"}
 # alpha 0.1 is what train_offline.py always passed before the presets (CCVL, CQL and AEVL's
 # own default too); the other paper settings are the agents' own defaults.
 _PAPER = {"ccvl": {"alpha": 0.1, **PAPER_READING}, "cql": {"alpha": 0.1},

@@ -133,11 +133,12 @@ def test_training_groups_keep_a_shared_learner_in_one_worker():
 
 @pytest.mark.slow
 def test_a_failing_unit_in_a_worker_names_itself_and_its_log(tmp_path):
-  # lr 1e30 makes the loss non-finite at step 1: TrainingStopped inside a worker process
-  # must reach the user as one clear error (it does not unpickle by itself).
+  # lr 1e12 (the largest a float setting takes) makes the loss non-finite at step 1:
+  # TrainingStopped inside a worker process must reach the user as one clear error (it does
+  # not unpickle by itself).
   out = tmp_path / "fail"
   r = _run([*TINY, "--seeds=1", "--workers=2", "--threads_per_worker=1",
-            "--learning_rate=1e30", f"--output_dir={out}"], tmp_path)
+            "--learning_rate=1e12", f"--output_dir={out}"], tmp_path)
   assert r.returncode != 0
   assert "failed in a worker: TrainingStopped" in r.stderr and "non-finite" in r.stderr
   assert "BrokenProcessPool" not in r.stderr

@@ -232,6 +232,11 @@ class OfflineConfig:
                 else "does not exist")
         raise ValueError(f"--dataset_dir {self.dataset_dir} {what} (expected a Dopamine "
                          f"replay_logs directory with $store$_observation_ckpt.N.gz files)")
+      # A game folder (<game>/<run>/replay_logs) given for a run's replay_logs: named before
+      # any data is read.
+      game_folder = replay_source.ReplaySource(self.dataset_dir).game_folder_error()
+      if game_folder is not None:
+        raise ValueError(f"--dataset_dir {game_folder}")
     training.check_output_dir(self.root_dir, "--root_dir")
     if self.belief_temperature is not None and not (
         np.isfinite(self.belief_temperature) and self.belief_temperature > 0):

@@ -17,7 +17,7 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
 from ccvl_tf.algorithm import counts
-from ccvl_tf.data import frame_store, pipeline
+from ccvl_tf.data import frame_store, pipeline, replay_files
 from ccvl_tf.data import minatar_datasets
 from ccvl_tf.envs import atari
 from ccvl_tf.envs import factory
@@ -262,7 +262,9 @@ class AtariSuite(_ReplaySuite):
   def check(self, games, datasets):
     for g in games:
       atari.check_game(g)
-    missing = [self.replay_dir(g) for g in games if not os.path.isdir(self.replay_dir(g))]
+    # Local paths: os.path.isdir; gs://, ram://: tf.io.gfile (replay_files.path_isdir).
+    missing = [self.replay_dir(g) for g in games
+               if not replay_files.path_isdir(self.replay_dir(g))]
     if missing:
       raise ValueError(
           f"missing DQN Replay directories: {', '.join(missing)}. Download the DQN Replay "

@@ -171,6 +171,27 @@ def test_missing_minatar_dataset_says_how_to_make_it(tmp_path):
                                       output_dir=str(tmp_path / "out")), log=lambda s: None)
 
 
+def test_atari_suite_finds_dqn_replay_directories_through_gfile():
+  """--suite=atari's check of <data_dir>/<Game>/<run>/replay_logs goes through tf.io.gfile:
+  a remote --data_dir (ram://, standing in for gs://) is found, and a game missing there is
+  named by its remote path."""
+  import uuid  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.compare import suites  # pylint: disable=g-import-not-at-top
+  testdata = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                          "testdata", "dqn_replay", "Breakout", "1", "replay_logs")
+  root = f"ram://ccvl_compare_{uuid.uuid4().hex}"
+  logs = f"{root}/Breakout/1/replay_logs"
+  tf.io.gfile.makedirs(logs)
+  for name in os.listdir(testdata):
+    tf.io.gfile.copy(os.path.join(testdata, name), f"{logs}/{name}")
+  suite = suites.AtariSuite(compare_config.CompareConfig(suite="atari", data_dir=root))
+  suite.check(["Breakout"], ["1%"])
+  with pytest.raises(ValueError, match=rf"missing DQN Replay directories: {root}/Pong/1/"
+                                       r"replay_logs\. "):
+    suite.check(["Breakout", "Pong"], ["1%"])
+
+
 @pytest.mark.slow
 def test_an_interrupted_minatar_build_keeps_its_finished_games_scored(tmp_path, monkeypatch):
   """A multi-game build stopped in its second game leaves the first one scored (scores are

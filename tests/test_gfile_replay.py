@@ -299,6 +299,12 @@ def test_offline_config_accepts_remote_dataset_dirs(ram_root, monkeypatch):
   from ccvl_tf.experiments.offline import config as offline_config
   remote = copy_to_ram(TESTDATA, ram_root + "/replay_logs")
   offline_config.OfflineConfig(dataset_dir=remote, subset="all").validate()
+  # A remote game folder (<game>/<run>/replay_logs) names its runs.
+  for run in ("1", "2"):
+    copy_to_ram(TESTDATA, f"{ram_root}/Pong/{run}/replay_logs")
+  with pytest.raises(ValueError, match=r"^--dataset_dir ram://\S+/Pong is a game folder holding "
+                                       r"runs 1, 2 .*: pass ram://\S+/Pong/1/replay_logs$"):
+    offline_config.OfflineConfig(dataset_dir=ram_root + "/Pong").validate()
   with pytest.raises(ValueError, match=r"--dataset_dir ram://.*/nope does not exist"):
     offline_config.OfflineConfig(dataset_dir=ram_root + "/nope").validate()
   # gs:// without network (simulated, so that the test does not depend on the machine's

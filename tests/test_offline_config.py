@@ -229,7 +229,8 @@ def test_paper_preset_selects_the_papers_ccvl_and_a_flag_still_wins(tmp_path):
   # update) as Algorithm 1 (max over j), the IQN cosine embedding of delta, the CQL(H) gap
   # weighted by alpha sqrt(log(1/delta_1) n(s)^-1) with the raw linear n(s)^-1, 1/2 x^2 TD,
   # no support head; the DR3 setup's Adam lr 5e-5 and DR3 0.03 are CCVLConfig's own defaults.
-  cfg = config.OfflineConfig(root_dir=str(tmp_path / "run"), preset="paper")
+  cfg = config.OfflineConfig(root_dir=str(tmp_path / "run"), preset="paper",
+                             reference_agents=("cql",))
   c = config.resolve(cfg).learners["ccvl"].config
   assert c.reading == paper.Paper()  # no option: CQL(H) gap, sqrt(log(1/delta_1)), no support
   assert (c.reading.gap, c.reading.delta_weight, c.reading.count_weight,
@@ -252,6 +253,47 @@ def test_paper_preset_selects_the_papers_ccvl_and_a_flag_still_wins(tmp_path):
   demo = config.resolve(dataclasses.replace(cfg, preset="demo")).learners["ccvl"].config
   assert (demo.delta_head, demo.count_normalization, demo.td_loss) == (
       "cosine_monotone", "batch", "huber")
+
+
+@pytest.mark.parametrize("subset,steps", [
+    ("1%", 6_250_000), ("5%", 12_500_000), ("initial10%", 12_500_000)])
+def test_paper_preset_sets_the_papers_run_and_a_flag_still_wins(subset, steps, tmp_path):
+  # The paper's protocol, written out here from the paper, not from presets.py: 6.25M gradient
+  # steps on 1%, 12.5M on 5% and the initial 10% (section 5's Atari table); each score the
+  # average of 100 episodes; 108K frames per episode at most = 27,000 agent steps at frame
+  # skip 4; DR3 for every method (0.03, the agents' default); one learner per run.
+  args = [f"--root_dir={tmp_path / 'run'}", "--preset=paper", f"--subset={subset}"]
+  cfg = config.config_from_args(args)
+  assert (cfg.num_steps, cfg.eval_episodes, cfg.eval_max_steps) == (steps, 100, 27_000)
+  assert tuple(cfg.reference_agents) == ()
+  assert (cfg.eval_interval, cfg.checkpoint_interval) == (250_000, 50_000)
+  plan = config.resolve(cfg)
+  assert list(plan.learners) == ["ccvl"] and plan.loop.num_steps == steps
+  assert plan.learner.config.dr3_coef == 0.03 and plan.data.batch_size == 32
+  assert plan.record["num_steps"] == steps and plan.record["eval_episodes"] == 100
+  # Each flag given wins over the preset.
+  given = config.config_from_args(args + [
+      "--num_steps=5", "--eval_episodes=3", "--eval_max_steps=400", "--eval_interval=0",
+      "--checkpoint_interval=7", "--reference_agents=bc", "--dr3_coef=0"])
+  assert (given.num_steps, given.eval_episodes, given.eval_max_steps, given.eval_interval,
+          given.checkpoint_interval, tuple(given.reference_agents)) == (5, 3, 400, 0, 7,
+                                                                         ("bc",))
+  plan = config.resolve(given)
+  assert list(plan.learners) == ["ccvl", "bc"] and plan.learner.config.dr3_coef == 0.0
+  # The same record reads back as the same settings (summary.json, diagnose.py).
+  saved = json.loads(json.dumps(config.record(given)))
+  assert json.loads(json.dumps(config.record(config.from_record(saved)))) == saved
+
+
+def test_demo_preset_keeps_the_demos_run_settings():
+  cfg = config.config_from_args([])
+  assert (cfg.preset, cfg.num_steps, cfg.eval_episodes, cfg.eval_max_steps, cfg.eval_interval,
+          cfg.checkpoint_interval, tuple(cfg.reference_agents)) == (
+              "demo", 17_500, 10, 2_000, 5_000, 2_500, ("bc", "cql"))
+  assert config.OfflineConfig().num_steps == 17_500
+  # The paper preset's line names its run settings.
+  line = config.resolve(config.OfflineConfig(preset="paper", subset="1%")).preset_line
+  assert "6.25M steps on 1%" in line and "100 evaluation episodes" in line
 
 
 @pytest.mark.parametrize("values,match", [

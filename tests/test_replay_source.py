@@ -179,3 +179,31 @@ def test_the_stages_below_the_entry_points_refuse_a_path_naming_what_they_take(r
     assert str(e.value) == (f"{name} takes a replay_source.ReplaySource (made once by the "
                             f"entry point: replay_source.replay_source(path)), got str "
                             f"{run_dir!r}")
+
+
+def test_a_game_folder_given_for_a_runs_replay_logs_names_its_runs(tmp_path):
+  """The game folder (the one holding 1/, 2/, ...) where a run's replay_logs is expected:
+  refused naming the runs it holds and the path to pass, before any data is read."""
+  from ccvl_tf.experiments.offline import config as offline_config  # pylint: disable=g-import-not-at-top
+  game = tmp_path / "Breakout"
+  for run in ("2", "1", "10"):
+    shutil.copytree(TESTDATA, game / run / "replay_logs")
+  (game / "notes").mkdir()  # a folder that is not a run is not named
+  source = replay_source.ReplaySource(str(game))
+  assert source.game_folder_runs == ("1", "2", "10")
+  said = (f"{game} is a game folder holding runs 1, 2, 10 (the DQN Replay layout "
+          f"<game>/<run>/replay_logs), not a run's replay directory: pass "
+          f"{game / '1' / 'replay_logs'}")
+  assert source.game_folder_error() == said
+  with pytest.raises(DatasetError) as raised:
+    replay_source.list_suffixes(str(game))
+  assert str(raised.value) == said
+  with pytest.raises(ValueError) as raised:
+    offline_config.OfflineConfig(dataset_dir=str(game), root_dir=str(tmp_path / "r")).validate()
+  assert str(raised.value) == "--dataset_dir " + said
+  # A run directory and its replay_logs are no game folder.
+  for path in (game / "1", game / "1" / "replay_logs"):
+    assert replay_source.ReplaySource(str(path)).game_folder_error() is None
+  # A directory of neither kind keeps the plain message.
+  with pytest.raises(DatasetError, match="holds no Dopamine checkpoint files"):
+    replay_source.list_suffixes(str(game / "notes"))

@@ -326,17 +326,19 @@ def test_presets_resolve_under_the_flags_and_reach_the_fingerprint():
   # defaults, and for CCVL the paper's reading (section 5: Algorithm 1, the IQN cosine head,
   # the raw linear n(s)^-1, 1/2 x^2 TD, no support head).
   overrides = lambda cfg, agent: offline_lib.resolve(cfg).learners[agent].overrides  # noqa: E731
-  paper = overrides(offline_lib.OfflineConfig(preset="paper"), "ccvl")
+  # The paper preset trains no reference agent; given, they train at its settings.
+  paper_cfg = lambda **kw: offline_lib.OfflineConfig(  # noqa: E731
+      preset="paper", reference_agents=("bc", "cql"), **kw)
+  paper = overrides(paper_cfg(), "ccvl")
   # Only where the paper's literal reading differs from CCVL's default reading (Algorithm 1,
   # reading 'paper', is both's).
   reading = {"delta_head": "cosine", "td_loss": "squared", "count_normalization": "none"}
   assert paper == {"alpha": 0.1, **reading}
   given = overrides(
-      offline_lib.OfflineConfig(preset="paper",
-                                agent_values={"alpha": 2.0, "learning_rate": 2.5e-4}), "ccvl")
+      paper_cfg(agent_values={"alpha": 2.0, "learning_rate": 2.5e-4}), "ccvl")
   assert given == {"alpha": 2.0, "learning_rate": 2.5e-4, **reading}
-  assert overrides(offline_lib.OfflineConfig(preset="paper"), "cql") == {"alpha": 0.1}
-  assert overrides(offline_lib.OfflineConfig(preset="paper"), "bc") == {}
+  assert overrides(paper_cfg(), "cql") == {"alpha": 0.1}
+  assert overrides(paper_cfg(), "bc") == {}
   demo = overrides(offline_lib.OfflineConfig(preset="demo"), "cql")
   # The demo preset's CQL settings, as docs/budget.md's rule 2 (lr x2) and docs/demo_alpha.md's
   # rule 1 (alpha 3) chose them.
@@ -351,11 +353,10 @@ def test_presets_resolve_under_the_flags_and_reach_the_fingerprint():
   fingerprints = lambda cfg: {  # noqa: E731
       name: plan.fingerprint
       for name, plan in offline_lib.resolve(cfg).with_dataset({}, 10).learners.items()}
-  a = fingerprints(offline_lib.OfflineConfig(preset="paper"))["ccvl"]
-  b = fingerprints(
-      offline_lib.OfflineConfig(preset="paper", agent_values={"learning_rate": 2.5e-4,
-                                                           "target_update_period": 500}))["ccvl"]
-  ref = fingerprints(offline_lib.OfflineConfig(preset="paper"))["bc"]
+  a = fingerprints(paper_cfg())["ccvl"]
+  b = fingerprints(paper_cfg(agent_values={"learning_rate": 2.5e-4,
+                                           "target_update_period": 500}))["ccvl"]
+  ref = fingerprints(paper_cfg())["bc"]
   assert a["alpha"] == 0.1 and a["preset"] == "paper" and "learning_rate" not in a
   assert b["learning_rate"] == 2.5e-4 and b["target_update_period"] == 500
   assert ref["agent"] == "bc" and "alpha" not in ref

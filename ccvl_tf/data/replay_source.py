@@ -67,6 +67,33 @@ class ReplaySource:
       return None
     return replay_files.read_metadata(self.replay_dir)
 
+  @functools.cached_property
+  def game_folder_runs(self) -> Tuple[str, ...]:
+    """The runs ``path`` holds when it is a game folder of the DQN Replay Dataset's layout
+    (``<game>/<run>/replay_logs``): its subdirectories holding a ``replay_logs`` directory,
+    numbered runs in numeric order first. Empty for a directory with checkpoint files or a
+    ``replay_logs`` of its own, and for anything that is not a directory."""
+    names = self.path_names
+    if names is None or self.replay_dir != self.path or any(
+        replay_files.CKPT_RE.match(n) for n in names):
+      return ()
+    runs = [n for n in names
+            if replay_files.path_isdir(os.path.join(self.path, n, "replay_logs"))]
+    return tuple(sorted(runs, key=lambda n: (not n.isdigit(), int(n) if n.isdigit() else 0,
+                                             n)))
+
+  def game_folder_error(self) -> Optional[str]:
+    """What to pass instead of a game folder (`game_folder_runs`): "<path> is a game folder
+    holding runs 1, 2, 3 (<game>/<run>/replay_logs): pass <path>/1/replay_logs"; None for any
+    other path."""
+    runs = self.game_folder_runs
+    if not runs:
+      return None
+    return ("{} is a game folder holding run{} {} (the DQN Replay layout "
+            "<game>/<run>/replay_logs), not a run's replay directory: pass {}".format(
+                self.path, "s" if len(runs) > 1 else "", ", ".join(runs),
+                os.path.join(self.path, runs[0], "replay_logs")))
+
   def listed(self, directory: str) -> Optional[Tuple[str, ...]]:
     """The names in ``directory`` (``path`` or ``replay_dir``) when this source has listed
     it already, else None; looks nothing up (a cached property is kept in the instance's
@@ -88,6 +115,9 @@ class ReplaySource:
       raise replay_files.DatasetError(
           "replay directory does not exist: {}".format(self.replay_dir))
     if not any(replay_files.CKPT_RE.match(n) for n in self.names):
+      game_folder = self.game_folder_error()
+      if game_folder is not None:
+        raise replay_files.DatasetError(game_folder)
       raise replay_files.DatasetError(
           "replay directory {} holds no Dopamine checkpoint files "
           "('$store$_observation_ckpt.N.gz' ...)".format(self.replay_dir))

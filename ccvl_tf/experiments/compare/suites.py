@@ -17,7 +17,7 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
 from ccvl_tf.algorithm import counts
-from ccvl_tf.data import frame_store, pipeline
+from ccvl_tf.data import frame_store, pipeline, replay_files
 from ccvl_tf.data import minatar_datasets
 from ccvl_tf.envs import atari
 from ccvl_tf.envs import factory
@@ -25,6 +25,7 @@ from ccvl_tf.tabular import gridworld
 from ccvl_tf.envs import gridworld_env
 from ccvl_tf.envs import minatar
 from ccvl_tf.experiments.compare import config as compare_config
+from ccvl_tf.experiments.offline import presets
 from ccvl_tf.algorithm import networks
 from ccvl_tf.envs import scores
 from ccvl_tf.tabular import dataset as tab
@@ -248,9 +249,9 @@ class AtariSuite(_ReplaySuite):
   """The paper's protocol on the DQN Replay Dataset (GPU scale)."""
   name = "atari"
   default_run = 1  # the DQN Replay Dataset's runs are 1..5
-  default_eval_episodes = 100
-  default_eval_max_steps = 27_000
-  PAPER_STEPS = {"1%": 6_250_000, "5%": 12_500_000, "Initial 10%": 12_500_000}
+  # The paper's protocol, as train_offline.py's --preset=paper sets it.
+  default_eval_episodes = presets.RUN["paper"]["eval_episodes"]
+  default_eval_max_steps = presets.RUN["paper"]["eval_max_steps"]
 
   def games(self):
     return [g for g in scores.ATARI_GAMES if scores.has_reference(g)]
@@ -261,7 +262,9 @@ class AtariSuite(_ReplaySuite):
   def check(self, games, datasets):
     for g in games:
       atari.check_game(g)
-    missing = [self.replay_dir(g) for g in games if not os.path.isdir(self.replay_dir(g))]
+    # Local paths: os.path.isdir; gs://, ram://: tf.io.gfile (replay_files.path_isdir).
+    missing = [self.replay_dir(g) for g in games
+               if not replay_files.path_isdir(self.replay_dir(g))]
     if missing:
       raise ValueError(
           f"missing DQN Replay directories: {', '.join(missing)}. Download the DQN Replay "
@@ -269,7 +272,7 @@ class AtariSuite(_ReplaySuite):
           f"--data_dir, or collect a small one with binaries/collect_dataset.py")
 
   def steps(self, dataset):
-    return self.cfg.num_steps or self.PAPER_STEPS[dataset]
+    return self.cfg.num_steps or presets.PAPER_STEPS[compare_config.SUBSET_OF_KIND[dataset]]
 
   def network_config(self):
     return networks.QNetworkConfig(torso="nature")

@@ -35,6 +35,9 @@ from agents import ccvl_agent, q_agent_base
 # (experiments/agent_options.py); the given ones are OfflineConfig.agent_values.
 AGENT_FLAGS = agent_options.TRAINING + agent_options.CCVL_SAMPLING + agent_options.CCVL_OPTIONS
 
+# The help endings of the run settings a preset sets ("the --preset's: demo ..., paper ...").
+_RUN_NOTES = presets.run_notes()
+
 # Their defaults as their help states them: the --preset's where it sets one, else the agent's.
 AGENT_FLAG_NOTES = {
     **{name: "the --preset's, else {default}" for name in agent_options.TRAINING},
@@ -67,8 +70,13 @@ class OfflineConfig:
 
   The defaults are the CPU demo (`make demo`): 17,500 gradient steps of batch 32 on 50k
   transitions of a scripted Breakout player, the smallest budget at which behaviour cloning
-  learns that data (docs/budget.md). The paper's scale (GPU): a DQN Replay run's 1% subset,
-  --num_steps=6250000, --eval_max_steps=27000, --eval_episodes=100 (README "Paper scale").
+  learns that data (docs/budget.md). The paper's scale (GPU): --preset=paper on a DQN Replay
+  run's subset (README "Paper scale").
+
+  The run settings a preset sets (presets.RUN_SETTINGS: steps, evaluation, intervals,
+  reference agents) are None here when not given and filled from --preset and --subset when
+  the config is made; to change the preset or subset of a config, make a new one
+  (dataclasses.replace keeps the values filled in).
   """
   game: str = setting("Breakout", "Atari game (ALE name, e.g. Breakout, Pong; any case: "
                       "stored in its one spelling, breakout -> Breakout).")
@@ -84,9 +92,7 @@ class OfflineConfig:
       "ccvl", "Which learner (experiments/agent_registry.py): " + "; ".join(
           f"{s.name}: {s.description}" for s in agent_registry.AGENT_REGISTRY.values()
           if s.offline) + ".")
-  # The demo's budget, chosen on development data by a rule fixed first (docs/budget.md): at
-  # 10,000 steps no learner had learned to serve again after losing a life.
-  num_steps: int = run_settings.borrow("num_steps", 17_500)
+  num_steps: int = run_settings.borrow("num_steps", None, _RUN_NOTES["num_steps"])
   batch_size: int = run_settings.borrow("batch_size")
   preset: str = setting(
       "demo", "Training settings of the learners: demo = the CPU demo's (docs/budget.md); "
@@ -96,22 +102,24 @@ class OfflineConfig:
   # by every learner of the run); the --preset's values and the agent's defaults fill the rest.
   agent_values: Dict[str, object] = dataclasses.field(default_factory=dict)
   num_grid_deltas: int = run_settings.borrow("num_grid_deltas")
-  reference_agents: Sequence[str] = setting(
-      ("bc", "cql"), "Agents trained beside --agent on the same data, steps and preset, for "
-      "the results table (e.g. bc,cql; 'none' for none).", kind="csv",
-      parse=lambda text: parse_reference_agents(text))
+  reference_agents: Optional[Sequence[str]] = setting(
+      None, "Agents trained beside --agent on the same data, steps and preset, for "
+      "the results table (e.g. bc,cql; 'none' for none).", kind="csv", flag_default=None,
+      default_note=_RUN_NOTES["reference_agents"],
+      parse=lambda text: None if text is None else parse_reference_agents(text))
   belief_temperature: Optional[float] = run_settings.borrow("belief_temperature")
-  checkpoint_interval: int = run_settings.borrow("checkpoint_interval")
+  checkpoint_interval: int = run_settings.borrow("checkpoint_interval", None,
+                                                 _RUN_NOTES["checkpoint_interval"])
   log_interval: int = run_settings.borrow("log_interval")
   summary_interval: int = setting(100, "TensorBoard scalars every N steps.",
                                   lower_bound=1, parse_bounds=False)
-  eval_interval: int = run_settings.borrow("eval_interval")
+  eval_interval: int = run_settings.borrow("eval_interval", None,
+                                           _RUN_NOTES["eval_interval"])
   # Also the episodes of each row of the results table.
-  eval_episodes: int = run_settings.borrow("eval_episodes")
-  # The paper caps episodes at 27,000 agent steps (108k frames); the default here is the CPU
-  # demo's 2,000 so that a policy that never serves in Breakout cannot stall the demo. Pass
-  # --eval_max_steps=27000 for the paper's protocol.
-  eval_max_steps: int = run_settings.borrow("eval_max_steps")
+  eval_episodes: int = run_settings.borrow("eval_episodes", None,
+                                           _RUN_NOTES["eval_episodes"])
+  eval_max_steps: int = run_settings.borrow("eval_max_steps", None,
+                                            _RUN_NOTES["eval_max_steps"])
   eval_epsilon: float = 0.001
   eval_env: str = setting(
       "vector", "Where the Atari evaluations run: vector = all episodes of an evaluation side "
@@ -169,6 +177,12 @@ class OfflineConfig:
   deterministic: bool = run_settings.borrow("deterministic")
 
   def __post_init__(self):
+    # The run settings not given: the preset's for the subset (an unknown preset or subset
+    # leaves them unset; validate() names the flag).
+    if self.preset in presets.PRESET_NAMES:
+      for key, value in presets.run_values(self.preset, self.subset).items():
+        if getattr(self, key) is None:
+          setattr(self, key, value)
     # One spelling per game (atari.canonical_game): --game=breakout and --game=Breakout share
     # one default dataset, one fingerprint and one summary. An unknown name stays as given
     # for validate() to refuse.
@@ -188,6 +202,7 @@ class OfflineConfig:
     """ValueError naming the flag: an unknown agent, an agent setting out of bounds, an
     unusable --dataset_dir or --root_dir, a setting outside its declaration
     (config_flags.check), a batch larger than the default dataset."""
+    presets.validate(self.preset)  # before the settings it fills in are read
     agent_registry.get_agent_spec(self.agent)  # unknown names: a ValueError listing the valid ones
     for name in self.reference_agents:
       agent_registry.get_agent_spec(name, flag="--reference_agents")
@@ -217,6 +232,11 @@ class OfflineConfig:
                 else "does not exist")
         raise ValueError(f"--dataset_dir {self.dataset_dir} {what} (expected a Dopamine "
                          f"replay_logs directory with $store$_observation_ckpt.N.gz files)")
+      # A game folder (<game>/<run>/replay_logs) given for a run's replay_logs: named before
+      # any data is read.
+      game_folder = replay_source.ReplaySource(self.dataset_dir).game_folder_error()
+      if game_folder is not None:
+        raise ValueError(f"--dataset_dir {game_folder}")
     training.check_output_dir(self.root_dir, "--root_dir")
     if self.belief_temperature is not None and not (
         np.isfinite(self.belief_temperature) and self.belief_temperature > 0):

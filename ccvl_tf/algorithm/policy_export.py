@@ -99,10 +99,7 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
                                  tf.nest.flatten(self.policy_state_spec)):
       dtype = tf.as_dtype(getattr(state, "dtype", None) or tf.convert_to_tensor(state).dtype)
       if dtype != spec.dtype:
-        dims = "".join(f", {d}" for d in spec.shape.as_list())
-        return (f"the policy state entry {path} must be {spec.dtype.name} [batch{dims}] "
-                f"(get_initial_state(batch_size=B), then the state each step returns); got "
-                f"{dtype.name}")
+        return _entry_text(path, spec) + f"); got {dtype.name}"
     return None
 
   def _get_initial_state(self, batch_size):
@@ -191,13 +188,10 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
       padded = tf.concat([got, tf.zeros([len(want) + 1], tf.int32)], 0)
       ok = tf.logical_and(tf.equal(tf.size(got), len(want) + 1),
                           tf.reduce_all(tf.equal(padded[1:len(want) + 1], want)))
-      dims = "".join(f", {d}" for d in want)
       check = tf.debugging.Assert(ok, [
           # No quotes: TensorFlow escapes them in the assertion's text.
-          f"the policy state entry {path} must be {spec.dtype.name} [batch{dims}] "
-          f"(get_initial_state(batch_size=B), then the state each step returns; a policy "
-          f"exported with another number of quantized deltas K keeps a belief of another "
-          f"size); got shape", got], summarize=16)
+          _entry_text(path, spec) + "; a policy exported with another number of quantized "
+          "deltas K keeps a belief of another size); got shape", got], summarize=16)
       with tf.control_dependencies([check]):
         state = tf.identity(state)
       # Under tf.cond, as the observation's: a shape known wrong when traced never reaches
@@ -244,6 +238,13 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
     raise NotImplementedError(
         "exported CCVL policies provide action() only "
         "(see ccvl_tf.algorithm.policy_export.export_policy)")
+
+
+def _entry_text(path: str, spec: tf.TensorSpec) -> str:
+  """What a policy state entry must be, for a refusal (the caller closes the parenthesis)."""
+  dims = "".join(f", {d}" for d in spec.shape.as_list())
+  return (f"the policy state entry {path} must be {spec.dtype.name} [batch{dims}] "
+          f"(get_initial_state(batch_size=B), then the state each step returns")
 
 
 # The record of the game an export was trained in, beside policy_specs.pbtxt: the action

@@ -205,7 +205,14 @@ def test_ctrl_c_during_training_is_one_line_naming_the_checkpoint_the_rerun_resu
       if line.startswith("step 3/") or time.time() > deadline:
         break
     proc.send_signal(signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
+    try:
+      _, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+      proc.send_signal(signal.SIGUSR1)  # every thread's stack (config_flags.run), then kill
+      time.sleep(5)
+      proc.kill()
+      _, err = proc.communicate()
+      pytest.fail(f"no exit 120 s after SIGINT; its stderr and stacks:\n{err[-6000:]}")
   finally:
     if proc.poll() is None:
       proc.kill()

@@ -63,6 +63,32 @@ def test_usage_error_is_one_line_last_not_after_the_help(tmp_path):
       "tool.py: error: --thing must be given (--helpshort lists the flags)"], r.stderr
 
 
+def test_sigusr1_prints_every_threads_stack_and_the_run_goes_on(tmp_path):
+  """`kill -USR1 <pid>` on a run that seems stuck: each thread's Python stack on stderr, then
+  the run continues to its normal end."""
+  script = tmp_path / "tool.py"
+  script.write_text(
+      "import os, signal, threading\n"
+      "from ccvl_tf.runtime import config_flags\n"
+      "def waiting_here(ready, ev):\n"
+      "  ready.set()\n"
+      "  ev.wait()\n"
+      "def main(argv):\n"
+      "  ready, ev = threading.Event(), threading.Event()\n"
+      "  t = threading.Thread(target=waiting_here, args=(ready, ev))\n"
+      "  t.start(); ready.wait()\n"
+      "  os.kill(os.getpid(), signal.SIGUSR1)\n"
+      "  ev.set(); t.join()\n"
+      "  print('finished')\n"
+      "config_flags.run(main)\n")
+  r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                     env=dict(os.environ, PYTHONPATH=ROOT), timeout=120)
+  assert r.returncode == 0, r.stderr
+  assert r.stdout == "finished\n"
+  assert "waiting_here" in r.stderr and " in main" in r.stderr, r.stderr
+  assert r.stderr.lower().count("thread 0x") == 2, r.stderr
+
+
 @dataclasses.dataclass(frozen=True)
 class _Agent:
   alpha: float = setting(0.1, "alpha, a weight.", lower_bound=0.0, parse_bounds=False)

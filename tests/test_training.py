@@ -195,3 +195,45 @@ def test_record_evaluation_keeps_one_row_per_step(tmp_path):
   rows = list(csv.reader(open(tmp_path / "eval.csv")))
   assert rows == [["step", "mean_return"], ["20", "0.5"], ["40", "2.0"]]
   assert training.recorded_evaluation(root, 40) == {"mean_return": 2.0}
+
+
+def test_an_interrupt_stops_the_input_pipeline_before_the_exception_leaves_the_loop(tmp_path):
+  """Ctrl-C while waiting for a batch: the dataset's iterator is released inside the loop, not
+  kept alive by the exception's traceback until interpreter shutdown (a tf.data iterator whose
+  threads run Python then stalls the exit)."""
+  import gc  # pylint: disable=g-import-not-at-top
+  import weakref  # pylint: disable=g-import-not-at-top
+  batches = _make_dataset()(0)
+  alive = []
+
+  class Pipeline:
+    def __init__(self):
+      self.served = 0
+
+    def __iter__(self):
+      return self
+
+    def __next__(self):
+      if self.served == 3:  # the fourth batch is never served: Ctrl-C lands here
+        raise KeyboardInterrupt
+      self.served += 1
+      return next(batches)
+
+  def make(start):
+    del start
+    p = Pipeline()
+    alive.append(weakref.ref(p))
+    return p
+
+  gc.disable()  # only reference counting may free it: what happens in the loop, not later
+  try:
+    with pytest.raises(training.Interrupted) as raised:
+      training.train(_agent(), make, training.LoopConfig(str(tmp_path), 10,
+                                                         checkpoint_interval=2),
+                     log=lambda s: None)
+    # The exception and its traceback (every frame of the loop) are still held here.
+    assert raised.value.step == 3
+    assert raised.value.checkpoint.endswith("ckpt-2")
+    assert len(alive) == 1 and alive[0]() is None
+  finally:
+    gc.enable()

@@ -14,8 +14,10 @@ More in docs/library.md "Module notes", `ccvl_tf/runtime/config_flags.py`.
 from __future__ import annotations
 
 import dataclasses
+import faulthandler
 import math
 import os
+import signal
 import sys
 import typing
 from typing import Callable, Mapping, Optional, Sequence
@@ -90,7 +92,11 @@ def run(main: Callable) -> None:
   <message> (--helpshort lists the flags)', and exits with its exit code. Ctrl-C (a
   KeyboardInterrupt) prints one line too, '<binary>: interrupted (Ctrl-C)', followed by what
   the interrupted work said of its rerun (ccvl_tf.runtime.training.Interrupted: where it resumes),
-  and exits with status 130."""
+  and exits with status 130. SIGUSR1 prints every thread's Python stack to stderr and the
+  run goes on (`kill -USR1 <pid>`: where a run that seems stuck is)."""
+  if hasattr(signal, "SIGUSR1"):
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+
   def short_usage_errors(argv):
     prog = os.path.basename(sys.argv[0])
     try:

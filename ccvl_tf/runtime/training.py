@@ -423,21 +423,27 @@ class _Loop:
     t0 = time.time()
     self._t_last, self._step_last = t0, start
     step = start
-    while step < cfg.num_steps:
-      try:
-        batch = next(iterator)
-      except StopIteration:
-        raise ValueError(f"the dataset ran out of batches at train step {step} (it must be "
-                         f"infinite or hold at least {cfg.num_steps - start} batches)") from None
-      try:
-        metrics = self.learner.train_on_batch(batch)
-      except FloatingPointError as e:
-        raise TrainingStopped(step, self.manager.latest_checkpoint, e) from e
-      step = int(self.learner.train_step_counter.numpy())
-      self._summarize_and_log(step, metrics, t0)
-      self._maybe_checkpoint(step)
-      if self.is_eval_step(step) and step != cfg.num_steps:
-        self.run_eval(step)
+    try:
+      while step < cfg.num_steps:
+        try:
+          batch = next(iterator)
+        except StopIteration:
+          raise ValueError(f"the dataset ran out of batches at train step {step} (it must be "
+                           f"infinite or hold at least {cfg.num_steps - start} batches)") from None
+        try:
+          metrics = self.learner.train_on_batch(batch)
+        except FloatingPointError as e:
+          raise TrainingStopped(step, self.manager.latest_checkpoint, e) from e
+        step = int(self.learner.train_step_counter.numpy())
+        self._summarize_and_log(step, metrics, t0)
+        self._maybe_checkpoint(step)
+        if self.is_eval_step(step) and step != cfg.num_steps:
+          self.run_eval(step)
+    finally:
+      # The input pipeline is stopped here, in this thread, whatever ends the loop: an
+      # exception (a non-finite loss, a failed write) would otherwise keep the iterator alive
+      # through its traceback (see `train` on Ctrl-C).
+      del iterator
     return step
 
 
@@ -489,6 +495,7 @@ def train(learner, make_dataset: Callable[[int], Iterable[Dict]], cfg: LoopConfi
     log(f"Already trained {start} >= {cfg.num_steps} steps; nothing to do.")
     return loop.result(start)
   log(f"Training from step {start} to {cfg.num_steps}.")
+  interrupted = None
   try:
     step = loop.run_train_phase(make_dataset)
     with loop.writing(loop.summaries):
@@ -497,6 +504,13 @@ def train(learner, make_dataset: Callable[[int], Iterable[Dict]], cfg: LoopConfi
     with loop.writing(loop.summaries):
       loop.eval_writer.flush()
   except KeyboardInterrupt:
-    raise Interrupted(int(learner.train_step_counter.numpy()),
-                      manager.latest_checkpoint) from None
+    interrupted = Interrupted(int(learner.train_step_counter.numpy()),
+                              manager.latest_checkpoint)
+  if interrupted is not None:
+    # Raised here, after the KeyboardInterrupt is dropped, not chained to it: its traceback
+    # holds every frame it crossed, the input pipeline's iterator among them when Ctrl-C
+    # landed while a batch was awaited, and would keep that iterator alive until the
+    # interpreter shuts down, when its threads, which run Python (tf.numpy_function), can no
+    # longer take the GIL: the exit then stalls.
+    raise interrupted
   return loop.result(step)

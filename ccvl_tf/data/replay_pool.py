@@ -31,7 +31,6 @@ makes the earlier one's calls fail (``StaleStream``) instead of swapping draws u
 from __future__ import annotations
 
 import dataclasses
-import gc
 import threading
 import time
 from typing import Callable, List, Optional, Sequence, Tuple
@@ -234,8 +233,7 @@ class CheckpointPool:
     if self._draw == index and self._store is not None:
       return
     t0 = time.perf_counter()
-    self._store, self._draw = None, None
-    gc.collect()  # the old frames go before the new ones are allocated
+    self._store, self._draw = None, None  # the old frames are freed before the new ones
     chunks = []
     by_run = {}
     for u in self.draw(index):

@@ -187,3 +187,14 @@ def test_the_memory_of_the_largest_draw_is_checked_before_frames_are_read(run50,
     replay_pool.CheckpointPool([run50], "all", 5, 10, seed=0, reserve=reserve)
   replay_pool.CheckpointPool([run50], "all", 1, 10, seed=0, reserve=reserve)
   assert os.path.isdir(run50)
+
+
+def test_pool_benchmark_small_run(tmp_path):
+  from ccvl_tf.bench import pool as bench_pool
+  out = bench_pool.run(checkpoints=3, capacity=300, pool=1, swaps=3, work_dir=str(tmp_path))
+  assert len(out["swap_s"]) == 3 and out["swap_frames_per_s"] > 0
+  # One uint8 84x84 frame (7,056 B) + 9 B per slot + 8 B per transition, and the episodes'
+  # 3 padding frames per 1,000 steps: a little above 7,073 B per transition.
+  assert all(7073 <= b < 7200 for b in out["bytes_per_transition"])
+  assert out["swap_s_per_1m_checkpoint"] > 0
+  assert os.listdir(tmp_path) == []  # the run and its cache records removed

@@ -58,3 +58,42 @@ def test_pool_settings_are_refused_clearly(tmp_path):
   r = _run([f"--root_dir={tmp_path / 'c'}", "--num_steps=2", "--pool_swap_steps=0", *TINY],
            tmp_path)
   assert r.returncode != 0 and "--pool_swap_steps" in r.stderr
+
+
+def test_pool_settings_in_the_config_record_and_fingerprint(tmp_path):
+  import json  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.offline import config  # pylint: disable=g-import-not-at-top
+  base = ["--game=Breakout", f"--root_dir={tmp_path / 'r'}", f"--dataset_dir={TESTDATA}"]
+  saved = json.loads(json.dumps(config.record(config.config_from_args(base))))
+  assert saved["pool_checkpoints"] == 0 and saved["pool_swap_steps"] == 62_500
+  # A record written before the pool settings existed: the defaults are no change ...
+  older = {k: v for k, v in saved.items() if not k.startswith("pool_")}
+  assert config.changed_settings(older, config.config_from_args(base)) == []
+  # ... a pool is.
+  assert config.changed_settings(older, config.config_from_args(
+      base + ["--pool_checkpoints=2"])) == ["pool_checkpoints: None -> 2"]
+  plan = config.resolve(config.config_from_args(base))
+  identity = {"path": TESTDATA}
+  assert "pool" not in config.fingerprint(plan.record, plan.learner, identity, 10)
+  assert plan.data.pool is None
+  pooled = config.resolve(config.config_from_args(
+      base + ["--pool_checkpoints=2", "--pool_swap_steps=100", "--num_steps=1000"]))
+  assert config.fingerprint(pooled.record, pooled.learner, identity, 10)["pool"] == {
+      "checkpoints": 2, "swap_steps": 100}
+  # Batches 900-999 are draw 9: the held-out batches' draw.
+  assert pooled.data.pool.final_draw == 9
+
+
+def test_several_runs_are_one_pool_setting_each_spelled_once(tmp_path):
+  from ccvl_tf.experiments.offline import config  # pylint: disable=g-import-not-at-top
+  run1 = os.path.dirname(TESTDATA)  # a run directory: its replay_logs is the dataset
+  cfg = config.config_from_args(["--game=Breakout", f"--root_dir={tmp_path / 'r'}",
+                                 f"--dataset_dir={run1}, {TESTDATA}/", "--pool_checkpoints=1"])
+  assert cfg.dataset_dir == f"{TESTDATA},{TESTDATA}"
+  with pytest.raises(ValueError, match="names a directory twice"):
+    cfg.validate()
+  cfg = config.config_from_args(["--game=Breakout", f"--root_dir={tmp_path / 'r'}",
+                                 f"--dataset_dir={TESTDATA},{tmp_path / 'none'}",
+                                 "--pool_checkpoints=1"])
+  with pytest.raises(ValueError, match=f"--dataset_dir {tmp_path / 'none'} does not exist"):
+    cfg.validate()

@@ -50,7 +50,7 @@ def test_pool_settings_are_refused_clearly(tmp_path):
   r = _run([f"--root_dir={tmp_path / 'a'}", "--num_steps=2", "--pool_checkpoints=4", *TINY],
            tmp_path)
   assert r.returncode != 0
-  assert "--pool_checkpoints=4 is more than the 3 checkpoint(s) with transitions" in r.stderr
+  assert "--pool_checkpoints=4 is more than the 3 checkpoint(s) of subset" in r.stderr
   r = _run([f"--root_dir={tmp_path / 'b'}", "--num_steps=2", *TINY[:-1],
             f"--dataset_dir={TESTDATA},{TESTDATA}"], tmp_path)
   assert r.returncode != 0

@@ -167,7 +167,7 @@ def test_several_runs_are_pooled(tmp_path):
 
 def test_bad_settings_are_refused_naming_the_flag(run50, tmp_path):
   with pytest.raises(ValueError, match=r"--pool_checkpoints=51 is more than the 50 "
-                     r"checkpoint\(s\) with transitions of subset 'all'"):
+                     r"checkpoint\(s\) of subset 'all'"):
     replay_pool.CheckpointPool([run50], "all", 51, 10, seed=0)
   with pytest.raises(ValueError, match="--pool_swap_steps must be >= 1, got 0"):
     replay_pool.CheckpointPool([run50], "all", 5, 0, seed=0)

@@ -109,13 +109,10 @@ class CheckpointPool:
                 info.replay_dir, info.stack_size, list(info.observation_shape)))
     self.stack_size = first.stack_size
     self.frame_shape = tuple(first.observation_shape)
-    self.units = self._survey()
-    m = len(self.units)
-    if self.k > m:
-      raise ValueError("--pool_checkpoints={} is more than the {} checkpoint(s) with "
-                       "transitions of subset {!r} in {}; give at most {} (or leave the pool off, --pool_checkpoints=0, "
-                       "to hold the whole dataset)".format(
-                           self.k, m, subset, ", ".join(i.replay_dir for i in self.infos), m))
+    plans = [replay_plan.plan_from(info, subset) for info in self.infos]
+    self._check_count(sum(len(p) for p in plans), "")  # before anything is read
+    self.units = self._survey(plans)
+    self._check_count(len(self.units), " with transitions")
     frame_bytes = int(np.prod(self.frame_shape))
     self.max_pool_bytes = sum(sorted((_unit_bytes(u, frame_bytes) for u in self.units),
                                      reverse=True)[:self.k])
@@ -129,12 +126,20 @@ class CheckpointPool:
     self.swap_seconds: List[float] = []
 
   # ------------------------------------------------------------------- survey
-  def _survey(self) -> List[Unit]:
-    """Every checkpoint of the subset in every run, its frames and transitions counted from
+  def _check_count(self, m: int, what: str) -> None:
+    """ValueError naming --pool_checkpoints when K exceeds the ``m`` checkpoints ``what``."""
+    if self.k > m:
+      raise ValueError(
+          "--pool_checkpoints={} is more than the {} checkpoint(s){} of subset {!r} in {}; give "
+          "at most {} (or leave the pool off, --pool_checkpoints=0, to hold the whole "
+          "dataset)".format(self.k, m, what, self.subset,
+                            ", ".join(i.replay_dir for i in self.infos), m))
+
+  def _survey(self, plans: List[List[tuple]]) -> List[Unit]:
+    """Every checkpoint of ``plans`` (one per run), its frames and transitions counted from
     its small arrays (each checked as the frame store checks it)."""
     units = []
-    for r, info in enumerate(self.infos):
-      plan = replay_plan.plan_from(info, self.subset)
+    for r, (info, plan) in enumerate(zip(self.infos, plans)):
       slim = []
       for entry in plan:
         chunk = replay_plan.load_plan(info, [entry], num_actions=self.num_actions,

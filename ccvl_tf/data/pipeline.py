@@ -43,7 +43,6 @@ def transition_dataset(store: FrameStore, batch_size: int = 32, *, seed: int = 0
                        prefetch: int = tf.data.AUTOTUNE) -> tf.data.Dataset:
   """An infinite ``tf.data.Dataset`` of transition-batch dicts (see module doc)."""
   frame_shape = tuple(store.observation_shape)  # e.g. (84, 84, 4) or (10, 10, C)
-
   _map = _batch_map(lambda i: store, batch_size, seed, frame_shape)
   ds = tf.data.Dataset.counter(start=start_batch, dtype=tf.int64)
   ds = ds.map(_map, num_parallel_calls=num_parallel_calls or None, deterministic=True)

@@ -9,7 +9,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # The reading pipeline, bottom first: a stage may import only the stages before it.
 STAGES = ["replay_files", "replay_source", "replay_validity", "dqn_replay", "replay_plan",
-          "store_cache", "frame_store", "pipeline"]
+          "store_cache", "frame_store", "replay_pool", "pipeline"]
 
 
 def _module_name(path):

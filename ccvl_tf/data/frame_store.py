@@ -186,7 +186,8 @@ class FrameStore:
     if avail is not None and need > avail:
       raise MemoryError(
           "the frame store for {} ({} frames) needs {:.2f} GB but only {:.2f} GB is "
-          "available; use a smaller subset (e.g. '1%') or fewer suffixes".format(
+          "available; use a smaller subset (e.g. '1%'), fewer suffixes, or a pool of a few "
+          "checkpoints at a time (replay_pool; train_offline.py --pool_checkpoints=K)".format(
               loaded.replay_dir, total, need / 1e9, avail / 1e9))
     if reserve is not None:
       reserve.check(loaded.num_transitions, loaded.replay_dir, need,

@@ -13,6 +13,10 @@ code inside ``tf.numpy_function``, in parallel map calls, then prefetched. The
 batch with number ``i`` comes from ``np.random.default_rng([seed, i])``, so a
 pipeline is deterministic for a seed whatever the parallelism, and
 ``start_batch`` resumes a stream exactly (e.g. after restoring a checkpoint).
+
+``pool_dataset`` is the same stream over a ``replay_pool.CheckpointPool``: batch ``i`` from
+the pool's draw ``i // N``, each draw made current between the last batch of the previous
+draw and the first of its own (one draw in memory), so it too resumes exactly.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from ccvl_tf.data.frame_store import FrameStore
+from ccvl_tf.data.replay_pool import CheckpointPool
 
 KEYS = ("observation", "action", "reward", "next_observation", "terminal")
 
@@ -38,9 +43,17 @@ def transition_dataset(store: FrameStore, batch_size: int = 32, *, seed: int = 0
                        prefetch: int = tf.data.AUTOTUNE) -> tf.data.Dataset:
   """An infinite ``tf.data.Dataset`` of transition-batch dicts (see module doc)."""
   frame_shape = tuple(store.observation_shape)  # e.g. (84, 84, 4) or (10, 10, C)
+  _map = _batch_map(lambda i: store, batch_size, seed, frame_shape)
+  ds = tf.data.Dataset.counter(start=start_batch, dtype=tf.int64)
+  ds = ds.map(_map, num_parallel_calls=num_parallel_calls or None, deterministic=True)
+  return ds.prefetch(prefetch)
+
+
+def _batch_map(store_of, batch_size: int, seed: int, frame_shape):
+  """batch number -> the batch dict of ``sample_batch(store_of(i), ...)``, for Dataset.map."""
 
   def _np_sample(i):
-    b = sample_batch(store, batch_size, seed, int(i))
+    b = sample_batch(store_of(int(i)), batch_size, seed, int(i))
     return tuple(b[k] for k in KEYS)
 
   def _map(i):
@@ -52,9 +65,35 @@ def transition_dataset(store: FrameStore, batch_size: int = 32, *, seed: int = 0
     for t, s in zip(out, shapes):
       t.set_shape(s)
     return dict(zip(KEYS, out))
+  return _map
 
-  ds = tf.data.Dataset.counter(start=start_batch, dtype=tf.int64)
-  ds = ds.map(_map, num_parallel_calls=num_parallel_calls or None, deterministic=True)
+
+def pool_dataset(pool: CheckpointPool, batch_size: int = 32, *, seed: int = 0,
+                 start_batch: int = 0, num_parallel_calls: Optional[int] = 2,
+                 prefetch: int = tf.data.AUTOTUNE) -> tf.data.Dataset:
+  """``transition_dataset`` over a checkpoint pool: batch ``i`` is ``sample_batch`` of the
+  pool's draw ``i // pool.swap_steps`` (module doc). One ``flat_map`` element per draw: its
+  function makes the draw current (``pool.activate``) and returns that draw's batches, sampled
+  in parallel; ``flat_map`` asks for the next draw only when every batch of this one has been
+  sampled, so a swap never happens under a batch being sampled. A new stream on the pool
+  (another call of this function) makes this one stale."""
+  frame_shape = tuple(pool.observation_shape)
+  n = pool.swap_steps
+  stream = pool.open_stream()
+  _map = _batch_map(lambda i: pool.store_for_batch(stream, i), batch_size, seed, frame_shape)
+
+  def _activate(j):
+    pool.activate(stream, int(j))
+    return np.int64(j)
+
+  def _draw_batches(j):
+    j = tf.numpy_function(_activate, [j], tf.int64, stateful=True)
+    j.set_shape(())
+    first = tf.maximum(j * n, tf.constant(start_batch, tf.int64))
+    ds = tf.data.Dataset.range(first, (j + 1) * n)
+    return ds.map(_map, num_parallel_calls=num_parallel_calls or None, deterministic=True)
+
+  ds = tf.data.Dataset.counter(start=start_batch // n, dtype=tf.int64).flat_map(_draw_batches)
   return ds.prefetch(prefetch)
 
 

@@ -137,16 +137,17 @@ class LoadedPlan:
 
 
 def load_plan(dir_info: dqn_replay.DirInfo, plan: List[tuple], *,
-              num_actions: Optional[int] = None) -> LoadedPlan:
+              num_actions: Optional[int] = None, allow_empty: bool = False) -> LoadedPlan:
   """Reads the small arrays of every entry of ``plan`` (:func:`plan_from` of the
   inspected directory ``dir_info``; observation files are not opened:
   :meth:`Chunk.read_frames_into`) and checks the values at the transitions of each
   entry's view (``num_actions``: see ``dqn_replay.load_checkpoint``).
-  Raises DatasetError when the plan holds no transition at all."""
+  Raises DatasetError when the plan holds no transition at all, unless ``allow_empty``
+  (a caller that reads one checkpoint at a time, e.g. ``replay_pool``'s survey)."""
   chunks = [_chunk(dir_info, item, num_actions) for item in plan]
   loaded = LoadedPlan(replay_dir=dir_info.replay_dir, stack_size=dir_info.stack_size,
                       frame_shape=tuple(dir_info.observation_shape), chunks=chunks)
-  if loaded.num_frames == 0:
+  if loaded.num_frames == 0 and not allow_empty:
     raise replay_files.DatasetError("no valid transitions in {} for plan {}".format(
         dir_info.replay_dir, plan))
   return loaded

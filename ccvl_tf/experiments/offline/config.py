@@ -24,6 +24,7 @@ from ccvl_tf.runtime import config_flags, run_settings, training
 from ccvl_tf.algorithm import networks
 from ccvl_tf.runtime.config_flags import setting
 from ccvl_tf.data import replay_files
+from ccvl_tf.data import replay_pool
 from ccvl_tf.data import replay_source
 from ccvl_tf.envs import atari
 from ccvl_tf.experiments import agent_options, agent_registry
@@ -85,9 +86,21 @@ class OfflineConfig:
                           output="dir")
   dataset_dir: Optional[str] = setting(
       None, "Dopamine replay_logs directory of one run (DQN Replay Dataset "
-      "layout: <game>/<run>/replay_logs). Default: collect a small one.")
+      "layout: <game>/<run>/replay_logs). Default: collect a small one. With "
+      "--pool_checkpoints, several runs' directories separated by commas are pooled.")
   subset: str = setting("all", "Which part of the dataset to train on.",
                         enum_values=["1%", "5%", "initial10%", "all"])
+  pool_checkpoints: int = setting(
+      0, "Checkpoints of the dataset held in memory at a time: 0 = the whole dataset (--subset "
+      "of --dataset_dir) in memory; K > 0 = a pool of K of its checkpoints, like batch_rl's "
+      "FixedReplayBuffer, drawn anew every --pool_swap_steps train steps from --seed, every "
+      "checkpoint drawn once in every ceil(checkpoints / K) draws (data/replay_pool.py; "
+      "docs/data.md 'Checkpoint pool'): a full run (50 checkpoints of 1M transitions, 354 GB) "
+      "in the memory of K.", lower_bound=0)
+  pool_swap_steps: int = setting(
+      replay_pool.BATCH_RL_SWAP_STEPS, "With --pool_checkpoints: train steps between two "
+      "draws of the pool (the default: batch_rl's, 5 new checkpoints every iteration of "
+      "250,000 agent steps = 62,500 gradient steps).", lower_bound=1)
   agent: str = setting(
       "ccvl", "Which learner (experiments/agent_registry.py): " + "; ".join(
           f"{s.name}: {s.description}" for s in agent_registry.AGENT_REGISTRY.values()
@@ -194,9 +207,12 @@ class OfflineConfig:
     # itself (replay_source.resolve_replay_dir), so `testdata/.../1` from one directory and
     # `/abs/.../1/replay_logs/` from another are one dataset to the fingerprint, and
     # summary.json's record reads back from any working directory (diagnose.py).
-    if self.dataset_dir and not replay_files.is_remote(self.dataset_dir):
-      self.dataset_dir = replay_source.resolve_replay_dir(
-          os.path.abspath(os.path.expanduser(self.dataset_dir)))
+    # Each of several runs' directories (--pool_checkpoints) the same way.
+    if self.dataset_dir:
+      self.dataset_dir = ",".join(
+          d if replay_files.is_remote(d) else replay_source.resolve_replay_dir(
+              os.path.abspath(os.path.expanduser(d)))
+          for d in dataset.dataset_dirs(self.dataset_dir))
 
   def validate(self):
     """ValueError naming the flag: an unknown agent, an agent setting out of bounds, an
@@ -216,27 +232,15 @@ class OfflineConfig:
                        f"{', '.join(believers)}; neither --agent={self.agent} nor "
                        f"--reference_agents={','.join(self.reference_agents) or 'none'} "
                        f"has one: leave it out")
-    if self.dataset_dir is not None:
-      # Local paths: os.path.isdir; gs://..., ram://...: tf.io.gfile (replay_files.path_isdir).
-      try:
-        found = replay_files.path_isdir(self.dataset_dir)
-      except replay_files.UnreachableError as e:
-        cause = e.__cause__ or e
-        raise ValueError(f"--dataset_dir {self.dataset_dir} could not be reached "
-                         f"({type(cause).__name__}: {replay_files.error_text(cause)}); a gs:// "
-                         f"path needs network access and, for a non-public bucket, Google "
-                         f"credentials (BUILD.md, 'Reading the DQN Replay Dataset from Google "
-                         f"Cloud Storage')") from e
-      if not found:
-        what = ("is a file, not a directory" if replay_files.path_exists(self.dataset_dir)
-                else "does not exist")
-        raise ValueError(f"--dataset_dir {self.dataset_dir} {what} (expected a Dopamine "
-                         f"replay_logs directory with $store$_observation_ckpt.N.gz files)")
-      # A game folder (<game>/<run>/replay_logs) given for a run's replay_logs: named before
-      # any data is read.
-      game_folder = replay_source.ReplaySource(self.dataset_dir).game_folder_error()
-      if game_folder is not None:
-        raise ValueError(f"--dataset_dir {game_folder}")
+    runs = dataset.dataset_dirs(self.dataset_dir)
+    if len(runs) > 1 and not self.pool_checkpoints:
+      raise ValueError(f"--dataset_dir names {len(runs)} directories ({self.dataset_dir}); "
+                       f"several runs are read as a checkpoint pool only: give "
+                       f"--pool_checkpoints=K (K of their checkpoints in memory at a time)")
+    if len(set(runs)) != len(runs):
+      raise ValueError(f"--dataset_dir names a directory twice: {self.dataset_dir}")
+    for run_dir in runs or ([self.dataset_dir] if self.dataset_dir is not None else []):
+      _check_dataset_dir(run_dir)
     training.check_output_dir(self.root_dir, "--root_dir")
     if self.belief_temperature is not None and not (
         np.isfinite(self.belief_temperature) and self.belief_temperature > 0):
@@ -250,6 +254,30 @@ class OfflineConfig:
     if not 0.0 <= self.eval_epsilon <= 1.0:
       raise ValueError(f"--eval_epsilon must be in [0, 1], got {self.eval_epsilon!r}")
 
+
+
+def _check_dataset_dir(path: str) -> None:
+  """ValueError naming --dataset_dir when `path` is not a replay directory that can be read."""
+  # Local paths: os.path.isdir; gs://..., ram://...: tf.io.gfile (replay_files.path_isdir).
+  try:
+    found = replay_files.path_isdir(path)
+  except replay_files.UnreachableError as e:
+    cause = e.__cause__ or e
+    raise ValueError(f"--dataset_dir {path} could not be reached "
+                     f"({type(cause).__name__}: {replay_files.error_text(cause)}); a gs:// "
+                     f"path needs network access and, for a non-public bucket, Google "
+                     f"credentials (BUILD.md, 'Reading the DQN Replay Dataset from Google "
+                     f"Cloud Storage')") from e
+  if not found:
+    what = ("is a file, not a directory" if replay_files.path_exists(path)
+            else "does not exist")
+    raise ValueError(f"--dataset_dir {path} {what} (expected a Dopamine "
+                     f"replay_logs directory with $store$_observation_ckpt.N.gz files)")
+  # A game folder (<game>/<run>/replay_logs) given for a run's replay_logs: named before
+  # any data is read.
+  game_folder = replay_source.ReplaySource(path).game_folder_error()
+  if game_folder is not None:
+    raise ValueError(f"--dataset_dir {game_folder}")
 
 
 # What the learned function depends on (the run fingerprint): these OfflineConfig fields, N,
@@ -309,9 +337,12 @@ def changed_settings(saved: Mapping[str, object], cfg: OfflineConfig) -> List[st
   other recorded field but those of _NOT_COMPARED."""
   now = record(cfg)
   out = []
+  defaults = {f.name: f.default for f in dataclasses.fields(OfflineConfig)}
   for key in sorted(set(saved) | set(now)):
     if key in _NOT_COMPARED:
       continue
+    if key not in saved and key in defaults and now.get(key) == defaults[key]:
+      continue  # a setting added since the record was written, left at its default
     a, b = saved.get(key), now.get(key)
     if key == "ccvl_options":
       a, b = effective_ccvl_options(a or {}), effective_ccvl_options(b or {})
@@ -451,9 +482,13 @@ def resolve(cfg: OfflineConfig) -> RunPlan:
     agent_config.validate()  # against the agent's declarations: the preset's values too
     learners[name] = AgentPlan(name=name, spec=spec, overrides=overrides[spec.train_key],
                                settings=settings)
+  pool = None
+  if cfg.pool_checkpoints:
+    pool = dataset.PoolSettings(checkpoints=cfg.pool_checkpoints, swap_steps=cfg.pool_swap_steps,
+                                final_draw=max(cfg.num_steps - 1, 0) // cfg.pool_swap_steps)
   data = dataset.DataSettings(
       dataset_dir=cfg.dataset_dir, subset=cfg.subset, batch_size=cfg.batch_size,
-      num_deltas=saved["num_deltas"], seeds=seeds, default=default)
+      num_deltas=saved["num_deltas"], seeds=seeds, default=default, pool=pool)
   loop = training.LoopConfig(
       root_dir=cfg.root_dir, num_steps=cfg.num_steps, checkpoint_interval=cfg.checkpoint_interval,
       log_interval=cfg.log_interval, summary_interval=cfg.summary_interval,
@@ -522,6 +557,9 @@ def fingerprint(saved: Dict[str, object], plan: AgentPlan, identity: Dict[str, o
   out["ccvl_options"] = dict(sorted(saved["ccvl_options"].items()))
   out["dataset"] = identity
   out["num_transitions"] = int(num_transitions)
+  if saved.get("pool_checkpoints"):  # the batches come from other draws of checkpoints
+    out["pool"] = {"checkpoints": saved["pool_checkpoints"],
+                   "swap_steps": saved["pool_swap_steps"]}
   # The learner's settings in force (the agent config's defaults under the preset and the
   # flags): a changed default is a change of configuration.
   config = plan.settings.agent_config

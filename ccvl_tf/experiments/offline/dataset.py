@@ -1,16 +1,18 @@
 """The dataset of an offline run: the replay directory (--dataset_dir, or the default dataset
-collected once), loaded into a frame store with the memory of a train step reserved first, its
+collected once), loaded into a frame store with the memory of a train step reserved first (or,
+with --pool_checkpoints, a checkpoint pool of one or more runs: data/replay_pool.py), its
 seeded batch streams, and the identity the run's fingerprint records."""
 from __future__ import annotations
 
 import dataclasses
 import hashlib
 import os
-from typing import Callable, Dict, Iterator, Optional, Sequence
+from typing import Callable, Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 
-from ccvl_tf.data import dataset_record, frame_store, pipeline, replay_files, replay_source
+from ccvl_tf.data import dataset_record, frame_store, pipeline, replay_files, replay_pool
+from ccvl_tf.data import replay_source
 from ccvl_tf.experiments.offline import default_dataset, phase_times
 from ccvl_tf.experiments.offline.phase_times import PhaseTimes
 from ccvl_tf.experiments.offline.seeds import Seeds
@@ -28,16 +30,34 @@ TRAIN_STEP_FIXED_BYTES = 500_000_000
 
 
 @dataclasses.dataclass(frozen=True)
+class PoolSettings:
+  """A checkpoint pool (--pool_checkpoints, --pool_swap_steps): `checkpoints` of the data in
+  memory at a time, a new draw every `swap_steps` batches; the held-out and diagnostics
+  batches come from `final_draw`, the draw of the run's last training batch."""
+  checkpoints: int
+  swap_steps: int
+  final_draw: int
+
+
+@dataclasses.dataclass(frozen=True)
 class DataSettings:
   """What a run's dataset is made of (config.resolve makes it from the flags): the replay
-  directory `dataset_dir` (None: the `default` dataset), its `subset`, batches of `batch_size`
-  transitions with their seeds, and N (`num_deltas`) for the train step's memory."""
+  directory `dataset_dir` (None: the `default` dataset; several runs' separated by commas with
+  a `pool`), its `subset`, batches of `batch_size` transitions with their seeds, N
+  (`num_deltas`) for the train step's memory, and the checkpoint pool (None: the whole dataset
+  in memory)."""
   dataset_dir: Optional[str]
   subset: str
   batch_size: int
   num_deltas: int
   seeds: Seeds
   default: default_dataset.DefaultDataset
+  pool: Optional[PoolSettings] = None
+
+
+def dataset_dirs(dataset_dir: Optional[str]) -> List[str]:
+  """The run directories of --dataset_dir (several separated by commas; none when unset)."""
+  return [d.strip() for d in (dataset_dir or "").split(",") if d.strip()]
 
 
 def training_reserve(data: DataSettings, observation_shape):
@@ -60,13 +80,29 @@ STATE_BATCH = 1000
 
 @dataclasses.dataclass(frozen=True)
 class Batches:
-  """The run's batches of --batch_size transitions from `store`, each stream with its seed."""
-  store: frame_store.FrameStore
+  """The run's batches of --batch_size transitions from `store`, each stream with its seed;
+  with a checkpoint `pool` (`store` None) the training batches come from its draws, the
+  others from its draw `final_draw` (that of the last training batch)."""
+  store: Optional[frame_store.FrameStore]
   batch_size: int
   seeds: Seeds
+  pool: Optional[replay_pool.CheckpointPool] = None
+  final_draw: int = 0
+
+  @property
+  def num_transitions(self) -> int:
+    """|D|: the dataset's transitions (a pool's: of all its checkpoints)."""
+    return (self.pool if self.pool is not None else self.store).num_transitions
+
+  def _store(self) -> frame_store.FrameStore:
+    """The store of the batches other than the training ones."""
+    return self.store if self.pool is None else self.pool.store_of_draw(self.final_draw)
 
   def training(self, start: int):
     """The training batches from batch `start` on (the learner's and the reference agents')."""
+    if self.pool is not None:
+      return pipeline.pool_dataset(self.pool, self.batch_size, seed=self.seeds.data_order(),
+                                   start_batch=start)
     return pipeline.transition_dataset(self.store, self.batch_size,
                                        seed=self.seeds.data_order(), start_batch=start)
 
@@ -74,14 +110,20 @@ class Batches:
     """The HELD_OUT_BATCHES batches that pick Fixed-CCVL's delta and the belief's temperature
     (a pipeline seed the training never used; with the small default dataset these transitions
     were seen in training too)."""
-    return pipeline.transition_dataset(self.store, self.batch_size,
+    return pipeline.transition_dataset(self._store(), self.batch_size,
                                        seed=self.seeds.held_out()).take(HELD_OUT_BATCHES)
 
   def state_batches(self, num_states: int = 0) -> Callable[[], Iterator[np.ndarray]]:
     """() -> the dataset's states s as observation batches of up to STATE_BATCH, each state
     once: every transition's (num_states 0) or a fixed uniform subsample of num_states of them
     without replacement (seeded by Seeds.count_states), in dataset order. For CCVL's exact
-    count Gram (CCVLConfig.count_gram='exact', count_gram_states)."""
+    count Gram (CCVLConfig.count_gram='exact', count_gram_states). ValueError with a checkpoint
+    pool, which never holds every state."""
+    if self.pool is not None:
+      raise ValueError("count_gram='exact' sums Phi^T Phi over the dataset's states, and a "
+                       "checkpoint pool (--pool_checkpoints) holds only some checkpoints at a "
+                       "time: use count_gram='running' (the default), or hold the whole "
+                       "dataset (--pool_checkpoints=0)")
     total = self.store.num_transitions
     if num_states and num_states < total:
       rng = np.random.default_rng(self.seeds.count_states())
@@ -97,16 +139,17 @@ class Batches:
 
   def diagnostics_held_out(self):
     """The 8 batches of the confidence diagnostics."""
-    return pipeline.transition_dataset(self.store, self.batch_size,
+    return pipeline.transition_dataset(self._store(), self.batch_size,
                                        seed=self.seeds.diagnostics_held_out()).take(8)
 
 
 @dataclasses.dataclass(frozen=True)
 class Dataset:
-  """The replay directory a run trains on, its frame store, its batches and its identity
+  """The replay directory a run trains on (several runs' separated by commas: a pool), its
+  frame store (None with a checkpoint pool: `batches.pool`), its batches and its identity
   (`dataset_identity`: what the run's fingerprint records)."""
   replay_dir: str
-  store: frame_store.FrameStore
+  store: Optional[frame_store.FrameStore]
   batches: Batches
   identity: Dict[str, object]
 
@@ -124,6 +167,9 @@ def open_dataset(data: DataSettings, env_factory: Callable, observation_shape,
   identity."""
   reserve = training_reserve(data, observation_shape)
   reserve.check(None)  # memory for the batches alone: before any data is read or collected
+  if data.pool is not None:
+    return _open_pool(data, env_factory, observation_shape, num_actions, log, reserve, collect,
+                      timer, game, action_set)
   if data.dataset_dir:
     replay_dir = data.dataset_dir
   elif collect:
@@ -146,6 +192,41 @@ def open_dataset(data: DataSettings, env_factory: Callable, observation_shape,
   return Dataset(replay_dir=replay_dir, store=store,
                  batches=Batches(store, data.batch_size, data.seeds),
                  identity=dataset_identity(source))
+
+
+def _open_pool(data: DataSettings, env_factory, observation_shape, num_actions: int, log,
+               reserve: frame_store.Reserve, collect: bool, timer: Optional[PhaseTimes],
+               game: Optional[str], action_set) -> Dataset:
+  """open_dataset with a checkpoint pool (data.pool): each run's record checked, the pool's
+  checkpoints surveyed (their small arrays read: |D| and the memory of the largest draw,
+  checked with `reserve`); the frames are read draw by draw as training reaches them."""
+  runs = dataset_dirs(data.dataset_dir)
+  if not runs:
+    if collect:
+      with phase_times.phase(timer, "collection of the default dataset"):
+        runs = [default_dataset.ensure_default_dataset(data.default, env_factory, log)]
+    else:
+      runs = [data.default.out_dir]
+  sources = [replay_source.replay_source(d) for d in runs]
+  for source in sources:
+    _check_record(source, game, action_set, observation_shape, log)
+  log(f"Surveying {', '.join(runs)} (subset {data.subset}) for a pool of "
+      f"{data.pool.checkpoints} checkpoint(s), a new draw every {data.pool.swap_steps:,} "
+      f"steps ...")
+  with phase_times.phase(timer, "frame store"):
+    pool = replay_pool.CheckpointPool(sources, data.subset, data.pool.checkpoints,
+                                      data.pool.swap_steps, data.seeds.pool_draws(),
+                                      num_actions=num_actions, progress=log, reserve=reserve)
+  log(f"Checkpoint pool: {pool.num_transitions:,} transitions in {pool.num_checkpoints} "
+      f"checkpoint(s), {data.pool.checkpoints} in memory at a time (at most "
+      f"{pool.max_pool_bytes / 2**20:.1f} MiB), every checkpoint drawn in every "
+      f"{pool.draws_per_epoch} draws.")
+  identity = (dataset_identity(sources[0]) if len(sources) == 1 else
+              {"runs": [dataset_identity(s) for s in sources]})
+  return Dataset(replay_dir=",".join(runs), store=None,
+                 batches=Batches(None, data.batch_size, data.seeds, pool=pool,
+                                 final_draw=data.pool.final_draw),
+                 identity=identity)
 
 
 def _check_record(source: replay_source.ReplaySource, game: Optional[str], action_set,

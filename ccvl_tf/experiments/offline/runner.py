@@ -80,7 +80,7 @@ def _run(plan: config.RunPlan, log: Callable[[str], None]) -> Trained:
     extra = dict(extra, diagnostics=diag)
   plan = run_setup.plan
   summary = dict(game=run_setup.game, agent=plan.agent, dataset_dir=run_setup.replay_dir,
-                 subset=plan.data.subset, num_transitions=int(run_setup.store.num_transitions),
+                 subset=plan.data.subset, num_transitions=int(run_setup.batches.num_transitions),
                  step=result["step"], resumed_from=result["resumed_from"],
                  last_metrics=result["last_metrics"], last_eval=result["last_eval"],
                  checkpoint=result["checkpoint"], policy_dir=dirs["policy"],
@@ -102,7 +102,7 @@ class Setup:
   game: str                   # the ALE name
   action_set: Tuple[int, ...]  # its ALE action ids (recorded with the exported policies)
   replay_dir: str
-  store: frame_store.FrameStore
+  store: Optional[frame_store.FrameStore]  # None with a checkpoint pool (batches.pool)
   batches: dataset.Batches
   evaluation: AtariEvaluation
   seeds: Seeds
@@ -142,7 +142,7 @@ def setup(plan: config.RunPlan, log: Callable[[str], None], collect: bool = True
   data = dataset.open_dataset(plan.data, env_factory, probe.observation_spec().shape,
                               probe.num_actions, log, collect=collect, timer=timer,
                               game=probe.game, action_set=probe.action_set)
-  plan = plan.with_dataset(data.identity, data.store.num_transitions,
+  plan = plan.with_dataset(data.identity, data.batches.num_transitions,
                            state_batches=data.batches.state_batches)
   time_step_spec = ts.time_step_spec(tensor_spec.from_spec(probe.observation_spec()))
   action_spec = tensor_spec.from_spec(probe.action_spec())

@@ -52,6 +52,9 @@ class Seeds:
   def count_states(self) -> int:  # count_gram_states' fixed subsample of the dataset's states
     return self.base + 779
 
+  def pool_draws(self) -> int:  # which checkpoints a checkpoint pool holds (--pool_checkpoints)
+    return self.base + 780
+
   def held_out(self) -> int:  # the batches that pick Fixed-CCVL's delta and set the belief
     return self.base + 777
 

@@ -124,8 +124,10 @@ def test_remote_store_equals_local_and_second_load_reads_only_the_listing(
   assert any("through tf.io.gfile" in m for m in msgs)
   [key] = entries(cache_env)
   entry = os.path.join(cache_env, key)
-  assert sorted(os.listdir(entry)) == ["action.npy", "frames.npy", "manifest.json",
-                                       "reward.npy", "terminal.npy", "valid.npy"]
+  # Compressed by default: the arrays as zlib streams.
+  assert sorted(os.listdir(entry)) == ["action.zlib", "frames.zlib", "manifest.json",
+                                       "reward.zlib", "terminal.zlib", "valid.zlib"]
+  assert os.path.getsize(os.path.join(entry, "frames.zlib")) < local.frames.nbytes // 10
   manifest = json.load(open(os.path.join(entry, "manifest.json")))
   assert manifest["source"]["replay_dir"] == remote and manifest["source"]["subset"] == "all"
   assert manifest["source"]["listing"] == sorted(os.listdir(TESTDATA))
@@ -249,24 +251,29 @@ def test_truncated_remote_file_is_named_and_leaves_no_cache(ram_root, cache_env,
   assert entries(cache_env) == []  # no entry, no temporary directory
 
 
+@pytest.mark.parametrize("mode", [store_cache.COMPRESSED, store_cache.UNCOMPRESSED])
 @pytest.mark.parametrize("damage", ["truncate_frames", "flip_valid", "drop_manifest"])
-def test_damaged_cache_is_detected_and_rebuilt(ram_root, cache_env, gfile_log, damage):
+def test_damaged_cache_is_detected_and_rebuilt(ram_root, cache_env, gfile_log, damage, mode,
+                                               monkeypatch):
+  monkeypatch.setenv(store_cache.MODE_ENV, mode)
+  ext = "zlib" if mode == store_cache.COMPRESSED else "npy"
   remote = copy_to_ram(TESTDATA, ram_root + "/replay_logs")
   first = FrameStore.from_replay(remote, "all", progress=lambda m: None)
   [key] = entries(cache_env)
   entry = os.path.join(cache_env, key)
   if damage == "truncate_frames":
-    path = os.path.join(entry, "frames.npy")
-    os.truncate(path, os.path.getsize(path) - 7056)
-    why = r"frames\.npy has \d+ bytes, the manifest says \d+ \(truncated\?\)"
+    path = os.path.join(entry, "frames." + ext)
+    os.truncate(path, os.path.getsize(path) - 100)
+    why = r"frames\.%s has \d+ bytes, the manifest says \d+ \(truncated\?\)" % ext
   elif damage == "flip_valid":
-    path = os.path.join(entry, "valid.npy")
+    path = os.path.join(entry, "valid." + ext)
     with open(path, "r+b") as f:
-      f.seek(-3, os.SEEK_END)
+      f.seek(-3, os.SEEK_END)  # npy: a byte of the last slot index; zlib: of its Adler-32
       b = f.read(1)
       f.seek(-3, os.SEEK_END)
       f.write(bytes([b[0] ^ 0xFF]))
-    why = r"valid\.npy: CRC-32 mismatch"
+    why = (r"valid\.npy: CRC-32 mismatch" if ext == "npy" else
+           r"valid\.zlib: block 0 does not inflate: .*incorrect data check")
   else:
     os.remove(os.path.join(entry, "manifest.json"))
     why = r"manifest\.json is missing"
@@ -425,3 +432,41 @@ def test_first_use_of_a_subset_of_leading_slots_reads_the_leading_rows_of_each_c
     assert gfile_log["read"][path] == tf.io.gfile.stat(path).length, path
   total = sum(tf.io.gfile.stat(remote + "/" + n).length for n in tf.io.gfile.listdir(remote))
   assert sum(gfile_log["read"].values()) < total // 4
+
+
+@pytest.mark.parametrize("mode", [store_cache.UNCOMPRESSED, store_cache.OFF])
+def test_the_cache_can_be_written_uncompressed_or_turned_off(ram_root, cache_env, gfile_log,
+                                                             mode, monkeypatch):
+  """$CCVL_STORE_CACHE=uncompressed writes .npy files (read back as the compressed ones are);
+  =off reads and writes no entry: every load reads the source."""
+  remote = copy_to_ram(TESTDATA, ram_root + "/replay_logs")
+  local = FrameStore.from_replay(TESTDATA, "all", num_actions=4)
+  monkeypatch.setenv(store_cache.MODE_ENV, mode)
+  msgs = []
+  first = FrameStore.from_replay(remote, "all", num_actions=4, progress=msgs.append)
+  assert_same_store(first, local)
+  del gfile_log["opened"][:]
+  second = FrameStore.from_replay(remote, "all", num_actions=4, progress=msgs.append)
+  assert_same_store(second, local)
+  if mode == store_cache.OFF:
+    assert entries(cache_env) == []
+    assert any("the frame store will not be cached ($CCVL_STORE_CACHE=off)" in m for m in msgs)
+    assert len(gfile_log["opened"]) == len(os.listdir(TESTDATA))  # read again
+  else:
+    [key] = entries(cache_env)
+    assert sorted(os.listdir(os.path.join(cache_env, key))) == [
+        "action.npy", "frames.npy", "manifest.json", "reward.npy", "terminal.npy", "valid.npy"]
+    assert gfile_log["opened"] == [] and msgs[-1].startswith("Using the cached")
+    # Another mode reads the entry as it was written.
+    monkeypatch.setenv(store_cache.MODE_ENV, store_cache.COMPRESSED)
+    assert_same_store(FrameStore.from_replay(remote, "all", num_actions=4,
+                                             progress=msgs.append), local)
+    assert gfile_log["opened"] == [] and msgs[-1].startswith("Using the cached")
+
+
+def test_an_unknown_cache_mode_is_refused_naming_the_variable(ram_root, cache_env, monkeypatch):
+  remote = copy_to_ram(TESTDATA, ram_root + "/replay_logs")
+  monkeypatch.setenv(store_cache.MODE_ENV, "zstd")
+  with pytest.raises(ValueError, match=r"\$CCVL_STORE_CACHE='zstd': expected one of "
+                                       r"compressed, uncompressed, off"):
+    FrameStore.from_replay(remote, "all", progress=lambda m: None)

@@ -109,8 +109,9 @@ class FrameStore:
 
     A remote ``replay_dir`` (``gs://...``, ``ram://...``: ``replay_files.is_remote``)
     is read through ``tf.io.gfile``, only the checkpoints and leading rows the
-    subset needs, and the store is cached locally (``ccvl_tf.data.store_cache``:
-    ``cache_dir``, else ``$CCVL_CACHE_DIR``, else ``~/.cache/ccvl_tf``); a second
+    subset needs, and the store is cached locally, compressed by default
+    (``ccvl_tf.data.store_cache``: ``cache_dir``, else ``$CCVL_CACHE_DIR``, else
+    ``~/.cache/ccvl_tf``; ``$CCVL_STORE_CACHE``: compressed, uncompressed or off); a second
     call with the same arguments loads the cache after checking the remote listing
     and file sizes. Messages about the remote read and the cache go to
     ``progress`` (default: stderr). Local directories are read directly, uncached.
@@ -126,7 +127,6 @@ class FrameStore:
     if remote:
       progress = progress if progress is not None else _stderr
       key = store_cache.key_fields(source.path, subset, suffixes, num_actions)
-      entry = store_cache.entry_dir(key, cache_dir)
       cached = store_cache.get(key, cache_dir, progress, source)
       if cached is not None:
         try:
@@ -142,8 +142,8 @@ class FrameStore:
     if remote:
       record = store_cache.source_record(info, subset, plan)  # before reading
       progress("Reading {} (subset {}: {} checkpoint(s), only the rows it needs) through "
-               "tf.io.gfile; the frame store will be cached in {}.".format(
-                   info.replay_dir, subset, len(plan), entry))
+               "tf.io.gfile; {}.".format(info.replay_dir, subset, len(plan),
+                                         store_cache.plan_text(key, cache_dir)))
     loaded = replay_plan.load_plan(info, plan, num_actions=num_actions)
     store = cls.from_loaded(loaded, progress=progress, reserve=reserve)
     if suffixes is None:  # after the reads: a damaged file is named first

@@ -119,6 +119,22 @@ def path_isdir(path: str) -> bool:
   return path_exists(path) and bool(_gfile().isdir(path))
 
 
+def check_input_dir(path: str, flag: str, expected: str = "") -> None:
+  """ValueError naming ``flag`` unless ``path`` is an existing directory, local or remote
+  (:func:`path_isdir`): missing, a file, or (remote) not reachable; ``expected``: what the
+  directory should hold."""
+  hint = f" (expected {expected})" if expected else ""
+  if not path:
+    raise ValueError(f"{flag} must be a directory path{hint}, got {path!r}")
+  try:
+    if path_isdir(path):
+      return
+    what = "is a file, not a directory" if path_exists(path) else "does not exist"
+  except UnreachableError as e:
+    raise ValueError(f"{flag} {e}") from e
+  raise ValueError(f"{flag} {path} {what}{hint}")
+
+
 def list_dir(path: str) -> List[str]:
   """os.listdir, or tf.io.gfile.listdir (names without the trailing "/" GCS gives
   sub-directories)."""

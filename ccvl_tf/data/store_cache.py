@@ -170,32 +170,36 @@ def _listing(replay_dir: str, source: Optional[replay_source.ReplaySource]) -> S
 
 
 def _inflate(path: str, rec: dict, out: np.ndarray) -> None:
-  """Fills ``out`` from the zlib streams of ``path`` (sizes ``rec["blocks"]``, in order), in
-  parallel; CacheInvalid("corrupt") for a stream that does not inflate to its block."""
+  """Fills ``out`` from the zlib streams of ``path`` (sizes ``rec["blocks"]``, in order, each
+  ``rec["block_bytes"]`` inflated, the last one the rest), in parallel, each thread reading its
+  own stream (memory: the array and a few streams); CacheInvalid("corrupt") for a stream that
+  does not inflate to its block."""
   dst = memoryview(out.reshape(-1).view(np.uint8))
   sizes = [int(n) for n in rec["blocks"]]
+  block = int(rec["block_bytes"])
   starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).tolist()
-  with open(path, "rb") as f:
-    data = memoryview(f.read())
-  if starts[-1] != len(data) or len(sizes) != max(1, -(-dst.nbytes // BLOCK_BYTES)):
+  if (block < 1 or starts[-1] != os.path.getsize(path)
+      or len(sizes) != max(1, -(-dst.nbytes // block))):
     raise CacheInvalid("corrupt", "{}: its {} zlib stream(s) of {} bytes in all do not make "
                        "an array of {} bytes".format(path, len(sizes), starts[-1], dst.nbytes))
+  fd = os.open(path, os.O_RDONLY)
+  try:
+    def one(i: int) -> None:
+      want = dst[i * block:(i + 1) * block]
+      try:
+        got = zlib.decompress(os.pread(fd, sizes[i], starts[i]))
+      except zlib.error as e:
+        raise CacheInvalid("corrupt", "{}: block {} does not inflate: {}".format(
+            path, i, e)) from e
+      if len(got) != want.nbytes:
+        raise CacheInvalid("corrupt", "{}: block {} holds {} bytes, expected {}".format(
+            path, i, len(got), want.nbytes))
+      want[:] = got
 
-  def one(i: int) -> None:
-    start = starts[i]
-    want = dst[i * BLOCK_BYTES:(i + 1) * BLOCK_BYTES]
-    try:
-      got = zlib.decompress(data[start:start + sizes[i]])
-    except zlib.error as e:
-      raise CacheInvalid("corrupt", "{}: block {} does not inflate: {}".format(
-          path, i, e)) from e
-    if len(got) != want.nbytes:
-      raise CacheInvalid("corrupt", "{}: block {} holds {} bytes, expected {}".format(
-          path, i, len(got), want.nbytes))
-    want[:] = got
-
-  with concurrent.futures.ThreadPoolExecutor(_workers()) as pool:
-    list(pool.map(one, range(len(sizes))))  # zlib releases the GIL
+    with concurrent.futures.ThreadPoolExecutor(_workers()) as pool:
+      list(pool.map(one, range(len(sizes))))  # zlib and pread release the GIL
+  finally:
+    os.close(fd)
 
 
 def _load_array(entry: str, name: str, rec) -> np.ndarray:
@@ -204,11 +208,12 @@ def _load_array(entry: str, name: str, rec) -> np.ndarray:
   its content: the CRC-32 of an ``.npy``, each zlib stream's Adler-32."""
   try:
     want_bytes, want_shape = int(rec["bytes"]), [int(d) for d in rec["shape"]]
-    want_dtype, want_crc = str(rec["dtype"]), int(rec["crc32"])
     compression = rec.get("compression")
+    want_dtype = str(rec["dtype"])
+    want_crc = int(rec["crc32"]) if compression is None else None
     path = os.path.join(entry, os.path.basename(str(rec.get("file", name + ".npy"))))
-    if compression not in (None, ZLIB) or (compression == ZLIB and not isinstance(
-        rec.get("blocks"), list)):
+    if compression not in (None, ZLIB) or (compression == ZLIB and not (
+        isinstance(rec.get("blocks"), list) and isinstance(rec.get("block_bytes"), int))):
       raise ValueError(compression)
   except (KeyError, TypeError, ValueError, AttributeError) as e:
     raise CacheInvalid("corrupt", "{} has no valid record of {}".format(
@@ -232,7 +237,7 @@ def _load_array(entry: str, name: str, rec) -> np.ndarray:
     raise CacheInvalid("corrupt", "{} holds {} {}, the manifest says {} {}".format(
         path, arr.dtype.str, list(arr.shape), want_dtype, want_shape))
   # zlib streams carry their own Adler-32, checked as they inflate: no second pass
-  if compression != ZLIB and _crc32(arr) != want_crc:
+  if want_crc is not None and _crc32(arr) != want_crc:
     raise CacheInvalid("corrupt", "{}: CRC-32 mismatch (altered or damaged)".format(path))
   return arr
 
@@ -282,13 +287,18 @@ def _clean_leftovers(parent: str, key: str) -> None:
     shutil.rmtree(os.path.join(parent, n), ignore_errors=True)
 
 
-def _deflate(arr: np.ndarray) -> List[bytes]:
-  """The bytes of the C-contiguous ``arr`` as zlib streams of BLOCK_BYTES each (the last
-  shorter), compressed in parallel."""
+def _deflate_to(f, arr: np.ndarray) -> List[int]:
+  """Writes the bytes of the C-contiguous ``arr`` to ``f`` as zlib streams of BLOCK_BYTES each
+  (the last shorter), compressed in parallel and written in order as they come; returns the
+  streams' sizes."""
   flat = memoryview(arr.reshape(-1).view(np.uint8))
   starts = range(0, max(flat.nbytes, 1), BLOCK_BYTES)
+  sizes = []
   with concurrent.futures.ThreadPoolExecutor(_workers()) as pool:
-    return list(pool.map(lambda i: zlib.compress(flat[i:i + BLOCK_BYTES], ZLIB_LEVEL), starts))
+    for data in pool.map(lambda i: zlib.compress(flat[i:i + BLOCK_BYTES], ZLIB_LEVEL), starts):
+      f.write(data)
+      sizes.append(len(data))
+  return sizes
 
 
 def write_entry(entry: str, cached: Cached, manifest: dict,
@@ -305,18 +315,17 @@ def write_entry(entry: str, cached: Cached, manifest: dict,
     records = {}
     for name in ARRAYS:
       arr = np.ascontiguousarray(cached.arrays[name])
-      if compress:
+      if compress:  # each stream checked by its own Adler-32 when it inflates
         path = os.path.join(tmp, name + ".zlib")
-        blocks = _deflate(arr)
-        _fsync_write(path, lambda f, b=blocks: [f.write(x) for x in b])
-        extra = dict(compression=ZLIB, blocks=[len(b) for b in blocks])
+        sizes = []
+        _fsync_write(path, lambda f, a=arr: sizes.extend(_deflate_to(f, a)))
+        extra = dict(compression=ZLIB, block_bytes=BLOCK_BYTES, blocks=sizes)
       else:
         path = os.path.join(tmp, name + ".npy")
         _fsync_write(path, lambda f, a=arr: np.save(f, a, allow_pickle=False))
-        extra = {}
+        extra = dict(crc32=_crc32(arr))
       records[name] = dict(file=os.path.basename(path), shape=list(arr.shape),
-                           dtype=arr.dtype.str, bytes=os.path.getsize(path), crc32=_crc32(arr),
-                           **extra)
+                           dtype=arr.dtype.str, bytes=os.path.getsize(path), **extra)
     manifest = dict(manifest, arrays=records, stack_size=int(cached.stack_size))
     _fsync_write(os.path.join(tmp, MANIFEST),
                  lambda f: f.write(strict_json.dumps(manifest, indent=1, sort_keys=True).encode()))

@@ -523,8 +523,8 @@ def iterate_transitions(replay_dir: ReplayDir, suffix: int, *,
   The frames are streamed from the gzip file (memory: a few thousand frames),
   unless some stack wraps around the circular buffer; so a corrupt observation
   file raises ``DatasetError`` when the iteration reaches the damage, or, for a
-  file read for the first time, when the stream ends and its CRC-32 is checked
-  (``replay_files.verified_read``).
+  file read for the first time whole or mostly, when the stream ends and its CRC-32
+  is checked (a shorter prefix is not: ``replay_files.verified_read``).
   """
   info = inspect_dir(replay_source.replay_source(replay_dir))
   replay_dir = info.replay_dir

@@ -109,8 +109,9 @@ class FrameStore:
 
     A remote ``replay_dir`` (``gs://...``, ``ram://...``: ``replay_files.is_remote``)
     is read through ``tf.io.gfile``, only the checkpoints and leading rows the
-    subset needs, and the store is cached locally (``ccvl_tf.data.store_cache``:
-    ``cache_dir``, else ``$CCVL_CACHE_DIR``, else ``~/.cache/ccvl_tf``); a second
+    subset needs, and the store is cached locally, compressed by default
+    (``ccvl_tf.data.store_cache``: ``cache_dir``, else ``$CCVL_CACHE_DIR``, else
+    ``~/.cache/ccvl_tf``; ``$CCVL_STORE_CACHE``: compressed, uncompressed or off); a second
     call with the same arguments loads the cache after checking the remote listing
     and file sizes. Messages about the remote read and the cache go to
     ``progress`` (default: stderr). Local directories are read directly, uncached.
@@ -126,7 +127,6 @@ class FrameStore:
     if remote:
       progress = progress if progress is not None else _stderr
       key = store_cache.key_fields(source.path, subset, suffixes, num_actions)
-      entry = store_cache.entry_dir(key, cache_dir)
       cached = store_cache.get(key, cache_dir, progress, source)
       if cached is not None:
         try:
@@ -142,8 +142,8 @@ class FrameStore:
     if remote:
       record = store_cache.source_record(info, subset, plan)  # before reading
       progress("Reading {} (subset {}: {} checkpoint(s), only the rows it needs) through "
-               "tf.io.gfile; the frame store will be cached in {}.".format(
-                   info.replay_dir, subset, len(plan), entry))
+               "tf.io.gfile; {}.".format(info.replay_dir, subset, len(plan),
+                                         store_cache.plan_text(key, cache_dir)))
     loaded = replay_plan.load_plan(info, plan, num_actions=num_actions)
     store = cls.from_loaded(loaded, progress=progress, reserve=reserve)
     if suffixes is None:  # after the reads: a damaged file is named first
@@ -177,9 +177,10 @@ class FrameStore:
     """The store of a plan whose small arrays and transitions are read
     (``replay_plan.load_plan``): after checking that the store (and ``reserve``,
     :class:`Reserve`) fits in the available memory, the frames, decompressed straight
-    into one preallocated array. Every file read is verified on first use
-    (``replay_files.verified_read``). Each observation file is opened once and read
-    only as far as its chunk needs (local or remote alike)."""
+    into one preallocated array. Each observation file is opened once and read only as
+    far as its chunk needs (local or remote alike); on first use a file read whole or
+    mostly is read to its end for its CRC-32, a shorter prefix is not
+    (``replay_files.verified_read``, ``replay_files.verifies_prefix``)."""
     total = loaded.num_frames
     need = total * (int(np.prod(loaded.frame_shape)) + 9) + loaded.num_transitions * 8
     avail = _available_memory()
@@ -193,13 +194,19 @@ class FrameStore:
       reserve.check(loaded.num_transitions, loaded.replay_dir, need,
                     "for {} ({:,} frames)".format(loaded.replay_dir, total))
     if progress is not None:
-      unverified = [c.path for c in loaded.chunks if c.rows and not replay_files.is_verified(
+      unverified = [c for c in loaded.chunks if c.rows and not replay_files.is_verified(
           c.path, replay_files.file_identity(c.path))]
-      if unverified:
+      whole = [c for c in unverified if replay_files.verifies_prefix(c.rows, c.stored_rows)]
+      if whole:
         progress("Verifying {} observation file(s) on first use: each is read to its end once "
                  "to check its gzip CRC-32 and length (remembered in {}).".format(
-                     len(unverified), os.path.join(replay_files.cache_root(),
-                                                   replay_files.VERIFIED_DIR)))
+                     len(whole), os.path.join(replay_files.cache_root(),
+                                              replay_files.VERIFIED_DIR)))
+      if len(whole) < len(unverified):
+        progress("Reading only the leading rows of {} observation file(s): their .npy header, "
+                 "shape and dtype are checked, not their gzip CRC-32, which covers the whole "
+                 "file ({}=1 reads them to their end once to check it).".format(
+                     len(unverified) - len(whole), replay_files.VERIFY_PREFIXES_ENV))
     frames = np.empty((total,) + loaded.frame_shape, np.uint8)
     action = np.empty((total,), np.int32)
     reward = np.empty((total,), np.float32)

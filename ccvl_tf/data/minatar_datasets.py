@@ -18,6 +18,7 @@ from ccvl_tf.runtime import run_settings
 from ccvl_tf.runtime.config_flags import setting
 from ccvl_tf.data import dqn_replay
 from ccvl_tf.data import minatar_dqn
+from ccvl_tf.data import replay_files
 from ccvl_tf.data import replay_writer
 from ccvl_tf.envs import minatar as minatar_env
 from ccvl_tf.runtime import strict_json
@@ -81,7 +82,10 @@ def replay_dir(output_dir: str, game: str, seed: int) -> str:
 
 
 def is_complete(output_dir: str, game: str, seed: int) -> bool:
-  return os.path.exists(os.path.join(run_dir(output_dir, game, seed), COMPLETE_FILENAME))
+  """Whether the run's ``COMPLETE`` marker exists (``output_dir`` local, or remote:
+  ``gs://...`` through ``tf.io.gfile``)."""
+  return replay_files.path_exists(
+      os.path.join(run_dir(output_dir, game, seed), COMPLETE_FILENAME))
 
 
 def checkpoint_capacity(num_steps: int, num_checkpoints: int) -> int:
@@ -361,10 +365,10 @@ def load_scores(output_dir: str) -> Dict[str, Dict[str, float]]:
   """{Game: {"dqn": x, "random": y}} from ``minatar_scores.json``; raises
   FileNotFoundError saying how to make it."""
   path = os.path.join(output_dir, SCORES_FILENAME)
-  if not os.path.exists(path):
+  if not replay_files.path_exists(path):  # local, or remote (gs://...) through tf.io.gfile
     raise FileNotFoundError(
         "{} does not exist; build the MinAtar datasets first: python "
         "binaries/make_minatar_datasets.py --output_dir={}".format(path, output_dir))
-  with open(path) as f:
-    games = json.load(f)["games"]
+  with replay_files.open_binary(path) as f:
+    games = json.loads(f.read())["games"]
   return {g: dict(dqn=v["dqn"], random=v["random"]) for g, v in games.items()}

@@ -25,6 +25,12 @@ from ccvl_tf.runtime import strict_json
 # import (python -X importtime), and local replay files are read without it.
 
 CACHE_ENV = "CCVL_CACHE_DIR"
+# Set to 1: every file read is read on to its end on first use, a prefix read included
+# (:func:`verifies_prefix`).
+VERIFY_PREFIXES_ENV = "CCVL_VERIFY_PREFIXES"
+# A prefix read of at least this share of a file's array reads on to its end on first use
+# and checks its CRC-32 (the check then costs at most as much again as the read).
+VERIFY_SHARE = 0.5
 VERIFIED_DIR = "verified_files"
 STORE_PREFIX = "$store$_"
 STORE_ARRAYS = ("observation", "action", "reward", "terminal")
@@ -111,6 +117,22 @@ def path_isdir(path: str) -> bool:
   if not is_remote(path):
     return os.path.isdir(path)
   return path_exists(path) and bool(_gfile().isdir(path))
+
+
+def check_input_dir(path: str, flag: str, expected: str = "") -> None:
+  """ValueError naming ``flag`` unless ``path`` is an existing directory, local or remote
+  (:func:`path_isdir`): missing, a file, or (remote) not reachable; ``expected``: what the
+  directory should hold."""
+  hint = f" (expected {expected})" if expected else ""
+  if not path:
+    raise ValueError(f"{flag} must be a directory path{hint}, got {path!r}")
+  try:
+    if path_isdir(path):
+      return
+    what = "is a file, not a directory" if path_exists(path) else "does not exist"
+  except UnreachableError as e:
+    raise ValueError(f"{flag} {e}") from e
+  raise ValueError(f"{flag} {path} {what}{hint}")
 
 
 def list_dir(path: str) -> List[str]:
@@ -267,7 +289,8 @@ class NpyStream:
     self.rows = self.shape[0] if self.shape else 0
     self.row_shape = self.shape[1:]
     self.row_bytes = int(np.prod(self.row_shape, dtype=np.int64)) * dtype.itemsize
-    # the decompressed length of the whole file: header and array
+    # the decompressed length of the header, and of the whole file: header and array
+    self.header_length = f.tell()
     self.length = f.tell() + int(np.prod(self.shape, dtype=np.int64)) * dtype.itemsize
 
   def _read_exactly(self, nbytes: int) -> bytes:
@@ -306,9 +329,13 @@ def open_npy(path: str) -> Iterator[NpyStream]:
   goes wrong while it is open, including in the caller's block, becomes a
   DatasetError naming ``path`` ("missing file", "cannot read ... (corrupt or
   truncated gzip/npy?)"). On first use the file is verified when the caller's
-  block ends (:func:`verified_read`)."""
+  block ends if the block read it whole or most of it (:func:`verified_read`)."""
   opened = []
-  with verified_read(path, lambda: opened[0].length if opened else None) as f:
+
+  def extent() -> Optional[Tuple[int, int]]:
+    return (opened[0].header_length, opened[0].length) if opened else None
+
+  with verified_read(path, extent) as f:
     opened.append(NpyStream(f, path))
     yield opened[0]
 
@@ -456,19 +483,37 @@ def _read_to_end(f, path: str, length: Optional[int] = None) -> None:
                        "file".format(path, f.tell() - length))
 
 
+def verifies_prefix(read_bytes: int, array_bytes: int) -> bool:
+  """Whether a first read of ``read_bytes`` of a file's ``array_bytes`` (decompressed, after
+  the .npy header) reads on to the end for the CRC-32: a whole read, one of at least
+  :data:`VERIFY_SHARE` of the array, or any read with ``$CCVL_VERIFY_PREFIXES=1``. A shorter
+  prefix is not CRC-checked (gzip's CRC-32 covers the whole member): its .npy header, shape
+  and dtype are, and inflating it checks the deflate stream's own structure."""
+  if os.environ.get(VERIFY_PREFIXES_ENV, "") not in ("", "0"):
+    return True
+  return read_bytes >= array_bytes or read_bytes >= VERIFY_SHARE * array_bytes
+
+
 @contextlib.contextmanager
-def verified_read(path: str, length: Optional[Callable[[], Optional[int]]] = None):
-  """``open_gzip(path)`` for the caller's block; if the file was not verified
-  before (:func:`is_verified`), the rest of the stream is then read to its end
-  (CRC-32 and length checked; ``length()``: the decompressed length it must have)
-  and the result remembered. Errors are DatasetErrors naming ``path``
-  (:func:`_named_errors`)."""
+def verified_read(path: str, extent: Optional[Callable[[], Optional[Tuple[int, int]]]] = None):
+  """``open_gzip(path)`` for the caller's block; if the file was not verified before
+  (:func:`is_verified`), the rest of the stream is then read to its end (CRC-32 and length
+  checked) and the result remembered. ``extent()``: (the .npy header's length, the whole
+  decompressed length the file must have); with it, a block that read less than the share of
+  the array that :func:`verifies_prefix` asks for leaves the file unverified (unread beyond
+  what the caller needed, not remembered: a later whole read verifies it). Errors are
+  DatasetErrors naming ``path`` (:func:`_named_errors`)."""
   with _named_errors(path):
     identity = file_identity(path)  # before reading: a change while reading shows next time
     check = not is_verified(path, identity)
     with open_gzip(path) as f:
       yield f
       if check:
-        _read_to_end(f, path, None if length is None else length())
+        ext = None if extent is None else extent()
+        if ext is not None:
+          header, length = ext
+          check = verifies_prefix(f.tell() - header, length - header)
+        if check:
+          _read_to_end(f, path, None if ext is None else ext[1])
     if check:
       _remember_verified(path, identity)

@@ -6,6 +6,7 @@ builds nor imports it. More in docs/data.md "Module notes", `ccvl_tf/data/store_
 """
 from __future__ import annotations
 
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -29,6 +30,14 @@ CACHE_FORMAT = 1
 ARRAYS = ("frames", "action", "reward", "terminal", "valid")
 MANIFEST = "manifest.json"
 _CRC_CHUNK = 1 << 26  # bytes per zlib.crc32 call
+# How entries are written: $CCVL_STORE_CACHE, one of MODES (an entry of either kind is read).
+MODE_ENV = "CCVL_STORE_CACHE"
+COMPRESSED, UNCOMPRESSED, OFF = "compressed", "uncompressed", "off"
+MODES = (COMPRESSED, UNCOMPRESSED, OFF)
+DEFAULT_MODE = COMPRESSED
+ZLIB = "zlib"  # an array record's "compression": zlib streams of BLOCK_BYTES each
+BLOCK_BYTES = 1 << 24  # bytes of an array per zlib stream, compressed / inflated in parallel
+ZLIB_LEVEL = 1  # the fastest: frames compress well at any level, time does not
 
 
 class CacheInvalid(Exception):
@@ -47,6 +56,21 @@ class Cached(NamedTuple):
 
 
 cache_root = replay_files.cache_root  # the cache's root (also of the verified-file records)
+
+
+def mode() -> str:
+  """``$CCVL_STORE_CACHE`` (default :data:`DEFAULT_MODE`): "compressed" (arrays as zlib
+  streams), "uncompressed" (``.npy``) or "off" (no entry read or written). ValueError
+  naming the variable for another value."""
+  value = os.environ.get(MODE_ENV, "").strip().lower() or DEFAULT_MODE
+  if value not in MODES:
+    raise ValueError("${}={!r}: expected one of {}".format(
+        MODE_ENV, os.environ.get(MODE_ENV), ", ".join(MODES)))
+  return value
+
+
+def _workers() -> int:
+  return max(1, min(8, os.cpu_count() or 1))
 
 
 def key_fields(replay_dir: str, subset: str, suffixes: Optional[Sequence[int]] = None,
@@ -145,36 +169,83 @@ def _listing(replay_dir: str, source: Optional[replay_source.ReplaySource]) -> S
   return names if names is not None else replay_files.list_dir(replay_dir)
 
 
+def _inflate(path: str, rec: dict, out: np.ndarray) -> None:
+  """Fills ``out`` from the zlib streams of ``path`` (sizes ``rec["blocks"]``, in order, each
+  ``rec["block_bytes"]`` inflated, the last one the rest), in parallel, each thread reading its
+  own stream (memory: the array and a few streams); CacheInvalid("corrupt") for a stream that
+  does not inflate to its block."""
+  dst = memoryview(out.reshape(-1).view(np.uint8))
+  sizes = [int(n) for n in rec["blocks"]]
+  block = int(rec["block_bytes"])
+  starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)]).tolist()
+  if (block < 1 or starts[-1] != os.path.getsize(path)
+      or len(sizes) != max(1, -(-dst.nbytes // block))):
+    raise CacheInvalid("corrupt", "{}: its {} zlib stream(s) of {} bytes in all do not make "
+                       "an array of {} bytes".format(path, len(sizes), starts[-1], dst.nbytes))
+  fd = os.open(path, os.O_RDONLY)
+  try:
+    def one(i: int) -> None:
+      want = dst[i * block:(i + 1) * block]
+      try:
+        got = zlib.decompress(os.pread(fd, sizes[i], starts[i]))
+      except zlib.error as e:
+        raise CacheInvalid("corrupt", "{}: block {} does not inflate: {}".format(
+            path, i, e)) from e
+      if len(got) != want.nbytes:
+        raise CacheInvalid("corrupt", "{}: block {} holds {} bytes, expected {}".format(
+            path, i, len(got), want.nbytes))
+      want[:] = got
+
+    with concurrent.futures.ThreadPoolExecutor(_workers()) as pool:
+      list(pool.map(one, range(len(sizes))))  # zlib and pread release the GIL
+  finally:
+    os.close(fd)
+
+
+def _load_array(entry: str, name: str, rec) -> np.ndarray:
+  """One array of an entry as its manifest record ``rec`` describes it (``.npy``, or zlib
+  streams when ``rec["compression"]`` is "zlib"), its file size, shape and dtype checked, and
+  its content: the CRC-32 of an ``.npy``, each zlib stream's Adler-32."""
+  try:
+    want_bytes, want_shape = int(rec["bytes"]), [int(d) for d in rec["shape"]]
+    compression = rec.get("compression")
+    want_dtype = str(rec["dtype"])
+    want_crc = int(rec["crc32"]) if compression is None else None
+    path = os.path.join(entry, os.path.basename(str(rec.get("file", name + ".npy"))))
+    if compression not in (None, ZLIB) or (compression == ZLIB and not (
+        isinstance(rec.get("blocks"), list) and isinstance(rec.get("block_bytes"), int))):
+      raise ValueError(compression)
+  except (KeyError, TypeError, ValueError, AttributeError) as e:
+    raise CacheInvalid("corrupt", "{} has no valid record of {}".format(
+        os.path.join(entry, MANIFEST), os.path.join(entry, name + ".npy"))) from e
+  try:
+    size = os.path.getsize(path)
+  except OSError as e:
+    raise CacheInvalid("corrupt", "{} is missing".format(path)) from e
+  if size != want_bytes:
+    raise CacheInvalid("corrupt", "{} has {} bytes, the manifest says {} (truncated?)".format(
+        path, size, want_bytes))
+  try:
+    if compression == ZLIB:
+      arr = np.empty(want_shape, np.dtype(want_dtype))
+      _inflate(path, rec, arr)
+    else:
+      arr = np.load(path, allow_pickle=False)
+  except (OSError, ValueError, EOFError, TypeError) as e:
+    raise CacheInvalid("corrupt", "{} is unreadable: {}".format(path, e)) from e
+  if list(arr.shape) != want_shape or arr.dtype.str != want_dtype:
+    raise CacheInvalid("corrupt", "{} holds {} {}, the manifest says {} {}".format(
+        path, arr.dtype.str, list(arr.shape), want_dtype, want_shape))
+  # zlib streams carry their own Adler-32, checked as they inflate: no second pass
+  if want_crc is not None and _crc32(arr) != want_crc:
+    raise CacheInvalid("corrupt", "{}: CRC-32 mismatch (altered or damaged)".format(path))
+  return arr
+
+
 def load_entry(entry: str, manifest: dict) -> Cached:
   """The arrays of a cache entry; raises CacheInvalid("corrupt", why) for a missing,
   truncated or altered array file, or a missing stack size."""
-  arrays = {}
-  for name in ARRAYS:
-    rec = manifest["arrays"].get(name)
-    path = os.path.join(entry, name + ".npy")
-    try:
-      want_bytes, want_shape = int(rec["bytes"]), [int(d) for d in rec["shape"]]
-      want_dtype, want_crc = str(rec["dtype"]), int(rec["crc32"])
-    except (KeyError, TypeError, ValueError) as e:
-      raise CacheInvalid("corrupt", "{} has no valid record of {}".format(
-          os.path.join(entry, MANIFEST), path)) from e
-    try:
-      size = os.path.getsize(path)
-    except OSError as e:
-      raise CacheInvalid("corrupt", "{} is missing".format(path)) from e
-    if size != want_bytes:
-      raise CacheInvalid("corrupt", "{} has {} bytes, the manifest says {} (truncated?)".format(
-          path, size, want_bytes))
-    try:
-      arr = np.load(path, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as e:
-      raise CacheInvalid("corrupt", "{} is unreadable: {}".format(path, e)) from e
-    if list(arr.shape) != want_shape or arr.dtype.str != want_dtype:
-      raise CacheInvalid("corrupt", "{} holds {} {}, the manifest says {} {}".format(
-          path, arr.dtype.str, list(arr.shape), want_dtype, want_shape))
-    if _crc32(arr) != want_crc:
-      raise CacheInvalid("corrupt", "{}: CRC-32 mismatch (altered or damaged)".format(path))
-    arrays[name] = arr
+  arrays = {name: _load_array(entry, name, manifest["arrays"].get(name)) for name in ARRAYS}
   try:
     return Cached(arrays, int(manifest["stack_size"]))
   except (KeyError, TypeError, ValueError) as e:
@@ -216,10 +287,25 @@ def _clean_leftovers(parent: str, key: str) -> None:
     shutil.rmtree(os.path.join(parent, n), ignore_errors=True)
 
 
+def _deflate_to(f, arr: np.ndarray) -> List[int]:
+  """Writes the bytes of the C-contiguous ``arr`` to ``f`` as zlib streams of BLOCK_BYTES each
+  (the last shorter), compressed in parallel and written in order as they come; returns the
+  streams' sizes."""
+  flat = memoryview(arr.reshape(-1).view(np.uint8))
+  starts = range(0, max(flat.nbytes, 1), BLOCK_BYTES)
+  sizes = []
+  with concurrent.futures.ThreadPoolExecutor(_workers()) as pool:
+    for data in pool.map(lambda i: zlib.compress(flat[i:i + BLOCK_BYTES], ZLIB_LEVEL), starts):
+      f.write(data)
+      sizes.append(len(data))
+  return sizes
+
+
 def write_entry(entry: str, cached: Cached, manifest: dict,
-                say: Callable[[str], None]) -> bool:
-  """Writes ``cached`` + ``manifest`` to ``entry`` atomically (temp dir + rename).
-  Returns False (after saying why) if that was not possible; the run goes on."""
+                say: Callable[[str], None], compress: bool = True) -> bool:
+  """Writes ``cached`` + ``manifest`` to ``entry`` atomically (temp dir + rename): each
+  array as zlib streams (``compress``) or an ``.npy`` file. Returns False (after saying
+  why) if that was not possible; the run goes on."""
   parent, key = os.path.split(entry)
   tmp = None
   try:
@@ -229,10 +315,17 @@ def write_entry(entry: str, cached: Cached, manifest: dict,
     records = {}
     for name in ARRAYS:
       arr = np.ascontiguousarray(cached.arrays[name])
-      path = os.path.join(tmp, name + ".npy")
-      _fsync_write(path, lambda f, a=arr: np.save(f, a, allow_pickle=False))
-      records[name] = dict(file=name + ".npy", shape=list(arr.shape), dtype=arr.dtype.str,
-                           bytes=os.path.getsize(path), crc32=_crc32(arr))
+      if compress:  # each stream checked by its own Adler-32 when it inflates
+        path = os.path.join(tmp, name + ".zlib")
+        sizes = []
+        _fsync_write(path, lambda f, a=arr: sizes.extend(_deflate_to(f, a)))
+        extra = dict(compression=ZLIB, block_bytes=BLOCK_BYTES, blocks=sizes)
+      else:
+        path = os.path.join(tmp, name + ".npy")
+        _fsync_write(path, lambda f, a=arr: np.save(f, a, allow_pickle=False))
+        extra = dict(crc32=_crc32(arr))
+      records[name] = dict(file=os.path.basename(path), shape=list(arr.shape),
+                           dtype=arr.dtype.str, bytes=os.path.getsize(path), **extra)
     manifest = dict(manifest, arrays=records, stack_size=int(cached.stack_size))
     _fsync_write(os.path.join(tmp, MANIFEST),
                  lambda f: f.write(strict_json.dumps(manifest, indent=1, sort_keys=True).encode()))
@@ -244,7 +337,10 @@ def write_entry(entry: str, cached: Cached, manifest: dict,
       raise
     tmp = None
     nbytes = sum(cached.arrays[name].nbytes for name in ARRAYS)
-    say("Cached the frame store in {} ({:.1f} MiB).".format(entry, nbytes / 2**20))
+    ondisk = sum(r["bytes"] for r in records.values())
+    say("Cached the frame store in {} ({:.1f} MiB{}).".format(
+        entry, nbytes / 2**20, ", {:.1f} MiB compressed".format(ondisk / 2**20)
+        if compress else ""))
     return True
   except OSError as e:
     say("Could not write the frame store cache {}: {}; continuing without it.".format(entry, e))
@@ -263,6 +359,8 @@ def get(fields: dict, cache_dir: Optional[str] = None,
   that is stale or corrupt (said with the reason, and removed). See the module notes
   for what is checked; ``source``: :func:`check_source`'s."""
   say = say if say is not None else _stderr
+  if mode() == OFF:
+    return None
   entry = entry_dir(fields, cache_dir)
   if not os.path.isdir(entry):
     return None
@@ -305,11 +403,25 @@ def source_record(dir_info: dqn_replay.DirInfo, subset: str, plan: List[tuple]) 
 
 def put(fields: dict, cached: Cached, source: dict, cache_dir: Optional[str] = None,
         say: Optional[Callable[[str], None]] = None) -> bool:
-  """Caches ``cached`` under ``fields`` with its ``source`` (``source_record``).
-  Returns False (after saying why) if it could not be written; nothing else fails."""
+  """Caches ``cached`` under ``fields`` with its ``source`` (``source_record``), as
+  :func:`mode` says (nothing when "off"). Returns False (after saying why) if it could not be
+  written or the cache is off; nothing else fails."""
   say = say if say is not None else _stderr
+  how = mode()
+  if how == OFF:
+    return False
   manifest = dict(key=fields, created=time.strftime("%Y-%m-%dT%H:%M:%S%z"), source=source)
-  return write_entry(entry_dir(fields, cache_dir), cached, manifest, say)
+  return write_entry(entry_dir(fields, cache_dir), cached, manifest, say,
+                     compress=how == COMPRESSED)
+
+
+def plan_text(fields: dict, cache_dir: Optional[str] = None) -> str:
+  """What will become of a store built now, for the line announcing the build."""
+  how = mode()
+  if how == OFF:
+    return "the frame store will not be cached (${}={})".format(MODE_ENV, OFF)
+  return "the frame store will be cached{} in {}".format(
+      " compressed" if how == COMPRESSED else "", entry_dir(fields, cache_dir))
 
 
 def reject(fields: dict, error: Exception, cache_dir: Optional[str] = None,

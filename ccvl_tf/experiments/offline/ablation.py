@@ -20,6 +20,7 @@ import numpy as np
 from ccvl_tf.runtime import config_flags, run_settings
 from ccvl_tf.runtime.config_flags import setting
 from ccvl_tf.data import frame_store
+from ccvl_tf.data import replay_files
 from ccvl_tf.evaluation import rollouts
 from ccvl_tf.runtime import strict_json
 
@@ -156,13 +157,20 @@ class AblationConfig:
     config_flags.check(self, prefix="--")
     _parse_variants(",".join(self.variants))
     for flag in ("dataset_dir", "heldout_dir"):
-      path = getattr(self, flag)
-      # Here: training loads TensorFlow (see the note at the top).
-      from ccvl_tf.runtime import training  # pylint: disable=g-import-not-at-top
-      training.check_input_dir(path, f"--{flag}", "a Dopamine replay_logs directory")
-    if os.path.abspath(self.dataset_dir) == os.path.abspath(self.heldout_dir):
+      # Local or remote (gs://...: tf.io.gfile).
+      replay_files.check_input_dir(getattr(self, flag), f"--{flag}",
+                                   "a Dopamine replay_logs directory")
+    if _same_dir(self.dataset_dir, self.heldout_dir):
       raise ValueError("--heldout_dir must be another collection than --dataset_dir (held-out "
                        "states)")
+
+
+def _same_dir(a: str, b: str) -> bool:
+  """Whether two directory paths name one directory: local ones made absolute, remote ones
+  (``gs://...``) compared as written, without a trailing "/"."""
+  def norm(p: str) -> str:
+    return p.rstrip("/") if replay_files.is_remote(p) else os.path.abspath(p)
+  return norm(a) == norm(b)
 
 
 # ------------------------------------------------------------------------------ one variant

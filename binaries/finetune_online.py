@@ -8,8 +8,8 @@ Restores the offline checkpoint (train_offline.py's root_dir/checkpoints; for th
 in this process unless --reverb_address is given (binaries/reverb_server.py), starts K actor
 processes running the exploration policy (Eq. upper policy, epsilon-greedy), and trains the
 learner from the replay table at --samples_per_insert; with --offline_fraction=F, round(F x
---batch_size) transitions of each batch come from the dataset the offline run trained on (Atari:
-its summary.json's dataset, checked against its checkpoints; gridworld: the paper's). A rerun
+--batch_size) transitions of each batch come from the dataset the offline run trained on (Atari,
+MinAtar: its summary.json's dataset, checked against its record; gridworld: the paper's). A rerun
 with the same --root_dir resumes from the last learner checkpoint (and the in-process server
 from its Reverb checkpoint).
 Flags -> OnlineConfig -> ccvl_tf.experiments.online.runner.run (docs/online.md).

@@ -84,7 +84,8 @@ def test_atari_batches_hold_the_offline_runs_data_after_the_online_rows(
     return learner_step
   monkeypatch.setattr(distributed, "make_learner_step", recording)
   logs = []
-  summary = online.run(_config(offline_dir, tmp_path / "ft"), log=logs.append)
+  cfg = _config(offline_dir, tmp_path / "ft")
+  summary = online.run(cfg, log=logs.append)
 
   # 40 env steps, the first sample after 16, 4 online rows per step at SPI 1: (40 - 16) / 4.
   assert summary["offline_step"] == 2 and summary["step"] == 2 + 6
@@ -100,7 +101,8 @@ def test_atari_batches_hold_the_offline_runs_data_after_the_online_rows(
     assert set(np.unique(offline["observation"]).tolist()) <= {0, *FRAME_VALUES}
     assert not set(np.unique(batch["observation"][0]).tolist()) <= {0, *FRAME_VALUES}
     # Batch i of the offline stream seeded --seed + SEED_OFFSET: the i-th step since the start.
-    expected = pipeline.sample_batch(store, OFFLINE_ROWS, 0 + offline_share.SEED_OFFSET, i)
+    expected = pipeline.sample_batch(store, OFFLINE_ROWS, cfg.seed + offline_share.SEED_OFFSET,
+                                     i)
     for key, value in expected.items():
       np.testing.assert_array_equal(offline[key], value, err_msg=f"{key} of step {i}")
   assert any(f"Offline share of each batch: {OFFLINE_ROWS} transitions of {data}" in line
@@ -132,8 +134,8 @@ def test_a_missing_replaced_or_unrecorded_dataset_is_refused_before_anything_is_
        r"dataset the offline run trained on \(.*summary.json 'dataset_dir'\), .*nowhere, which "
        r"does not exist"),
       (_copy_run(offline_dir, tmp_path / "unrecorded", dataset_dir=None),
-       r"summary.json records no dataset \('dataset_dir' None.*MinAtar \(compare.py\) runs do "
-       r"not"),
+       r"summary.json records no dataset \('dataset_dir' None, 'subset' 'all'; train_offline.py "
+       r"and compare.py write both\): rerun the offline run"),
   ]
   other = str(tmp_path / "other_data")
   _write_dataset(other, num_steps=90)

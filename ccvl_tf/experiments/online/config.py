@@ -106,8 +106,8 @@ class OnlineConfig:
       0.0, "Share F of each batch drawn from the offline data: round(F x --batch_size) "
       "transitions of the dataset the offline run trained on (its summary.json 'dataset_dir' "
       "and 'subset', checked against its checkpoints' record; gridworld: the paper's "
-      "dataset), the rest from the online replay. Atari and the gridworld (a MinAtar "
-      "compare.py run records no dataset).", lower_bound=0.0, upper_bound=1.0, below=1.0)
+      "dataset), the rest from the online replay.", lower_bound=0.0, upper_bound=1.0,
+      below=1.0)
   samples_per_insert: float = run_settings.borrow("samples_per_insert")
   min_replay_size: int = run_settings.borrow("min_replay_size")
   replay_capacity: int = setting(1_000_000, "Replay table size.", lower_bound=1)

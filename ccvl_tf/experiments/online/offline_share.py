@@ -1,18 +1,18 @@
-"""The offline share of fine-tuning batches (--offline_fraction F) on Atari: round(F x batch)
-transitions of each learner batch drawn from the dataset the offline run trained on, the rest
-from the Reverb replay (runner.py concatenates them, online rows first).
+"""The offline share of fine-tuning batches (--offline_fraction F) on Atari and MinAtar:
+round(F x batch) transitions of each learner batch drawn from the dataset the offline run
+trained on, the rest from the online replay (runner.py concatenates them, online rows first).
 
-The dataset is the one the offline run's record names (train_offline.py's summary.json
-'dataset_dir' and 'subset'), checked against what its checkpoints were trained on (their
-fingerprint.json 'dataset': the replay directory's listing hash, experiments/offline/
-dataset.dataset_identity) and against |D| (summary.json 'num_transitions'), and read with the
-offline run's own loader (experiments/offline/dataset.open_dataset: the dataset record's game
-and frame format checked against --game, the memory of the batches reserved first). Batches come
-from the offline pipeline (data/pipeline.transition_dataset): batch i of a run is a function of
-the seed and i alone, i = learner steps since the offline start, so a resumed run continues
-the stream where its checkpoint left it. The gridworld's offline share is its fixed dataset
-(start.offline_gridworld_batches); a MinAtar (compare.py) run records no dataset and is
-refused.
+The dataset is the one the offline run's summary.json names ('dataset_dir' and 'subset':
+train_offline.py's, and compare.py's replay suites', Suite.dataset_record), checked against
+what its checkpoints were trained on where their fingerprint.json records it (train_offline.py:
+'dataset', the replay directory's listing hash, experiments/offline/dataset.dataset_identity;
+compare.py records the dataset kind only) and against |D| (summary.json 'num_transitions'),
+and read with the offline run's own loader (experiments/offline/dataset.open_dataset: the
+dataset record's suite, game and frame format checked against --game, the memory of the
+batches reserved first). Batches come from the offline pipeline (data/pipeline.
+transition_dataset): batch i of a run is a function of the seed and i alone, i = learner steps
+since the offline start, so a resumed run continues the stream where its checkpoint left it.
+The gridworld's offline share is its fixed dataset (start.offline_gridworld_batches).
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import tensorflow as tf
 
-from ccvl_tf.data import frame_store, pipeline, replay_files
+from ccvl_tf.data import dataset_record, frame_store, pipeline, replay_files
 from ccvl_tf.envs import factory
 from ccvl_tf.experiments.offline import dataset as offline_dataset
 from ccvl_tf.experiments.offline.seeds import Seeds
@@ -60,18 +60,18 @@ def open_share(offline_dir: str, summary: Dict[str, object], game: str, batch_si
   """The dataset of the offline run in `offline_dir` (its verified summary.json `summary`),
   loaded for batches of `batch_size` offline transitions (`num_deltas`: N of the learner, for
   the memory a train step holds). ValueError naming the file and key, or the directory: a
-  summary that records no dataset (a compare.py run: MinAtar), a dataset directory that is
-  gone, one whose listing differs from what the checkpoints' fingerprint.json records (files
-  added, removed or resized: another dataset in its place) or whose transitions are not the
-  summary's |D|; the dataset record's refusals (another game or frame format) as
-  replay_files.DatasetError (a ValueError)."""
+  summary that records no dataset, a dataset directory that is gone, one whose listing differs
+  from what the checkpoints' fingerprint.json records (files added, removed or resized: another
+  dataset in its place) or whose transitions are not the summary's |D|; the dataset record's
+  refusals (another suite, game or frame format) as replay_files.DatasetError (a
+  ValueError)."""
   path = os.path.join(offline_dir, "summary.json")
   replay_dir, subset = summary.get("dataset_dir"), summary.get("subset")
   if not (isinstance(replay_dir, str) and replay_dir and isinstance(subset, str) and subset):
     raise ValueError(
         _needs(f", but {path} records no dataset ('dataset_dir' {replay_dir!r}, 'subset' "
-               f"{subset!r}). train_offline.py runs record theirs; MinAtar (compare.py) runs do "
-               f"not: fine-tune them with --offline_fraction=0"))
+               f"{subset!r}; train_offline.py and compare.py write both): rerun the offline "
+               f"run to write them, or fine-tune with --offline_fraction=0"))
   try:
     found = replay_files.path_isdir(replay_dir)
   except replay_files.UnreachableError as e:
@@ -84,13 +84,16 @@ def open_share(offline_dir: str, summary: Dict[str, object], game: str, batch_si
   env = factory.make_env(game)
   spec = env.env.observation_spec()
   action_set = getattr(env.env, "action_set", None)
+  # The dataset record names the game without the suite ('Breakout' of suite 'minatar').
+  suite, name = (("minatar", env.game.split("/", 1)[1]) if factory.is_minatar(game)
+                 else (dataset_record.DEFAULT_SUITE, env.game))
   data = offline_dataset.DataSettings(
       dataset_dir=replay_dir, subset=subset, batch_size=int(batch_size),
       num_deltas=int(num_deltas), seeds=Seeds(0), default=None)
   opened = offline_dataset.open_dataset(
       data, env_factory=None, observation_shape=tuple(spec.shape),
       num_actions=int(env.env.action_spec().maximum) + 1, log=log, collect=False,
-      game=env.game, action_set=action_set)
+      game=name, action_set=action_set, suite=suite)
   _check_identity(offline_dir, opened.identity, replay_dir)
   recorded = summary.get("num_transitions")
   if recorded is not None and int(recorded) != opened.store.num_transitions:

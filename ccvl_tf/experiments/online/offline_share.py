@@ -108,8 +108,8 @@ def open_share(offline_dir: str, summary: Dict[str, object], game: str, batch_si
 
 def _check_identity(offline_dir: str, identity: Dict[str, object], replay_dir: str) -> None:
   """The dataset's identity now against the one the offline checkpoints' fingerprint.json
-  records; a run without one (its checkpoints predate the fingerprint) is checked by |D|
-  alone."""
+  records; a fingerprint without one (compare.py's records the dataset kind) leaves the check
+  to |D| alone."""
   fp_path = os.path.join(offline_dir, "checkpoints", training.FINGERPRINT)
   if not os.path.exists(fp_path):
     return

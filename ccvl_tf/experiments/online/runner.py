@@ -72,7 +72,7 @@ class _Runner:
     self.first_step_time = self.first_step = None
     self.eval_seconds_at_first_step = self.sample_wait_at_first_step = 0.0
     self.trained = False  # the train phase is over: env steps stay those it ended with
-    self.offline_share = None  # the offline run's dataset (--offline_fraction > 0, Atari)
+    self.offline_share = None  # the offline run's dataset (--offline_fraction > 0; Atari, MinAtar)
 
   def _resolve_config(self) -> None:
     """The offline run's summary.json checked against the flags, and the settings taken from
@@ -230,9 +230,9 @@ class _Runner:
     return online, offline_it
 
   def _open_offline_share(self) -> None:
-    """--offline_fraction > 0 on Atari: the offline run's dataset loaded and checked against
-    its record (offline_share.open_share) before anything is written; None otherwise (the
-    gridworld's offline share is its fixed dataset)."""
+    """--offline_fraction > 0 on Atari and MinAtar: the offline run's dataset loaded and checked
+    against its record (offline_share.open_share) before anything is written; None otherwise
+    (the gridworld's offline share is its fixed dataset)."""
     cfg = self.cfg
     self.offline_share = None
     if cfg.offline_batch_size and cfg.game.lower() != online_config.GRIDWORLD:

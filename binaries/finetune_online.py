@@ -7,8 +7,11 @@ Restores the offline checkpoint (train_offline.py's root_dir/checkpoints; for th
 --prepare_gridworld_offline=STEPS first trains one into --offline_dir), starts a Reverb server
 in this process unless --reverb_address is given (binaries/reverb_server.py), starts K actor
 processes running the exploration policy (Eq. upper policy, epsilon-greedy), and trains the
-learner from the replay table at --samples_per_insert. A rerun with the same --root_dir resumes
-from the last learner checkpoint (and the in-process server from its Reverb checkpoint).
+learner from the replay table at --samples_per_insert; with --offline_fraction=F, round(F x
+--batch_size) transitions of each batch come from the dataset the offline run trained on (Atari,
+MinAtar: its summary.json's dataset, checked against its record; gridworld: the paper's). A rerun
+with the same --root_dir resumes from the last learner checkpoint (and the in-process server
+from its Reverb checkpoint).
 Flags -> OnlineConfig -> ccvl_tf.experiments.online.runner.run (docs/online.md).
 """
 import os

@@ -28,9 +28,10 @@ from ccvl_tf.data import reverb_replay
 from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf.experiments.online import start as online_start
 
+# What the tables' signatures and rate limiter depend on (the learner samples the online share
+# of its batch, --batch_size less round(--offline_fraction x --batch_size), from the table).
 _TABLE_FLAGS = ("game", "agent", "samples_per_insert", "min_replay_size", "replay_capacity",
-                "batch_size", "offline_dir")  # what the tables' signatures and rate limiter
-                                              # depend on
+                "batch_size", "offline_fraction", "offline_dir")
 config_flags.define(online_config.OnlineConfig, _TABLE_FLAGS)
 _PORT = flags.DEFINE_integer("port", 0, "Port to serve on (0: a free one, printed).")
 _CKPT = flags.DEFINE_string("checkpoint_dir", None, "Reverb checkpoint directory.")

@@ -89,7 +89,7 @@ def test_missing_offline_run_says_how_to_make_it(tmp_path):
 
 
 @pytest.mark.slow
-def test_minatar_offline_runs_fine_tune_end_to_end(tmp_path):
+def test_minatar_offline_runs_fine_tune_end_to_end(tmp_path, monkeypatch):
   """A tiny MinAtar Breakout dataset (120 steps), compare.py's CQL and CCVL offline runs (3
   steps), then finetune_minatar.py: the three agents, 96 online env steps each counted at the
   server (about (96 - 32) x SPI 8 / batch 32 = 16 learner steps, the budget checked at every
@@ -119,6 +119,9 @@ def test_minatar_offline_runs_fine_tune_end_to_end(tmp_path):
   assert offline["game"] == "minatar/Breakout" and offline["agent"] == "ccvl"
   assert offline["step"] == 3 and offline["num_transitions"] > 0
   assert offline["belief_temperature"] > 0 and offline["alpha"] > 0
+  _check_offline_share(os.path.join(cmp_dir, "runs", "ccvl", "1pct", "Breakout", "seed_0"),
+                       offline, md.replay_dir(data, "Breakout", 0), str(tmp_path / "mixed"),
+                       monkeypatch)
   out = str(tmp_path / "ft")
   finetune = [sys.executable, os.path.join(ROOT, "binaries", "finetune_minatar.py"),
               f"--compare_dir={cmp_dir}", f"--data_dir={data}", f"--output_dir={out}",
@@ -175,6 +178,41 @@ def test_minatar_offline_runs_fine_tune_end_to_end(tmp_path):
   # A rerun skips the finished runs.
   r = forked_binary.run("finetune_minatar.py", finetune[2:], env=env, timeout=300)
   assert r.returncode == 0 and r.stdout.count("done (skipped)") == 3, r.stdout[-2000:]
+
+
+def _check_offline_share(offline_dir, offline, replay_dir, root, monkeypatch):
+  """compare.py's summary records the dataset it trained on (the run's replay_logs, subset
+  '1%': 3 transitions), and a fine-tune with --offline_fraction=0.25 at batch 8 (deterministic
+  schedule, 52 env steps: (52 - 16) / 6 = 6 learner steps) trains every step on 6 online rows
+  then round(8 x 0.25) = 2 rows of that dataset: the pipeline's batch k, seeded
+  --seed + 50,000, at step k."""
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.data import frame_store, pipeline  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.online import config as online_config  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.online import distributed, offline_share  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.online import runner as online  # pylint: disable=g-import-not-at-top
+  assert (offline["dataset_dir"], offline["subset"]) == (os.path.abspath(replay_dir), "1%")
+  batches = []
+  real = distributed.make_learner_step
+
+  def recording(strategy, agent):
+    step = real(strategy, agent)
+    return lambda batch: (batches.append({k: np.asarray(v) for k, v in batch.items()}),
+                          step(batch))[1]
+  monkeypatch.setattr(distributed, "make_learner_step", recording)
+  cfg = online_config.OnlineConfig(
+      offline_dir=offline_dir, game="minatar/Breakout", root_dir=root, num_env_steps=52,
+      num_actors=1, batch_size=8, offline_fraction=0.25, samples_per_insert=1.0,
+      min_replay_size=16, replay_capacity=100, eval_episodes=0, export_policies=False,
+      penalty_diagnostic=False, schedule="deterministic", push_period=1)
+  summary = online.run(cfg, log=lambda s: None)
+  assert summary["step"] - summary["offline_step"] == len(batches) == 6
+  store = frame_store.FrameStore.from_replay(replay_dir, "1%", num_actions=3)
+  for k, batch in enumerate(batches):
+    expected = pipeline.sample_batch(store, 2, cfg.seed + offline_share.SEED_OFFSET, k)
+    for key, value in expected.items():
+      assert batch[key].shape[0] == 8
+      np.testing.assert_array_equal(batch[key][6:], value, err_msg=f"{key} of step {k}")
 
 
 def _check_online_counts_restore(out, offline):

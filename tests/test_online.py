@@ -382,8 +382,9 @@ def test_a_server_with_another_rate_limiter_or_capacity_is_refused_naming_each(
   assert msg.startswith(
       f"the Reverb server at {address} runs another 'replay' table than this learner's: "
       "samples_per_insert 2 (this learner's --samples_per_insert give 8); min_diff -8 (this "
-      "learner's --batch_size, --samples_per_insert and --min_replay_size give 16); max_diff "
-      "24 (this learner's --batch_size, --samples_per_insert and --min_replay_size give 48). "
+      "learner's --batch_size, --offline_fraction, --samples_per_insert and --min_replay_size "
+      "give 16); max_diff 24 (this learner's --batch_size, --offline_fraction, "
+      "--samples_per_insert and --min_replay_size give 48). "
       "Its rate limiter sets how many env steps"), msg
   cfg = online_config.OnlineConfig(root_dir=str(tmp_path / "b"), samples_per_insert=2.0,
                             **dict(base, replay_capacity=500))

@@ -73,6 +73,12 @@ class Suite:
   def data(self, game: str, dataset: str, seed: int, batch_size: int) -> Data:
     raise NotImplementedError
 
+  def dataset_record(self, game: str, dataset: str) -> Dict[str, str]:
+    """Where the game's data of dataset kind `dataset` is read from, as a training's
+    summary.json records it for online fine-tuning's offline share ('dataset_dir', 'subset';
+    experiments/online/offline_share.py); {} for data made in code (the gridworld's)."""
+    return {}
+
   def eval_env(self, game: str, seed: int, max_steps: Optional[int]) -> factory.GameEnv:
     """The evaluation environment and its scoring (max_steps None: the environment's cap)."""
     return factory.make_env(self.env_name(game), seed, max_steps)
@@ -165,6 +171,12 @@ class _ReplaySuite(Suite):
 
   def replay_dir(self, game: str) -> str:
     raise NotImplementedError
+
+  def dataset_record(self, game, dataset):
+    replay_dir = self.replay_dir(game)
+    if not replay_files.is_remote(replay_dir):
+      replay_dir = os.path.abspath(replay_dir)  # read back from any working directory
+    return {"dataset_dir": replay_dir, "subset": compare_config.SUBSET_OF_KIND[dataset]}
 
   def data(self, game, dataset, seed, batch_size):
     key = (game, dataset)

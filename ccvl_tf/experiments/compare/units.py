@@ -162,7 +162,8 @@ def train_unit(suite: compare_suites.Suite, method: str, dataset: str, game: str
       strict_json.dump({"seconds": prev + train_seconds, "steps": steps}, f)
   train_seconds = json.load(open(meta_path))["seconds"] if os.path.exists(meta_path) else \
       train_seconds
-  write_train_summary(root, suite.env_name(game), spec.train_key, learner, data.size, steps)
+  write_train_summary(root, suite.env_name(game), spec.train_key, learner, data.size, steps,
+                      **suite.dataset_record(game, dataset))
   return TrainedUnit(spec, settings, learner, data, time_step_spec, action_spec, steps,
                      train_seconds)
 
@@ -187,7 +188,8 @@ def write_train_summary(root: str, game: str, agent: str, learner, num_transitio
   offline run -- game (the environment name), agent (the train_key), alpha, num_transitions
   (|D|, CCVL's n(s)^-1 scale), step, and the learner's whole config (`config`: what it
   trained with, e.g. dr3_coef, learning_rate) -- merged into the file's existing keys with
-  `more` (e.g. the CCVL evaluation's belief_temperature)."""
+  `more` (the replay suites' dataset, Suite.dataset_record, for the offline share of
+  fine-tuning batches; the CCVL evaluation's belief_temperature)."""
   path = os.path.join(root, "summary.json")
   summary = json.load(open(path)) if os.path.exists(path) else {}
   config = getattr(learner, "config", None)

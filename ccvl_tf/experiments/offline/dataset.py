@@ -157,10 +157,12 @@ class Dataset:
 def open_dataset(data: DataSettings, env_factory: Callable, observation_shape,
                  num_actions: int, log: Callable[[str], None], collect: bool = True,
                  timer: Optional[PhaseTimes] = None, game: Optional[str] = None,
-                 action_set: Optional[Sequence[int]] = None) -> Dataset:
+                 action_set: Optional[Sequence[int]] = None,
+                 suite: str = dataset_record.DEFAULT_SUITE) -> Dataset:
   """The run's Dataset: memory for the batches checked before any data is read or collected;
-  the dataset's own record (its game, action set and frame format) checked against `game`,
-  `action_set` (the environment's ALE action ids) and `observation_shape` before any data is
+  the dataset's own record (its game, action set and frame format) checked against `game`
+  of `suite` ('atari'; online fine-tuning's offline share also 'minatar'), `action_set` (the
+  environment's action ids) and `observation_shape` before any data is
   read (data/dataset_record.py; what a directory without a record leaves unchecked is logged);
   the default dataset collected first (environments from `env_factory`) when there is no
   --dataset_dir and `collect`; then the frame store of --subset, and the directory's
@@ -180,7 +182,7 @@ def open_dataset(data: DataSettings, env_factory: Callable, observation_shape,
   # Resolved (path or path/replay_logs, local or remote) and listed once, here: the record's
   # check, the frame store (its cache check and reader) and the identity take this one source.
   source = replay_source.replay_source(replay_dir)
-  _check_record(source, game, action_set, observation_shape, log)
+  _check_record(source, game, action_set, observation_shape, log, suite)
   log(f"Loading {replay_dir} (subset {data.subset}) ...")
   # Progress: the files verified on first use, each checkpoint loaded; remote datasets also
   # what is streamed and whether the local frame-store cache is used.
@@ -230,12 +232,13 @@ def _open_pool(data: DataSettings, env_factory, observation_shape, num_actions: 
 
 
 def _check_record(source: replay_source.ReplaySource, game: Optional[str], action_set,
-                  observation_shape, log: Callable[[str], None]) -> None:
+                  observation_shape, log: Callable[[str], None],
+                  suite: str = dataset_record.DEFAULT_SUITE) -> None:
   """dataset_record.check of the run's game (nothing without `game`), its notes logged."""
   if game is None:
     return
   for note in dataset_record.check(source, game=game, action_set=action_set,
-                                   observation_shape=observation_shape):
+                                   observation_shape=observation_shape, suite=suite):
     log(f"Note: {note}.")
 
 

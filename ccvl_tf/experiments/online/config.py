@@ -103,8 +103,11 @@ class OnlineConfig:
                             parse_bounds=False)
   batch_size: int = run_settings.borrow("batch_size")
   offline_fraction: float = setting(  # share of each batch drawn from the offline data
-      0.0, "Share of each batch drawn from the offline data (gridworld).", lower_bound=0.0,
-      upper_bound=1.0, below=1.0)
+      0.0, "Share F of each batch drawn from the offline data: round(F x --batch_size) "
+      "transitions of the dataset the offline run trained on (its summary.json 'dataset_dir' "
+      "and 'subset', checked against its checkpoints' record; gridworld: the paper's "
+      "dataset), the rest from the online replay.", lower_bound=0.0, upper_bound=1.0,
+      below=1.0)
   samples_per_insert: float = run_settings.borrow("samples_per_insert")
   min_replay_size: int = run_settings.borrow("min_replay_size")
   replay_capacity: int = setting(1_000_000, "Replay table size.", lower_bound=1)
@@ -200,6 +203,12 @@ class OnlineConfig:
     config_flags.check(self.exploration, prefix="--")
     if not 0.0 <= self.eval_epsilon <= 1.0:  # not a flag: only a record can set it
       raise ValueError(f"eval_epsilon must be in [0, 1], got {self.eval_epsilon!r}")
+    if self.offline_fraction > 0 and not 0 < self.offline_batch_size < self.batch_size:
+      raise ValueError(
+          f"--offline_fraction={self.offline_fraction:g} gives round({self.batch_size} x "
+          f"{self.offline_fraction:g}) = {self.offline_batch_size} offline transitions per batch "
+          f"of --batch_size={self.batch_size}: a mixed batch needs at least one offline and one "
+          f"online transition (0 for no offline data)")
     if self.replay_capacity < self.min_replay_size:
       raise ValueError(f"--replay_capacity ({self.replay_capacity}) must be >= "
                        f"--min_replay_size ({self.min_replay_size})")

@@ -25,6 +25,7 @@ from ccvl_tf.experiments.online import bounds as online_bounds
 from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf.experiments.online import deterministic as online_deterministic
 from ccvl_tf.experiments.online import distributed
+from ccvl_tf.experiments.online import offline_share as online_offline_share
 from ccvl_tf.experiments.online import scores_and_bounds as online_eval
 from ccvl_tf.experiments.online import penalty as online_penalty
 from ccvl_tf.experiments.online import server as online_server
@@ -58,8 +59,9 @@ def _write_status(cfg, **status):
 
 class _Runner:
   """One fine-tuning run of the learner, in Dopamine's runner phases: `_build_learner`,
-  `_initialize_checkpointer_and_maybe_resume`, `_connect_replay`, `_run_train_phase`,
-  `_finish_actors`, `_run_eval_phase` and `_export_and_summarize` (`run` calls them in order).
+  `_initialize_checkpointer_and_maybe_resume`, `_open_offline_share`, `_connect_replay`,
+  `_run_train_phase`, `_finish_actors`, `_run_eval_phase` and `_export_and_summarize` (`run`
+  calls them in order).
   """
 
   def __init__(self, cfg: online_config.OnlineConfig, log: Callable[[str], None], strategy):
@@ -70,6 +72,7 @@ class _Runner:
     self.first_step_time = self.first_step = None
     self.eval_seconds_at_first_step = self.sample_wait_at_first_step = 0.0
     self.trained = False  # the train phase is over: env steps stay those it ended with
+    self.offline_share = None  # the offline run's dataset (--offline_fraction > 0; Atari, MinAtar)
 
   def _resolve_config(self) -> None:
     """The offline run's summary.json checked against the flags, and the settings taken from
@@ -216,12 +219,27 @@ class _Runner:
                                      self.address, cfg.online_batch_size,
                                      rate_limiter_timeout_ms=int(cfg.sample_timeout_s * 1000))
     offline_it = None
-    if cfg.offline_batch_size:
-      if cfg.game.lower() != online_config.GRIDWORLD:
-        raise ValueError("--offline_fraction > 0 is implemented for --game=gridworld only")
+    if self.offline_share is not None:
+      # Batch i of the stream is the i-th learner step since the offline start: a resumed
+      # run continues it where its checkpoint left it.
+      offline_it = iter(self.offline_share.batches(
+          cfg.offline_batch_size, cfg.seed, self.start_step - self.offline_step_value))
+    elif cfg.offline_batch_size:  # the gridworld: its fixed dataset
       offline_it = online_start.offline_gridworld_batches(cfg.seed + self.start_step,
                                                              cfg.offline_batch_size)
     return online, offline_it
+
+  def _open_offline_share(self) -> None:
+    """--offline_fraction > 0 on Atari and MinAtar: the offline run's dataset loaded and checked
+    against its record (offline_share.open_share) before anything is written; None otherwise
+    (the gridworld's offline share is its fixed dataset)."""
+    cfg = self.cfg
+    self.offline_share = None
+    if cfg.offline_batch_size and cfg.game.lower() != online_config.GRIDWORLD:
+      num_deltas = getattr(getattr(self.agent, "config", None), "num_deltas", 1)
+      self.offline_share = online_offline_share.open_share(
+          cfg.offline_dir, self.offline_summary, cfg.game, cfg.offline_batch_size,
+          num_deltas=num_deltas, log=self.log)
 
   def _next_batch(self, online, it, offline_it, step: int):
     """(batch, iterator): the next online batch (with its offline share), or (None, a fresh
@@ -501,7 +519,9 @@ class _Runner:
     cfg = self.cfg
     self._build_learner()
     self._initialize_checkpointer_and_maybe_resume()
-    # Only now: an offline summary, setting or checkpoint refused above leaves no --root_dir.
+    self._open_offline_share()
+    # Only now: an offline summary, setting, checkpoint or dataset refused above leaves no
+    # --root_dir.
     os.makedirs(cfg.root_dir, exist_ok=True)
     if cfg.schedule == online_config.DETERMINISTIC:
       env_steps = int(self.env_steps.numpy())

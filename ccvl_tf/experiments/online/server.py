@@ -42,8 +42,10 @@ class ServerMismatch(ValueError):
 # A replay-table setting -> the learner flag(s) that set it (reverb_replay.table_settings).
 _FLAGS = {"samples_per_insert": "--samples_per_insert", "min_size_to_sample": "--min_replay_size",
           "max_size": "--replay_capacity",
-          "min_diff": "--batch_size, --samples_per_insert and --min_replay_size",
-          "max_diff": "--batch_size, --samples_per_insert and --min_replay_size"}
+          "min_diff": "--batch_size, --offline_fraction, --samples_per_insert and "
+                      "--min_replay_size",
+          "max_diff": "--batch_size, --offline_fraction, --samples_per_insert and "
+                      "--min_replay_size"}
 
 
 def _number(x: float) -> str:
@@ -74,8 +76,8 @@ def check_table(address: str, table_info, cfg, trajectory_spec) -> None:
       + "; ".join(parts) + ". Its rate limiter sets how many env steps the actors take per "
       "learner step, so the run's env-step budget and counts would be off. Start "
       "binaries/reverb_server.py with this learner's --game, --agent, --samples_per_insert, "
-      "--min_replay_size, --replay_capacity and --batch_size, or give finetune_online.py the "
-      "server's.")
+      "--min_replay_size, --replay_capacity, --batch_size and --offline_fraction, or give "
+      "finetune_online.py the server's.")
 
 
 def check_variables_table(address: str, table_info, cfg, variables) -> None:

@@ -72,6 +72,16 @@ def test_the_device_line_says_which_device_and_pins():
   assert "CUDA_VISIBLE_DEVICES=" in odd and "2 TensorFlow threads" in odd, odd
 
 
+def test_float16_is_refused_where_onednn_has_no_float16_kernels():
+  pinned = dict(tf_setup.CPU_KERNELS)
+  assert "ONEDNN_MAX_CPU_ISA=AVX512_CORE has no float16" in tf_setup.float16_cpu_problem(
+      [], pinned, onednn_on=True)
+  assert tf_setup.float16_cpu_problem(["/physical_device:GPU:0"], pinned, onednn_on=True) is None
+  assert tf_setup.float16_cpu_problem([], pinned, onednn_on=False) is None
+  assert tf_setup.float16_cpu_problem([], {"ONEDNN_MAX_CPU_ISA": "ALL"}, onednn_on=True) is None
+  assert tf_setup.float16_cpu_problem([], {}, onednn_on=True) is None   # no cap
+
+
 # ---- precision, XLA ------------------------------------------------------------------------
 def _specs():
   obs = tensor_spec.BoundedTensorSpec((4,), tf.float32, 0.0, 1.0)

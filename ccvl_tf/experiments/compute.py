@@ -61,7 +61,7 @@ class Compute:
       precision += " (dynamic loss scaling)"
     where = "one device"
     if strategy is not None:
-      where = (f"{type(strategy).__name__} over {strategy.num_replicas_in_sync} replicas ("
+      where = (f"{type(strategy).__name__} over {strategy.num_replicas_in_sync} replica(s) ("
                + ", ".join(strategy.extended.worker_devices) + ")")
     return (f"compute: {precision}, XLA {'on' if self.jit_compile else 'off'}, {where} "
             f"(--mixed_precision, --jit_compile, --distribute).")

@@ -152,3 +152,23 @@ def device_line(gpus: Sequence[str], threads: int, deterministic: bool = False,
             + " ".join(f"{k}={v}" for k, v in CPU_KERNELS.items()) + ") to pin them")
   return (f"device: CPU (no GPU visible{note}), {threads or 'the default number of'} "
           f"TensorFlow threads (--tf_threads){determinism}; CPU kernels: {kernels}.")
+
+
+def float16_cpu_problem(gpus: Sequence[str], environ: Optional[Mapping[str, str]] = None,
+                        onednn_on: Optional[bool] = None) -> Optional[str]:
+  """Why float16 compute cannot run here, or None: without a GPU, oneDNN (on) with its
+  instruction set capped below float16 kernels (ONEDNN_MAX_CPU_ISA=AVX512_CORE, the pin of
+  CPU_KERNELS, or lower) has no float16 matrix product and aborts the process on the first
+  one. `onednn_on`: default, whether this process's TensorFlow runs oneDNN."""
+  if gpus:
+    return None
+  environ = os.environ if environ is None else environ
+  if onednn_on is None:
+    onednn_on = cpu_kernels_in_force().startswith("oneDNN on")
+  cap = environ.get("ONEDNN_MAX_CPU_ISA", "ALL").upper()
+  if not onednn_on or cap == "ALL" or "FP16" in cap or "AMX" in cap:
+    return None
+  return (f"float16 on a CPU with oneDNN capped at ONEDNN_MAX_CPU_ISA={cap} has no float16 "
+          f"kernels (oneDNN aborts the process); float16 is for GPUs (on this project's CPU it "
+          f"measured 55-75x slower than float32, BUILD.md): use bfloat16, or set "
+          f"ONEDNN_MAX_CPU_ISA=ALL or TF_ENABLE_ONEDNN_OPTS=0 to run it anyway")

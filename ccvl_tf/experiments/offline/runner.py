@@ -149,6 +149,10 @@ def setup(plan: config.RunPlan, log: Callable[[str], None], collect: bool = True
   gpus = tf_setup.visible_gpus()
   threads = tf_setup.configure_tensorflow(cfg.tf_threads, cfg.deterministic, log, gpus=gpus)
   log(tf_setup.device_line(gpus, threads["tf_threads"], cfg.deterministic))
+  if cfg.mixed_precision == "float16":
+    problem = tf_setup.float16_cpu_problem(gpus)
+    if problem:
+      raise ValueError(f"--mixed_precision=float16: {problem}")
   strategy = cfg.compute.strategy()
   if not cfg.compute.is_default:
     log(cfg.compute.describe(strategy))

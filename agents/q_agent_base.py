@@ -227,7 +227,7 @@ class GuardedLearner(tf_agent.TFAgent):
   It implements `agents.learner.Learner` and `OnlineLearner`. The pieces of the guarded step
   are public for the step under a tf.distribute strategy (experiments/online/distributed.py) and
   the benchmark: `prepare_batch`, `step_seed`, `loss_and_grads`, `apply_update`,
-  `update_hook`, `check_finite` and `compiled_train_step`.
+  `step_loss_and_grads`, `update_hook`, `check_finite` and `compiled_train_step`.
 
   Built under a keras mixed-precision policy (experiments/compute.py `precision_policy`), the
   networks compute in float16 / bfloat16 with float32 variables; under 'mixed_float16' the
@@ -278,6 +278,12 @@ class GuardedLearner(tf_agent.TFAgent):
   @property
   def jit_compile(self) -> bool:
     return self._jit_compile
+
+  @property
+  def step_loss_and_grads(self) -> Callable:
+    """`loss_and_grads` as the guarded step runs it: a tf.function, XLA-compiled when
+    `jit_compile` (the step under a tf.distribute strategy calls it per replica)."""
+    return self._grads_fn
 
   def scaled_loss(self, loss: tf.Tensor) -> tf.Tensor:
     """What `loss_and_grads` differentiates: the loss, times the dynamic loss scale under a

@@ -19,7 +19,8 @@ def make_train_step(strategy: tf.distribute.Strategy, agent) -> Callable[[Dict],
   """Returns step(batch) -> metrics for a GuardedLearner (CCVL, CQL, REM, AEVL, BC) whose
   variables were created under `strategy.scope()`: each replica takes its equal slice of the
   batch (the batch size must be divisible by strategy.num_replicas_in_sync) and computes the
-  loss and gradients (`agent.loss_and_grads`); in cross-replica context the gradients are
+  loss and gradients (`agent.step_loss_and_grads`: `loss_and_grads`, XLA-compiled with
+  jit_compile); in cross-replica context the gradients are
   averaged, the scalar metrics averaged, the per-example entries (CCVL's phi(s) [B, D] and raw
   n(s)^-1 [B]) concatenated in batch order, then the agent's guarded update runs
   (`agent.apply_update`: the NaN guard, Adam, `agent.update_hook`'s callback, step, target copy).
@@ -45,7 +46,7 @@ def make_train_step(strategy: tf.distribute.Strategy, agent) -> Callable[[Dict],
     size = tf.shape(batch["observation"])[0] // n
     start = ctx.replica_id_in_sync_group * size
     part = {k: v[start:start + size] for k, v in batch.items()}  # this replica's slice
-    metrics, grads = agent.loss_and_grads(part, seed)
+    metrics, grads = agent.step_loss_and_grads(part, seed)   # XLA with --jit_compile
     scalars = {k: v for k, v in metrics.items() if v.shape.rank == 0}
     rows = {k: v for k, v in metrics.items() if v.shape.rank != 0}   # [size, ...] each
     return scalars, grads, rows

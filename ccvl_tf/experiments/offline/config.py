@@ -318,7 +318,7 @@ def config_from_args(args: Sequence[str]) -> OfflineConfig:
 
 
 # Record fields a run of other flags may differ in and still be the same run's results (XLA
-# and the replicas change only the rounding).
+# and the replicas change the rounding and, for CCVL, which deltas are drawn; not the method).
 _NOT_COMPARED = ("root_dir", "allow_config_change", "tf_threads", "deterministic",
                  "log_interval", "summary_interval", "checkpoint_interval", "jit_compile",
                  "distribute")

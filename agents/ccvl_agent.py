@@ -338,7 +338,8 @@ class CCVLAgent(q_agent_base.GuardedLearner):
       metrics = self._reading.objective(self._online, self._target, batch, delta, delta_1,
                                         delta_2, inverse_counts, self._config, training=True)
       metrics = self._with_diagnostics(metrics, raw)
-    grads = tape.gradient(metrics["loss"], self._online.trainable_variables)
+      loss = self.scaled_loss(metrics["loss"])
+    grads = tape.gradient(loss, self._online.trainable_variables)
     return metrics, grads
 
   def _objective(self, batch, seed, training: bool) -> Dict[str, tf.Tensor]:

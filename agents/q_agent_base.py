@@ -116,10 +116,18 @@ def guarded_update(metrics: Dict[str, tf.Tensor], grads, variables, optimizer,
   target variables are copied from the online ones when the new step is a multiple of
   `target_update_period`. Otherwise nothing changes.
 
+  With a keras.optimizers.LossScaleOptimizer (float16 mixed precision) `grads` are the
+  gradients of the scaled loss: only the loss is guarded here; the optimizer unscales them and
+  skips Adam on a step whose gradients overflow (halving its loss scale), a step that still
+  counts.
+
   Returns `metrics` with 'finite' (bool) and 'step' (the 0-based step the metrics belong to,
   i.e. the counter before this call) added.
   """
-  finite = all_finite(metrics["loss"], grads)
+  if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+    finite = tf.math.is_finite(metrics["loss"])
+  else:
+    finite = all_finite(metrics["loss"], grads)
 
   def apply():
     fused_adam.apply(optimizer, grads, variables)  # = apply_gradients, one kernel per variable
@@ -218,8 +226,13 @@ class GuardedLearner(tf_agent.TFAgent):
 
   It implements `agents.learner.Learner` and `OnlineLearner`. The pieces of the guarded step
   are public for the step under a tf.distribute strategy (experiments/online/distributed.py) and
-  the benchmark: `prepare_batch`, `step_seed`, `loss_and_grads`, `apply_update`, `check_finite`
-  and `compiled_train_step`.
+  the benchmark: `prepare_batch`, `step_seed`, `loss_and_grads`, `apply_update`,
+  `step_loss_and_grads`, `update_hook`, `check_finite` and `compiled_train_step`.
+
+  Built under a keras mixed-precision policy (experiments/compute.py `precision_policy`), the
+  networks compute in float16 / bfloat16 with float32 variables; under 'mixed_float16' the
+  optimizer is Adam inside a keras.optimizers.LossScaleOptimizer (dynamic loss scale:
+  `loss_and_grads` differentiates the scaled loss, the optimizer unscales).
   """
 
   AGENT_NAME = "Q"
@@ -241,6 +254,8 @@ class GuardedLearner(tf_agent.TFAgent):
     cfg = self._config
     self._optimizer = keras.optimizers.Adam(learning_rate=cfg.learning_rate,
                                             epsilon=cfg.adam_epsilon)
+    if keras.mixed_precision.global_policy().name == "mixed_float16":
+      self._optimizer = keras.optimizers.LossScaleOptimizer(self._optimizer)
     self._optimizer.build(self._online.trainable_variables)
     # tf.Module / tf.train.Checkpoint see tf.Variables in attributes; Keras 3 ones are wrapped.
     self._online_vars = tf_variables(self._online.variables)
@@ -248,11 +263,34 @@ class GuardedLearner(tf_agent.TFAgent):
     self._optimizer_vars = tf_variables(self._optimizer.variables)
     if train_step_counter is None:
       train_step_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name="train_step")
-    self._grads_fn = tf.function(self.loss_and_grads, jit_compile=jit_compile,
-                                 reduce_retracing=True)
+    self.set_jit_compile(jit_compile)
     tf_agent.TFAgent.__init__(self, time_step_spec, action_spec, policy, collect_policy,
                               train_sequence_length=2, train_step_counter=train_step_counter)
     self._train_on_batch_fn = tf.function(self._train_batch, reduce_retracing=True)
+
+  def set_jit_compile(self, jit_compile: bool) -> None:
+    """XLA-compiles the loss-and-gradient computation of the guarded step (`loss_and_grads`)
+    or not; takes effect from the next trace, so call it before the first step."""
+    self._jit_compile = bool(jit_compile)
+    self._grads_fn = tf.function(self.loss_and_grads, jit_compile=self._jit_compile,
+                                 reduce_retracing=True)
+
+  @property
+  def jit_compile(self) -> bool:
+    return self._jit_compile
+
+  @property
+  def step_loss_and_grads(self) -> Callable:
+    """`loss_and_grads` as the guarded step runs it: a tf.function, XLA-compiled when
+    `jit_compile` (the step under a tf.distribute strategy calls it per replica)."""
+    return self._grads_fn
+
+  def scaled_loss(self, loss: tf.Tensor) -> tf.Tensor:
+    """What `loss_and_grads` differentiates: the loss, times the dynamic loss scale under a
+    LossScaleOptimizer (float16 mixed precision). Call it inside the tape."""
+    if isinstance(self._optimizer, keras.optimizers.LossScaleOptimizer):
+      return self._optimizer.scale_loss(loss)
+    return loss
 
   # ---- to implement ----------------------------------------------------------------------------
   def _objective(self, batch, seed, training: bool) -> Dict[str, tf.Tensor]:
@@ -347,12 +385,18 @@ class GuardedLearner(tf_agent.TFAgent):
 
   def loss_and_grads(self, batch, seed):
     """The tape around `_objective` on a prepared batch: (its metrics, gradients w.r.t. the
-    online network's trainable variables); no variable changes. (CCVLAgent's calls its
-    reading's objective here instead.)"""
+    online network's trainable variables, of the scaled loss under float16: `scaled_loss`);
+    no variable changes. (CCVLAgent's calls its reading's objective here instead.)"""
     with tf.GradientTape() as tape:
       metrics = self._objective(batch, seed, training=True)
-    grads = tape.gradient(metrics["loss"], self._online.trainable_variables)
+      loss = self.scaled_loss(metrics["loss"])
+    grads = tape.gradient(loss, self._online.trainable_variables)
     return metrics, grads
+
+  def update_hook(self, metrics: Dict[str, tf.Tensor]) -> Optional[Callable[[], None]]:
+    """The callback the guarded update runs right after Adam (CCVL: the n(s)^-1 statistics
+    from phi(s)); pops the metrics' non-scalar entries it takes (`_update_hook`)."""
+    return self._update_hook(metrics)
 
   def apply_update(self, metrics: Dict[str, tf.Tensor], grads,
                    after_adam: Optional[Callable[[], None]] = None) -> Dict[str, tf.Tensor]:

@@ -116,6 +116,8 @@ def test_online_builds_its_learners_through_the_registry():
   assert ccvl.exploration_policy._epsilon == 0.2  # pylint: disable=protected-access
   assert set(cql.policy_variables()) == {"q"}
   assert set(ccvl.policy_variables()) == {"lower", "upper"}
-  # Under a strategy other than the default only the CCVL learners have a distributed step.
-  with pytest.raises(ValueError, match="CCVL learners only .* not CQLAgent"):
-    distributed.make_learner_step(tf.distribute.OneDeviceStrategy("/cpu:0"), cql)
+  # Under a strategy other than the default every guarded learner has a distributed step
+  # (CQL too); a learner without the guarded step's pieces is refused.
+  assert callable(distributed.make_learner_step(tf.distribute.OneDeviceStrategy("/cpu:0"), cql))
+  with pytest.raises(ValueError, match="GuardedLearner only .* not object"):
+    distributed.make_train_step(tf.distribute.OneDeviceStrategy("/cpu:0"), object())

@@ -36,8 +36,8 @@ def _run(root, *more, preexec_fn=None, **env_vars):
 def _train(root, preexec_fn=None):
   r = _run(root, preexec_fn=preexec_fn)
   assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
-  assert ("TensorFlow threads: 2 (--tf_threads); CPU kernels: oneDNN on, "
-          "ONEDNN_MAX_CPU_ISA=AVX512_CORE.") in r.stdout
+  assert ("device: CPU (no GPU visible), 2 TensorFlow threads (--tf_threads); CPU kernels: "
+          "oneDNN on, ONEDNN_MAX_CPU_ISA=AVX512_CORE.") in r.stdout
   return _digest(root)
 
 

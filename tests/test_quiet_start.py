@@ -64,6 +64,7 @@ def test_a_run_starts_with_the_runs_own_lines(make_env, tmp_path):
        "--batch_size=4", "--reference_agents=none", "--eval_interval=0", "--eval_episodes=1",
        "--eval_max_steps=5", "--num_grid_deltas=2"], make_env, tmp_path, count=3)
   assert code == 0, lines
-  assert lines[0].startswith("TensorFlow threads: 2 (--tf_threads)"), lines
+  assert lines[0].startswith("device: CPU (no GPU visible), 2 TensorFlow threads "
+                             "(--tf_threads)"), lines
   assert lines[1].startswith("Preset demo ("), lines
   assert lines[2].startswith("Loading "), lines

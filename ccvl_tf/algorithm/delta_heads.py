@@ -43,6 +43,8 @@ class MonotoneDeltaHead(keras.layers.Layer):
   def call(self, inputs):
     params, delta = inputs
     j, a = self.pieces, self.num_actions
+    # In float32 also under a mixed-precision policy (the knots and ramps are float32).
+    params = ops.cast(params, "float32")
     params = ops.reshape(params, (-1, j + 1, a))                 # [B, (J+1)*A] -> [B, J+1, A]
     base = params[:, 0, :]                                        # b(s, a) [B, A]
     inc = ops.softplus(params[:, 1:, :]) / j                      # u_j(s, a) >= 0 [B, J, A]

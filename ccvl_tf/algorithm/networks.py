@@ -262,6 +262,15 @@ def validate_observation_spec(observation_shape: Sequence[int], observation_dtyp
   return shape, dtype
 
 
+def _float32(x):
+  """`x` as float32 under a mixed-precision policy (float16 / bfloat16 compute, e.g.
+  experiments/compute.py `precision_policy`): the models' outputs, which the losses, counts and
+  policies take in float32; `x` itself under the default float32 policy."""
+  if keras.mixed_precision.global_policy().compute_dtype == "float32":
+    return x
+  return keras.tree.map_structure(lambda t: ops.cast(t, "float32"), x)
+
+
 def _torso(observation, config: QNetworkConfig, name: str, init):
   """The state torso psi(s) on a Keras input: (torso output, the Nature dense layer or None).
 
@@ -424,14 +433,15 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
     _, pen_ref = head(torso_out, ref)  # [B, 1, H]
     phi = ops.squeeze(pen_ref, 1)  # [B, 1, H] -> [B, H]
 
-  main = outputs(q, torso_out, phi)
+  main, phi = _float32(outputs(q, torso_out, phi)), _float32(phi)
   q_and_phi_model = keras.Model({"observation": observation, "delta": delta},
                                 main, name=f"{name}_q_and_phi")
   q_model = keras.Model({"observation": observation, "delta": delta}, main["q"], name=name)
   phi_model = keras.Model({"observation": observation}, phi, name=f"{name}_phi")
 
   # ---- the same layers split at the torso (one torso pass over [s; s'] in the learners) ----
-  torso_model = keras.Model({"observation": observation}, torso_out, name=f"{name}_torso")
+  torso_model = keras.Model({"observation": observation}, _float32(torso_out),
+                            name=f"{name}_torso")
   features = keras.Input(shape=(width,), dtype="float32", name="features")  # psi [B, W]
   head_q, _ = head(features, delta)
   if config.delta_entry == "features":
@@ -440,10 +450,10 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
     ref_f = ReferenceDelta(config.phi_delta, name=f"{name}_phi_delta_f")(features)  # [B, 1]
     _, pen_f = head(features, ref_f)                                  # [B, 1, H]
     head_phi = ops.squeeze(pen_f, 1)                                  # [B, H]
-    features_phi_model = keras.Model({"features": features}, head_phi,
+    features_phi_model = keras.Model({"features": features}, _float32(head_phi),
                                      name=f"{name}_features_phi")
   head_model = keras.Model({"features": features, "delta": delta},
-                           outputs(head_q, features, head_phi), name=f"{name}_head")
+                           _float32(outputs(head_q, features, head_phi)), name=f"{name}_head")
   return CCVLNetwork(q_model=q_model, phi_model=phi_model, q_and_phi_model=q_and_phi_model,
                      config=config, observation_shape=shape, observation_dtype=dtype,
                      num_actions=num_actions, phi_dim=int(phi.shape[-1]),
@@ -539,6 +549,7 @@ def build_q_ensemble(observation_shape: Sequence[int], observation_dtype, num_ac
   q = qs[0] if e_count == 1 else keras.layers.Concatenate(axis=1, name=f"{name}_members")(qs)
   phi = phis[0] if e_count == 1 else ops.concatenate(phis, axis=1)     # [B, E, D]
   inputs = {"observation": observation}
+  q, phi = _float32(q), _float32(phi)
   return QEnsembleNetwork(
       q_model=keras.Model(inputs, q, name=name),
       phi_model=keras.Model(inputs, phi, name=f"{name}_phi"),

@@ -79,13 +79,12 @@ def train_references(cfg: offline_config.OfflineConfig, run_setup: offline.Setup
       continue  # --agent's learner (same train key): trained already
     learner = plan.learners[name]
     root = os.path.join(plan.loop.root_dir, "reference", name)
-    agent = learner.build(run_setup.time_step_spec, run_setup.action_spec,
-                          run_setup.seeds.weights())
+    agent = run_setup.build(learner)  # as --agent's: precision, XLA, replicas
     log(f"Reference agent {name}: training {plan.loop.num_steps} steps in {root}.")
     loop = dataclasses.replace(plan.loop, root_dir=root, eval_interval=0)
     with phase_times.phase(timer, f"training {name}"):
       result = training.train(
-          agent, make_dataset, loop, log=lambda line, n=name: log(f"[{n}] {line}"),
+          run_setup.trainer(agent), make_dataset, loop, log=lambda line, n=name: log(f"[{n}] {line}"),
           fingerprint=learner.fingerprint, allow_config_change=run_setup.allow_config_change,
           **offline_config.FINGERPRINT_CHECK)
     exports, _ = learner.spec.policies(agent, run_setup.time_step_spec, run_setup.action_spec,

@@ -27,7 +27,7 @@ from ccvl_tf.data import replay_files
 from ccvl_tf.data import replay_pool
 from ccvl_tf.data import replay_source
 from ccvl_tf.envs import atari
-from ccvl_tf.experiments import agent_options, agent_registry
+from ccvl_tf.experiments import agent_options, agent_registry, compute
 from ccvl_tf.experiments.offline import dataset, default_dataset, presets
 from ccvl_tf.experiments.offline.seeds import Seeds
 from agents import ccvl_agent, q_agent_base
@@ -188,6 +188,26 @@ class OfflineConfig:
   # Off by default: on CPU op determinism changed no bit at a fixed thread count (BUILD.md,
   # tools/determinism_cost.py); it matters on GPU.
   deterministic: bool = run_settings.borrow("deterministic")
+  # How the learners compute (experiments/compute.py); the defaults train bit for bit as
+  # before these settings existed.
+  mixed_precision: str = setting(
+      "off", "Mixed precision of the learners' networks (keras mixed precision: float16 or "
+      "bfloat16 compute, float32 variables; float16 with dynamic loss scaling, "
+      "keras.optimizers.LossScaleOptimizer). Faster on GPUs with tensor cores; slower on CPU "
+      "(BUILD.md, GPU notes).", enum_values=list(compute.PRECISION_POLICIES))
+  jit_compile: bool = setting(
+      False, "XLA-compile the learners' loss-and-gradient step (tf.function jit_compile).")
+  distribute: str = setting(
+      "none", "none = one device; mirrored = tf.distribute.MirroredStrategy over every "
+      "visible GPU (else every logical CPU device): each batch split evenly across the "
+      "replicas, gradients averaged (--batch_size must be divisible by their number).",
+      enum_values=list(compute.STRATEGIES))
+
+  @property
+  def compute(self) -> compute.Compute:
+    """--mixed_precision, --jit_compile, --distribute (experiments/compute.py)."""
+    return compute.Compute(mixed_precision=self.mixed_precision, jit_compile=self.jit_compile,
+                           distribute=self.distribute)
 
   def __post_init__(self):
     # The run settings not given: the preset's for the subset (an unknown preset or subset
@@ -325,9 +345,11 @@ def config_from_args(args: Sequence[str]) -> OfflineConfig:
                                  agent_values=agent_options.from_flags(AGENT_FLAGS, fv))
 
 
-# Record fields a run of other flags may differ in and still be the same run's results.
+# Record fields a run of other flags may differ in and still be the same run's results (XLA
+# and the replicas change the rounding and, for CCVL, which deltas are drawn; not the method).
 _NOT_COMPARED = ("root_dir", "allow_config_change", "tf_threads", "deterministic",
-                 "log_interval", "summary_interval", "checkpoint_interval")
+                 "log_interval", "summary_interval", "checkpoint_interval", "jit_compile",
+                 "distribute")
 
 
 def changed_settings(saved: Mapping[str, object], cfg: OfflineConfig) -> List[str]:
@@ -560,6 +582,10 @@ def fingerprint(saved: Dict[str, object], plan: AgentPlan, identity: Dict[str, o
   if saved.get("pool_checkpoints"):  # the batches come from other draws of checkpoints
     out["pool"] = {"checkpoints": saved["pool_checkpoints"],
                    "swap_steps": saved["pool_swap_steps"]}
+  # Mixed precision changes what is learned (and the optimizer's checkpoint under float16);
+  # recorded only when on, so that the fingerprints of float32 runs are unchanged.
+  if saved.get("mixed_precision", "off") != "off":
+    out["mixed_precision"] = saved["mixed_precision"]
   # The learner's settings in force (the agent config's defaults under the preset and the
   # flags): a changed default is a change of configuration.
   config = plan.settings.agent_config

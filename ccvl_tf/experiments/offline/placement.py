@@ -23,7 +23,10 @@ REPORTED_SETTINGS: Dict[str, object] = {
     "dataset_dir": None, "default_dataset_steps": 50_000, "default_dataset_policy": "auto",
     "behaviour_epsilon": 0.25, "batch_size": 32, "num_steps": 17_500, "eval_episodes": 10,
     "eval_max_steps": 2_000, "eval_env": "vector", "num_grid_deltas": 8,
-    "reference_agents": ["bc", "cql"], "tf_threads": 2, "ccvl_options": {}}
+    "reference_agents": ["bc", "cql"], "tf_threads": 2, "ccvl_options": {},
+    "mixed_precision": "off"}
+# Settings a record made before they existed does not hold: it had this value.
+_RECORD_DEFAULTS: Dict[str, object] = {"mixed_precision": "off"}
 # Settings that only one row of the table depends on: a run with another value is placed on
 # the other rows. The reported CCVL rows were trained with the cosine-monotone delta head (the
 # learner's settings in force, summary.json's learner_settings) and the adaptive row carried
@@ -61,7 +64,7 @@ def differences(record: Mapping[str, object]) -> List[str]:
   ('name: value (reported: value)'); empty when it can be placed."""
   out = []
   for name, want in REPORTED_SETTINGS.items():
-    got = record.get(name)
+    got = record.get(name, _RECORD_DEFAULTS.get(name))
     if isinstance(want, list):
       got = list(got or [])
     if got != want:

@@ -110,6 +110,22 @@ class Setup:
   time_step_spec: object
   action_spec: object
   allow_config_change: bool   # --allow_config_change: resume checkpoints of another config
+  # --distribute's strategy (None: one device); the learners are built under its scope.
+  strategy: Optional[tf.distribute.Strategy] = None
+
+  def build(self, learner: config.AgentPlan):
+    """The learner of `learner` (--agent's or a reference agent's), its initial weights from
+    the run's seed, built under --mixed_precision's policy and --distribute's strategy, with
+    --jit_compile set (experiments/compute.py)."""
+    compute = self.plan.config.compute
+    with compute.building(self.strategy):
+      agent = learner.build(self.time_step_spec, self.action_spec, self.seeds.weights())
+    return compute.prepare(agent)
+
+  def trainer(self, agent):
+    """What the training loop steps for `agent`: itself, or under --distribute its step over
+    the strategy's replicas (experiments/distributed.py)."""
+    return self.plan.config.compute.trainer(agent, self.strategy)
 
   @property
   def root_dir(self) -> str:
@@ -130,10 +146,19 @@ def setup(plan: config.RunPlan, log: Callable[[str], None], collect: bool = True
   config, the stages' settings): TensorFlow's threads, the dataset (collected first when there
   is none and `collect`) and the learner of --agent; shared by run() and diagnose()."""
   cfg = plan.config
-  threads = tf_setup.configure_tensorflow(cfg.tf_threads, cfg.deterministic, log)
-  log(f"TensorFlow threads: {threads['tf_threads'] or 'the number of cores'} (--tf_threads)"
-      + (", op determinism on" if cfg.deterministic else "")
-      + f"; CPU kernels: {tf_setup.cpu_kernels_in_force()}.")
+  gpus = tf_setup.visible_gpus()
+  threads = tf_setup.configure_tensorflow(cfg.tf_threads, cfg.deterministic, log, gpus=gpus)
+  log(tf_setup.device_line(gpus, threads["tf_threads"], cfg.deterministic))
+  if cfg.mixed_precision == "float16":
+    problem = tf_setup.float16_cpu_problem(gpus)
+    if problem:
+      raise ValueError(f"--mixed_precision=float16: {problem}")
+  strategy = cfg.compute.strategy()
+  if not cfg.compute.is_default:
+    log(cfg.compute.describe(strategy))
+  if strategy is not None and cfg.batch_size % strategy.num_replicas_in_sync:
+    raise ValueError(f"--batch_size={cfg.batch_size} is not divisible by the "
+                     f"{strategy.num_replicas_in_sync} replicas of --distribute={cfg.distribute}")
   os.makedirs(cfg.root_dir, exist_ok=True)
   log(plan.preset_line)
   env_factory = lambda seed: atari.AtariEnvironment(cfg.game, seed=seed)
@@ -146,12 +171,13 @@ def setup(plan: config.RunPlan, log: Callable[[str], None], collect: bool = True
                            state_batches=data.batches.state_batches)
   time_step_spec = ts.time_step_spec(tensor_spec.from_spec(probe.observation_spec()))
   action_spec = tensor_spec.from_spec(probe.action_spec())
-  return Setup(plan=plan, game=probe.game, action_set=tuple(probe.action_set),
-               replay_dir=data.replay_dir, store=data.store,
-               batches=data.batches, evaluation=AtariEvaluation.of(cfg), seeds=seeds,
-               agent=plan.learner.build(time_step_spec, action_spec, seeds.weights()),
-               time_step_spec=time_step_spec, action_spec=action_spec,
-               allow_config_change=cfg.allow_config_change)
+  run_setup = Setup(plan=plan, game=probe.game, action_set=tuple(probe.action_set),
+                    replay_dir=data.replay_dir, store=data.store,
+                    batches=data.batches, evaluation=AtariEvaluation.of(cfg), seeds=seeds,
+                    agent=None, time_step_spec=time_step_spec, action_spec=action_spec,
+                    allow_config_change=cfg.allow_config_change, strategy=strategy)
+  run_setup.agent = run_setup.build(plan.learner)
+  return run_setup
 
 
 @dataclasses.dataclass(frozen=True)
@@ -217,7 +243,8 @@ def train(run_setup: Setup, log, timer: Optional[PhaseTimes] = None) -> Dict[str
     return out
 
   with phase_times.phase(timer, f"training {learner.name}"):
-    return training.train(run_setup.agent, run_setup.batches.training, run_setup.plan.loop,
+    return training.train(run_setup.trainer(run_setup.agent), run_setup.batches.training,
+                          run_setup.plan.loop,
                           evaluate=evaluate, log=log, fingerprint=learner.fingerprint,
                           allow_config_change=run_setup.allow_config_change,
                           **config.FINGERPRINT_CHECK)

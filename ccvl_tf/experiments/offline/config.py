@@ -85,9 +85,8 @@ class OfflineConfig:
                           "Run directory: checkpoints, summaries, eval.csv, policies.",
                           output="dir")
   dataset_dir: Optional[str] = setting(
-      None, "Dopamine replay_logs directory of one run (DQN Replay Dataset "
-      "layout: <game>/<run>/replay_logs). Default: collect a small one. With "
-      "--pool_checkpoints, several runs' directories separated by commas are pooled.")
+      None, "A run's replay_logs dir (<game>/<run>/replay_logs; comma-separated runs with "
+      "--pool_checkpoints). Default: collect a small one.")
   subset: str = setting("all", "Which part of the dataset to train on.",
                         enum_values=["1%", "5%", "initial10%", "all"])
   pool_checkpoints: int = setting(

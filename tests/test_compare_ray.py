@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 
+import portpicker
 import pytest
 
 import ccvl_tf  # noqa: F401
@@ -43,9 +44,13 @@ class _Head:
     self.tmp = tempfile.mkdtemp(prefix="ray", dir="/tmp")
     self.log = open(os.path.join(self.tmp, "head.log"), "w+")
     ray_cli = os.path.join(os.path.dirname(sys.executable), "ray")
+    # Free ports for every port Ray would otherwise take a fixed default for (10001, 52365),
+    # so that another Ray on the machine does not collide with this one.
     self.proc = subprocess.Popen(
         [ray_cli, "start", "--head", "--block", "--port=0", f"--num-cpus={num_cpus}",
          "--num-gpus=0", "--object-store-memory=100000000", "--include-dashboard=false",
+         f"--ray-client-server-port={portpicker.pick_unused_port()}",
+         f"--dashboard-agent-listen-port={portpicker.pick_unused_port()}",
          f"--temp-dir={self.tmp}/t"], env=env, stdout=self.log, stderr=subprocess.STDOUT)
     self.address = None
     deadline = time.time() + 120

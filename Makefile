@@ -65,7 +65,7 @@ minatar-table: $(STAMP)
 lock:
 	rm -rf /tmp/ccvl-lock && $(PYTHON) -m venv /tmp/ccvl-lock
 	/tmp/ccvl-lock/bin/pip install -q -r requirements.in
-	{ head -n 5 requirements.txt; /tmp/ccvl-lock/bin/pip freeze; } > requirements.txt.new && mv requirements.txt.new requirements.txt
+	{ grep '^#' requirements.txt; /tmp/ccvl-lock/bin/pip freeze; } > requirements.txt.new && mv requirements.txt.new requirements.txt
 
 clean-venv:
 	rm -rf $(VENV)

@@ -4,6 +4,8 @@
   python binaries/compare.py --suite=minatar --data_dir=DATASETS --seeds=3 --workers=2 \
       --output_dir=OUT
   python binaries/compare.py --suite=atari --data_dir=DQN_REPLAY --seeds=5 --output_dir=OUT  # GPU
+  python binaries/compare.py --suite=atari --data_dir=DQN_REPLAY --seeds=5 --output_dir=SHARED \
+      --engine=ray --ray_address=auto --ray_num_gpus=1  # one Ray task per unit on a cluster
 
 Writes OUT/scores.csv, OUT/table.md (normalized IQM, 95%% stratified bootstrap CIs, per-game
 tables), OUT/per_game_<dataset>.md, OUT/iqm.png; per-run logs in OUT/logs, training runs in

@@ -19,7 +19,7 @@ import sys
 
 BINARY_RUNS = {
     "test_alpha_sweep.py", "test_benchmark.py", "test_binary_inputs.py",
-    "test_collect_dataset.py", "test_compare.py", "test_config_flags.py",
+    "test_collect_dataset.py", "test_compare.py", "test_compare_ray.py", "test_config_flags.py",
     "test_default_dataset.py", "test_demo_seeds.py", "test_diagnose_binary.py",
     "test_evaluate_binary.py", "test_finetune_minatar.py", "test_forked_binary.py",
     "test_gridworld_binary.py",

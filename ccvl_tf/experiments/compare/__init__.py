@@ -4,7 +4,8 @@ Entry point: `runner.run(CompareConfig(...))` (binaries/compare.py). Its steps, 
   1. the settings: config.py (methods, suites, dataset kinds, `CompareConfig`);
   2. per (dataset kind, game, seed): the suite's environment, network and data (suites.py);
   3. every unit's train phase, then its evaluation phase and result file (units.py), training
-     groups side by side in worker processes (pool.py);
+     groups side by side in worker processes (pool.py), or one Ray task per unit on a Ray
+     cluster (ray_engine.py, --engine=ray);
   4. the outputs from all result files: scores.csv, table.md, per-game tables, iqm.png,
      confidence.md (report.py).
 

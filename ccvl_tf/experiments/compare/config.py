@@ -35,6 +35,7 @@ SUBSET_OF_KIND = {"1%": "1%", "5%": "5%", "Initial 10%": "initial10%"}
 SCORE_COLUMNS = ("method", "dataset", "game", "seed", "score", "normalized_score",
                  "train_steps", "train_seconds", "eval_seconds", "tf_threads", "deterministic")
 EVAL_EPSILON = 0.001  # the paper's evaluation epsilon
+ENGINES = ("local", "ray")  # where the units run: this machine's processes, a Ray cluster
 
 
 def parse_methods(text: str) -> List[str]:
@@ -119,6 +120,11 @@ class CompareConfig:
     deterministic: tf.config.experimental.enable_op_determinism() in every unit's process
       (recorded as `deterministic`); off by default: on CPU it changed no bit at a fixed
       thread count (BUILD.md, tools/determinism_cost.py).
+    engine: 'local' (this process, or `workers` spawned processes) or 'ray' (one Ray task per
+      unit, ray_engine.py; Ray schedules them on the cluster's nodes, `threads_per_worker`
+      CPUs and `ray_num_gpus` GPUs each). The rows are the same whichever runs them.
+    ray_address: the Ray cluster (ray.init's `address`; None: Ray's default).
+    ray_num_gpus: GPUs per unit's Ray task (a fraction < 1 shares one GPU).
   """
   suite: str = setting("gridworld", f"One of: {', '.join(SUITES)}.")
   output_dir: str = setting("results/compare", "Output directory (resumable).",
@@ -165,6 +171,16 @@ class CompareConfig:
   # Recorded in scores.csv (tf_threads, deterministic).
   threads_per_worker: int = run_settings.borrow("threads_per_worker")
   deterministic: bool = run_settings.borrow("deterministic")
+  engine: str = setting("local", "Where the units run: 'local' (this machine: in this process, "
+                        "or --workers processes) or 'ray' (one Ray task per unit on a Ray "
+                        "cluster, --ray_address; docs/compare.md).", enum_values=ENGINES)
+  ray_address: Optional[str] = setting(
+      None, "--engine=ray: the cluster to run on, as ray.init(address=...) takes it: 'auto' (the "
+      "cluster `ray start` runs on this machine) or HOST:PORT of its head node (unset: Ray's "
+      "default, RAY_ADDRESS if set, else a Ray instance started here for this run).")
+  ray_num_gpus: float = setting(0.0, "--engine=ray: GPUs each unit's task asks Ray for (a "
+                                "fraction below 1 shares a GPU between tasks; above 1, a "
+                                "whole number).")
 
   def validate(self) -> None:
     if self.suite not in SUITES:
@@ -207,8 +223,28 @@ class CompareConfig:
       raise ValueError(f"--belief_temperature is a setting of the belief policies of "
                        f"{', '.join(m for m, a in METHODS.items() if a in believers)}; "
                        f"--methods={','.join(self.methods)} has none of them: leave it out")
+    self._validate_engine()
     if self.suite in ("minatar", "atari") and not self.data_dir:
       raise ValueError(f"--suite={self.suite} needs --data_dir (the dataset root; "
                        + ("make it with python binaries/make_minatar_datasets.py "
                           "--output_dir=DIR" if self.suite == "minatar" else
                           "DQN Replay layout <data_dir>/<Game>/<run>/replay_logs") + ")")
+
+  def _validate_engine(self) -> None:
+    """--engine and its settings: each given only where it does something."""
+    if self.engine not in ENGINES:
+      raise ValueError(f"--engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+    g = self.ray_num_gpus
+    if isinstance(g, bool) or not isinstance(g, (int, float)) or not math.isfinite(g) or g < 0 \
+        or (g > 1 and g != int(g)):
+      raise ValueError(f"--ray_num_gpus must be a fraction in [0, 1] or a whole number of GPUs "
+                       f"(Ray's rule), got {g!r}")
+    if self.engine == "local":
+      for name, unset in (("ray_address", None), ("ray_num_gpus", 0)):
+        if getattr(self, name) != unset:
+          raise ValueError(f"--{name} is a setting of --engine=ray; add --engine=ray or "
+                           "leave it out")
+    elif self.workers != 1:
+      raise ValueError(f"--workers={self.workers} sizes the local process pool; with "
+                       "--engine=ray, Ray runs one task per unit on the cluster's free CPUs "
+                       "(--threads_per_worker each): leave --workers out")

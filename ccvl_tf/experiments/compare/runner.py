@@ -12,6 +12,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 from ccvl_tf.experiments.compare import config as compare_config
 from ccvl_tf.experiments.compare import pool as compare_pool
+from ccvl_tf.experiments.compare import ray_engine as compare_ray
 from ccvl_tf.experiments.compare import report as compare_report
 from ccvl_tf.experiments.compare import suites as compare_suites
 from ccvl_tf.experiments.compare import units as compare_units
@@ -45,7 +46,8 @@ def run(cfg: compare_config.CompareConfig, log: Callable[[str], None] = print) -
   log(f"compare: suite {cfg.suite}, {len(cfg.methods)} methods x {len(cfg.datasets)} dataset "
       f"kinds x {len(games)} games x {cfg.seeds} seeds = {len(units)} runs; "
       f"{len(units) - len(todo)} already done (skipped), {len(todo)} to run"
-      + (f" in {workers} worker processes." if workers > 1 else "."))
+      + (" as Ray tasks, one per run." if cfg.engine == "ray" and todo else
+         f" in {workers} worker processes." if workers > 1 else "."))
   os.makedirs(os.path.join(cfg.output_dir, "logs"), exist_ok=True)
   t0 = time.time()
   finished = [0]
@@ -60,7 +62,10 @@ def run(cfg: compare_config.CompareConfig, log: Callable[[str], None] = print) -
         f"{row['score']:.4g} (normalized {row['normalized_score']:.1f}) in "
         f"{seconds:.1f}s; elapsed {elapsed:.0f}s, ETA {eta:.0f}s")
 
-  if workers > 1:
+  if cfg.engine == "ray":
+    if todo:
+      compare_ray.run_on_ray(cfg, todo, report, log)
+  elif workers > 1:
     compare_pool.run_parallel(cfg, todo, report)
   else:
     tf_settings = tf_setup.configure_tensorflow(cfg.threads_per_worker,

@@ -125,16 +125,20 @@ def _tf_errors():
   return errors.NotFoundError, errors.OpError
 
 
-def _first_line(e: BaseException) -> str:
+def error_text(e: BaseException) -> str:
   """The first line of an exception's message (TensorFlow's append long context)."""
   text = str(getattr(e, "message", None) or e).strip()
   return text.splitlines()[0] if text else type(e).__name__
 
 
+def unreachable_message(path: str, e: BaseException) -> str:
+  """What a remote path's file system answering `e` (not "not found") means."""
+  return (f"could not reach {path} ({type(e).__name__}: {error_text(e)}); a gs:// path needs "
+          f"network access and, for a non-public bucket, Google credentials")
+
+
 def _unreachable(path: str, e: BaseException) -> UnreachableError:
-  return UnreachableError(
-      f"could not reach {path} ({type(e).__name__}: {_first_line(e)}); a gs:// path needs "
-      f"network access and, for a non-public bucket, Google credentials")
+  return UnreachableError(unreachable_message(path, e))
 
 
 def exists(path: str) -> bool:

@@ -77,6 +77,17 @@ def test_the_path_helpers_read_remote_files_as_local_ones(ram_root, tmp_path):
     assert str(e.value) == f"--compare_dir {where}/nope does not exist"
 
 
+def test_a_file_system_that_answers_with_an_error_is_named_unreachable():
+  """A scheme TensorFlow has no file system for answers as gs:// without network does (an
+  error other than "not found"): the flag's check says the path could not be reached, and a
+  read raises an OSError saying so (what a caller catches for a local read)."""
+  with pytest.raises(ValueError, match=r"^--policy_dir could not reach nosuch://b/x "
+                                       r"\(UnimplementedError: .*Google credentials$"):
+    paths.check_input_dir("nosuch://b/x", "--policy_dir")
+  with pytest.raises(OSError, match=r"^could not reach nosuch://b/x \(UnimplementedError"):
+    paths.read_text("nosuch://b/x")
+
+
 def test_an_exported_policy_on_a_remote_path_evaluates_as_the_local_copy(ram_root, tmp_path):
   local = _export_gridworld_policy(tmp_path / "policy")
   remote = _copy_tree(local, ram_root + "/policy")

@@ -27,6 +27,7 @@ quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BU
 import tensorflow as tf  # noqa: E402
 from agents import ccvl_bounds_agent
 from ccvl_tf.runtime import config_flags
+from ccvl_tf.runtime import paths
 from ccvl_tf.runtime import writes
 from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf.experiments.online import start as online_start
@@ -54,7 +55,10 @@ def main(argv):
   if _PREP.value:
     if fv.game.lower() != online_config.GRIDWORLD:
       raise app.UsageError("--prepare_gridworld_offline needs --game=gridworld")
-    if not os.path.isdir(os.path.join(fv.offline_dir, "checkpoints")):
+    if not paths.isdir(os.path.join(fv.offline_dir, "checkpoints")):
+      if paths.is_remote(fv.offline_dir):
+        raise app.UsageError(f"--prepare_gridworld_offline writes the offline run into "
+                             f"--offline_dir, which must then be local, got {fv.offline_dir}")
       online_start.train_offline_gridworld(fv.offline_dir, _PREP.value, seed=fv.seed,
                                      log=lambda s: print(s, flush=True), agent=fv.agent)
   cfg = config_flags.from_flags(

@@ -19,6 +19,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ccvl_tf.runtime import paths as run_paths
 from ccvl_tf.runtime import strict_json
 
 # TensorFlow is imported only where gs:// and ram:// paths need tf.io.gfile: it takes ~2 s to
@@ -52,10 +53,9 @@ class UnreachableError(DatasetError):
 
 # ----------------------------------------------------------------------- paths
 
-def is_remote(path: str) -> bool:
-  """True for a path with a URL scheme (``gs://bucket/...``, ``ram://...``): read
-  through ``tf.io.gfile``. Local paths are read with ``os``/``gzip``."""
-  return "://" in str(path)
+# True for a path with a URL scheme (gs://bucket/..., ram://...): read through tf.io.gfile.
+# Local paths are read with os/gzip.
+is_remote = run_paths.is_remote
 
 
 def _gfile():
@@ -87,16 +87,11 @@ def read_errors() -> tuple:
   return (OSError, EOFError, zlib.error, ValueError, pickle.UnpicklingError) + _tf_errors()
 
 
-def error_text(e: BaseException) -> str:
-  """The first line of an exception's message (TF errors append long context)."""
-  text = str(getattr(e, "message", None) or e).strip()
-  return text.splitlines()[0] if text else type(e).__name__
+error_text = run_paths.error_text
 
 
 def _unreachable(path: str, e: BaseException) -> UnreachableError:
-  return UnreachableError(
-      "could not reach {} ({}: {}); a gs:// path needs network access and, for a "
-      "non-public bucket, Google credentials".format(path, type(e).__name__, error_text(e)))
+  return UnreachableError(run_paths.unreachable_message(path, e))
 
 
 def path_exists(path: str) -> bool:
@@ -119,20 +114,9 @@ def path_isdir(path: str) -> bool:
   return path_exists(path) and bool(_gfile().isdir(path))
 
 
-def check_input_dir(path: str, flag: str, expected: str = "") -> None:
-  """ValueError naming ``flag`` unless ``path`` is an existing directory, local or remote
-  (:func:`path_isdir`): missing, a file, or (remote) not reachable; ``expected``: what the
-  directory should hold."""
-  hint = f" (expected {expected})" if expected else ""
-  if not path:
-    raise ValueError(f"{flag} must be a directory path{hint}, got {path!r}")
-  try:
-    if path_isdir(path):
-      return
-    what = "is a file, not a directory" if path_exists(path) else "does not exist"
-  except UnreachableError as e:
-    raise ValueError(f"{flag} {e}") from e
-  raise ValueError(f"{flag} {path} {what}{hint}")
+# ValueError naming the flag unless the path is an existing directory, local or remote:
+# missing, a file, or (remote) not reachable.
+check_input_dir = run_paths.check_input_dir
 
 
 def list_dir(path: str) -> List[str]:

@@ -18,6 +18,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import numpy as np
 
+from ccvl_tf.runtime import paths
 from ccvl_tf.runtime import strict_json
 
 # TensorFlow, TF-Agents and the modules that load them (belief, training) are imported in the
@@ -197,8 +198,8 @@ def check_saved_model_dir(policy_dir: str) -> None:
   from ccvl_tf.runtime import training  # pylint: disable=g-import-not-at-top
   training.check_input_dir(policy_dir, "--policy_dir", "an exported policy's SavedModel "
                            "directory")
-  if not (os.path.exists(os.path.join(policy_dir, "saved_model.pb"))
-          or os.path.exists(os.path.join(policy_dir, "saved_model.pbtxt"))):
+  if not (paths.exists(os.path.join(policy_dir, "saved_model.pb"))
+          or paths.exists(os.path.join(policy_dir, "saved_model.pbtxt"))):
     raise ValueError(
         f"{policy_dir!r} is not a SavedModel directory (no saved_model.pb); export a policy with "
         "ccvl_tf.algorithm.policies.export_policy (TF-Agents PolicySaver) first")
@@ -227,13 +228,12 @@ def check_policy_game(policy_dir: str, game: str,
       or a record that cannot be read.
   """
   path = os.path.join(policy_dir, POLICY_RECORD)
-  if not os.path.exists(path):
+  if not paths.exists(path):
     return (f"{policy_dir} has no {POLICY_RECORD} (exported before policies recorded their "
             f"game): its game and action set cannot be checked against {game}; checked "
             f"instead: its action count and observation spec (policy_specs.pbtxt)")
   try:
-    with open(path) as f:
-      record = strict_json.loads(f.read())
+    record = strict_json.loads(paths.read_text(path))
     recorded_game = record["game"]
     recorded_set = record.get("action_set")
   except (OSError, ValueError, TypeError, KeyError, AttributeError) as e:
@@ -280,7 +280,7 @@ def load_saved_policy(policy_dir: str, num_actions: Optional[int] = None,
   if game is not None:
     meta["game_note"] = check_policy_game(policy_dir, game, action_set)
   specs_path = os.path.join(policy_dir, "policy_specs.pbtxt")
-  if os.path.exists(specs_path):
+  if paths.exists(specs_path):
     # Here: TF-Agents (see the note at the top).
     from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
     specs = tensor_spec.from_pbtxt_file(specs_path)
@@ -341,10 +341,10 @@ def saved_model_policy(policy_dir: str, env=None) -> Callable:
   # Here: TensorFlow and TF-Agents (see the note at the top).
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tf_agents.trajectories import time_step as ts_lib  # pylint: disable=g-import-not-at-top
-  if not os.path.isdir(policy_dir):
+  if not paths.isdir(policy_dir):
     raise ValueError("--policy must be 'random' or a SavedModel directory; {} does not "
                      "exist".format(policy_dir))
-  if env is not None and os.path.exists(os.path.join(policy_dir, "policy_specs.pbtxt")):
+  if env is not None and paths.exists(os.path.join(policy_dir, "policy_specs.pbtxt")):
     spec = env.observation_spec()
     policy, meta = load_saved_policy(policy_dir, num_actions=env.num_actions,
                                      observation_shape=spec.shape,

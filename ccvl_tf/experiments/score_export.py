@@ -24,7 +24,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 import numpy as np
 from tqdm import tqdm
 
-from ccvl_tf.runtime import config_flags, run_settings
+from ccvl_tf.runtime import config_flags, paths, run_settings
 from ccvl_tf.evaluation import rollouts, score_stats
 from ccvl_tf.evaluation import reporting
 from ccvl_tf.data import minatar_datasets
@@ -174,7 +174,8 @@ def _write_outputs(cfg: EvaluateConfig, probe: factory.GameEnv,
                "note": f"no reference scores for {probe.game!r}: normalized scores not computed"
                        + (" (MinAtar: pass --data_dir)" if factory.is_minatar(cfg.game) else "")}
   summary.update({
-      "game": probe.game, "policy_dir": os.path.abspath(cfg.policy_dir),
+      "game": probe.game, "policy_dir": (cfg.policy_dir if paths.is_remote(cfg.policy_dir)
+                                     else os.path.abspath(cfg.policy_dir)),
       "episodes_per_run": cfg.episodes, "seeds": [cfg.first_seed + r for r in range(cfg.seeds)],
       "epsilon": cfg.epsilon, "score": probe.score_name, "policy_specs": {
           k: list(v) if isinstance(v, tuple) else v for k, v in meta.items()},

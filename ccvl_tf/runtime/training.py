@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from ccvl_tf.runtime import writes
+from ccvl_tf.runtime import paths
 from ccvl_tf.runtime.paths import check_input_dir, check_output_dir  # noqa: F401  (the run's checks)
 from ccvl_tf.runtime import strict_json
 
@@ -271,8 +272,7 @@ def read_fingerprint(path: str) -> Dict[str, object]:
   """The fingerprint.json at `path`; FingerprintMismatch naming it when it cannot be read as a
   JSON object (cut short or edited)."""
   try:
-    with open(path) as f:
-      stored = json.load(f)
+    stored = json.loads(paths.read_text(path))
     if not isinstance(stored, dict):
       raise ValueError(f"a JSON object, got {type(stored).__name__}")
   except (OSError, UnicodeDecodeError, ValueError) as e:

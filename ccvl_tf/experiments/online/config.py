@@ -19,6 +19,7 @@ from tf_agents.trajectories import time_step as ts
 from agents import ccvl_agent
 from agents import ccvl_bounds_agent
 from ccvl_tf.runtime import config_flags
+from ccvl_tf.runtime import paths
 from ccvl_tf.runtime.config_flags import setting
 from ccvl_tf.algorithm import counts as counts_lib
 from ccvl_tf.envs import factory
@@ -185,7 +186,7 @@ class OnlineConfig:
                        f"write its checkpoints among the offline run's and resume from them as "
                        f"its own; give another --root_dir (the offline run is only read)")
     self.validate_settings()
-    if self.offline_states and not os.path.isfile(self.offline_states):
+    if self.offline_states and not paths.isfile(self.offline_states):
       raise ValueError(f"--offline_states {self.offline_states!r} is not a file")
 
   def validate_settings(self):
@@ -258,8 +259,7 @@ class OnlineConfig:
     ValueError naming `path` and the key otherwise."""
     import json  # pylint: disable=g-import-not-at-top
     try:
-      with open(path) as f:
-        saved = json.load(f)
+      saved = json.loads(paths.read_text(path))
     except (OSError, UnicodeDecodeError, ValueError) as e:
       raise ValueError(f"{path} cannot be read as JSON ({e}); the learner writes it whole at "
                        f"start: restart the run to write it again") from None

@@ -21,6 +21,7 @@ import numpy as np
 
 from agents import ccvl_agent
 from ccvl_tf.runtime import config_flags
+from ccvl_tf.runtime import paths
 from ccvl_tf.runtime import run_settings
 from ccvl_tf.envs import scores
 from ccvl_tf.runtime import training
@@ -129,13 +130,17 @@ def ensure_offline_summary(cfg: FinetuneSuiteConfig, method: str, game: str, see
   the dataset's size) and the CCVL result file's belief temperature, and the log says so."""
   root = offline_dir(cfg, method, game, seed)
   path = os.path.join(root, "summary.json")
-  if os.path.exists(path):
+  if paths.exists(path):
     return root
-  if not os.path.isdir(os.path.join(root, "checkpoints")):
+  if not paths.isdir(os.path.join(root, "checkpoints")):
     raise ValueError(f"no offline run of {OFFLINE_METHOD[method]} for {game} seed {seed} "
                      f"({root}/checkpoints missing); run compare.py --suite=minatar "
                      f"--methods={OFFLINE_METHOD[method]} --datasets={cfg.dataset} "
                      f"--games={game} --output_dir={cfg.compare_dir} first")
+  if paths.is_remote(root):
+    raise ValueError(f"{path} is missing (the comparison predates it) and cannot be written "
+                     f"into the remote --compare_dir {cfg.compare_dir}: copy the comparison "
+                     f"to a local directory and give that as --compare_dir, which writes it")
   ccfg = compare_config.CompareConfig(suite="minatar", output_dir=cfg.compare_dir,
                                       data_dir=cfg.data_dir)
   suite = compare_suites.MinAtarSuite(ccfg)
@@ -145,9 +150,9 @@ def ensure_offline_summary(cfg: FinetuneSuiteConfig, method: str, game: str, see
   learner = spec.build(tss, act, compare_units.agent_settings(suite, data, seed))
   more = {}
   result = compare_units.result_path(cfg.compare_dir, "CCVL", cfg.dataset_kind, game, seed)
-  if OFFLINE_METHOD[method] == "CCVL" and os.path.exists(result):
-    more["belief_temperature"] = float(json.load(open(result))["belief_temperature"])
-  steps = int(json.load(open(os.path.join(root, "train_seconds.json")))["steps"])
+  if OFFLINE_METHOD[method] == "CCVL" and paths.exists(result):
+    more["belief_temperature"] = float(json.loads(paths.read_text(result))["belief_temperature"])
+  steps = int(json.loads(paths.read_text(os.path.join(root, "train_seconds.json")))["steps"])
   compare_units.write_train_summary(root, suite.env_name(game), spec.train_key, learner,
                                     data.size, steps, **more)
   log(f"{root}: wrote the summary.json this comparison predates (its default settings; "

@@ -15,6 +15,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import tensorflow as tf
 
+from ccvl_tf.runtime import paths
 from ccvl_tf.runtime import training
 from ccvl_tf.envs.factory import GRIDWORLD
 
@@ -123,9 +124,9 @@ MAX_TEMPERATURE = 1e6
 
 
 def _has_checkpoint(ckpt_dir: str) -> bool:
-  return os.path.isdir(ckpt_dir) and (
+  return paths.isdir(ckpt_dir) and (
       tf.train.latest_checkpoint(ckpt_dir) is not None
-      or any(n.startswith("ckpt-") for n in os.listdir(ckpt_dir)))
+      or any(n.startswith("ckpt-") for n in tf.io.gfile.listdir(ckpt_dir)))
 
 
 def offline_record(offline_dir: str) -> Dict[str, object]:
@@ -138,7 +139,7 @@ def offline_record(offline_dir: str) -> Dict[str, object]:
   checkpoints' own fingerprint.json (game, |D|, alpha, CCVL options, N, M)."""
   path = os.path.join(offline_dir, "summary.json")
   ckpt_dir = os.path.join(offline_dir, "checkpoints")
-  if not os.path.exists(path):
+  if not paths.exists(path):
     if _has_checkpoint(ckpt_dir):
       raise ValueError(
           f"{path} is missing, but {ckpt_dir} holds checkpoints: the offline run stopped "
@@ -149,7 +150,7 @@ def offline_record(offline_dir: str) -> Dict[str, object]:
   summary = _read_summary(path)
   _check_fields(summary, path)
   fp_path = os.path.join(ckpt_dir, training.FINGERPRINT)
-  if not os.path.exists(fp_path):
+  if not paths.exists(fp_path):
     return summary
   fingerprint = training.read_fingerprint(fp_path)
   for where, value, fp_key, fp_value in _recorded_pairs(summary, fingerprint):
@@ -168,8 +169,7 @@ def _read_summary(path: str) -> Dict[str, object]:
   """The offline run's summary.json at `path`; a ValueError naming it when it cannot be read,
   is not JSON or not a JSON object, or records a belief temperature that is not a number."""
   try:
-    with open(path) as f:
-      summary = json.load(f)
+    summary = json.loads(paths.read_text(path))
   except (OSError, UnicodeDecodeError, ValueError) as e:
     raise ValueError(f"{path} cannot be read as JSON ({e}); the offline run writes it whole at "
                      f"its end, so it was truncated or edited: rerun the offline run "

@@ -28,6 +28,7 @@ from ccvl_tf.data import dataset_record, frame_store, pipeline, replay_files
 from ccvl_tf.envs import factory
 from ccvl_tf.experiments.offline import dataset as offline_dataset
 from ccvl_tf.experiments.offline.seeds import Seeds
+from ccvl_tf.runtime import paths
 from ccvl_tf.runtime import training
 
 # The offline share's batches are pipeline batches seeded --seed + this offset: a stream of
@@ -111,7 +112,7 @@ def _check_identity(offline_dir: str, identity: Dict[str, object], replay_dir: s
   records; a fingerprint without one (compare.py's records the dataset kind) leaves the check
   to |D| alone."""
   fp_path = os.path.join(offline_dir, "checkpoints", training.FINGERPRINT)
-  if not os.path.exists(fp_path):
+  if not paths.exists(fp_path):
     return
   recorded: Optional[Dict[str, object]] = training.read_fingerprint(fp_path).get("dataset")
   if not isinstance(recorded, dict):

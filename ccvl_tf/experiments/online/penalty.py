@@ -5,6 +5,7 @@ More in docs/online.md "Module notes", `ccvl_tf/experiments/online/penalty.py`.
 """
 from __future__ import annotations
 
+import io
 from typing import Callable, Dict, List, Optional, Sequence
 
 import matplotlib
@@ -13,6 +14,7 @@ from matplotlib.lines import Line2D
 import matplotlib.pyplot as plt
 import numpy as np
 
+from ccvl_tf.runtime import paths
 from ccvl_tf.tabular import gridworld
 from ccvl_tf.tabular import dataset as tds
 
@@ -50,7 +52,7 @@ def offline_states(game: str, path: Optional[str], size: int, seed: int) -> Opti
   """Offline observations for the diagnostic: `path` (an .npz with 'observation' [K, ...],
   e.g. finetune_minatar.py's), else on the gridworld a sample of its dataset, else None."""
   if path:
-    with np.load(path) as data:
+    with np.load(io.BytesIO(paths.read_bytes(path))) as data:
       if "observation" not in data:
         raise ValueError(f"--offline_states {path} has no 'observation' array "
                          f"(it has {sorted(data.files)})")

@@ -154,6 +154,9 @@ def test_check_output_dir_refuses_files_and_names_the_flag(tmp_path):
   assert not (tmp_path / "new").exists()                              # nothing created
   with pytest.raises(ValueError, match="--root_dir must be a directory path"):
     training.check_output_dir("")
+  for remote in ("gs://bucket/run", "ram://run"):
+    with pytest.raises(ValueError, match=f"--root_dir {remote} is a remote path; outputs must"):
+      training.check_output_dir(remote)
 
 
 def test_check_output_dir_refuses_a_name_longer_than_the_file_system_allows(tmp_path):

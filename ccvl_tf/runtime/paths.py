@@ -13,14 +13,22 @@ import os
 import sys
 
 
+def _refuse_remote_output(path: str, flag: str) -> None:
+  """Outputs are written with local file operations (json, csv, PNG, renames into place), so
+  a remote output path (gs://, ram://) is refused before anything runs, not half-written."""
+  if "://" in path:
+    raise ValueError(f"{flag} {path} is a remote path; outputs must go to a local directory "
+                     f"(inputs may be remote): write locally, then copy the directory "
+                     f"(e.g. gsutil -m cp -r)")
+
+
 def check_output_dir(path: str, flag: str = "--root_dir") -> None:
   """ValueError naming `flag` unless `path` is (or can be created as) a writable local
   directory: not a file, not under a file, and writable where it exists (or its nearest
   existing parent is)."""
   if not path:
     raise ValueError(f"{flag} must be a directory path, got {path!r}")
-  if "://" in path:
-    return  # remote (gs://, ram://): checked by tf.io.gfile when written
+  _refuse_remote_output(path, flag)
   probe = os.path.abspath(path)
   if os.path.exists(probe) and not os.path.isdir(probe):
     raise ValueError(f"{flag} {path} is a file, not a directory")
@@ -71,8 +79,7 @@ def check_output_file(path: str, flag: str) -> None:
   its directory one `check_output_dir` accepts."""
   if not path:
     raise ValueError(f"{flag} must be a file path, got {path!r}")
-  if "://" in path:
-    return
+  _refuse_remote_output(path, flag)
   if os.path.isdir(path):
     raise ValueError(f"{flag} {path} is a directory, not a file")
   if path.endswith(("/", os.sep)):

@@ -9,11 +9,12 @@ On a machine where TensorFlow sees no GPU: one line saying so, exit status 0. Ot
      (ccvl_tf/bench/gpu_stack.py);
   2. the step time of every learner of the agent registry on the GPU and on the CPU
      (Nature torso, batch 32; the step benchmark's timing, ccvl_tf/bench/train_step.py);
-  3. the first --steps training steps of every learner on the GPU against the CPU's, from the
-     same weights on the same batches: losses within --loss_rtol, weights within
-     --weight_rtol of their movement (ccvl_tf/bench/gpu_check.py; BUILD.md "The GPU check": why).
-Exit status 0 when everything fits, 1 when a check failed (each failing line says FAILED),
-2 for a bad flag. --device=/CPU:0 runs 2 and 3 on the CPU against itself (the check's own
+  3. the first --steps training steps of every learner on the GPU against the CPU's, in
+     lockstep (each step from the CPU's state, on the same batch): each loss within
+     --loss_rtol, each update within --weight_rtol of the CPU's (ccvl_tf/bench/gpu_check.py;
+     BUILD.md "The GPU check": why).
+Exit status 0 when everything fits, 1 when a check failed (each failing line says FAILED) or
+a flag is wrong. --device=/CPU:0 runs 2 and 3 on the CPU against itself (the check's own
 self-test where there is no GPU).
 """
 import os

@@ -8,7 +8,7 @@ the same batch. Each step is judged by `compare_runs` (the steps merged by `merg
   * loss: |loss_b - loss_a| / |loss_a| <= loss_rtol (1e-3 by default);
   * weights: for every trainable variable (the networks), ||w_b - w_a|| <= weight_rtol x
     ||w_a - w_a(0)|| (Frobenius norms; with different starts, the changes w - w(0) are
-    compared): the device's update differs from the CPU's by at most a fraction (0.1) of it.
+    compared): the device's update differs from the CPU's by at most a fraction (0.25) of it.
     The other float state (Adam's moments, CCVL's count statistics) is reported the same way
     but not judged: it feeds the losses, which are.
 
@@ -18,7 +18,7 @@ differs in its last bits. Free-running training amplifies that (a ReLU that flip
 difference changes a gradient entry by a finite amount): on the CPU alone, two kernel choices
 drifted 100 free steps apart by up to 2.6e-3 in the loss (DQN) and 35% of the networks'
 movement (BC). One step from the same state differs by far less (with weights perturbed by
-~8 float32 ulps as a stand-in: about 1e-6 in the loss and 1e-2 of the update at most), and a
+~8 float32 ulps as a stand-in: below 1e-6 in the loss, a few 1e-2 of the update), and a
 fault by far more: a repeated batch changes that step's loss beyond 1e-3. TensorFloat-32 is off
 for the comparison: with it (TensorFlow's default on Ampere and later GPUs) float32 products
 keep 10 mantissa bits, ~1e-3 relative each, a property of TF32 and not of the installed stack;
@@ -43,7 +43,7 @@ from ccvl_tf.experiments import agent_registry
 from ccvl_tf.runtime.config_flags import setting
 
 LOSS_RTOL = 1e-3
-WEIGHT_RTOL = 0.1
+WEIGHT_RTOL = 0.25
 
 
 def learner_names() -> Tuple[str, ...]:

@@ -14,6 +14,7 @@ import tensorflow as tf
 from ccvl_tf.algorithm import networks
 from ccvl_tf.bench import gpu_check
 from ccvl_tf.bench import gpu_stack
+from ccvl_tf.bench import train_step
 from ccvl_tf.experiments import agent_registry
 from tests import forked_binary
 
@@ -138,6 +139,18 @@ def test_merged_steps_name_the_first_step_that_is_not_ok():
   assert (merged.max_loss_rel, merged.max_loss_step) == (5e-3, 2)
   assert (merged.worst_weight_ratio, merged.worst_variable) == (0.5, "w0.5")
   assert gpu_check.merge_steps([step(0.0, 0.01), step(2e-4, 0.05)]).ok
+
+
+def test_a_step_is_timed_by_the_benchmarks_protocol():
+  """train_step.time_step_ms: `warmup` untimed calls, then `rounds` rounds of `iters`."""
+  calls = []
+
+  def step():
+    calls.append(1)
+    return tf.constant(1.0)
+  timed = train_step.time_step_ms(step, iters=3, rounds=4, warmup=2)
+  assert len(calls) == 2 + 4 * 3 and len(timed["rounds_ms"]) == 4
+  assert 0 < timed["min_ms"] <= timed["median_ms"]
 
 
 def test_every_offline_learner_of_the_registry_is_checked_once():

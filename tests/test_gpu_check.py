@@ -12,6 +12,7 @@ import pytest
 import tensorflow as tf
 
 from ccvl_tf.algorithm import networks
+from ccvl_tf.bench import device_compare
 from ccvl_tf.bench import gpu_check
 from ccvl_tf.bench import gpu_stack
 from ccvl_tf.bench import train_step
@@ -22,7 +23,7 @@ TINY = networks.QNetworkConfig(torso="mlp", mlp_units=(8,), n_cos=4, hidden_unit
 
 
 def _run(losses, variables):
-  return gpu_check.Run("/CPU:0", np.asarray(losses, np.float64), variables)
+  return device_compare.Run("/CPU:0", np.asarray(losses, np.float64), variables)
 
 
 def _var(name, trainable, start, end):
@@ -36,19 +37,19 @@ REF_VARS = [_var("w", True, [0.0, 0.0], [3.0, 4.0]),        # moved by ||(3, 4)|
 
 
 def test_identical_runs_pass_with_zero_differences():
-  c = gpu_check.compare_runs(_run([1.0, 2.0, 4.0], REF_VARS), _run([1.0, 2.0, 4.0], REF_VARS))
+  c = device_compare.compare_runs(_run([1.0, 2.0, 4.0], REF_VARS), _run([1.0, 2.0, 4.0], REF_VARS))
   assert c.ok and c.max_loss_rel == 0.0 and c.first_bad_step is None
   assert c.worst_weight_ratio == 0.0 and c.worst_state_ratio == 0.0 and c.num_variables == 2
 
 
 def test_a_loss_beyond_the_relative_tolerance_fails_at_its_step():
   ref = _run([1.0, 2.0, 4.0], REF_VARS)
-  within = gpu_check.compare_runs(ref, _run([1.0, 2.0 * (1 + 5e-4), 4.0], REF_VARS))
+  within = device_compare.compare_runs(ref, _run([1.0, 2.0 * (1 + 5e-4), 4.0], REF_VARS))
   assert within.ok and within.max_loss_rel == pytest.approx(5e-4) and within.max_loss_step == 1
-  beyond = gpu_check.compare_runs(ref, _run([1.0, 2.0, 4.0 * (1 - 2e-3)], REF_VARS))
+  beyond = device_compare.compare_runs(ref, _run([1.0, 2.0, 4.0 * (1 - 2e-3)], REF_VARS))
   assert not beyond.ok and beyond.first_bad_step == 2
   assert beyond.max_loss_rel == pytest.approx(2e-3)
-  nan = gpu_check.compare_runs(ref, _run([1.0, float("nan"), 4.0], REF_VARS))
+  nan = device_compare.compare_runs(ref, _run([1.0, float("nan"), 4.0], REF_VARS))
   assert not nan.ok and nan.first_bad_step == 1
 
 
@@ -62,7 +63,7 @@ def test_a_weight_is_judged_against_how_far_training_moved_it(index, end, ratio,
   changed = list(REF_VARS)
   name, trainable, start, _ = changed[index]
   changed[index] = _var(name, trainable, start, end)
-  c = gpu_check.compare_runs(_run([1.0], REF_VARS), _run([1.0], changed))
+  c = device_compare.compare_runs(_run([1.0], REF_VARS), _run([1.0], changed))
   assert c.ok == ok and c.first_bad_step is None
   assert c.worst_variable == name and c.num_variables == 2
   assert c.worst_weight_ratio == pytest.approx(ratio, rel=1e-5)
@@ -71,22 +72,24 @@ def test_a_weight_is_judged_against_how_far_training_moved_it(index, end, ratio,
 def test_other_state_is_reported_not_judged():
   """Adam's moments and count statistics (non-trainable): their ratio is reported only."""
   changed = [REF_VARS[0], _var("m", False, [0.0, 0.0], [3.0, 40.0]), REF_VARS[2]]
-  c = gpu_check.compare_runs(_run([1.0], REF_VARS), _run([1.0], changed))
+  c = device_compare.compare_runs(_run([1.0], REF_VARS), _run([1.0], changed))
   assert c.ok and c.worst_state == "m" and c.worst_state_ratio == pytest.approx(36.0 / 5)
 
 
 def test_runs_of_different_lengths_are_refused():
   with pytest.raises(ValueError, match="differ in length: 3 vs 2 steps"):
-    gpu_check.compare_runs(_run([1.0, 2.0, 3.0], REF_VARS), _run([1.0, 2.0], REF_VARS))
+    device_compare.compare_runs(_run([1.0, 2.0, 3.0], REF_VARS), _run([1.0, 2.0], REF_VARS))
 
 
 def test_a_learner_asked_onto_the_gpu_must_have_every_trainable_variable_there():
   gpu, cpu = ("/job:localhost/replica:0/task:0/device:GPU:0",
               "/job:localhost/replica:0/task:0/device:CPU:0")
-  assert gpu_check.placed_on(gpu_check.Run(gpu, np.zeros(1), []), "/GPU:0")
-  assert not gpu_check.placed_on(gpu_check.Run(f"{cpu}, {gpu}", np.zeros(1), []), "/GPU:0")
-  assert not gpu_check.placed_on(gpu_check.Run(cpu, np.zeros(1), []), "/GPU:0")
-  assert gpu_check.placed_on(gpu_check.Run(cpu, np.zeros(1), []), "/CPU:0")
+  def run(devices):
+    return device_compare.Run(devices, np.zeros(1), [])
+  assert device_compare.placed_on(run(gpu), "/GPU:0")
+  assert not device_compare.placed_on(run(f"{cpu}, {gpu}"), "/GPU:0")
+  assert not device_compare.placed_on(run(cpu), "/GPU:0")
+  assert device_compare.placed_on(run(cpu), "/CPU:0")
 
 
 # ---- real training on the CPU -------------------------------------------------------------------
@@ -115,30 +118,30 @@ def test_a_learner_in_lockstep_with_itself_is_identical_and_a_repeated_batch_fai
                                           num_members=2, learning_rate=1e-2, seed=0)
   batches = _batches(6)
   ref, checked = (gpu_check.build_learner(name, tss, act, settings, "/CPU:0") for _ in range(2))
-  same, run = gpu_check.lockstep(ref, checked, batches, "/CPU:0", "/CPU:0")
+  same, run = device_compare.lockstep(ref, checked, batches, "/CPU:0", "/CPU:0")
   assert same.ok, same.line()
   assert same.max_loss_rel == 0.0 and same.worst_weight_ratio == 0.0
-  assert "CPU:0" in run.device and gpu_check.placed_on(run, "/CPU:0")
-  rounded, _ = gpu_check.lockstep(ref, checked, batches, "/CPU:0", "/CPU:0",
-                                  perturb=gpu_check.perturbation(1e-6))
+  assert "CPU:0" in run.device and device_compare.placed_on(run, "/CPU:0")
+  rounded, _ = device_compare.lockstep(ref, checked, batches, "/CPU:0", "/CPU:0",
+                                  perturb=device_compare.perturbation(1e-6))
   assert rounded.ok and 0.0 < rounded.worst_weight_ratio < 1e-2, rounded.line()
-  repeated, _ = gpu_check.lockstep(ref, checked, batches, "/CPU:0", "/CPU:0",
+  repeated, _ = device_compare.lockstep(ref, checked, batches, "/CPU:0", "/CPU:0",
                                    batches_on_device=batches[:4] + [batches[3], batches[5]])
   assert not repeated.ok and repeated.first_bad_step == 4, repeated.line()
 
 
 def test_merged_steps_name_the_first_step_that_is_not_ok():
   def step(loss_rel, ratio):
-    return gpu_check.Comparison(
+    return device_compare.Comparison(
         ok=loss_rel <= 1e-3 and ratio <= 0.25, max_loss_rel=loss_rel, max_loss_step=0,
         first_bad_step=None, worst_variable=f"w{ratio}", worst_weight_ratio=ratio,
         num_variables=2, worst_state="m", worst_state_ratio=0.0, loss_rtol=1e-3,
         weight_rtol=0.25)
-  merged = gpu_check.merge_steps([step(0.0, 0.01), step(2e-4, 0.5), step(5e-3, 0.02)])
+  merged = device_compare.merge_steps([step(0.0, 0.01), step(2e-4, 0.5), step(5e-3, 0.02)])
   assert not merged.ok and merged.first_bad_step == 1
   assert (merged.max_loss_rel, merged.max_loss_step) == (5e-3, 2)
   assert (merged.worst_weight_ratio, merged.worst_variable) == (0.5, "w0.5")
-  assert gpu_check.merge_steps([step(0.0, 0.01), step(2e-4, 0.05)]).ok
+  assert device_compare.merge_steps([step(0.0, 0.01), step(2e-4, 0.05)]).ok
 
 
 def test_a_step_is_timed_by_the_benchmarks_protocol():

@@ -10,7 +10,7 @@ export TF_USE_LEGACY_KERAS := 1
 # not cuFFT / cuDNN / cuBLAS registration errors; a level set here would count as the user's
 # and keep them. CCVL_VERBOSE=1, or TF_CPP_MIN_LOG_LEVEL in the environment, keeps them.
 
-.PHONY: venv demo test test-fast bench gridworld minatar-table lock clean-venv
+.PHONY: venv venv-gpu gpu-check demo test test-fast bench gridworld minatar-table lock clean-venv
 
 venv: $(STAMP)
 
@@ -27,6 +27,21 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
 	$(PY) -m pip install --disable-pip-version-check -q --no-deps --no-build-isolation -e .
 	@touch $(STAMP)
+
+# GPU: the CUDA wheels of requirements-gpu.txt (the lock of tensorflow[and-cuda]==2.16.2's extra,
+# every wheel's sha256 checked) on top of the lock, in the same venv; then `make gpu-check`.
+GPU_STAMP := $(VENV)/.ccvl-gpu-installed
+venv-gpu: $(GPU_STAMP)
+
+$(GPU_STAMP): $(STAMP) requirements-gpu.txt
+	$(PY) -m pip install --disable-pip-version-check -q --require-hashes --no-deps -r requirements-gpu.txt
+	$(PY) -m pip check
+	@touch $(GPU_STAMP)
+
+# The GPU check (BUILD.md, "GPU"): the stack, each learner's step time, the first 100 training
+# steps on the GPU against the CPU's. Without a GPU: one line, exit status 0.
+gpu-check: $(STAMP)
+	@$(PY) binaries/gpu_check.py
 
 # The main job on a default that needs no downloaded data: offline CCVL on Breakout from a
 # 50k-transition dataset of a scripted player (25% random actions) it collects once; ends with

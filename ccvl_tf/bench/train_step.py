@@ -167,6 +167,17 @@ def _time_once(step: Callable[[], tf.Tensor], iters: int) -> float:
   return (time.perf_counter() - t0) * 1000.0 / iters
 
 
+def time_step_ms(step: Callable[[], tf.Tensor], iters: int, rounds: int,
+                 warmup: int = 3) -> Dict[str, object]:
+  """One step function timed as `run` times each: `warmup` untimed steps (tracing), then
+  `rounds` rounds of `iters` steps; {'median_ms', 'min_ms' (fastest round), 'rounds_ms'}."""
+  for _ in range(warmup):
+    float(step())
+  per_round = [_time_once(step, iters) for _ in range(rounds)]
+  return {"median_ms": statistics.median(per_round), "min_ms": min(per_round),
+          "rounds_ms": [round(x, 3) for x in per_round]}
+
+
 BASELINES = ("dqn", "dqn_dr3")
 
 

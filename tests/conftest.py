@@ -12,3 +12,19 @@ import tempfile  # noqa: E402
 _CACHE = tempfile.mkdtemp(prefix="ccvl-test-cache-")
 os.environ["CCVL_CACHE_DIR"] = _CACHE
 atexit.register(shutil.rmtree, _CACHE, ignore_errors=True)
+
+
+import uuid  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def ram_root():
+  """A fresh directory on TensorFlow's in-memory file system (ram://), the stand-in for a
+  remote path (gs://) in the tests of remote inputs; removed afterwards."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  root = "ram://ccvl_test_{}".format(uuid.uuid4().hex)
+  tf.io.gfile.makedirs(root)
+  yield root
+  tf.io.gfile.rmtree(root)

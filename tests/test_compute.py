@@ -20,6 +20,7 @@ from ccvl_tf.algorithm import networks
 from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments import compute
 from ccvl_tf.experiments import tf_setup
+from tests.test_learner import _batch  # noqa: F401  (also the subprocess's t._batch)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = networks.QNetworkConfig(torso="mlp", mlp_units=(8,), n_cos=4, hidden_units=8)
@@ -97,13 +98,6 @@ def _build(name, settings=compute.Compute(), **values):
   return settings.prepare(agent)
 
 
-def _batch(seed=0, b=8):
-  rng = np.random.default_rng(seed)
-  eye = np.eye(4, dtype=np.float32)
-  return {"observation": eye[rng.integers(0, 4, b)], "action": rng.integers(0, 3, b),
-          "reward": rng.random(b).astype(np.float32),
-          "next_observation": eye[rng.integers(0, 4, b)],
-          "terminal": (rng.random(b) < 0.2).astype(np.float32)}
 
 
 def test_compute_settings_are_checked_and_described():

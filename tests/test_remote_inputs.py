@@ -4,7 +4,6 @@ minatar_scores.json (compare.py --suite=minatar --data_dir, finetune and score e
 on TensorFlow's in-memory file system (ram://), which takes the same code path as gs://."""
 import json
 import os
-import uuid
 
 import pytest
 import tensorflow as tf
@@ -12,14 +11,6 @@ import tensorflow as tf
 import ccvl_tf  # noqa: F401
 from ccvl_tf.data import minatar_datasets, replay_files
 from ccvl_tf.experiments.offline import ablation
-
-
-@pytest.fixture
-def ram_root():
-  root = "ram://ccvl_inputs_{}".format(uuid.uuid4().hex)
-  tf.io.gfile.makedirs(root)
-  yield root
-  tf.io.gfile.rmtree(root)
 
 
 def _write(path, text):

@@ -6,7 +6,6 @@ which takes the same code path as gs://: a local directory copied there is read 
 one is, and gives the same results and the same error messages."""
 import json
 import os
-import uuid
 
 import numpy as np
 import pytest
@@ -24,14 +23,6 @@ from ccvl_tf.runtime import paths
 from ccvl_tf.runtime import training
 from tests.test_evaluate_binary import _export_gridworld_policy
 from tests.test_offline_record import FINGERPRINT, SUMMARY, _run_dir
-
-
-@pytest.fixture
-def ram_root():
-  root = "ram://ccvl_run_inputs_{}".format(uuid.uuid4().hex)
-  tf.io.gfile.makedirs(root)
-  yield root
-  tf.io.gfile.rmtree(root)
 
 
 def _copy_tree(src, dst):

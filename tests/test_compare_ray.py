@@ -190,3 +190,26 @@ def test_paths_sent_to_the_workers_are_absolute(tmp_path, monkeypatch):
   assert (sent.output_dir, sent.data_dir) == (str(tmp_path / "out"), str(tmp_path / "data"))
   url = dataclasses.replace(cfg, suite="atari", data_dir="gs://atari-replay-datasets/dqn")
   assert shared_paths(url).data_dir == "gs://atari-replay-datasets/dqn"
+
+
+def test_an_address_where_nothing_answers_is_refused_at_once_naming_the_flag():
+  """Ray retries an address where no head answers for minutes; the run is refused first."""
+  import socket  # pylint: disable=g-import-not-at-top
+  with socket.socket() as s:  # a port that was free a moment ago: nothing listens there
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+  t0 = time.time()
+  with pytest.raises(ValueError, match=rf"--ray_address=127.0.0.1:{port}: no Ray head answers "
+                                       rf"there within 2 s \(ConnectionRefusedError"):
+    ray_engine.check_reachable(f"127.0.0.1:{port}", timeout_s=2)
+  assert time.time() - t0 < 2
+  with pytest.raises(ValueError, match=r"--ray_address=headnode: expected auto, local or "
+                                       r"HOST:PORT"):
+    ray_engine.check_reachable("headnode")
+  with socket.socket() as s:  # a listening port is taken as reachable
+    s.bind(("127.0.0.1", 0))
+    s.listen(1)
+    ray_engine.check_reachable(f"127.0.0.1:{s.getsockname()[1]}")
+    ray_engine.check_reachable(f"ray://127.0.0.1:{s.getsockname()[1]}")
+  for left_to_ray in (None, "", "auto", "local"):
+    ray_engine.check_reachable(left_to_ray)

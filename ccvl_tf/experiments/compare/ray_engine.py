@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 from typing import Callable, Dict, Optional, Sequence
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
@@ -61,10 +62,37 @@ def run_unit_task(cfg: compare_config.CompareConfig, unit, after=None):
   return result
 
 
+# Seconds a HOST:PORT of --ray_address gets to accept a TCP connection before the run is
+# refused (Ray itself retries an address where nothing answers for minutes).
+REACH_TIMEOUT_S = 10.0
+
+
+def check_reachable(address: Optional[str], timeout_s: float = REACH_TIMEOUT_S) -> None:
+  """ValueError naming --ray_address when it is HOST:PORT (or ray://HOST:PORT) and nothing
+  accepts a TCP connection there within `timeout_s`; 'auto', 'local' and None are left to
+  Ray (they name no address to try)."""
+  if not address or address in ("auto", "local"):
+    return
+  hostport = address.split("://", 1)[-1]
+  host, sep, port = hostport.rpartition(":")
+  if not sep or not host or not port.isdigit():
+    raise ValueError(f"--ray_address={address}: expected auto, local or HOST:PORT (the "
+                     f"address `ray start --head` prints)")
+  try:
+    socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+  except OSError as e:
+    raise ValueError(
+        f"--ray_address={address}: no Ray head answers there within {timeout_s:g} s "
+        f"({type(e).__name__}: {e}); start the cluster first (ray start --head --port={port}) "
+        f"or check the address (docs/compare.md, 'On a Ray cluster')") from None
+
+
 def connect(cfg: compare_config.CompareConfig) -> str:
   """Connects this process to the Ray cluster of --ray_address (reused if already connected);
-  ValueError if no alive node has the CPUs and GPUs one unit asks for (Ray would wait for one
-  forever). Returns a line saying where the units run."""
+  ValueError if nothing answers at the address (`check_reachable`) or no alive node has the
+  CPUs and GPUs one unit asks for (Ray would wait for one forever). Returns a line saying where
+  the units run."""
+  check_reachable(cfg.ray_address)
   import ray  # pylint: disable=g-import-not-at-top
   if not ray.is_initialized():
     try:

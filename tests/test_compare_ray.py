@@ -87,10 +87,14 @@ def test_ray_engine_gives_the_local_rows_resumes_and_names_a_failing_unit(tmp_pa
   head = _Head(env)
   try:
     ray_out, local_out = tmp_path / "ray", tmp_path / "local"
-    r = forked_binary.run("compare.py", [*TINY, "--engine=ray",
-                                         f"--ray_address={head.address}",
-                                         f"--output_dir={ray_out}"],
-                          cwd=tmp_path, env=env, fresh=True)
+
+    def on_ray():  # the tiny comparison on the test's cluster, into ray_out
+      return forked_binary.run("compare.py", [*TINY, "--engine=ray",
+                                              f"--ray_address={head.address}",
+                                              f"--output_dir={ray_out}"],
+                               cwd=tmp_path, env=env, fresh=True)
+
+    r = on_ray()
     assert r.returncode == 0, r.stderr[-3000:]
     assert "3 to run as Ray tasks, one per run." in r.stdout
     assert "on a Ray cluster of 1 node(s), 2 CPU, 0 GPU; each unit 1 CPU, 0 GPU." in r.stdout
@@ -115,10 +119,7 @@ def test_ray_engine_gives_the_local_rows_resumes_and_names_a_failing_unit(tmp_pa
     cql = ray_out / "results" / "cql" / "1pct" / "gridworld" / "seed_0.json"
     del kept[cql]
     os.remove(cql)
-    r2 = forked_binary.run("compare.py", [*TINY, "--engine=ray",
-                                          f"--ray_address={head.address}",
-                                          f"--output_dir={ray_out}"],
-                           cwd=tmp_path, env=env, fresh=True)
+    r2 = on_ray()
     assert r2.returncode == 0, r2.stderr[-3000:]
     assert "2 already done (skipped), 1 to run as Ray tasks" in r2.stdout
     assert "[1/1] CQL 1% gridworld seed 0" in r2.stdout

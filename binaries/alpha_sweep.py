@@ -27,7 +27,7 @@ from ccvl_tf.runtime import training
 from ccvl_tf.experiments.compare import pool as compare_pool
 
 config_flags.define(alpha_sweep.AlphaSweepConfig)  # CompareConfig's flags but --alpha; --alphas
-agent_options.define_flags()  # CCVL's options, generated from agents.ccvl_agent.CCVLConfig
+agent_options.define_flags()  # CCVL's options, generated from ccvl_tf.agents.ccvl_agent.CCVLConfig
 
 
 def main(argv):

@@ -27,7 +27,7 @@ from ccvl_tf.experiments.compare import pool as compare_pool
 from ccvl_tf.experiments.compare import runner as compare
 
 config_flags.define(compare_config.CompareConfig)  # the `setting` fields of CompareConfig
-agent_options.define_flags()  # CCVL's options, generated from agents.ccvl_agent.CCVLConfig
+agent_options.define_flags()  # CCVL's options, generated from ccvl_tf.agents.ccvl_agent.CCVLConfig
 
 
 def main(argv):

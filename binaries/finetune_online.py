@@ -25,7 +25,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 from ccvl_tf.runtime import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 import tensorflow as tf  # noqa: E402
-from agents import ccvl_bounds_agent
+from ccvl_tf.agents import ccvl_bounds_agent
 from ccvl_tf.runtime import config_flags
 from ccvl_tf.runtime import paths
 from ccvl_tf.runtime import writes

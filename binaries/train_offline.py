@@ -32,7 +32,7 @@ SHORT_FLAGS = ("game", "root_dir", "dataset_dir", "subset", "agent", "preset", "
 
 # The `setting` fields of OfflineConfig.
 config_flags.define(offline_config.OfflineConfig, short=SHORT_FLAGS)
-# alpha, N, M, ..., CCVL's options: generated from agents.ccvl_agent.CCVLConfig
+# alpha, N, M, ..., CCVL's options: generated from ccvl_tf.agents.ccvl_agent.CCVLConfig
 agent_options.define_flags(offline_config.AGENT_FLAGS,
                            default_notes=offline_config.AGENT_FLAG_NOTES, short=SHORT_FLAGS)
 

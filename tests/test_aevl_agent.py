@@ -7,7 +7,7 @@ import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
 import ccvl_tf  # noqa: F401
-from agents import aevl_agent
+from ccvl_tf.agents import aevl_agent
 from ccvl_tf.algorithm import belief, networks, policies
 from test_cql_agent import LINEAR, Q_HAND, hand_batch, head_gradients, set_linear_q, specs
 

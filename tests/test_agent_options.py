@@ -5,7 +5,7 @@ import dataclasses
 import pytest
 from absl import flags
 
-from agents import ccvl_agent
+from ccvl_tf.agents import ccvl_agent
 from ccvl_tf.algorithm import readings
 from ccvl_tf.algorithm.readings import ablation, bound
 from ccvl_tf.experiments import agent_options

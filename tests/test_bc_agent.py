@@ -7,8 +7,8 @@ import pytest
 import tensorflow as tf
 
 import ccvl_tf  # noqa: F401
-from agents import bc_agent
-from agents import q_agent_base
+from ccvl_tf.agents import bc_agent
+from ccvl_tf.agents import q_agent_base
 from ccvl_tf.algorithm import losses
 from ccvl_tf.experiments import agent_registry
 

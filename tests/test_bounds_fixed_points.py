@@ -25,8 +25,8 @@ import tensorflow as tf
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
-from agents import ccvl_agent
-from agents import ccvl_bounds_agent as cba
+from ccvl_tf.agents import ccvl_agent
+from ccvl_tf.agents import ccvl_bounds_agent as cba
 from ccvl_tf.algorithm import counts as counts_lib
 from ccvl_tf.algorithm import losses
 from ccvl_tf.algorithm.readings import bonus

@@ -1,4 +1,4 @@
-"""agents/ccvl_agent.py: the objective by hand (N=2, M=3), gradients, the train step, guards,
+"""ccvl_tf/agents/ccvl_agent.py: the objective by hand (N=2, M=3), gradients, the train step, guards,
 checkpoints, policies, Fixed-CCVL, and short trainings on a synthetic MDP and the gridworld."""
 import math
 
@@ -13,8 +13,8 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 from tf_agents.trajectories import trajectory as trajectory_lib
 
-from agents import ccvl_agent
-from agents import q_agent_base
+from ccvl_tf.agents import ccvl_agent
+from ccvl_tf.agents import q_agent_base
 from ccvl_tf.algorithm import counts
 from ccvl_tf.algorithm import networks
 from ccvl_tf.algorithm.readings import ablation

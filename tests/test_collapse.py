@@ -28,8 +28,8 @@ import tensorflow as tf
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
-from agents import ccvl_agent
-from agents import cql_agent
+from ccvl_tf.agents import ccvl_agent
+from ccvl_tf.agents import cql_agent
 from ccvl_tf.algorithm import networks
 from ccvl_tf.algorithm.readings import bound
 from ccvl_tf.data import frame_store

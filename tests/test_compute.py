@@ -1,7 +1,7 @@
 """The device and compute settings of a run: CPU pins only where no GPU is visible
 (ccvl_tf/experiments/tf_setup.py, with the device list injected: this machine has no GPU),
 mixed precision with loss scaling and XLA (ccvl_tf/experiments/compute.py,
-agents/q_agent_base.py), and the guarded step under MirroredStrategy on two logical CPU devices
+ccvl_tf/agents/q_agent_base.py), and the guarded step under MirroredStrategy on two logical CPU devices
 equal to the one-device step on the whole batch (ccvl_tf/experiments/distributed.py)."""
 import os
 import subprocess

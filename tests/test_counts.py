@@ -262,7 +262,7 @@ def _batch_weight_means(normalization: str, steps: int = 600, seed: int = 0) -> 
   training drifts them (their scale grows 0.5% a step), with the agent's default count
   settings (CCVLConfig: relative ridge, EMA decay, refresh period) and only `normalization`
   set."""
-  from agents import ccvl_agent  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.agents import ccvl_agent  # pylint: disable=g-import-not-at-top
   cfg = ccvl_agent.CCVLConfig()
   rng = np.random.default_rng(seed)
   base = rng.random([64, 16]).astype(np.float32)
@@ -286,7 +286,7 @@ def test_the_default_normalization_keeps_every_batchs_weight_at_alpha():
   earlier default, 'mean') lags the precision's refreshes, and the batch mean swings (on
   drifting features here, and 0.68-1.32 on Atari, where the network then collapsed:
   docs/ladder.md)."""
-  from agents import ccvl_agent  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.agents import ccvl_agent  # pylint: disable=g-import-not-at-top
   default = _batch_weight_means(ccvl_agent.CCVLConfig().count_normalization)
   np.testing.assert_allclose(default, 1.0, rtol=1e-5)
   lagging = _batch_weight_means("mean")[100:]

@@ -7,7 +7,7 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
 import ccvl_tf  # noqa: F401
-from agents import cql_agent
+from ccvl_tf.agents import cql_agent
 from ccvl_tf.algorithm import losses, networks
 
 # One-hot states of 2 cells, a 2-unit ReLU torso set to the identity, so Q(s) is a row of the

@@ -33,7 +33,7 @@ def _imports(path, known):
 
 def _graph():
   files = {}
-  for top in ("ccvl_tf", "agents"):
+  for top in ("ccvl_tf",):
     for dirpath, _, names in os.walk(os.path.join(ROOT, top)):
       files.update({_module_name(os.path.join(dirpath, n)): os.path.join(dirpath, n)
                     for n in names if n.endswith(".py")})
@@ -55,7 +55,7 @@ def test_data_stages_import_only_the_stages_below():
 
 # The folders of ccvl_tf/, bottom first: a module may import its own folder and the folders
 # before it, never one after it.
-LAYERS = ["runtime", "algorithm", "tabular", "envs", "data", "evaluation", "experiments",
+LAYERS = ["runtime", "algorithm", "agents", "tabular", "envs", "data", "evaluation", "experiments",
           "bench"]
 
 
@@ -69,6 +69,11 @@ def test_folders_import_only_the_folders_below():
     upward += [(m, n) for n in sorted(deps)
                if n.startswith("ccvl_tf.") and LAYERS.index(n.split(".")[1]) > own]
   assert not upward, upward
+  # The learners are used by the workflows only: no library folder below them reaches in.
+  into_agents = [(m, n) for m, deps in _graph().items() for n in sorted(deps)
+                 if n.startswith("ccvl_tf.agents.") and m.split(".")[1:2] not in (
+                     ["agents"], ["experiments"], ["bench"])]
+  assert not into_agents, into_agents
   assert sorted(LAYERS) == sorted(
       d for d in os.listdir(os.path.join(ROOT, "ccvl_tf"))
       if os.path.isfile(os.path.join(ROOT, "ccvl_tf", d, "__init__.py")))

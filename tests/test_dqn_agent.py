@@ -5,7 +5,7 @@ import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
 import ccvl_tf  # noqa: F401
-from agents import dqn_agent
+from ccvl_tf.agents import dqn_agent
 from test_cql_agent import LINEAR, Q_HAND, hand_batch, specs
 
 

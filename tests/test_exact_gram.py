@@ -9,7 +9,7 @@ import tensorflow as tf
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
-from agents import ccvl_agent
+from ccvl_tf.agents import ccvl_agent
 from ccvl_tf.algorithm import networks
 from ccvl_tf.data.frame_store import FrameStore
 from ccvl_tf.experiments.offline import dataset

@@ -11,7 +11,7 @@ import tensorflow as tf
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
-from agents import ccvl_agent
+from ccvl_tf.agents import ccvl_agent
 from ccvl_tf.algorithm import losses
 from ccvl_tf.algorithm.readings import paper
 from ccvl_tf.algorithm.readings import bound

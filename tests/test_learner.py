@@ -1,4 +1,4 @@
-"""The learner interface (agents/learner.py): every registered agent is a `Learner`; the
+"""The learner interface (ccvl_tf/agents/learner.py): every registered agent is a `Learner`; the
 GuardedLearners and CCVLBoundsAgent are `OnlineLearner`s; online fine-tuning builds its learners
 through the registry; the public pieces of the guarded step compose to `train_on_batch`."""
 import ccvl_tf  # noqa: F401
@@ -10,9 +10,9 @@ import tensorflow as tf
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
-from agents import ccvl_bounds_agent
-from agents import cql_agent
-from agents import learner
+from ccvl_tf.agents import ccvl_bounds_agent
+from ccvl_tf.agents import cql_agent
+from ccvl_tf.agents import learner
 from ccvl_tf.algorithm import networks
 from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.online import config as online_config

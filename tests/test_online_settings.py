@@ -17,7 +17,7 @@ import ccvl_tf  # noqa: F401
 import pytest
 import tensorflow as tf
 
-from agents import ccvl_agent
+from ccvl_tf.agents import ccvl_agent
 from ccvl_tf.algorithm import readings
 from ccvl_tf.data import reverb_replay
 from ccvl_tf.experiments.offline import presets
@@ -199,7 +199,7 @@ def test_each_summary_layout_gives_the_offline_learners_settings(tmp_path):
   assert out["reading"] == "bonus" and out["gap_weight"] == 0.5
   assert (out["td_loss"], out["count_ridge"], out["delta_head"]) == (
       "squared", 0.01, "cosine_monotone")
-  # The training settings of CCVLConfig's defaults (agents/ccvl_agent.py, q_agent_base.py).
+  # The training settings of CCVLConfig's defaults (ccvl_tf/agents/ccvl_agent.py, q_agent_base.py).
   assert {k: out[k] for k in ("num_deltas", "num_pairs", "dr3_coef", "gamma", "adam_epsilon",
                               "target_update_period")} == {
       "num_deltas": 8, "num_pairs": 2, "dr3_coef": 0.03, "gamma": 0.99,

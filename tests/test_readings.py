@@ -3,7 +3,7 @@ to a variant or are refused naming the one to use, and a config records itself a
 before (their fingerprints keep resuming)."""
 import pytest
 
-from agents import ccvl_agent
+from ccvl_tf.agents import ccvl_agent
 from ccvl_tf.algorithm import readings
 from ccvl_tf.algorithm.readings import ablation, bonus, bound, paper
 

@@ -6,7 +6,7 @@ import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
 import ccvl_tf  # noqa: F401
-from agents import rem_agent
+from ccvl_tf.agents import rem_agent
 from ccvl_tf.algorithm import losses
 from test_cql_agent import LINEAR, hand_batch, set_linear_q, specs
 

@@ -16,11 +16,11 @@ import tensorflow as tf
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
-from agents import aevl_agent
-from agents import ccvl_agent
-from agents import ccvl_bounds_agent
-from agents import cql_agent
-from agents import rem_agent
+from ccvl_tf.agents import aevl_agent
+from ccvl_tf.agents import ccvl_agent
+from ccvl_tf.agents import ccvl_bounds_agent
+from ccvl_tf.agents import cql_agent
+from ccvl_tf.agents import rem_agent
 from ccvl_tf.algorithm import losses
 from ccvl_tf.algorithm import readings
 from ccvl_tf.algorithm import networks

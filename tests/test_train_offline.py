@@ -34,7 +34,7 @@ def _in_process_policies(root):
   from tf_agents.specs import tensor_spec
   from tf_agents.trajectories import time_step as ts
 
-  from agents import ccvl_agent
+  from ccvl_tf.agents import ccvl_agent
   from ccvl_tf.algorithm import networks, policies
   from ccvl_tf.envs import atari
 

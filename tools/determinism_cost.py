@@ -87,7 +87,7 @@ def _random_batch_agent(torso):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
   from tf_agents.specs import tensor_spec  # pylint: disable=g-import-not-at-top
   from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
-  from agents import ccvl_agent  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.agents import ccvl_agent  # pylint: disable=g-import-not-at-top
   from ccvl_tf.algorithm import networks  # pylint: disable=g-import-not-at-top
   keras.utils.set_random_seed(0)
   if torso == "minatar":

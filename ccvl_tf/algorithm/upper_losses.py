@@ -1,5 +1,5 @@
 """Upper bounds Q_u(s, a, delta): the loss pieces of the paper's Sec. "Learning Lower- and
-Upper-Bounds" (Eq. upper update), for agents/ccvl_bounds_agent.py.
+Upper-Bounds" (Eq. upper update), for ccvl_tf/agents/ccvl_bounds_agent.py.
 
 The lower bound's pieces (TD, the CQL gap, CCVL's L_j and the max over j) are in
 ccvl_tf/algorithm/losses.py and ccvl_tf/algorithm/readings/, whose docstrings name the paper's

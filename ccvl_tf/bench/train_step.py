@@ -35,7 +35,7 @@ from tf_agents.trajectories import time_step as ts
 from tf_agents.trajectories import trajectory as trajectory_lib
 from tf_agents.utils import common
 
-from agents import ccvl_agent
+from ccvl_tf.agents import ccvl_agent
 from ccvl_tf.algorithm import networks
 from ccvl_tf.algorithm import readings
 from ccvl_tf.bench import dqn_dr3

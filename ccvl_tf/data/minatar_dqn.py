@@ -27,7 +27,7 @@ from ccvl_tf.data import replay_writer
 @dataclasses.dataclass(frozen=True)
 class BehaviourDQNConfig:
   """The online DQN that generates the data (the behaviour policy's learner; not
-  agents.dqn_agent.DQNConfig, the offline DQN baseline).
+  ccvl_tf.agents.dqn_agent.DQNConfig, the offline DQN baseline).
 
   Source of each value: MinAtar's DQN baseline (Young & Tian 2019, arXiv
   1903.03176; github.com/kenjyoung/MinAtar ``examples/dqn.py`` constants in

@@ -4,5 +4,5 @@ tables and the confidence diagnostics. The reference scores and the normalized s
 ccvl_tf/envs/scores.py.
 
 It imports the folders below it (ccvl_tf.runtime, algorithm, tabular, envs), never
-ccvl_tf.data, ccvl_tf.experiments or agents/ (docs/ARCHITECTURE.md, "Layers").
+ccvl_tf.data, ccvl_tf.experiments or ccvl_tf/agents/ (docs/ARCHITECTURE.md, "Layers").
 """

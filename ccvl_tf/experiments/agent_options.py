@@ -1,4 +1,4 @@
-"""The agent settings a run's binary takes as flags, generated from agents.ccvl_agent.CCVLConfig
+"""The agent settings a run's binary takes as flags, generated from ccvl_tf.agents.ccvl_agent.CCVLConfig
 and CCVL's readings (ccvl_tf/algorithm/readings/: --reading and each reading's options).
 
 Each setting is declared once, with its default, bounds and help, in the agent config or the
@@ -16,7 +16,7 @@ from typing import Dict, Mapping, Optional, Sequence
 
 from absl import flags
 
-from agents import ccvl_agent
+from ccvl_tf.agents import ccvl_agent
 from ccvl_tf.algorithm import readings
 from ccvl_tf.runtime import config_flags
 

@@ -1,11 +1,11 @@
-"""The agent registry: every learner of agents/ built from one place.
+"""The agent registry: every learner of ccvl_tf/agents/ built from one place.
 
 `AGENT_REGISTRY` maps a name to an `AgentSpec`: the agent's own config (CCVLConfig, CQLConfig,
 BCConfig, ...: its defaults and the settings of a run it takes; `resolve` makes it once), the
 learner built with it (`build`: time_step_spec, action_spec, AgentSettings ->
-agents.learner.Learner) and the policies it is evaluated / exported with. Its users: --agent=NAME of train_offline.py (experiments/offline/runner.py) and
+ccvl_tf.agents.learner.Learner) and the policies it is evaluated / exported with. Its users: --agent=NAME of train_offline.py (experiments/offline/runner.py) and
 compare.py (the offline names, `AGENTS`), and online fine-tuning (experiments/online/runner.py),
-which builds 'ccvl_bounds' (agents.ccvl_bounds_agent.CCVLBoundsAgent, lower and upper bounds)
+which builds 'ccvl_bounds' (ccvl_tf.agents.ccvl_bounds_agent.CCVLBoundsAgent, lower and upper bounds)
 or 'cql' ('ccvl_lower', Q_l alone) here with its own settings (gridworld MLP, MinAtar network
 or Nature torso). `AgentSettings` carries what a builder needs beyond the specs: the agent's config
 resolved by the run (`agent_config`; the offline run resolves it once, `AgentSpec.resolve`), or
@@ -21,14 +21,14 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import numpy as np
 
-from agents import aevl_agent
-from agents import bc_agent
-from agents import ccvl_agent
-from agents import ccvl_bounds_agent
-from agents import cql_agent
-from agents import dqn_agent
-from agents import q_agent_base
-from agents import rem_agent
+from ccvl_tf.agents import aevl_agent
+from ccvl_tf.agents import bc_agent
+from ccvl_tf.agents import ccvl_agent
+from ccvl_tf.agents import ccvl_bounds_agent
+from ccvl_tf.agents import cql_agent
+from ccvl_tf.agents import dqn_agent
+from ccvl_tf.agents import q_agent_base
+from ccvl_tf.agents import rem_agent
 from ccvl_tf.algorithm import belief
 from ccvl_tf.algorithm import policies
 from ccvl_tf.algorithm import readings
@@ -44,7 +44,7 @@ class AgentSettings:
   # experiments/offline/dataset.Batches.state_batches; None where the run has no dataset store.
   state_batches: Optional[Callable] = None
   # The agent configs' settings given for this run (field -> value: alpha, num_deltas N,
-  # num_heads H, learning_rate, CCVL's objective, ...; agents/*_agent.py declare them); the
+  # num_heads H, learning_rate, CCVL's objective, ...; ccvl_tf/agents/*_agent.py declare them); the
   # others keep the agent config's default. An agent takes those its config has.
   agent_values: Dict[str, object] = dataclasses.field(default_factory=dict)
   # The agent's own config as the run resolved it (AgentSpec.resolve), e.g. a CCVLConfig;
@@ -84,11 +84,11 @@ class AgentSpec:
     description: one line for --help.
     train_key: agents with the same key train the same learner (ccvl and fixed_ccvl differ
       only in the evaluation policy), so a comparison trains it once.
-    config: the agent's own config (agents/*_agent.py) with its defaults.
+    config: the agent's own config (ccvl_tf/agents/*_agent.py) with its defaults.
     takes: the settings of `AgentSettings.agent_values` the agent takes (`resolve`).
     learner: (time_step_spec, action_spec, config, AgentSettings) -> learner
-      (agents.learner.Learner; the GuardedLearners and CCVLBoundsAgent are also
-      agents.learner.OnlineLearners).
+      (ccvl_tf.agents.learner.Learner; the GuardedLearners and CCVLBoundsAgent are also
+      ccvl_tf.agents.learner.OnlineLearners).
     policies: (learner, time_step_spec, action_spec, held_out_batches, settings) ->
       (dict export_name -> TF-Agents policy, dict of extra summary values); the first entry is
       the method's evaluation policy.
@@ -216,7 +216,7 @@ def _ccvl_policies(agent, time_step_spec, action_spec, held_out, s: AgentSetting
                    primary: str = "adaptive"):
   """CCVL: the confidence-adaptive policy; Fixed-CCVL: the grid delta whose TD error against
   the target network (the Bellman error offline training minimizes) is lowest on the held-out
-  batches (agents.ccvl_agent.select_fixed_delta's rule; both errors of the held-out batches in
+  batches (ccvl_tf.agents.ccvl_agent.select_fixed_delta's rule; both errors of the held-out batches in
   one pass, bellman_errors_both). The belief temperature is
   s.belief_temperature, else spread_belief_temperature of the held-out Bellman-consistency
   errors (the belief's own) when s.belief_episode_steps is set, else auto_belief_temperature

@@ -78,11 +78,11 @@ class Compute:
 
   def prepare(self, agent):
     """`agent` (built in `building`) with XLA set as asked; ValueError naming --jit_compile for
-    a learner outside agents/q_agent_base.GuardedLearner when it is on."""
+    a learner outside ccvl_tf/agents/q_agent_base.GuardedLearner when it is on."""
     if self.jit_compile:
       if not hasattr(agent, "set_jit_compile"):
         raise ValueError(f"--jit_compile compiles the step of the learners of "
-                         f"agents/q_agent_base.GuardedLearner (CCVL, CQL, REM, AEVL, BC), not "
+                         f"ccvl_tf/agents/q_agent_base.GuardedLearner (CCVL, CQL, REM, AEVL, BC), not "
                          f"{type(agent).__name__}")
       agent.set_jit_compile(True)
     return agent

@@ -12,7 +12,7 @@ import ccvl_tf  # noqa: F401
 
 import tensorflow as tf
 
-from agents import q_agent_base
+from ccvl_tf.agents import q_agent_base
 
 
 def make_train_step(strategy: tf.distribute.Strategy, agent) -> Callable[[Dict], Dict]:
@@ -28,12 +28,12 @@ def make_train_step(strategy: tf.distribute.Strategy, agent) -> Callable[[Dict],
   Raises:
     ValueError: `agent` is not a GuardedLearner, or uses CCVL's count_gram='exact' (its
       refresh from the dataset runs eagerly outside the strategy).
-    (from step) agents.q_agent_base.NonFiniteLossError on a NaN/inf loss or gradient (no
+    (from step) ccvl_tf.agents.q_agent_base.NonFiniteLossError on a NaN/inf loss or gradient (no
       variable changed), as train_on_batch does.
   """
   if not isinstance(agent, q_agent_base.GuardedLearner):
     raise ValueError(f"a tf.distribute strategy other than the default trains the learners of "
-                     f"agents/q_agent_base.GuardedLearner only (CCVL, CQL, REM, AEVL, BC), not "
+                     f"ccvl_tf/agents/q_agent_base.GuardedLearner only (CCVL, CQL, REM, AEVL, BC), not "
                      f"{type(agent).__name__}; use the default strategy")
   if getattr(agent, "exact_gram", False):
     raise ValueError("CCVL's count_gram='exact' is not supported under a tf.distribute "

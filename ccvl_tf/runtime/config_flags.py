@@ -1,7 +1,7 @@
 """Absl flags generated from config dataclasses: each setting is declared once.
 
 A setting is a field declared with `setting(default, help, bounds or choices)`; the agents'
-configs (agents/*.py) declare theirs so, and run configs too. `define(Config)` makes one flag
+configs (ccvl_tf/agents/*.py) declare theirs so, and run configs too. `define(Config)` makes one flag
 per setting (`unset=True`: default None, "not given", for agent settings a run may take from
 a preset), `from_flags` / `given` read them back, `check(config)` validates a config against
 its declarations, `redeclare` gives an inherited setting another default, `borrow` puts a

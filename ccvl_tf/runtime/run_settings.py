@@ -7,7 +7,7 @@ applies then), or with its own lower bound where the run allows less or needs mo
 evaluation episodes: none). The bounds are checked when the config is validated
 (`config_flags.check`, a one-line "--name must be ..."), not while the flags are parsed, so
 every binary words a bad value the same way. The agents' own settings are declared in their
-configs (agents/*_agent.py), not here.
+configs (ccvl_tf/agents/*_agent.py), not here.
 """
 from __future__ import annotations
 

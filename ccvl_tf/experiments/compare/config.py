@@ -9,7 +9,7 @@ import dataclasses
 import math
 from typing import Dict, List, Optional, Sequence
 
-from agents import aevl_agent, ccvl_agent, rem_agent
+from ccvl_tf.agents import aevl_agent, ccvl_agent, rem_agent
 from ccvl_tf.runtime import config_flags, run_settings
 from ccvl_tf.envs import scores
 from ccvl_tf.runtime.config_flags import borrow, setting
@@ -99,12 +99,12 @@ class CompareConfig:
     batch_size: transitions per batch.
     alpha, learning_rate, adam_epsilon, target_update_period, dr3_coef, num_deltas (CCVL N),
       num_pairs (CCVL M), num_heads (REM H), num_members (AEVL E): the agents' settings,
-      declared in their configs (agents/*_agent.py) and borrowed here (None: the suite's,
+      declared in their configs (ccvl_tf/agents/*_agent.py) and borrowed here (None: the suite's,
       else each agent's own).
     num_grid_deltas (CCVL K), belief_temperature (None: CCVL's from held-out data, AEVL's
       config default): the evaluation policies' settings.
     ccvl_options: CCVL's own options (objective, counts, belief_resample), declared once in
-      agents.ccvl_agent.CCVLConfig (experiments/agent_options.py); unset = CCVLConfig's.
+      ccvl_tf.agents.ccvl_agent.CCVLConfig (experiments/agent_options.py); unset = CCVLConfig's.
     data_dir: minatar / atari dataset root; data_run: which logged run of each game (None: the
       suite's first, minatar 0 = make_minatar_datasets.py's default seed, atari 1).
     bootstrap_reps: rliable bootstrap replications for the CIs.

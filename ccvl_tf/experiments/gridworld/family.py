@@ -29,7 +29,7 @@ import numpy as np
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
-from agents import ccvl_agent
+from ccvl_tf.agents import ccvl_agent
 from ccvl_tf.algorithm import counts as counts_lib
 from ccvl_tf.tabular.gridworld import GridWorld
 from ccvl_tf.algorithm import networks

@@ -190,7 +190,7 @@ def probe(agent, probe: Mapping[str, np.ndarray], num_actions: int,
   """The held-out measurements of one agent (see the module notes, step 2)."""
   # Here: TensorFlow (see the note at the top).
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
-  from agents import q_agent_base  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.agents import q_agent_base  # pylint: disable=g-import-not-at-top
   from ccvl_tf.evaluation import policy_diagnostics  # pylint: disable=g-import-not-at-top
   obs, acts = probe["observation"], np.asarray(probe["action"], np.int64)
   delta = float(getattr(agent.config, "policy_delta", 0.5))

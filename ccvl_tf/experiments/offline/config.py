@@ -30,9 +30,9 @@ from ccvl_tf.envs import atari
 from ccvl_tf.experiments import agent_options, agent_registry, compute
 from ccvl_tf.experiments.offline import dataset, default_dataset, presets
 from ccvl_tf.experiments.offline.seeds import Seeds
-from agents import ccvl_agent, q_agent_base
+from ccvl_tf.agents import ccvl_agent, q_agent_base
 
-# The agent settings train_offline.py takes as flags, declared in agents.ccvl_agent.CCVLConfig
+# The agent settings train_offline.py takes as flags, declared in ccvl_tf.agents.ccvl_agent.CCVLConfig
 # (experiments/agent_options.py); the given ones are OfflineConfig.agent_values.
 AGENT_FLAGS = agent_options.TRAINING + agent_options.CCVL_SAMPLING + agent_options.CCVL_OPTIONS
 

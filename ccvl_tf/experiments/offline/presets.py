@@ -12,7 +12,7 @@ reported runs.
 A preset sets two kinds of settings. Its run settings (RUN_SETTINGS: the steps, the
 evaluation, the intervals, the reference agents; `run_values`) fill the OfflineConfig fields the
 user did not give when the config is made. Its agent settings map an agent's train key
-(agent_registry.AgentSpec.train_key) to values of the agent's config (agents/*_agent.py),
+(agent_registry.AgentSpec.train_key) to values of the agent's config (ccvl_tf/agents/*_agent.py),
 among the training settings every learner of a run shares (agent_options.TRAINING) and, for
 CCVL, its reading (agent_options.CCVL_OPTIONS: the `paper` preset selects the paper's,
 `PAPER_READING`); `resolve` puts the values the user gave on top (a flag always wins), and the agent registry applies the result with

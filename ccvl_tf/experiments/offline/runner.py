@@ -106,7 +106,7 @@ class Setup:
   batches: dataset.Batches
   evaluation: AtariEvaluation
   seeds: Seeds
-  agent: object               # the learner (agents/learner.py)
+  agent: object               # the learner (ccvl_tf/agents/learner.py)
   time_step_spec: object
   action_spec: object
   allow_config_change: bool   # --allow_config_change: resume checkpoints of another config

@@ -16,8 +16,8 @@ import tensorflow as tf
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
-from agents import ccvl_agent
-from agents import ccvl_bounds_agent
+from ccvl_tf.agents import ccvl_agent
+from ccvl_tf.agents import ccvl_bounds_agent
 from ccvl_tf.runtime import config_flags
 from ccvl_tf.runtime import paths
 from ccvl_tf.runtime.config_flags import setting
@@ -61,7 +61,7 @@ def schedule_setting(default: str):
 
 
 # The settings of the upper bound and the exploration policy, declared in
-# agents.ccvl_bounds_agent.ExplorationConfig: embedded in OnlineConfig (`exploration_values`),
+# ccvl_tf.agents.ccvl_bounds_agent.ExplorationConfig: embedded in OnlineConfig (`exploration_values`),
 # flags of finetune_online.py through that declaration.
 EXPLORATION_FIELDS = tuple(f.name for f in dataclasses.fields(ccvl_bounds_agent.ExplorationConfig))
 # finetune_online.py's defaults of those flags where they are not ExplorationConfig's: the
@@ -83,7 +83,7 @@ class OnlineConfig:
 
   The upper bound's and the exploration policy's settings (alpha_u, Q_u's objective and
   regularizer, beta of the safe set A_l, the fixed delta, epsilon, the belief's K and T) are
-  agents.ccvl_bounds_agent.ExplorationConfig's, embedded as the values set
+  ccvl_tf.agents.ccvl_bounds_agent.ExplorationConfig's, embedded as the values set
   (`exploration_values`; in force: `exploration`; `bounds()` makes the BoundsConfig). The
   belief temperature T unset is the offline run's (summary.json), else ExplorationConfig's 1.
   On disk (online_config.json, summary.json's 'config') the config is one flat record, the

@@ -19,7 +19,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import numpy as np
 
-from agents import ccvl_agent
+from ccvl_tf.agents import ccvl_agent
 from ccvl_tf.runtime import config_flags
 from ccvl_tf.runtime import paths
 from ccvl_tf.runtime import run_settings

@@ -16,7 +16,7 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.trajectories import time_step as ts
 
-from agents import ccvl_bounds_agent
+from ccvl_tf.agents import ccvl_bounds_agent
 from ccvl_tf.algorithm import belief
 from ccvl_tf.envs import factory
 from ccvl_tf.envs import gridworld_env

@@ -17,7 +17,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from agents import ccvl_agent
+from ccvl_tf.agents import ccvl_agent
 from ccvl_tf.algorithm import readings
 from ccvl_tf.experiments import agent_options
 from ccvl_tf.tabular import gridworld

@@ -1,7 +1,7 @@
 """AEVLAgent: adaptive ensemble value learning (the paper's ablation; a discrete-action APE-V,
 Ghosh et al. 2022).
 
-More in docs/agent.md "Module notes", `agents/aevl_agent.py`.
+More in docs/agent.md "Module notes", `ccvl_tf/agents/aevl_agent.py`.
 """
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import ccvl_tf  # noqa: F401
 
 import tensorflow as tf
 
-from agents import cql_agent
-from agents import q_agent_base
+from ccvl_tf.agents import cql_agent
+from ccvl_tf.agents import q_agent_base
 from ccvl_tf.algorithm import losses
 from ccvl_tf.algorithm import networks
 from ccvl_tf.algorithm import policies

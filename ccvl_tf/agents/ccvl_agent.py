@@ -1,6 +1,6 @@
 """CCVLAgent: confidence-conditioned value learning as a TF-Agents agent (paper Algorithm 1).
 
-More in docs/agent.md "Module notes", `agents/ccvl_agent.py`.
+More in docs/agent.md "Module notes", `ccvl_tf/agents/ccvl_agent.py`.
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from ccvl_tf.algorithm import readings
 from ccvl_tf.runtime.config_flags import setting
 from ccvl_tf.algorithm.readings import paper
 
-from agents import q_agent_base
+from ccvl_tf.agents import q_agent_base
 
 @dataclasses.dataclass(frozen=True)
 class CCVLConfig(q_agent_base.BaseQConfig):
@@ -128,7 +128,7 @@ class CCVLAgent(q_agent_base.GuardedLearner):
   """Confidence-conditioned value learning (lower bound Q(s, a, delta)), Algorithm 1.
 
   The guarded step, checkpoint, accessors and Trajectory input are
-  `agents.q_agent_base.GuardedLearner`'s; this class adds the delta-conditioned network, the
+  `ccvl_tf.agents.q_agent_base.GuardedLearner`'s; this class adds the delta-conditioned network, the
   n(s)^-1 estimate (updated after each applied step, `_update_hook`) and Algorithm 1's objective.
   """
 

@@ -1,7 +1,7 @@
 """CCVL with lower and upper bounds Q_l(s, a, delta), Q_u(s, a, delta) (paper Sec. "Learning
 Lower- and Upper-Bounds", Eq. upper update, Eq. upper policy).
 
-More in docs/agent.md "Module notes", `agents/ccvl_bounds_agent.py`.
+More in docs/agent.md "Module notes", `ccvl_tf/agents/ccvl_bounds_agent.py`.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 import numpy as np
 import tensorflow as tf
 
-from agents import ccvl_agent
+from ccvl_tf.agents import ccvl_agent
 from ccvl_tf.runtime import config_flags
 from ccvl_tf.algorithm import readings
 from ccvl_tf.algorithm import upper_losses
@@ -281,7 +281,7 @@ class CCVLBoundsAgent(tf.Module):
   def action_spec(self):
     return self._action_spec
 
-  # ---- the online extension (agents.learner.OnlineLearner); bounds_policy and
+  # ---- the online extension (ccvl_tf.agents.learner.OnlineLearner); bounds_policy and
   # exploration_policy are attributes (see __init__) ---------------------------------------------
   def policy_variables(self) -> Dict[str, List[tf.Variable]]:
     """What actors need: the online weights of both bounds (tf.Variables)."""

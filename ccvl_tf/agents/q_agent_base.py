@@ -1,6 +1,6 @@
 """Shared plumbing of every offline agent here.
 
-More in docs/agent.md "Module notes", `agents/q_agent_base.py`.
+More in docs/agent.md "Module notes", `ccvl_tf/agents/q_agent_base.py`.
 """
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ class NonFiniteLossError(FloatingPointError):
 
 @dataclasses.dataclass(frozen=True)
 class CommonQConfig:
-  """Hyperparameters every agent of agents/ has (Dopamine offline defaults), each declared
+  """Hyperparameters every agent of ccvl_tf/agents/ has (Dopamine offline defaults), each declared
   here once with its help and bounds (ccvl_tf/runtime/config_flags.py `setting`) and inherited
   (DQNConfig; through BaseQConfig, CQL / REM / AEVL / CCVL): gamma, Adam's step size and
   epsilon, the target period, the collect policy's epsilon and the seed."""
@@ -224,7 +224,7 @@ class GuardedLearner(tf_agent.TFAgent):
   the n(s)^-1 statistics), the counter and the periodic target copy only when the loss and
   every gradient are finite (`guarded_update`), and raise `NonFiniteLossError` otherwise.
 
-  It implements `agents.learner.Learner` and `OnlineLearner`. The pieces of the guarded step
+  It implements `ccvl_tf.agents.learner.Learner` and `OnlineLearner`. The pieces of the guarded step
   are public for the step under a tf.distribute strategy (experiments/online/distributed.py) and
   the benchmark: `prepare_batch`, `step_seed`, `loss_and_grads`, `apply_update`,
   `step_loss_and_grads`, `update_hook`, `check_finite` and `compiled_train_step`.
@@ -348,7 +348,7 @@ class GuardedLearner(tf_agent.TFAgent):
     (tensors; actions as indices 0..A-1)."""
     return as_transition_batch(experience, self._action_min)
 
-  # ---- the online extension (agents.learner.OnlineLearner) ------------------------------------
+  # ---- the online extension (ccvl_tf.agents.learner.OnlineLearner) ------------------------------------
   @property
   def exploration_policy(self):
     """What online actors run: the collect policy (greedy, epsilon-greedy at

@@ -7,10 +7,10 @@ weights they pull, the learning-rate setter, the offline-checkpoint restore and 
 learners a tf.distribute step trains.
 
 Who implements what (checked by tests/test_learner.py):
-  * `agents.q_agent_base.GuardedLearner` subclasses -- CCVLAgent, UpperCCVLAgent (lower / upper
+  * `ccvl_tf.agents.q_agent_base.GuardedLearner` subclasses -- CCVLAgent, UpperCCVLAgent (lower / upper
     bound Q_l, Q_u(s, a, delta)), CQLAgent, REMAgent, AEVLAgent: both protocols;
-  * `agents.ccvl_bounds_agent.CCVLBoundsAgent` (Q_l and Q_u side by side): both protocols;
-  * `agents.dqn_agent.DQNLearner` (TF-Agents' DqnAgent): `Learner` only (no contract
+  * `ccvl_tf.agents.ccvl_bounds_agent.CCVLBoundsAgent` (Q_l and Q_u side by side): both protocols;
+  * `ccvl_tf.agents.dqn_agent.DQNLearner` (TF-Agents' DqnAgent): `Learner` only (no contract
     `q_network`, so the online evaluation cannot act with it).
 
 Both are `typing.Protocol`s (structural: nothing inherits from them) and `runtime_checkable`
@@ -32,7 +32,7 @@ class Learner(Protocol):
     variables: every tf.Variable of the learner (tf.Module's).
     policy: the learner's greedy / safe TF-Agents policy (CCVL: greedy in Q_l at policy_delta).
     train_on_batch(batch): one guarded train step; returns scalar metrics with at least 'loss';
-      raises FloatingPointError (agents.q_agent_base.NonFiniteLossError) on a NaN/inf loss or
+      raises FloatingPointError (ccvl_tf.agents.q_agent_base.NonFiniteLossError) on a NaN/inf loss or
       gradient without changing any variable.
     make_checkpoint(**extra): a tf.train.Checkpoint of everything a restart needs (networks,
       target networks, Adam, train step; CCVL: the n(s)^-1 statistics), plus `extra`.

@@ -1,6 +1,6 @@
-"""DQN baseline: TF-Agents' own `DqnAgent`, wrapped to the interface `agents.learner.Learner`.
+"""DQN baseline: TF-Agents' own `DqnAgent`, wrapped to the interface `ccvl_tf.agents.learner.Learner`.
 
-More in docs/agent.md "Module notes", `agents/dqn_agent.py`.
+More in docs/agent.md "Module notes", `ccvl_tf/agents/dqn_agent.py`.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from tf_agents.trajectories import time_step as ts
 from tf_agents.trajectories import trajectory as trajectory_lib
 from tf_agents.utils import common
 
-from agents import q_agent_base
+from ccvl_tf.agents import q_agent_base
 from ccvl_tf.algorithm import networks
 
 

@@ -26,7 +26,7 @@ import ccvl_tf  # noqa: F401
 
 import tensorflow as tf
 
-from agents import q_agent_base
+from ccvl_tf.agents import q_agent_base
 from ccvl_tf.algorithm import losses
 from ccvl_tf.runtime.config_flags import redeclare, setting
 

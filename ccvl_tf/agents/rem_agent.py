@@ -1,7 +1,7 @@
 """REMAgent: Random Ensemble Mixture (Agarwal, Schuurmans & Norouzi, ICML 2020, "An Optimistic
 Perspective on Offline Reinforcement Learning"; google-research/batch_rl).
 
-More in docs/agent.md "Module notes", `agents/rem_agent.py`.
+More in docs/agent.md "Module notes", `ccvl_tf/agents/rem_agent.py`.
 """
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import ccvl_tf  # noqa: F401
 
 import tensorflow as tf
 
-from agents import q_agent_base
+from ccvl_tf.agents import q_agent_base
 from ccvl_tf.algorithm import losses
 from ccvl_tf.runtime.config_flags import setting
 

@@ -11,7 +11,7 @@ with TD = Huber (Dopamine / DR3) or x^2 / 2. Pieces: `ccvl_tf.algorithm.losses.t
 architecture on the shared torso (`ccvl_tf.algorithm.networks.build_q_ensemble`, E = H = 1: Nature
 conv, MLP or MinAtar torso + one linear layer), so CQL differs from CCVL's Fixed-delta policy only
 in the objective. The guarded step, checkpointing and Trajectory input come from
-`agents/q_agent_base.py`.
+`ccvl_tf/agents/q_agent_base.py`.
 
 Defaults: alpha = 0.1 and c_DR3 = 0.03 are the values CCVLConfig uses for the same DR3 setup
 (see docs/agent.md: unverified recollections of Kumar et al. 2022, Table E.1; the paper says
@@ -26,7 +26,7 @@ import ccvl_tf  # noqa: F401
 
 import tensorflow as tf
 
-from agents import q_agent_base
+from ccvl_tf.agents import q_agent_base
 from ccvl_tf.algorithm import losses
 from ccvl_tf.runtime.config_flags import redeclare, setting
 

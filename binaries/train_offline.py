@@ -74,8 +74,9 @@ def own_data_settings() -> dict:
         f"{', '.join('--' + n for n in atari_only)}: DQN Replay settings; with --dataset "
         f"(own data) the run takes {', '.join('--' + n for n in sorted(fit_settings.FIELDS))} "
         f"and the learner's settings")
-  return dict({f: fv[f].value for f in run}, **agent_options.from_flags(
-      offline_config.AGENT_FLAGS))
+  own = config_flags.values(fit_settings.FitSettings, OWN_DATA_FLAGS)
+  return dict({f: own[f] if f in own else fv[f].value for f in run},
+              **agent_options.from_flags(offline_config.AGENT_FLAGS))
 
 
 def main(argv):

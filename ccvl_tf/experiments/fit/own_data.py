@@ -10,6 +10,7 @@ results.csv / results.json / results.png (with an environment), summary.json.
 """
 from __future__ import annotations
 
+import csv
 import dataclasses
 import os
 import time
@@ -26,7 +27,6 @@ from tf_agents.trajectories import time_step as ts
 from ccvl_tf.algorithm import policies
 from ccvl_tf.data import transitions as transitions_lib
 from ccvl_tf.envs import factory
-from ccvl_tf.evaluation import reporting
 from ccvl_tf.evaluation import rollouts
 from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.fit import settings as fit_settings
@@ -40,6 +40,7 @@ ROW_NAMES = {"policy_fixed": "Fixed-CCVL", "policy_adaptive": "CCVL (adaptive)"}
 METHOD_NAMES = {"ccvl": "CCVL (adaptive)", "fixed_ccvl": "Fixed-CCVL", "cql": "CQL",
                 "rem": "REM", "aevl": "AEVL", "aevl_td": "AEVL (TD members)", "dqn": "DQN",
                 "bc": "BC"}
+CSV_FIELDS = ("policy", "episodes", "mean", "ci_low", "ci_high")
 # Seed offsets of the run's random streams beside the training batches (seed itself).
 HELD_OUT_SEED, EVAL_ENV_SEED = 777, 10_000
 
@@ -207,8 +208,10 @@ def write_results(root_dir: str, rows, env: str, note: str) -> Dict[str, str]:
   paths = {k: os.path.join(root_dir, f"results.{k}") for k in ("md", "csv", "json", "png")}
   with open(paths["md"], "w") as f:
     f.write(demo_report.render(rows, env, note))
-  reporting.write_results_csv(paths["csv"], [{k: v for k, v in r.items() if k != "scores"}
-                                             for r in rows])
+  with open(paths["csv"], "w", newline="") as f:
+    writer = csv.DictWriter(f, fieldnames=CSV_FIELDS, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(rows)
   with open(paths["json"], "w") as f:
     strict_json.dump(list(rows), f, indent=1)
   demo_report.plot_rows(paths["png"], rows, env)

@@ -52,7 +52,8 @@ class FitSettings:
                        "vectors, nature for frames of at least 36x36, minatar for 10x10xC "
                        "grids), or one of mlp, nature, minatar.", enum_values=TORSOS)
   mlp_units: Tuple[int, ...] = setting((256, 256), "Widths of the MLP torso's ReLU layers.",
-                                       kind="csv")
+                                       kind="csv", flag_default="256,256",
+                                       parse=lambda v: parse_units(v))
   held_out_batches: int = setting(8, "Batches of the data (another seed) on which Fixed-CCVL's "
                                   "delta and the belief temperature are chosen after "
                                   "training.", lower_bound=1, upper_bound=10_000)
@@ -62,8 +63,21 @@ class FitSettings:
     if not self.root_dir:
       raise ValueError("root_dir is required: the run's checkpoints, policies and results go "
                        "there")
-    if any(int(u) != u or u < 1 for u in self.mlp_units) or not self.mlp_units:
-      raise ValueError(f"mlp_units must be one or more integers >= 1, got {self.mlp_units!r}")
+    parse_units(self.mlp_units)
+
+
+def parse_units(value) -> Tuple[int, ...]:
+  """'64,64' or ['64', '64'] or (64, 64) -> (64, 64); ValueError for anything but integers
+  >= 1."""
+  items = value.split(",") if isinstance(value, str) else list(value)
+  try:
+    units = tuple(int(str(u).strip()) for u in items)
+  except ValueError:
+    units = ()
+  if not units or any(u < 1 for u in units):
+    raise ValueError(f"mlp_units must be one or more integers >= 1 (e.g. 256,256), got "
+                     f"{value!r}")
+  return units
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(FitSettings))

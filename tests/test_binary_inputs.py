@@ -368,3 +368,21 @@ def test_every_binarys_usage_text_prints_its_percent_signs(binary):
   # absl's usage (absl/app.py): the docstring %-formatted with argv[0] per specifier.
   specifiers = doc.count("%") - 2 * doc.count("%%")
   assert doc % ((binary,) * specifiers) == doc.replace("%%", "%")
+
+
+def test_a_setting_given_without_the_one_it_depends_on_is_refused_naming_both():
+  """Before, train_offline.py --pool_swap_steps=3 without --pool_checkpoints was ignored and
+  recorded as 3 in summary.json."""
+  from ccvl_tf.experiments.offline import config as offline_config  # pylint: disable=g-import-not-at-top
+  with pytest.raises(app.UsageError, match=r"^--pool_swap_steps=3 takes effect only with "
+                                           r"--pool_checkpoints, which is off \(0\): give "
+                                           r"--pool_checkpoints or leave --pool_swap_steps out$"):
+    offline_config.config_from_args(["--pool_swap_steps=3"])
+  cfg = offline_config.config_from_args(["--pool_swap_steps=3", "--pool_checkpoints=2"])
+  assert (cfg.pool_swap_steps, cfg.pool_checkpoints) == (3, 2)
+  assert offline_config.config_from_args([]).pool_checkpoints == 0  # the default: no partner
+  # Every declared dependency names a setting of its own config.
+  for path in BINARY_CONFIGS + AGENT_CONFIGS:
+    fields = {f.name for f in dataclasses.fields(_class(path))}
+    for f, spec in config_flags.flag_fields(_class(path)):
+      assert spec.needs is None or spec.needs in fields, (path, f.name, spec.needs)

@@ -99,7 +99,7 @@ class OfflineConfig:
   pool_swap_steps: int = setting(
       replay_pool.BATCH_RL_SWAP_STEPS, "With --pool_checkpoints: train steps between two "
       "draws of the pool (the default: batch_rl's, 5 new checkpoints every iteration of "
-      "250,000 agent steps = 62,500 gradient steps).", lower_bound=1)
+      "250,000 agent steps = 62,500 gradient steps).", lower_bound=1, needs="pool_checkpoints")
   agent: str = setting(
       "ccvl", "Which learner (experiments/agent_registry.py): " + "; ".join(
           f"{s.name}: {s.description}" for s in agent_registry.AGENT_REGISTRY.values()

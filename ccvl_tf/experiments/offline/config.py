@@ -256,8 +256,11 @@ class OfflineConfig:
       raise ValueError(f"--dataset_dir names {len(runs)} directories ({self.dataset_dir}); "
                        f"several runs are read as a checkpoint pool only: give "
                        f"--pool_checkpoints=K (K of their checkpoints in memory at a time)")
-    if len(set(runs)) != len(runs):
-      raise ValueError(f"--dataset_dir names a directory twice: {self.dataset_dir}")
+    resolved = [d if replay_files.is_remote(d) else os.path.realpath(d) for d in runs]
+    if len(set(resolved)) != len(resolved):  # a symlink or '..' to a run given already too
+      raise ValueError(f"--dataset_dir names a directory twice: {self.dataset_dir}"
+                       + ("" if len(set(runs)) != len(runs) else
+                          " (two spellings resolve to one directory)"))
     for run_dir in runs or ([self.dataset_dir] if self.dataset_dir is not None else []):
       _check_dataset_dir(run_dir)
     training.check_output_dir(self.root_dir, "--root_dir")

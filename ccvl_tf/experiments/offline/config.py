@@ -244,6 +244,13 @@ class OfflineConfig:
     agent_options.validate(self.agent_values)
     agent_registry.check_taken(self.agent_values, [self.agent], f"--agent={self.agent}",
                                AGENT_FLAGS)
+    if self.mixed_precision != "off":  # before any data is read (compute.prepare reads back)
+      for name in (self.agent,) + tuple(self.reference_agents):
+        if not agent_registry.get_agent_spec(name).mixed_precision:
+          flag = "--agent" if name == self.agent else "--reference_agents"
+          raise ValueError(f"--mixed_precision={self.mixed_precision} does not reach the network "
+                           f"of {flag}={name} (TF-Agents' QNetwork, legacy tf_keras, computes in "
+                           f"float32): leave --mixed_precision off, or {name} out")
     believers = agent_registry.BELIEF_AGENTS
     if self.belief_temperature is not None and not any(
         a in believers for a in (self.agent,) + tuple(self.reference_agents)):

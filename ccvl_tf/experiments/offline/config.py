@@ -354,11 +354,16 @@ def config_from_args(args: Sequence[str]) -> OfflineConfig:
                                  agent_values=agent_options.from_flags(AGENT_FLAGS, fv))
 
 
-# Record fields a run of other flags may differ in and still be the same run's results (XLA
-# and the replicas change the rounding and, for CCVL, which deltas are drawn; not the method).
+# Record fields a run of other flags may differ in and still be the same run's results:
+# where it writes, the flag that allows a change, how often it logs and checkpoints, and two
+# device settings that change only the float rounding, not a random stream or the method:
+# tf_threads (the reduction order of CPU kernels, BUILD.md "What is and is not
+# bit-reproducible": 1 vs 2 threads moved the networks by <= 5e-3 relative; on a GPU it is
+# not applied at all) and deterministic (on CPU no bit changed at a fixed thread count).
+# --jit_compile and --distribute are compared: XLA and the replicas change which deltas CCVL
+# draws, so a resume or a finished run under another one is another run's result.
 _NOT_COMPARED = ("root_dir", "allow_config_change", "tf_threads", "deterministic",
-                 "log_interval", "summary_interval", "checkpoint_interval", "jit_compile",
-                 "distribute")
+                 "log_interval", "summary_interval", "checkpoint_interval")
 
 
 def changed_settings(saved: Mapping[str, object], cfg: OfflineConfig) -> List[str]:
@@ -595,6 +600,12 @@ def fingerprint(saved: Dict[str, object], plan: AgentPlan, identity: Dict[str, o
   # recorded only when on, so that the fingerprints of float32 runs are unchanged.
   if saved.get("mixed_precision", "off") != "off":
     out["mixed_precision"] = saved["mixed_precision"]
+  # XLA and the replicas change CCVL's delta draws (and every learner's rounding): compared
+  # on resume like the precision, recorded only when on (default fingerprints unchanged).
+  if saved.get("jit_compile"):
+    out["jit_compile"] = True
+  if saved.get("distribute", "none") != "none":
+    out["distribute"] = saved["distribute"]
   # The learner's settings in force (the agent config's defaults under the preset and the
   # flags): a changed default is a change of configuration.
   config = plan.settings.agent_config

@@ -271,3 +271,109 @@ def test_constructor_checks_the_layout():
   bad[2] = np.array([1, 2, 2, 4, 5, 5])  # s' of the terminal transition 5 is another row
   with pytest.raises(ValueError, match=r"^arrays: Transitions: obs_index, next_index: "):
     Transitions(*bad)
+
+
+# The hand-made episodes in Minari's layout: each episode's observations include the final
+# one (T + 1 rows); B's time-out is a truncation after its 2 steps, its last row the final s'.
+MINARI_EPISODES = [
+    dict(observations=np.r_[OBS[0:3], [[-1, -1]]], actions=ACTIONS[0:3], rewards=REWARDS[0:3],
+         terminations=[0, 0, 1], truncations=[0, 0, 0]),
+    dict(observations=OBS[3:6], actions=ACTIONS[3:5], rewards=REWARDS[3:5],
+         terminations=[0, 0], truncations=[0, 1]),
+    dict(observations=np.r_[OBS[6:7], [[-2, -2]]], actions=ACTIONS[6:7], rewards=REWARDS[6:7],
+         terminations=[1], truncations=[0]),
+]
+DISCRETE_3 = json.dumps({"type": "Discrete", "dtype": "int64", "start": 0, "n": 3})
+BOX_2 = json.dumps({"type": "Box", "dtype": "float32", "shape": [2], "low": [-9, -9],
+                    "high": [99, 99]})
+
+
+def write_minari(root, episodes=MINARI_EPISODES, **metadata):
+  """A Minari dataset directory written per Minari's documented HDF5 layout (minari itself is
+  not installed beside the project's pins): data/metadata.json and data/main_data.hdf5 with
+  one episode_<i> group each (what minari's HDF5Storage.update_episodes writes)."""
+  import h5py  # pylint: disable=g-import-not-at-top
+  data = os.path.join(root, "data")
+  os.makedirs(data)
+  meta = dict(total_episodes=len(episodes), total_steps=sum(len(e["actions"]) for e in episodes),
+              data_format="hdf5", observation_space=BOX_2, action_space=DISCRETE_3)
+  meta.update(metadata)
+  with open(os.path.join(data, "metadata.json"), "w") as f:
+    json.dump({k: v for k, v in meta.items() if v is not None}, f)
+  with h5py.File(os.path.join(data, "main_data.hdf5"), "w") as f:
+    for i, e in enumerate(episodes):
+      g = f.create_group("episode_{}".format(i))
+      g.attrs["id"] = i
+      g.attrs["total_steps"] = len(e["actions"])
+      g.create_dataset("observations", data=np.asarray(e["observations"], np.float32))
+      g.create_dataset("actions", data=np.asarray(e["actions"], np.int64))
+      g.create_dataset("rewards", data=np.asarray(e["rewards"], np.float64))
+      g.create_dataset("terminations", data=np.asarray(e["terminations"], bool))
+      g.create_dataset("truncations", data=np.asarray(e["truncations"], bool))
+  return str(root)
+
+
+def test_minari_equals_the_same_steps_as_arrays(tmp_path):
+  path = write_minari(tmp_path / "toy-v0")
+  t = Transitions.from_minari(path)
+  assert_same(t, hand_made())  # the final observations of terminated episodes are not kept
+  assert t.source == "minari:" + path
+  assert_same(Transitions.from_minari(os.path.join(path, "data")), t)
+
+
+def test_minari_num_actions_from_the_action_space(tmp_path):
+  wide = json.dumps({"type": "Discrete", "dtype": "int64", "start": 0, "n": 6})
+  assert Transitions.from_minari(write_minari(tmp_path / "a", action_space=wide)
+                                 ).num_actions == 6
+  # no space recorded: given, or the largest action + 1
+  path = write_minari(tmp_path / "b", action_space=None)
+  assert Transitions.from_minari(path).num_actions == 3
+  assert Transitions.from_minari(path, num_actions=4).num_actions == 4
+
+
+def _episode(i, **change):
+  e = dict(MINARI_EPISODES[i])
+  e.update(change)
+  return e
+
+
+MINARI_WRONG = {
+    "dict observations": (dict(observation_space=json.dumps(
+        {"type": "Dict", "subspaces": {"a": json.loads(BOX_2)}})), "observation_space",
+        "a Dict space: only one array observation per step (Box) is read"),
+    "box actions": (dict(action_space=BOX_2), "action_space",
+                    "expected Discrete actions, got a Box space"),
+    "never ends": (dict(episodes=[_episode(0, terminations=[0, 0, 0])]), "episode_0",
+                   "never ends: its last step 2 is neither terminated nor truncated"),
+    "early end": (dict(episodes=[_episode(0, terminations=[0, 1, 1])]),
+                  "episode_0/terminations", "set at step 1, before the episode's last step 2"),
+    "observation rows": (dict(episodes=[_episode(1, observations=OBS[3:5])]),
+                         "episode_0/observations", "expected 3 rows (steps + 1"),
+    "action range": (dict(episodes=[_episode(0, actions=[0, 3, 1])]), "actions",
+                     "expected integers in [0, 3) (num_actions=3), got 3 at episode_0 step 1"),
+    "nan reward": (dict(episodes=[_episode(1), _episode(0, rewards=[0, np.nan, 0])]), "rewards",
+                   "got nan at episode_1 step 1"),
+    "arrow format": (dict(data_format="arrow"), "data_format", "expected hdf5"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MINARI_WRONG))
+def test_minari_wrong_input_is_one_line_naming_the_field(tmp_path, case):
+  change, field, says = MINARI_WRONG[case]
+  path = write_minari(tmp_path / "bad-v0", **change)
+  with pytest.raises(ValueError) as e:
+    Transitions.from_minari(path)
+  message = str(e.value)
+  assert "\n" not in message
+  assert message.startswith("minari:{}: {}: ".format(path, field)), message
+  assert says in message, message
+
+
+def test_minari_missing_files(tmp_path):
+  with pytest.raises(ValueError, match=r"^minari:{}: expected a Minari dataset directory "
+                     r"holding data/metadata.json and data/main_data.hdf5".format(tmp_path)):
+    Transitions.from_minari(str(tmp_path))
+  path = write_minari(tmp_path / "toy-v0")
+  with pytest.raises(ValueError, match=r"^minari:.*: num_actions: given 4, but the dataset's "
+                     r"action space is Discrete\(3\)$"):
+    Transitions.from_minari(path, num_actions=4)

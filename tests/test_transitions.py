@@ -383,7 +383,7 @@ def test_benchmark_runs_small():
   from ccvl_tf.bench import transitions as bench  # pylint: disable=g-import-not-at-top
   out = bench.run(num_transitions=2000, batch_size=32, seconds=0.05)
   n, m = out["transitions"], out["stored_observations"]
-  assert n >= 2000 and m == n + (m - n) and m - n <= out["episodes"]
+  assert n >= 2000 and 0 <= m - n <= out["episodes"]  # the timed-out episodes' last rows
   # 4 float32 observations per stored row, 8 + 8 + 4 + 4 + 4 + 8 bytes per transition
   assert out["nbytes"] == 16 * m + 36 * n
   assert out["batches_per_s"] > 0

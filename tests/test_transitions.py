@@ -93,6 +93,7 @@ def test_batch_by_hand():
   assert [b[k].dtype for k in b] == [np.float32, np.int32, np.float32, np.float32, np.float32]
   with pytest.raises(ValueError, match=r"^arrays: batch: expected indices in \[0, 6\), got 6$"):
     hand_made().batch([6])
+  assert hand_made().batch([])["observation"].shape == (0, 2)
 
 
 def test_batches_are_a_function_of_seed_and_number():

@@ -101,6 +101,8 @@ class Transitions:
     "Transition batches"): observation / next_observation [B, *observation_shape] as stored
     (float32 or uint8), action int32 [B], reward float32 [B], terminal float32 [B]."""
     idx = np.asarray(idx)
+    if idx.size == 0:
+      idx = idx.astype(np.int64)
     if idx.ndim != 1 or idx.dtype.kind not in "iu":
       raise ValueError("{}: batch: expected integer transition indices [B], got {} {}".format(
           self.source, idx.dtype, list(idx.shape)))
@@ -226,7 +228,8 @@ class Transitions:
     is a terminal transition; a timed-out episode's last step is only the s' of the step
     before (d3rlpy: a timed-out episode of T steps gives T - 1 transitions).
     num_actions: given, or the largest action of a transition + 1 (as d3rlpy infers
-    ``action_size``)."""
+    ``action_size``). Observations already float32 (or uint8 images) with every row used are
+    held without a copy: do not change them afterwards."""
     steps = step_arrays.Steps(observations, actions, rewards, terminals, timeouts)
     return cls._of(step_arrays.derive(steps, source, num_actions), source)
 
@@ -282,7 +285,7 @@ class Transitions:
     with a Discrete space)."""
     from ccvl_tf.data import minari_steps  # pylint: disable=g-import-not-at-top (h5py)
     steps, space_n, source = minari_steps.read(path)
-    if space_n is not None and num_actions is not None and int(num_actions) != space_n:
+    if space_n is not None and num_actions is not None and num_actions != space_n:
       raise ValueError("{}: num_actions: given {}, but the dataset's action space is "
                        "Discrete({})".format(source, num_actions, space_n))
     return cls._of(step_arrays.derive(steps, source, space_n if num_actions is None

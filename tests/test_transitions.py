@@ -290,9 +290,10 @@ BOX_2 = json.dumps({"type": "Box", "dtype": "float32", "shape": [2], "low": [-9,
 
 
 def write_minari(root, episodes=MINARI_EPISODES, **metadata):
-  """A Minari dataset directory written per Minari's documented HDF5 layout (minari itself is
-  not installed beside the project's pins): data/metadata.json and data/main_data.hdf5 with
-  one episode_<i> group each (what minari's HDF5Storage.update_episodes writes)."""
+  """A Minari dataset directory written with h5py per Minari's documented HDF5 layout:
+  data/metadata.json and data/main_data.hdf5 with one episode_<i> group each (what minari's
+  HDF5Storage.update_episodes writes), so that a test can also write what Minari would not
+  (its metadata edited, episodes malformed). test_minari_written_by_minari uses minari."""
   import h5py  # pylint: disable=g-import-not-at-top
   data = os.path.join(root, "data")
   os.makedirs(data)
@@ -320,6 +321,28 @@ def test_minari_equals_the_same_steps_as_arrays(tmp_path):
   assert_same(t, hand_made())  # the final observations of terminated episodes are not kept
   assert t.source == "minari:" + path
   assert_same(Transitions.from_minari(os.path.join(path, "data")), t)
+
+
+@pytest.mark.filterwarnings("ignore:.*(is set to None|env_spec is None):UserWarning")
+def test_minari_written_by_minari(tmp_path, monkeypatch):
+  """The hand-made episodes written by Minari's own writer (minari.create_dataset_from_buffers,
+  HDF5 format), read back as the same transitions."""
+  minari = pytest.importorskip("minari")
+  from gymnasium import spaces  # pylint: disable=g-import-not-at-top
+  from minari.data_collector.episode_buffer import EpisodeBuffer  # pylint: disable=g-import-not-at-top
+  monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
+  buffers = [EpisodeBuffer(observations=np.asarray(e["observations"], np.float32),
+                           actions=np.asarray(e["actions"], np.int64),
+                           rewards=np.asarray(e["rewards"], np.float64),
+                           terminations=np.asarray(e["terminations"], bool),
+                           truncations=np.asarray(e["truncations"], bool))
+             for e in MINARI_EPISODES]
+  minari.create_dataset_from_buffers(
+      "toy/hand-v0", buffers, action_space=spaces.Discrete(3),
+      observation_space=spaces.Box(-9, 99, (2,), np.float32), algorithm_name="by hand",
+      data_format="hdf5")
+  t = Transitions.from_minari(str(tmp_path / "toy" / "hand-v0"))
+  assert_same(t, hand_made())
 
 
 def test_minari_num_actions_from_the_action_space(tmp_path):

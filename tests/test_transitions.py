@@ -329,7 +329,7 @@ def test_minari_written_by_minari(tmp_path, monkeypatch):
   HDF5 format), read back as the same transitions."""
   minari = pytest.importorskip("minari")
   from gymnasium import spaces  # pylint: disable=g-import-not-at-top
-  from minari.data_collector.episode_buffer import EpisodeBuffer  # pylint: disable=g-import-not-at-top
+  EpisodeBuffer = minari.data_collector.episode_buffer.EpisodeBuffer  # pylint: disable=invalid-name
   monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
   buffers = [EpisodeBuffer(observations=np.asarray(e["observations"], np.float32),
                            actions=np.asarray(e["actions"], np.int64),

@@ -138,8 +138,8 @@ class Transitions:
   # --- split, identity ---
 
   def split(self, held_out_fraction: float, seed: int) -> Tuple["Transitions", "Transitions"]:
-    """(kept, held_out) by whole episodes: round(held_out_fraction x E) episodes, drawn with
-    ``np.random.default_rng(seed)``, are held out. Both parts must hold at least one
+    """(kept, held_out) by whole episodes: held_out_fraction x E episodes (rounded half up),
+    drawn with ``np.random.default_rng(seed)``, are held out. Both parts must hold at least one
     episode, or ValueError."""
     _check_int(seed, "seed", 0, self.source)
     e = self.num_episodes
@@ -151,7 +151,7 @@ class Transitions:
     if not 0 < k < e:
       raise ValueError(
           "{}: held_out_fraction: expected a fraction that leaves at least one of the {} "
-          "episodes on each side ({:.3g} to {:.3g}), got {!r}".format(
+          "episodes on each side (at least {:.3g}, below {:.3g}), got {!r}".format(
               self.source, e, 0.5 / e, 1 - 0.5 / e, held_out_fraction) if e > 1 else
           "{}: held_out_fraction: a split by episodes needs at least 2 episodes, the data has "
           "1".format(self.source))

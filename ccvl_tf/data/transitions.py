@@ -204,7 +204,8 @@ class Transitions:
   def save_npz(self, path: str) -> None:
     """Writes the per-step arrays (``step_arrays``) and num_actions to the .npz ``path``
     (uncompressed; through a temporary file renamed into place). ``from_npz`` reads it back
-    to the same arrays and fingerprint; so does d3rlpy (``MDPDataset(**arrays)``)."""
+    to the same arrays and fingerprint; its observations, actions, rewards, terminals and
+    timeouts are also the arguments of d3rlpy's ``MDPDataset`` (not tested against d3rlpy)."""
     path = os.fspath(path)
     tmp = path + ".tmp.npz"
     try:

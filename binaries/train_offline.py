@@ -36,17 +36,14 @@ SHORT_FLAGS = ("game", "root_dir", "dataset", "dataset_dir", "subset", "agent", 
 # Own data's settings beside OfflineConfig's (experiments/fit/settings.py FitSettings).
 OWN_DATA_FLAGS = ("torso", "mlp_units", "held_out_batches")
 
-flags.DEFINE_string("dataset", None, "Own data: an .npz file (observations, actions, rewards, "
-                    "terminals, optional timeouts) or a Minari dataset directory; --game is "
-                    "then the environment that scores the policies (optional, e.g. "
-                    "gymnasium:CartPole-v1). Unset: DQN Replay data (--dataset_dir).")
 
 # The `setting` fields of OfflineConfig.
 config_flags.define(offline_config.OfflineConfig, short=SHORT_FLAGS)
 # alpha, N, M, ..., CCVL's options: generated from ccvl_tf.agents.ccvl_agent.CCVLConfig
 agent_options.define_flags(offline_config.AGENT_FLAGS,
                            default_notes=offline_config.AGENT_FLAG_NOTES, short=SHORT_FLAGS)
-config_flags.define(fit_settings.FitSettings, names=OWN_DATA_FLAGS)
+config_flags.define(fit_settings.FitSettings, names=OWN_DATA_FLAGS, short=SHORT_FLAGS)
+config_flags.define(fit_settings.DataSetting, short=SHORT_FLAGS)
 
 
 # Flags -> OfflineConfig -> its plan (offline.config.resolve, the one validation) ->

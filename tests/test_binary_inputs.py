@@ -50,14 +50,17 @@ BINARY_CONFIGS = [
     "ccvl_tf.bench.gpu_check:GpuCheckConfig",
     "ccvl_tf.experiments.offline.headroom_eval:HeadroomConfig",
     "ccvl_tf.experiments.online.config:ServerConfig",
+    "ccvl_tf.experiments.fit.settings:FitSettings",
 ]
 # Configs a binary takes flags from that hold an agent's settings only (no paths, no run).
-AGENT_CONFIGS = ["ccvl_tf.agents.ccvl_bounds_agent:ExplorationConfig"]
+# and configs that hold an input only (no output beside it).
+AGENT_CONFIGS = ["ccvl_tf.agents.ccvl_bounds_agent:ExplorationConfig",
+                 "ccvl_tf.experiments.fit.settings:DataSetting"]
 OUTPUT_NAMES = {"output_dir": "dir", "root_dir": "dir", "output": "file", "checkpoint_dir": "dir"}
 # The path settings a binary only reads (may be remote: gs://); every other path setting is an
 # output, declared so and checked local and writable in config_flags.from_flags.
 INPUT_PATHS = {"dataset_dir", "heldout_dir", "data_dir", "policy_dir", "compare_dir",
-               "offline_dir"}
+               "offline_dir", "dataset"}
 _PATH_NAME = re.compile(r"(_dir|_dirs|_path|_file|^output\w*)$")
 # Flags a binary defines itself (absl's DEFINE_*), outside a config: each neither a path nor a
 # setting another binary shares. A new one belongs in a config, where its kind is declared.

@@ -199,7 +199,7 @@ def test_train_offline_on_an_npz(arrays, tmp_path):
   rows = json.load(open(tmp_path / "run" / "results.json"))
   assert [r["policy"] for r in rows] == ["CQL", "random", "data (its episodes)"]
   # A DQN Replay setting with own data: one line naming it.
-  bad = subprocess.run(cmd[:2] + [f"--root_dir={tmp_path / 'bad'}", "--subset=1%"],
+  bad = subprocess.run(cmd[:3] + [f"--root_dir={tmp_path / 'bad'}", "--subset=1%"],
                        capture_output=True, text=True, timeout=600, env=env)
   assert bad.returncode != 0
   assert "--subset: DQN Replay settings; with --dataset" in bad.stderr

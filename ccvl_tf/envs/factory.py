@@ -64,6 +64,15 @@ def gymnasium_id(game: str) -> str:
   return str(game).strip()[len(GYMNASIUM_PREFIX):].strip()
 
 
+def refuse_gymnasium(game: str, flag: str, needs: str) -> None:
+  """ValueError naming `flag` when `game` names a Gymnasium environment, which the caller does
+  not take: `needs` says what it takes instead. Nothing for any other name."""
+  if is_gymnasium(game):
+    raise ValueError(f"{flag}={str(game).strip()}: {needs}; a Gymnasium environment "
+                     f"('{GYMNASIUM_PREFIX}<EnvId>') is taken by evaluate.py and "
+                     f"collect_dataset.py")
+
+
 def valid_games() -> str:
   """The valid game names, as a sentence for error messages."""
   return (f"valid games: '{GRIDWORLD}'; MinAtar 'minatar/<Game>' with <Game> one of "

@@ -37,7 +37,7 @@ class _PolicyActor:
     from tf_agents.trajectories import time_step as ts  # pylint: disable=g-import-not-at-top
     self._tf, self._ts = tf, ts
     self._policy = policy
-    self._action = tf.function(policy.action)
+    self._action = policy.action
     self._state = None
 
   def __call__(self, time_step) -> int:
@@ -73,7 +73,9 @@ def collect_steps(env, num_steps: int, *, policy=None, epsilon: float = 0.0, see
     num_steps: >= 1.
     policy: None: uniformly random actions; else a TF-Agents policy or a SavedModel loaded with
       tf.saved_model.load (`get_initial_state(batch_size)`, `action(time_step, state)`),
-      batch size 1, its state begun at each episode's start.
+      batch size 1, its state begun at each episode's start. Its `action` is called as it
+      is: a SavedModel's runs as a graph, a TF-Agents policy's eagerly (for a long collection
+      pass ccvl_tf.evaluation.rollouts.CompiledPolicy(policy), one tf.function).
     epsilon: with a policy, the probability of a uniformly random action instead of its own.
     seed: seeds the random actions (numpy); the environment is seeded where it was made.
     progress: called with dict(step, num_steps, episodes, mean_return) every

@@ -30,12 +30,17 @@ import numpy as np
 from ccvl_tf.envs import atari
 from ccvl_tf.envs import gridworld_env
 from ccvl_tf.envs import gymnasium_env
+from ccvl_tf.envs import gymnasium_name
 from ccvl_tf.envs import minatar
 from ccvl_tf.envs import scores
 
 GRIDWORLD = "gridworld"
 _MINATAR_PREFIX = re.compile(r"^minatar[/:]", re.IGNORECASE)
-GYMNASIUM_PREFIX = gymnasium_env.PREFIX
+GYMNASIUM_PREFIX = gymnasium_name.PREFIX
+# The Gymnasium name's helpers (envs/gymnasium_name.py), here with every other game name's.
+is_gymnasium = gymnasium_name.is_gymnasium
+gymnasium_id = gymnasium_name.gymnasium_id
+refuse_gymnasium = gymnasium_name.refuse_gymnasium
 
 
 @dataclasses.dataclass
@@ -51,26 +56,6 @@ class GameEnv:
 def is_minatar(game: str) -> bool:
   """Whether `game` names a MinAtar game ('minatar/<Game>')."""
   return bool(_MINATAR_PREFIX.match(str(game).strip()))
-
-
-def is_gymnasium(game: str) -> bool:
-  """Whether `game` names a Gymnasium environment ('gymnasium:<EnvId>', any case of the
-  prefix)."""
-  return str(game).strip().lower().startswith(GYMNASIUM_PREFIX)
-
-
-def gymnasium_id(game: str) -> str:
-  """The Gymnasium id of 'gymnasium:<EnvId>' ('gymnasium:CartPole-v1' -> 'CartPole-v1')."""
-  return str(game).strip()[len(GYMNASIUM_PREFIX):].strip()
-
-
-def refuse_gymnasium(game: str, flag: str, needs: str) -> None:
-  """ValueError naming `flag` when `game` names a Gymnasium environment, which the caller does
-  not take: `needs` says what it takes instead. Nothing for any other name."""
-  if is_gymnasium(game):
-    raise ValueError(f"{flag}={str(game).strip()}: {needs}; a Gymnasium environment "
-                     f"('{GYMNASIUM_PREFIX}<EnvId>') is taken by evaluate.py and "
-                     f"collect_dataset.py")
 
 
 def valid_games() -> str:

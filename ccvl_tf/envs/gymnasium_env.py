@@ -28,8 +28,9 @@ from tf_agents.environments import py_environment
 from tf_agents.specs import array_spec
 from tf_agents.trajectories import time_step as ts
 
-# The prefix of a Gymnasium environment's game name (ccvl_tf.envs.factory): 'gymnasium:<EnvId>'.
-PREFIX = "gymnasium:"
+from ccvl_tf.envs import gymnasium_name
+
+PREFIX = gymnasium_name.PREFIX
 
 
 def is_registered(env_id: str) -> bool:

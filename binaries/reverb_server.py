@@ -33,8 +33,8 @@ from ccvl_tf.experiments.online import start as online_start
 _TABLE_FLAGS = ("game", "agent", "samples_per_insert", "min_replay_size", "replay_capacity",
                 "batch_size", "offline_fraction", "offline_dir")
 config_flags.define(online_config.OnlineConfig, _TABLE_FLAGS)
+config_flags.define(online_config.ServerConfig)  # --checkpoint_dir, an output: checked local
 _PORT = flags.DEFINE_integer("port", 0, "Port to serve on (0: a free one, printed).")
-_CKPT = flags.DEFINE_string("checkpoint_dir", None, "Reverb checkpoint directory.")
 
 
 def main(argv):
@@ -42,12 +42,14 @@ def main(argv):
   if not flags.FLAGS["verbosity"].present:
     logging.set_verbosity(logging.ERROR)
   cfg = config_flags.from_flags(online_config.OnlineConfig, _TABLE_FLAGS)
+  server_cfg = config_flags.from_flags(online_config.ServerConfig)
   try:
     online_config.check_game(cfg.game)
     if cfg.offline_dir:  # the offline run's network settings, as the learner takes them
       cfg, _ = online_start.resolve_config(cfg, log=lambda s: print(s, flush=True))
     tables = online_config.make_server_tables(cfg)
-    server, address = reverb_replay.start_server(tables, _PORT.value, _CKPT.value)
+    server, address = reverb_replay.start_server(tables, _PORT.value,
+                                                   server_cfg.checkpoint_dir)
   except (ValueError, RuntimeError) as e:
     sys.exit(f"reverb_server.py: error: {e}")
   print(f"Reverb server at {address}", flush=True)

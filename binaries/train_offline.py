@@ -1,10 +1,14 @@
-"""Offline training of CCVL on Atari from a DQN Replay (Dopamine-format) dataset.
+"""Offline training of CCVL (or a baseline): `ccvl_tf.fit` from the command line.
 
   python binaries/train_offline.py --game=Breakout [--dataset_dir=DIR --subset=1%%] --root_dir=DIR
+  python binaries/train_offline.py --dataset=DATA.npz --game=gymnasium:CartPole-v1 --root_dir=DIR
 
-Without --dataset_dir a small default dataset is collected once and cached under root_dir.
-Writes checkpoints (a rerun resumes), summaries, the final policies (SavedModels) and a
-results table (results.md) under root_dir. --helpfull lists every setting.
+Atari: from a DQN Replay (Dopamine-format) directory; without --dataset_dir a small default
+dataset is collected once and cached under root_dir. Own data: --dataset names an .npz
+(observations, actions, rewards, terminals, timeouts) or a Minari dataset directory, --game the
+environment the policies are scored in (optional). Writes checkpoints (a rerun resumes),
+summaries, the final policies (SavedModels) and a results table under root_dir. --helpfull
+lists every setting.
 """
 import sys
 
@@ -18,30 +22,36 @@ quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BU
 from ccvl_tf.experiments import tf_setup  # noqa: E402
 tf_setup.pin_cpu_kernels()  # before TensorFlow loads: the same CPU kernels on every machine
 from ccvl_tf.runtime import config_flags
-from ccvl_tf.runtime import run_lock
 from ccvl_tf.runtime import training
 from ccvl_tf.experiments import agent_options
-from ccvl_tf.experiments.compare import offline_table
+from ccvl_tf.experiments import fit as fit_lib
+from ccvl_tf.experiments.fit import replay as fit_replay
+from ccvl_tf.experiments.fit import settings as fit_settings
 from ccvl_tf.experiments.offline import config as offline_config
-from ccvl_tf.experiments.offline import runner as offline
 
 # The flags a user sets, listed by --helpshort; the others (the agents' and the run's advanced
 # settings) only by --helpfull.
-SHORT_FLAGS = ("game", "root_dir", "dataset_dir", "subset", "agent", "preset", "alpha",
-               "num_steps", "seed", "eval_episodes", "reference_agents", "tf_threads")
+SHORT_FLAGS = ("game", "root_dir", "dataset", "dataset_dir", "subset", "agent", "preset",
+               "alpha", "num_steps", "seed", "eval_episodes", "reference_agents", "tf_threads")
+# Own data's settings beside OfflineConfig's (experiments/fit/settings.py FitSettings).
+OWN_DATA_FLAGS = ("torso", "mlp_units", "held_out_batches")
+
+flags.DEFINE_string("dataset", None, "Own data: an .npz file (observations, actions, rewards, "
+                    "terminals, optional timeouts) or a Minari dataset directory; --game is "
+                    "then the environment that scores the policies (optional, e.g. "
+                    "gymnasium:CartPole-v1). Unset: DQN Replay data (--dataset_dir).")
 
 # The `setting` fields of OfflineConfig.
 config_flags.define(offline_config.OfflineConfig, short=SHORT_FLAGS)
 # alpha, N, M, ..., CCVL's options: generated from ccvl_tf.agents.ccvl_agent.CCVLConfig
 agent_options.define_flags(offline_config.AGENT_FLAGS,
                            default_notes=offline_config.AGENT_FLAG_NOTES, short=SHORT_FLAGS)
+config_flags.define(fit_settings.FitSettings, names=OWN_DATA_FLAGS)
 
 
-# Flags -> OfflineConfig -> its plan (offline.config.resolve, the one validation) -> under the
-# run directory's lock, taken once here (ccvl_tf/runtime/run_lock.py),
-# ccvl_tf.experiments.offline.runner.run_holding_lock, then
-# ccvl_tf.experiments.compare.offline_table.run (the reference agents, results.md); no
-# algorithm code here.
+# Flags -> OfflineConfig -> its plan (offline.config.resolve, the one validation) ->
+# ccvl_tf.fit's Atari route (experiments/fit/replay.py run_plan); with --dataset, flags ->
+# ccvl_tf.fit on the data; no algorithm code here.
 
 
 def config_from_flags() -> offline_config.OfflineConfig:
@@ -51,25 +61,56 @@ def config_from_flags() -> offline_config.OfflineConfig:
       agent_values=agent_options.from_flags(offline_config.AGENT_FLAGS))
 
 
+def own_data_settings() -> dict:
+  """fit's keywords from the flags given on the command line (own data): the run settings
+  FitSettings declares and the learner's; a given flag of the Atari route only is refused."""
+  fv = flags.FLAGS
+  run = [f for f in fit_settings.FIELDS if f != "root_dir" and f in fv and fv[f].present]
+  atari_only = sorted(f.name for f in fit_replay.run_fields()
+                      if f.name in fv and fv[f.name].present and f.name not in
+                      fit_settings.FIELDS and f.name not in ("game", "agent", "root_dir"))
+  if atari_only:
+    raise app.UsageError(
+        f"{', '.join('--' + n for n in atari_only)}: DQN Replay settings; with --dataset "
+        f"(own data) the run takes {', '.join('--' + n for n in sorted(fit_settings.FIELDS))} "
+        f"and the learner's settings")
+  own = config_flags.values(fit_settings.FitSettings, OWN_DATA_FLAGS)
+  return dict({f: own[f] if f in own else fv[f].value for f in run},
+              **agent_options.from_flags(offline_config.AGENT_FLAGS))
+
+
 def main(argv):
   del argv
   if not flags.FLAGS["verbosity"].present:  # TF/TF-Agents INFO logs drown the progress lines
     logging.set_verbosity(logging.ERROR)
-  try:
-    plan = offline_config.resolve(config_from_flags())  # validated once, here
-  except ValueError as e:
-    raise app.UsageError(str(e))
-  cfg = plan.config
-  try:
-    log = lambda s: print(s, flush=True)
-    # The lock, taken once here, is held across the run and its table: one process.
-    with run_lock.hold(cfg.root_dir, "--root_dir"):
-      summary = offline_table.run(cfg, offline.run_holding_lock(plan, log=log), log=log)
-  except (ValueError, MemoryError, training.TrainingStopped, training.WriteFailed) as e:
-    # Bad data (names the file), a checkpoint of another run, a NaN loss (names the step and
-    # the last good checkpoint), a failed write (names the path and the last good
-    # checkpoint): one clear line, no traceback.
-    sys.exit(f"train_offline.py: error: {e}")
+  log = lambda s: print(s, flush=True)
+  fv = flags.FLAGS
+  if fv.dataset is not None:
+    settings = own_data_settings()
+    try:
+      data = fit_lib.load_data(fv.dataset)
+      result = fit_lib.fit(data, fv.agent, root_dir=fv.root_dir,
+                           env=fv.game if fv["game"].present else None, log=log, **settings)
+    except (ValueError, TypeError, MemoryError, training.TrainingStopped,
+            training.WriteFailed) as e:
+      sys.exit(f"train_offline.py: error: {e}")
+    summary = result.summary
+  else:
+    for name in OWN_DATA_FLAGS:
+      if fv[name].present:
+        raise app.UsageError(f"--{name} is a setting of own data (--dataset); the Atari "
+                             f"run's network is the Nature DQN's")
+    try:
+      plan = offline_config.resolve(config_from_flags())  # validated once, here
+    except ValueError as e:
+      raise app.UsageError(str(e))
+    try:
+      summary = fit_replay.run_plan(plan, log).summary
+    except (ValueError, MemoryError, training.TrainingStopped, training.WriteFailed) as e:
+      # Bad data (names the file), a checkpoint of another run, a NaN loss (names the step
+      # and the last good checkpoint), a failed write (names the path and the last good
+      # checkpoint): one clear line, no traceback.
+      sys.exit(f"train_offline.py: error: {e}")
   print(f"Done: {summary['step']} steps; last evaluation {summary['last_eval']}; "
         f"policies in {', '.join(summary['exported_policies'].values())}.", flush=True)
 

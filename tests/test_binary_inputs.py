@@ -3,9 +3,12 @@ shared place (ccvl_tf/runtime/config_flags.py: `from_flags`, `run`; the checks i
 ccvl_tf/runtime/paths.py): an output path that cannot be written, a list flag with a repeated, empty
 or unknown item, and an interrupt each end in one line naming the flag (or where the rerun
 resumes)."""
+import ast
 import dataclasses
+import glob
 import importlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -44,8 +47,126 @@ BINARY_CONFIGS = [
     "ccvl_tf.data.minatar_datasets:BuildConfig",
     "ccvl_tf.bench:BenchmarkConfig",
     "ccvl_tf.bench.online_scaleout:ScaleoutConfig",
+    "ccvl_tf.bench.gpu_check:GpuCheckConfig",
+    "ccvl_tf.experiments.offline.headroom_eval:HeadroomConfig",
+    "ccvl_tf.experiments.online.config:ServerConfig",
 ]
-OUTPUT_NAMES = {"output_dir": "dir", "root_dir": "dir", "output": "file"}
+# Configs a binary takes flags from that hold an agent's settings only (no paths, no run).
+AGENT_CONFIGS = ["ccvl_tf.agents.ccvl_bounds_agent:ExplorationConfig"]
+OUTPUT_NAMES = {"output_dir": "dir", "root_dir": "dir", "output": "file", "checkpoint_dir": "dir"}
+# The path settings a binary only reads (may be remote: gs://); every other path setting is an
+# output, declared so and checked local and writable in config_flags.from_flags.
+INPUT_PATHS = {"dataset_dir", "heldout_dir", "data_dir", "policy_dir", "compare_dir",
+               "offline_dir"}
+_PATH_NAME = re.compile(r"(_dir|_dirs|_path|_file|^output\w*)$")
+# Flags a binary defines itself (absl's DEFINE_*), outside a config: each neither a path nor a
+# setting another binary shares. A new one belongs in a config, where its kind is declared.
+OWN_FLAGS = {"reverb_server.py": {"port"},
+             "finetune_online.py": {"prepare_gridworld_offline", "strategy"}}
+
+
+def _binary_sources():
+  return sorted(glob.glob(os.path.join(ROOT, "binaries", "*.py")))
+
+
+def _aliases(tree):
+  """{name: module path} of a binary's imports."""
+  out = {}
+  for node in ast.walk(tree):
+    if isinstance(node, ast.ImportFrom) and node.module:
+      for a in node.names:
+        out[a.asname or a.name] = f"{node.module}.{a.name}"
+    elif isinstance(node, ast.Import):
+      for a in node.names:
+        out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+  return out
+
+
+def _binary_configs():
+  """{binary: ['module:Class', ...]}: every config_flags.define(<module>.<Class>) of
+  binaries/*.py, read from their source."""
+  out = {}
+  for path in _binary_sources():
+    tree = ast.parse(open(path).read())
+    aliases = _aliases(tree)
+    for node in ast.walk(tree):
+      if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+          and node.func.attr == "define" and isinstance(node.func.value, ast.Name)
+          and node.func.value.id == "config_flags"):
+        arg = node.args[0]
+        out.setdefault(os.path.basename(path), []).append(
+            f"{aliases[arg.value.id]}:{arg.attr}")
+  return out
+
+
+def test_every_config_a_binary_takes_flags_from_is_listed_here():
+  """The checks below go over BINARY_CONFIGS: a binary's config missing there would escape
+  them (gpu_check.py's and headroom.py's were)."""
+  found = {c for configs in _binary_configs().values() for c in configs}
+  assert found == set(BINARY_CONFIGS) | set(AGENT_CONFIGS), (
+      sorted(found - set(BINARY_CONFIGS) - set(AGENT_CONFIGS)),
+      sorted(set(BINARY_CONFIGS) | set(AGENT_CONFIGS) - found))
+
+
+def test_every_path_setting_of_every_binary_is_an_output_or_a_named_input():
+  """Before, reverb_server.py's --checkpoint_dir was a plain absl flag: ram://ck started a
+  server (writing a local 'ram:/ck'), where every other output refuses a remote path."""
+  unclassified = []
+  for path in BINARY_CONFIGS + AGENT_CONFIGS:
+    for f, spec in config_flags.flag_fields(_class(path)):
+      if _PATH_NAME.search(f.name) and spec.output is None and f.name not in INPUT_PATHS:
+        unclassified.append(f"{path}.{f.name}")
+  assert not unclassified, (f"path settings neither declared output='dir'/'file' nor listed "
+                            f"in INPUT_PATHS: {unclassified}")
+
+
+def test_no_binary_defines_a_flag_of_its_own_but_the_listed_ones():
+  own = {}
+  for path in _binary_sources():
+    for node in ast.walk(ast.parse(open(path).read())):
+      if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+          and node.func.attr.startswith("DEFINE") and node.args
+          and isinstance(node.args[0], ast.Constant)):
+        own.setdefault(os.path.basename(path), set()).add(node.args[0].value)
+  assert own == OWN_FLAGS, own
+
+
+def test_a_remote_reverb_checkpoint_directory_is_refused_on_every_route(tmp_path, monkeypatch):
+  from ccvl_tf.data import reverb_replay  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.online import config as online_config  # pylint: disable=g-import-not-at-top
+  fv = flags.FlagValues()
+  config_flags.define(online_config.ServerConfig, flag_values=fv)
+  fv(["reverb_server.py", "--checkpoint_dir=ram://ck"])
+  with pytest.raises(app.UsageError, match=r"^--checkpoint_dir ram://ck is a remote path; "
+                                           r"outputs must go to a local directory"):
+    config_flags.from_flags(online_config.ServerConfig, flag_values=fv)
+  monkeypatch.chdir(tmp_path)
+  with pytest.raises(ValueError, match=r"^the Reverb checkpoint directory ram://ck is a remote "
+                                       r"path"):
+    reverb_replay.start_server([], 0, "ram://ck")
+  assert os.listdir(tmp_path) == []
+
+
+def test_every_thread_setting_of_every_binary_is_bounded_before_anything_runs():
+  """Before, train_offline.py --tf_threads=100000 hung after loading its data (the flag's
+  bound was 2**31-1)."""
+  from ccvl_tf.runtime import run_settings  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.offline import config as offline_config  # pylint: disable=g-import-not-at-top
+  seen = []
+  for path in BINARY_CONFIGS + AGENT_CONFIGS:
+    cls = _class(path)
+    for f, spec in config_flags.flag_fields(cls):
+      if "threads" in f.name:
+        seen.append(f.name)
+        assert spec.upper_bound is not None and spec.upper_bound <= run_settings.MAX_THREADS, (
+            path, f.name, spec.upper_bound)
+        with pytest.raises(ValueError, match=rf"^--{f.name} must be an integer >= \d+ and "
+                                             rf"<= {run_settings.MAX_THREADS}, got 100000$"):
+          config_flags.check_values(cls, {f.name: 100000}, prefix="--")
+  assert {"tf_threads", "threads_per_worker"} <= set(seen)
+  with pytest.raises(ValueError, match=r"^--tf_threads must be an integer >= 0 and <= 1024, "
+                                       r"got 100000$"):
+    offline_config.OfflineConfig(tf_threads=100000, root_dir=str(ROOT) + "/no/such").validate()
 
 
 def _class(path):
@@ -247,3 +368,21 @@ def test_every_binarys_usage_text_prints_its_percent_signs(binary):
   # absl's usage (absl/app.py): the docstring %-formatted with argv[0] per specifier.
   specifiers = doc.count("%") - 2 * doc.count("%%")
   assert doc % ((binary,) * specifiers) == doc.replace("%%", "%")
+
+
+def test_a_setting_given_without_the_one_it_depends_on_is_refused_naming_both():
+  """Before, train_offline.py --pool_swap_steps=3 without --pool_checkpoints was ignored and
+  recorded as 3 in summary.json."""
+  from ccvl_tf.experiments.offline import config as offline_config  # pylint: disable=g-import-not-at-top
+  with pytest.raises(app.UsageError, match=r"^--pool_swap_steps=3 takes effect only with "
+                                           r"--pool_checkpoints, which is off \(0\): give "
+                                           r"--pool_checkpoints or leave --pool_swap_steps out$"):
+    offline_config.config_from_args(["--pool_swap_steps=3"])
+  cfg = offline_config.config_from_args(["--pool_swap_steps=3", "--pool_checkpoints=2"])
+  assert (cfg.pool_swap_steps, cfg.pool_checkpoints) == (3, 2)
+  assert offline_config.config_from_args([]).pool_checkpoints == 0  # the default: no partner
+  # Every declared dependency names a setting of its own config.
+  for path in BINARY_CONFIGS + AGENT_CONFIGS:
+    fields = {f.name for f in dataclasses.fields(_class(path))}
+    for f, spec in config_flags.flag_fields(_class(path)):
+      assert spec.needs is None or spec.needs in fields, (path, f.name, spec.needs)

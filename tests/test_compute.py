@@ -133,6 +133,38 @@ def test_mixed_precision_trains_float32_variables_in_low_precision(name, precisi
                           "delta": np.full((4, 1), 0.5, np.float32)}).dtype == tf.float32
 
 
+def test_the_precision_is_read_back_from_every_learners_built_networks(tmp_path):
+  """Before, train_offline.py --agent=dqn --mixed_precision=bfloat16 recorded bfloat16 while
+  DQN's network (TF-Agents' QNetwork, legacy tf_keras) computed in float32. Each offline
+  learner's declaration (AgentSpec.mixed_precision) agrees with what its built networks
+  compute in; one the setting does not reach is refused, at build and before any data."""
+  from ccvl_tf.experiments.offline import config as offline_config  # pylint: disable=g-import-not-at-top
+  bf16 = compute.Compute(mixed_precision="bfloat16")
+  for name in agent_registry.AGENTS:
+    spec = agent_registry.get_agent_spec(name)
+    s = agent_registry.make_settings(network_config=TINY, dataset_size=100.0, num_deltas=2,
+                                     num_pairs=2)
+    with bf16.building():
+      agent = spec.build(*_specs(), s)
+    assert compute.network_precisions(agent) == (
+        {"bfloat16"} if spec.mixed_precision else {"float32"}), name
+    if not spec.mixed_precision:
+      with pytest.raises(ValueError, match=r"^--mixed_precision=bfloat16 does not reach the "
+                                           r"networks of DQNLearner: their layers compute in "
+                                           r"float32"):
+        bf16.prepare(agent)
+    assert compute.network_precisions(_build(name)) == {"float32"}, name
+  cfg = offline_config.OfflineConfig(agent="dqn", mixed_precision="bfloat16",
+                                     root_dir=str(tmp_path / "r"), dataset_dir=None)
+  with pytest.raises(ValueError, match=r"^--mixed_precision=bfloat16 does not reach the network "
+                                       r"of --agent=dqn \(TF-Agents' QNetwork"):
+    cfg.validate()
+  cfg = offline_config.OfflineConfig(agent="cql", reference_agents=("dqn",),
+                                     mixed_precision="bfloat16", root_dir=str(tmp_path / "r"))
+  with pytest.raises(ValueError, match=r"of --reference_agents=dqn "):
+    cfg.validate()
+
+
 def test_float16_overflow_halves_the_loss_scale_and_training_goes_on():
   """An overflowing float16 step (loss scale set to 2^60: the scaled gradients are inf) is no
   NaN loss: Adam skips it, the LossScaleOptimizer halves its scale, the run continues."""

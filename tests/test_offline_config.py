@@ -335,3 +335,33 @@ def test_a_paper_preset_run_stored_when_the_preset_named_the_default_reading_res
   # A preset-set setting away from the default still counts.
   assert config.normalize_fingerprint(dict(now, delta_head="monotone")) != \
       config.normalize_fingerprint(now)
+
+
+def test_device_settings_that_change_results_are_compared_on_resume_and_reuse(tmp_path):
+  """Before, a run trained to step 4 resumed to 8 with --jit_compile or --distribute=mirrored
+  (or a finished run rerun with them) was accepted without a note and the record held only
+  the new value, while XLA changes which deltas CCVL draws. --tf_threads and --deterministic
+  change the float rounding only: not compared (config._NOT_COMPARED says why)."""
+  from ccvl_tf.runtime import training  # pylint: disable=g-import-not-at-top
+  base = ["--game=Breakout", f"--root_dir={tmp_path / 'r'}"]
+  identity = {"path": "/data/Breakout/1/replay_logs", "files": 3, "listing_sha256": "ab"}
+
+  def fingerprint(*args):
+    plan = config.resolve(config.config_from_args(base + list(args)))
+    return config.fingerprint(plan.record, plan.learner, identity, 10)
+
+  default = fingerprint()
+  assert "jit_compile" not in default and "distribute" not in default  # as before: unchanged
+  assert fingerprint("--tf_threads=1", "--deterministic") == default
+  saved = json.loads(json.dumps(config.record(config.config_from_args(base))))
+  for i, (flag, change) in enumerate([("--jit_compile", "jit_compile: None -> True"),
+                                      ("--distribute=mirrored",
+                                       "distribute: None -> 'mirrored'")]):
+    ckpt = str(tmp_path / f"ckpt{i}")
+    training.check_fingerprint(ckpt, default)
+    with pytest.raises(training.FingerprintMismatch, match=change.replace("(", r"\(")):
+      training.check_fingerprint(ckpt, fingerprint(flag))
+    assert config.changed_settings(saved, config.config_from_args(base + [flag])) == [
+        change.replace("None", "False" if flag == "--jit_compile" else "'none'")]
+  assert config.changed_settings(saved, config.config_from_args(
+      base + ["--tf_threads=1", "--deterministic"])) == []

@@ -92,6 +92,13 @@ def test_several_runs_are_one_pool_setting_each_spelled_once(tmp_path):
   assert cfg.dataset_dir == f"{TESTDATA},{TESTDATA}"
   with pytest.raises(ValueError, match="names a directory twice"):
     cfg.validate()
+  os.symlink(os.path.dirname(TESTDATA), tmp_path / "link")  # the run again, through a link
+  cfg = config.config_from_args(["--game=Breakout", f"--root_dir={tmp_path / 'r'}",
+                                 f"--dataset_dir={TESTDATA},{tmp_path / 'link'}",
+                                 "--pool_checkpoints=1"])
+  with pytest.raises(ValueError, match=r"names a directory twice: .* \(two spellings resolve "
+                                       r"to one directory\)$"):
+    cfg.validate()
   cfg = config.config_from_args(["--game=Breakout", f"--root_dir={tmp_path / 'r'}",
                                  f"--dataset_dir={TESTDATA},{tmp_path / 'none'}",
                                  "--pool_checkpoints=1"])

@@ -165,6 +165,27 @@ def test_several_runs_are_pooled(tmp_path):
   assert min(v for v in values if v) < 20_000 <= max(values)
 
 
+def test_a_run_given_twice_however_spelled_is_refused_naming_both(tmp_path):
+  """Before, RUN with a symlink to it, or with a byte-identical copy, was pooled twice: |D|
+  doubled (scaling n(s)^-1) and its checkpoints drawn twice as often; only the literal same
+  path twice was refused."""
+  import shutil  # pylint: disable=g-import-not-at-top
+  a = str(tmp_path / "a")
+  write_run(a, checkpoints=2)
+  os.symlink(a, tmp_path / "link")
+  shutil.copytree(a, tmp_path / "copy")
+  with pytest.raises(ValueError, match=rf"^--dataset_dir: {tmp_path}/link is the same directory "
+                                       rf"as {a}; a run given twice would be pooled twice"):
+    replay_pool.CheckpointPool([a, str(tmp_path / "link")], "all", 1, 1, seed=0)
+  with pytest.raises(ValueError, match=rf"^--dataset_dir: {tmp_path}/copy holds the same data "
+                                       rf"as {a} \(the same files, sizes and records: listing "
+                                       rf"hash [0-9a-f]{{16}}\); a run given twice"):
+    replay_pool.CheckpointPool([a, str(tmp_path / "copy")], "all", 1, 1, seed=0)
+  write_run(str(tmp_path / "other"), checkpoints=2, offset=20_000)  # other data: pooled
+  assert replay_pool.CheckpointPool([a, str(tmp_path / "other")], "all", 1, 1,
+                                    seed=0).num_checkpoints == 4
+
+
 def test_bad_settings_are_refused_naming_the_flag(run50, tmp_path):
   with pytest.raises(ValueError, match=r"--pool_checkpoints=51 is more than the 50 "
                      r"checkpoint\(s\) of subset 'all'"):

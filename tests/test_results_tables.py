@@ -3,8 +3,10 @@ project's own aggregation code, so a table and its rows cannot drift apart.
 
 Each test reads a committed CSV with the reader of the tool that wrote it, aggregates it with
 that tool's code (rliable IQM and stratified bootstrap, seeded, 2,000 resamples, as the reported
-tables) and compares cell by cell with the table as the results index (docs/results/README.md;
-the front page, README.md, for the demo over five seeds) and the experiment's page print it.
+tables) and compares cell by cell with the table as the results index (docs/results/README.md)
+and the experiment's page print it. The front page (README.md) quotes the results pages: its
+main job's table is recomputed here, and every figure of its claims table must be one its
+linked results pages state.
 The peer comparison's numbers (tools/peers) are checked the same way against its committed
 episodes. Tables with no committed rows (the asynchronous fine-tuning rerun's) are not here:
 their docs say so.
@@ -337,19 +339,22 @@ def test_peer_numbers_are_the_peer_scripts_output():
       assert quoted in text, (name, quoted, page)
 
 
-@pytest.mark.parametrize("anchor, rows_of", [
-    ("Its seed 0 is what `make demo`", lambda: json.load(open(
+@pytest.mark.parametrize("page, anchor, rows_of", [
+    (RESULTS, "Its seed 0 is what `make demo`", lambda: json.load(open(
         _doc("results", "demo_seeds_results.json")))["0"]),
-    ("The run with the earlier default reading", lambda: json.load(open(
+    (README, "The table of seed 0 of the reported runs", lambda: json.load(open(
+        _doc("results", "demo_seeds_results.json")))["0"]),
+    (RESULTS, "The run with the earlier default reading", lambda: json.load(open(
         _doc("results", "demo_results_monotone.json"))))])
-def test_results_index_demo_tables_recompute_from_their_episode_scores(anchor, rows_of):
-  """The results index's demo tables from the runs' committed per-episode scores: the reported
+def test_results_index_demo_tables_recompute_from_their_episode_scores(page, anchor, rows_of):
+  """The demo tables of the results index and of README (its main job) from the runs' committed
+  per-episode scores: the reported
   five seeds' seed 0 (what `make demo` trains; docs/results/demo_seeds_results.json) and the
   run with the earlier default reading (docs/results/demo_results_monotone.json, the run's
   results.json): each policy's mean and rliable CI recomputed with the demo's `score_row`."""
   from ccvl_tf.experiments.offline import demo_report
   rows = rows_of()
-  table = markdown_docs.table_after(RESULTS, anchor)
+  table = markdown_docs.table_after(page, anchor)
   printed = {r[0]: r for r in table[1:]}
   assert set(printed) == {r["policy"] for r in rows}
   for r in rows:
@@ -427,9 +432,9 @@ def test_demo_over_seeds_recomputes_from_its_episode_scores():
                                 for r in rows}
 
 
-def test_five_seeds_page_and_readme_recompute_from_their_episode_scores():
+def test_five_seeds_page_and_results_index_recompute_from_their_episode_scores():
   """The five reported seeds evaluated on the same 30 episodes per policy
-  (docs/results/five_seeds.md, README's table): every number from the committed per-episode
+  (docs/results/five_seeds.md, the results index's table): every number from the committed per-episode
   scores (docs/results/five_seeds_runs.json) by seeds_headroom.report and summary_table."""
   from ccvl_tf.experiments.offline import seeds_headroom
   runs = json.load(open(_doc("results", "five_seeds_runs.json")))
@@ -438,8 +443,8 @@ def test_five_seeds_page_and_readme_recompute_from_their_episode_scores():
   assert all(len(r["policies"][seeds_headroom.ADAPTIVE]) == 30 for r in runs.values())
   page = open(_doc("results", "five_seeds.md"), encoding="utf-8").read()
   assert seeds_headroom.report(runs, reps=REPS) in page
-  readme = open(README, encoding="utf-8").read()
-  assert seeds_headroom.summary_table(runs, reps=REPS) in readme
+  index = open(RESULTS, encoding="utf-8").read()
+  assert seeds_headroom.summary_table(runs, reps=REPS) in index
 
 
 def test_demo_over_seeds_at_the_earlier_settings_recomputes():

@@ -31,6 +31,7 @@ makes the earlier one's calls fail (``StaleStream``) instead of swapping draws u
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
 import time
 from typing import Callable, List, Optional, Sequence, Tuple
@@ -68,6 +69,28 @@ def _unit_bytes(unit: Unit, frame_bytes: int) -> int:
   return unit.num_frames * (frame_bytes + 9) + unit.num_transitions * 8
 
 
+def _refuse_a_run_given_twice(sources: Sequence[replay_source.ReplaySource]) -> None:
+  """ValueError naming both when two of the pool's runs are one: the same directory however
+  spelled (a symlink, '..': the resolved path), or a byte-identical copy (the same files,
+  sizes and records: `replay_source.listing_sha256`, the hash a run's identity records).
+  Pooled twice, a run's transitions would count twice in |D| (and so in n(s)^-1) and be drawn
+  twice as often."""
+  seen = {}
+  for source in sources:
+    where = source.replay_dir
+    keys = [("path", where.rstrip("/") if source.remote else os.path.realpath(where))]
+    if not source.remote and source.names is not None:  # (remote: a stat per file, skipped)
+      keys.append(("data", replay_source.listing_sha256(where, source.names, source.remote)))
+    for kind, key in keys:
+      if (kind, key) in seen:
+        same = ("is the same directory as {}".format(seen[(kind, key)]) if kind == "path" else
+                "holds the same data as {} (the same files, sizes and records: listing hash "
+                "{})".format(seen[(kind, key)], key))
+        raise ValueError("--dataset_dir: {} {}; a run given twice would be pooled twice, its "
+                         "transitions counted twice: give each run once".format(where, same))
+      seen[(kind, key)] = where
+
+
 class CheckpointPool:
   """K checkpoints of the runs ``replay_dirs`` (paths or ``replay_source.ReplaySource``), of
   ``subset``, in memory as one :class:`FrameStore`, drawn anew every ``swap_steps`` batches
@@ -97,7 +120,9 @@ class CheckpointPool:
     self.subset = subset
     self.num_actions = num_actions
     self._progress = progress
-    self.infos = [dqn_replay.inspect_dir(replay_source.replay_source(d)) for d in replay_dirs]
+    sources = [replay_source.replay_source(d) for d in replay_dirs]
+    _refuse_a_run_given_twice(sources)
+    self.infos = [dqn_replay.inspect_dir(s) for s in sources]
     first = self.infos[0]
     for info in self.infos[1:]:
       if (info.stack_size, info.observation_shape) != (first.stack_size,

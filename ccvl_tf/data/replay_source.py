@@ -6,6 +6,7 @@ The file access itself is ccvl_tf/data/replay_files.py.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 from typing import List, Optional, Sequence, Tuple, Union
 
@@ -172,3 +173,23 @@ def list_suffixes(replay_dir: ReplayDir, names: Optional[Sequence[str]] = None) 
   if incomplete is not None:
     raise replay_files.DatasetError(incomplete)
   return suffixes
+
+
+def listing_sha256(directory: str, names: Sequence[str], remote: bool) -> str:
+  """16 hex digits of sha256 over ``names`` in ``directory`` (each name and its size) and the
+  bytes of its small JSON records: the same data in another place hashes alike, another
+  dataset in the same place does not, and nothing but the listing and the records is read.
+  A run's identity (offline.dataset.dataset_identity) and the checkpoint pool's check that no
+  run is given twice (replay_pool) use it."""
+  h = hashlib.sha256()
+  for name in sorted(names or ()):
+    entry = (directory.rstrip("/") + "/" + name) if remote else os.path.join(directory, name)
+    try:
+      size = replay_files.file_stat(entry)[0]
+    except Exception:  # pylint: disable=broad-except
+      size = -1  # a sub-directory or an unreadable entry: the name still counts
+    h.update("{}:{}\n".format(name, size).encode())
+    if not remote and name.endswith(".json") and 0 <= size < 1_000_000:
+      with open(entry, "rb") as f:
+        h.update(f.read())
+  return h.hexdigest()[:16]

@@ -34,6 +34,8 @@ import tensorflow as tf
 from tf_agents.replay_buffers import reverb_replay_buffer
 from tf_agents.trajectories import time_step as ts
 
+from ccvl_tf.runtime import paths
+
 _T = TypeVar("_T")
 
 REPLAY_TABLE = "replay"
@@ -175,10 +177,9 @@ def start_server(tables, port: int = 0, checkpoint_dir: Optional[str] = None):
     port = portpicker.pick_unused_port()
   checkpointer = None
   if checkpoint_dir:
-    if os.path.exists(checkpoint_dir) and not os.path.isdir(checkpoint_dir):
-      raise ValueError(f"the Reverb checkpoint directory {checkpoint_dir} is a file, not a "
-                       f"directory; give a directory (the server loads its latest complete "
-                       f"checkpoint from there)")
+    # An output like every other (runtime/paths.py): local and writable, checked before the
+    # server starts; before, ram://ck was made as a local directory 'ram:/ck'.
+    paths.check_output_dir(checkpoint_dir, "the Reverb checkpoint directory")
     os.makedirs(checkpoint_dir, exist_ok=True)
     checkpointer = reverb.checkpointers.DefaultCheckpointer(path=checkpoint_dir)
   try:

@@ -96,6 +96,10 @@ class AgentSpec:
       False for 'ccvl_bounds', which online fine-tuning builds.
     from_settings: AgentSettings -> values of the config taken from the run's AgentSettings
       rather than from its agent values (AEVL: the belief temperature and reward clip).
+    mixed_precision: whether keras mixed precision (--mixed_precision) reaches the learner's
+      networks; False for DQN, whose TF-Agents QNetwork is built in legacy tf_keras at
+      float32 (experiments/compute.py reads the precision back from the built networks and
+      refuses a setting that did not reach them).
   """
   name: str
   description: str
@@ -106,6 +110,7 @@ class AgentSpec:
   policies: Callable
   offline: bool = True
   from_settings: Callable[[AgentSettings], Dict[str, object]] = lambda s: {}
+  mixed_precision: bool = True
 
   def resolve(self, settings: AgentSettings) -> AgentSettings:
     """`settings` holding the agent's config (`agent_config`), made once: its defaults with
@@ -291,7 +296,7 @@ AGENT_REGISTRY: Dict[str, AgentSpec] = {
                   "aevl_td", aevl_agent.AEVLConfig(), _AEVL, _learner(aevl_agent.AEVLAgent),
                   _own_policy, from_settings=_aevl_td_settings),
         AgentSpec("dqn", "TF-Agents DqnAgent (offline DQN)", "dqn", dqn_agent.DQNConfig(), _DQN,
-                  _learner(dqn_agent.DQNLearner), _own_policy),
+                  _learner(dqn_agent.DQNLearner), _own_policy, mixed_precision=False),
         AgentSpec("bc", "behaviour cloning: cross-entropy on the data's actions, same torso "
                   "(the anchor: is the data learnable at all?)", "bc", bc_agent.BCConfig(), _BC,
                   _learner(bc_agent.BCAgent), _own_policy),

@@ -78,7 +78,19 @@ class Compute:
 
   def prepare(self, agent):
     """`agent` (built in `building`) with XLA set as asked; ValueError naming --jit_compile for
-    a learner outside ccvl_tf/agents/q_agent_base.GuardedLearner when it is on."""
+    a learner outside ccvl_tf/agents/q_agent_base.GuardedLearner when it is on, and naming
+    --mixed_precision when the precision read back from the built networks
+    (`network_precisions`) is not the one asked for (DQN's tf_keras QNetwork: float32)."""
+    if self.mixed_precision != "off":
+      want = PRECISION_POLICIES[self.mixed_precision].removeprefix("mixed_")
+      got = network_precisions(agent)
+      if got != {want}:
+        shown = ", ".join(sorted(got)) or "no layer with weights found"
+        raise ValueError(
+            f"--mixed_precision={self.mixed_precision} does not reach the networks of "
+            f"{type(agent).__name__}: their layers compute in {shown} (keras mixed precision "
+            f"reaches Keras 3 layers only; TF-Agents' QNetwork is legacy tf_keras); leave "
+            f"--mixed_precision off for this learner")
     if self.jit_compile:
       if not hasattr(agent, "set_jit_compile"):
         raise ValueError(f"--jit_compile compiles the step of the learners of "
@@ -91,6 +103,20 @@ class Compute:
     """What the training loop steps: `agent`, or under a strategy a
     distributed.StrategyLearner (each batch split over its replicas)."""
     return agent if strategy is None else distributed.StrategyLearner(strategy, agent)
+
+
+def network_precisions(agent) -> set:
+  """The compute dtypes ('float32', 'bfloat16', ...) of the layers with weights of every
+  network `agent` (a tf.Module learner) holds, Keras 3 and legacy tf_keras alike, read from
+  the built layers: what a run computes in, not what it was asked for."""
+  layer_types = (keras.layers.Layer, tf.keras.layers.Layer)
+  out = set()
+  for top in agent._flatten(predicate=lambda x: isinstance(x, layer_types)):  # pylint: disable=protected-access
+    for layer in top._flatten_layers(include_self=True):  # pylint: disable=protected-access
+      leaf = not list(layer._flatten_layers(include_self=False, recursive=False))  # pylint: disable=protected-access
+      if leaf and layer.weights:
+        out.add(str(tf.dtypes.as_dtype(layer.compute_dtype).name))
+  return out
 
 
 def replica_devices() -> list:

@@ -55,6 +55,7 @@ class FlagSpec:
   flag_name: Optional[str] = None          # the flag's name where it is not the field's
   default_note: Optional[str] = None       # help's "(default: ...)" ending (borrow, default None)
   output: Optional[str] = None             # 'dir' or 'file': a path the binary writes (below)
+  needs: Optional[str] = None              # the setting it depends on (check_partners)
 
 
 class _FiniteFloatParser(flags.FloatParser):
@@ -301,13 +302,33 @@ def check_outputs(config, names: Optional[Sequence[str]] = None) -> None:
       raise app.UsageError(str(e)) from None
 
 
+def check_partners(config, names: Optional[Sequence[str]] = None, flag_values=None) -> None:
+  """app.UsageError naming both flags when a setting declared `needs="<other>"` was given on
+  the command line while the setting it depends on is off (0, None, empty, False) in
+  `config`: it would be ignored and still recorded (`--pool_swap_steps=3` without
+  `--pool_checkpoints`). `names`: only those settings."""
+  fv = flags.FLAGS if flag_values is None else flag_values
+  for f, spec in flag_fields(type(config), names):
+    name = spec.flag_name or f.name
+    if spec.needs is None or name not in fv or not fv[name].present:
+      continue
+    if not getattr(config, spec.needs):
+      partner = dict((g.name, s) for g, s in flag_fields(type(config)))[spec.needs]
+      raise app.UsageError(
+          f"--{name}={_shown(fv[name].value)} takes effect only with --"
+          f"{partner.flag_name or spec.needs}, which is off "
+          f"({getattr(config, spec.needs)!r}): give --{partner.flag_name or spec.needs} or "
+          f"leave --{name} out")
+
+
 def from_flags(cls, names: Optional[Sequence[str]] = None, flag_values=None, **more):
   """cls(**flag values, **more): the config of the parsed flags (`names`: only those flags,
-  the other fields keep their defaults; `more` adds or overrides). Its list flags and output
-  paths are checked here, for every binary alike (`values`, `check_outputs`): an
-  app.UsageError naming the flag."""
+  the other fields keep their defaults; `more` adds or overrides). Its list flags, output
+  paths and settings given without the one they depend on are checked here, for every binary
+  alike (`values`, `check_outputs`, `check_partners`): an app.UsageError naming the flag."""
   config = cls(**dict(values(cls, names, flag_values), **more))
   check_outputs(config, names)
+  check_partners(config, names, flag_values)
   return config
 
 

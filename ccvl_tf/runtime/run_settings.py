@@ -17,9 +17,19 @@ from typing import Optional
 from ccvl_tf.runtime import config_flags
 from ccvl_tf.runtime.config_flags import setting
 
-def _count(default: int, help: str, lower_bound: int = 1):  # pylint: disable=redefined-builtin
+def _count(default: int, help: str, lower_bound: int = 1,  # pylint: disable=redefined-builtin
+           upper_bound: Optional[int] = None):
   """An integer setting checked when the config is validated."""
-  return setting(default, help, lower_bound=lower_bound, parse_bounds=False)
+  return setting(default, help, lower_bound=lower_bound, upper_bound=upper_bound,
+                 parse_bounds=False)
+
+
+# The most TensorFlow threads (intra- and inter-op each) a thread setting may ask for. Every
+# thread setting is declared with it, so a count no machine runs is refused in the one
+# settings check before anything runs (`--tf_threads=100000` made train_offline.py hang
+# silently after loading its data; 1,000 on 2 cores still ran). A fixed cap, not a multiple of
+# os.cpu_count(): a record written on a large machine must still read back on a small one.
+MAX_THREADS = 1024
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,10 +65,10 @@ class RunSettings:
   # number of cores (BUILD.md, "What is and is not bit-reproducible").
   tf_threads: int = _count(2, "TensorFlow intra- and inter-op threads (0: TensorFlow's "
                            "default, the number of cores); the trained network depends on "
-                           "it.", 0)
+                           "it.", 0, MAX_THREADS)
   threads_per_worker: int = _count(1, "TensorFlow intra/inter-op threads of every training "
                                    "process, whatever --workers is (the same thread count "
-                                   "gives the same numbers).")
+                                   "gives the same numbers).", 1, MAX_THREADS)
   deterministic: bool = setting(False, "tf.config.experimental.enable_op_determinism() in "
                                 "every training process (GPU kernels; on CPU results are "
                                 "already deterministic for a fixed thread count).")

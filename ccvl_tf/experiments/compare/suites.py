@@ -40,18 +40,46 @@ class Data:
   inverse_count_fn: Optional[Callable] = None
 
 
+# The run settings a suite gives when the flag is left out: each suite (a class with a `name`)
+# declares every one as an integer >= 1, checked when the class is made (`__init_subclass__`),
+# so a command that leaves the flag out runs with a value, not None.
+DEFAULTS = ("default_steps", "default_eval_episodes", "default_eval_max_steps",
+            "default_batch_size")
+
+
 class Suite:
   """What differs between gridworld / minatar / atari (override the methods)."""
   name = ""
   default_steps = 1000
   default_eval_episodes = 10
-  default_eval_max_steps: Optional[int] = None
+  default_eval_max_steps: Optional[int] = None  # each suite declares its own (DEFAULTS)
   default_batch_size = 32
   training_overrides: Dict[str, object] = {}
   reward_clip: Optional[float] = None
 
+  def __init_subclass__(cls, **kwargs):
+    super().__init_subclass__(**kwargs)
+    if not cls.name:
+      return  # a shared base (_ReplaySuite), not a suite of its own
+    for attr in DEFAULTS:
+      value = getattr(cls, attr)
+      if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise TypeError(f"suite {cls.name!r} ({cls.__name__}) must declare {attr} as an "
+                        f"integer >= 1 (what applies when its flag is left out), got {value!r}")
+
   def __init__(self, cfg: compare_config.CompareConfig):
     self.cfg = cfg
+
+  # The settings in force: the flag given, else the suite's default (one place for the
+  # training, the evaluation and the unit's record, so they cannot disagree).
+  def batch_size(self) -> int:
+    return int(self.cfg.batch_size or self.default_batch_size)
+
+  def eval_episodes(self) -> int:
+    return int(self.cfg.eval_episodes or self.default_eval_episodes)
+
+  def eval_max_steps(self) -> int:
+    return int(self.cfg.eval_max_steps or self.default_eval_max_steps)
 
   def games(self) -> List[str]:
     raise NotImplementedError
@@ -105,6 +133,7 @@ class GridworldSuite(Suite):
   name = "gridworld"
   default_steps = 1500
   default_eval_episodes = 20
+  default_eval_max_steps = gridworld.HORIZON  # the environment's own cap (eval_env's None)
   default_batch_size = 64
   # Small data, small network: the settings of tests/test_ccvl_agent.py's gridworld check
   # (Adam 3e-3, eps 1e-7, target period 10, batch 64, 1500 steps), for every method; no DR3

@@ -91,10 +91,10 @@ def unit_settings(suite: compare_suites.Suite, method: str, dataset: str,
   spec = agent_registry.get_agent_spec(compare_config.METHODS[method])
   config = spec.resolve(agent_settings(suite, None, seed)).agent_config
   learner = {k: v for k, v in config.record().items() if k != "jit_compile"}
-  out = dict(learner=learner, batch_size=int(cfg.batch_size or suite.default_batch_size),
+  out = dict(learner=learner, batch_size=suite.batch_size(),
              num_steps=int(suite.steps(dataset)),
-             eval_episodes=int(cfg.eval_episodes or suite.default_eval_episodes),
-             eval_max_steps=int(cfg.eval_max_steps or suite.default_eval_max_steps),
+             eval_episodes=suite.eval_episodes(),
+             eval_max_steps=suite.eval_max_steps(),
              num_grid_deltas=int(cfg.num_grid_deltas),
              belief_temperature=cfg.belief_temperature)
   return json.loads(strict_json.dumps(out))
@@ -136,7 +136,7 @@ def train_unit(suite: compare_suites.Suite, method: str, dataset: str, game: str
   <train_dir>/train_seconds.json."""
   cfg = suite.cfg
   spec = agent_registry.get_agent_spec(compare_config.METHODS[method])
-  batch_size = cfg.batch_size or suite.default_batch_size
+  batch_size = suite.batch_size()
   data = suite.data(game, dataset, seed, batch_size)
   time_step_spec, action_spec = suite.specs(game)
   settings = agent_settings(suite, data, seed)
@@ -215,8 +215,8 @@ def evaluate_unit(suite: compare_suites.Suite, trained: TrainedUnit, method: str
                                          trained.action_spec, trained.data.held_out(),
                                          trained.settings)
   policy = rollouts.CompiledPolicy(exports["policy"])
-  episodes = cfg.eval_episodes or suite.default_eval_episodes
-  max_steps = cfg.eval_max_steps or suite.default_eval_max_steps
+  episodes = suite.eval_episodes()
+  max_steps = suite.eval_max_steps()
   ev = suite.eval_env(game, 10_000 + seed, max_steps)
   records = rollouts.run_episodes(policy, ev.env, episodes, run=seed,
                                     epsilon=compare_config.EVAL_EPSILON, seed=seed,

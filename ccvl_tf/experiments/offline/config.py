@@ -100,7 +100,7 @@ class OfflineConfig:
   pool_swap_steps: int = setting(
       replay_pool.BATCH_RL_SWAP_STEPS, "With --pool_checkpoints: train steps between two "
       "draws of the pool (the default: batch_rl's, 5 new checkpoints every iteration of "
-      "250,000 agent steps = 62,500 gradient steps).", lower_bound=1)
+      "250,000 agent steps = 62,500 gradient steps).", lower_bound=1, needs="pool_checkpoints")
   agent: str = setting(
       "ccvl", "Which learner (experiments/agent_registry.py): " + "; ".join(
           f"{s.name}: {s.description}" for s in agent_registry.AGENT_REGISTRY.values()
@@ -245,6 +245,13 @@ class OfflineConfig:
     agent_options.validate(self.agent_values)
     agent_registry.check_taken(self.agent_values, [self.agent], f"--agent={self.agent}",
                                AGENT_FLAGS)
+    if self.mixed_precision != "off":  # before any data is read (compute.prepare reads back)
+      for name in (self.agent,) + tuple(self.reference_agents):
+        if not agent_registry.get_agent_spec(name).mixed_precision:
+          flag = "--agent" if name == self.agent else "--reference_agents"
+          raise ValueError(f"--mixed_precision={self.mixed_precision} does not reach the network "
+                           f"of {flag}={name} (TF-Agents' QNetwork, legacy tf_keras, computes in "
+                           f"float32): leave --mixed_precision off, or {name} out")
     believers = agent_registry.BELIEF_AGENTS
     if self.belief_temperature is not None and not any(
         a in believers for a in (self.agent,) + tuple(self.reference_agents)):
@@ -257,8 +264,11 @@ class OfflineConfig:
       raise ValueError(f"--dataset_dir names {len(runs)} directories ({self.dataset_dir}); "
                        f"several runs are read as a checkpoint pool only: give "
                        f"--pool_checkpoints=K (K of their checkpoints in memory at a time)")
-    if len(set(runs)) != len(runs):
-      raise ValueError(f"--dataset_dir names a directory twice: {self.dataset_dir}")
+    resolved = [d if replay_files.is_remote(d) else os.path.realpath(d) for d in runs]
+    if len(set(resolved)) != len(resolved):  # a symlink or '..' to a run given already too
+      raise ValueError(f"--dataset_dir names a directory twice: {self.dataset_dir}"
+                       + ("" if len(set(runs)) != len(runs) else
+                          " (two spellings resolve to one directory)"))
     for run_dir in runs or ([self.dataset_dir] if self.dataset_dir is not None else []):
       _check_dataset_dir(run_dir)
     training.check_output_dir(self.root_dir, "--root_dir")
@@ -347,11 +357,16 @@ def config_from_args(args: Sequence[str]) -> OfflineConfig:
                                  agent_values=agent_options.from_flags(AGENT_FLAGS, fv))
 
 
-# Record fields a run of other flags may differ in and still be the same run's results (XLA
-# and the replicas change the rounding and, for CCVL, which deltas are drawn; not the method).
+# Record fields a run of other flags may differ in and still be the same run's results:
+# where it writes, the flag that allows a change, how often it logs and checkpoints, and two
+# device settings that change only the float rounding, not a random stream or the method:
+# tf_threads (the reduction order of CPU kernels, BUILD.md "What is and is not
+# bit-reproducible": 1 vs 2 threads moved the networks by <= 5e-3 relative; on a GPU it is
+# not applied at all) and deterministic (on CPU no bit changed at a fixed thread count).
+# --jit_compile and --distribute are compared: XLA and the replicas change which deltas CCVL
+# draws, so a resume or a finished run under another one is another run's result.
 _NOT_COMPARED = ("root_dir", "allow_config_change", "tf_threads", "deterministic",
-                 "log_interval", "summary_interval", "checkpoint_interval", "jit_compile",
-                 "distribute")
+                 "log_interval", "summary_interval", "checkpoint_interval")
 
 
 def changed_settings(saved: Mapping[str, object], cfg: OfflineConfig) -> List[str]:
@@ -588,6 +603,12 @@ def fingerprint(saved: Dict[str, object], plan: AgentPlan, identity: Dict[str, o
   # recorded only when on, so that the fingerprints of float32 runs are unchanged.
   if saved.get("mixed_precision", "off") != "off":
     out["mixed_precision"] = saved["mixed_precision"]
+  # XLA and the replicas change CCVL's delta draws (and every learner's rounding): compared
+  # on resume like the precision, recorded only when on (default fingerprints unchanged).
+  if saved.get("jit_compile"):
+    out["jit_compile"] = True
+  if saved.get("distribute", "none") != "none":
+    out["distribute"] = saved["distribute"]
   # The learner's settings in force (the agent config's defaults under the preset and the
   # flags): a changed default is a change of configuration.
   config = plan.settings.agent_config

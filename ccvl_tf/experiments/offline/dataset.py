@@ -5,13 +5,12 @@ seeded batch streams, and the identity the run's fingerprint records."""
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 from typing import Callable, Dict, Iterator, List, Optional, Sequence
 
 import numpy as np
 
-from ccvl_tf.data import dataset_record, frame_store, pipeline, replay_files, replay_pool
+from ccvl_tf.data import dataset_record, frame_store, pipeline, replay_pool
 from ccvl_tf.data import replay_source
 from ccvl_tf.experiments.offline import default_dataset, phase_times
 from ccvl_tf.experiments.offline.phase_times import PhaseTimes
@@ -250,17 +249,6 @@ def dataset_identity(source: replay_source.ReplaySource) -> Dict[str, object]:
   a TypeError)."""
   replay_source.require_source(source, "offline.dataset.dataset_identity")
   path = source.path
-  h = hashlib.sha256()
   names = sorted(source.path_names or ())
-  for name in names:
-    entry = (path.rstrip("/") + "/" + name) if source.remote else os.path.join(path, name)
-    try:
-      size = replay_files.file_stat(entry)[0]
-    except Exception:  # pylint: disable=broad-except
-      size = -1  # a sub-directory or an unreadable entry: the name still counts
-    h.update(f"{name}:{size}\n".encode())
-    if not source.remote and name.endswith(".json") and 0 <= size < 1_000_000:
-      with open(entry, "rb") as f:
-        h.update(f.read())
   return {"path": path if source.remote else os.path.abspath(path), "files": len(names),
-          "listing_sha256": h.hexdigest()[:16]}
+          "listing_sha256": replay_source.listing_sha256(path, names, source.remote)}

@@ -77,6 +77,16 @@ OFFLINE_AGENT = {"ccvl": "ccvl", "ccvl_lower": "ccvl", "cql": "cql"}
 
 
 @dataclasses.dataclass(frozen=True)
+class ServerConfig:
+  """binaries/reverb_server.py's own path setting beside OnlineConfig's table flags: declared
+  as an output, so `config_flags.from_flags` refuses a remote or unwritable one as it does
+  every binary's."""
+  checkpoint_dir: Optional[str] = setting(
+      None, "Reverb checkpoint directory (local): the server restores its latest complete "
+      "checkpoint at start, and the learner's checkpoints are written there.", output="dir")
+
+
+@dataclasses.dataclass(frozen=True)
 class OnlineConfig:
   """Settings of one fine-tuning run; its `setting` fields and ExplorationConfig's are the
   flags of binaries/finetune_online.py (ccvl_tf/runtime/config_flags.py).

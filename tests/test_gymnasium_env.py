@@ -274,7 +274,8 @@ def test_collect_dataset_refuses_the_other_games_settings(game, given, message):
 def test_workflows_that_cannot_take_a_gymnasium_game_refuse_it_naming_the_flag(tmp_path):
   cases = [
       (lambda: offline_config.OfflineConfig(game=CARTPOLE, root_dir=str(tmp_path / "r"))
-       .validate(), "--game=gymnasium:CartPole-v1: train_offline.py trains on an Atari game"),
+       .validate(), "--game=gymnasium:CartPole-v1: without --dataset, train_offline.py trains on "
+                    "an Atari game's DQN Replay data"),
       (lambda: online_config.OnlineConfig(game=CARTPOLE).validate_settings(),
        "--game=gymnasium:CartPole-v1: online fine-tuning starts from"),
       (lambda: compare_config.CompareConfig(suite="minatar", games=[CARTPOLE]).validate(),

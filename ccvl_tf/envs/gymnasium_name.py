@@ -23,4 +23,5 @@ def refuse_gymnasium(game: str, flag: str, needs: str) -> None:
   not take: `needs` says what it takes instead. Nothing for any other name."""
   if is_gymnasium(game):
     raise ValueError(f"{flag}={str(game).strip()}: {needs}; a Gymnasium environment "
-                     f"('{PREFIX}<EnvId>') is taken by evaluate.py and collect_dataset.py")
+                     f"('{PREFIX}<EnvId>') is taken by evaluate.py, collect_dataset.py and "
+                     f"train_offline.py --dataset")

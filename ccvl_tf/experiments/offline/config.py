@@ -277,8 +277,10 @@ class OfflineConfig:
       raise ValueError(f"--belief_temperature must be a finite number > 0 (or unset: from the "
                        f"held-out data), got {self.belief_temperature!r}")
     config_flags.check(self, prefix="--")
-    factory.refuse_gymnasium(self.game, "--game", "train_offline.py trains on an Atari game's "
-                             "replay data (84x84x4 frames, Dopamine checkpoints)")
+    factory.refuse_gymnasium(
+        self.game, "--game", "without --dataset, train_offline.py trains on an Atari game's "
+        "DQN Replay data; a Gymnasium environment's own data: --dataset=DATA.npz (e.g. "
+        "collect_dataset.py --game=gymnasium:<EnvId> --output=DATA.npz)")
     atari.check_game(self.game)  # unknown names: a ValueError listing the valid ones
     if self.dataset_dir is None and self.batch_size > self.default_dataset_steps:
       raise ValueError(f"--batch_size={self.batch_size} is larger than the default dataset "

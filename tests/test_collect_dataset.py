@@ -107,7 +107,8 @@ def test_binary_collects_a_gymnasium_environment_into_an_npz(tmp_path):
   assert res.returncode == 0, res.stderr[-2000:]
   assert "step 150/300" in res.stdout and f"wrote {out}: 300 steps" in res.stdout
   data = np.load(out)
-  assert sorted(data.files) == ["actions", "observations", "rewards", "terminals", "timeouts"]
+  assert sorted(data.files) == ["actions", "num_actions", "observations", "rewards", "terminals",
+                                "timeouts"]
   assert data["observations"].shape == (300, 4) and data["terminals"].sum() >= 5
   assert data["terminals"][-1] or data["timeouts"][-1]
   again = forked_binary.run("collect_dataset.py", args, env=dict(os.environ), timeout=120)

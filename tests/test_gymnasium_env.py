@@ -17,6 +17,7 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import time_step as ts
 
 from ccvl_tf.data import gym_collection
+from ccvl_tf.data import transitions
 from ccvl_tf.envs import factory
 from ccvl_tf.envs import gymnasium_env
 from ccvl_tf.evaluation import rollouts
@@ -246,10 +247,16 @@ def test_collect_dataset_config_writes_the_npz(tmp_path):
   lines = []
   summary = gym_dataset.run(cfg, log=lines.append)
   saved = np.load(out)
-  assert sorted(saved.files) == sorted(gym_collection.ARRAYS)
+  assert sorted(saved.files) == sorted(gym_collection.ARRAYS + ("num_actions",))
   expected = gym_collection.collect(CARTPOLE, 60, seed=5)
   for key in gym_collection.ARRAYS:
     np.testing.assert_array_equal(saved[key], expected[key])
+  assert int(saved["num_actions"]) == 2
+  # The reader of own data takes it: one transition per step but each timed-out episode's last.
+  data = transitions.Transitions.from_npz(out)
+  assert data.num_actions == 2 and data.observation_shape == (4,)
+  assert data.num_transitions == 60 - int(expected["timeouts"].sum())
+  assert data.num_episodes == int((expected["terminals"] | expected["timeouts"]).sum())
   assert summary["episodes"] == int(expected["terminals"].sum())
   assert lines[-1].startswith(f"wrote {out}: 60 steps")
   with pytest.raises(ValueError, match="exists; refusing to write over it"):

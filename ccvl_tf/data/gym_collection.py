@@ -11,8 +11,9 @@ loaded SavedModel epsilon-greedily, for `num_steps` agent steps and returns, for
                          collection stopped here in an unfinished episode (its last step), so
                          the data ends at an episode boundary
   num_actions            int
-At most one of terminals[t], timeouts[t] is set. `save_npz` writes the five arrays with
-np.savez_compressed.
+At most one of terminals[t], timeouts[t] is set. `save_npz` writes the five arrays and
+num_actions with np.savez_compressed: the .npz that ccvl_tf.data.transitions.Transitions.from_npz
+and train_offline.py --dataset read.
 """
 from __future__ import annotations
 
@@ -151,12 +152,14 @@ def collect(game: str, num_steps: int, *, seed: int = 0, policy=None, epsilon: f
 
 
 def save_npz(path: str, data: Mapping) -> None:
-  """Writes the arrays of `data` (ARRAYS) to `path` with np.savez_compressed, through
-  `path`.tmp renamed into place (an interrupted write leaves no partial `path`)."""
+  """Writes the arrays of `data` (ARRAYS) and its num_actions to `path` with
+  np.savez_compressed, through `path`.tmp renamed into place (an interrupted write leaves no
+  partial `path`)."""
   tmp = path + ".tmp"
   try:
     with open(tmp, "wb") as f:
-      np.savez_compressed(f, **{k: np.asarray(data[k]) for k in ARRAYS})
+      np.savez_compressed(f, num_actions=np.int64(data["num_actions"]),
+                          **{k: np.asarray(data[k]) for k in ARRAYS})
     os.replace(tmp, path)
   finally:
     if os.path.exists(tmp):

@@ -5,7 +5,8 @@
 exported policy (--policy=DIR, checked against the environment's actions, observations and
 game first) with `epsilon` random actions, in the environment of `game` seeded `seed`, and
 writes `output`: an .npz of per-step arrays with the meaning of d3rlpy's MDPDataset
-(ccvl_tf/data/gym_collection.py: observations, actions, rewards, terminals, timeouts).
+(ccvl_tf/data/gym_collection.py: observations, actions, rewards, terminals, timeouts, and
+num_actions), which train_offline.py --dataset trains on.
 """
 from __future__ import annotations
 

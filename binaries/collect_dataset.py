@@ -1,7 +1,10 @@
-"""Collect an Atari dataset in the Dopamine replay checkpoint format (DQN Replay).
+"""Collect an Atari dataset in the Dopamine replay checkpoint format (DQN Replay), or a
+Gymnasium environment's dataset as one .npz.
 
   python binaries/collect_dataset.py --game=Breakout --policy=random --steps=50000 \
       --output_dir=/tmp/breakout_random/1/replay_logs
+  python binaries/collect_dataset.py --game=gymnasium:CartPole-v1 --policy=random \
+      --steps=10000 --output=/tmp/cartpole_random.npz
 
 ``--policy`` is ``random`` (uniform over the minimal action set) or the directory
 of a TF-Agents SavedModel policy (``PolicySaver`` export; it is called with
@@ -24,6 +27,7 @@ from ccvl_tf.runtime import quiet  # noqa: E402
 quiet.quiet_start()  # before TensorFlow loads: only the project's own lines (BUILD.md)
 
 from absl import app  # noqa: E402
+from absl import flags  # noqa: E402
 
 from ccvl_tf.runtime import config_flags  # noqa: E402
 from ccvl_tf.runtime import training  # noqa: E402
@@ -32,6 +36,7 @@ from ccvl_tf.data import vector_collection  # noqa: E402
 from ccvl_tf.envs import atari  # noqa: E402
 from ccvl_tf.evaluation import atari_vector, rollouts  # noqa: E402
 from ccvl_tf.experiments.offline import default_dataset  # noqa: E402
+from ccvl_tf.experiments.offline import gym_dataset  # noqa: E402
 
 config_flags.define(default_dataset.CollectConfig)  # the `setting` fields of CollectConfig
 
@@ -49,10 +54,22 @@ def main(argv):
   cfg = config_flags.from_flags(default_dataset.CollectConfig)
   if cfg.steps <= 0:
     raise app.UsageError("--steps must be positive")
+  given = [name for name in default_dataset.ATARI_ONLY + default_dataset.GYMNASIUM_ONLY
+           if flags.FLAGS[name].present]
   try:
     config_flags.check(cfg, prefix="--")
+    cfg.check_game_flags(given)
   except ValueError as e:
     raise app.UsageError(str(e))
+  if cfg.gymnasium:
+    try:
+      gym_dataset.run(cfg, log=lambda line: print(line, flush=True))
+    except ValueError as e:
+      raise app.UsageError(str(e))
+    except OSError as e:
+      sys.exit(f"collect_dataset.py: error: could not write {e.filename or cfg.output}: "
+               f"{e.strerror or e}")
+    return
   try:
     training.check_output_dir(cfg.output_dir, "--output_dir")  # a file, read-only, too long
     env = atari.AtariEnvironment(cfg.game, seed=cfg.seed,

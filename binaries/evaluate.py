@@ -1,16 +1,20 @@
-r"""Evaluates an exported CCVL policy (a TF-Agents SavedModel) on Atari, MinAtar or the gridworld.
+r"""Evaluates an exported CCVL policy (a TF-Agents SavedModel) on Atari, MinAtar, the gridworld or a
+Gymnasium environment.
 
   python binaries/evaluate.py --policy_dir=DIR --game=Pong --episodes=100 --seeds=5 \
       --output_dir=results/eval/pong
   python binaries/evaluate.py --policy_dir=DIR --game=minatar/Breakout --data_dir=DATASETS \
       --episodes=20 --seeds=3 --output_dir=results/eval/minatar_breakout
   python binaries/evaluate.py --policy_dir=DIR --game=gridworld --episodes=10 --output_dir=OUT
+  python binaries/evaluate.py --policy_dir=DIR --game=gymnasium:CartPole-v1 --episodes=10 \
+      --output_dir=OUT
 
 --game selects the environment (ccvl_tf.envs.factory.make_env): 'gridworld' (the paper's
 gridworld at evaluation slip 0.15), 'minatar/<Game>' (MinAtar; normalized with the reference
-scores of --data_dir) or an Atari game name. Writes returns.csv, delta.csv, summary.json (mean,
-IQM, 95%% stratified bootstrap CI), results.csv, returns.png and delta.png to --output_dir (see
-ccvl_tf.experiments.score_export and docs/policies.md).
+scores of --data_dir), 'gymnasium:<EnvId>' (a registered Gymnasium environment with a Discrete
+action space; its raw return, not normalized) or an Atari game name. Writes returns.csv,
+delta.csv, summary.json (mean, IQM, 95%% stratified bootstrap CI), results.csv, returns.png and
+delta.png to --output_dir (see ccvl_tf.experiments.score_export and docs/policies.md).
 Flags -> EvaluateConfig -> ccvl_tf.experiments.score_export.run (no algorithm code here).
 """
 import sys

@@ -44,6 +44,7 @@ def main(argv):
   cfg = config_flags.from_flags(online_config.OnlineConfig, _TABLE_FLAGS)
   server_cfg = config_flags.from_flags(online_config.ServerConfig)
   try:
+    online_config.check_game(cfg.game)
     if cfg.offline_dir:  # the offline run's network settings, as the learner takes them
       cfg, _ = online_start.resolve_config(cfg, log=lambda s: print(s, flush=True))
     tables = online_config.make_server_tables(cfg)

@@ -99,6 +99,30 @@ def test_binary_random_policy_end_to_end(tmp_path):
 
 
 @pytest.mark.slow
+def test_binary_collects_a_gymnasium_environment_into_an_npz(tmp_path):
+  out = tmp_path / "cartpole.npz"
+  args = ["--game=gymnasium:CartPole-v1", "--steps=300", f"--output={out}", "--seed=2",
+          "--progress_every=150"]
+  res = forked_binary.run("collect_dataset.py", args, env=dict(os.environ), timeout=120)
+  assert res.returncode == 0, res.stderr[-2000:]
+  assert "step 150/300" in res.stdout and f"wrote {out}: 300 steps" in res.stdout
+  data = np.load(out)
+  assert sorted(data.files) == ["actions", "num_actions", "observations", "rewards", "terminals",
+                                "timeouts"]
+  assert data["observations"].shape == (300, 4) and data["terminals"].sum() >= 5
+  assert data["terminals"][-1] or data["timeouts"][-1]
+  again = forked_binary.run("collect_dataset.py", args, env=dict(os.environ), timeout=120)
+  assert again.returncode != 0 and again.stderr.strip().splitlines() == [
+      f"collect_dataset.py: error: --output {out} exists; refusing to write over it (remove "
+      f"it, or give another path) (--helpshort lists the flags)"], again.stderr[-2000:]
+  atari_flag = forked_binary.run("collect_dataset.py", args[:2] + [f"--output_dir={tmp_path}"],
+                                 env=dict(os.environ), timeout=120)
+  assert atari_flag.returncode != 0 and atari_flag.stderr.strip().splitlines()[-1].startswith(
+      "collect_dataset.py: error: --output_dir is a setting of an Atari game; "
+      "--game=gymnasium:CartPole-v1 does not take it"), atari_flag.stderr[-2000:]
+
+
+@pytest.mark.slow
 def test_binary_random_policy_on_the_vector_env(tmp_path):
   out = str(tmp_path / "Pong" / "1" / "replay_logs")
   cmd = [sys.executable, os.path.join(ROOT, "binaries", "collect_dataset.py"), "--game=Pong",

@@ -53,8 +53,10 @@ def test_atari_game_scored_against_random_and_nature_dqn():
 def test_unknown_games_list_the_valid_names():
   with pytest.raises(ValueError, match=r"unknown game 'Breakot'; valid games: 'gridworld'; "
                                        r"MinAtar 'minatar/<Game>' with <Game> one of Asterix, "
-                                       r"Breakout, Freeway, Seaquest, SpaceInvaders; or an Atari "
-                                       r"game, one of .*Breakout"):
+                                       r"Breakout, Freeway, Seaquest, SpaceInvaders; a Gymnasium "
+                                       r"environment with a Discrete action space as "
+                                       r"'gymnasium:<EnvId>' \(e.g. 'gymnasium:CartPole-v1'\); "
+                                       r"or an Atari game, one of .*Breakout"):
     factory.make_env("Breakot")
   with pytest.raises(ValueError, match="unknown MinAtar game 'minatar/Pong'; valid games"):
     factory.make_env("minatar/Pong")

@@ -19,6 +19,7 @@ import sys
 import time
 from typing import Callable, Dict, List, Sequence
 
+from ccvl_tf.envs import gymnasium_name
 from ccvl_tf.runtime import config_flags, run_settings
 from ccvl_tf.runtime.config_flags import setting
 from ccvl_tf.runtime import strict_json
@@ -55,6 +56,9 @@ class ScaleoutConfig:
     for name in ("offline_dir", "game", "output_dir"):
       if not getattr(self, name):
         raise ValueError(f"--{name} is required")
+    gymnasium_name.refuse_gymnasium(
+        self.game, "--game", "the scale-out runs finetune_online.py, which starts from an "
+        "offline run of the gridworld, a MinAtar or an Atari game")
     config_flags.check(self, prefix="--")
     if not self.actors or min(self.actors) < 1:
       # The benchmark's server is its own, on a port no remote actor knows: with no local

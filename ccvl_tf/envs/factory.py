@@ -12,6 +12,10 @@ Game names (`make_env`):
   '<Game>'           an Atari game through ale_py (envs/atari.py), e.g. 'Pong',
                      'space_invaders'. Score: the raw (unclipped) game score; normalized against
                      random and Nature DQN (ccvl_tf.envs.scores) when the game has both.
+  'gymnasium:<EnvId>' any registered Gymnasium environment with a Discrete action space
+                     (envs/gymnasium_env.py), e.g. 'gymnasium:CartPole-v1',
+                     'gymnasium:Acrobot-v1'; the id exactly as gymnasium registers it.
+                     Score: the raw undiscounted return; not normalized.
 A MinAtar game needs its prefix: 'Breakout' is the Atari game, 'minatar/Breakout' MinAtar's.
 """
 from __future__ import annotations
@@ -25,11 +29,18 @@ import numpy as np
 
 from ccvl_tf.envs import atari
 from ccvl_tf.envs import gridworld_env
+from ccvl_tf.envs import gymnasium_env
+from ccvl_tf.envs import gymnasium_name
 from ccvl_tf.envs import minatar
 from ccvl_tf.envs import scores
 
 GRIDWORLD = "gridworld"
 _MINATAR_PREFIX = re.compile(r"^minatar[/:]", re.IGNORECASE)
+GYMNASIUM_PREFIX = gymnasium_name.PREFIX
+# The Gymnasium name's helpers (envs/gymnasium_name.py), here with every other game name's.
+is_gymnasium = gymnasium_name.is_gymnasium
+gymnasium_id = gymnasium_name.gymnasium_id
+refuse_gymnasium = gymnasium_name.refuse_gymnasium
 
 
 @dataclasses.dataclass
@@ -50,14 +61,33 @@ def is_minatar(game: str) -> bool:
 def valid_games() -> str:
   """The valid game names, as a sentence for error messages."""
   return (f"valid games: '{GRIDWORLD}'; MinAtar 'minatar/<Game>' with <Game> one of "
-          f"{', '.join(minatar.valid_game_names())}; or an Atari game, one of "
-          f"{', '.join(atari.valid_game_names())}")
+          f"{', '.join(minatar.valid_game_names())}; a Gymnasium environment with a Discrete "
+          f"action space as '{GYMNASIUM_PREFIX}<EnvId>' (e.g. '{GYMNASIUM_PREFIX}CartPole-v1'); "
+          f"or an Atari game, one of {', '.join(atari.valid_game_names())}")
+
+
+def _registered_gymnasium_id(game: str) -> str:
+  """The Gymnasium id of `game` ('gymnasium:<EnvId>'); ValueError naming `game`, with the
+  close registered names, when gymnasium does not register it (nothing made)."""
+  env_id = gymnasium_id(game)
+  if not gymnasium_env.is_registered(env_id):
+    close = [GYMNASIUM_PREFIX + c for c in gymnasium_env.close_ids(env_id)]
+    hint = (f"did you mean {', '.join(close)}?" if close else
+            "gymnasium.pprint_registry() lists the registered ids (the id is case-sensitive, "
+            "with its version, e.g. CartPole-v1)")
+    raise ValueError(f"unknown game {game!r}: gymnasium registers no environment "
+                     f"{env_id!r}; {hint}")
+  return env_id
 
 
 def check_game(game) -> None:
-  """ValueError listing the valid names unless `game` names one (without making it)."""
+  """ValueError listing the valid names unless `game` names one (without making it; a
+  Gymnasium environment is made once, and closed, to read its spaces)."""
   game = str(game).strip()
   if game.lower() == GRIDWORLD:
+    return
+  if is_gymnasium(game):
+    gymnasium_env.check_env_id(_registered_gymnasium_id(game))
     return
   try:
     if is_minatar(game):
@@ -73,13 +103,15 @@ def make_env(game: str, seed: int = 0, max_episode_steps: Optional[int] = None, 
   """The environment of `game` (see the module docstring) with its scoring.
 
   Args:
-    game: 'gridworld', 'minatar/<Game>' or an Atari game name.
-    seed: the environment's seed.
+    game: 'gridworld', 'minatar/<Game>', 'gymnasium:<EnvId>' or an Atari game name.
+    seed: the environment's seed (Gymnasium: the first reset's seed, later episodes continue
+      the environment's RNG).
     max_episode_steps: cap on agent steps per episode (truncation); None: the environment's own
-      (gridworld 100, MinAtar 10,000, Atari 27,000).
+      (gridworld 100, MinAtar 10,000, Atari 27,000, Gymnasium the registered TimeLimit).
     references: MinAtar reference scores {Game: {"random": r, "dqn": d}}
       (minatar_datasets.load_scores); without them MinAtar scores are not normalized. Not used
-      for the gridworld and Atari, whose references are built in.
+      for the gridworld and Atari, whose references are built in, nor for Gymnasium, which has
+      none.
 
   Raises:
     ValueError: for an unknown game, listing the valid names.
@@ -93,6 +125,9 @@ def make_env(game: str, seed: int = 0, max_episode_steps: Optional[int] = None, 
                    functools.partial(gridworld_env.normalized_return, world=world),
                    "discounted return")
   kwargs = {} if max_episode_steps is None else {"max_episode_steps": int(max_episode_steps)}
+  if is_gymnasium(game):
+    env = gymnasium_env.GymnasiumEnvironment(_registered_gymnasium_id(game), seed=seed, **kwargs)
+    return GameEnv(env, env.game, _episode_raw_return, None, "return")
   if is_minatar(game):
     try:
       name = minatar.canonical_game_name(game)
@@ -111,5 +146,6 @@ def make_env(game: str, seed: int = 0, max_episode_steps: Optional[int] = None, 
 
 
 def _episode_raw_return(env) -> float:
-  """The raw (unclipped) score of the episode just ended (MinAtar and Atari environments)."""
+  """The raw (unclipped) score of the episode just ended (MinAtar, Atari and Gymnasium
+  environments)."""
   return env.episode_raw_return

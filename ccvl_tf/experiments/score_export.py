@@ -2,7 +2,7 @@
 
 `run(EvaluateConfig(...))` runs a SavedModel policy (ccvl_tf.algorithm.policies.export_policy) for
 `seeds` runs x `episodes` episodes in the environment of `game` (ccvl_tf.envs.factory.make_env:
-'gridworld', 'minatar/<Game>' or an Atari game) and writes to output_dir:
+'gridworld', 'minatar/<Game>', 'gymnasium:<EnvId>' or an Atari game) and writes to output_dir:
   returns.csv   per episode: length, return, raw and normalized score
   delta.csv     per episode: mean/first/last delta acted under, the belief's argmax at its end
   summary.json  mean, IQM over runs with its 95% stratified bootstrap CI (rliable)
@@ -41,7 +41,8 @@ class EvaluateConfig:
 
   Attributes:
     policy_dir: the exported policy (SavedModel directory with policy_specs.pbtxt).
-    game: 'gridworld', 'minatar/<Game>' or an Atari game (ccvl_tf.envs.factory).
+    game: 'gridworld', 'minatar/<Game>', 'gymnasium:<EnvId>' or an Atari game
+      (ccvl_tf.envs.factory).
     output_dir: where the outputs go.
     episodes: evaluation episodes per run (paper: 100).
     seeds: number of runs, seeds first_seed, first_seed + 1, ...
@@ -58,8 +59,10 @@ class EvaluateConfig:
   """
   policy_dir: str = setting("", "Exported policy (SavedModel) directory.", flag_default=None)
   game: str = setting(
-      "", "'gridworld', a MinAtar game as 'minatar/<Game>' (e.g. minatar/Breakout) or "
-      "an Atari game name (e.g. Pong).", flag_default=None)
+      "", "'gridworld', a MinAtar game as 'minatar/<Game>' (e.g. minatar/Breakout), a "
+      "Gymnasium environment with a Discrete action space as 'gymnasium:<EnvId>' (e.g. "
+      "gymnasium:CartPole-v1; scored by its raw return, not normalized) or an Atari game name "
+      "(e.g. Pong).", flag_default=None)
   output_dir: str = setting("", "Where to write the outputs.", flag_default=None, output="dir")
   episodes: int = setting(100, "Evaluation episodes per seed (paper: 100).", lower_bound=1)
   seeds: int = setting(1, "Number of evaluation runs (seeds first_seed, ...).", lower_bound=1)

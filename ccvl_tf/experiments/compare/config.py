@@ -11,6 +11,7 @@ from typing import Dict, List, Optional, Sequence
 
 from ccvl_tf.agents import aevl_agent, ccvl_agent, rem_agent
 from ccvl_tf.runtime import config_flags, run_settings
+from ccvl_tf.envs import factory
 from ccvl_tf.envs import scores
 from ccvl_tf.runtime.config_flags import borrow, setting
 from ccvl_tf.experiments import agent_options
@@ -185,6 +186,9 @@ class CompareConfig:
   def validate(self) -> None:
     if self.suite not in SUITES:
       raise ValueError(f"--suite must be one of {', '.join(SUITES)}, got {self.suite!r}")
+    for g in self.games or ():
+      factory.refuse_gymnasium(g, "--games", f"--suite={self.suite} trains on the suite's own "
+                               f"datasets (gridworld, MinAtar or Atari replay data)")
     for m in self.methods:
       if m not in METHODS:
         raise ValueError(f"--methods: unknown method {m!r}; valid methods: "

@@ -21,6 +21,7 @@ from ccvl_tf.runtime import config_flags, run_settings
 from ccvl_tf.runtime.config_flags import setting
 from ccvl_tf.data import frame_store
 from ccvl_tf.data import replay_files
+from ccvl_tf.envs import gymnasium_name
 from ccvl_tf.evaluation import rollouts
 from ccvl_tf.runtime import strict_json
 
@@ -155,6 +156,8 @@ class AblationConfig:
 
   def validate(self) -> None:
     config_flags.check(self, prefix="--")
+    gymnasium_name.refuse_gymnasium(self.game, "--game", "ablate.py trains on an Atari game's "
+                                    "replay data (--dataset_dir, --heldout_dir)")
     _parse_variants(",".join(self.variants))
     for flag in ("dataset_dir", "heldout_dir"):
       # Local or remote (gs://...: tf.io.gfile).

@@ -27,6 +27,7 @@ from ccvl_tf.data import replay_files
 from ccvl_tf.data import replay_pool
 from ccvl_tf.data import replay_source
 from ccvl_tf.envs import atari
+from ccvl_tf.envs import factory
 from ccvl_tf.experiments import agent_options, agent_registry, compute
 from ccvl_tf.experiments.offline import dataset, default_dataset, presets
 from ccvl_tf.experiments.offline.seeds import Seeds
@@ -276,6 +277,10 @@ class OfflineConfig:
       raise ValueError(f"--belief_temperature must be a finite number > 0 (or unset: from the "
                        f"held-out data), got {self.belief_temperature!r}")
     config_flags.check(self, prefix="--")
+    factory.refuse_gymnasium(
+        self.game, "--game", "without --dataset, train_offline.py trains on an Atari game's "
+        "DQN Replay data; a Gymnasium environment's own data: --dataset=DATA.npz (e.g. "
+        "collect_dataset.py --game=gymnasium:<EnvId> --output=DATA.npz)")
     atari.check_game(self.game)  # unknown names: a ValueError listing the valid ones
     if self.dataset_dir is None and self.batch_size > self.default_dataset_steps:
       raise ValueError(f"--batch_size={self.batch_size} is larger than the default dataset "

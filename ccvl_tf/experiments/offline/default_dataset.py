@@ -22,6 +22,7 @@ import os
 import shutil
 import tempfile
 import time
+from typing import Optional, Sequence
 
 import ccvl_tf  # noqa: F401
 
@@ -34,6 +35,7 @@ from ccvl_tf.data import replay_files
 from ccvl_tf.data import replay_writer
 from ccvl_tf.data import vector_collection
 from ccvl_tf.envs import atari
+from ccvl_tf.envs import factory
 from ccvl_tf.evaluation import atari_vector
 from ccvl_tf.envs import scripted
 from ccvl_tf.experiments.offline.seeds import Seeds
@@ -49,20 +51,31 @@ VECTOR_COLLECTION_ENVS = 8
 DEFAULT_BEHAVIOUR_EPSILON = 0.25
 
 
+# collect_dataset.py's settings of one kind of game only (CollectConfig.check_game_flags).
+ATARI_ONLY = ("output_dir", "replay_capacity", "sticky_action_prob", "num_envs")
+GYMNASIUM_ONLY = ("output", "epsilon", "max_episode_steps")
+
+
 @dataclasses.dataclass(frozen=True)
 class CollectConfig:
-  """Settings of binaries/collect_dataset.py, which collects a DQN Replay-format dataset with a
-  random or SavedModel policy (its flags, ccvl_tf/runtime/config_flags.py)."""
-  game: str = setting("", "Atari game, e.g. Breakout.", flag_default=None, required=True)
+  """Settings of binaries/collect_dataset.py, which collects a DQN Replay-format dataset of an
+  Atari game, or an .npz of per-step arrays of a Gymnasium environment ('gymnasium:<EnvId>',
+  ccvl_tf/experiments/offline/gym_dataset.py), with a random or SavedModel policy (its flags,
+  ccvl_tf/runtime/config_flags.py)."""
+  game: str = setting("", "Atari game, e.g. Breakout, or a Gymnasium environment with a "
+                      "Discrete action space, e.g. gymnasium:CartPole-v1.", flag_default=None,
+                      required=True)
   policy: str = setting("random", "'random' or the directory of a TF-Agents SavedModel policy.")
   steps: int = setting(0, "Agent steps (transitions) to collect.", flag_default=None,
                        required=True, lower_bound=1)
-  output_dir: str = setting("", "Directory for the checkpoint files.", flag_default=None,
-                            required=True, output="dir")
+  output_dir: str = setting("", "Atari: directory for the checkpoint files.",
+                            flag_default=None, output="dir")
+  output: str = setting("", "Gymnasium: the .npz file to write (observations, actions, "
+                        "rewards, terminals, timeouts).", flag_default=None, output="file")
   replay_capacity: int = setting(dqn_replay.DQN_REPLAY_CAPACITY,
                                  "Slots per checkpoint (the DQN Replay Dataset: 1,000,000).",
                                  lower_bound=4)
-  seed: int = run_settings.borrow("seed")  # the ALE's (sticky actions) and the random policy's
+  seed: int = run_settings.borrow("seed")  # the environment's and the random actions'
   sticky_action_prob: float = setting(atari.STICKY_ACTION_PROB, "ALE repeat_action_probability.",
                                       lower_bound=0.0, upper_bound=1.0)
   progress_every: int = run_settings.borrow("progress_every")
@@ -71,6 +84,37 @@ class CollectConfig:
       "ale_py's vector environment (random policy only; whole episodes in the order they end; "
       "another sample of the same policy than N = 1, fixed by --seed and N).", lower_bound=1,
       upper_bound=256)
+  epsilon: float = setting(
+      0.0, "Gymnasium, with --policy=DIR: the probability of a uniformly random action "
+      "instead of the policy's.", lower_bound=0.0, upper_bound=1.0)
+  max_episode_steps: Optional[int] = setting(
+      None, "Gymnasium: cap on agent steps per episode (default: the registered limit).",
+      lower_bound=1)
+
+  @property
+  def gymnasium(self) -> bool:
+    """Whether the game is a Gymnasium environment ('gymnasium:<EnvId>')."""
+    return factory.is_gymnasium(self.game)
+
+  def check_game_flags(self, given: Sequence[str]) -> None:
+    """ValueError naming the flag when one of `given` (the flags given) is for the other kind
+    of game (ATARI_ONLY, GYMNASIUM_ONLY), a game's output is missing, or --epsilon is given
+    without a policy to mix it with."""
+    other, kind = ((ATARI_ONLY, "an Atari game") if self.gymnasium
+                   else (GYMNASIUM_ONLY, "a Gymnasium environment ('gymnasium:<EnvId>')"))
+    for name in other:
+      if name in given:
+        raise ValueError(f"--{name} is a setting of {kind}; --game={self.game} does not take it")
+    if self.gymnasium and not self.output:
+      raise ValueError(f"--game={self.game} writes one .npz: give --output=PATH.npz")
+    if self.gymnasium and not self.output.endswith(".npz"):
+      raise ValueError(f"--output must name an .npz file, got {self.output!r}")
+    if not self.gymnasium and not self.output_dir:
+      raise ValueError(f"--game={self.game} writes Dopamine replay checkpoints: give "
+                       f"--output_dir=DIR")
+    if self.epsilon > 0 and self.policy == "random":
+      raise ValueError(f"--epsilon={self.epsilon:g} mixes random actions into a --policy=DIR; "
+                       f"--policy=random is uniformly random already")
 
 
 @dataclasses.dataclass(frozen=True)

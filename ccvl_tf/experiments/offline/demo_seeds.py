@@ -40,6 +40,7 @@ import numpy as np
 
 from ccvl_tf.runtime.config_flags import setting
 from ccvl_tf.envs import atari
+from ccvl_tf.envs import factory
 from ccvl_tf.evaluation import score_stats
 from ccvl_tf.runtime import strict_json
 
@@ -83,6 +84,8 @@ class DemoSeedsConfig:
   def validate(self, train_flags: Sequence[str] = ()) -> None:
     if not self.output_dir:
       raise ValueError("--output_dir is required")
+    factory.refuse_gymnasium(self.game, "--game", "demo_seeds.py runs train_offline.py, which "
+                             "trains on an Atari game's replay data")
     if not self.seeds:
       raise ValueError("--seeds must not be empty")
     for s in self.seeds:

@@ -203,7 +203,7 @@ class OnlineConfig:
     """ValueError naming the flag: the game, the run's settings and the exploration settings
     against their declarations (config_flags.check), then what no single declaration says;
     nothing about paths (an actor on another machine checks its record with this)."""
-    factory.check_game(self.game)
+    check_game(self.game)
     # Before the declarations: this message, not theirs ("a finite number >= 0"), for --alpha.
     if self.alpha is not None and not self.alpha >= 0:
       raise ValueError(f"--alpha must be >= 0, got {self.alpha!r}")
@@ -342,6 +342,15 @@ class OnlineConfig:
         **dataclasses.asdict(self.exploration))
 
 
+def check_game(game: str) -> None:
+  """ValueError naming --game unless online fine-tuning takes `game`: the gridworld, a MinAtar
+  or an Atari game (ccvl_tf.envs.factory.check_game); a Gymnasium environment is refused."""
+  factory.refuse_gymnasium(game, "--game", "online fine-tuning starts from a train_offline.py "
+                           "or compare.py run of the gridworld, a MinAtar or an Atari game "
+                           "(its network, counts and replay tables are that game's)")
+  factory.check_game(game)
+
+
 def make_env(game: str, seed: int, max_episode_steps: Optional[int] = None):
   """The game's PyEnvironment (ccvl_tf.envs.factory.make_env: the gridworld at its evaluation
   slip 0.15, a MinAtar or an Atari game)."""
@@ -461,6 +470,8 @@ def pushed_variables(agent, control):
 
 
 def make_server_tables(cfg: OnlineConfig):
+  """The Reverb tables of the fine-tune `cfg` (its game checked first: `check_game`)."""
+  check_game(cfg.game)
   replay_sig, var_sig = server_signatures(cfg.game, cfg.bounds(), cfg.agent,
                                           cfg.offline_settings)
   return reverb_replay.make_tables(replay_sig, var_sig, max_size=cfg.replay_capacity,

@@ -23,6 +23,7 @@ from ccvl_tf.agents import ccvl_agent
 from ccvl_tf.runtime import config_flags
 from ccvl_tf.runtime import paths
 from ccvl_tf.runtime import run_settings
+from ccvl_tf.envs import factory
 from ccvl_tf.envs import scores
 from ccvl_tf.runtime import training
 from ccvl_tf.runtime.config_flags import setting
@@ -85,6 +86,9 @@ class FinetuneSuiteConfig:
                                            default=config_flags.DECLARED)
 
   def validate(self) -> None:
+    for game in self.games:
+      factory.refuse_gymnasium(game, "--games", "finetune_minatar.py fine-tunes MinAtar games "
+                               "(Breakout, SpaceInvaders, ...) from a compare.py comparison")
     for name in ("compare_dir", "data_dir", "output_dir"):
       if not getattr(self, name):
         raise ValueError(f"--{name} is required")

@@ -29,8 +29,9 @@ _PUBLIC = {
     # the one call that does a run, and what it returns
     "fit": "ccvl_tf.experiments.fit",
     "FitResult": "ccvl_tf.experiments.fit",
-    # data in
+    # data in (and a policy's play of a Gymnasium environment as such data)
     "Transitions": "ccvl_tf.data.transitions",
+    "collect": "ccvl_tf.data.gym_collection",
     # environments by name ('gymnasium:CartPole-v1', 'minatar/Breakout', 'Pong', 'gridworld')
     "make_env": "ccvl_tf.envs.factory",
     # the learners and their settings

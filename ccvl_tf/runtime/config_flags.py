@@ -55,6 +55,7 @@ class FlagSpec:
   flag_name: Optional[str] = None          # the flag's name where it is not the field's
   default_note: Optional[str] = None       # help's "(default: ...)" ending (borrow, default None)
   output: Optional[str] = None             # 'dir' or 'file': a path the binary writes (below)
+  distinct: bool = True                    # a list's items each once (False: layer widths)
   needs: Optional[str] = None              # the setting it depends on (check_partners)
 
 
@@ -255,7 +256,7 @@ def values(cls, names: Optional[Sequence[str]] = None, flag_values=None) -> dict
     name = spec.flag_name or f.name
     value = fv[name].value
     if spec.kind in ("list", "csv") and value is not None:
-      _check_items(name, value)
+      _check_items(name, value, spec.distinct)
     try:
       out[f.name] = spec.parse(value) if spec.parse is not None else value
     except (ValueError, TypeError, KeyError) as e:
@@ -269,7 +270,7 @@ def _shown(value) -> str:
   return ",".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
 
 
-def _check_items(name: str, value) -> None:
+def _check_items(name: str, value, distinct: bool = True) -> None:
   """app.UsageError unless the list flag --`name` (a comma-separated string or absl's list)
   names each item once and none empty: '--seeds=0,0' would run seed 0 twice, '--games=a,,b'
   or a trailing comma is a typo."""
@@ -280,7 +281,7 @@ def _check_items(name: str, value) -> None:
     raise app.UsageError(f"--{name}={_shown(value)} has an empty item (a stray comma); "
                          f"expected a comma-separated list")
   repeated = sorted({item for item in items if items.count(item) > 1})
-  if repeated:
+  if repeated and distinct:
     raise app.UsageError(f"--{name}={_shown(value)} lists {', '.join(repeated)} more than once; "
                          f"give each once")
 

@@ -52,7 +52,7 @@ class FitSettings:
                        "vectors, nature for frames of at least 36x36, minatar for 10x10xC "
                        "grids), or one of mlp, nature, minatar.", enum_values=TORSOS)
   mlp_units: Tuple[int, ...] = setting((256, 256), "Widths of the MLP torso's ReLU layers.",
-                                       kind="csv", flag_default="256,256",
+                                       kind="csv", flag_default="256,256", distinct=False,
                                        parse=lambda v: parse_units(v))
   held_out_batches: int = setting(8, "Batches of the data (another seed) on which Fixed-CCVL's "
                                   "delta and the belief temperature are chosen after "

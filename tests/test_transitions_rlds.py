@@ -125,3 +125,9 @@ def test_rlds_written_by_rlds_episode_writer(tmp_path):
   episodes = tfds.builder_from_directory(str(tmp_path)).as_dataset(split="train",
                                                                     shuffle_files=False)
   assert_same(Transitions.from_rlds(episodes), hand_made())
+  # The same directory by path: Transitions.from_tfds and ccvl_tf.fit's data argument.
+  assert_same(Transitions.from_tfds(tmp_path), hand_made())
+  from ccvl_tf.experiments import fit  # pylint: disable=g-import-not-at-top
+  assert_same(fit.load_data(f"tfds:{tmp_path}"), hand_made())
+  with pytest.raises(ValueError, match="not a TFDS dataset directory"):
+    Transitions.from_tfds(tmp_path / "nothing")

@@ -279,6 +279,21 @@ class Transitions:
     return cls._of(step_arrays.derive(steps, source, num_actions), source)
 
   @classmethod
+  def from_tfds(cls, directory, *, split: str = "train",
+                num_actions: Optional[int] = None) -> "Transitions":
+    """A TFDS dataset of RLDS episodes on disk (the directory holding its
+    ``dataset_info.json``, as rlds' EpisodeWriter or a TFDS builder writes it), read with
+    ``tfds.builder_from_directory`` in file order, then as `from_rlds`."""
+    import tensorflow_datasets as tfds  # pylint: disable=g-import-not-at-top
+    directory = str(directory)
+    if not os.path.isfile(os.path.join(directory, "dataset_info.json")):
+      raise ValueError("{}: not a TFDS dataset directory (expected its dataset_info.json "
+                       "there)".format(directory))
+    episodes = tfds.builder_from_directory(directory).as_dataset(split=split,
+                                                                 shuffle_files=False)
+    return cls.from_rlds(episodes, num_actions=num_actions, source="tfds:" + directory)
+
+  @classmethod
   def from_minari(cls, path, *, num_actions: Optional[int] = None) -> "Transitions":
     """A Minari dataset directory (``<dataset>/data/main_data.hdf5`` and
     ``<dataset>/data/metadata.json``) read with h5py (``ccvl_tf/data/minari_steps.py``).

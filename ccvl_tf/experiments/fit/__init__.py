@@ -62,6 +62,8 @@ def load_data(data):
                     f"directory, DQN Replay directory), RLDS episodes or None, got "
                     f"{type(data).__name__}")
   path = os.fspath(data)
+  if path.startswith("tfds:"):
+    return transitions_lib.Transitions.from_tfds(path.removeprefix("tfds:"))
   if path.endswith(".npz"):
     return transitions_lib.Transitions.from_npz(path)
   if path.startswith("minari:") or os.path.isfile(os.path.join(path, "data",
@@ -78,8 +80,8 @@ def fit(data=None, method: str = "ccvl", *, root_dir: str, env: Optional[str] = 
   Args:
     data: a `ccvl_tf.Transitions`; an .npz path (observations, actions, rewards, terminals,
       timeouts); a Minari dataset directory ('minari:<dir>' or the directory itself); RLDS
-      episodes (a tf.data.Dataset); a DQN Replay directory; None (Atari: the demo's
-      collected dataset).
+      episodes (a tf.data.Dataset) or a TFDS dataset of them on disk ('tfds:<dir>'); a DQN
+      Replay directory; None (Atari: the demo's collected dataset).
     method: 'ccvl' (CCVL acted with the confidence-adaptive policy), 'fixed_ccvl', 'cql',
       'rem', 'aevl', 'aevl_td', 'dqn' or 'bc'.
     root_dir: the run's directory.

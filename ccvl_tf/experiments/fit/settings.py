@@ -71,9 +71,9 @@ class DataSetting:
   """`ccvl_tf.fit`'s data named on the command line (train_offline.py --dataset)."""
   dataset: Optional[str] = setting(
       None, "Own data: an .npz file (observations, actions, rewards, terminals, optional "
-      "timeouts) or a Minari dataset directory; --game is then the environment that scores "
-      "the policies (optional, e.g. gymnasium:CartPole-v1). Unset: DQN Replay data "
-      "(--dataset_dir).")
+      "timeouts), a Minari dataset directory or tfds:<dir> (RLDS episodes in TFDS format); "
+      "--game is then the environment that scores the policies (optional, e.g. "
+      "gymnasium:CartPole-v1). Unset: DQN Replay data (--dataset_dir).")
 
 
 def parse_units(value) -> Tuple[int, ...]:

@@ -1,14 +1,7 @@
-"""Offline training of CCVL (or a baseline): `ccvl_tf.fit` from the command line.
+"""Offline training of CCVL or a baseline (`ccvl_tf.fit`); --helpfull lists every setting.
 
   python binaries/train_offline.py --game=Breakout [--dataset_dir=DIR --subset=1%%] --root_dir=DIR
   python binaries/train_offline.py --dataset=DATA.npz --game=gymnasium:CartPole-v1 --root_dir=DIR
-
-Atari: from a DQN Replay (Dopamine-format) directory; without --dataset_dir a small default
-dataset is collected once and cached under root_dir. Own data: --dataset names an .npz
-(observations, actions, rewards, terminals, timeouts) or a Minari dataset directory, --game the
-environment the policies are scored in (optional). Writes checkpoints (a rerun resumes),
-summaries, the final policies (SavedModels) and a results table under root_dir. --helpfull
-lists every setting.
 """
 import sys
 

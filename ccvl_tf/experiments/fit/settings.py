@@ -70,10 +70,8 @@ class FitSettings:
 class DataSetting:
   """`ccvl_tf.fit`'s data named on the command line (train_offline.py --dataset)."""
   dataset: Optional[str] = setting(
-      None, "Own data: an .npz file (observations, actions, rewards, terminals, optional "
-      "timeouts), a Minari dataset directory or tfds:<dir> (RLDS episodes in TFDS format); "
-      "--game is then the environment that scores the policies (optional, e.g. "
-      "gymnasium:CartPole-v1). Unset: DQN Replay data (--dataset_dir).")
+      None, "Own data: .npz, Minari dir or tfds:<dir> (docs/your_data.md); --game then "
+      "scores it.")
 
 
 def parse_units(value) -> Tuple[int, ...]:

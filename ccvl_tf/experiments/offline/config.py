@@ -80,8 +80,8 @@ class OfflineConfig:
   the config is made; to change the preset or subset of a config, make a new one
   (dataclasses.replace keeps the values filled in).
   """
-  game: str = setting("Breakout", "Atari game (ALE name, e.g. Breakout, Pong; any case: "
-                      "stored in its one spelling, breakout -> Breakout).")
+  game: str = setting("Breakout", "Atari game (ALE name, any case, e.g. Breakout); with "
+                      "--dataset, the environment (e.g. gymnasium:CartPole-v1).")
   root_dir: str = setting("runs/breakout",
                           "Run directory: checkpoints, summaries, eval.csv, policies.",
                           output="dir")

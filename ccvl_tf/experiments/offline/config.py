@@ -64,6 +64,29 @@ class DiagnoseConfig:
                                     "policy for the belief (default: the run's --eval_episodes).")
 
 
+# Each field compared when a run resumes or a finished run is reused (changed_settings; on a
+# resume, the learned function's share of them: `fingerprint`), or not, and why. tf_threads
+# and deterministic change only the float rounding, not a random stream or the method:
+# tf_threads the reduction order of CPU kernels (BUILD.md "What is and is not
+# bit-reproducible": 1 vs 2 threads moved the networks by <= 5e-3 relative; on a GPU it is
+# not applied at all), deterministic no bit on CPU at a fixed thread count. --jit_compile and
+# --distribute are compared: XLA and the replicas change which deltas CCVL draws.
+@config_flags.compared_settings(
+    compared=("game", "dataset_dir", "subset", "pool_checkpoints", "pool_swap_steps", "agent",
+              "num_steps", "batch_size", "preset", "agent_values", "num_grid_deltas",
+              "reference_agents", "belief_temperature", "eval_interval", "eval_episodes",
+              "eval_max_steps", "eval_epsilon", "eval_env", "belief_episodes",
+              "default_dataset_steps", "default_dataset_policy", "default_dataset_env",
+              "behaviour_epsilon", "seed", "eval_seed", "mixed_precision", "jit_compile",
+              "distribute"),
+    not_compared={
+        "root_dir": "where the run writes",
+        "allow_config_change": "the flag that allows a change",
+        "tf_threads": "the float rounding of CPU kernels only, no random stream",
+        "deterministic": "no bit changed on CPU at a fixed thread count",
+        "log_interval": "how often progress is printed",
+        "summary_interval": "how often TensorBoard scalars are written",
+        "checkpoint_interval": "how often the (exact-resume) checkpoints are written"})
 @dataclasses.dataclass
 class OfflineConfig:
   """Settings of one offline run; the `setting` fields are train_offline.py's flags
@@ -354,16 +377,9 @@ def config_from_args(args: Sequence[str]) -> OfflineConfig:
                                  agent_values=agent_options.from_flags(AGENT_FLAGS, fv))
 
 
-# Record fields a run of other flags may differ in and still be the same run's results:
-# where it writes, the flag that allows a change, how often it logs and checkpoints, and two
-# device settings that change only the float rounding, not a random stream or the method:
-# tf_threads (the reduction order of CPU kernels, BUILD.md "What is and is not
-# bit-reproducible": 1 vs 2 threads moved the networks by <= 5e-3 relative; on a GPU it is
-# not applied at all) and deterministic (on CPU no bit changed at a fixed thread count).
-# --jit_compile and --distribute are compared: XLA and the replicas change which deltas CCVL
-# draws, so a resume or a finished run under another one is another run's result.
-_NOT_COMPARED = ("root_dir", "allow_config_change", "tf_threads", "deterministic",
-                 "log_interval", "summary_interval", "checkpoint_interval")
+# Record fields a run of other flags may differ in and still be the same run's results
+# (OfflineConfig's classification, with the reasons beside it).
+_NOT_COMPARED = tuple(config_flags.comparison(OfflineConfig).not_compared)
 
 
 def changed_settings(saved: Mapping[str, object], cfg: OfflineConfig) -> List[str]:

@@ -25,6 +25,7 @@ from typing import Callable, Mapping, Optional, Sequence
 from absl import app
 from absl import flags
 
+from ccvl_tf.runtime import env_flags
 from ccvl_tf.runtime import paths
 
 # Flags defined through this module belong to the binary that calls define() (its --helpshort).
@@ -325,7 +326,12 @@ def from_flags(cls, names: Optional[Sequence[str]] = None, flag_values=None, **m
   """cls(**flag values, **more): the config of the parsed flags (`names`: only those flags,
   the other fields keep their defaults; `more` adds or overrides). Its list flags, output
   paths and settings given without the one they depend on are checked here, for every binary
-  alike (`values`, `check_outputs`, `check_partners`): an app.UsageError naming the flag."""
+  alike (`values`, `check_outputs`, `check_partners`): an app.UsageError naming the flag; so
+  are the on/off environment variables (env_flags.check_all), naming the variable."""
+  try:
+    env_flags.check_all()
+  except ValueError as e:
+    raise app.UsageError(str(e)) from None
   config = cls(**dict(values(cls, names, flag_values), **more))
   check_outputs(config, names)
   check_partners(config, names, flag_values)

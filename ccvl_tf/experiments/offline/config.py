@@ -250,7 +250,11 @@ class OfflineConfig:
     # `/abs/.../1/replay_logs/` from another are one dataset to the fingerprint, and
     # summary.json's record reads back from any working directory (diagnose.py).
     # Each of several runs' directories (--pool_checkpoints) the same way.
-    if self.dataset_dir:
+    # A local directory whose name holds a comma is kept whole for validate() to name.
+    whole = os.path.expanduser((self.dataset_dir or "").strip())
+    if "," in whole and not replay_files.is_remote(whole) and os.path.exists(whole):
+      self.dataset_dir = os.path.abspath(whole)
+    elif self.dataset_dir:
       self.dataset_dir = ",".join(
           d if replay_files.is_remote(d) else replay_source.resolve_replay_dir(
               os.path.abspath(os.path.expanduser(d)))
@@ -282,6 +286,11 @@ class OfflineConfig:
                        f"--reference_agents={','.join(self.reference_agents) or 'none'} "
                        f"has one: leave it out")
     runs = dataset.dataset_dirs(self.dataset_dir)
+    whole = os.path.expanduser((self.dataset_dir or "").strip())
+    if len(runs) > 1 and not replay_files.is_remote(whole) and os.path.exists(whole):
+      raise ValueError(f"--dataset_dir {self.dataset_dir}: the path holds a comma, which "
+                       f"separates the runs of a pool (--pool_checkpoints); give the "
+                       f"directory through a path without a comma (e.g. a symlink)")
     if len(runs) > 1 and not self.pool_checkpoints:
       raise ValueError(f"--dataset_dir names {len(runs)} directories ({self.dataset_dir}); "
                        f"several runs are read as a checkpoint pool only: give "
@@ -292,7 +301,13 @@ class OfflineConfig:
                        + ("" if len(set(runs)) != len(runs) else
                           " (two spellings resolve to one directory)"))
     for run_dir in runs or ([self.dataset_dir] if self.dataset_dir is not None else []):
-      _check_dataset_dir(run_dir)
+      try:
+        _check_dataset_dir(run_dir)
+      except ValueError as e:
+        if len(runs) < 2:
+          raise
+        raise ValueError(f"{e} (one of the {len(runs)} runs --dataset_dir names, split at its "
+                         f"commas)") from None
     training.check_output_dir(self.root_dir, "--root_dir")
     if self.belief_temperature is not None and not (
         np.isfinite(self.belief_temperature) and self.belief_temperature > 0):

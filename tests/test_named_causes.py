@@ -171,3 +171,40 @@ def test_an_alpha_and_learning_rate_change_is_named_once_each(tmp_path):
 def _check():
   from ccvl_tf.experiments.offline import config
   return dict(normalize=config.normalize_fingerprint, since=config.FINGERPRINT_SINCE)
+
+
+# ------------------------------------------------------------------------- an exported policy
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+  import tensorflow as tf
+  from ccvl_tf.algorithm import policies
+  from tests.test_policies import C3, W3, linear_q_model, specs
+  tss, aspec = specs(2, 3)
+  policy = policies.ConfidenceAdaptivePolicy(tss, aspec, linear_q_model(W3, C3),
+                                             num_grid_deltas=5, gamma=0.9, temperature=0.1,
+                                             sample_delta=True, seed=11)
+  path = str(tmp_path_factory.mktemp("export") / "adaptive")
+  policies.export_policy(policy, path)
+  return tf.saved_model.load(path)
+
+
+def test_a_negative_initial_state_batch_is_named(exported):
+  """Before: get_initial_state(-1) a Fill error."""
+  import tensorflow as tf
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=r"get_initial_state\(batch_size\) takes the number of environments"):
+    exported.get_initial_state(-1)
+  assert tf.nest.flatten(exported.get_initial_state(0))[0].shape[0] == 0  # the empty state
+
+
+def test_a_step_type_of_another_batch_than_the_observation_is_named(exported):
+  """Before: step_type of batch 1 with observations of batch 2 was blamed on the state."""
+  import tensorflow as tf
+  from tf_agents.trajectories import time_step as ts
+  step = ts.TimeStep(step_type=tf.constant([0], tf.int32), reward=tf.zeros([2]),
+                     discount=tf.ones([2]), observation=tf.constant([[0.1, 0.2], [0.3, 0.4]]))
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=r"the time step.{1,3}s step_type, reward and discount must each "
+                     r"have the shape \[batch\] of the observation.{1,3}s batch\] \[2\] "
+                     r"\[; got step_type\] \[1\]"):
+    exported.action(step, exported.get_initial_state(2))

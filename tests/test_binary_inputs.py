@@ -50,6 +50,7 @@ BINARY_CONFIGS = [
     "ccvl_tf.bench.gpu_check:GpuCheckConfig",
     "ccvl_tf.experiments.offline.headroom_eval:HeadroomConfig",
     "ccvl_tf.experiments.online.config:ServerConfig",
+    "ccvl_tf.experiments.fit.settings:FitSettings",
 ]
 # Configs a binary takes flags from that hold an agent's settings only (no paths, no run).
 AGENT_CONFIGS = ["ccvl_tf.agents.ccvl_bounds_agent:ExplorationConfig"]

@@ -103,7 +103,18 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
     return None
 
   def _get_initial_state(self, batch_size):
-    return self._policy.get_initial_state(batch_size)
+    """The policy's initial state of `batch_size` rows; a negative batch size is refused
+    naming it (0: the empty state that `action` replaces by the time step's batch)."""
+    if batch_size is None:
+      return self._policy.get_initial_state(batch_size)
+    size = tf.convert_to_tensor(batch_size)
+    check = tf.debugging.Assert(size >= 0, [
+        "get_initial_state(batch_size) takes the number of environments the time steps "
+        "batch (>= 1; 0 for an empty state that action() replaces); got", size])
+    with tf.control_dependencies([check]):
+      # Never below 0 where shapes are inferred: the assertion, not a Fill error, names it.
+      size = tf.maximum(size, 0)
+    return self._policy.get_initial_state(size)
 
   def _checked_inputs(self, time_step, policy_state):
     """(time_step, policy_state) after checking the observation against the policy's spec at
@@ -120,7 +131,17 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
                         tf.reduce_all(tf.equal(padded[1:len(want) + 1], want)))
     ok = tf.logical_and(ok, padded[0] >= 1)
     check = tf.debugging.Assert(ok, [self._spec_text + "; got shape", got], summarize=16)
-    checks = [check] + self._time_step_checks(time_step)
+    # step_type, reward and discount: one entry per observation, [batch].
+    shapes = [tf.shape(x) for x in (time_step.step_type, time_step.reward, time_step.discount)]
+    same = tf.reduce_all([tf.logical_and(tf.equal(tf.size(s), 1),
+                                         tf.equal(tf.concat([s, [-1]], 0)[0], got[0]))
+                          for s in shapes])
+    with tf.control_dependencies([check]):
+      batch_check = tf.debugging.Assert(same, [
+          "the time step's step_type, reward and discount must each have the shape [batch] of "
+          "the observation's batch", got[:1], "; got step_type", shapes[0], "reward", shapes[1],
+          "discount", shapes[2]], summarize=16)
+    checks = [check, batch_check] + self._time_step_checks(time_step)
 
     def unbatched(x):
       x = tf.convert_to_tensor(x)

@@ -41,6 +41,7 @@ from ccvl_tf.algorithm import networks
 from ccvl_tf.bench import device_compare
 from ccvl_tf.bench import train_step
 from ccvl_tf.experiments import agent_registry
+from ccvl_tf.runtime import config_flags
 from ccvl_tf.runtime.config_flags import setting
 
 LOSS_RTOL = device_compare.LOSS_RTOL
@@ -89,6 +90,31 @@ class GpuCheckConfig:
     bad = [a for a in self.agents if a not in agent_registry.AGENT_REGISTRY]
     if bad or not self.agents:
       raise ValueError(f"--agents: unknown {bad}; valid: {', '.join(learner_names())}")
+    config_flags.check(self, prefix="--")  # the declared bounds: --loss_rtol > 0, ...
+    check_device(self.device)
+
+
+def check_device(device: str) -> None:
+  """ValueError naming --device unless it is empty (the first GPU, if any) or names a CPU or
+  GPU that TensorFlow sees here: a device spec that does not parse, or a GPU on a machine
+  without one (the timings would be the CPU's, labelled as the device's), is refused before
+  anything runs."""
+  if not device:
+    return
+  try:
+    spec = tf.DeviceSpec.from_string(device)
+  except (ValueError, TypeError) as e:
+    raise ValueError(f"--device={device}: not a device name ({e}); expected /GPU:<index> or "
+                     f"/CPU:0") from None
+  kind = (spec.device_type or "").upper()
+  if kind not in ("CPU", "GPU") or spec.job or spec.replica or spec.task:
+    raise ValueError(f"--device={device}: expected /GPU:<index> or /CPU:0 (a local CPU or GPU)")
+  seen = [d.name.split("device:")[-1] for d in tf.config.list_logical_devices(kind)]
+  wanted = f"{kind}:{spec.device_index or 0}"
+  if wanted not in seen:
+    raise ValueError(f"--device={device}: TensorFlow sees no {wanted} on this machine (it sees "
+                     f"{', '.join(seen) or f'no {kind}'}); leave --device out to check the first "
+                     f"GPU, or give --device=/CPU:0 for the check's self-test")
 
 
 def specs(obs_shape: Sequence[int], obs_dtype, num_actions: int):

@@ -19,6 +19,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import numpy as np
 
+from ccvl_tf.runtime import env_flags
 from ccvl_tf.runtime import paths as run_paths
 from ccvl_tf.runtime import strict_json
 
@@ -28,7 +29,7 @@ from ccvl_tf.runtime import strict_json
 CACHE_ENV = "CCVL_CACHE_DIR"
 # Set to 1: every file read is read on to its end on first use, a prefix read included
 # (:func:`verifies_prefix`).
-VERIFY_PREFIXES_ENV = "CCVL_VERIFY_PREFIXES"
+VERIFY_PREFIXES_ENV = env_flags.VERIFY_PREFIXES
 # A prefix read of at least this share of a file's array reads on to its end on first use
 # and checks its CRC-32 (the check then costs at most as much again as the read).
 VERIFY_SHARE = 0.5
@@ -473,7 +474,7 @@ def verifies_prefix(read_bytes: int, array_bytes: int) -> bool:
   :data:`VERIFY_SHARE` of the array, or any read with ``$CCVL_VERIFY_PREFIXES=1``. A shorter
   prefix is not CRC-checked (gzip's CRC-32 covers the whole member): its .npy header, shape
   and dtype are, and inflating it checks the deflate stream's own structure."""
-  if os.environ.get(VERIFY_PREFIXES_ENV, "") not in ("", "0"):
+  if env_flags.boolean(VERIFY_PREFIXES_ENV):
     return True
   return read_bytes >= array_bytes or read_bytes >= VERIFY_SHARE * array_bytes
 

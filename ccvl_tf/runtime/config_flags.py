@@ -25,6 +25,7 @@ from typing import Callable, Mapping, Optional, Sequence
 from absl import app
 from absl import flags
 
+from ccvl_tf.runtime import env_flags
 from ccvl_tf.runtime import paths
 
 # Flags defined through this module belong to the binary that calls define() (its --helpshort).
@@ -326,7 +327,12 @@ def from_flags(cls, names: Optional[Sequence[str]] = None, flag_values=None, **m
   """cls(**flag values, **more): the config of the parsed flags (`names`: only those flags,
   the other fields keep their defaults; `more` adds or overrides). Its list flags, output
   paths and settings given without the one they depend on are checked here, for every binary
-  alike (`values`, `check_outputs`, `check_partners`): an app.UsageError naming the flag."""
+  alike (`values`, `check_outputs`, `check_partners`): an app.UsageError naming the flag; so
+  are the on/off environment variables (env_flags.check_all), naming the variable."""
+  try:
+    env_flags.check_all()
+  except ValueError as e:
+    raise app.UsageError(str(e)) from None
   config = cls(**dict(values(cls, names, flag_values), **more))
   check_outputs(config, names)
   check_partners(config, names, flag_values)
@@ -456,6 +462,98 @@ def type_problem(cls, name: str, value) -> Optional[str]:
     ok = (isinstance(value, kind) or kind is float and isinstance(value, int)) and not isinstance(
         value, bool)
   return None if ok else f"must be of type {kind.__name__}"
+
+
+# ------------------------------------------------------------------ compared settings
+# Every field of a run config is classified once: result-affecting (compared when a run
+# resumes its checkpoints or reuses finished work: refused, or with --allow_config_change
+# recorded) or not, with the reason (`compared_settings`).
+_COMPARISON = "__compared_settings__"
+
+
+@dataclasses.dataclass(frozen=True)
+class Comparison:
+  """A run config's classification: `compared` (the fields its result depends on) and
+  `not_compared` (field -> why a resume or a reuse may differ in it)."""
+  compared: tuple
+  not_compared: Mapping[str, str]
+
+
+def compared_settings(compared: Sequence[str] = (),
+                      not_compared: Optional[Mapping[str, str]] = None):
+  """Class decorator (above @dataclasses.dataclass) classifying every field of a run config
+  once: `compared` names the result-affecting ones, `not_compared` maps each other one to the
+  reason it may change between a run and its resume or reuse. A field in neither, in both,
+  or unknown, or a reason left empty, is a TypeError when the class is made: a new setting
+  cannot join a run config without that choice. A subclass classifies the fields it adds (or
+  redeclares) on top of its base's classification."""
+  not_compared = dict(not_compared or {})
+
+  def mark(cls):
+    inherited = getattr(cls, _COMPARISON, None)
+    comp = set(compared) | set(inherited.compared if inherited else ())
+    reasons = dict(inherited.not_compared if inherited else {})
+    comp -= set(not_compared)
+    for name in compared:
+      reasons.pop(name, None)
+    reasons.update(not_compared)
+    names = [f.name for f in dataclasses.fields(cls)]
+    problems = []
+    missing = [n for n in names if n not in comp and n not in reasons]
+    if missing:
+      problems.append(f"unclassified {', '.join(missing)}")
+    both = sorted(set(compared) & set(not_compared))
+    if both:
+      problems.append(f"both compared and not: {', '.join(both)}")
+    unknown = sorted((comp | set(reasons)) - set(names))
+    if unknown:
+      problems.append(f"not fields: {', '.join(unknown)}")
+    empty = sorted(n for n, why in not_compared.items() if not str(why).strip())
+    if empty:
+      problems.append(f"not compared without a reason: {', '.join(empty)}")
+    if problems:
+      raise TypeError(f"{cls.__name__}: every field must be classified once as compared on "
+                      f"resume / reuse or not (config_flags.compared_settings): "
+                      + "; ".join(problems))
+    setattr(cls, _COMPARISON, Comparison(compared=tuple(n for n in names if n in comp),
+                                         not_compared={n: reasons[n] for n in names
+                                                       if n in reasons}))
+    return cls
+  return mark
+
+
+def comparison(cls) -> Comparison:
+  """The classification of the run config `cls` (`compared_settings`); TypeError if it has
+  none."""
+  found = getattr(cls, _COMPARISON, None)
+  if found is None or set(found.compared) | set(found.not_compared) != {
+      f.name for f in dataclasses.fields(cls)}:
+    raise TypeError(f"{cls.__name__} does not classify its fields "
+                    f"(config_flags.compared_settings)")
+  return found
+
+
+def diff_lines(old: Mapping[str, object], new: Mapping[str, object], prefix: str = "",
+               skip: Sequence[str] = ()) -> list:
+  """'name: old -> new' for each key whose value differs between the two records, nested
+  dicts entry by entry ('learner.alpha: 1.0 -> 2.0'), keys of `skip` left out: each changed
+  setting once, not the whole record twice."""
+  out = []
+  for key in sorted(set(old) | set(new), key=str):
+    if key in skip:
+      continue
+    a, b = old.get(key), new.get(key)
+    if isinstance(a, tuple):
+      a = list(a)
+    if isinstance(b, tuple):
+      b = list(b)
+    if a == b:
+      continue
+    if isinstance(a, dict) and isinstance(b, dict):
+      out += diff_lines(a, b, f"{prefix}{key}.")
+    else:
+      out.append(f"{prefix}{key}: {a!r} -> {b!r}")
+  return out
 
 
 def check(config, prefix: str = "") -> None:

@@ -23,10 +23,13 @@ import sys
 import warnings
 
 import ccvl_tf
+from ccvl_tf.runtime import env_flags
 
 
 def verbose_requested() -> bool:
-  return os.environ.get("CCVL_VERBOSE", "") not in ("", "0")
+  """CCVL_VERBOSE on (env_flags: a value neither on nor off is refused later, when the
+  binary's flags are read; here, before TensorFlow loads, it counts as off)."""
+  return env_flags.boolean(env_flags.VERBOSE, strict=False)
 
 
 def quiet_start() -> None:

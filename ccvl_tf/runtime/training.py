@@ -18,6 +18,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 import numpy as np
 import tensorflow as tf
 
+from ccvl_tf.runtime import config_flags
 from ccvl_tf.runtime import writes
 from ccvl_tf.runtime import paths
 from ccvl_tf.runtime.paths import check_input_dir, check_output_dir  # noqa: F401  (the run's checks)
@@ -283,6 +284,63 @@ def read_fingerprint(path: str) -> Dict[str, object]:
   return stored
 
 
+# The settings changes a run resumed under (--allow_config_change), each at the train step
+# it took effect: beside fingerprint.json, which keeps the settings the run started with.
+CHANGES = "config_changes.json"
+
+
+def changed_lines(old: Mapping[str, object], new: Mapping[str, object],
+                  skip: Sequence[str] = ()) -> list:
+  """'name: old -> new' for each setting that differs between two fingerprints, each once:
+  nested records entry by entry ('learner.dr3_coef: 0.0 -> 0.1'), and an entry of a nested
+  record left out where the same change of the same name is listed at the top level (alpha
+  changed is 'alpha: ...', not also 'learner.alpha: ...')."""
+  lines = config_flags.diff_lines(old, new, skip=skip)
+  shown = set(lines)
+  return [line for line in lines
+          if "." not in line.split(":", 1)[0] or line.split(":", 1)[0].rsplit(".", 1)[1]
+          + ":" + line.split(":", 1)[1] not in shown]
+
+
+def checkpoint_step(checkpoint_dir: str) -> int:
+  """The train step of the newest checkpoint the state file under `checkpoint_dir` names
+  (its number: checkpoints are saved numbered by step), 0 when there is none."""
+  state = tf.train.get_checkpoint_state(checkpoint_dir)
+  path = state.model_checkpoint_path if state is not None else ""
+  found = re.search(r"ckpt-(\d+)$", path or "")
+  return int(found.group(1)) if found else 0
+
+
+def record_change(checkpoint_dir: str, step: int, changes: Sequence[str]) -> None:
+  """Appends {'step', 'changes'} to the run's CHANGES record (a rerun under the same changed
+  settings adds nothing)."""
+  path = os.path.join(checkpoint_dir, CHANGES)
+  record = []
+  if os.path.exists(path):
+    try:
+      record = json.loads(paths.read_text(path))
+    except (OSError, UnicodeDecodeError, ValueError):
+      record = []
+  if not isinstance(record, list):
+    record = []
+  if record and isinstance(record[-1], dict) and record[-1].get("changes") == list(changes):
+    return
+  record.append({"step": int(step), "changes": list(changes)})
+  _write_json_atomic(path, record)
+
+
+def read_changes(checkpoint_dir: str) -> list:
+  """The CHANGES record of a run ([] when it resumed under no other settings)."""
+  path = os.path.join(checkpoint_dir, CHANGES)
+  if not os.path.exists(path):
+    return []
+  try:
+    record = json.loads(paths.read_text(path))
+  except (OSError, UnicodeDecodeError, ValueError):
+    return []
+  return record if isinstance(record, list) else []
+
+
 def check_fingerprint(checkpoint_dir: str, fingerprint: Optional[Mapping[str, object]],
                       allow_change: bool = False, log=print, remedy: str = _REMEDY,
                       normalize: Optional[Callable[[Dict], Dict]] = None,
@@ -319,12 +377,14 @@ def check_fingerprint(checkpoint_dir: str, fingerprint: Optional[Mapping[str, ob
   if older:
     log(f"The checkpoints' {FINGERPRINT} predates {', '.join(older)}: "
         f"{'that is' if len(older) == 1 else 'those are'} not compared on this resume.")
-  diffs = [f"{k}: {a.get(k)!r} -> {b.get(k)!r}"
-           for k in sorted(set(a) | set(b)) if k not in older and a.get(k) != b.get(k)]
+  diffs = changed_lines(a, b, skip=older)
   if not diffs:
     return
   if allow_change:
-    log("Resuming although the run's fingerprint changed (--allow_config_change): "
+    step = checkpoint_step(checkpoint_dir)
+    record_change(checkpoint_dir, step, diffs)
+    log(f"Resuming although the run's fingerprint changed (--allow_config_change; recorded "
+        f"in {os.path.join(checkpoint_dir, CHANGES)} as taking effect at train step {step}): "
         + "; ".join(diffs))
     return
   raise FingerprintMismatch(

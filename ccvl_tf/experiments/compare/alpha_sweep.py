@@ -9,6 +9,7 @@ import math
 import os
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
+from ccvl_tf.runtime import config_flags
 from ccvl_tf.runtime.config_flags import setting
 from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.compare import config as compare_config
@@ -58,6 +59,7 @@ def parse_sweep_methods(text) -> List[str]:
   return methods
 
 
+@config_flags.compared_settings(compared=("alphas",))
 @dataclasses.dataclass
 class AlphaSweepConfig(compare_config.CompareConfig):
   """CompareConfig with a grid of alphas: binaries/alpha_sweep.py's flags are CompareConfig's

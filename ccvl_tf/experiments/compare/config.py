@@ -81,6 +81,29 @@ _EACH_AGENT = "each agent's; CCVL's {default}"
 _SUITE = "the suite's, else each agent's; CCVL's {default}"
 
 
+# Each field compared when a finished unit is reused or a unit's training resumed
+# (units.changed_units, units.train_fingerprint), or not, and why.
+@config_flags.compared_settings(
+    compared=("suite", "num_steps", "eval_episodes", "eval_max_steps", "batch_size", "alpha",
+              "learning_rate", "adam_epsilon", "target_update_period", "num_heads",
+              "num_members", "num_grid_deltas", "num_deltas", "num_pairs",
+              "belief_temperature", "dr3_coef", "ccvl_options", "data_dir", "data_run"),
+    not_compared={
+        "output_dir": "where the comparison writes",
+        "methods": "which units the table holds; each unit is stored under its own name",
+        "datasets": "which units the table holds; each unit is stored under its own name",
+        "games": "which units the table holds; each unit is stored under its own name",
+        "seeds": "which units the table holds; each unit is stored under its own seed",
+        "first_seed": "which units the table holds; each unit is stored under its own seed",
+        "bootstrap_reps": "the report's intervals, recomputed from the stored scores",
+        "checkpoint_interval": "how often the (exact-resume) checkpoints are written",
+        "workers": "how many units run side by side; each unit's numbers are its own",
+        "threads_per_worker": "the float rounding of CPU kernels only, no random stream "
+                              "(recorded in each row)",
+        "deterministic": "no bit changed on CPU at a fixed thread count (recorded in each row)",
+        "engine": "what runs the units; the rows are the same whichever runs them",
+        "ray_address": "where the Ray cluster is",
+        "ray_num_gpus": "the GPU share of a Ray task"})
 @dataclasses.dataclass
 class CompareConfig:
   """Settings of one comparison; the `setting` fields are binaries/compare.py's flags

@@ -68,21 +68,28 @@ REACH_TIMEOUT_S = 10.0
 
 
 def check_reachable(address: Optional[str], timeout_s: float = REACH_TIMEOUT_S) -> None:
-  """ValueError naming --ray_address when it is HOST:PORT (or ray://HOST:PORT) and nothing
-  accepts a TCP connection there within `timeout_s`; 'auto', 'local' and None are left to
-  Ray (they name no address to try)."""
+  """ValueError naming --ray_address (or, without it, the RAY_ADDRESS environment variable
+  Ray then reads) when it is not auto, local or HOST:PORT (or ray://HOST:PORT) with a port in
+  1..65535, or nothing accepts a TCP connection there within `timeout_s`; 'auto', 'local' and
+  neither set are left to Ray (they name no address to try)."""
+  name = "--ray_address"
+  if not address and os.environ.get("RAY_ADDRESS", "").strip():
+    name, address = "RAY_ADDRESS", os.environ["RAY_ADDRESS"].strip()
   if not address or address in ("auto", "local"):
     return
   hostport = address.split("://", 1)[-1]
   host, sep, port = hostport.rpartition(":")
   if not sep or not host or not port.isdigit():
-    raise ValueError(f"--ray_address={address}: expected auto, local or HOST:PORT (the "
+    raise ValueError(f"{name}={address}: expected auto, local or HOST:PORT (the "
                      f"address `ray start --head` prints)")
+  if not 1 <= int(port) <= 65535:
+    raise ValueError(f"{name}={address}: port {port} is out of range (a TCP port is "
+                     f"1..65535); give the port `ray start --head` prints")
   try:
     socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
   except OSError as e:
     raise ValueError(
-        f"--ray_address={address}: no Ray head answers there within {timeout_s:g} s "
+        f"{name}={address}: no Ray head answers there within {timeout_s:g} s "
         f"({type(e).__name__}: {e}); start the cluster first (ray start --head --port={port}) "
         f"or check the address (docs/compare.md, 'On a Ray cluster')") from None
 

@@ -28,6 +28,14 @@ VECTOR_DEFAULTS: Dict[str, object] = dict(learning_rate=2.5e-4, target_update_pe
 IMAGE_DEFAULTS: Dict[str, object] = {}
 
 
+@config_flags.compared_settings(
+    compared=("seed", "batch_size", "eval_episodes", "eval_max_steps", "eval_epsilon",
+              "num_grid_deltas", "belief_temperature", "torso", "mlp_units", "held_out_batches"),
+    not_compared={"root_dir": "where the run writes",
+                  "num_steps": "the budget: a larger one continues the run where it stopped",
+                  "eval_interval": "which steps are evaluated",
+                  "log_interval": "how often progress is printed",
+                  "checkpoint_interval": "how often the (exact-resume) checkpoints are written"})
 @dataclasses.dataclass(frozen=True)
 class FitSettings:
   """A run on a `Transitions` dataset: what `ccvl_tf.fit` takes besides the data, the method

@@ -65,6 +65,29 @@ class DiagnoseConfig:
                                     "policy for the belief (default: the run's --eval_episodes).")
 
 
+# Each field compared when a run resumes or a finished run is reused (changed_settings; on a
+# resume, the learned function's share of them: `fingerprint`), or not, and why. tf_threads
+# and deterministic change only the float rounding, not a random stream or the method:
+# tf_threads the reduction order of CPU kernels (BUILD.md "What is and is not
+# bit-reproducible": 1 vs 2 threads moved the networks by <= 5e-3 relative; on a GPU it is
+# not applied at all), deterministic no bit on CPU at a fixed thread count. --jit_compile and
+# --distribute are compared: XLA and the replicas change which deltas CCVL draws.
+@config_flags.compared_settings(
+    compared=("game", "dataset_dir", "subset", "pool_checkpoints", "pool_swap_steps", "agent",
+              "num_steps", "batch_size", "preset", "agent_values", "num_grid_deltas",
+              "reference_agents", "belief_temperature", "eval_interval", "eval_episodes",
+              "eval_max_steps", "eval_epsilon", "eval_env", "belief_episodes",
+              "default_dataset_steps", "default_dataset_policy", "default_dataset_env",
+              "behaviour_epsilon", "seed", "eval_seed", "mixed_precision", "jit_compile",
+              "distribute"),
+    not_compared={
+        "root_dir": "where the run writes",
+        "allow_config_change": "the flag that allows a change",
+        "tf_threads": "the float rounding of CPU kernels only, no random stream",
+        "deterministic": "no bit changed on CPU at a fixed thread count",
+        "log_interval": "how often progress is printed",
+        "summary_interval": "how often TensorBoard scalars are written",
+        "checkpoint_interval": "how often the (exact-resume) checkpoints are written"})
 @dataclasses.dataclass
 class OfflineConfig:
   """Settings of one offline run; the `setting` fields are train_offline.py's flags
@@ -228,7 +251,11 @@ class OfflineConfig:
     # `/abs/.../1/replay_logs/` from another are one dataset to the fingerprint, and
     # summary.json's record reads back from any working directory (diagnose.py).
     # Each of several runs' directories (--pool_checkpoints) the same way.
-    if self.dataset_dir:
+    # A local directory whose name holds a comma is kept whole for validate() to name.
+    whole = os.path.expanduser((self.dataset_dir or "").strip())
+    if "," in whole and not replay_files.is_remote(whole) and os.path.exists(whole):
+      self.dataset_dir = os.path.abspath(whole)
+    elif self.dataset_dir:
       self.dataset_dir = ",".join(
           d if replay_files.is_remote(d) else replay_source.resolve_replay_dir(
               os.path.abspath(os.path.expanduser(d)))
@@ -260,6 +287,11 @@ class OfflineConfig:
                        f"--reference_agents={','.join(self.reference_agents) or 'none'} "
                        f"has one: leave it out")
     runs = dataset.dataset_dirs(self.dataset_dir)
+    whole = os.path.expanduser((self.dataset_dir or "").strip())
+    if len(runs) > 1 and not replay_files.is_remote(whole) and os.path.exists(whole):
+      raise ValueError(f"--dataset_dir {self.dataset_dir}: the path holds a comma, which "
+                       f"separates the runs of a pool (--pool_checkpoints); give the "
+                       f"directory through a path without a comma (e.g. a symlink)")
     if len(runs) > 1 and not self.pool_checkpoints:
       raise ValueError(f"--dataset_dir names {len(runs)} directories ({self.dataset_dir}); "
                        f"several runs are read as a checkpoint pool only: give "
@@ -270,7 +302,13 @@ class OfflineConfig:
                        + ("" if len(set(runs)) != len(runs) else
                           " (two spellings resolve to one directory)"))
     for run_dir in runs or ([self.dataset_dir] if self.dataset_dir is not None else []):
-      _check_dataset_dir(run_dir)
+      try:
+        _check_dataset_dir(run_dir)
+      except ValueError as e:
+        if len(runs) < 2:
+          raise
+        raise ValueError(f"{e} (one of the {len(runs)} runs --dataset_dir names, split at its "
+                         f"commas)") from None
     training.check_output_dir(self.root_dir, "--root_dir")
     if self.belief_temperature is not None and not (
         np.isfinite(self.belief_temperature) and self.belief_temperature > 0):
@@ -359,16 +397,9 @@ def config_from_args(args: Sequence[str]) -> OfflineConfig:
                                  agent_values=agent_options.from_flags(AGENT_FLAGS, fv))
 
 
-# Record fields a run of other flags may differ in and still be the same run's results:
-# where it writes, the flag that allows a change, how often it logs and checkpoints, and two
-# device settings that change only the float rounding, not a random stream or the method:
-# tf_threads (the reduction order of CPU kernels, BUILD.md "What is and is not
-# bit-reproducible": 1 vs 2 threads moved the networks by <= 5e-3 relative; on a GPU it is
-# not applied at all) and deterministic (on CPU no bit changed at a fixed thread count).
-# --jit_compile and --distribute are compared: XLA and the replicas change which deltas CCVL
-# draws, so a resume or a finished run under another one is another run's result.
-_NOT_COMPARED = ("root_dir", "allow_config_change", "tf_threads", "deterministic",
-                 "log_interval", "summary_interval", "checkpoint_interval")
+# Record fields a run of other flags may differ in and still be the same run's results
+# (OfflineConfig's classification, with the reasons beside it).
+_NOT_COMPARED = tuple(config_flags.comparison(OfflineConfig).not_compared)
 
 
 def changed_settings(saved: Mapping[str, object], cfg: OfflineConfig) -> List[str]:

@@ -38,6 +38,7 @@ import ccvl_tf  # noqa: F401
 
 import numpy as np
 
+from ccvl_tf.runtime import config_flags
 from ccvl_tf.runtime.config_flags import setting
 from ccvl_tf.envs import atari
 from ccvl_tf.envs import factory
@@ -69,6 +70,12 @@ def _parse_seeds(text) -> tuple:
   return tuple(str(t) for t in text)
 
 
+# Each field compared when a finished seed's run is reused (changed_settings on its
+# summary.json), or not, and why.
+@config_flags.compared_settings(
+    compared=("game",),
+    not_compared={"output_dir": "where the runs and the table go",
+                  "seeds": "which runs the table holds; each seed is its own run directory"})
 @dataclasses.dataclass(frozen=True)
 class DemoSeedsConfig:
   """Settings of binaries/demo_seeds.py (its flags; further train_offline.py flags follow

@@ -28,6 +28,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 import numpy as np
 
 from ccvl_tf.algorithm import belief, policies
+from ccvl_tf.runtime import config_flags
 from ccvl_tf.evaluation import atari_vector
 from ccvl_tf.evaluation import diagnostics, headroom, rollouts
 from ccvl_tf.experiments.offline import runner
@@ -52,6 +53,13 @@ def parse_references(text) -> tuple:
   return tuple(out)
 
 
+# Each field compared when stored episodes are reused (their key: the checkpoint and step,
+# the seed, S, L, epsilon, the step cap, a reference's SavedModel), or not, and why.
+@config_flags.compared_settings(
+    compared=("sequences", "episodes_per_sequence", "references"),
+    not_compared={"root_dir": "the run evaluated: its episodes are keyed by its checkpoint "
+                              "and step",
+                  "output_dir": "where the files go"})
 @dataclasses.dataclass
 class HeadroomConfig:
   """Settings of binaries/headroom.py (its flags, ccvl_tf/runtime/config_flags.py)."""

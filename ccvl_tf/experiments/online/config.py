@@ -76,6 +76,9 @@ AGENTS = tuple(REGISTERED)
 OFFLINE_AGENT = {"ccvl": "ccvl", "ccvl_lower": "ccvl", "cql": "cql"}
 
 
+@config_flags.compared_settings(not_compared={
+    "checkpoint_dir": "where the server keeps its checkpoints (the table's settings are "
+                      "OnlineConfig's, compared by the learner's check of the server)"})
 @dataclasses.dataclass(frozen=True)
 class ServerConfig:
   """binaries/reverb_server.py's own path setting beside OnlineConfig's table flags: declared
@@ -86,6 +89,34 @@ class ServerConfig:
       "checkpoint at start, and the learner's checkpoints are written there.", output="dir")
 
 
+# Each field compared when a run resumes its checkpoints or a finished run is rerun into its
+# --root_dir (`fingerprint`: refused naming each change, or with --allow_config_change
+# recorded at the train step it took effect), or not, and why.
+@config_flags.compared_settings(
+    compared=("offline_dir", "game", "num_actors", "batch_size", "offline_fraction",
+              "samples_per_insert", "min_replay_size", "replay_capacity", "exploration_values",
+              "policy_delta", "alpha", "learning_rate", "actor_update_period", "push_period",
+              "eval_episodes", "eval_max_steps", "eval_epsilon", "online_counts", "agent",
+              "seed", "schedule"),
+    not_compared={
+        "root_dir": "where the run writes",
+        "num_env_steps": "the budget: a larger one continues the run where it stopped",
+        "reverb_address": "where the replay server runs (its table is checked against the "
+                          "compared settings at every start)",
+        "offline_settings": "read from the offline run's summary.json (--offline_dir is "
+                            "compared); a change there is noted at the resume "
+                            "(start.changed_settings_note)",
+        "checkpoint_interval": "how often the checkpoints are written",
+        "log_interval": "how often progress is printed",
+        "eval_interval": "which steps are evaluated; each evaluation measures the same way",
+        "export_policies": "whether the SavedModels are written at the end",
+        "sample_timeout_s": "how long to wait before checking the server and actors",
+        "server_timeout_s": "how long an unanswering server is waited for",
+        "reverb_checkpoint_timeout_s": "how long a Reverb checkpoint is waited for",
+        "reverb_port": "where the in-process server listens",
+        "penalty_diagnostic": "adds diagnostics to the evaluations; trains and scores the same",
+        "offline_states": "the states of the penalty diagnostic only",
+        "allow_config_change": "the flag that allows a change"})
 @dataclasses.dataclass(frozen=True)
 class OnlineConfig:
   """Settings of one fine-tuning run; its `setting` fields and ExplorationConfig's are the
@@ -184,6 +215,11 @@ class OnlineConfig:
       "(baseline: greedy + epsilon exploration).", enum_values=AGENTS)
   seed: int = run_settings.borrow("seed")
   schedule: str = schedule_setting(ASYNC)
+  allow_config_change: bool = setting(
+      False, "Resume the checkpoints in --root_dir (or reuse its finished run) although they "
+      "were trained with other settings (by default refused, naming each change; with this "
+      "flag each change is recorded in checkpoints/config_changes.json at the train step it "
+      "took effect). --num_env_steps, the intervals and the timeouts may always change.")
 
   def validate(self):
     """ValueError naming the flag: the run's paths, then its settings (`validate_settings`)."""
@@ -307,6 +343,17 @@ class OnlineConfig:
     except (ValueError, TypeError) as e:
       raise ValueError(f"{path} records a setting the run does not allow: {e}") from None
     return cfg
+
+  def fingerprint(self) -> Dict[str, object]:
+    """What the run's checkpoints and recorded evaluations depend on: the compared settings of
+    the record (the class's classification; the exploration settings in force one by one),
+    with --offline_dir by its resolved path."""
+    comparison = config_flags.comparison(type(self))
+    saved = self.record()
+    out = {k: saved[k] for k in comparison.compared if k != "exploration_values"}
+    out.update({k: saved[k] for k in EXPLORATION_FIELDS})
+    out["offline_dir"] = os.path.realpath(self.offline_dir) if self.offline_dir else ""
+    return out
 
   @property
   def online_batch_size(self) -> int:

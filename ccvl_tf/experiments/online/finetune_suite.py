@@ -52,6 +52,20 @@ def _parse_list(text) -> tuple:
   return tuple(text)
 
 
+# Each field compared when a run of the measurement resumes or is reused (each run is a
+# finetune_online.py run: OnlineConfig.fingerprint compares what it is given), or not, and why.
+@config_flags.compared_settings(
+    compared=("compare_dir", "dataset", "eval_episodes", "eval_max_steps", "min_replay_size",
+              "alpha", "schedule", "online_counts"),
+    not_compared={
+        "data_dir": "the reference scores the report normalizes with, read at every report",
+        "output_dir": "where the measurement writes",
+        "games": "which runs the table holds; each run is stored under its own name",
+        "seeds": "which runs the table holds; each run is stored under its own seed",
+        "methods": "which runs the table holds; each run is stored under its own name",
+        "num_env_steps": "the budget: a larger one continues each run where it stopped",
+        "eval_interval": "which steps are evaluated; each evaluation measures the same way",
+        "bootstrap_reps": "the report's intervals, recomputed from the stored scores"})
 @dataclasses.dataclass(frozen=True)
 class FinetuneSuiteConfig:
   """Settings of the measurement; its `setting` fields are binaries/finetune_minatar.py's

@@ -63,7 +63,8 @@ def open_share(offline_dir: str, summary: Dict[str, object], game: str, batch_si
   the memory a train step holds). ValueError naming the file and key, or the directory: a
   summary that records no dataset, a dataset directory that is gone, one whose listing differs
   from what the checkpoints' fingerprint.json records (files added, removed or resized: another
-  dataset in its place) or whose transitions are not the summary's |D|; the dataset record's
+  dataset in its place) or whose transitions are not the summary's |D|, a pooled run's
+  (--pool_checkpoints: no one dataset in memory); the dataset record's
   refusals (another suite, game or frame format) as replay_files.DatasetError (a
   ValueError)."""
   path = os.path.join(offline_dir, "summary.json")
@@ -73,6 +74,14 @@ def open_share(offline_dir: str, summary: Dict[str, object], game: str, batch_si
         _needs(f", but {path} records no dataset ('dataset_dir' {replay_dir!r}, 'subset' "
                f"{subset!r}; train_offline.py and compare.py write both): rerun the offline "
                f"run to write them, or fine-tune with --offline_fraction=0"))
+  config = summary.get("config") if isinstance(summary.get("config"), dict) else {}
+  pool = config.get("pool_checkpoints")
+  if pool or "," in replay_dir:
+    raise ValueError(
+        f"--offline_fraction > 0 is not supported for a pooled offline run: {path} records a "
+        f"checkpoint pool ('pool_checkpoints' {pool!r} over 'dataset_dir' {replay_dir}), and "
+        f"the offline share is drawn from one dataset held whole in memory; fine-tune with "
+        f"--offline_fraction=0")
   try:
     found = replay_files.path_isdir(replay_dir)
   except replay_files.UnreachableError as e:

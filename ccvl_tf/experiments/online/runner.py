@@ -112,6 +112,7 @@ class _Runner:
                                               max_to_keep=3)
     latest = self.manager.latest_checkpoint
     if latest:
+      self._check_fingerprint()  # before anything is restored or written
       self._start_online_counts()  # their variables are in an online checkpoint
       try:
         ckpt.restore(latest).assert_existing_objects_matched()
@@ -134,6 +135,27 @@ class _Runner:
     if cfg.penalty_diagnostic and cfg.offline_agent == "ccvl":
       self.probe = online_penalty.PenaltyProbe(online_penalty.offline_states(
           cfg.game, cfg.offline_states, 512, cfg.seed), seed=cfg.seed)
+
+  def _check_fingerprint(self) -> None:
+    """The run's compared settings (OnlineConfig.fingerprint) stored with its checkpoints, or
+    compared with those stored (training.check_fingerprint): a resume, or a rerun of a
+    finished run, under other settings is refused naming each change (old -> new), or with
+    --allow_config_change recorded at the train step it took effect. Checkpoints of a run
+    that stored none are checked against its online_config.json (the settings of its last
+    start); keys a stored fingerprint lacks (settings added since) are not compared."""
+    cfg, log = self.cfg, self.log
+    ckpt_dir = os.path.join(cfg.root_dir, "checkpoints")
+    now = cfg.fingerprint()
+    if (os.path.isdir(ckpt_dir) and training.FINGERPRINT not in os.listdir(ckpt_dir)
+        and self.manager.latest_checkpoint):
+      earlier = _earlier_fingerprint(os.path.join(cfg.root_dir, "online_config.json"), now)
+      if earlier is not None:
+        training.check_fingerprint(ckpt_dir, earlier)
+        log(f"The checkpoints in {ckpt_dir} have no {training.FINGERPRINT}: their settings "
+            f"are those of online_config.json (the run's last start).")
+    training.check_checkpoint_records(ckpt_dir, True, cfg.allow_config_change, log)
+    training.check_fingerprint(ckpt_dir, now, cfg.allow_config_change, log,
+                               since=tuple(now))
 
   def _note_changed_offline_settings(self, config_path: str) -> None:
     """A resumed run whose earlier start took other offline settings says so
@@ -496,7 +518,9 @@ class _Runner:
                   throughput=throughput,
                   checkpoint=self.manager.latest_checkpoint,
                   replay_items=self.link.replay_items(step),
-                  config=cfg.record(), policy_dirs=dirs)
+                  config=cfg.record(), policy_dirs=dirs,
+                  config_changes=training.read_changes(
+                      os.path.join(cfg.root_dir, "checkpoints")))
     _write_json(os.path.join(cfg.root_dir, "summary.json"), result, last_good)
     return result
 
@@ -523,6 +547,8 @@ class _Runner:
     # Only now: an offline summary, setting, checkpoint or dataset refused above leaves no
     # --root_dir.
     os.makedirs(cfg.root_dir, exist_ok=True)
+    if not self.manager.latest_checkpoint:
+      self._check_fingerprint()  # a fresh run stores its settings with its checkpoints
     if cfg.schedule == online_config.DETERMINISTIC:
       env_steps = int(self.env_steps.numpy())
       if self.offline_step_value < self.start_step and env_steps < cfg.num_env_steps:
@@ -566,6 +592,23 @@ class _Runner:
       self.actors.stop(grace_s=5.0)
       if self.server is not None:
         self.server.stop()
+
+
+def _earlier_fingerprint(config_path: str, now: Dict[str, object]):
+  """The fingerprint of the online_config.json at `config_path` (the settings of a run's last
+  start), its keys those of `now` it records; None when it cannot be read."""
+  import json  # pylint: disable=g-import-not-at-top
+  try:
+    with open(config_path) as f:
+      saved = json.load(f)
+  except (OSError, ValueError):
+    return None
+  if not isinstance(saved, dict):
+    return None
+  out = {k: saved[k] for k in now if k in saved}
+  if out.get("offline_dir"):
+    out["offline_dir"] = os.path.realpath(str(out["offline_dir"]))
+  return out
 
 
 def shown_in_log(key: str) -> bool:

@@ -29,13 +29,17 @@ IMAGE_DEFAULTS: Dict[str, object] = {}
 
 
 @config_flags.compared_settings(
-    compared=("seed", "batch_size", "eval_episodes", "eval_max_steps", "eval_epsilon",
-              "num_grid_deltas", "belief_temperature", "torso", "mlp_units", "held_out_batches"),
-    not_compared={"root_dir": "where the run writes",
-                  "num_steps": "the budget: a larger one continues the run where it stopped",
-                  "eval_interval": "which steps are evaluated",
-                  "log_interval": "how often progress is printed",
-                  "checkpoint_interval": "how often the (exact-resume) checkpoints are written"})
+    compared=("seed", "batch_size", "torso", "mlp_units"),
+    not_compared={
+        "root_dir": "where the run writes",
+        "num_steps": "the budget: a larger one continues the run where it stopped",
+        "eval_interval": "which steps are evaluated",
+        "log_interval": "how often progress is printed",
+        "checkpoint_interval": "how often the (exact-resume) checkpoints are written",
+        **{name: "used after training, afresh at every call: the policies and the results "
+                 "table are rebuilt from the checkpoint and summary.json records the value"
+           for name in ("eval_episodes", "eval_max_steps", "eval_epsilon", "num_grid_deltas",
+                        "belief_temperature", "held_out_batches")}})
 @dataclasses.dataclass(frozen=True)
 class FitSettings:
   """A run on a `Transitions` dataset: what `ccvl_tf.fit` takes besides the data, the method

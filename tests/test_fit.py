@@ -204,3 +204,11 @@ def test_train_offline_on_an_npz(arrays, tmp_path):
   assert bad.returncode != 0
   assert "--subset: DQN Replay settings; with --dataset" in bad.stderr
   assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+def test_fine_tuning_refuses_a_run_on_own_data_in_one_line(run):
+  from ccvl_tf.experiments.online import offline_record
+  root, _, _ = run
+  with pytest.raises(ValueError, match=r"is a run of ccvl_tf.fit on own data .*fine-tuning "
+                                       r"starts from Atari, MinAtar and gridworld runs only"):
+    offline_record.offline_record(root)

@@ -240,7 +240,7 @@ def run(data, method: str, env: Optional[str], settings: fit_settings.FitSetting
       log(f"Results table: {s.eval_episodes} episodes of {r.env} per policy")
       table = results_table(r, exports, log)
       paths.update(write_results(s.root_dir, table, r.env, ""))
-    summary = dict(method=method, env=r.env, data=r.data.source,
+    summary = dict(route=fit_settings.ROUTE, method=method, env=r.env, data=r.data.source,
                    num_transitions=int(r.data.num_transitions), step=int(result["step"]),
                    settings=dataclasses.asdict(s), config=r.agent_settings.agent_config.record(),
                    network=dataclasses.asdict(r.agent_settings.network_config),

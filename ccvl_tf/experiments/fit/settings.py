@@ -16,6 +16,9 @@ from ccvl_tf.runtime.config_flags import setting
 from ccvl_tf.algorithm import networks
 from ccvl_tf.experiments import agent_registry
 
+# summary.json's 'route' of a run on own data: fine-tuning's offline record refuses such a run
+# (experiments/online/offline_record.py).
+ROUTE = "own_data"
 TORSOS = ("auto",) + tuple(networks.TORSOS)
 
 # The learner settings a run on vector observations uses where the caller gives none:

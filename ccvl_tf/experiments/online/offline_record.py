@@ -15,6 +15,7 @@ import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
 import tensorflow as tf
 
+from ccvl_tf.experiments.fit import settings as fit_settings
 from ccvl_tf.runtime import paths
 from ccvl_tf.runtime import training
 from ccvl_tf.envs.factory import GRIDWORLD
@@ -148,6 +149,11 @@ def offline_record(offline_dir: str) -> Dict[str, object]:
           f"--root_dir={offline_dir} and the run's flags to finish it")
     return {}
   summary = _read_summary(path)
+  if summary.get("route") == fit_settings.ROUTE:
+    raise ValueError(
+        f"{offline_dir} is a run of ccvl_tf.fit on own data ({summary.get('data')!r}); "
+        f"fine-tuning starts from Atari, MinAtar and gridworld runs only (docs/your_data.md, "
+        f"'Not yet')")
   _check_fields(summary, path)
   fp_path = os.path.join(ckpt_dir, training.FINGERPRINT)
   if not paths.exists(fp_path):

@@ -109,6 +109,29 @@ def test_td_target_bootstraps_through_a_truncation_and_not_a_termination():
     assert loss == pytest.approx(float(np.mean(huber(expected_target - q))), rel=1e-5)
 
 
+def test_an_update_round_is_its_updates_one_after_another():
+  env = gym_dqn.make_env(ENV, 0)
+  rng = np.random.default_rng(2)
+  batches = [(rng.normal(size=(8, 4)).astype(np.float32), rng.integers(0, 2, 8).astype(np.int32),
+              rng.normal(size=8).astype(np.float32), (rng.random(8) < 0.8).astype(np.float32),
+              rng.random(8) < 0.3, rng.normal(size=(8, 4)).astype(np.float32))
+             for _ in range(5)]
+  weights = []
+  for rounds in (False, True):
+    agent, net, _ = gym_dqn.make_agent(env.observation_spec(), env.action_spec(), TINY, 0)
+    if rounds:
+      gym_dqn._train_round_fn(agent)(*[np.stack(c) for c in zip(*batches)])  # pylint: disable=protected-access
+    else:
+      one = tf.function(lambda *b: agent.train(gym_dqn.transition_batch(*b)).loss,
+                        autograph=False)  # pylint: disable=cell-var-from-loop
+      for b in batches:
+        one(*b)
+    assert int(agent.train_step_counter.numpy()) == 5
+    weights.append([v.numpy() for v in net.trainable_variables])
+  for singly, in_one_round in zip(*weights):
+    np.testing.assert_array_equal(singly, in_one_round)
+
+
 def test_numpy_greedy_is_the_networks_argmax():
   env = gym_dqn.make_env("Acrobot-v1", 0)
   _, net, _ = gym_dqn.make_agent(env.observation_spec(), env.action_spec(),

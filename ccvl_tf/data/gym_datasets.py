@@ -15,6 +15,7 @@ and refused (naming the settings that differ) with others.
 
 Normalized score of a policy on a task: 100 x (score - random) / (final greedy - random), so
 0 = the uniformly random policy and 100 = the final greedy DQN that made the data.
+More in docs/gym_datasets.md.
 """
 from __future__ import annotations
 
@@ -33,9 +34,9 @@ from ccvl_tf.runtime import run_settings
 from ccvl_tf.runtime import strict_json
 from ccvl_tf.runtime.config_flags import setting
 
-# The recipe: env steps (= logged transitions) of each task's DQN run. Each is the length at
-# which the rl-baselines3-zoo settings (gym_dqn.TASK_OVERRIDES) clearly learn on one CPU core
-# (docs/data.md "Gymnasium datasets": final greedy return vs random, measured).
+# The recipe: env steps (= logged transitions) of each task's DQN run, a length at which the
+# rl-baselines3-zoo settings (gym_dqn.TASK_OVERRIDES) clearly learn in minutes on one CPU core
+# (docs/gym_datasets.md: final greedy return vs random, measured).
 TASKS: Dict[str, int] = {
     "CartPole-v1": 50_000,      # zoo n_timesteps 5e4
     "Acrobot-v1": 50_000,       # zoo n_timesteps 1e5

@@ -191,8 +191,9 @@ def _init_like_pytorch(variables, rng: np.random.Generator) -> None:
 
 def make_agent(observation_spec, action_spec, config: GymDQNConfig, seed: int):
   """TF-Agents ``DqnAgent`` with an MLP QNetwork (``config.hidden_units``, ReLU), Adam with
-  global-norm clipping, Huber TD loss; its own target update off (`sync_target`).
-  Returns (agent, q_network, target_q_network)."""
+  global-norm clipping, Huber TD loss. The agent's own target update is off: `run_dqn` copies
+  the target every target_update_interval env steps. Returns (agent, q_network,
+  target_q_network)."""
   obs_spec = tensor_spec.from_spec(observation_spec)
   act_spec = tensor_spec.from_spec(action_spec)
   net = q_network.QNetwork(obs_spec, act_spec, fc_layer_params=tuple(config.hidden_units))
@@ -215,7 +216,7 @@ def make_agent(observation_spec, action_spec, config: GymDQNConfig, seed: int):
 
 
 def transition_batch(obs, action, reward, discount, last, next_obs) -> trajectory.Transition:
-  """A replay batch as the TF-Agents Transition that ``DqnAgent.train`` / ``loss`` take: s_t
+  """A replay batch as the TF-Agents Transition that ``DqnAgent.train`` takes: s_t
   is never an episode's last state (StepType.MID); s_{t+1} is LAST where the episode ended,
   with discount 0 after a termination and 1 after a truncation (the TD target bootstraps
   through a truncation only)."""
@@ -243,7 +244,7 @@ def _train_round_fn(agent):
                                           next_obs[i])).loss
       return i + 1, loss
     _, loss = tf.while_loop(lambda i, _: i < tf.shape(action)[0], body,
-                            (tf.constant(0), tf.constant(0.0)))
+                            (tf.constant(0), tf.constant(0.0)), parallel_iterations=1)
     return loss
   return train_round
 

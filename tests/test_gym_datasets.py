@@ -216,3 +216,16 @@ def test_tasks_outside_the_recipe_are_refused(tmp_path):
   with pytest.raises(ValueError, match=r"^no tasks given; the recipe's tasks: CartPole-v1, "):
     gym_datasets.build_all(str(tmp_path), [])
   assert not os.listdir(tmp_path)
+
+
+def test_every_task_is_made_once_before_any_is_built(tmp_path, monkeypatch):
+  """A task that cannot be made (e.g. LunarLander-v3 without Box2D) is refused before the
+  tasks before it are built."""
+  def check_game(game):
+    if game == "gymnasium:LunarLander-v3":
+      raise ValueError("gymnasium:LunarLander-v3: gymnasium cannot make it: no Box2D")
+  monkeypatch.setattr(gym_datasets.factory, "check_game", check_game)
+  monkeypatch.setattr(gym_datasets, "build", lambda *a, **k: pytest.fail("built"))
+  with pytest.raises(ValueError, match=r"^gymnasium:LunarLander-v3: gymnasium cannot make it"):
+    gym_datasets.build_all(str(tmp_path), ["CartPole-v1", "LunarLander-v3"])
+  assert not os.listdir(tmp_path)

@@ -30,6 +30,7 @@ from typing import Callable, Dict, Optional, Sequence
 import numpy as np
 
 from ccvl_tf.data import gym_dqn
+from ccvl_tf.envs import factory
 from ccvl_tf.runtime import run_settings
 from ccvl_tf.runtime import strict_json
 from ccvl_tf.runtime.config_flags import setting
@@ -154,7 +155,8 @@ def build(output_dir: str, env_name: str, *, num_steps: Optional[int] = None, se
   if cached is not None:
     cached["data_path"] = os.path.join(rdir, DATA_FILENAME)
     return cached
-  os.makedirs(rdir)
+  factory.check_game(factory.GYMNASIUM_PREFIX + env_id)  # made once: a missing dependency
+  os.makedirs(rdir)                                        # fails before a directory exists
   log("[{}] seed {}: online DQN for {} steps -> {}".format(env_id, seed, num_steps, rdir))
 
   def _progress(p):
@@ -208,9 +210,11 @@ def check_tasks(env_names: Sequence[str]) -> None:
 def build_all(output_dir: str, env_names: Sequence[str], *, seed: int = 0,
               log: Callable[[str], None] = print, **kwargs) -> Dict[str, dict]:
   """:func:`build` for each task of the recipe (:data:`TASKS`) in order, each with its recipe
-  length; ValueError naming any task outside the recipe (`check_tasks`) before anything is
-  built."""
+  length. Before anything is built: ValueError naming a task outside the recipe
+  (`check_tasks`), or one that cannot be made (a missing dependency such as Box2D)."""
   check_tasks(env_names)
+  for name in env_names:
+    factory.check_game(factory.GYMNASIUM_PREFIX + gym_dqn.env_id_of(name))
   out = {}
   for name in env_names:
     out[gym_dqn.env_id_of(name)] = build(output_dir, name, seed=seed, log=log, **kwargs)

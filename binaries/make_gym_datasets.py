@@ -54,13 +54,14 @@ def main(argv):
                                        log=lambda m: print(m, flush=True))
   except ValueError as e:
     raise app.UsageError(str(e))
-  print("\n| task | seed | transitions | episodes | behaviour mean return | random | final greedy "
-        "| wall seconds | cached |")
+  print("\n| task | seed | transitions | episodes | behaviour mean return (finished episodes) "
+        "| random | final greedy | wall seconds | cached |")
   print("|---|---|---|---|---|---|---|---|---|")
   for env_id, s in summaries.items():
-    print("| {} | {} | {} | {} | {:.1f} | {:.1f} | {:.1f} | {:.0f} | {} |".format(
+    mean = s["data"]["behaviour_mean_return"]
+    print("| {} | {} | {} | {} | {} | {:.1f} | {:.1f} | {:.0f} | {} |".format(
         env_id, s["settings"]["seed"], s["data"]["transitions"], s["data"]["episodes"],
-        s["data"]["behaviour_mean_return"], s["reference_scores"]["random"],
+        "-" if mean is None else "{:.1f}".format(mean), s["reference_scores"]["random"],
         s["reference_scores"]["final_greedy"], s["wall_seconds"],
         "yes" if s.get("cached") else "no"), flush=True)
   for s in summaries.values():

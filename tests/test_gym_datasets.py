@@ -179,6 +179,11 @@ def test_build_writes_caches_and_refuses_other_settings(tmp_path, tiny_run):
   assert summary["data"]["transitions"] == STEPS
   assert summary["data"]["episodes"] == int(tiny_run.arrays["terminals"].sum()
                                             + tiny_run.arrays["timeouts"].sum())
+  # the behaviour's returns: the run's finished episodes (not the one the run's end cut)
+  assert summary["data"]["behaviour_mean_return"] == pytest.approx(
+      np.mean(tiny_run.summary["episode_returns"]))
+  assert summary["data"]["unfinished_last_episode"] is True  # seed 3's run ends mid-episode
+  assert summary["data"]["timed_out_episodes"] == 0
   assert summary["reference_scores"] == dict(random=tiny_run.summary["random_mean"],
                                              final_greedy=tiny_run.summary["final_greedy_mean"])
   assert set(summary["versions"]) >= {"gymnasium", "tensorflow", "tf_agents", "numpy"}
@@ -202,6 +207,7 @@ def test_an_interrupted_build_is_built_again(tmp_path):
   (rdir / "data.npz").write_text("partial")
   s = gym_datasets.build(str(tmp_path), ENV, **kw)
   assert s["cached"] is False and s["updates"] == 0
+  assert s["data"]["behaviour_mean_return"] is None or s["finished_episodes"] > 0
   with np.load(rdir / "data.npz") as z:
     assert z["actions"].shape == (40,)
 

@@ -109,18 +109,30 @@ def _cached(rdir: str, settings: dict, log: Callable[[str], None]) -> Optional[d
   return None
 
 
-def _data_summary(arrays: Dict[str, np.ndarray]) -> dict:
-  """What the data holds: transitions, episodes, the behaviour's returns per episode."""
+def data_summary(arrays: Dict[str, np.ndarray], unfinished_last_episode: bool) -> dict:
+  """What the data hold: transitions, episodes (terminated, cut by the time limit, and the
+  run's last one when it is unfinished), and the behaviour's returns over the finished
+  episodes."""
   ends = np.flatnonzero((arrays["terminals"] > 0) | (arrays["timeouts"] > 0))
   starts = np.r_[0, ends[:-1] + 1]
   returns = [float(arrays["rewards"][s:e + 1].sum()) for s, e in zip(starts, ends)]
+  finished = returns[:-1] if unfinished_last_episode else returns
+
+  def stat(f):
+    return float(f(finished)) if finished else None  # None: no episode finished
+
   return dict(transitions=int(arrays["actions"].shape[0]), episodes=int(ends.size),
               terminated_episodes=int((arrays["terminals"] > 0).sum()),
-              timed_out_episodes=int((arrays["timeouts"] > 0).sum()),
-              behaviour_mean_return=float(np.mean(returns)),
-              behaviour_min_return=float(np.min(returns)),
-              behaviour_max_return=float(np.max(returns)),
+              timed_out_episodes=int((arrays["timeouts"] > 0).sum()) - int(
+                  unfinished_last_episode),
+              unfinished_last_episode=bool(unfinished_last_episode),
+              behaviour_mean_return=stat(np.mean), behaviour_min_return=stat(np.min),
+              behaviour_max_return=stat(np.max),
               action_counts=np.bincount(arrays["actions"]).tolist())
+
+
+def _shown(x: Optional[float]) -> str:
+  return "-" if x is None else "{:.1f}".format(x)
 
 
 def build(output_dir: str, env_name: str, *, num_steps: Optional[int] = None, seed: int = 0,
@@ -176,7 +188,8 @@ def build(output_dir: str, env_name: str, *, num_steps: Optional[int] = None, se
               for i, v in enumerate(run.q_network.trainable_variables)})
   s = run.summary
   summary = dict(
-      settings=settings, versions=_versions(), data=_data_summary(run.arrays),
+      settings=settings, versions=_versions(),
+      data=data_summary(run.arrays, run.summary["unfinished_last_episode"]),
       data_bytes=os.path.getsize(data_path),
       reference_scores=dict(random=s["random_mean"], final_greedy=s["final_greedy_mean"]),
       normalization="normalized = 100 x (score - random) / (final_greedy - random): 0 = the "
@@ -187,10 +200,10 @@ def build(output_dir: str, env_name: str, *, num_steps: Optional[int] = None, se
     strict_json.dump(summary, f, indent=1)
   os.replace(path + ".tmp", path)
   log("[{}] seed {} done in {:.0f}s ({:.0f} steps/s): final greedy {:.1f}, random {:.1f}, "
-      "behaviour mean {:.1f} over {} episodes; {} ({:.2f} MB)".format(
+      "behaviour mean {} over {} finished episodes; {} ({:.2f} MB)".format(
           env_id, seed, s["wall_seconds"], s["steps_per_s"], s["final_greedy_mean"],
-          s["random_mean"], summary["data"]["behaviour_mean_return"],
-          summary["data"]["episodes"], data_path, summary["data_bytes"] / 1e6))
+          s["random_mean"], _shown(summary["data"]["behaviour_mean_return"]),
+          s["finished_episodes"], data_path, summary["data_bytes"] / 1e6))
   summary["cached"] = False
   summary["data_path"] = data_path
   return summary

@@ -76,6 +76,18 @@ def references(data_dir: str, task: str, dataset_seed: int) -> Dict[str, float]:
   return {"random": float(ref["random"]), "final_greedy": float(ref["final_greedy"])}
 
 
+def check_envs(tasks: Sequence[str]) -> None:
+  """Exits with one line unless every task's Gymnasium environment can be made here (before
+  any run: LunarLander needs Box2D)."""
+  import gymnasium  # pylint: disable=g-import-not-at-top
+  for t in tasks:
+    try:
+      gymnasium.make(t).close()
+    except Exception as e:  # pylint: disable=broad-except
+      raise SystemExit(f"{t}: the environment cannot be made here ({type(e).__name__}: "
+                       f"{str(e).splitlines()[0] if str(e) else ''}); the evaluation needs it")
+
+
 def read_json(path: str):
   with open(path) as f:
     return json.load(f)
@@ -297,6 +309,7 @@ def main(argv=None) -> None:
     raise SystemExit(f"missing dataset(s): {', '.join(missing)} (binaries/make_gym_datasets.py "
                      f"makes them)")
   refs = {t: references(args.data_dir, t, args.dataset_seed) for t in tasks}
+  check_envs(tasks)
   log(f"Study 2 on {', '.join(tasks)} (dataset seed {args.dataset_seed}), training seeds "
       f"{seeds}, {args.num_steps} steps of batch {args.batch_size}, {args.eval_episodes} "
       f"episodes per policy.")
@@ -313,14 +326,18 @@ def main(argv=None) -> None:
 
   setup_process(args.threads)  # this process evaluates d3rlpy's policies
   import numpy as np  # pylint: disable=g-import-not-at-top
-  peer_train, records = {}, []
+  peer_units = [(t, algo, s) for t in tasks for s in seeds for algo in PEER_ALGOS]
+  with futures.ThreadPoolExecutor(args.workers) as pool:  # each a peer-venv process
+    trained = pool.map(lambda u: train_peer(
+        py, data[u[0]], u[1], u[2], args.num_steps, args.batch_size, args.threads,
+        peer_model_dir(args.work_dir, *u), log), peer_units)
+    peer_train = {f"{t}/{algo}/seed_{s}": rec for (t, algo, s), rec in zip(peer_units, trained)}
+  records = []
   for t in tasks:
     obs_dim = int(np.load(data[t])["observations"].shape[1])
     for s in seeds:
       for algo, name in PEER_ALGOS.items():
         out = peer_model_dir(args.work_dir, t, algo, s)
-        peer_train[f"{t}/{algo}/seed_{s}"] = train_peer(
-            py, data[t], algo, s, args.num_steps, args.batch_size, args.threads, out, log)
         path = os.path.join(out, "eval.json")
         if not os.path.exists(path) or read_json(path)["episodes"] != args.eval_episodes:
           played = evaluate_peer(py, os.path.join(out, "model.d3"), t, obs_dim, s,

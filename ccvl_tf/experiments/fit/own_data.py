@@ -42,7 +42,7 @@ METHOD_NAMES = {"ccvl": "CCVL (adaptive)", "fixed_ccvl": "Fixed-CCVL", "cql": "C
                 "bc": "BC"}
 CSV_FIELDS = ("policy", "episodes", "mean", "ci_low", "ci_high")
 # Seed offsets of the run's random streams beside the training batches (seed itself).
-HELD_OUT_SEED, EVAL_ENV_SEED = 777, 10_000
+HELD_OUT_SEED, EVAL_ENV_SEED, TABLE_SEED = 777, 10_000, 1_000_000
 
 
 @dataclasses.dataclass
@@ -124,15 +124,26 @@ def fingerprint(run: Run) -> Dict[str, object]:
           "batch_size": int(s.batch_size), "seed": int(s.seed)}
 
 
-def _evaluate(policy, run: Run, episodes: int, seed: int):
-  """EpisodeRecords of `policy` over `episodes` episodes of the run's environment (one
-  environment seeded EVAL_ENV_SEED + seed; a belief is carried over all of them)."""
-  s = run.settings
-  game_env = factory.make_env(run.env, seed=EVAL_ENV_SEED + seed,
-                              max_episode_steps=s.eval_max_steps)
-  return rollouts.run_episodes(rollouts.CompiledPolicy(policy), game_env.env, episodes,
-                               epsilon=s.eval_epsilon, seed=seed,
+def table_seed(seed: int, row: int) -> int:
+  """The evaluation seed of the results table's row `row` (0: the method's own policy) in a
+  run of training seed `seed`."""
+  return int(seed) + TABLE_SEED + int(row)
+
+
+def episodes_in(env: str, policy, episodes: int, seed: int, *,
+                max_steps: Optional[int] = None, epsilon: float = 0.0):
+  """EpisodeRecords of `policy` (run_episodes' interface) over `episodes` episodes of `env`
+  (one environment seeded EVAL_ENV_SEED + seed; a belief is carried over all of them)."""
+  game_env = factory.make_env(env, seed=EVAL_ENV_SEED + seed, max_episode_steps=max_steps)
+  return rollouts.run_episodes(policy, game_env.env, episodes, epsilon=epsilon, seed=seed,
                                raw_score_fn=game_env.raw_score_fn)
+
+
+def _evaluate(policy, run: Run, episodes: int, seed: int):
+  """`episodes_in` the run's environment with its evaluation settings, `policy` compiled."""
+  s = run.settings
+  return episodes_in(run.env, rollouts.CompiledPolicy(policy), episodes, seed,
+                     max_steps=s.eval_max_steps, epsilon=s.eval_epsilon)
 
 
 def train(run: Run, log: Callable[[str], None]) -> Dict[str, object]:
@@ -192,7 +203,7 @@ def results_table(run: Run, exports, log) -> List[Dict[str, object]]:
   named.append(("random", random_tf_policy.RandomTFPolicy(run.time_step_spec, run.action_spec)))
   for i, (name, policy) in enumerate(named):
     t0 = time.time()
-    records = _evaluate(policy, run, s.eval_episodes, s.seed + 1_000_000 + i)
+    records = _evaluate(policy, run, s.eval_episodes, table_seed(s.seed, i))
     rows.append(demo_report.score_row(name, [r.raw_score for r in records]))
     log(f"  {name}: {rows[-1]['mean']:.2f} over {s.eval_episodes} episodes "
         f"({time.time() - t0:.1f} s)")

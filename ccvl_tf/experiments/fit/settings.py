@@ -21,12 +21,11 @@ from ccvl_tf.experiments import agent_registry
 ROUTE = "own_data"
 TORSOS = ("auto",) + tuple(networks.TORSOS)
 
-# The learner settings a run on vector observations uses where the caller gives none:
-# MinAtar's (experiments/compare/suites.py MinAtarSuite, the project's measured small-network
-# suite: Adam 2.5e-4, target network every 1,000 steps, no DR3). Not yet chosen on vector
-# development data by a committed rule: docs/your_data.md says so.
-VECTOR_DEFAULTS: Dict[str, object] = dict(learning_rate=2.5e-4, target_update_period=1000,
-                                          dr3_coef=0.0)
+# The learner settings a run on vector observations uses where the caller gives none: chosen
+# on development datasets by the rule committed before the runs (docs/own_data_protocol.md,
+# Study 1; docs/results/own_data_defaults.md: candidate C). DR3 off, as MinAtar's suite.
+VECTOR_DEFAULTS: Dict[str, object] = dict(learning_rate=1e-3, target_update_period=100,
+                                          alpha=0.1, dr3_coef=0.0)
 # Frames (uint8 [H, W, C]): the agent configs' own defaults (the demo's data scale).
 IMAGE_DEFAULTS: Dict[str, object] = {}
 

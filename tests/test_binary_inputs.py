@@ -51,6 +51,7 @@ BINARY_CONFIGS = [
     "ccvl_tf.experiments.offline.headroom_eval:HeadroomConfig",
     "ccvl_tf.experiments.online.config:ServerConfig",
     "ccvl_tf.experiments.fit.settings:FitSettings",
+    "ccvl_tf.data.gym_datasets:BuildConfig",
 ]
 # Configs a binary takes flags from that hold an agent's settings only (no paths, no run).
 # and configs that hold an input only (no output beside it).

@@ -34,6 +34,8 @@ UNCLASSIFIED = {
     "ccvl_tf.experiments.gridworld.runner:Config": "a figure run from scratch each time",
     "ccvl_tf.data.minatar_datasets:BuildConfig": "the datasets it writes are named by their "
                                                  "settings",
+    "ccvl_tf.data.gym_datasets:BuildConfig": "a rebuild with other settings is refused naming "
+                                             "each difference (gym_datasets.build's cache)",
     "ccvl_tf.bench:BenchmarkConfig": "a timing, no resume",
     "ccvl_tf.bench.online_scaleout:ScaleoutConfig": "a timing, no resume",
     "ccvl_tf.bench.gpu_check:GpuCheckConfig": "a check, no resume",

@@ -192,7 +192,7 @@ def test_train_offline_on_an_npz(arrays, tmp_path):
          f"--dataset={path}", f"--game={ENV}", f"--root_dir={tmp_path / 'run'}",
          "--agent=cql", "--num_steps=4", "--batch_size=16", "--mlp_units=16",
          "--eval_episodes=1", "--checkpoint_interval=2"]
-  env = dict(os.environ, PYTHONPATH=ROOT)
+  env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
   out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
   assert out.returncode == 0, out.stderr[-3000:]
   assert "Done: 4 steps" in out.stdout

@@ -52,8 +52,8 @@ def test_the_makefile_leaves_tensorflows_log_level_to_the_binaries(make_env):
 @pytest.mark.slow
 def test_help_starts_with_the_binarys_own_lines(make_env, tmp_path):
   _, lines = _first_lines(["--helpfull"], make_env, tmp_path)
-  assert lines[0] == ("Offline training of CCVL on Atari from a DQN Replay (Dopamine-format) "
-                      "dataset."), lines
+  assert lines[0] == ("Offline training of CCVL or a baseline (`ccvl_tf.fit`); --helpfull "
+                      "lists every setting."), lines
   assert not [line for line in lines if any(n in line for n in NOISE)], lines
 
 

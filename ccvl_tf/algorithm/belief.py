@@ -29,6 +29,30 @@ def uniform_log_belief(num_grid_deltas: int) -> np.ndarray:
   return np.full([int(num_grid_deltas)], -np.log(num_grid_deltas), dtype=np.float32)
 
 
+def informed_log_prior(mean_sq_errors, temperature: float, num_transitions: float = 1.0):
+  """An initial log-belief log b_0 [K] from the data's Bellman errors instead of the uniform one.
+
+  log b_0(delta) = -num_transitions * e(delta) / T, normalized (logsumexp 0), with e(delta) the
+  mean squared Bellman error on the data (the errors that choose Fixed-CCVL's delta) and T the
+  belief's temperature: the belief after `num_transitions` transitions whose errors are the
+  data's mean ones (num_transitions = |D|: the surrogate likelihood of the whole data set).
+  The argmax is Fixed-CCVL's delta whenever that is unique.
+
+  Example: errors [1, 2], T = 2, one transition: log b_0 = [-0.5, -1] - logsumexp = [-0.474,
+  -0.974].
+  """
+  e = np.asarray(mean_sq_errors, np.float64).reshape(-1)
+  if e.size < 1 or not np.all(np.isfinite(e)) or np.any(e < 0):
+    raise ValueError(f"mean_sq_errors must be finite and >= 0 for every grid delta, got {e!r}")
+  if not (np.isfinite(temperature) and temperature > 0):
+    raise ValueError(f"temperature must be a finite number > 0, got {temperature!r}")
+  if not (np.isfinite(num_transitions) and num_transitions > 0):
+    raise ValueError(f"num_transitions must be a finite number > 0, got {num_transitions!r}")
+  logits = -float(num_transitions) * e / float(temperature)  # [K]
+  top = logits.max()
+  return (logits - top - np.log(np.sum(np.exp(logits - top)))).astype(np.float32)
+
+
 def bellman_sq_errors(q_sa, reward, discount, next_v):
   """Squared Bellman errors e(delta) of one transition for every grid delta.
 

@@ -47,3 +47,30 @@ def test_belief_concentrates_on_consistent_delta():
 def test_bad_temperature():
   with pytest.raises(ValueError, match="temperature"):
     belief.update_log_belief([0.0], [0.0], 0.0)
+
+
+def test_informed_prior_by_hand_and_as_the_belief_after_the_data():
+  # errors (1, 2), T = 2, one transition: logits (-0.5, -1); b = (1, e^-0.5) / (1 + e^-0.5).
+  lb = belief.informed_log_prior([1.0, 2.0], 2.0)
+  z = 1 + np.exp(-0.5)
+  np.testing.assert_allclose(np.exp(lb), [1 / z, np.exp(-0.5) / z], rtol=1e-6)
+  # N transitions with the mean errors: the same as N surrogate-likelihood updates from the
+  # uniform prior (here N = 3, errors (0, 1, 0.5), T = 0.5).
+  step = belief.uniform_log_belief(3)
+  for _ in range(3):
+    step = belief.update_log_belief(step, [0.0, 1.0, 0.5], 0.5).numpy()
+  np.testing.assert_allclose(belief.informed_log_prior([0.0, 1.0, 0.5], 0.5, 3), step,
+                             atol=1e-6)
+  # |D| large: all mass on the lowest error (Fixed-CCVL's delta), still finite.
+  big = belief.informed_log_prior([0.3, 0.1, 0.2], 0.2, 2500)
+  assert np.all(np.isfinite(big)) and np.argmax(big) == 1 and np.exp(big[1]) > 0.999999
+
+
+@pytest.mark.parametrize("args, name", [(([1.0, np.nan], 1.0), "mean_sq_errors"),
+                                        (([1.0, -1.0], 1.0), "mean_sq_errors"),
+                                        (([], 1.0), "mean_sq_errors"),
+                                        (([1.0], 0.0), "temperature"),
+                                        (([1.0], 1.0, 0), "num_transitions")])
+def test_informed_prior_refuses_bad_input_naming_it(args, name):
+  with pytest.raises(ValueError, match=f"^{name} must be"):
+    belief.informed_log_prior(*args)

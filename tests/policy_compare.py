@@ -4,7 +4,9 @@
 (without TF_USE_LEGACY_KERAS), carrying the policy state itself from step to step;
 `in_process_steps` runs a TF-Agents policy here on the same time steps; `assert_same_steps`
 requires the same actions and chosen deltas (bit-exact) and the same policy state (integer
-and bool entries exact, float entries such as the log-belief to ~1e-5) at every step.
+and bool entries exact, float entries such as the log-belief to ~1e-5) at every step. The child
+also records what each export says of one time step without its batch dimension
+(`<name>/unbatched`).
 """
 import os
 import subprocess
@@ -45,6 +47,14 @@ CHILD = textwrap.dedent("""
                 '0/discount': data['discount'][0], '0/observation': data['observation'][0]}
       kwargs.update({'1/' + k: v for k, v in (state.items() if isinstance(state, dict) else [])})
       out[f'{name}/signature_action0'] = saved.signatures['action'](**kwargs)['action'].numpy()
+      # One environment's time step without the batch dimension: what the refusal says.
+      t = TimeStep(*(tf.constant(data[k][0][0])
+                     for k in ('step_type', 'reward', 'discount', 'observation')))
+      try:
+        saved.action(t, saved.get_initial_state(batch_size=1))
+        out[f'{name}/unbatched'] = np.array('accepted')
+      except tf.errors.InvalidArgumentError as e:
+        out[f'{name}/unbatched'] = np.array(str(e))
     bad = sorted(m for m in sys.modules
                  if m.split('.')[0] in ('ccvl_tf', 'tf_agents', 'tensorflow_probability', 'gin'))
     assert not bad, bad

@@ -175,16 +175,21 @@ def _check():
 
 # ------------------------------------------------------------------------- an exported policy
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-  import tensorflow as tf
+def adaptive():
   from ccvl_tf.algorithm import policies
   from tests.test_policies import C3, W3, linear_q_model, specs
   tss, aspec = specs(2, 3)
-  policy = policies.ConfidenceAdaptivePolicy(tss, aspec, linear_q_model(W3, C3),
-                                             num_grid_deltas=5, gamma=0.9, temperature=0.1,
-                                             sample_delta=True, seed=11)
+  return policies.ConfidenceAdaptivePolicy(tss, aspec, linear_q_model(W3, C3),
+                                           num_grid_deltas=5, gamma=0.9, temperature=0.1,
+                                           sample_delta=True, seed=11)
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory, adaptive):
+  import tensorflow as tf
+  from ccvl_tf.algorithm import policies
   path = str(tmp_path_factory.mktemp("export") / "adaptive")
-  policies.export_policy(policy, path)
+  policies.export_policy(adaptive, path)
   return tf.saved_model.load(path)
 
 
@@ -208,3 +213,86 @@ def test_a_step_type_of_another_batch_than_the_observation_is_named(exported):
                      r"have the shape \[batch\] of the observation.{1,3}s batch\] \[2\] "
                      r"\[; got step_type\] \[1\]"):
     exported.action(step, exported.get_initial_state(2))
+
+
+# What every refusal of an initial-state batch size says (in process and exported).
+BATCH_SIZE = (r"get_initial_state\(batch_size\) takes the number of environments the time "
+              r"steps batch, an integer >= 1 \(0: an empty state that action\(\) replaces by "
+              r"the initial state of the batch of the time step\); got")
+
+
+@pytest.mark.parametrize("bad", [-1, -3, 2.5, None, True, "2"])
+def test_an_initial_state_batch_that_is_no_count_is_named_in_process(adaptive, bad):
+  """Before, the adaptive policy in process: get_initial_state(-1) a Fill error, 2.5 'Cannot
+  convert (2.5,) to EagerTensor of dtype int32', None a conversion error, True a state of 1."""
+  with pytest.raises((ValueError, TypeError), match="^" + BATCH_SIZE + " " + re.escape(
+      repr(bad))):
+    adaptive.get_initial_state(bad)
+
+
+def test_an_initial_state_of_batch_zero_is_the_empty_state_action_replaces(adaptive):
+  """0 is what TF-Agents' py policies ask for without a batch size (PyTFEagerPolicy,
+  SavedModelPyTFEagerPolicy): in process as exported, the empty state, which action() replaces
+  by the initial state of the time step's batch. Before, in process: a GatherV2 error."""
+  import numpy as np
+  import tensorflow as tf
+  from tf_agents.trajectories import time_step as ts
+  empty = adaptive.get_initial_state(0)
+  assert all(x.shape[0] == 0 for x in tf.nest.flatten(empty))
+  for batch in (1, 2):
+    t = ts.restart(tf.constant(np.full((batch, 2), 0.25, np.float32)), batch_size=batch)
+    a = adaptive.action(t, empty)
+    b = adaptive.action(t, adaptive.get_initial_state(batch))
+    np.testing.assert_array_equal(a.action, b.action)
+    for k in b.state:
+      np.testing.assert_array_equal(a.state[k], b.state[k], err_msg=k)
+  # A state of another batch (not 0) is refused naming both.
+  t = ts.restart(tf.zeros([2, 2]), batch_size=2)
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=r"(?s)the policy state has batch size\W+3\W.*but the time step has"
+                           r"\W+2\W"):
+    adaptive.action(t, adaptive.get_initial_state(3))
+
+
+@pytest.mark.parametrize("bad", [2.5, None])
+def test_an_initial_state_batch_that_is_no_integer_is_named_exported(exported, bad):
+  """Before: TensorFlow's 11-line 'Could not find matching concrete function'."""
+  import tensorflow as tf
+  with pytest.raises(tf.errors.InvalidArgumentError, match=BATCH_SIZE):
+    exported.get_initial_state(bad)
+
+
+def test_an_observation_without_the_batch_dimension_is_named(exported):
+  """Before: ts.restart(observation) without a batch (scalar step_type, reward, discount and an
+  observation [2]) gave TensorFlow's 313-line 'Could not find matching concrete function'."""
+  import tensorflow as tf
+  from tf_agents.trajectories import time_step as ts
+  with pytest.raises(tf.errors.InvalidArgumentError) as e:
+    exported.action(ts.restart(tf.constant([0.1, 0.2])), exported.get_initial_state(1))
+  text = str(e.value)
+  assert ("assertion failed: [the observation has no batch dimension: it must be float32 "
+          "[batch, 2] with batch >= 1 (the time_step_spec.observation of the policy, "
+          "policy_specs.pbtxt), and step_type, reward and discount [batch]; add one (x[None] "
+          "for each) or load it with TF-Agents SavedModelPyTFEagerPolicy, which does; got "
+          "shape] [2]") in text, text
+  assert len(text.splitlines()) < 10
+  # Of another dtype too: the dtype's refusal (before: the same 313 lines).
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=re.escape("got float64 of shape] [2] [; convert it first")):
+    exported.action(ts.restart(tf.constant([0.1, 0.2], tf.float64)),
+                    exported.get_initial_state(1))
+
+
+def test_a_step_type_without_the_batch_dimension_is_named(exported):
+  """A batched observation with a scalar step_type, reward and discount: before, TensorFlow's
+  'Could not find matching concrete function'; now the step_type against the observation's
+  batch."""
+  import tensorflow as tf
+  from tf_agents.trajectories import time_step as ts
+  step = ts.TimeStep(step_type=tf.constant(0, tf.int32), reward=tf.constant(0.0),
+                     discount=tf.constant(1.0), observation=tf.constant([[0.1, 0.2]]))
+  with pytest.raises(tf.errors.InvalidArgumentError,
+                     match=r"the time step.{1,3}s step_type, reward and discount must each "
+                     r"have the shape \[batch\] of the observation.{1,3}s batch\] \[1\] "
+                     r"\[; got step_type\] \[\]"):
+    exported.action(step, exported.get_initial_state(1))

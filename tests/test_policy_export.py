@@ -56,6 +56,12 @@ def test_saved_model_round_trip_in_fresh_tensorflow_only_process(tmp_path):
   child = policy_compare.saved_policy_steps(tmp_path, list(built), data, tmp_path, timeout=120)
   for name, policy in built.items():
     policy_compare.assert_same_steps(child, policy_compare.in_process_steps(policy, data), name)
+    # In that TensorFlow-only process, a time step without its batch dimension is refused
+    # naming the observation (before: "Could not find matching concrete function", 94-313
+    # lines).
+    said = str(child[f"{name}/unbatched"])
+    assert ("assertion failed: [the observation has no batch dimension: it must be float32 "
+            "[batch, 2]") in said, (name, said)
 
   # The adaptive belief moved during the run and survived row 0's boundary (step 3 LAST ->
   # step 4 FIRST): at step 4 it equals step 3's, and it is not uniform.

@@ -104,3 +104,24 @@ def test_several_runs_are_one_pool_setting_each_spelled_once(tmp_path):
                                  "--pool_checkpoints=1"])
   with pytest.raises(ValueError, match=f"--dataset_dir {tmp_path / 'none'} does not exist"):
     cfg.validate()
+
+
+def test_a_truncated_file_of_a_pooled_run_is_one_line_before_anything_is_written(tmp_path):
+  """Before, train_offline.py --dataset_dir=A,B --pool_checkpoints=K with an observation file
+  of B cut short trained until a draw reached the file (or never saw it), then printed a
+  129-line tf.data traceback and stalled at exit, leaving fingerprint.json and summaries/ in the
+  run directory. The pool's survey now names the file, before the run writes anything."""
+  import shutil  # pylint: disable=g-import-not-at-top
+  other = tmp_path / "B" / "replay_logs"
+  shutil.copytree(TESTDATA, other)
+  bad = other / "$store$_observation_ckpt.2.gz"
+  with open(bad, "r+b") as f:
+    f.truncate(30_000)
+  root = tmp_path / "run"
+  r = _run([f"--root_dir={root}", "--num_steps=2", *POOL, *TINY[:-1],
+            f"--dataset_dir={TESTDATA},{other}"], tmp_path)
+  assert r.returncode != 0
+  assert r.stderr.strip().splitlines() == [r.stderr.strip()], r.stderr[-3000:]
+  assert r.stderr.startswith(f"train_offline.py: error: {bad} is corrupt: "), r.stderr
+  # No fingerprint, no summaries (run_lock removes the directory it made).
+  assert not root.exists() or sorted(os.listdir(root)) in ([], ["run.lock"])

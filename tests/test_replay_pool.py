@@ -219,3 +219,59 @@ def test_pool_benchmark_small_run(tmp_path):
   assert all(7073 <= b < 7200 for b in out["bytes_per_transition"])
   assert out["swap_s_per_1m_checkpoint"] > 0
   assert os.listdir(tmp_path) == []  # the run and its cache records removed
+
+
+TESTDATA = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                        "testdata", "dqn_replay", "Breakout", "1", "replay_logs")
+OBSERVATION = "$store$_observation_ckpt.{}.gz"
+
+
+def _copy_of_testdata(where) -> str:
+  import shutil  # pylint: disable=g-import-not-at-top
+  d = str(where / "Breakout" / "1" / "replay_logs")
+  shutil.copytree(TESTDATA, d)
+  return d
+
+
+def _cut(path: str, keep: int) -> None:
+  with open(path, "r+b") as f:
+    f.truncate(keep)
+
+
+def test_a_truncated_observation_file_is_named_when_the_pool_is_made(tmp_path, monkeypatch):
+  """Before, a pooled run's truncated observation file was found only if and when a draw read
+  it, as a tf.data traceback mid-training; the pool's survey now opens every observation file
+  it may draw: its .npy header against the checkpoint, its gzip trailer's length against the
+  header (replay_files.verified_read, as a prefix read of the whole-store route)."""
+  monkeypatch.setenv(replay_files.CACHE_ENV, str(tmp_path / "cache"))
+  bad_run = _copy_of_testdata(tmp_path / "b")
+  bad = os.path.join(bad_run, OBSERVATION.format(1))
+  _cut(bad, 40_000)  # of 71,862 bytes
+  with pytest.raises(replay_files.DatasetError) as e:
+    replay_pool.CheckpointPool([TESTDATA, bad_run], "all", 1, 1, seed=0)
+  msg = str(e.value)
+  assert msg.startswith(bad + " is corrupt: ") and "replace the file" in msg, msg
+  assert len(msg.splitlines()) == 1
+
+
+def test_a_file_damaged_after_the_survey_is_named_at_its_draw(tmp_path, monkeypatch):
+  """What only a full read finds (here: a file cut short once the pool was made) is found when
+  its draw reads it; the training batches then raise the pool's one line naming the file, not
+  the tf.data error carrying it (a 129-line traceback before)."""
+  from ccvl_tf.experiments.offline import dataset as offline_dataset  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.offline.seeds import Seeds  # pylint: disable=g-import-not-at-top
+  monkeypatch.setenv(replay_files.CACHE_ENV, str(tmp_path / "cache"))
+  run = _copy_of_testdata(tmp_path / "a")
+  pool = replay_pool.CheckpointPool([run], "all", 1, 2, seed=0)
+  (_, first), (_, second) = pool.draw_names(0)[0], pool.draw_names(1)[0]
+  bad = os.path.join(run, OBSERVATION.format(second))
+  _cut(bad, 40_000)
+  batches = offline_dataset.Batches(None, 4, Seeds(0), pool=pool).training(0)
+  got = []
+  with pytest.raises(replay_files.DatasetError) as e:
+    for batch in batches:
+      got.append(batch)
+  assert len(got) == 2  # draw 0's batches, then draw 1 fails
+  msg = str(e.value)
+  assert msg.startswith("checkpoint pool draw 1 (batches 2 to 3): cannot read " + bad), msg
+  assert len(msg.splitlines()) == 1 and first != second

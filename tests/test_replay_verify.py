@@ -216,3 +216,28 @@ def test_a_verified_file_renamed_unchanged_keeps_its_verification(tmp_path, cach
   os.rename(new, moved)
   replay_files.remember_moved(new, moved)
   assert not replay_files.is_verified(moved, replay_files.file_identity(moved))
+
+
+def test_a_truncated_file_read_only_for_its_leading_rows_is_refused_naming_it(tmp_path, cache):
+  """A subset of a checkpoint's leading rows reads its observation file only that far (not
+  CRC-checked); before, a file cut short past those rows loaded without a word. Its gzip
+  trailer's length is now checked against the .npy header (the same check a checkpoint pool
+  makes of every file when it is made)."""
+  import json  # pylint: disable=g-import-not-at-top
+  d = copy_testdata(tmp_path)
+  record = os.path.join(d, replay_files.METADATA_FILENAME)
+  with open(record) as f:
+    meta = json.load(f)
+  meta["subsets"] = {"first40": [40, None], "all": [None, None]}
+  with open(record, "w") as f:
+    json.dump(meta, f)
+  path = os.path.join(d, "$store$_observation_ckpt.1.gz")
+  whole = FrameStore.from_replay(d, "first40", num_actions=4)
+  assert whole.num_frames <= 3 * 40
+  with open(path, "r+b") as f:
+    f.truncate(40_000)
+  with pytest.raises(DatasetError) as e:
+    FrameStore.from_replay(d, "first40", num_actions=4)
+  msg = str(e.value)
+  assert msg.startswith(path + " is corrupt: ") and "replace the file" in msg, msg
+  assert len(msg.splitlines()) == 1

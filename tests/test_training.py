@@ -121,6 +121,28 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tmp_path):
   assert all(np.all(np.isfinite(w)) for w in _weights(agent))
 
 
+def test_bad_data_met_during_training_is_one_line_naming_what_is_written(tmp_path):
+  """A ValueError from the batches' iterator (a checkpoint pool's draw of a damaged file, found
+  when training reaches it) keeps its line and says what the run directory holds."""
+  make_good = _make_dataset()
+
+  def make(start):
+    it = make_good(start)
+    for i in range(start, 10):
+      if i == 3:
+        raise ValueError("checkpoint pool draw 1 (batches 3 to 5): /data/x.gz is corrupt")
+      yield next(it)
+
+  with pytest.raises(training.BadBatches) as err:
+    training.train(_agent(), make, training.LoopConfig(str(tmp_path), 6, checkpoint_interval=2),
+                   log=lambda s: None)
+  msg = str(err.value)
+  assert msg.startswith("checkpoint pool draw 1 (batches 3 to 5): /data/x.gz is corrupt (at "
+                        "train step 3; the last checkpoint "), msg
+  assert err.value.checkpoint.endswith("ckpt-2") and "resume from it" in msg
+  assert len(msg.splitlines()) == 1 and isinstance(err.value, ValueError)
+
+
 def test_mismatched_checkpoint_is_a_clear_error(tmp_path):
   training.train(_agent(), _make_dataset(), training.LoopConfig(str(tmp_path), 2),
                  log=lambda s: None)

@@ -148,6 +148,12 @@ class _CCVLPolicyBase(tf_policy.TFPolicy):
   def _variables(self):
     return list(self._network_variables)
 
+  def _get_initial_state(self, batch_size):
+    # None: TFPolicy's "no batch dimension", the () of a policy without state.
+    if batch_size is not None:
+      batch_size = policy_export.initial_state_batch(batch_size)
+    return super()._get_initial_state(batch_size)
+
   def _index_to_action(self, index):
     minimum = tf.cast(self.action_spec.minimum, self.action_spec.dtype)
     return tf.cast(index, self.action_spec.dtype) + minimum
@@ -271,6 +277,10 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
       `BatchedPyEnvironment`, or use `ccvl_tf.evaluation.rollouts.run_episodes`;
     * `DynamicEpisodeDriver`/`DynamicStepDriver.run()` call `get_initial_state` when
       `policy_state` is None: always pass the previous run's final state;
+    * `get_initial_state(0)` (what TF-Agents' py policies ask for without a batch size) is the
+      empty state, which `action` replaces by the initial state of the time step's batch; a
+      state of another batch, or a batch size that is not an integer >= 0, is refused naming it
+      (`policy_export.state_for_batch`, `policy_export.initial_state_batch`);
     * wrappers built with TF-Agents' defaults (GreedyPolicy, EpsilonGreedyPolicy) have
       `automatic_state_reset=True` and would reset the belief: use `epsilon_greedy()` here.
   The SavedModel written by PolicySaver keeps this behaviour (the reset logic is traced in).
@@ -341,6 +351,8 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
     return self._grid.copy()
 
   def _get_initial_state(self, batch_size):
+    # Every entry has a batch dimension: None (TFPolicy's "none") is refused with the rest.
+    batch_size = policy_export.initial_state_batch(batch_size)
     state = tensor_spec.zero_spec_nest(self._policy_state_spec, outer_dims=(batch_size,))
     k = self._num_grid_deltas
     log_b0 = tf.constant(belief.uniform_log_belief(k), tf.float32)  # [K]
@@ -377,7 +389,9 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
       return {key: tf.identity(v) for key, v in policy_state.items()}
 
   def _distribution(self, time_step, policy_state):
-    policy_state = self._check_state(policy_state)
+    # get_initial_state(0), the empty state: the initial state of the time step's batch.
+    policy_state = self._check_state(
+        policy_export.state_for_batch(self, time_step, policy_state))
     observation = time_step.observation  # [B, *obs]
     batch = tf.shape(observation)[0]
     grid = tf.constant(self._grid, tf.float32)  # [K]

@@ -2,7 +2,10 @@
 (`export_policy`; docs/policies.md, "Using an exported policy").
 
 The export view (`_ActionOnlyPolicy`) keeps `action` and `get_initial_state` only, checks the
-observation against the policy's spec at run time and refuses other dtypes naming that spec.
+observation against the policy's spec at run time (a time step without its batch dimension
+included) and refuses other dtypes naming that spec, and a batch size of get_initial_state that
+is not an integer >= 0 naming batch_size (`initial_state_batch`, which the in-process CCVL
+policies use too, as they use `state_for_batch` for a state of batch 0).
 """
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ from typing import Optional, Sequence
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
+import numpy as np
 import tensorflow as tf
 from tf_agents.policies import policy_saver
 from tf_agents.policies import tf_policy
@@ -21,6 +25,54 @@ from tf_agents.trajectories import policy_step
 from tf_agents.utils import nest_utils
 
 from ccvl_tf.runtime import strict_json
+
+
+# What get_initial_state takes, in every refusal of another batch size (in process: ValueError or
+# TypeError; exported: the assertion's text). No quotes: TensorFlow escapes them in assertions.
+BATCH_SIZE_TEXT = (
+    "get_initial_state(batch_size) takes the number of environments the time steps batch, an "
+    "integer >= 1 (0: an empty state that action() replaces by the initial state of the batch "
+    "of the time step)")
+
+
+def initial_state_batch(batch_size):
+  """`batch_size` of a policy's get_initial_state, checked (BATCH_SIZE_TEXT): a Python or numpy
+  integer >= 0 is returned as an int; a negative one is a ValueError, anything else (a float, a
+  bool, None, a string) a TypeError, each one line naming batch_size and what was given. An
+  integer tensor (a batch size known when run, as inside a traced function) is returned as int32
+  after an assertion of >= 0 that runs first, never below 0 where shapes are inferred (the
+  assertion, not a Fill error, names it); a tensor of another dtype is a TypeError."""
+  if isinstance(batch_size, (tf.Tensor, tf.Variable)):
+    if not batch_size.dtype.is_integer:
+      raise TypeError(f"{BATCH_SIZE_TEXT}; got a {batch_size.dtype.name} tensor")
+    size = tf.cast(batch_size, tf.int32)
+    check = tf.debugging.Assert(size >= 0, [BATCH_SIZE_TEXT + "; got", size])
+    with tf.control_dependencies([check]):
+      return tf.maximum(size, 0)
+  if isinstance(batch_size, np.ndarray) and batch_size.ndim == 0:
+    batch_size = batch_size[()]
+  if isinstance(batch_size, (bool, np.bool_)) or not isinstance(batch_size, (int, np.integer)):
+    raise TypeError(f"{BATCH_SIZE_TEXT}; got {batch_size!r}")
+  if batch_size < 0:
+    raise ValueError(f"{BATCH_SIZE_TEXT}; got {batch_size!r}")
+  return int(batch_size)
+
+
+def state_for_batch(policy: tf_policy.TFPolicy, time_step, policy_state):
+  """`policy_state` of `policy` for `time_step`: as given when its batch is the time step's, the
+  initial state of the time step's batch when its batch is 0 (get_initial_state(0): what
+  TF-Agents' py policies ask for without a batch size), else an assertion naming both batch
+  sizes."""
+  batch = tf.shape(time_step.step_type)[0]
+  given = tf.shape(tf.nest.flatten(policy_state)[0])[0]
+  check = tf.debugging.Assert(
+      tf.logical_or(tf.equal(given, 0), tf.equal(given, batch)),
+      ["the policy state has batch size", given, "but the time step has", batch,
+       "; pass get_initial_state(batch_size=<the time step's batch size>)"])
+  with tf.control_dependencies([check]):
+    # Only the branch taken runs: no initial state made, nothing copied, for a state given.
+    return tf.cond(tf.equal(given, 0), lambda: policy.get_initial_state(batch),
+                   lambda: tf.nest.map_structure(tf.identity, policy_state))
 
 
 class _ActionOnlyPolicy(tf_policy.TFPolicy):
@@ -37,11 +89,15 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
   of batch size 0, is an error naming that spec instead of a failed signature match or an
   error deep inside the network. Observations of another dtype (float32, int64, ...) reach a
   concrete function of their own (`export_policy` traces them, `refusal_step`), which says the
-  same instead of TensorFlow's "Could not find matching concrete function". A policy state of
-  batch size 0 (what TF-Agents' `SavedModelPyTFEagerPolicy.get_initial_state()` returns
-  without a batch size, and `PyDriver` passes on an unbatched environment) is replaced by the
-  initial state of the time step's batch; a state of another batch size than the time step's
-  is an error.
+  same instead of TensorFlow's "Could not find matching concrete function". A time step of
+  any shape reaches a concrete function too (`_trace_any_rank`, `_trace_other_states`), so one
+  without its batch dimension is named ("the observation has no batch dimension") rather than
+  unmatched. A policy state of batch size 0 (what TF-Agents'
+  `SavedModelPyTFEagerPolicy.get_initial_state()` returns without a batch size, and `PyDriver`
+  passes on an unbatched environment) is replaced by the initial state of the time step's batch;
+  a state of another batch size than the time step's is an error (`state_for_batch`).
+  `get_initial_state` refuses a negative batch size when run, and a float or None (concrete
+  functions of their own, OTHER_BATCH_SIZES) naming batch_size.
   """
 
   def __init__(self, policy: tf_policy.TFPolicy):
@@ -103,18 +159,18 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
     return None
 
   def _get_initial_state(self, batch_size):
-    """The policy's initial state of `batch_size` rows; a negative batch size is refused
-    naming it (0: the empty state that `action` replaces by the time step's batch)."""
-    if batch_size is None:
-      return self._policy.get_initial_state(batch_size)
-    size = tf.convert_to_tensor(batch_size)
-    check = tf.debugging.Assert(size >= 0, [
-        "get_initial_state(batch_size) takes the number of environments the time steps "
-        "batch (>= 1; 0 for an empty state that action() replaces); got", size])
-    with tf.control_dependencies([check]):
-      # Never below 0 where shapes are inferred: the assertion, not a Fill error, names it.
-      size = tf.maximum(size, 0)
-    return self._policy.get_initial_state(size)
+    """The policy's initial state of `batch_size` rows (initial_state_batch: 0 is the empty
+    state that `action` replaces by the time step's batch); a negative batch size is refused
+    naming it when run, and one of another dtype or None (a concrete function of its own,
+    `export_policy` traces them) likewise."""
+    if batch_size is None or not tf.as_dtype(
+        getattr(batch_size, "dtype", tf.int32)).is_integer:  # known when traced
+      got = ["; got None"] if batch_size is None else [
+          f"; got a {batch_size.dtype.name} number", batch_size]
+      check = tf.debugging.Assert(False, [BATCH_SIZE_TEXT + got[0]] + got[1:])
+      with tf.control_dependencies([check]):
+        return tf.nest.map_structure(tf.identity, self._policy.get_initial_state(0))
+    return self._policy.get_initial_state(initial_state_batch(tf.convert_to_tensor(batch_size)))
 
   def _checked_inputs(self, time_step, policy_state):
     """(time_step, policy_state) after checking the observation against the policy's spec at
@@ -127,10 +183,19 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
     want = spec.shape.as_list()
     got = tf.shape(time_step.observation)
     padded = tf.concat([got, tf.zeros([len(want) + 1], tf.int32)], 0)
+    # The observation of one environment, no batch dimension (ts.restart(frame) unbatched).
+    unbatched = tf.logical_and(tf.equal(tf.size(got), len(want)),
+                               tf.reduce_all(tf.equal(padded[:len(want)], want)))
+    no_batch = tf.debugging.Assert(tf.logical_not(unbatched), [
+        "the observation has no batch dimension: it must be " + self._spec_text[
+            len("the observation must be "):] + ", and step_type, reward and discount [batch]; "
+        "add one (x[None] for each) or load it with TF-Agents SavedModelPyTFEagerPolicy, "
+        "which does; got shape", got], summarize=16)
     ok = tf.logical_and(tf.equal(tf.size(got), len(want) + 1),
                         tf.reduce_all(tf.equal(padded[1:len(want) + 1], want)))
     ok = tf.logical_and(ok, padded[0] >= 1)
-    check = tf.debugging.Assert(ok, [self._spec_text + "; got shape", got], summarize=16)
+    with tf.control_dependencies([no_batch]):
+      check = tf.debugging.Assert(ok, [self._spec_text + "; got shape", got], summarize=16)
     # step_type, reward and discount: one entry per observation, [batch].
     shapes = [tf.shape(x) for x in (time_step.step_type, time_step.reward, time_step.discount)]
     same = tf.reduce_all([tf.logical_and(tf.equal(tf.size(s), 1),
@@ -150,6 +215,11 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
         return tf.identity(tf.compat.v1.placeholder_with_default(x, shape))
 
     time_step, policy_state = tf.nest.map_structure(unbatched, (time_step, policy_state))
+    # step_type, reward and discount are [batch] once checked; a time step of any shape
+    # (_trace_any_rank) gets that static shape back here (a reshape, valid for any shape: a
+    # wrong one never gets past the checks).
+    time_step = time_step._replace(**{
+        k: tf.reshape(getattr(time_step, k), [-1]) for k in ("step_type", "reward", "discount")})
     # Under tf.cond: a caller that knows the wrong shape statically (TF-Agents' loaders trace
     # with the actual shapes) would otherwise fail at ensure_shape before the check runs.
     observation = tf.cond(ok, lambda: tf.ensure_shape(time_step.observation, [None] + want),
@@ -225,19 +295,9 @@ class _ActionOnlyPolicy(tf_policy.TFPolicy):
     return tf.nest.pack_sequence_as(self.policy_state_spec, flat)
 
   def _state_for(self, time_step, policy_state):
-    """`policy_state`, or the initial state of the time step's batch when its batch is 0."""
-    policy_state = self._checked_state(policy_state)
-    batch = tf.shape(time_step.step_type)[0]
-    given = tf.shape(tf.nest.flatten(policy_state)[0])[0]
-    check = tf.debugging.Assert(
-        tf.logical_or(tf.equal(given, 0), tf.equal(given, batch)),
-        ["the policy state has batch size", given, "but the time step has", batch,
-         "; pass get_initial_state(batch_size=<the time step's batch size>)"])
-    initial = self._policy.get_initial_state(batch)
-    with tf.control_dependencies([check]):
-      # [given + batch] rows, the first `batch` of them: the state, or the initial one.
-      return tf.nest.map_structure(lambda s, i: tf.concat([s, i], 0)[:batch], policy_state,
-                                   initial)
+    """`policy_state`, or the initial state of the time step's batch when its batch is 0
+    (state_for_batch)."""
+    return state_for_batch(self._policy, time_step, self._checked_state(policy_state))
 
   def _action(self, time_step, policy_state, seed):
     try:  # known when traced: a function apart
@@ -317,6 +377,8 @@ def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None,
   """
   view = _ActionOnlyPolicy(policy)
   saver = policy_saver.PolicySaver(view, batch_size=None, train_step=train_step)
+  _trace_other_batch_sizes(saver)
+  _trace_any_rank(saver, view)
   _trace_other_dtypes(saver, view)
   _trace_other_states(saver, view, [o for o in other_states
                                     if tf.nest.flatten(o) and not _same(o, view.policy_state_spec)])
@@ -354,20 +416,61 @@ OTHER_OBSERVATION_DTYPES = (tf.uint8, tf.float32, tf.float64, tf.float16, tf.int
                             tf.int8, tf.int16, tf.uint16, tf.bool)
 
 
+# Batch sizes of get_initial_state a caller may pass besides int32 (PolicySaver's signature):
+# numpy's default integer, taken as it is; a float and None, each refused naming batch_size
+# (_ActionOnlyPolicy._get_initial_state) instead of "Could not find matching concrete function".
+OTHER_BATCH_SIZES = (tf.TensorSpec((), tf.int64, "batch_size"),
+                     tf.TensorSpec((), tf.float32, "batch_size"),
+                     tf.TensorSpec((), tf.float64, "batch_size"), None)
+
+
+def _trace_other_batch_sizes(saver) -> None:
+  """Traces the saved `get_initial_state` of `saver` for each of OTHER_BATCH_SIZES."""
+  for spec in OTHER_BATCH_SIZES:
+    saver.policy.get_initial_state.get_concrete_function(spec)
+
+
+def _any_rank_time_step(view: _ActionOnlyPolicy):
+  """The time step spec of the observation's dtype whose step_type, reward, discount and
+  observation have any shape (named as PolicySaver names its specs)."""
+  any_shape = lambda spec: tf.TensorSpec(None, spec.dtype, spec.name)
+  return policy_saver.rename_spec_with_nest_paths(
+      tf.nest.map_structure(any_shape, view.time_step_spec))
+
+
+def _trace_any_rank(saver, view: _ActionOnlyPolicy) -> None:
+  """Traces the saved `action` of `saver` of a policy without state for a time step of any
+  shape (_any_rank_time_step), without a state and with (): a time step without its batch
+  dimension (ts.restart(frame) unbatched) then reaches the run-time checks of
+  _ActionOnlyPolicy._checked_inputs, which name the observation's missing batch dimension or the
+  step_type's batch, instead of TensorFlow's "Could not find matching concrete function". (A
+  policy with state gets the same from the trace of its state of any shape,
+  _trace_other_states.) A batched time step may run this function too: it computes the same
+  steps."""
+  if not isinstance(view.time_step_spec.observation, tf.TensorSpec) or tf.nest.flatten(
+      view.policy_state_spec):
+    return
+  time_step = _any_rank_time_step(view)
+  saver.policy.action.get_concrete_function(time_step=time_step, policy_state=())
+  saver.policy.action.get_concrete_function(time_step=time_step)
+
+
 def _trace_other_dtypes(saver, view: _ActionOnlyPolicy) -> None:
   """Traces the saved `action` of `saver` for observations of each OTHER_OBSERVATION_DTYPES
-  (the specs named and batched as PolicySaver does), so the SavedModel holds those concrete
-  functions too; each is only the refusal (the dtype is known when it is traced)."""
+  (the specs named as PolicySaver does, the time step of any shape: batched or not), so the
+  SavedModel holds those concrete functions too; each is only the refusal (the dtype is known
+  when it is traced)."""
   observation = view.time_step_spec.observation
   if not isinstance(observation, tf.TensorSpec):
     return
   batch = lambda spec: policy_saver.add_batch_dim(spec, [None])
   state = policy_saver.rename_spec_with_nest_paths(
       tf.nest.map_structure(batch, view.policy_state_spec))
+  any_shape = lambda spec: tf.TensorSpec(None, spec.dtype, spec.name)
   for dtype in OTHER_OBSERVATION_DTYPES:
     if dtype == observation.dtype:
       continue
-    time_step = tf.nest.map_structure(batch, view.time_step_spec)._replace(
+    time_step = tf.nest.map_structure(any_shape, view.time_step_spec)._replace(
         observation=tf.TensorSpec(None, dtype, observation.name))
     time_step = policy_saver.rename_spec_with_nest_paths(time_step)
     saver.policy.action.get_concrete_function(time_step=time_step, policy_state=state)
@@ -388,8 +491,8 @@ def _trace_other_states(saver, view: _ActionOnlyPolicy, other_states: Sequence) 
   of `other_states` (state specs without the batch dimension, e.g. another policy's of the same
   run); a dict state with one of its keys left out, or with one entry of a dtype of
   STATE_DTYPE_MISTAKES -- each only the refusal (_ActionOnlyPolicy._action); and the policy's
-  own state structure with tensors of any shape, checked at run time
-  (_ActionOnlyPolicy._checked_state)."""
+  own state structure with tensors of any shape and a time step of any shape, checked at run
+  time (_ActionOnlyPolicy._checked_state, _checked_inputs)."""
   if not isinstance(view.time_step_spec.observation, tf.TensorSpec):
     return
   batch = lambda spec: policy_saver.add_batch_dim(spec, [None])
@@ -403,12 +506,13 @@ def _trace_other_states(saver, view: _ActionOnlyPolicy, other_states: Sequence) 
     action.get_concrete_function(time_step=time_step, policy_state=(
         policy_saver.rename_spec_with_nest_paths(tf.nest.map_structure(batch, other))))
   if tf.nest.flatten(view.policy_state_spec):
-    # The state's structure with any shape: a state of other sizes reaches the run-time
-    # check (_ActionOnlyPolicy._checked_state) instead of "Could not find matching concrete
-    # function".
+    # The state's structure with any shape, and a time step of any shape: a state of other
+    # sizes, or a time step without its batch dimension, reaches the run-time checks
+    # (_ActionOnlyPolicy._checked_state, _checked_inputs) instead of "Could not find matching
+    # concrete function".
     any_shape = lambda spec: tf.TensorSpec(None, spec.dtype, spec.name)
     state = tf.nest.map_structure(any_shape, view.policy_state_spec)
-    action.get_concrete_function(time_step=time_step, policy_state=(
+    action.get_concrete_function(time_step=_any_rank_time_step(view), policy_state=(
         policy_saver.rename_spec_with_nest_paths(state)))
     if isinstance(state, dict):
       for key in sorted(state):

@@ -460,19 +460,36 @@ def _check_game(dir_info: DirInfo, num_actions: int) -> None:
                                              num_actions))
 
 
+def _check_frames_header(npy: replay_files.NpyStream, frame_shape: Tuple[int, ...],
+                         expected_rows: int) -> None:
+  """An observation file's .npy header: uint8 [expected_rows, *frame_shape], C order."""
+  path = npy.path
+  if npy.fortran or npy.dtype != np.uint8 or npy.row_shape != tuple(frame_shape):
+    raise DatasetError("{}: expected uint8 frames [N, {}], got {} {}".format(
+        path, ", ".join(str(d) for d in frame_shape), npy.dtype, npy.shape))
+  if npy.rows != expected_rows:
+    raise DatasetError(
+        "arrays of different lengths: {} has {} frames, the suffix's action/reward/"
+        "terminal arrays have {} entries".format(path, npy.rows, expected_rows))
+
+
 def read_frames_into(path: str, dst: np.ndarray, expected_rows: int) -> None:
   """Decompresses the first ``len(dst)`` frames of an observation file straight into
   ``dst`` (local or remote: only that prefix of the file is read). The stored array
   must be uint8 [expected_rows, *dst.shape[1:]]."""
   with replay_files.open_npy(path) as npy:
-    if npy.fortran or npy.dtype != np.uint8 or npy.row_shape != dst.shape[1:]:
-      raise DatasetError("{}: expected uint8 frames [N, {}], got {} {}".format(
-          path, ", ".join(str(d) for d in dst.shape[1:]), npy.dtype, npy.shape))
-    if npy.rows != expected_rows:
-      raise DatasetError(
-          "arrays of different lengths: {} has {} frames, the suffix's action/reward/"
-          "terminal arrays have {} entries".format(path, npy.rows, expected_rows))
+    _check_frames_header(npy, dst.shape[1:], expected_rows)
     npy.readinto(dst)
+
+
+def check_frames_file(path: str, frame_shape: Sequence[int], expected_rows: int) -> None:
+  """What :func:`read_frames_into` checks of an observation file before its frames, without
+  reading them: its .npy header (uint8 [expected_rows, *frame_shape]) and, unless the file was
+  verified before, its gzip trailer's length against that header (a file cut short is a
+  DatasetError naming it: ``replay_files.verified_read``). Two small reads, at the file's start
+  and end, local or remote."""
+  with replay_files.open_npy(path) as npy:
+    _check_frames_header(npy, tuple(int(d) for d in frame_shape), expected_rows)
 
 
 # ------------------------------------------------------------------ transitions

@@ -204,8 +204,8 @@ class FrameStore:
                                               replay_files.VERIFIED_DIR)))
       if len(whole) < len(unverified):
         progress("Reading only the leading rows of {} observation file(s): their .npy header, "
-                 "shape and dtype are checked, not their gzip CRC-32, which covers the whole "
-                 "file ({}=1 reads them to their end once to check it).".format(
+                 "shape, dtype and gzip length are checked, not their gzip CRC-32, which covers "
+                 "the whole file ({}=1 reads them to their end once to check it).".format(
                      len(unverified) - len(whole), replay_files.VERIFY_PREFIXES_ENV))
     frames = np.empty((total,) + loaded.frame_shape, np.uint8)
     action = np.empty((total,), np.int32)

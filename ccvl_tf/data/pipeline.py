@@ -16,7 +16,8 @@ pipeline is deterministic for a seed whatever the parallelism, and
 
 ``pool_dataset`` is the same stream over a ``replay_pool.CheckpointPool``: batch ``i`` from
 the pool's draw ``i // N``, each draw made current between the last batch of the previous
-draw and the first of its own (one draw in memory), so it too resumes exactly.
+draw and the first of its own (one draw in memory), so it too resumes exactly;
+``PoolBatches`` iterates it raising a failed draw's own error (the damaged file named).
 """
 from __future__ import annotations
 
@@ -95,6 +96,34 @@ def pool_dataset(pool: CheckpointPool, batch_size: int = 32, *, seed: int = 0,
 
   ds = tf.data.Dataset.counter(start=start_batch // n, dtype=tf.int64).flat_map(_draw_batches)
   return ds.prefetch(prefetch)
+
+
+class PoolBatches:
+  """The batches of :func:`pool_dataset` (same arguments) as a Python iterator, whose failed
+  draw raises what the pool raised (``pool.failure``: a DatasetError naming the draw and the
+  damaged file, one line) instead of the tf.data error that carries it with both tracebacks.
+  That error is dropped, and the dataset's iterator with it, before the pool's is raised: its
+  traceback would hold the iterator, whose threads run Python (tf.numpy_function), alive until
+  the interpreter's exit, which then stalls."""
+
+  def __init__(self, pool: CheckpointPool, batch_size: int = 32, **kwargs):
+    self._pool = pool
+    self._it = iter(pool_dataset(pool, batch_size, **kwargs))
+
+  def __iter__(self):
+    return self
+
+  def __next__(self) -> Dict[str, tf.Tensor]:
+    if self._it is None:
+      raise StopIteration
+    try:
+      return next(self._it)
+    except tf.errors.OpError:
+      failure = self._pool.failure
+      if failure is None:
+        raise
+    self._it = None  # the pipeline stops here, in this thread
+    raise failure.with_traceback(None)
 
 
 def transition_spec(batch_size: Optional[int] = None, frame_shape=(84, 84, 4)):

@@ -479,6 +479,19 @@ def verifies_prefix(read_bytes: int, array_bytes: int) -> bool:
   return read_bytes >= array_bytes or read_bytes >= VERIFY_SHARE * array_bytes
 
 
+def _trailer_length(raw, size: int) -> Optional[int]:
+  """ISIZE, the last 4 bytes of a gzip file of ``size`` bytes (the decompressed length of its
+  last member, mod 2**32), read from the open binary file ``raw`` whose position is kept (a
+  gzip stream reading it goes on where it was); None for a file too short to hold a trailer."""
+  if size < 18:  # a 10-byte header and the 8-byte trailer
+    return None
+  pos = raw.tell()
+  raw.seek(size - 4)
+  tail = raw.read(4)
+  raw.seek(pos)
+  return int.from_bytes(tail, "little") if len(tail) == 4 else None
+
+
 @contextlib.contextmanager
 def verified_read(path: str, extent: Optional[Callable[[], Optional[Tuple[int, int]]]] = None):
   """``open_gzip(path)`` for the caller's block; if the file was not verified before
@@ -486,18 +499,24 @@ def verified_read(path: str, extent: Optional[Callable[[], Optional[Tuple[int, i
   checked) and the result remembered. ``extent()``: (the .npy header's length, the whole
   decompressed length the file must have); with it, a block that read less than the share of
   the array that :func:`verifies_prefix` asks for leaves the file unverified (unread beyond
-  what the caller needed, not remembered: a later whole read verifies it). Errors are
-  DatasetErrors naming ``path`` (:func:`_named_errors`)."""
+  what the caller needed, not remembered: a later whole read verifies it), and checks instead
+  what costs one small read at the file's end: its gzip trailer's length (ISIZE) against the
+  header's. A file cut short (or grown) ends in other bytes, which match by chance once in
+  2**32; a mismatch is confirmed by reading on to the end as a whole read does (a valid file of
+  several gzip members records only its last member's length), so such a file is refused,
+  named, by its first read however short. Errors are DatasetErrors naming ``path``
+  (:func:`_named_errors`)."""
   with _named_errors(path):
     identity = file_identity(path)  # before reading: a change while reading shows next time
     check = not is_verified(path, identity)
-    with open_gzip(path) as f:
+    with open_binary(path) as raw, gzip.GzipFile(fileobj=raw, mode="rb") as f:
       yield f
       if check:
         ext = None if extent is None else extent()
         if ext is not None:
           header, length = ext
-          check = verifies_prefix(f.tell() - header, length - header)
+          check = (verifies_prefix(f.tell() - header, length - header)
+                   or _trailer_length(raw, identity[0]) != length % 2**32)
         if check:
           _read_to_end(f, path, None if ext is None else ext[1])
     if check:

@@ -23,7 +23,10 @@ the same checkpoints at the same batch without any saved state:
 Only one draw is in memory: a swap drops the pool's store before the next one is read (the
 batches already sampled are copies). The checkpoints' small arrays are read once when the pool
 is made (the size of each checkpoint: |D| of the whole data, and the memory the K largest need,
-checked before anything else is read); a swap reads its K checkpoints' files again.
+checked before anything else is read), and of each observation file what can be checked without
+reading its frames (``dqn_replay.check_frames_file``: its .npy header, and its gzip trailer's
+length, so that a file cut short is named then, not when a draw reaches it); a swap reads its K
+checkpoints' files again, and what fails then is a DatasetError naming the draw and the file.
 
 A pool is used by one batch stream at a time (:meth:`open_stream`): a stream opened later
 makes the earlier one's calls fail (``StaleStream``) instead of swapping draws under it.
@@ -42,6 +45,7 @@ from ccvl_tf.data import dqn_replay
 from ccvl_tf.data import replay_plan
 from ccvl_tf.data import replay_source
 from ccvl_tf.data.frame_store import FrameStore, Reserve
+from ccvl_tf.data.replay_files import DatasetError
 
 # One reload per batch_rl iteration: 250,000 agent steps at update_period 4.
 BATCH_RL_SWAP_STEPS = 62_500
@@ -98,7 +102,7 @@ class CheckpointPool:
 
   Raises ValueError naming the setting for K < 1, K larger than the number of checkpoints, a
   swap period < 1, runs of different stack sizes or frame shapes; DatasetError (from the
-  readers) for a damaged checkpoint; MemoryError when the K largest checkpoints and
+  readers) for a damaged checkpoint (a truncated observation file included); MemoryError when the K largest checkpoints and
   ``reserve`` do not fit in the available memory.
   """
 
@@ -149,6 +153,8 @@ class CheckpointPool:
     self._draw: Optional[int] = None
     self._store: Optional[FrameStore] = None
     self.swap_seconds: List[float] = []
+    # What the last failed draw of the current stream raised (activate), else None.
+    self.failure: Optional[BaseException] = None
 
   # ------------------------------------------------------------------- survey
   def _check_count(self, m: int, what: str) -> None:
@@ -170,6 +176,9 @@ class CheckpointPool:
         chunk = replay_plan.load_plan(info, [entry], num_actions=self.num_actions,
                                       allow_empty=True).chunks[0]
         if chunk.slots.size:  # a checkpoint without transitions adds nothing to a pool
+          # Its frames are read only when a draw holds it, maybe hours into a run (or never):
+          # what can be checked without reading them is checked now.
+          dqn_replay.check_frames_file(chunk.path, self.frame_shape, chunk.stored_rows)
           units.append(Unit(run=r, entry=tuple(entry), num_frames=chunk.rows,
                             num_transitions=int(chunk.slots.size)))
         slim.append(dataclasses.replace(
@@ -230,14 +239,21 @@ class CheckpointPool:
     """A token for a new batch stream; the streams opened before it are stale from now."""
     with self._lock:
       self._stream += 1
+      self.failure = None
       return self._stream
 
   def activate(self, stream: int, index: int) -> None:
-    """Makes draw ``index`` the pool's store for ``stream`` (a swap when another is held)."""
+    """Makes draw ``index`` the pool's store for ``stream`` (a swap when another is held).
+    What a failed load raises is also kept as :attr:`failure` (the batch stream that called
+    this inside tf.data raises it, not the tf.data error that carries it)."""
     with self._lock:
       if stream != self._stream:
         raise StaleStream("a newer batch stream was opened on this checkpoint pool")
-      self._load(int(index))
+      try:
+        self._load(int(index))
+      except Exception as e:  # pylint: disable=broad-except
+        self.failure = e
+        raise
 
   def store_for_batch(self, stream: int, batch_number: int) -> FrameStore:
     """The store batch ``batch_number`` of ``stream`` is sampled from; RuntimeError when the
@@ -268,13 +284,17 @@ class CheckpointPool:
     by_run = {}
     for u in self.draw(index):
       by_run.setdefault(self.units[u].run, []).append(self.units[u].entry)
-    for r in sorted(by_run):
-      chunks += replay_plan.load_plan(self.infos[r], by_run[r],
-                                      num_actions=self.num_actions).chunks
-    loaded = replay_plan.LoadedPlan(
-        replay_dir="checkpoint pool draw {} of {}".format(index, self.describe()),
-        stack_size=self.stack_size, frame_shape=self.frame_shape, chunks=chunks)
-    self._store = FrameStore.from_loaded(loaded)
+    try:
+      for r in sorted(by_run):
+        chunks += replay_plan.load_plan(self.infos[r], by_run[r],
+                                        num_actions=self.num_actions).chunks
+      loaded = replay_plan.LoadedPlan(
+          replay_dir="checkpoint pool draw {} of {}".format(index, self.describe()),
+          stack_size=self.stack_size, frame_shape=self.frame_shape, chunks=chunks)
+      self._store = FrameStore.from_loaded(loaded)
+    except DatasetError as e:  # a file changed since the survey, or damage only a read finds
+      raise DatasetError("checkpoint pool draw {} (batches {:,} to {:,}): {}".format(
+          index, index * self.swap_steps, (index + 1) * self.swap_steps - 1, e)) from e
     self._draw = index
     seconds = time.perf_counter() - t0
     self.swap_seconds.append(seconds)

@@ -42,6 +42,20 @@ class TrainingStopped(RuntimeError):
         f"or inspect the data near this step, then resume from it.")
 
 
+class BadBatches(ValueError):
+  """The training batches failed on bad data at train step `step`: a ValueError their iterator
+  raised (e.g. a checkpoint pool's draw reading a damaged file), its message kept first, then
+  what the run directory holds: `checkpoint`, the last checkpoint (intact), or none yet."""
+
+  def __init__(self, step: int, checkpoint: Optional[str], cause: str):
+    self.step, self.checkpoint = step, checkpoint
+    where = (f"the last checkpoint {checkpoint} is intact: once the data is fixed, rerun the "
+             f"same command to resume from it" if checkpoint else
+             "no checkpoint was written yet (the run directory holds its fingerprint and "
+             "summaries): once the data is fixed, rerun the same command to start again")
+    super().__init__(f"{cause} (at train step {step}; {where})")
+
+
 class Interrupted(KeyboardInterrupt):
   """Ctrl-C during training, saying where the same command resumes: the last checkpoint,
   which an interrupt never damages (checkpoints are renamed into place whole). Still a
@@ -485,11 +499,16 @@ class _Loop:
     step = start
     try:
       while step < cfg.num_steps:
+        bad = None
         try:
           batch = next(iterator)
         except StopIteration:
           raise ValueError(f"the dataset ran out of batches at train step {step} (it must be "
                            f"infinite or hold at least {cfg.num_steps - start} batches)") from None
+        except ValueError as e:  # bad data found as it is read: said with what is written
+          bad = str(e)
+        if bad is not None:
+          raise BadBatches(step, self.manager.latest_checkpoint, bad)
         try:
           metrics = self.learner.train_on_batch(batch)
         except FloatingPointError as e:
@@ -533,6 +552,8 @@ def train(learner, make_dataset: Callable[[int], Iterable[Dict]], cfg: LoopConfi
 
   Raises:
     TrainingStopped: on a non-finite loss (the last good checkpoint is kept).
+    BadBatches: the batches' iterator raised a ValueError (bad data read during training);
+      names the step and the last checkpoint, which is kept.
     WriteFailed: a file could not be written (disk full, ...); names it and the last good
       checkpoint, which is kept.
   """

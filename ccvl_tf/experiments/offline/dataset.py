@@ -99,9 +99,9 @@ class Batches:
 
   def training(self, start: int):
     """The training batches from batch `start` on (the learner's and the reference agents')."""
-    if self.pool is not None:
-      return pipeline.pool_dataset(self.pool, self.batch_size, seed=self.seeds.data_order(),
-                                   start_batch=start)
+    if self.pool is not None:  # a draw's damaged file raised as the pool's one line
+      return pipeline.PoolBatches(self.pool, self.batch_size, seed=self.seeds.data_order(),
+                                  start_batch=start)
     return pipeline.transition_dataset(self.store, self.batch_size,
                                        seed=self.seeds.data_order(), start_batch=start)
 

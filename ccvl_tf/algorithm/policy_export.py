@@ -23,6 +23,9 @@ from tf_agents.policies import tf_policy
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import policy_step
 from tf_agents.utils import nest_utils
+# The context tf.saved_model.save traces under (its options are part of tf.function's cache
+# key): tracing the export's functions under it once lets the save reuse them.
+from tensorflow.python.saved_model import save_context
 
 from ccvl_tf.runtime import strict_json
 
@@ -376,12 +379,17 @@ def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None,
       are refused (or, for a policy without state, None) anyway.
   """
   view = _ActionOnlyPolicy(policy)
-  saver = policy_saver.PolicySaver(view, batch_size=None, train_step=train_step)
-  _trace_other_batch_sizes(saver)
-  _trace_any_rank(saver, view)
-  _trace_other_dtypes(saver, view)
-  _trace_other_states(saver, view, [o for o in other_states
-                                    if tf.nest.flatten(o) and not _same(o, view.policy_state_spec)])
+  # Traced under the save's own context and options (SAVE_OPTIONS): tf.function's cache key
+  # holds the save context's variable policy, so functions traced outside it are all traced
+  # again by the save (each export's functions traced twice, about 60% of its time).
+  with save_context.save_context(SAVE_OPTIONS):
+    saver = policy_saver.PolicySaver(view, batch_size=None, train_step=train_step)
+    _trace_other_batch_sizes(saver)
+    _trace_any_rank(saver, view)
+    _trace_other_dtypes(saver, view)
+    others = [o for o in other_states
+              if tf.nest.flatten(o) and not _same(o, view.policy_state_spec)]
+    _trace_other_states(saver, view, others)
   record = None if game is None else game_record(game, action_set)
   if "://" in directory:  # remote (gs://): written in place
     _save(saver, policy, directory, record)
@@ -533,11 +541,15 @@ def _same(a, b) -> bool:
     return False
 
 
+# The options every export is saved with, and its functions traced under (export_policy).
+SAVE_OPTIONS = tf.saved_model.SaveOptions()
+
+
 def _save(saver, policy: tf_policy.TFPolicy, directory: str, record: Optional[dict]) -> None:
   """saver.save(directory), then policy_specs.pbtxt with the policy's own specs (the export
   view's observation has no fixed shape; TF-Agents' loaders read the real one from there) and
   the game `record` (POLICY_RECORD) when given."""
-  saver.save(directory)
+  saver.save(directory, options=SAVE_OPTIONS)
   tensor_spec.to_pbtxt_file(
       os.path.join(directory, policy_saver.POLICY_SPECS_PBTXT),
       {"collect_data_spec": policy.collect_data_spec,

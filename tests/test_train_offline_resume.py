@@ -1,5 +1,6 @@
 """train_offline.py refuses to resume checkpoints trained on another configuration."""
 import os
+import shutil
 
 import pytest
 
@@ -19,11 +20,24 @@ def _run(args, cwd):
   return forked_binary.run("train_offline.py", args, cwd=cwd)
 
 
-@pytest.mark.slow
-def test_resume_with_other_settings_is_refused_unless_allowed(tmp_path):
-  root = tmp_path / "run"
-  r = _run([f"--root_dir={root}", "--num_steps=2", *TINY], tmp_path)
+@pytest.fixture(scope="module")
+def two_step_run(tmp_path_factory):
+  """A finished 2-step run of the TINY settings, which each test copies and resumes."""
+  base = tmp_path_factory.mktemp("two_step")
+  r = _run([f"--root_dir={base / 'run'}", "--num_steps=2", *TINY], base)
   assert r.returncode == 0, r.stderr[-3000:]
+  return base / "run"
+
+
+def _copy(run, tmp_path):
+  """A copy of `run` at tmp_path/run (a run's files name no absolute path of their own)."""
+  shutil.copytree(run, tmp_path / "run")
+  return tmp_path / "run"
+
+
+@pytest.mark.slow
+def test_resume_with_other_settings_is_refused_unless_allowed(two_step_run, tmp_path):
+  root = _copy(two_step_run, tmp_path)
   r = _run([f"--root_dir={root}", "--num_steps=4", "--alpha=50", "--seed=7", *TINY], tmp_path)
   assert r.returncode != 0
   alpha = presets.PRESETS["demo"]["ccvl"]["alpha"]  # the default preset's
@@ -40,14 +54,12 @@ def test_resume_with_other_settings_is_refused_unless_allowed(tmp_path):
 
 @pytest.mark.slow
 def test_an_explicit_default_resumes_and_checkpoints_without_their_records_are_refused(
-    tmp_path):
+    two_step_run, tmp_path):
   """Before: resuming a default run with --reading=paper (the default) was refused as a
   configuration change; with fingerprint.json deleted a resume at --alpha=50 trained on and
   recorded alpha 50; with the state file deleted the run trained from step 0 over the old
   checkpoints."""
-  root = tmp_path / "run"
-  r = _run([f"--root_dir={root}", "--num_steps=2", *TINY], tmp_path)
-  assert r.returncode == 0, r.stderr[-3000:]
+  root = _copy(two_step_run, tmp_path)
   r = _run([f"--root_dir={root}", "--num_steps=4", "--reading=paper", *TINY], tmp_path)
   assert r.returncode == 0, r.stderr[-3000:]
   assert "Training from step 2 to 4." in r.stdout

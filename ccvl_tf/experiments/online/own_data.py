@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Callable, Dict, Mapping
+from typing import Callable, Mapping
 
 from ccvl_tf.algorithm import networks
 from ccvl_tf.envs import factory
@@ -127,8 +127,3 @@ def resolve(cfg, summary: Mapping[str, object], path: str,
                         else f"clipped to [-{own['reward_clip']:g}, {own['reward_clip']:g}]")
       + ".")
   return dataclasses.replace(cfg, own_data=own)
-
-
-def own_data_of(cfg) -> Dict[str, object]:
-  """`cfg.own_data` (an OnlineConfig's), {} for a gridworld, MinAtar or Atari run."""
-  return dict(getattr(cfg, "own_data", None) or {})

@@ -147,6 +147,26 @@ def test_the_learner_is_the_fit_runs_network_and_settings(fitted, tmp_path):
     assert all(np.array_equal(a, b) for a, b in zip(weights, fit_weights))
 
 
+@pytest.mark.parametrize("method", ["ccvl_lower", "cql"])
+def test_the_baselines_start_from_their_fit_runs(fitted, tmp_path, method):
+  """--agent=ccvl_lower (Q_l alone) from the CCVL run; --agent=cql from a CQL fit run (1 step
+  on the same .npz): each learner is the run's network, restored bit for bit, at its alpha."""
+  root = fitted.root
+  result = fitted.result
+  if method == "cql":
+    root = str(tmp_path / "cql_fit")
+    result = ccvl_tf.fit(fitted.npz, "cql", root_dir=root, log=lambda s: None,
+                         **dict(FIT, num_steps=1))
+  runner = _phases(finetune_lib.config(root, env=ENV, root_dir=str(tmp_path / "r"),
+                                       method=method, **FT))
+  assert runner.start_step == (1 if method == "cql" else 3)
+  assert runner.agent.config.alpha == 0.3
+  fit_weights = [v.numpy() for v in result.agent.q_network.variables]
+  weights = [v.numpy() for v in runner.agent.q_network.variables]
+  assert len(weights) == len(fit_weights)
+  assert all(np.array_equal(a, b) for a, b in zip(weights, fit_weights))
+
+
 def test_a_resume_restores_the_checkpoint_bit_for_bit_and_continues_the_offline_stream(
     fitted, finetuned, tmp_path):
   """The finished run's learner rebuilt as a resume builds it: its train step, env steps and

@@ -2,6 +2,8 @@
 
   python binaries/finetune_online.py --offline_dir=DIR --game=Breakout|gridworld --root_dir=DIR \
       --num_env_steps=N [--reverb_address=host:port] [--num_actors=K] [--offline_fraction=F]
+  python binaries/finetune_online.py --offline_dir=<a train_offline.py --dataset run> \
+      --game=gymnasium:CartPole-v1 --root_dir=DIR --num_env_steps=N
 
 Restores the offline checkpoint (train_offline.py's root_dir/checkpoints; for the gridworld,
 --prepare_gridworld_offline=STEPS first trains one into --offline_dir), starts a Reverb server
@@ -9,10 +11,13 @@ in this process unless --reverb_address is given (binaries/reverb_server.py), st
 processes running the exploration policy (Eq. upper policy, epsilon-greedy), and trains the
 learner from the replay table at --samples_per_insert; with --offline_fraction=F, round(F x
 --batch_size) transitions of each batch come from the dataset the offline run trained on (Atari,
-MinAtar: its summary.json's dataset, checked against its record; gridworld: the paper's). A rerun
-with the same --root_dir resumes from the last learner checkpoint (and the in-process server
-from its Reverb checkpoint).
-Flags -> OnlineConfig -> ccvl_tf.experiments.online.runner.run (docs/online.md).
+MinAtar: its summary.json's dataset, checked against its record; own data: the transitions the
+run trained on, read again and checked; gridworld: the paper's). A run of ccvl_tf.fit on own
+data fine-tunes in a Gymnasium environment of its data's observations and actions, with the
+network, learner settings and reward handling its summary.json records. A rerun with the same
+--root_dir resumes from the last learner checkpoint (and the in-process server from its Reverb
+checkpoint).
+Flags -> OnlineConfig -> ccvl_tf.finetune (experiments/online/finetune.py; docs/online.md).
 """
 import os
 import sys
@@ -30,6 +35,7 @@ from ccvl_tf.runtime import config_flags
 from ccvl_tf.runtime import paths
 from ccvl_tf.runtime import writes
 from ccvl_tf.experiments.online import config as online_config
+from ccvl_tf.experiments.online import finetune as finetune_lib
 from ccvl_tf.experiments.online import start as online_start
 from ccvl_tf.experiments.online import runner as online
 
@@ -76,7 +82,8 @@ def main(argv):
       raise app.UsageError(f"--batch_size={cfg.batch_size} must be divisible by the "
                            f"{strategy.num_replicas_in_sync} replicas")
   try:
-    summary = online.run(cfg, log=lambda s: print(s, flush=True), strategy=strategy)
+    summary = finetune_lib.finetune(**finetune_lib.arguments(cfg),
+                                    log=lambda s: print(s, flush=True), strategy=strategy)
   except (ValueError, ConnectionError, RuntimeError, FloatingPointError,
           writes.WriteFailed) as e:
     sys.exit(f"finetune_online.py: error: {e}")

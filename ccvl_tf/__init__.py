@@ -29,6 +29,8 @@ _PUBLIC = {
     # the one call that does a run, and what it returns
     "fit": "ccvl_tf.experiments.fit",
     "FitResult": "ccvl_tf.experiments.fit",
+    # online fine-tuning of a run (finetune_online.py's call)
+    "finetune": "ccvl_tf.experiments.online.finetune",
     # data in (and a policy's play of a Gymnasium environment as such data)
     "Transitions": "ccvl_tf.data.transitions",
     "collect": "ccvl_tf.data.gym_collection",

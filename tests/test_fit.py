@@ -92,6 +92,14 @@ def test_the_call_returns_the_agent_policies_paths_and_table(run, arrays):
   assert 0 < summary["fixed_delta"] < 1
   assert [r["policy"] for r in summary["results"]] == [r["policy"] for r in result.table]
   assert any("ETA" in line for line in lines)  # progress
+  # What fine-tuning starts from (experiments/online/own_data.py): CartPole's 4 float
+  # observations and 2 actions, rewards as the data gives them; TensorFlow's threads as
+  # train_offline.py sets them (2 by default), with the device line.
+  assert summary["data_spec"] == {"observation_shape": [4], "observation_dtype": "float32",
+                                  "num_actions": 2}
+  assert summary["reward_clip"] is None and summary["settings"]["tf_threads"] == 2
+  assert set(summary["tensorflow"]) == {"tf_threads", "deterministic"}
+  assert any(line.startswith("device: ") for line in lines)
 
 
 def test_rerun_resumes_and_scores_the_same(run, data):
@@ -186,18 +194,26 @@ def test_torso_follows_the_observations():
 
 @pytest.mark.slow
 def test_train_offline_on_an_npz(arrays, tmp_path):
+  """The binary on the data as an .npz, with --tf_threads=1 (a fresh process: TensorFlow's
+  runtime starts in the run, so the count it then reports is the flag's)."""
   path = str(tmp_path / "cartpole.npz")
   np.savez_compressed(path, **arrays)
   cmd = [sys.executable, os.path.join(ROOT, "binaries", "train_offline.py"),
          f"--dataset={path}", f"--game={ENV}", f"--root_dir={tmp_path / 'run'}",
          "--agent=cql", "--num_steps=4", "--batch_size=16", "--mlp_units=16",
-         "--eval_episodes=1", "--checkpoint_interval=2"]
+         "--eval_episodes=1", "--checkpoint_interval=2", "--tf_threads=1"]
   env = dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="3")
   out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
   assert out.returncode == 0, out.stderr[-3000:]
   assert "Done: 4 steps" in out.stdout
   rows = json.load(open(tmp_path / "run" / "results.json"))
   assert [r["policy"] for r in rows] == ["CQL", "random", "data (its episodes)"]
+  summary = json.load(open(tmp_path / "run" / "summary.json"))
+  assert summary["settings"]["tf_threads"] == 1
+  from ccvl_tf.experiments import tf_setup  # pylint: disable=g-import-not-at-top
+  if not tf_setup.visible_gpus():  # with a GPU TensorFlow keeps its own threads (tf_setup)
+    assert summary["tensorflow"] == {"tf_threads": 1, "deterministic": False}
+    assert "device: CPU (no GPU visible), 1 TensorFlow threads (--tf_threads)" in out.stdout
   # A DQN Replay setting with own data: one line naming it.
   bad = subprocess.run(cmd[:3] + [f"--root_dir={tmp_path / 'bad'}", "--subset=1%"],
                        capture_output=True, text=True, timeout=600, env=env)
@@ -205,10 +221,3 @@ def test_train_offline_on_an_npz(arrays, tmp_path):
   assert "--subset: DQN Replay settings; with --dataset" in bad.stderr
   assert len(bad.stderr.strip().splitlines()) == 1, bad.stderr
 
-
-def test_fine_tuning_refuses_a_run_on_own_data_in_one_line(run):
-  from ccvl_tf.experiments.online import offline_record
-  root, _, _ = run
-  with pytest.raises(ValueError, match=r"is a run of ccvl_tf.fit on own data .*fine-tuning "
-                                       r"starts from Atari, MinAtar and gridworld runs only"):
-    offline_record.offline_record(root)

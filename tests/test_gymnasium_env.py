@@ -283,8 +283,11 @@ def test_workflows_that_cannot_take_a_gymnasium_game_refuse_it_naming_the_flag(t
       (lambda: offline_config.OfflineConfig(game=CARTPOLE, root_dir=str(tmp_path / "r"))
        .validate(), "--game=gymnasium:CartPole-v1: without --dataset, train_offline.py trains on "
                     "an Atari game's DQN Replay data"),
-      (lambda: online_config.OnlineConfig(game=CARTPOLE).validate_settings(),
-       "--game=gymnasium:CartPole-v1: online fine-tuning starts from"),
+      # Online fine-tuning takes one for a run on own data only (tests/test_finetune_own_data.py):
+      # without that run's network, the server's tables for it are refused.
+      (lambda: online_config.make_server_tables(online_config.OnlineConfig(game=CARTPOLE)),
+       "--game=gymnasium:CartPole-v1: online fine-tuning in a Gymnasium environment starts "
+       "from a run of ccvl_tf.fit on own data"),
       (lambda: compare_config.CompareConfig(suite="minatar", games=[CARTPOLE]).validate(),
        "--games=gymnasium:CartPole-v1: --suite=minatar trains on the suite's own datasets"),
   ]

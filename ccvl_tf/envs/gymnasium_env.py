@@ -43,6 +43,13 @@ def close_ids(env_id: str) -> List[str]:
   return difflib.get_close_matches(env_id, sorted(gymnasium.envs.registry), n=3, cutoff=0.6)
 
 
+def registered_max_episode_steps(env_id: str) -> Optional[int]:
+  """The agent-step cap of `env_id`'s registered TimeLimit (CartPole-v1: 500), or None when
+  it registers none (nothing made; check the registry first, `check_registered`)."""
+  steps = gymnasium.envs.registry[env_id].max_episode_steps
+  return None if steps is None else int(steps)
+
+
 def check_registered(env_id: str) -> None:
   """ValueError unless `env_id` is a registered id, suggesting close ones (no env made)."""
   if is_registered(env_id):

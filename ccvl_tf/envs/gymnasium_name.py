@@ -23,5 +23,5 @@ def refuse_gymnasium(game: str, flag: str, needs: str) -> None:
   not take: `needs` says what it takes instead. Nothing for any other name."""
   if is_gymnasium(game):
     raise ValueError(f"{flag}={str(game).strip()}: {needs}; a Gymnasium environment "
-                     f"('{PREFIX}<EnvId>') is taken by evaluate.py, collect_dataset.py and "
-                     f"train_offline.py --dataset")
+                     f"('{PREFIX}<EnvId>') is taken by evaluate.py, collect_dataset.py, "
+                     f"train_offline.py --dataset and finetune_online.py (a run on own data)")

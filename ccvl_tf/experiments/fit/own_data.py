@@ -29,6 +29,7 @@ from ccvl_tf.data import transitions as transitions_lib
 from ccvl_tf.envs import factory
 from ccvl_tf.evaluation import rollouts
 from ccvl_tf.experiments import agent_registry
+from ccvl_tf.experiments import tf_setup
 from ccvl_tf.experiments.fit import settings as fit_settings
 from ccvl_tf.experiments.offline import demo_report
 from ccvl_tf.runtime import run_lock
@@ -67,31 +68,47 @@ def specs(data: transitions_lib.Transitions):
   return ts.time_step_spec(observation), action
 
 
-def check_env(env: str, data: transitions_lib.Transitions) -> str:
-  """The canonical name of `env` after checking that its observations and actions are the
-  data's (one line naming both otherwise)."""
+def env_spec(env: str):
+  """(observation shape, observation dtype name, action count, canonical name) of the
+  environment `env` (made once at seed 0 and closed), checked to be a valid game name first."""
   factory.check_game(env)
   game_env = factory.make_env(env, seed=0)
   try:
     obs = game_env.env.observation_spec()
-    num_actions = int(game_env.env.action_spec().maximum) + 1
+    return (tuple(int(d) for d in obs.shape), np.dtype(obs.dtype).name,
+            int(game_env.env.action_spec().maximum) + 1, game_env.game)
   finally:
     close = getattr(game_env.env, "close", None)
     if close is not None:
       close()
+
+
+def spec_problems(env, data) -> List[str]:
+  """What differs between an environment's (shape, dtype name, action count, ...) `env`
+  (`env_spec`) and the data's (shape, dtype, action count) `data`, each as 'observations [6]
+  vs the data's [4]'; [] when they agree."""
+  (shape, dtype, actions), (data_shape, data_dtype, data_actions) = env[:3], data
   problems = []
-  if tuple(obs.shape) != tuple(data.observation_shape):
-    problems.append(f"observations {list(obs.shape)} vs the data's "
-                    f"{list(data.observation_shape)}")
-  if np.dtype(obs.dtype) != np.dtype(data.observation_dtype):
-    problems.append(f"observation dtype {np.dtype(obs.dtype).name} vs the data's "
-                    f"{np.dtype(data.observation_dtype).name}")
-  if num_actions != data.num_actions:
-    problems.append(f"{num_actions} actions vs the data's {data.num_actions}")
+  if tuple(shape) != tuple(data_shape):
+    problems.append(f"observations {list(shape)} vs the data's {list(data_shape)}")
+  if np.dtype(dtype) != np.dtype(data_dtype):
+    problems.append(f"observation dtype {np.dtype(dtype).name} vs the data's "
+                    f"{np.dtype(data_dtype).name}")
+  if int(actions) != int(data_actions):
+    problems.append(f"{actions} actions vs the data's {data_actions}")
+  return problems
+
+
+def check_env(env: str, data: transitions_lib.Transitions) -> str:
+  """The canonical name of `env` after checking that its observations and actions are the
+  data's (one line naming both otherwise)."""
+  spec = env_spec(env)
+  problems = spec_problems(spec, (data.observation_shape, data.observation_dtype,
+                                  data.num_actions))
   if problems:
     raise ValueError(f"env={env!r} does not match the data ({data.source}): "
                      + "; ".join(problems))
-  return game_env.game
+  return spec[3]
 
 
 def plan(data, method: str, env: Optional[str], settings: fit_settings.FitSettings,
@@ -113,6 +130,28 @@ def plan(data, method: str, env: Optional[str], settings: fit_settings.FitSettin
   canonical = None if env is None else check_env(env, data)
   tss, action_spec = specs(data)
   return Run(data, method, settings, spec, agent_settings, canonical, tss, action_spec)
+
+
+def data_spec(data: transitions_lib.Transitions) -> Dict[str, object]:
+  """What the data's observations and actions are, as summary.json records them: an
+  environment the run is fine-tuned in later must give the same (experiments/online/
+  own_data.py)."""
+  return {"observation_shape": [int(d) for d in data.observation_shape],
+          "observation_dtype": np.dtype(data.observation_dtype).name,
+          "num_actions": int(data.num_actions)}
+
+
+def configure_tensorflow(settings: fit_settings.FitSettings,
+                         log: Callable[[str], None]) -> Dict[str, object]:
+  """TensorFlow's intra- / inter-op threads and op determinism of the run, set as
+  train_offline.py's Atari route sets them (tf_setup.configure_tensorflow: the threads where no
+  GPU is visible; a process whose TensorFlow already runs keeps its count and says so), and
+  the device line; returns what is in force (summary.json 'tensorflow')."""
+  gpus = tf_setup.visible_gpus()
+  in_force = tf_setup.configure_tensorflow(settings.tf_threads, settings.deterministic, log,
+                                           gpus=gpus)
+  log(tf_setup.device_line(gpus, in_force["tf_threads"], settings.deterministic))
+  return in_force
 
 
 def fingerprint(run: Run) -> Dict[str, object]:
@@ -235,6 +274,7 @@ def run(data, method: str, env: Optional[str], settings: fit_settings.FitSetting
   """The run (module docstring); returns (learner, policies, paths, table, summary)."""
   r = plan(data, method, env, settings, learner_values, network_config)
   s = r.settings
+  tensorflow = configure_tensorflow(s, log)
   with run_lock.hold(s.root_dir, "root_dir"):
     log(f"{method} on {r.data.num_transitions:,} transitions of {r.data.source} "
         f"({r.data.num_actions} actions, observations {list(r.data.observation_shape)} "
@@ -251,10 +291,15 @@ def run(data, method: str, env: Optional[str], settings: fit_settings.FitSetting
       log(f"Results table: {s.eval_episodes} episodes of {r.env} per policy")
       table = results_table(r, exports, log)
       paths.update(write_results(s.root_dir, table, r.env, ""))
+    # Fine-tuning starts from this record (experiments/online/own_data.py): the data's spec,
+    # the network, the learner's config, the reward handling (rewards as the data gives them:
+    # no clip) and, for CCVL, the belief temperature.
     summary = dict(route=fit_settings.ROUTE, method=method, env=r.env, data=r.data.source,
-                   num_transitions=int(r.data.num_transitions), step=int(result["step"]),
+                   num_transitions=int(r.data.num_transitions), data_spec=data_spec(r.data),
+                   step=int(result["step"]),
                    settings=dataclasses.asdict(s), config=r.agent_settings.agent_config.record(),
                    network=dataclasses.asdict(r.agent_settings.network_config),
+                   reward_clip=r.agent_settings.reward_clip, tensorflow=tensorflow,
                    last_eval=result.get("last_eval"),
                    **{k: v for k, v in extra.items()},
                    results=[{k: v for k, v in row.items() if k != "scores"} for row in table],

@@ -16,8 +16,8 @@ from ccvl_tf.runtime.config_flags import setting
 from ccvl_tf.algorithm import networks
 from ccvl_tf.experiments import agent_registry
 
-# summary.json's 'route' of a run on own data: fine-tuning's offline record refuses such a run
-# (experiments/online/offline_record.py).
+# summary.json's 'route' of a run on own data: fine-tuning reads such a run's record by it
+# (experiments/online/own_data.py).
 ROUTE = "own_data"
 TORSOS = ("auto",) + tuple(networks.TORSOS)
 
@@ -38,6 +38,9 @@ IMAGE_DEFAULTS: Dict[str, object] = {}
         "eval_interval": "which steps are evaluated",
         "log_interval": "how often progress is printed",
         "checkpoint_interval": "how often the (exact-resume) checkpoints are written",
+        "tf_threads": "the float rounding of CPU kernels only, no random stream (as "
+                      "train_offline.py's)",
+        "deterministic": "no bit changed on CPU at a fixed thread count (as train_offline.py's)",
         **{name: "used after training, afresh at every call: the policies and the results "
                  "table are rebuilt from the checkpoint and summary.json records the value"
            for name in ("eval_episodes", "eval_max_steps", "eval_epsilon", "num_grid_deltas",
@@ -68,6 +71,10 @@ class FitSettings:
   mlp_units: Tuple[int, ...] = setting((256, 256), "Widths of the MLP torso's ReLU layers.",
                                        kind="csv", flag_default="256,256", distinct=False,
                                        parse=lambda v: parse_units(v))
+  # TensorFlow's threads and op determinism for the process (experiments/tf_setup.py), set
+  # at the start of the run as train_offline.py sets them for its Atari route.
+  tf_threads: int = run_settings.borrow("tf_threads")
+  deterministic: bool = run_settings.borrow("deterministic")
   held_out_batches: int = setting(8, "Batches of the data (another seed) on which Fixed-CCVL's "
                                   "delta and the belief temperature are chosen after "
                                   "training.", lower_bound=1, upper_bound=10_000)

@@ -1,7 +1,10 @@
 """Online fine-tuning on Reverb from an offline run, and the fine-tuning measurement.
 
-Entry point: `runner.run(OnlineConfig(...))` (binaries/finetune_online.py). Its steps, in
-order:
+Entry point: `ccvl_tf.finetune(offline_dir, env=..., root_dir=..., **settings)` (finetune.py;
+binaries/finetune_online.py makes this call with its flags), which runs
+`runner.run(OnlineConfig(...))`. The offline run is a gridworld, MinAtar or Atari run, or a run
+of ccvl_tf.fit on own data fine-tuned in a Gymnasium environment (own_data.py,
+own_data_share.py). Its steps, in order:
   1. the settings, the game's specs, the learner of --agent and the Reverb tables (config.py);
   2. the offline starting point: the offline run's summary and checkpoint restored into the
      learner (start.py);

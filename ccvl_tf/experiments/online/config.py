@@ -23,9 +23,11 @@ from ccvl_tf.runtime import paths
 from ccvl_tf.runtime.config_flags import setting
 from ccvl_tf.algorithm import counts as counts_lib
 from ccvl_tf.envs import factory
+from ccvl_tf.envs import gymnasium_env
 from ccvl_tf.tabular import gridworld
 from ccvl_tf.experiments import agent_registry
 from ccvl_tf.experiments.compare import suites as compare_suites
+from ccvl_tf.experiments.online import own_data as own_data_lib
 from ccvl_tf.algorithm import networks
 from ccvl_tf.algorithm import readings
 from ccvl_tf.data import reverb_replay
@@ -74,6 +76,10 @@ REGISTERED = {"ccvl": "ccvl_bounds", "ccvl_lower": "ccvl_lower", "cql": "cql"}
 AGENTS = tuple(REGISTERED)
 # --agent of the fine-tune -> the offline agent whose checkpoint it starts from.
 OFFLINE_AGENT = {"ccvl": "ccvl", "ccvl_lower": "ccvl", "cql": "cql"}
+# The evaluation episodes' agent-step cap where --eval_max_steps is not given, on the
+# gridworld, MinAtar and Atari (run_settings' declared default); a Gymnasium environment's is
+# its own registered TimeLimit (OnlineConfig.eval_steps).
+DEFAULT_EVAL_MAX_STEPS = run_settings.RunSettings.eval_max_steps
 
 
 @config_flags.compared_settings(not_compared={
@@ -106,6 +112,9 @@ class ServerConfig:
         "offline_settings": "read from the offline run's summary.json (--offline_dir is "
                             "compared); a change there is noted at the resume "
                             "(start.changed_settings_note)",
+        "own_data": "read from the offline run's summary.json (--offline_dir is compared): a "
+                    "run on own data's network and reward handling, which its checkpoint must "
+                    "fit anyway",
         "checkpoint_interval": "how often the checkpoints are written",
         "log_interval": "how often progress is printed",
         "eval_interval": "which steps are evaluated; each evaluation measures the same way",
@@ -133,8 +142,10 @@ class OnlineConfig:
   the gridworld tests shrink everything.
   """
   offline_dir: str = run_settings.borrow("offline_dir")
-  game: str = setting(GRIDWORLD, "'gridworld', a MinAtar game ('minatar/Breakout') or an "
-                      "Atari game (ALE name).")
+  game: str = setting(GRIDWORLD, "'gridworld', a MinAtar game ('minatar/Breakout'), an "
+                      "Atari game (ALE name) or, for a run of ccvl_tf.fit on own data "
+                      "(train_offline.py --dataset), a Gymnasium environment "
+                      "('gymnasium:CartPole-v1') of the data's observations and actions.")
   root_dir: str = setting("", "Run directory (checkpoints, logs, policies).", flag_default=None,
                           output="dir")
   num_env_steps: int = run_settings.borrow("num_env_steps")
@@ -163,6 +174,12 @@ class OnlineConfig:
   # (online_config.json) and the server's tables build the same network. Empty: the game's and
   # the agent config's defaults. Not a flag; left out of the hash like exploration_values.
   offline_settings: Dict[str, object] = dataclasses.field(default_factory=dict, hash=False)
+  # A run of ccvl_tf.fit on own data (experiments/online/own_data.py): its network ('network',
+  # QNetworkConfig's fields) and reward handling ('reward_clip'), as its summary.json records
+  # them, resolved once by start.resolve_config like offline_settings, so that the learner, the
+  # actors and the server's tables build the run's network. Empty: a gridworld, MinAtar or
+  # Atari run (the game's network). Not a flag; left out of the hash.
+  own_data: Dict[str, object] = dataclasses.field(default_factory=dict, hash=False)
   policy_delta: float = setting(0.5, "delta of the exported Fixed-CCVL policy (Q_l greedy).",
                                 above=0.0, below=1.0)
   # The online learner's alpha and step size (both bounds); None: the offline run's.
@@ -182,7 +199,11 @@ class OnlineConfig:
   eval_episodes: int = run_settings.borrow("eval_episodes", 5, lower_bound=0)
   eval_interval: int = run_settings.borrow("eval_interval", 0)
   export_policies: bool = setting(True, "Write the SavedModels at the end.")
-  eval_max_steps: int = run_settings.borrow("eval_max_steps")
+  # None: DEFAULT_EVAL_MAX_STEPS, or a Gymnasium environment's own TimeLimit (`eval_steps`);
+  # start.resolve_config records the value in force.
+  eval_max_steps: Optional[int] = run_settings.borrow(
+      "eval_max_steps", None, "2000 on the gridworld, MinAtar and Atari; a Gymnasium "
+      "environment's own TimeLimit")
   eval_epsilon: float = 0.001
   sample_timeout_s: float = setting(  # rate-limiter wait before checking server and actors
       30.0, "Seconds without a sample before checking server and actors.", lower_bound=1e-3,
@@ -267,6 +288,24 @@ class OnlineConfig:
                        f"--num_actors must be >= 1, got {self.num_actors!r}")
     if self.reverb_address is not None and ":" not in self.reverb_address:
       raise ValueError(f"--reverb_address must be host:port, got {self.reverb_address!r}")
+    own_data_lib.check_own_data(self.own_data)
+    self.eval_steps  # pylint: disable=pointless-statement  (a Gymnasium id without a cap)
+
+  @property
+  def eval_steps(self) -> int:
+    """The agent-step cap of an evaluation episode: --eval_max_steps when given, else a
+    Gymnasium environment's registered TimeLimit (CartPole-v1: 500) or, on the gridworld,
+    MinAtar and Atari, DEFAULT_EVAL_MAX_STEPS. ValueError naming --eval_max_steps for a
+    Gymnasium environment that registers no TimeLimit."""
+    if self.eval_max_steps is not None:
+      return int(self.eval_max_steps)
+    if factory.is_gymnasium(self.game):
+      limit = gymnasium_env.registered_max_episode_steps(factory.gymnasium_id(self.game))
+      if limit is None:
+        raise ValueError(f"--eval_max_steps is needed with --game={self.game}, which registers "
+                         f"no TimeLimit (its evaluation episodes have no cap of their own)")
+      return limit
+    return DEFAULT_EVAL_MAX_STEPS
 
   @property
   def exploration(self) -> ccvl_bounds_agent.ExplorationConfig:
@@ -379,22 +418,31 @@ class OnlineConfig:
 
   def bounds(self) -> ccvl_bounds_agent.BoundsConfig:
     """The BoundsConfig of the fine-tune: the exploration settings in force (`exploration`:
-    belief temperature 1 when unset), rewards clipped to [-1, 1] except on the gridworld, and
-    on the gridworld the upper bound capped at its largest return (1: one +1 reward, then the
-    episode ends)."""
+    belief temperature 1 when unset), rewards clipped to [-1, 1] except on the gridworld and
+    for a run on own data (its record's reward handling, `own_data`: not clipped unless the
+    run clipped them), and on the gridworld the upper bound capped at its largest return (1:
+    one +1 reward, then the episode ends)."""
     gridworld = self.game.lower() == GRIDWORLD
+    if self.own_data:
+      clip = self.own_data["reward_clip"]
+    else:
+      clip = None if gridworld else 1.0
     return ccvl_bounds_agent.BoundsConfig(
-        reward_clip=None if gridworld else 1.0,
+        reward_clip=clip,
         value_max=GRIDWORLD_VALUE_MAX if gridworld else None,
         **dataclasses.asdict(self.exploration))
 
 
 def check_game(game: str) -> None:
-  """ValueError naming --game unless online fine-tuning takes `game`: the gridworld, a MinAtar
-  or an Atari game (ccvl_tf.envs.factory.check_game); a Gymnasium environment is refused."""
-  factory.refuse_gymnasium(game, "--game", "online fine-tuning starts from a train_offline.py "
-                           "or compare.py run of the gridworld, a MinAtar or an Atari game "
-                           "(its network, counts and replay tables are that game's)")
+  """ValueError unless online fine-tuning takes `game` (ccvl_tf.envs.factory.check_game): the
+  gridworld, a MinAtar or an Atari game, or a Gymnasium environment with a Discrete action
+  space (named with --game; it fine-tunes a run on own data, start.resolve_config)."""
+  if factory.is_gymnasium(game):
+    try:
+      factory.check_game(game)
+    except ValueError as e:
+      raise ValueError(f"--game: {e}") from None
+    return
   factory.check_game(game)
 
 
@@ -415,6 +463,7 @@ def gridworld_counts():
 def agent_settings(game: str, bounds, alpha: Optional[float] = None, seed: int = 0,
                    dataset_size: float = 2500.0, agent: str = "ccvl", counts=None,
                    offline_settings: Optional[Mapping[str, object]] = None,
+                   own_data: Optional[Mapping[str, object]] = None,
                    **more) -> agent_registry.AgentSettings:
   """The registry settings of the fine-tune's learner: the gridworld's small MLP (one-hot
   states; N = 4, M = 2, squared TD, no DR3, lr 3e-3, target period 10; CCVL's Q_l in the bonus
@@ -425,10 +474,21 @@ def agent_settings(game: str, bounds, alpha: Optional[float] = None, seed: int =
   learner's reading, delta head, TD loss, count estimate; a reading given there replaces the
   game's). CQL explores with its collect policy, so its collect epsilon is
   bounds.explore_epsilon. `dataset_size`: |D| of the offline data (CCVL's linear n(s)^-1).
+  `own_data` (OnlineConfig.own_data, a run of ccvl_tf.fit on own data): its recorded network
+  and reward clip, and the agent config's defaults under `offline_settings` (the run's
+  learner settings), with no game's settings; required for a Gymnasium environment.
   `more`: further AgentSettings fields (export: policy_delta, num_grid_deltas)."""
   extra = dict(bounds=bounds, seed=seed, dataset_size=dataset_size, **more)
   if agent == "cql":
     extra["collect_epsilon"] = bounds.explore_epsilon
+  if own_data:
+    return _with_offline(dict(
+        network_config=own_data_lib.network_config(own_data["network"], "own_data 'network'"),
+        alpha=alpha, reward_clip=own_data["reward_clip"], **extra), offline_settings)
+  if factory.is_gymnasium(game):
+    raise ValueError(f"--game={game}: online fine-tuning in a Gymnasium environment starts "
+                     f"from a run of ccvl_tf.fit on own data, whose summary.json gives the "
+                     f"network (--offline_dir names it)")
   if factory.is_minatar(game):
     extra = dict(dict(compare_suites.MinAtarSuite.training_overrides), **extra)
     return _with_offline(dict(network_config=networks.minatar_network_config(), alpha=alpha,
@@ -470,11 +530,13 @@ def agent_spec(agent: str) -> agent_registry.AgentSpec:
 
 def build_agent(game: str, time_step_spec, action_spec, bounds, alpha=None, seed=0,
                 dataset_size: float = 2500.0, agent: str = "ccvl",
-                offline_settings: Optional[Mapping[str, object]] = None):
+                offline_settings: Optional[Mapping[str, object]] = None,
+                own_data: Optional[Mapping[str, object]] = None):
   """The learner of --agent through the registry: CCVLBoundsAgent ('ccvl'),
-  LowerCCVLAgent ('ccvl_lower') or CQLAgent (`offline_settings`: agent_settings)."""
+  LowerCCVLAgent ('ccvl_lower') or CQLAgent (`offline_settings`, `own_data`:
+  agent_settings)."""
   settings = agent_settings(game, bounds, alpha, seed, dataset_size, agent,
-                            offline_settings=offline_settings)
+                            offline_settings=offline_settings, own_data=own_data)
   return agent_spec(agent).build(time_step_spec, action_spec, settings)
 
 
@@ -483,7 +545,8 @@ def build_actor_agent(cfg: OnlineConfig, time_step_spec, action_spec):
   pulled): --agent's learner with the run's bounds, seed and the offline learner's settings,
   so that its network is the learner's."""
   return build_agent(cfg.game, time_step_spec, action_spec, cfg.bounds(), seed=cfg.seed,
-                     agent=cfg.agent, offline_settings=cfg.offline_settings)
+                     agent=cfg.agent, offline_settings=cfg.offline_settings,
+                     own_data=cfg.own_data)
 
 
 def specs(game: str, seed: int = 0):
@@ -495,13 +558,15 @@ def specs(game: str, seed: int = 0):
 
 
 def server_signatures(game: str, bounds=None, agent_name: str = "ccvl",
-                      offline_settings: Optional[Mapping[str, object]] = None):
+                      offline_settings: Optional[Mapping[str, object]] = None,
+                      own_data: Optional[Mapping[str, object]] = None):
   """(replay item signature, variables signature) for the game and agent (both tables;
-  `offline_settings`: agent_settings, the delta head makes the variables')."""
+  `offline_settings`, `own_data`: agent_settings, the delta head and a run on own data's
+  network make the variables')."""
   tss, act = specs(game)
-  cfg = OnlineConfig(game=game)
+  cfg = OnlineConfig(game=game, own_data=dict(own_data or {}))
   agent = build_agent(game, tss, act, bounds or cfg.bounds(), agent=agent_name,
-                      offline_settings=offline_settings)
+                      offline_settings=offline_settings, own_data=own_data)
   replay_sig = tensor_spec.add_outer_dim(agent.exploration_policy.trajectory_spec)
   return replay_sig, reverb_replay.variable_signature(pushed_variables(agent, control_variables()))
 
@@ -520,7 +585,7 @@ def make_server_tables(cfg: OnlineConfig):
   """The Reverb tables of the fine-tune `cfg` (its game checked first: `check_game`)."""
   check_game(cfg.game)
   replay_sig, var_sig = server_signatures(cfg.game, cfg.bounds(), cfg.agent,
-                                          cfg.offline_settings)
+                                          cfg.offline_settings, cfg.own_data)
   return reverb_replay.make_tables(replay_sig, var_sig, max_size=cfg.replay_capacity,
                             min_size=cfg.min_replay_size,
                             samples_per_insert=cfg.samples_per_insert,

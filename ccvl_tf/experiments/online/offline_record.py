@@ -2,7 +2,9 @@
 fine-tuning takes present, of its type and in range (no default fills in a missing one), and
 checked against the checkpoints' own fingerprint.json (what they were trained with). One reader
 for every route into fine-tuning (experiments/online/start.resolve_config: finetune_online.py,
-reverb_server.py, finetune_minatar.py's runs).
+reverb_server.py, finetune_minatar.py's runs) and every layout: train_offline.py's (Atari,
+MinAtar), compare.py's, the gridworld's, and a run of ccvl_tf.fit on own data
+(`_check_own_data_fields`; what fine-tuning takes from it: experiments/online/own_data.py).
 """
 from __future__ import annotations
 
@@ -36,13 +38,22 @@ _CHECKED_AGAINST_CHECKPOINT = (
     (("config", "num_deltas"), "num_deltas"), (("config", "num_pairs"), "num_pairs"))
 
 
+# What a run of ccvl_tf.fit on own data records in both its summary.json and its checkpoints'
+# fingerprint.json (experiments/fit/own_data.py `fingerprint`), under the same keys: |D|, the
+# learner's config record and the network.
+_OWN_DATA_CHECKED = ("num_transitions", "config", "network")
+
+
 def _recorded_pairs(summary: Dict, fingerprint: Dict):
   """[(where in summary.json, its value, fingerprint key, the fingerprint's value)] of every
-  setting both record: train_offline.py's layout (`_CHECKED_AGAINST_CHECKPOINT`), or
-  compare.py's (units.write_train_summary / train_fingerprint: the game as the environment
-  name 'suite/Game' against 'Game', alpha and |D| at the top level, the learner's config
-  record flat under 'config' and at the fingerprint's top level)."""
+  setting both record: a run on own data's (`_OWN_DATA_CHECKED`), train_offline.py's layout
+  (`_CHECKED_AGAINST_CHECKPOINT`), or compare.py's (units.write_train_summary /
+  train_fingerprint: the game as the environment name 'suite/Game' against 'Game', alpha and
+  |D| at the top level, the learner's config record flat under 'config' and at the
+  fingerprint's top level)."""
   config = summary.get("config")
+  if is_own_data(summary):
+    return [(f" {k!r}", summary.get(k), k, fingerprint.get(k)) for k in _OWN_DATA_CHECKED]
   if _is_train_offline(summary):
     out = []
     for keys, fp_key in _CHECKED_AGAINST_CHECKPOINT:
@@ -64,6 +75,11 @@ def _recorded_pairs(summary: Dict, fingerprint: Dict):
 
 # Keys only train_offline.py's summary.json has (compare.py's units write a flat 'config').
 _TRAIN_OFFLINE_ONLY = ("settings", "learner_settings", "exported_policies")
+
+
+def is_own_data(summary: Dict) -> bool:
+  """Whether `summary` is the record of a run of ccvl_tf.fit on own data (its 'route')."""
+  return summary.get("route") == fit_settings.ROUTE
 
 
 def _is_train_offline(summary: Dict) -> bool:
@@ -118,6 +134,47 @@ def _check_fields(summary: Dict, path: str) -> None:
          "an integer >= 1", required=agent in ("ccvl", "fixed_ccvl"))
 
 
+def _check_own_data_fields(summary: Dict, path: str) -> None:
+  """The fields fine-tuning takes from the summary.json of a run of ccvl_tf.fit on own data
+  (experiments/fit/own_data.py writes them), each present and of its type: a ValueError naming
+  `path` and the key otherwise. A run written before a field was recorded is rerun (the same
+  call or command: a finished run resumes with nothing to train and writes its summary again);
+  no default fills one in."""
+  def fail(key, what, value=_MISSING):
+    if value is _MISSING:
+      raise ValueError(f"{path} has no {key!r} ({what}): rerun ccvl_tf.fit (or train_offline.py "
+                       f"--dataset) with the run's arguments and its root_dir to write it "
+                       f"again; fine-tuning fills in no default")
+    raise ValueError(f"{path} records {key!r} = {value!r}, which is not {what}")
+
+  def need(key, ok, what):
+    if key not in summary:
+      fail(key, what)
+    if not ok(summary[key]):
+      fail(key, what, summary[key])
+
+  positive_int = lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1  # noqa
+  need("method", lambda v: isinstance(v, str) and bool(v), "the method's name, a string")
+  need("env", lambda v: v is None or (isinstance(v, str) and bool(v)),
+       "the environment's name or null")
+  need("data", lambda v: isinstance(v, str) and bool(v), "where the data was read from")
+  need("num_transitions", positive_int, "an integer >= 1 (|D| of the data)")
+  need("data_spec", lambda v: isinstance(v, dict) and set(v) == {
+      "observation_shape", "observation_dtype", "num_actions"} and isinstance(
+          v["observation_shape"], list) and all(positive_int(d) for d in v[
+              "observation_shape"]) and v["observation_dtype"] in ("float32", "uint8")
+       and positive_int(v["num_actions"]),
+       "a JSON object of the data's 'observation_shape' (a list of integers >= 1), "
+       "'observation_dtype' (float32 or uint8) and 'num_actions' (an integer >= 1)")
+  need("network", lambda v: isinstance(v, dict), "a JSON object (the Q-network's settings)")
+  need("config", lambda v: isinstance(v, dict), "a JSON object (the learner's settings)")
+  need("reward_clip", lambda v: v is None or (is_number(v) and math.isfinite(v) and v > 0),
+       "null (rewards as the data gives them) or a number > 0")
+  if str(summary["method"]).lower() in ("ccvl", "fixed_ccvl"):
+    need("belief_temperature", lambda v: is_number(v) and 0 < v <= MAX_TEMPERATURE,
+         f"a number in (0, {MAX_TEMPERATURE:g}] (the belief temperature set from the data)")
+
+
 _MISSING = object()
 # The largest belief temperature a summary may record: twice a mean squared Bellman error of
 # clipped rewards (|r| <= 1, so |Q| <= 1 / (1 - gamma) = 100 at gamma 0.99) is below 1e5.
@@ -136,8 +193,10 @@ def offline_record(offline_dir: str) -> Dict[str, object]:
   the file and key): checkpoints without a summary (a run stopped before its end: the summary
   records the game, alpha, |D| and belief temperature fine-tuning starts from, and none may be
   filled in by a default); a summary without 'game'; 'num_transitions' or
-  'belief_temperature' not a finite number > 0; a summary that disagrees with the
-  checkpoints' own fingerprint.json (game, |D|, alpha, CCVL options, N, M)."""
+  'belief_temperature' not a finite number > 0; a run of ccvl_tf.fit on own data without a
+  field fine-tuning takes (`_check_own_data_fields`); a summary that disagrees with the
+  checkpoints' own fingerprint.json (game, |D|, alpha, CCVL options, N, M; own data: |D|, the
+  learner's config, the network)."""
   path = os.path.join(offline_dir, "summary.json")
   ckpt_dir = os.path.join(offline_dir, "checkpoints")
   if not paths.exists(path):
@@ -149,12 +208,10 @@ def offline_record(offline_dir: str) -> Dict[str, object]:
           f"--root_dir={offline_dir} and the run's flags to finish it")
     return {}
   summary = _read_summary(path)
-  if summary.get("route") == fit_settings.ROUTE:
-    raise ValueError(
-        f"{offline_dir} is a run of ccvl_tf.fit on own data ({summary.get('data')!r}); "
-        f"fine-tuning starts from Atari, MinAtar and gridworld runs only (docs/your_data.md, "
-        f"'Not yet')")
-  _check_fields(summary, path)
+  if is_own_data(summary):
+    _check_own_data_fields(summary, path)
+  else:
+    _check_fields(summary, path)
   fp_path = os.path.join(ckpt_dir, training.FINGERPRINT)
   if not paths.exists(fp_path):
     return summary

@@ -26,6 +26,7 @@ from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf.experiments.online import deterministic as online_deterministic
 from ccvl_tf.experiments.online import distributed
 from ccvl_tf.experiments.online import offline_share as online_offline_share
+from ccvl_tf.experiments.online import own_data_share
 from ccvl_tf.experiments.online import scores_and_bounds as online_eval
 from ccvl_tf.experiments.online import penalty as online_penalty
 from ccvl_tf.experiments.online import server as online_server
@@ -72,7 +73,8 @@ class _Runner:
     self.first_step_time = self.first_step = None
     self.eval_seconds_at_first_step = self.sample_wait_at_first_step = 0.0
     self.trained = False  # the train phase is over: env steps stay those it ended with
-    self.offline_share = None  # the offline run's dataset (--offline_fraction > 0; Atari, MinAtar)
+    # The offline run's dataset (--offline_fraction > 0; Atari, MinAtar, own data).
+    self.offline_share = None
 
   def _resolve_config(self) -> None:
     """The offline run's summary.json checked against the flags, and the settings taken from
@@ -92,7 +94,7 @@ class _Runner:
                      and cfg.offline_agent == "ccvl" else None)
       self.settings = online_config.agent_settings(
           cfg.game, cfg.bounds(), alpha, cfg.seed, dataset_size=dataset_size, agent=cfg.agent,
-          counts=self.counts, offline_settings=cfg.offline_settings,
+          counts=self.counts, offline_settings=cfg.offline_settings, own_data=cfg.own_data,
           policy_delta=cfg.policy_delta, num_grid_deltas=cfg.exploration.num_grid_deltas)
       self.agent = online_config.agent_spec(cfg.agent).build(self.tss, self.act, self.settings)
       self.control = online_config.control_variables()
@@ -241,7 +243,7 @@ class _Runner:
                                      self.address, cfg.online_batch_size,
                                      rate_limiter_timeout_ms=int(cfg.sample_timeout_s * 1000))
     offline_it = None
-    if self.offline_share is not None:
+    if self.offline_share is not None:  # a tf.data.Dataset (Atari, MinAtar) or an iterator
       # Batch i of the stream is the i-th learner step since the offline start: a resumed
       # run continues it where its checkpoint left it.
       offline_it = iter(self.offline_share.batches(
@@ -253,11 +255,15 @@ class _Runner:
 
   def _open_offline_share(self) -> None:
     """--offline_fraction > 0 on Atari and MinAtar: the offline run's dataset loaded and checked
-    against its record (offline_share.open_share) before anything is written; None otherwise
+    against its record (offline_share.open_share), for a run on own data its transitions read
+    again and checked (own_data_share.open_share), before anything is written; None otherwise
     (the gridworld's offline share is its fixed dataset)."""
     cfg = self.cfg
     self.offline_share = None
-    if cfg.offline_batch_size and cfg.game.lower() != online_config.GRIDWORLD:
+    if cfg.offline_batch_size and cfg.own_data:
+      self.offline_share = own_data_share.open_share(
+          cfg.offline_dir, self.offline_summary, cfg.offline_batch_size, log=self.log)
+    elif cfg.offline_batch_size and cfg.game.lower() != online_config.GRIDWORLD:
       num_deltas = getattr(getattr(self.agent, "config", None), "num_deltas", 1)
       self.offline_share = online_offline_share.open_share(
           cfg.offline_dir, self.offline_summary, cfg.game, cfg.offline_batch_size,

@@ -58,11 +58,11 @@ def evaluate(cfg, agent, step: int, episodes: Optional[int] = None) -> Dict[str,
   episodes = cfg.eval_episodes if episodes is None else episodes
   out = {}
   for name, policy in named_policies(cfg, agent).items():
-    ev = factory.make_env(cfg.game, cfg.seed + 10_000, cfg.eval_max_steps)
+    ev = factory.make_env(cfg.game, cfg.seed + 10_000, cfg.eval_steps)
     records = rollouts.run_episodes(
         rollouts.CompiledPolicy(policy), ev.env, episodes,
         epsilon=cfg.eval_epsilon, seed=cfg.seed, raw_score_fn=ev.raw_score_fn,
-        max_total_steps=episodes * (cfg.eval_max_steps + 2))
+        max_total_steps=episodes * (cfg.eval_steps + 2))
     scores = np.array([r.raw_score for r in records])
     out[f"{name}_mean_score"] = float(scores.mean())
     if ev.normalize is not None:
@@ -78,7 +78,7 @@ def exact_gridworld_scores(cfg, agent) -> Dict[str, float]:
   of Q_l at policy_delta ('lower_exact_normalized_score'; CQL: of its greedy policy) and, for
   CCVL, at each grid delta ('exact/lower@<delta>') and their mean over the grid
   ('lower_grid_exact_normalized_score'), by policy evaluation on the known model."""
-  world = gridworld_env.eval_world(horizon=cfg.eval_max_steps)
+  world = gridworld_env.eval_world(horizon=cfg.eval_steps)
   grid = ([float(d) for d in belief.delta_grid(cfg.exploration.num_grid_deltas)]
           if cfg.offline_agent == "ccvl" else [])
   q_lower, _ = gridworld_bounds.q_tables(agent, [cfg.policy_delta] + grid, world.num_states)
@@ -141,7 +141,7 @@ def bound_tightness(cfg, agent, episodes: int, deltas: Sequence[float] = TIGHTNE
   visited one, or `max_states` spread evenly over them).
   """
   policy = rollouts.CompiledPolicy(named_policies(cfg, agent)[primary_policy_name(cfg.agent)])
-  ev = factory.make_env(cfg.game, cfg.seed + 20_000, cfg.eval_max_steps)
+  ev = factory.make_env(cfg.game, cfg.seed + 20_000, cfg.eval_steps)
   env, clip = ev.env, cfg.bounds().reward_clip
   gamma = float(agent.config.gamma)
   observations, actions, returns = [], [], []

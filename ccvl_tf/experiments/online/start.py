@@ -22,7 +22,9 @@ from ccvl_tf.algorithm import readings
 from ccvl_tf.experiments import agent_options
 from ccvl_tf.tabular import gridworld
 from ccvl_tf.experiments.online import config as online_config
+from ccvl_tf.envs import factory
 from ccvl_tf.experiments.online import offline_record as offline_record_lib
+from ccvl_tf.experiments.online import own_data as own_data_lib
 from ccvl_tf.tabular import dataset as tds
 from ccvl_tf.runtime import config_flags
 from ccvl_tf.runtime import training
@@ -120,14 +122,32 @@ def restore_offline(agent, offline_dir: str, log=print) -> int:
 def resolve_config(cfg: OnlineConfig, log: Callable[[str], None] = print
                    ) -> Tuple[OnlineConfig, Dict]:
   """(cfg, the offline run's summary.json or {}): checks the summary against the flags
-  (agent, game; gridworld bounds in the linear-count, regularized form are refused), takes the
-  offline learner's network and loss settings from it (`offline_settings`, into
-  cfg.offline_settings) and the exploration belief's temperature when --belief_temperature is
-  unset; resolved before online_config.json is written, so the actors and the server's tables
-  take the same ones."""
+  (agent, game; gridworld bounds in the linear-count, regularized form are refused; a run of
+  ccvl_tf.fit on own data takes a Gymnasium environment of its data's spec and gives its
+  network and reward handling, own_data_lib.resolve, into cfg.own_data), takes the offline
+  learner's network and loss settings from it (`offline_settings`, into cfg.offline_settings)
+  and the exploration belief's temperature when --belief_temperature is unset, and records the
+  evaluation episodes' cap in force (--eval_max_steps unset: OnlineConfig.eval_steps);
+  resolved before online_config.json is written, so the actors and the server's tables take
+  the same ones."""
   summary = offline_record_lib.offline_record(cfg.offline_dir)
   summary_path = os.path.join(cfg.offline_dir, "summary.json")
-  if summary:
+  own_data = bool(summary) and offline_record_lib.is_own_data(summary)
+  if own_data:
+    offline_agent = own_data_lib.offline_agent(summary, cfg.offline_dir, summary_path)
+    if offline_agent != cfg.offline_agent:
+      raise ValueError(f"--offline_dir {cfg.offline_dir} holds a {offline_agent} run "
+                       f"({summary_path} 'method' {summary['method']!r}), not "
+                       f"--agent={cfg.agent} (which starts from a {cfg.offline_agent} run)")
+    cfg = own_data_lib.resolve(cfg, summary, summary_path, log)
+  elif factory.is_gymnasium(cfg.game):
+    raise ValueError(
+        f"--game={cfg.game}: online fine-tuning in a Gymnasium environment starts from a run "
+        f"of ccvl_tf.fit on own data (train_offline.py --dataset), whose summary.json gives "
+        f"its network; --offline_dir {cfg.offline_dir} holds "
+        + (f"a {summary.get('game')!r} run ({summary_path} 'game')" if summary
+           else "no summary.json"))
+  elif summary:
     game = str(summary["game"])
     offline_agent = str(summary.get("agent", "ccvl")).lower()
     offline_agent = {"ccvl_bounds": "ccvl", "fixed_ccvl": "ccvl"}.get(offline_agent,
@@ -145,7 +165,8 @@ def resolve_config(cfg: OnlineConfig, log: Callable[[str], None] = print
           f"--offline_dir {cfg.offline_dir} holds gridworld bounds of an earlier version "
           "(linear counts, regularized objectives), which this version does not fine-tune; "
           "use a fresh --offline_dir with --prepare_gridworld_offline")
-  settings = offline_settings(summary, summary_path, cfg.agent)
+  settings = offline_settings(summary, summary_path, cfg.agent,
+                              own_data_lib.LEARNER_SETTINGS if own_data else ())
   cfg = dataclasses.replace(cfg, offline_settings=settings)
   if settings:
     log("The offline learner's settings (its summary.json), taken by the online learner: "
@@ -157,10 +178,16 @@ def resolve_config(cfg: OnlineConfig, log: Callable[[str], None] = print
         cfg.exploration_values, belief_temperature=float(summary["belief_temperature"])))
     log(f"Exploration belief temperature {cfg.exploration.belief_temperature:.4g} "
         f"(the offline run's).")
+  if cfg.eval_max_steps is None:
+    cfg = dataclasses.replace(cfg, eval_max_steps=cfg.eval_steps)
+    if factory.is_gymnasium(cfg.game):
+      log(f"Evaluation episodes end at {cfg.eval_max_steps} agent steps ({cfg.game}'s own "
+          f"TimeLimit; --eval_max_steps sets another).")
   return cfg, summary
 
 
-def offline_settings(summary: Dict, path: str, agent: str = "ccvl") -> Dict[str, object]:
+def offline_settings(summary: Dict, path: str, agent: str = "ccvl",
+                     more: Tuple[str, ...] = ()) -> Dict[str, object]:
   """The offline learner's OFFLINE_SETTINGS that the online learner of --agent takes, from
   its summary.json `summary` (read from `path`), as the offline run trained with them:
   train_offline.py's keeps the CCVL options given ('config' 'ccvl_options'), N and M ('config'
@@ -169,8 +196,9 @@ def offline_settings(summary: Dict, path: str, agent: str = "ccvl") -> Dict[str,
   keeps the learner's config flat ('config': CCVLConfig.record, the
   reading as 'objective' and its options). The reading comes back whole: 'reading' and the
   options it takes. {} when the summary records none (older runs, `train_offline_gridworld`):
-  the game's and the agent config's defaults. A recorded value the learner cannot take is a
-  ValueError naming `path` and the key."""
+  the game's and the agent config's defaults. `more`: settings taken beside OFFLINE_SETTINGS
+  (a run on own data's learning rate, own_data_lib.LEARNER_SETTINGS). A recorded value the
+  learner cannot take is a ValueError naming `path` and the key."""
   config = summary.get("config", {})
   if not isinstance(config, dict):
     raise ValueError(f"{path}: 'config' must be a JSON object (the offline run's settings), "
@@ -188,7 +216,8 @@ def offline_settings(summary: Dict, path: str, agent: str = "ccvl") -> Dict[str,
   else:  # compare.py, or none
     where, values = {k: f"'config' {k!r}" for k in config}, config
   takes = set(online_config.agent_spec(agent).takes)
-  found = {k: values[k] for k in OFFLINE_SETTINGS if k in takes and values.get(k) is not None}
+  found = {k: values[k] for k in OFFLINE_SETTINGS + tuple(more)
+           if k in takes and values.get(k) is not None}
   for key, value in found.items():
     cls = readings.declaring_class(key) if key in readings.FLAGS else ccvl_agent.CCVLConfig
     problem = config_flags.type_problem(cls, key, value)

@@ -175,6 +175,21 @@ def test_unknown_settings_are_refused_naming_them(data, tmp_path):
     ccvl_tf.fit(data, "bc", root_dir=str(tmp_path / "r"), alpha=1.0)
 
 
+def test_the_belief_prior_reaches_the_adaptive_policy_or_is_refused_without_one(data, tmp_path):
+  from ccvl_tf.experiments.fit import settings
+  given = settings.FitSettings(root_dir=str(tmp_path / "r"), belief_prior="heldout_sum")
+  assert settings.FitSettings().belief_prior == "uniform"
+  assert own_data.plan(data, "ccvl", None, given, {}).agent_settings.belief_prior == (
+      "heldout_sum")
+  with pytest.raises(ValueError, match=r"^belief_prior=heldout_sum is a setting of the "
+                                       r"adaptive policy of ccvl, fixed_ccvl; method=bc has "
+                                       r"none: leave it out$"):
+    own_data.plan(data, "bc", None, given, {})
+  with pytest.raises(ValueError, match=r"^belief_prior must be one of uniform, heldout_mean, "
+                                       r"heldout_sum, got 'sum'$"):
+    ccvl_tf.fit(data, "ccvl", root_dir=str(tmp_path / "r"), belief_prior="sum")
+
+
 def test_torso_follows_the_observations():
   from ccvl_tf.experiments.fit import settings
   assert settings.torso_for((4,), np.float32) == "mlp"

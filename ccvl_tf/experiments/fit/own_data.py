@@ -101,6 +101,11 @@ def plan(data, method: str, env: Optional[str], settings: fit_settings.FitSettin
     raise TypeError(f"data must be a ccvl_tf.Transitions, got {type(data).__name__}")
   settings.validate()
   spec = agent_registry.get_agent_spec(method, flag="method")
+  if (settings.belief_prior != "uniform"
+      and method not in agent_registry.BELIEF_PRIOR_AGENTS):
+    raise ValueError(f"belief_prior={settings.belief_prior} is a setting of the adaptive "
+                     f"policy of {', '.join(agent_registry.BELIEF_PRIOR_AGENTS)}; method="
+                     f"{method} has none: leave it out")
   image = len(data.observation_shape) == 3
   values = fit_settings.agent_values_for(learner_values, method, image)
   if network_config is None:
@@ -109,7 +114,8 @@ def plan(data, method: str, env: Optional[str], settings: fit_settings.FitSettin
   agent_settings = spec.resolve(agent_registry.AgentSettings(
       network_config=network_config, dataset_size=float(data.num_transitions),
       agent_values=values, num_grid_deltas=settings.num_grid_deltas,
-      belief_temperature=settings.belief_temperature, seed=settings.seed))
+      belief_temperature=settings.belief_temperature, belief_prior=settings.belief_prior,
+      seed=settings.seed))
   canonical = None if env is None else check_env(env, data)
   tss, action_spec = specs(data)
   return Run(data, method, settings, spec, agent_settings, canonical, tss, action_spec)

@@ -283,6 +283,19 @@ def test_the_belief_movement_is_measured_from_the_policys_prior():
   uniform = diagnostics.belief_movement(trace, grid)
   assert uniform["prior_expected_delta"] == pytest.approx(0.5)
   assert uniform["prior_entropy"] == pytest.approx(np.log(2))
+  # A policy given no prior holds the uniform one, and the run passes it (runner.py): measured
+  # exactly as no prior is (the mean of the grid, log K), bit for bit, as every run before the
+  # prior existed. K = 3, 5, 10: where the general (Categorical) route rounds otherwise.
+  for k in (2, 3, 5, 8, 10):
+    g = belief.delta_grid(k)
+    trace_k = [{"expected_delta": 0.3, "entropy": 0.5}, {"expected_delta": 0.7, "entropy": 0.25}]
+    held = policies.ConfidenceAdaptivePolicy(tss, aspec, linear_q_model(W3, C3),
+                                             num_grid_deltas=k).initial_log_belief
+    assert diagnostics.belief_movement(trace_k, g, held) == diagnostics.belief_movement(
+        trace_k, g)
+    assert diagnostics.belief_movement(trace_k, g)["prior_entropy"] == float(np.log(k))
+    assert diagnostics.belief_movement(trace_k, g)["prior_expected_delta"] == float(
+        np.mean(g.astype(np.float64)))
 
 
 @pytest.mark.slow

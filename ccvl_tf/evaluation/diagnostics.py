@@ -475,7 +475,8 @@ def belief_movement(trace: Sequence[Mapping[str, float]], grid,
     trace: `belief_trace` output (non-empty), in episode order.
     grid: the confidence grid [K].
     initial_log_belief: log b_0 [K] the policy started from (its `initial_log_belief`);
-      None: the uniform prior.
+      None: the uniform prior. A constant one (the uniform prior the policy holds when given
+      none) is measured as None is, exactly: mean of the grid, log K.
 
   Returns:
     {'prior_expected_delta': the prior's mean delta (uniform: the mean of the grid),
@@ -489,13 +490,16 @@ def belief_movement(trace: Sequence[Mapping[str, float]], grid,
     raise ValueError("trace is empty: no episode carried a log_belief (is the policy adaptive?)")
   expected = np.array([t["expected_delta"] for t in trace], np.float64)  # [E]
   entropy = np.array([t["entropy"] for t in trace], np.float64)          # [E]
-  if initial_log_belief is None:
+  logits = (None if initial_log_belief is None else
+            np.asarray(initial_log_belief, np.float64).reshape(-1))     # [K]
+  if logits is not None and logits.size != g.size:
+    raise ValueError(f"initial_log_belief has {logits.size} entries but grid has {g.size} "
+                     f"deltas")
+  if logits is None or np.all(logits == logits[0]):
+    # The uniform prior in closed form (the rounding of the general route below would move a
+    # uniform-prior run's numbers in their last bits).
     prior_mean, prior_entropy = float(np.mean(g)), float(np.log(g.size))
   else:
-    logits = np.asarray(initial_log_belief, np.float64).reshape(-1)     # [K]
-    if logits.size != g.size:
-      raise ValueError(f"initial_log_belief has {logits.size} entries but grid has {g.size} "
-                       f"deltas")
     prior = tfp.distributions.Categorical(logits=tf.constant(logits, tf.float64))
     prior_mean = float(np.sum(prior.probs_parameter().numpy() * g))
     prior_entropy = float(prior.entropy().numpy())

@@ -253,10 +253,16 @@ def test_the_per_episode_files_have_a_column_per_grid_delta(tmp_path):
       assert float(row["sq_error_sum@0.75"]) == float(rec.sq_error_sum[1])  # full precision
       assert float(row["sq_error_sum@0.25"]) == float(rec.sq_error_sum[0])
   assert trace[1]["sq_error_count"] == 2 and trace[1]["sq_error_sum@0.75"] == pytest.approx(1.25)
+  # A result row that lists its episodes (compare, results.json): the same numbers, as lists.
+  fields = rollouts.sq_error_fields(recs)
+  assert fields["sq_error_count"] == [2, 2]
+  assert fields["sq_error_sum"] == [[float(v) for v in r.sq_error_sum] for r in recs]
+  assert fields["sq_error_sum"][1][1] == pytest.approx(1.25)
   tss, aspec = specs(2, 3)
   fixed = policies.FixedDeltaPolicy(tss, aspec, linear_q_model(W3, C3), delta=0.25)
-  reporting.write_delta_csv(str(tmp_path / "fixed.csv"), rollouts.run_episodes(
-      fixed, ScriptedEnv(), 1))
+  fixed_records = rollouts.run_episodes(fixed, ScriptedEnv(), 1)
+  reporting.write_delta_csv(str(tmp_path / "fixed.csv"), fixed_records)
+  assert rollouts.sq_error_fields(fixed_records) == {}  # no belief, no record in the row
   assert (tmp_path / "fixed.csv").read_text().splitlines()[0] == (
       "run,episode,delta_mean,delta_first,delta_last,map_delta")
   # The column names: the float32 grid's shortest decimals, the grid of belief.delta_grid.

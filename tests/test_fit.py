@@ -83,6 +83,16 @@ def test_the_call_returns_the_agent_policies_paths_and_table(run, arrays):
   assert [r["episodes"] for r in result.table[:3]] == [2, 2, 2]
   for row in result.table[:3]:  # a CartPole score is the episode's length: whole, >= 1
     assert all(s >= 1 and s == int(s) for s in row["scores"]), row
+  # The adaptive row lists the squared Bellman errors its belief summed in each episode (K = 8
+  # grid deltas): every transition of an episode is scored once (the LAST one too, the FIRST
+  # step after it starts a new stream), so the counts are the lengths, here the scores.
+  adaptive = result.table[0]
+  assert adaptive["sq_error_count"] == [int(s) for s in adaptive["scores"]]
+  assert [len(e) for e in adaptive["sq_error_sum"]] == [8, 8]
+  assert all(np.isfinite(v) and v >= 0 for e in adaptive["sq_error_sum"] for v in e)
+  assert not any("sq_error_sum" in r or "sq_error_count" in r for r in result.table[1:])
+  saved = json.load(open(result.paths["results_json"]))
+  assert saved[0]["sq_error_sum"] == adaptive["sq_error_sum"]
   hand = _hand_episode_returns(arrays)
   data_row = result.table[3]
   assert data_row["episodes"] == len(hand)

@@ -69,6 +69,20 @@ def episode_sq_errors(now, before):
   return now[0] - before[0], now[1] - before[1]
 
 
+def sq_error_fields(records: Sequence[EpisodeRecord]) -> dict:
+  """The summed squared Bellman errors of `records` for a result row that lists its episodes
+  (a compare result file, a results table's row): {'sq_error_sum': per episode its [K] list,
+  'sq_error_count': per episode its count} (None for an episode without them), or {} when no
+  episode's policy kept the record (a policy without a belief)."""
+  if all(r.sq_error_sum is None for r in records):
+    return {}
+  return {"sq_error_sum": [None if r.sq_error_sum is None else
+                           [float(v) for v in np.asarray(r.sq_error_sum, np.float64).reshape(-1)]
+                           for r in records],
+          "sq_error_count": [None if r.sq_error_count is None else int(r.sq_error_count)
+                             for r in records]}
+
+
 SQ_ERROR_SUM_COLUMN = "sq_error_sum@"
 
 

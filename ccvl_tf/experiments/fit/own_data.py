@@ -201,7 +201,9 @@ def data_episode_returns(data: transitions_lib.Transitions) -> np.ndarray:
 
 def results_table(run: Run, exports, log) -> List[Dict[str, object]]:
   """One row per policy (the method's, then a uniformly random policy, then the data's own
-  episodes): mean return over eval_episodes episodes with its 95% bootstrap CI."""
+  episodes): mean return over eval_episodes episodes with its 95% bootstrap CI; the adaptive
+  policy's row also lists the squared Bellman errors its belief summed in each episode
+  (`rollouts.sq_error_fields`: results.json, not results.csv)."""
   s = run.settings
   rows = []
   named = [(METHOD_NAMES.get(run.method, run.method) if n == "policy" else ROW_NAMES.get(n, n),
@@ -210,7 +212,9 @@ def results_table(run: Run, exports, log) -> List[Dict[str, object]]:
   for i, (name, policy) in enumerate(named):
     t0 = time.time()
     records = _evaluate(policy, run, s.eval_episodes, table_seed(s.seed, i))
-    rows.append(demo_report.score_row(name, [r.raw_score for r in records]))
+    # The adaptive policy's row: also its belief's per-episode summed squared Bellman errors.
+    rows.append(dict(demo_report.score_row(name, [r.raw_score for r in records]),
+                     **rollouts.sq_error_fields(records)))
     log(f"  {name}: {rows[-1]['mean']:.2f} over {s.eval_episodes} episodes "
         f"({time.time() - t0:.1f} s)")
   returns = data_episode_returns(run.data)

@@ -4,7 +4,8 @@
 (without TF_USE_LEGACY_KERAS), carrying the policy state itself from step to step;
 `in_process_steps` runs a TF-Agents policy here on the same time steps; `assert_same_steps`
 requires the same actions and chosen deltas (bit-exact) and the same policy state (integer
-and bool entries exact, float entries such as the log-belief to ~1e-5) at every step. The child
+and bool entries exact, float entries such as the log-belief and the summed squared errors to
+~1e-5) at every step. The child
 also records what each export says of one time step without its batch dimension
 (`<name>/unbatched`).
 """
@@ -113,13 +114,14 @@ def in_process_steps(policy, data):
 def assert_same_steps(child, expected, name, rtol=1e-5):
   """Every action, delta and state entry of `expected` equals the child's `name/...` one.
 
-  Float state (the log-belief) is compared to `rtol` (and atol 1e-5): graph vs eager float32
-  rounding is ~1e-6 after 7 updates of a small network; with a conv torso and beliefs in the
-  hundreds (random frames, tiny belief temperature) it reaches ~1e-5 relative.
+  Float state (the log-belief, the float64 sums of squared errors) is compared to `rtol` (and
+  atol 1e-5): graph vs eager float32 rounding is ~1e-6 after 7 updates of a small network;
+  with a conv torso and beliefs in the hundreds (random frames, tiny belief temperature) it
+  reaches ~1e-5 relative.
   """
   assert expected, name
   for key, value in expected.items():
-    if key.startswith(("action/", "delta/")) or value.dtype != np.float32:
+    if key.startswith(("action/", "delta/")) or value.dtype.kind != "f":
       # Actions, chosen deltas, integer/bool state: bit-exact.
       np.testing.assert_array_equal(child[f"{name}/{key}"], value, err_msg=f"{name}/{key}")
     else:

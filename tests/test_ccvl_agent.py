@@ -433,6 +433,45 @@ def test_the_fixed_delta_against_a_target_network_bootstraps_from_it():
   np.testing.assert_allclose(both["consistency"], [0.25, 1.5625], rtol=1e-6)
   assert sorted(ccvl_agent.bellman_errors_both(net.q_model, held_out, grid, 0.5)) == [
       "consistency"]
+  # With the number of transitions the means are over (the informed belief prior's N).
+  assert ccvl_agent.bellman_errors_both(net.q_model, held_out * 3, grid, 0.5,
+                                        with_count=True)["count"] == 3
+
+
+@pytest.mark.parametrize("agent_name", ["ccvl", "fixed_ccvl"])
+def test_the_adaptive_policy_starts_from_the_belief_prior_of_the_held_out_errors(agent_name):
+  """--belief_prior: 'uniform' (the default) starts the adaptive policy from -log K, bit for
+  bit; 'heldout_mean' / 'heldout_sum' from log b_0 = -N e(delta) / T normalized, with e the
+  held-out TD errors that choose Fixed-CCVL's delta (summary.json's 'bellman_errors'), T the
+  belief temperature and N = 1 / the 3 x 8 held-out transitions. The extra values (summary.json)
+  record which, N and log b_0."""
+  from ccvl_tf.algorithm import belief  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments import agent_registry  # pylint: disable=g-import-not-at-top
+  agent = _tiny_agent()
+  held_out = [_random_batch(8, 5, 3, seed=i) for i in range(3)]
+  spec = agent_registry.AGENT_REGISTRY[agent_name]
+  adaptive_name = "policy" if agent_name == "ccvl" else "policy_adaptive"
+  for prior, n in (("uniform", None), ("heldout_mean", 1), ("heldout_sum", 24)):
+    settings = agent_registry.AgentSettings(num_grid_deltas=4, belief_prior=prior)
+    exports, extra = spec.policies(agent, *_specs(5, 3), held_out, settings)
+    start = exports[adaptive_name].get_initial_state(2)["log_belief"].numpy()
+    assert (extra["belief_prior"], extra["belief_prior_transitions"],
+            extra["held_out_transitions"]) == (prior, n, 24)
+    np.testing.assert_array_equal(extra["initial_log_belief"], start[0])
+    if prior == "uniform":
+      np.testing.assert_array_equal(start, np.tile(belief.uniform_log_belief(4), [2, 1]))
+      continue
+    # By hand, in float64: logits -N e / T less their logsumexp.
+    e, t = np.asarray(extra["bellman_errors"]), extra["belief_temperature"]
+    logits = -n * e / t
+    want = logits - (logits.max() + np.log(np.sum(np.exp(logits - logits.max()))))
+    np.testing.assert_allclose(start, [want, want], rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(start[0], belief.informed_log_prior(e, t, n))
+    # Its mode is Fixed-CCVL's delta (the lowest held-out error).
+    assert belief.delta_grid(4)[int(np.argmax(start[0]))] == np.float32(extra["fixed_delta"])
+  with pytest.raises(ValueError, match=r"^belief_prior must be one of uniform, heldout_mean, "
+                                       r"heldout_sum, got 'sum'$"):
+    agent_registry.informed_prior("sum", [1.0, 2.0], 1.0, 10)
 
 
 # ---- short trainings ------------------------------------------------------------------------------

@@ -54,6 +54,16 @@ def test_tiny_gridworld_comparison_writes_every_output_and_resumes(tmp_path):
                    .read_text())
   assert 0 < res["fixed_delta"] < 1 and len(res["bellman_errors"]) == 2
   assert res["train_steps"] == 3
+  # CCVL's result lists, per episode, the squared Bellman errors its belief summed (one per
+  # grid delta, K = 2) and over how many transitions (each episode has at least one);
+  # Fixed-CCVL keeps no belief, so no such record.
+  adaptive = json.loads((out / "results" / "ccvl" / "1pct" / "gridworld" / "seed_0.json")
+                        .read_text())
+  episodes = len(adaptive["episode_scores"])
+  assert len(adaptive["sq_error_sum"]) == len(adaptive["sq_error_count"]) == episodes
+  assert all(len(e) == 2 and min(e) >= 0 for e in adaptive["sq_error_sum"])
+  assert all(c >= 1 for c in adaptive["sq_error_count"])
+  assert "sq_error_sum" not in res and "sq_error_count" not in res
   assert len(os.listdir(out / "logs")) == 6
   # Each training root records the config it trained with (the gridworld suite's overrides).
   trained = json.loads((out / "runs" / "cql" / "1pct" / "gridworld" / "seed_0" /

@@ -1,4 +1,5 @@
 """binaries/diagnose.py on a real (tiny) train_offline run, and its refusals."""
+import csv
 import json
 import os
 
@@ -51,6 +52,15 @@ def test_train_offline_writes_diagnostics_and_diagnose_recomputes_them(tiny_run,
       "count_normalization": "mean"}
   for name in ("diagnostics.json", "delta_family.png", "belief.csv", "belief.png"):
     assert (root / "diagnostics" / name).stat().st_size > 0
+  # belief.csv: per episode the squared Bellman errors the belief summed, one column per grid
+  # delta (3), and over how many transitions (at least one: an episode has a step).
+  with open(root / "diagnostics" / "belief.csv", newline="") as f:
+    belief_rows = list(csv.DictReader(f))
+  columns = list(belief_rows[0])
+  assert columns[-4] == "sq_error_count"
+  assert [c.split("@")[0] for c in columns[-3:]] == ["sq_error_sum"] * 3
+  assert all(int(r["sq_error_count"]) >= 1 and min(float(r[c]) for c in columns[-3:]) >= 0
+             for r in belief_rows)
   written = json.loads((root / "diagnostics" / "diagnostics.json").read_text())
   assert (written["step"], written["checkpoint"]) == (4, str(root / "checkpoints" / "ckpt-4"))
   first = written["summary"]

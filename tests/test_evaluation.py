@@ -202,6 +202,108 @@ def test_epsilon_actions_are_the_ones_scored_by_the_belief():
   np.testing.assert_allclose(recs[-1].log_belief, np.asarray(log_b), atol=1e-5)
 
 
+def test_each_record_holds_the_errors_the_belief_summed_in_its_episode():
+  """Hand example (tests/test_policies.py): each ScriptedEnv episode scores its MID transition,
+  e = [0, 0.25], and its LAST one, e = [0, 1]: per episode [0, 1.25] over 2 transitions, also
+  in the second and third episodes (the FIRST step after LAST is not scored, so 2, not 3),
+  although the state's running record keeps growing."""
+  recs = rollouts.run_episodes(_adaptive(), ScriptedEnv(), 3)
+  for r in recs:
+    assert r.sq_error_sum.dtype == np.float64 and r.sq_error_count == 2
+    np.testing.assert_allclose(r.sq_error_sum, [0.0, 1.25], atol=1e-6)
+  # A policy without a belief records none.
+  tss, aspec = specs(2, 3)
+  fixed = policies.FixedDeltaPolicy(tss, aspec, linear_q_model(W3, C3), delta=0.25)
+  rec = rollouts.run_episodes(fixed, ScriptedEnv(), 1)[0]
+  assert rec.sq_error_sum is None and rec.sq_error_count is None
+
+
+def test_the_recorded_sums_are_the_executed_transitions_errors_by_hand():
+  """Random actions (epsilon 1): each episode's record is the sum of its two transitions'
+  errors, computed independently from the executed actions."""
+  env = ScriptedEnv()
+  recs = rollouts.run_episodes(_adaptive(), env, 4, epsilon=1.0, seed=3)
+  acts = np.array(env.actions).reshape(4, 2)
+  grid = belief.delta_grid(2)
+  q = lambda s: np.asarray(s) @ np.asarray(W3) + grid[:, None] * np.asarray(C3)  # [K, A]
+  s0, s1, s2 = ScriptedEnv.OBS
+  for rec, (a0, a1) in zip(recs, acts):
+    e1 = belief.bellman_sq_errors(q(s0)[:, a0], 0.75, 0.5, q(s1).max(-1)).numpy()
+    e2 = belief.bellman_sq_errors(q(s1)[:, a1], 0.5, 0.0, q(s2).max(-1)).numpy()
+    np.testing.assert_allclose(rec.sq_error_sum, e1.astype(np.float64) + e2, rtol=1e-6)
+    assert rec.sq_error_count == 2
+
+
+def test_the_per_episode_files_have_a_column_per_grid_delta(tmp_path):
+  """delta.csv (evaluate.py) and the diagnostics' belief.csv: sq_error_count and one
+  'sq_error_sum@<delta>' column per grid delta, to full precision; none for a policy without
+  a belief."""
+  import csv
+  from ccvl_tf.evaluation import diagnostics, reporting
+  recs = rollouts.run_episodes(_adaptive(), ScriptedEnv(), 2)
+  reporting.write_delta_csv(str(tmp_path / "delta.csv"), recs)
+  trace = diagnostics.belief_trace(recs, belief.delta_grid(2))
+  diagnostics.write_belief_csv(str(tmp_path / "belief.csv"), trace)
+  for name in ("delta.csv", "belief.csv"):
+    with open(tmp_path / name, newline="") as f:
+      rows = list(csv.DictReader(f))
+    assert list(rows[0])[-3:] == ["sq_error_count", "sq_error_sum@0.25", "sq_error_sum@0.75"]
+    for row, rec in zip(rows, recs):
+      assert int(row["sq_error_count"]) == 2
+      assert float(row["sq_error_sum@0.75"]) == float(rec.sq_error_sum[1])  # full precision
+      assert float(row["sq_error_sum@0.25"]) == float(rec.sq_error_sum[0])
+  assert trace[1]["sq_error_count"] == 2 and trace[1]["sq_error_sum@0.75"] == pytest.approx(1.25)
+  # A result row that lists its episodes (compare, results.json): the same numbers, as lists.
+  fields = rollouts.sq_error_fields(recs)
+  assert fields["sq_error_count"] == [2, 2]
+  assert fields["sq_error_sum"] == [[float(v) for v in r.sq_error_sum] for r in recs]
+  assert fields["sq_error_sum"][1][1] == pytest.approx(1.25)
+  tss, aspec = specs(2, 3)
+  fixed = policies.FixedDeltaPolicy(tss, aspec, linear_q_model(W3, C3), delta=0.25)
+  fixed_records = rollouts.run_episodes(fixed, ScriptedEnv(), 1)
+  reporting.write_delta_csv(str(tmp_path / "fixed.csv"), fixed_records)
+  assert rollouts.sq_error_fields(fixed_records) == {}  # no belief, no record in the row
+  assert (tmp_path / "fixed.csv").read_text().splitlines()[0] == (
+      "run,episode,delta_mean,delta_first,delta_last,map_delta")
+  # The column names: the float32 grid's shortest decimals, the grid of belief.delta_grid.
+  assert rollouts.sq_error_columns(belief.delta_grid(8))[:2] == ["sq_error_sum@0.0625",
+                                                                 "sq_error_sum@0.1875"]
+  for k in (1, 3, 8, 10, 1024):
+    np.testing.assert_array_equal(rollouts.delta_grid_of(k), belief.delta_grid(k))
+    assert len(set(rollouts.sq_error_columns(belief.delta_grid(k)))) == k
+
+
+def test_the_belief_movement_is_measured_from_the_policys_prior():
+  from ccvl_tf.evaluation import diagnostics
+  grid = belief.delta_grid(2)
+  prior = belief.informed_log_prior([1.0, 2.0], 2.0)  # b_0 = [0.6225, 0.3775]
+  tss, aspec = specs(2, 3)
+  policy = policies.ConfidenceAdaptivePolicy(
+      tss, aspec, linear_q_model(W3, C3), num_grid_deltas=2, gamma=0.5, temperature=1.0,
+      sample_delta=False, initial_log_belief=prior)
+  trace = diagnostics.belief_trace(rollouts.run_episodes(policy, ScriptedEnv(), 1), grid)
+  moved = diagnostics.belief_movement(trace, grid, policy.initial_log_belief)
+  b0 = np.exp(prior.astype(np.float64))
+  assert moved["prior_expected_delta"] == pytest.approx(float(b0 @ grid), abs=1e-6)
+  assert moved["prior_entropy"] == pytest.approx(float(-(b0 * np.log(b0)).sum()), abs=1e-6)
+  uniform = diagnostics.belief_movement(trace, grid)
+  assert uniform["prior_expected_delta"] == pytest.approx(0.5)
+  assert uniform["prior_entropy"] == pytest.approx(np.log(2))
+  # A policy given no prior holds the uniform one, and the run passes it (runner.py): measured
+  # exactly as no prior is (the mean of the grid, log K), bit for bit, as every run before the
+  # prior existed. K = 3, 5, 10: where the general (Categorical) route rounds otherwise.
+  for k in (2, 3, 5, 8, 10):
+    g = belief.delta_grid(k)
+    trace_k = [{"expected_delta": 0.3, "entropy": 0.5}, {"expected_delta": 0.7, "entropy": 0.25}]
+    held = policies.ConfidenceAdaptivePolicy(tss, aspec, linear_q_model(W3, C3),
+                                             num_grid_deltas=k).initial_log_belief
+    assert diagnostics.belief_movement(trace_k, g, held) == diagnostics.belief_movement(
+        trace_k, g)
+    assert diagnostics.belief_movement(trace_k, g)["prior_entropy"] == float(np.log(k))
+    assert diagnostics.belief_movement(trace_k, g)["prior_expected_delta"] == float(
+        np.mean(g.astype(np.float64)))
+
+
 @pytest.mark.slow
 def test_run_episodes_with_exported_policy(tmp_path):
   policies.export_policy(_adaptive(), str(tmp_path / "p"))
@@ -214,6 +316,10 @@ def test_run_episodes_with_exported_policy(tmp_path):
     rollouts.load_saved_policy(str(tmp_path / "p"), observation_dtype=np.uint8)
   recs = rollouts.run_episodes(saved, ScriptedEnv(), 2)
   assert float(np.exp(recs[1].log_belief[0])) == pytest.approx(0.924142, abs=1e-5)
+  # The export keeps the record: each episode's errors, [0, 1.25] over 2 transitions.
+  for r in recs:
+    np.testing.assert_allclose(r.sq_error_sum, [0.0, 1.25], atol=1e-6)
+    assert r.sq_error_count == 2
   # A stateless export (empty policy state) runs through the same loop.
   tss, aspec = specs(2, 3)
   fixed = policies.FixedDeltaPolicy(tss, aspec, linear_q_model(W3, C3), delta=0.25)

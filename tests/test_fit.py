@@ -83,6 +83,16 @@ def test_the_call_returns_the_agent_policies_paths_and_table(run, arrays):
   assert [r["episodes"] for r in result.table[:3]] == [2, 2, 2]
   for row in result.table[:3]:  # a CartPole score is the episode's length: whole, >= 1
     assert all(s >= 1 and s == int(s) for s in row["scores"]), row
+  # The adaptive row lists the squared Bellman errors its belief summed in each episode (K = 8
+  # grid deltas): every transition of an episode is scored once (the LAST one too, the FIRST
+  # step after it starts a new stream), so the counts are the lengths, here the scores.
+  adaptive = result.table[0]
+  assert adaptive["sq_error_count"] == [int(s) for s in adaptive["scores"]]
+  assert [len(e) for e in adaptive["sq_error_sum"]] == [8, 8]
+  assert all(np.isfinite(v) and v >= 0 for e in adaptive["sq_error_sum"] for v in e)
+  assert not any("sq_error_sum" in r or "sq_error_count" in r for r in result.table[1:])
+  saved = json.load(open(result.paths["results_json"]))
+  assert saved[0]["sq_error_sum"] == adaptive["sq_error_sum"]
   hand = _hand_episode_returns(arrays)
   data_row = result.table[3]
   assert data_row["episodes"] == len(hand)
@@ -181,6 +191,21 @@ def test_unknown_settings_are_refused_naming_them(data, tmp_path):
     ccvl_tf.fit(data, "ccvl", root_dir=str(tmp_path / "r"), num_step=5)
   with pytest.raises(ValueError, match="method=.bc. does not take --alpha"):
     ccvl_tf.fit(data, "bc", root_dir=str(tmp_path / "r"), alpha=1.0)
+
+
+def test_the_belief_prior_reaches_the_adaptive_policy_or_is_refused_without_one(data, tmp_path):
+  from ccvl_tf.experiments.fit import settings
+  given = settings.FitSettings(root_dir=str(tmp_path / "r"), belief_prior="heldout_sum")
+  assert settings.FitSettings().belief_prior == "uniform"
+  assert own_data.plan(data, "ccvl", None, given, {}).agent_settings.belief_prior == (
+      "heldout_sum")
+  with pytest.raises(ValueError, match=r"^belief_prior=heldout_sum is a setting of the "
+                                       r"adaptive policy of ccvl, fixed_ccvl; method=bc has "
+                                       r"none: leave it out$"):
+    own_data.plan(data, "bc", None, given, {})
+  with pytest.raises(ValueError, match=r"^belief_prior must be one of uniform, heldout_mean, "
+                                       r"heldout_sum, got 'sum'$"):
+    ccvl_tf.fit(data, "ccvl", root_dir=str(tmp_path / "r"), belief_prior="sum")
 
 
 def test_torso_follows_the_observations():

@@ -1,4 +1,5 @@
 """The headroom statistics (values derived by hand) and binaries/headroom.py on a tiny run."""
+import csv
 import json
 import os
 
@@ -142,6 +143,18 @@ def test_headroom_binary_plays_every_member_on_the_same_episodes(tiny_run, tmp_p
     assert (out / name).stat().st_size > 0
   assert len((out / "scores.csv").read_text().splitlines()) == 1 + 4 * 4
   assert len((out / "belief.csv").read_text().splitlines()) == 1 + 4
+  # The adaptive episodes record the squared Bellman errors the belief summed (3 grid deltas):
+  # every transition of an episode is scored once (its FIRST step opens it, the next FIRST
+  # does not score across the reset), so each count is the episode's length; belief.csv
+  # carries them, episode by episode.
+  adaptive = json.loads(open(headroom_eval._episodes_file(str(out), headroom_eval.ADAPTIVE))
+                        .read())["episodes"]
+  assert [e["sq_error_count"] for e in adaptive] == [e["length"] for e in adaptive]
+  assert all(len(e["sq_error_sum"]) == 3 and min(e["sq_error_sum"]) >= 0 for e in adaptive)
+  with open(out / "belief.csv", newline="") as f:
+    belief_rows = list(csv.DictReader(f))
+  assert list(belief_rows[0])[-4] == "sq_error_count"
+  assert sum(int(r["sq_error_count"]) for r in belief_rows) == sum(e["length"] for e in adaptive)
 
   # A rerun with the same settings reuses every policy's episodes and writes the same numbers.
   again = forked_binary.run("headroom.py", args, cwd=tmp_path, env=ENV)

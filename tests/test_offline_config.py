@@ -7,6 +7,7 @@ import json
 import pytest
 
 from ccvl_tf.experiments.offline import config
+from ccvl_tf.runtime import config_flags
 from ccvl_tf.algorithm.readings import bound, paper
 from ccvl_tf.experiments.offline.seeds import Seeds
 
@@ -35,6 +36,12 @@ def test_eval_interval_zero_is_allowed_negative_is_not(tmp_path):
     ({"default_dataset_policy": "x"}, r"^--default_dataset_policy must be one of auto, "),
     ({"behaviour_epsilon": 1.5}, r"^--behaviour_epsilon must be in \[0, 1\], got 1.5$"),
     ({"belief_temperature": 0.0}, r"^--belief_temperature must be a finite number > 0"),
+    ({"belief_prior": "informed"}, r"^--belief_prior must be one of uniform, heldout_mean, "
+                                   r"heldout_sum, got 'informed'$"),
+    ({"belief_prior": "informed", "agent": "cql"}, r"^--belief_prior must be one of "),
+    ({"belief_prior": "heldout_sum", "agent": "cql", "reference_agents": ("bc",)},
+     r"^--belief_prior=heldout_sum is a setting of the adaptive policy of ccvl, fixed_ccvl; "
+     r"neither --agent=cql nor --reference_agents=bc has one: leave it out$"),
     ({"eval_epsilon": -0.1}, r"^--eval_epsilon must be in \[0, 1\], got -0.1$"),
     ({"seed": -1}, r"^--seed must be an integer >= 0, got -1$"),
 ])
@@ -365,3 +372,26 @@ def test_device_settings_that_change_results_are_compared_on_resume_and_reuse(tm
         change.replace("None", "False" if flag == "--jit_compile" else "'none'")]
   assert config.changed_settings(saved, config.config_from_args(
       base + ["--tf_threads=1", "--deterministic"])) == []
+
+
+def test_the_belief_prior_is_uniform_unless_given_compared_and_recorded(tmp_path):
+  """--belief_prior: 'uniform' by default (what every run did before the setting existed),
+  handed to each learner's AgentSettings, kept in the record (summary.json's 'config') and the
+  learner settings in force, and compared when a run is reused: a record made before the
+  setting existed reads as the default."""
+  cfg = config.OfflineConfig(root_dir=str(tmp_path / "run"))
+  assert cfg.belief_prior == "uniform"
+  assert "belief_prior" in config_flags.comparison(config.OfflineConfig).compared
+  given = dataclasses.replace(cfg, belief_prior="heldout_sum")
+  plan = config.resolve(given)
+  assert plan.record["belief_prior"] == "heldout_sum"
+  assert plan.learner.settings.belief_prior == "heldout_sum"
+  assert plan.learner.resolved()["belief_prior"] == "heldout_sum"
+  assert config.resolve(cfg).learner.settings.belief_prior == "uniform"
+  assert config.changed_settings(config.record(cfg), given) == [
+      "belief_prior: 'uniform' -> 'heldout_sum'"]
+  old = {k: v for k, v in config.record(cfg).items() if k != "belief_prior"}
+  assert config.changed_settings(old, cfg) == []
+  assert config.from_record(config.record(given)).belief_prior == "heldout_sum"
+  # CQL beside a CCVL reference takes it (the reference's adaptive policy uses it).
+  dataclasses.replace(given, agent="cql", reference_agents=("ccvl",)).validate()

@@ -70,6 +70,13 @@ def test_the_adaptive_row_is_placed_only_under_the_reported_belief_setting():
                       "(this run: 1)")
   same = placement.place(_record(belief_episodes=10), rows, reported)
   assert "CCVL (adaptive): 25.00 -- inside the reported range" in same[2]
+  # The reported belief started from the uniform prior (a record without the setting did).
+  informed = placement.place(_record(belief_episodes=10, belief_prior="heldout_sum"), rows,
+                             reported)
+  assert informed[2] == ("  CCVL (adaptive): 25.00 -- not placed: reported with belief_prior "
+                         "'uniform' (this run: 'heldout_sum')")
+  assert "inside the reported range" in placement.place(_record(
+      belief_episodes=10, belief_prior="uniform"), rows, reported)[2]
 
 
 def test_the_ccvl_rows_are_placed_only_for_the_reported_delta_head():

@@ -392,3 +392,125 @@ def test_a_state_no_step_can_produce_is_refused_naming_its_key(key, value, named
     policy.action(mid([[0.2, 0.6]], [0.4]), state)
   # The state the policy made itself goes on.
   policy.action(mid([[0.2, 0.6]], [0.4]), step.state)
+
+
+# ----------------------------------------------------------------------------- the belief's record
+def test_the_state_records_the_errors_the_belief_summed_by_hand():
+  """The hand example above (K=2, gamma=0.5, T=1): the errors that updated the belief are
+  step 2 (MID) e = [0, 0.25], step 3 (LAST, no bootstrap) e = [0, 1], step 4 (FIRST after
+  LAST) none, step 5 (MID) e = [0, 0.25]. The record sums them (float64) and counts them; a
+  FIRST step leaves it as it was (never reset inside a run)."""
+  tss, aspec = specs(2, 3)
+  policy = policies.ConfidenceAdaptivePolicy(
+      tss, aspec, linear_q_model(W3, C3), num_grid_deltas=2, gamma=0.5, temperature=1.0,
+      sample_delta=False)
+  state = policy.get_initial_state(1)
+  assert state["sq_error_sum"].dtype == tf.float64 and state["sq_error_count"].dtype == tf.int64
+  np.testing.assert_array_equal(state["sq_error_sum"].numpy(), [[0.0, 0.0]])
+  s0, s1, s2 = [[1.0, 0.0]], [[0.0, 0.2]], [[0.0, 0.0]]
+  want = [([0.0, 0.0], 0), ([0.0, 0.25], 1), ([0.0, 1.25], 2), ([0.0, 1.25], 2),
+          ([0.0, 1.5], 3)]
+  for t, (sums, count) in zip([first(s0), mid(s1, [0.75]), last(s2, [0.5]), first(s0),
+                               mid(s1, [0.75])], want):
+    state = policy.action(t, state).state
+    np.testing.assert_allclose(state["sq_error_sum"].numpy(), [sums], atol=1e-6)
+    assert int(state["sq_error_count"][0]) == count
+  # From the uniform prior, log b ~ -sum / T: b(0.25) = 1 / (1 + e^-1.5) = 0.817574.
+  assert float(tf.exp(state["log_belief"])[0, 0]) == pytest.approx(0.817574, abs=1e-5)
+  # A batch of 2 where only row 1 has a previous step: row 0's FIRST adds nothing.
+  state2 = policy.action(first(s0 * 2), policy.get_initial_state(2)).state
+  state2 = policy.action(ts.TimeStep(tf.constant([0, 1]), tf.constant([0.0, 0.75]),
+                                     tf.constant([1.0, 1.0]), tf.constant(s1 * 2)),
+                         state2).state
+  np.testing.assert_allclose(state2["sq_error_sum"].numpy(), [[0.0, 0.0], [0.0, 0.25]],
+                             atol=1e-6)
+  np.testing.assert_array_equal(state2["sq_error_count"].numpy(), [0, 1])
+
+
+def test_the_record_sums_exactly_the_errors_of_the_belief_module():
+  """Two steps of a random transition chain: the record is the float64 sum of the float32
+  errors belief.bellman_sq_errors gives (the ones update_log_belief took)."""
+  tss, aspec = specs(2, 3)
+  k, gamma, temp = 4, 0.9, 0.5
+  policy = policies.ConfidenceAdaptivePolicy(
+      tss, aspec, linear_q_model(W3, C3), num_grid_deltas=k, gamma=gamma, temperature=temp,
+      sample_delta=False)
+  grid = belief.delta_grid(k)
+  q = lambda obs: obs @ np.asarray(W3) + grid[:, None] * np.asarray(C3)  # [K, A]
+  obs = np.array([[0.3, 0.1], [0.2, 0.6], [0.9, 0.4]], np.float32)
+  rewards = [0.4, -0.2]
+  step = policy.action(first(obs[:1]), policy.get_initial_state(1))
+  total = np.zeros(k)
+  for i, r in enumerate(rewards):
+    a = int(step.action[0])
+    step = policy.action(mid(obs[i + 1:i + 2], [r]), step.state)
+    e = belief.bellman_sq_errors(q(obs[i])[:, a], r, gamma, q(obs[i + 1]).max(-1)).numpy()
+    total += e.astype(np.float64)
+  np.testing.assert_allclose(step.state["sq_error_sum"].numpy()[0], total, rtol=1e-6)
+  assert int(step.state["sq_error_count"][0]) == 2
+
+
+def test_the_bounds_variant_keeps_the_same_record():
+  tss, aspec = specs(1, 4)
+  lower = linear_q_model([[3., 2.5, 1., -1.]], [0.] * 4, name="lower")
+  upper = linear_q_model([[3.5, 4., 9., 10.]], [0.] * 4, name="upper")
+  policy = policies.ConfidenceAdaptivePolicy(tss, aspec, lower, num_grid_deltas=4,
+                                             upper_network=upper, beta=0.8, gamma=0.5)
+  step = policy.action(first([[1.0]]), policy.get_initial_state(1))
+  step = policy.action(mid([[1.0]], [1.0]), step.state)
+  # Action 1 taken at s=1: Q_l(s, 1) = 2.5 for every delta, max Q_l(s') = 3, r = 1:
+  # e = (2.5 - 1 - 0.5 * 3)^2 = 0 for each of the 4 grid deltas.
+  np.testing.assert_allclose(step.state["sq_error_sum"].numpy(), [[0.0] * 4], atol=1e-12)
+  assert int(step.state["sq_error_count"][0]) == 1
+  assert set(policies.adaptive_state_spec(tss.observation, aspec)) == set(
+      policy.policy_state_spec)
+
+
+# ----------------------------------------------------------------------------- the initial belief
+def test_the_default_initial_belief_is_the_uniform_one_bit_for_bit():
+  tss, aspec = specs(2, 3)
+  policy = policies.ConfidenceAdaptivePolicy(tss, aspec, linear_q_model(W3, C3),
+                                             num_grid_deltas=5)
+  np.testing.assert_array_equal(policy.get_initial_state(3)["log_belief"].numpy(),
+                                np.tile(belief.uniform_log_belief(5), [3, 1]))
+  np.testing.assert_array_equal(policy.initial_log_belief, belief.uniform_log_belief(5))
+
+
+def test_an_informed_initial_belief_starts_every_row_and_moves_as_the_uniform_one():
+  """log b_0 = informed_log_prior(e, T, N); the first update adds -e'/T to it and
+  renormalizes, as from the uniform prior."""
+  tss, aspec = specs(2, 3)
+  prior = belief.informed_log_prior([1.0, 2.0], 2.0)  # [-0.474, -0.974] (its docstring)
+  policy = policies.ConfidenceAdaptivePolicy(
+      tss, aspec, linear_q_model(W3, C3), num_grid_deltas=2, gamma=0.5, temperature=1.0,
+      sample_delta=False, initial_log_belief=prior)
+  state = policy.get_initial_state(2)
+  np.testing.assert_array_equal(state["log_belief"].numpy(), [prior, prior])
+  np.testing.assert_allclose(prior, [-0.474077, -0.974077], atol=1e-6)
+  # The hand example's step 2 errors [0, 0.25]: log b ~ prior + [0, -0.25].
+  step = policy.action(first([[1.0, 0.0]]), policy.get_initial_state(1))
+  step = policy.action(mid([[0.0, 0.2]], [0.75]), step.state)
+  want = belief.update_log_belief(prior, [0.0, 0.25], 1.0).numpy()
+  np.testing.assert_allclose(step.state["log_belief"].numpy()[0], want, atol=1e-6)
+  # The epsilon-greedy wrapper starts from it too.
+  np.testing.assert_array_equal(
+      policies.epsilon_greedy(policy, 0.0).get_initial_state(1)["log_belief"].numpy(), [prior])
+
+
+@pytest.mark.parametrize("value,named", [
+    ([0.5, 0.5], r"^initial_log_belief must be normalized, logsumexp 0 \(within 0\.0001\): "
+                 r"log probabilities \(subtract their logsumexp; not probabilities\), got "
+                 r"\[0\.5, 0\.5\] with logsumexp 1\.19315$"),
+    ([0.0, float("nan")], r"^initial_log_belief must be finite"),
+    ([-np.inf, 0.0], r"^initial_log_belief must be finite"),
+    ([-0.7, -0.7, -0.7], r"^initial_log_belief must be a log-belief of 2 numbers \(one per "
+                         r"grid delta, K = num_grid_deltas\), got \[-0\.7, -0\.7, -0\.7\]$"),
+    ("uniform", r"^initial_log_belief must be a log-belief of 2 numbers"),
+    (list(np.log(np.full(40, 1 / 40))), r"^initial_log_belief must be a log-belief of 2 "),
+])
+def test_a_bad_initial_belief_is_refused_in_one_line_naming_it(value, named):
+  tss, aspec = specs(2, 3)
+  with pytest.raises(ValueError, match=named) as e:
+    policies.ConfidenceAdaptivePolicy(tss, aspec, linear_q_model(W3, C3), num_grid_deltas=2,
+                                      initial_log_belief=value)
+  assert "\n" not in str(e.value)

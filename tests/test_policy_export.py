@@ -11,6 +11,7 @@ import ccvl_tf  # noqa: F401
 import numpy as np
 import pytest
 
+from ccvl_tf.algorithm import belief
 from ccvl_tf.algorithm import networks
 from ccvl_tf.algorithm import policies
 from tests import policy_compare
@@ -34,6 +35,7 @@ def test_saved_model_round_trip_in_fresh_tensorflow_only_process(tmp_path):
   model = linear_q_model(W3, C3)
   adaptive = policies.ConfidenceAdaptivePolicy(tss, aspec, model, num_grid_deltas=5, gamma=0.9,
                                                temperature=0.1, sample_delta=True, seed=11)
+  prior = belief.informed_log_prior([0.3, 0.1, 0.2, 0.5, 0.4], 0.1, 2)
   built = {
       "fixed": policies.FixedDeltaPolicy(tss, aspec, model, delta=0.3),
       "adaptive": adaptive,
@@ -45,7 +47,8 @@ def test_saved_model_round_trip_in_fresh_tensorflow_only_process(tmp_path):
               (2,), np.float32, 3, networks.QNetworkConfig(torso="mlp", mlp_units=(8,),
                                                            hidden_units=8),
               delta_head="monotone").q_model,
-          num_grid_deltas=5, gamma=0.9, temperature=0.1, sample_delta=True, seed=3),
+          num_grid_deltas=5, gamma=0.9, temperature=0.1, sample_delta=True, seed=3,
+          initial_log_belief=prior),  # and an informed initial belief
   }
   for name, policy in built.items():
     policies.export_policy(policy, str(tmp_path / name))
@@ -74,6 +77,18 @@ def test_saved_model_round_trip_in_fresh_tensorflow_only_process(tmp_path):
   # Sampling actually varied delta over the run (otherwise the rng check above proves little).
   deltas = np.concatenate([child[f"adaptive/delta/{i}"] for i in range(7)])
   assert len(set(deltas.tolist())) > 1
+  # The record of the errors the belief summed (compared with the in-process one above): every
+  # step after a previous one is scored but the FIRST ones, so each stream scored 5 of its 7
+  # steps; row 0's FIRST at step 4 (after its LAST at step 3) added nothing.
+  for name in ("adaptive", "adaptive_eps0", "monotone_adaptive"):
+    np.testing.assert_array_equal(child[f"{name}/state/6/sq_error_count"], [5, 5])
+    np.testing.assert_array_equal(child[f"{name}/state/4/sq_error_sum"][0],
+                                  child[f"{name}/state/3/sq_error_sum"][0])
+    assert child[f"{name}/state/6/sq_error_sum"].dtype == np.float64
+  # The exported initial state is the informed prior's, exactly.
+  np.testing.assert_array_equal(child["monotone_adaptive/init/log_belief"], [prior, prior])
+  np.testing.assert_array_equal(child["adaptive/init/log_belief"],
+                                np.tile(belief.uniform_log_belief(5), [2, 1]))
 
 
 @pytest.mark.slow

@@ -220,7 +220,7 @@ def test_a_belief_update_that_overflows_is_refused_not_carried():
 
 
 ADAPTIVE_STATE = "a dict with the keys delta_index, has_prev, log_belief, prev_action, " \
-                 "prev_observation, rng"
+                 "prev_observation, rng, sq_error_count, sq_error_sum"
 
 
 @pytest.mark.slow
@@ -299,7 +299,8 @@ def test_a_state_missing_a_key_or_of_another_dtype_is_refused_naming_the_entry(e
   cases = [
       (no_prev, "the policy state must be " + ADAPTIVE_STATE + " (get_initial_state("
                 "batch_size=B), then the state each step returns); got a dict with the keys "
-                "delta_index, log_belief, prev_action, prev_observation, rng (missing has_prev)"),
+                "delta_index, log_belief, prev_action, prev_observation, rng, sq_error_count, "
+                "sq_error_sum (missing has_prev)"),
       (dict(good, log_belief=tf.cast(good["log_belief"], tf.float64)),
        entry.format("log_belief", "float32", ", 5", "float64")),
       (dict(good, has_prev=tf.cast(good["has_prev"], tf.int64)),
@@ -308,6 +309,11 @@ def test_a_state_missing_a_key_or_of_another_dtype_is_refused_naming_the_entry(e
        entry.format("prev_observation", "uint8", ", 10, 10, 4", "float32")),
       (dict(good, delta_index=tf.cast(good["delta_index"], tf.int64)),
        entry.format("delta_index", "int32", "", "int64")),
+      # The record of the summed squared errors: float64, and its count int64.
+      (dict(good, sq_error_sum=tf.cast(good["sq_error_sum"], tf.float32)),
+       entry.format("sq_error_sum", "float64", ", 5", "float32")),
+      (dict(good, sq_error_count=tf.cast(good["sq_error_count"], tf.int32)),
+       entry.format("sq_error_count", "int64", "", "int32")),
   ]
   for state, message in cases:
     with pytest.raises(tf.errors.InvalidArgumentError) as e:

@@ -405,9 +405,10 @@ def bellman_errors_on_grid(q_model, batches: Iterable[Dict], deltas: Sequence[fl
 
 def bellman_errors_both(q_model, batches: Iterable[Dict], deltas: Sequence[float],
                         gamma: float, action_minimum: int = 0,
-                        target_q_model=None) -> Dict[str, np.ndarray]:
+                        target_q_model=None, with_count: bool = False) -> Dict[str, np.ndarray]:
   """bellman_errors_on_grid's errors in one pass over `batches`: {'consistency': [K]} (Q' = Q)
-  and, with `target_q_model`, 'target': [K] (Q' = the target network), each float64. Q(s) and
+  and, with `target_q_model`, 'target': [K] (Q' = the target network), each float64; with
+  `with_count`, also 'count': the number of transitions each is the mean over. Q(s) and
   Q(s') of the online network come from one forward pass over [s; s'], the target network's
   Q'(s') from one more."""
   grid = losses.validate_delta(np.asarray(deltas, np.float32).reshape(-1), "deltas")
@@ -437,7 +438,10 @@ def bellman_errors_both(q_model, batches: Iterable[Dict], deltas: Sequence[float
     count += b
   if count == 0:
     raise ValueError("bellman_errors_on_grid got no held-out transitions")
-  return {name: total / count for name, total in totals.items()}
+  out = {name: total / count for name, total in totals.items()}
+  if with_count:
+    out["count"] = count
+  return out
 
 
 def select_fixed_delta(q_model, batches: Iterable[Dict], deltas: Sequence[float],

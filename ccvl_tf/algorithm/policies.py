@@ -33,6 +33,10 @@ PREV_ACTION = "prev_action"        # [B] action dtype, a of the last transition
 HAS_PREV = "has_prev"              # [B] bool, whether (s, a) above is a real previous step
 RNG = "rng"                        # [B, 2] int64, stateless seed for sampling delta ~ b
 DELTA_INDEX = "delta_index"        # [B] int32, grid index of the delta acted with last
+# The record of what the belief summed (never reset inside a run: a caller takes differences,
+# e.g. per episode, as ccvl_tf.evaluation.rollouts.run_episodes does).
+SQ_ERROR_SUM = "sq_error_sum"      # [B, K] float64, sum of the e(delta) that updated log b
+SQ_ERROR_COUNT = "sq_error_count"  # [B] int64, number of transitions summed in sq_error_sum
 
 
 def _keras_variables(*models):
@@ -246,6 +250,13 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
     'has_prev'         [B] bool        whether (s, a) above belongs to a real previous step
     'rng'              [B, 2] int64    stateless seed for drawing delta ~ b (row 0 seeds the batch)
     'delta_index'      [B] int32       grid index of the delta acted with at the last step
+    'sq_error_sum'     [B, K] float64  sum over the transitions scored so far of the e(delta)
+                                       that updated the belief (step 1 below), as float32
+                                       errors summed in float64
+    'sq_error_count'   [B] int64       number of those transitions
+  The last two are a record, read by nothing here: never reset inside a run (a FIRST step
+  leaves them), so the errors of one episode are the difference between its LAST step's state
+  and the previous episode's (ccvl_tf.evaluation.rollouts.run_episodes records them so).
 
   Each call with time step (r, discount, s'):
     1. if has_prev and the step is not FIRST, score the transition (s, a, r, s') for every grid
@@ -297,12 +308,16 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
     seed: python int, initial stateless seed placed in `get_initial_state`.
     reward_clip: None or c > 0: clip r to [-c, c] when scoring (not for the returns).
     upper_network, beta: optional Q_u network and beta > 0 for Eq. upper policy.
+    initial_log_belief: None (the uniform prior, `belief.uniform_log_belief(K)`) or the
+      initial log-belief log b_0 [K] of every run (e.g. `belief.informed_log_prior`): finite,
+      normalized (logsumexp within 1e-4 of 0); anything else is refused naming it.
   """
 
   def __init__(self, time_step_spec, action_spec, q_network, num_grid_deltas: int = 8,
                gamma: float = 0.99, temperature: float = 1.0, sample_delta: bool = True,
                seed: int = 0, reward_clip: Optional[float] = None, upper_network=None,
-               beta: Optional[float] = None, resample: str = "step", name=None):
+               beta: Optional[float] = None, resample: str = "step",
+               initial_log_belief=None, name=None):
     if resample not in ("step", "episode"):
       raise ValueError(f"resample must be 'step' or 'episode', got {resample!r}")
     if not float(temperature) > 0.0:
@@ -326,6 +341,9 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
     self._resample = resample
     self._seed = int(seed)
     self._reward_clip = None if reward_clip is None else float(reward_clip)
+    self._initial_log_belief = (belief.uniform_log_belief(self._num_grid_deltas)
+                                if initial_log_belief is None else
+                                checked_log_belief(initial_log_belief, self._num_grid_deltas))
 
     obs_spec = time_step_spec.observation
     if not isinstance(obs_spec, tf.TypeSpec):
@@ -338,6 +356,8 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
         HAS_PREV: tf.TensorSpec((), tf.bool, name=HAS_PREV),
         RNG: tf.TensorSpec([2], tf.int64, name=RNG),
         DELTA_INDEX: tf.TensorSpec((), tf.int32, name=DELTA_INDEX),
+        SQ_ERROR_SUM: tf.TensorSpec([self._num_grid_deltas], tf.float64, name=SQ_ERROR_SUM),
+        SQ_ERROR_COUNT: tf.TensorSpec((), tf.int64, name=SQ_ERROR_COUNT),
     }
     networks = [q_network] + ([upper_network] if upper_network is not None else [])
     super().__init__(time_step_spec, action_spec, networks, policy_state_spec=state_spec,
@@ -350,12 +370,16 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
   def delta_grid(self) -> np.ndarray:
     return self._grid.copy()
 
+  @property
+  def initial_log_belief(self) -> np.ndarray:
+    """log b_0 [K] float32, where every run's belief starts (uniform unless given)."""
+    return self._initial_log_belief.copy()
+
   def _get_initial_state(self, batch_size):
     # Every entry has a batch dimension: None (TFPolicy's "none") is refused with the rest.
     batch_size = policy_export.initial_state_batch(batch_size)
     state = tensor_spec.zero_spec_nest(self._policy_state_spec, outer_dims=(batch_size,))
-    k = self._num_grid_deltas
-    log_b0 = tf.constant(belief.uniform_log_belief(k), tf.float32)  # [K]
+    log_b0 = tf.constant(self._initial_log_belief, tf.float32)  # [K]
     state[LOG_BELIEF] = tf.tile(log_b0[tf.newaxis], [batch_size, 1])  # [B, K]
     state[RNG] = tf.tile(tf.constant([[self._seed, 0]], tf.int64), [batch_size, 1])  # [B, 2]
     return state
@@ -433,6 +457,11 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
          sq_errors], summarize=8)
     with tf.control_dependencies([defined]):
       log_b = tf.identity(log_b)
+    # The record: exactly the errors that updated the belief, summed in float64.
+    sq_error_sum = policy_state[SQ_ERROR_SUM] + tf.where(
+        valid[:, tf.newaxis], tf.cast(sq_errors, tf.float64),
+        tf.zeros_like(policy_state[SQ_ERROR_SUM]))  # [B, K]
+    sq_error_count = policy_state[SQ_ERROR_COUNT] + tf.cast(valid, tf.int64)  # [B]
 
     # 2. Choose delta from the belief.
     rng = policy_state[RNG]  # [B, 2]
@@ -462,6 +491,8 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
         HAS_PREV: tf.ones_like(policy_state[HAS_PREV]),
         RNG: rng + tf.constant([[0, 1]], tf.int64),
         DELTA_INDEX: k_index,
+        SQ_ERROR_SUM: sq_error_sum,
+        SQ_ERROR_COUNT: sq_error_count,
     }
     return policy_step.PolicyStep(self._deterministic(action), new_state,
                                   PolicyInfo(delta=delta))
@@ -512,7 +543,36 @@ def adaptive_state_spec(observation_spec, action_spec) -> dict:
       HAS_PREV: tf.TensorSpec((), tf.bool, name=HAS_PREV),
       RNG: tf.TensorSpec([2], tf.int64, name=RNG),
       DELTA_INDEX: tf.TensorSpec((), tf.int32, name=DELTA_INDEX),
+      SQ_ERROR_SUM: tf.TensorSpec([None], tf.float64, name=SQ_ERROR_SUM),
+      SQ_ERROR_COUNT: tf.TensorSpec((), tf.int64, name=SQ_ERROR_COUNT),
   }
+
+
+def checked_log_belief(log_belief, num_grid_deltas: int, name: str = "initial_log_belief",
+                       tolerance: float = 1e-4) -> np.ndarray:
+  """`log_belief` as a float32 log-belief [K] over the K = `num_grid_deltas` grid deltas; a
+  ValueError of one line naming `name` unless it has K finite entries whose logsumexp is
+  within `tolerance` of 0 (a normalized log-belief, e.g. `belief.informed_log_prior`'s or
+  `belief.uniform_log_belief`'s; probabilities in place of their logs are refused so)."""
+  try:
+    x = np.asarray(log_belief, np.float64)
+  except (TypeError, ValueError):
+    x = None
+  shown = (repr(log_belief) if x is None else np.array2string(
+      x, separator=", ", max_line_width=10**9, threshold=12, precision=6))
+  if x is None or x.shape != (int(num_grid_deltas),):
+    raise ValueError(f"{name} must be a log-belief of {int(num_grid_deltas)} numbers (one per "
+                     f"grid delta, K = num_grid_deltas), got {shown}")
+  if not np.all(np.isfinite(x)):
+    raise ValueError(f"{name} must be finite (a log-belief; -inf would rule a delta out "
+                     f"forever), got {shown}")
+  top = x.max()
+  total = top + np.log(np.sum(np.exp(x - top)))
+  if not abs(total) <= tolerance:
+    raise ValueError(f"{name} must be normalized, logsumexp 0 (within {tolerance:g}): log "
+                     f"probabilities (subtract their logsumexp; not probabilities), got {shown} "
+                     f"with logsumexp {total:.6g}")
+  return x.astype(np.float32)
 
 
 def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None, **record) -> str:

@@ -487,10 +487,12 @@ def _trace_other_dtypes(saver, view: _ActionOnlyPolicy) -> None:
 
 
 # Dtypes a policy state entry may be given by mistake, by the spec's dtype: numpy's defaults
-# (float64, int64; an int for a bool), frames scaled to floats. Each is one more concrete
-# function of every export; other dtypes still get TensorFlow's message.
-STATE_DTYPE_MISTAKES = {tf.float32: (tf.float64,), tf.int32: (tf.int64,), tf.int64: (tf.int32,),
-                        tf.bool: (tf.int64,), tf.uint8: (tf.float32, tf.int64)}
+# (float64, int64; an int for a bool), frames scaled to floats, float32 for a float64 record.
+# Each is one more concrete function of every export; other dtypes still get TensorFlow's
+# message.
+STATE_DTYPE_MISTAKES = {tf.float32: (tf.float64,), tf.float64: (tf.float32,),
+                        tf.int32: (tf.int64,), tf.int64: (tf.int32,), tf.bool: (tf.int64,),
+                        tf.uint8: (tf.float32, tf.int64)}
 
 
 def _trace_other_states(saver, view: _ActionOnlyPolicy, other_states: Sequence) -> None:

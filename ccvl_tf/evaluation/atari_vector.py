@@ -251,6 +251,8 @@ def run_batched_episodes(policy, env, num_episodes: int, *, run: int = 0,
   ep_return, ep_raw = np.zeros(n), np.zeros(n)
   ep_len = np.zeros(n, np.int64)
   ep_deltas: List[List[float]] = [[] for _ in range(n)]
+  # Per slot, the belief's running record of squared errors at its episode's start.
+  summed = [rollouts.sq_errors_of(state, j) for j in range(n)]
   records = {}
   obs = env.reset(slot_seeds(seed, n))
   total = 0
@@ -281,10 +283,14 @@ def run_batched_episodes(policy, env, num_episodes: int, *, run: int = 0,
         log_b = state["log_belief"][j] if has_belief else None
         map_delta = (float(delta_grid[int(np.argmax(log_b))])
                      if log_b is not None and delta_grid is not None else math.nan)
+        now = rollouts.sq_errors_of(state, j)
+        sq_sum, sq_count = rollouts.episode_sq_errors(now, summed[j])
+        summed[j] = now
         rec = rollouts.EpisodeRecord(
             run=run, episode=int(episode_of[j]), return_=float(ep_return[j]),
             raw_score=float(ep_raw[j]), length=int(ep_len[j]), deltas=ep_deltas[j],
-            map_delta=map_delta, log_belief=None if log_b is None else np.array(log_b))
+            map_delta=map_delta, log_belief=None if log_b is None else np.array(log_b),
+            sq_error_sum=sq_sum, sq_error_count=sq_count)
         records[rec.episode] = rec
         if on_episode is not None:
           on_episode(rec)

@@ -16,6 +16,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_probability as tfp
 
+from ccvl_tf.evaluation import rollouts
+
 # An absolute slack per grid step for "V nondecreasing in delta": float32 noise on a family that
 # really is monotone must not count as a violation, but it is tiny so that a flat family
 # (V equal at every delta up to noise) cannot pass as monotone *with spread*; the strict count
@@ -427,8 +429,12 @@ def belief_trace(records: Sequence[object], grid) -> List[Dict[str, float]]:
     'expected_delta' (sum_k b_k delta_k), 'entropy' (nats, of b), 'map_delta' (argmax_k b_k's
     delta), 'mean_acted_delta' (mean of record.deltas, nan when it is empty)}; b is
     tfp.distributions.Categorical(logits=log_belief), so an unnormalized log-belief is fine.
+    A record whose belief recorded the squared Bellman errors it summed in the episode
+    (EpisodeRecord.sq_error_sum) adds 'sq_error_count' and, per grid delta, its
+    'sq_error_sum@<delta>' (rollouts.sq_error_columns).
   """
   g = _check_grid(grid)
+  columns = rollouts.sq_error_columns(g)
   out = []
   for i, rec in enumerate(records):
     log_belief = getattr(rec, "log_belief", None)
@@ -441,41 +447,67 @@ def belief_trace(records: Sequence[object], grid) -> List[Dict[str, float]]:
     dist = tfp.distributions.Categorical(logits=tf.constant(logits, tf.float64))
     probs = dist.probs_parameter().numpy()                              # [K]
     deltas = list(getattr(rec, "deltas", []) or [])
-    out.append({
+    entry = {
         "run": int(getattr(rec, "run", 0)),
         "episode": int(rec.episode),
         "expected_delta": float(np.sum(probs * g)),
         "entropy": float(dist.entropy().numpy()),
         "map_delta": float(g[int(dist.mode().numpy())]),
         "mean_acted_delta": float(np.mean(deltas)) if deltas else math.nan,
-    })
+    }
+    sums = getattr(rec, "sq_error_sum", None)
+    if sums is not None:
+      sums = np.asarray(sums, np.float64).reshape(-1)
+      if sums.size != g.size:
+        raise ValueError(f"records[{i}].sq_error_sum has {sums.size} entries but grid has "
+                         f"{g.size} deltas")
+      entry["sq_error_count"] = int(rec.sq_error_count)
+      entry.update({c: float(v) for c, v in zip(columns, sums)})
+    out.append(entry)
   return out
 
 
-def belief_movement(trace: Sequence[Mapping[str, float]], grid) -> Dict[str, float]:
-  """How far the belief moved from the uniform prior b_0 over an evaluation.
+def belief_movement(trace: Sequence[Mapping[str, float]], grid,
+                    initial_log_belief=None) -> Dict[str, float]:
+  """How far the belief moved from its prior b_0 over an evaluation.
 
   Args:
     trace: `belief_trace` output (non-empty), in episode order.
     grid: the confidence grid [K].
+    initial_log_belief: log b_0 [K] the policy started from (its `initial_log_belief`);
+      None: the uniform prior. A constant one (the uniform prior the policy holds when given
+      none) is measured as None is, exactly: mean of the grid, log K.
 
   Returns:
-    {'prior_expected_delta': mean of the grid (the uniform prior's mean),
+    {'prior_expected_delta': the prior's mean delta (uniform: the mean of the grid),
      'final_expected_delta': the last entry's expected delta,
      'max_abs_shift': max over entries of |expected_delta - prior mean|,
-     'prior_entropy': log K, 'final_entropy', 'min_entropy', 'episodes': len(trace)}.
+     'prior_entropy': the prior's (uniform: log K), 'final_entropy', 'min_entropy',
+     'episodes': len(trace)}.
   """
   g = _check_grid(grid)
   if not trace:
     raise ValueError("trace is empty: no episode carried a log_belief (is the policy adaptive?)")
   expected = np.array([t["expected_delta"] for t in trace], np.float64)  # [E]
   entropy = np.array([t["entropy"] for t in trace], np.float64)          # [E]
-  prior_mean = float(np.mean(g))
+  logits = (None if initial_log_belief is None else
+            np.asarray(initial_log_belief, np.float64).reshape(-1))     # [K]
+  if logits is not None and logits.size != g.size:
+    raise ValueError(f"initial_log_belief has {logits.size} entries but grid has {g.size} "
+                     f"deltas")
+  if logits is None or np.all(logits == logits[0]):
+    # The uniform prior in closed form (the rounding of the general route below would move a
+    # uniform-prior run's numbers in their last bits).
+    prior_mean, prior_entropy = float(np.mean(g)), float(np.log(g.size))
+  else:
+    prior = tfp.distributions.Categorical(logits=tf.constant(logits, tf.float64))
+    prior_mean = float(np.sum(prior.probs_parameter().numpy() * g))
+    prior_entropy = float(prior.entropy().numpy())
   return {
       "prior_expected_delta": prior_mean,
       "final_expected_delta": float(expected[-1]),
       "max_abs_shift": float(np.max(np.abs(expected - prior_mean))),
-      "prior_entropy": float(np.log(g.size)),
+      "prior_entropy": prior_entropy,
       "final_entropy": float(entropy[-1]),
       "min_entropy": float(np.min(entropy)),
       "episodes": int(len(trace)),
@@ -488,13 +520,18 @@ _BELIEF_COLUMNS = ("run", "episode", "expected_delta", "entropy", "map_delta",
 
 def write_belief_csv(path: str, trace: Sequence[Mapping[str, float]]) -> None:
   """CSV with one row per `belief_trace` entry: run, episode, expected_delta, entropy,
-  map_delta, mean_acted_delta."""
+  map_delta, mean_acted_delta; where the entries have them, then sq_error_count and the
+  summed squared Bellman errors of each grid delta, 'sq_error_sum@<delta>' (to full
+  precision; empty in a row without them)."""
+  more = [c for c in dict.fromkeys(k for t in trace for k in t)
+          if c == "sq_error_count" or c.startswith(rollouts.SQ_ERROR_SUM_COLUMN)]
   with open(path, "w", newline="") as f:
     w = csv.writer(f)
-    w.writerow(_BELIEF_COLUMNS)
+    w.writerow(_BELIEF_COLUMNS + tuple(more))
     for t in trace:
       w.writerow([int(t.get("run", 0)), int(t["episode"])] +
-                 [f"{float(t[c]):.6g}" for c in _BELIEF_COLUMNS[2:]])
+                 [f"{float(t[c]):.6g}" for c in _BELIEF_COLUMNS[2:]] +
+                 ["" if t.get(c) is None else repr(t[c]) for c in more])
 
 
 def plot_belief(path: str, trace: Sequence[Mapping[str, float]]) -> None:

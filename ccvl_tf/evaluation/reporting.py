@@ -176,17 +176,44 @@ def write_returns_csv(path: str, records: Sequence[rollouts.EpisodeRecord],
   writes.write_atomic(path, write, newline="")
 
 
-def write_delta_csv(path: str, records: Sequence[rollouts.EpisodeRecord]) -> None:
+def write_delta_csv(path: str, records: Sequence[rollouts.EpisodeRecord],
+                    grid: Optional[Sequence[float]] = None) -> None:
   """delta.csv: per episode the mean / first / last delta acted under and the belief's argmax
-  at its end (nan for a policy without deltas)."""
+  at its end (nan for a policy without deltas); for a policy whose belief records them
+  (EpisodeRecord.sq_error_sum), also the number of transitions the belief scored in the
+  episode (sq_error_count) and, one column per grid delta (`rollouts.sq_error_columns` of
+  `grid`, default the delta grid of their size K), the squared Bellman errors it summed there,
+  written to full precision."""
+  sums = [r.sq_error_sum for r in records if r.sq_error_sum is not None]
+  columns = []
+  if sums:
+    columns = ["sq_error_count"] + rollouts.sq_error_columns(
+        rollouts.delta_grid_of(len(sums[0])) if grid is None else grid)
+
   def write(f):
     w = csv.writer(f)
-    w.writerow(["run", "episode", "delta_mean", "delta_first", "delta_last", "map_delta"])
+    w.writerow(["run", "episode", "delta_mean", "delta_first", "delta_last", "map_delta"]
+               + columns)
     for rec in records:
       d = rec.deltas
       vals = (np.mean(d), d[0], d[-1]) if d else (math.nan,) * 3
-      w.writerow([rec.run, rec.episode] + [f"{v:.6g}" for v in (*vals, rec.map_delta)])
+      row = [rec.run, rec.episode] + [f"{v:.6g}" for v in (*vals, rec.map_delta)]
+      if columns:
+        row += sq_error_cells(rec, len(columns) - 1)
+      w.writerow(row)
   writes.write_atomic(path, write, newline="")
+
+
+def sq_error_cells(rec, k: int) -> List[str]:
+  """The cells of `rec`'s sq_error_count and its K summed squared errors (full precision:
+  repr of each float), or K + 1 empty cells for a record without them."""
+  if getattr(rec, "sq_error_sum", None) is None:
+    return [""] * (k + 1)
+  sums = np.asarray(rec.sq_error_sum, np.float64).reshape(-1)
+  if sums.size != k:
+    raise ValueError(f"episode {rec.episode} of run {rec.run} records {sums.size} summed "
+                     f"squared errors, the others {k}")
+  return [str(int(rec.sq_error_count))] + [repr(float(v)) for v in sums]
 
 
 def plot_runs(path: str, records: Sequence[rollouts.EpisodeRecord], values, ylabel: str,

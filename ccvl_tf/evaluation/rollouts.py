@@ -37,6 +37,11 @@ class EpisodeRecord:
   deltas: List[float]    # delta acted under at each step (empty if the policy emits none)
   map_delta: float       # argmax of the policy's belief at the episode's end (nan if none)
   log_belief: Optional[np.ndarray] = None  # the policy's log-belief [K] at the episode's end
+  # The squared Bellman errors e(delta) [K] float64 the belief summed in this episode (each
+  # transition's, exactly as they updated it), and how many transitions they are; None for a
+  # policy whose state keeps no such record (ccvl_tf.algorithm.policies.SQ_ERROR_SUM).
+  sq_error_sum: Optional[np.ndarray] = None
+  sq_error_count: Optional[int] = None
 
 
 def _belief_of(state) -> Optional[np.ndarray]:
@@ -44,6 +49,55 @@ def _belief_of(state) -> Optional[np.ndarray]:
   if isinstance(state, Mapping) and "log_belief" in state:
     return np.asarray(state["log_belief"])[0]
   return None
+
+
+def sq_errors_of(state, row: int = 0):
+  """(sum [K] float64, count) of the belief's record in row `row` of a policy state (the
+  running sums, `ccvl_tf.algorithm.policies.SQ_ERROR_SUM` / `SQ_ERROR_COUNT`); None for a
+  state without them. An episode's are the difference of two of these."""
+  if isinstance(state, Mapping) and "sq_error_sum" in state and "sq_error_count" in state:
+    return (np.array(np.asarray(state["sq_error_sum"])[row], np.float64),
+            int(np.asarray(state["sq_error_count"])[row]))
+  return None
+
+
+def episode_sq_errors(now, before):
+  """EpisodeRecord's (sq_error_sum, sq_error_count) of an episode from the running record at
+  its end (`now`, sq_errors_of) and at its start (`before`); (None, None) without one."""
+  if now is None or before is None:
+    return None, None
+  return now[0] - before[0], now[1] - before[1]
+
+
+def sq_error_fields(records: Sequence[EpisodeRecord]) -> dict:
+  """The summed squared Bellman errors of `records` for a result row that lists its episodes
+  (a compare result file, a results table's row): {'sq_error_sum': per episode its [K] list,
+  'sq_error_count': per episode its count} (None for an episode without them), or {} when no
+  episode's policy kept the record (a policy without a belief)."""
+  if all(r.sq_error_sum is None for r in records):
+    return {}
+  return {"sq_error_sum": [None if r.sq_error_sum is None else
+                           [float(v) for v in np.asarray(r.sq_error_sum, np.float64).reshape(-1)]
+                           for r in records],
+          "sq_error_count": [None if r.sq_error_count is None else int(r.sq_error_count)
+                             for r in records]}
+
+
+SQ_ERROR_SUM_COLUMN = "sq_error_sum@"
+
+
+def sq_error_columns(grid) -> List[str]:
+  """The per-episode files' column of each grid delta's summed squared Bellman errors:
+  'sq_error_sum@<delta>', the delta as the shortest decimal of its float32 (0.0625, 0.1875,
+  ...)."""
+  return [SQ_ERROR_SUM_COLUMN + np.format_float_positional(np.float32(d), trim="-")
+          for d in np.asarray(grid, np.float32).reshape(-1)]
+
+
+def delta_grid_of(k: int) -> np.ndarray:
+  """ccvl_tf.algorithm.belief.delta_grid(k) without importing TensorFlow (the midpoints of k
+  equal bins of (0, 1), float32): the reports' column names."""
+  return ((np.arange(int(k), dtype=np.float64) + 0.5) / int(k)).astype(np.float32)
 
 
 def _initial_state(policy, seed: int):
@@ -82,7 +136,9 @@ def run_episodes(policy, env, num_episodes: int, *, run: int = 0, epsilon: float
   The policy state is created once (get_initial_state(1)) and carried across episode
   boundaries, so a confidence-adaptive belief adapts over the whole run; the policy is called on
   every time step including LAST (its transition, with the final reward, is scored) and the
-  environment is then reset. The action chosen at a LAST step is not executed.
+  environment is then reset. The action chosen at a LAST step is not executed. Each record
+  holds the belief at the episode's end and the squared Bellman errors it summed during the
+  episode (the differences of the state's running record; `EpisodeRecord`).
 
   Args:
     policy: a TF-Agents TFPolicy or a SavedModel loaded with tf.saved_model.load (anything with
@@ -124,6 +180,7 @@ def run_episodes(policy, env, num_episodes: int, *, run: int = 0, epsilon: float
 
   state = _initial_state(policy, seed)
   log_b = _belief_of(state)
+  summed = sq_errors_of(state)  # the running record at the start of the episode
   if delta_grid is None and log_b is not None:
     delta_grid = belief.delta_grid(log_b.shape[-1])
 
@@ -145,10 +202,14 @@ def run_episodes(policy, env, num_episodes: int, *, run: int = 0, epsilon: float
       map_delta = (float(delta_grid[int(np.argmax(log_b))])
                    if log_b is not None and delta_grid is not None else math.nan)
       raw = raw_score_fn(env) if raw_score_fn is not None else None
+      now = sq_errors_of(state)
+      sq_sum, sq_count = episode_sq_errors(now, summed)
+      summed = now
       rec = EpisodeRecord(run=run, episode=len(records), return_=ep_return,
                           raw_score=float(ep_return if raw is None else raw), length=ep_len,
                           deltas=ep_deltas, map_delta=map_delta,
-                          log_belief=None if log_b is None else np.array(log_b))
+                          log_belief=None if log_b is None else np.array(log_b),
+                          sq_error_sum=sq_sum, sq_error_count=sq_count)
       records.append(rec)
       if on_episode is not None:
         on_episode(rec)

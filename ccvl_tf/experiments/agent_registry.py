@@ -32,6 +32,7 @@ from ccvl_tf.agents import rem_agent
 from ccvl_tf.algorithm import belief
 from ccvl_tf.algorithm import policies
 from ccvl_tf.algorithm import readings
+from ccvl_tf.runtime import run_settings
 
 
 @dataclasses.dataclass
@@ -58,6 +59,9 @@ class AgentSettings:
   # spread_belief_temperature; None (every run's default, docs/results/factorial.md):
   # auto_belief_temperature.
   belief_episode_steps: Optional[int] = None
+  # Where CCVL's adaptive belief starts (run_settings.BELIEF_PRIORS): 'uniform', or from the
+  # held-out Bellman errors that choose Fixed-CCVL's delta (`informed_prior`).
+  belief_prior: str = "uniform"
   reward_clip: Optional[float] = None           # clip rewards when scoring Bellman errors
   bounds: object = None                         # ccvl_bounds: BoundsConfig (None: defaults)
   seed: int = 0
@@ -217,6 +221,22 @@ def spread_belief_temperature(errors, episode_steps: int) -> float:
                    1e-6))
 
 
+def informed_prior(prior: str, errors, temperature: float, num_transitions: int):
+  """(log b_0 [K] or None for the uniform prior, N) of the belief prior `prior`
+  (run_settings.BELIEF_PRIORS) from the held-out mean squared Bellman errors `errors` [K] that
+  choose Fixed-CCVL's delta, the belief temperature and the number of held-out transitions
+  they average over: 'uniform' -> (None, None); 'heldout_mean' -> belief.informed_log_prior
+  with N = 1; 'heldout_sum' -> with N = `num_transitions`. A ValueError naming belief_prior
+  for another value."""
+  if prior == "uniform":
+    return None, None
+  if prior not in run_settings.BELIEF_PRIORS:
+    raise ValueError(f"belief_prior must be one of {', '.join(run_settings.BELIEF_PRIORS)}, "
+                     f"got {prior!r}")
+  n = 1 if prior == "heldout_mean" else int(num_transitions)
+  return belief.informed_log_prior(errors, temperature, n), n
+
+
 def _ccvl_policies(agent, time_step_spec, action_spec, held_out, s: AgentSettings,
                    primary: str = "adaptive"):
   """CCVL: the confidence-adaptive policy; Fixed-CCVL: the grid delta whose TD error against
@@ -225,10 +245,12 @@ def _ccvl_policies(agent, time_step_spec, action_spec, held_out, s: AgentSetting
   one pass, bellman_errors_both). The belief temperature is
   s.belief_temperature, else spread_belief_temperature of the held-out Bellman-consistency
   errors (the belief's own) when s.belief_episode_steps is set, else auto_belief_temperature
-  of them."""
+  of them. The belief starts from s.belief_prior (`informed_prior` of the TD errors that
+  choose Fixed-CCVL's delta, that temperature and the held-out transitions' count)."""
   grid = belief.delta_grid(s.num_grid_deltas)
   both = ccvl_agent.bellman_errors_both(agent.q_network, held_out, grid, agent.config.gamma,
-                                       target_q_model=agent.target_network.q_model)
+                                       target_q_model=agent.target_network.q_model,
+                                       with_count=True)
   errors, consistency = both["target"], both["consistency"]
   # As select_fixed_delta chooses: the float32 grid entry of the lowest error, ties the first.
   fixed_delta = float(np.asarray(grid, np.float32).reshape(-1)[int(np.argmin(errors))])
@@ -240,15 +262,20 @@ def _ccvl_policies(agent, time_step_spec, action_spec, held_out, s: AgentSetting
               f"MSBE over the grid / log K")
   else:
     temperature, source = auto_belief_temperature(consistency), "auto: 2 x min held-out MSBE"
+  log_prior, n = informed_prior(s.belief_prior, errors, temperature, both["count"])
   adaptive = policies.ConfidenceAdaptivePolicy(
       time_step_spec, action_spec, agent.q_network, num_grid_deltas=s.num_grid_deltas,
       gamma=agent.config.gamma, temperature=temperature, seed=s.seed,
-      reward_clip=s.reward_clip, resample=agent.config.belief_resample)
+      reward_clip=s.reward_clip, resample=agent.config.belief_resample,
+      initial_log_belief=log_prior)
   fixed = policies.FixedDeltaPolicy(time_step_spec, action_spec, agent.q_network,
                                     delta=fixed_delta)
   extra = dict(fixed_delta=fixed_delta, bellman_errors=[float(e) for e in errors],
                bellman_errors_consistency=[float(e) for e in consistency],
-               belief_temperature=temperature, belief_temperature_source=source)
+               belief_temperature=temperature, belief_temperature_source=source,
+               held_out_transitions=int(both["count"]), belief_prior=s.belief_prior,
+               belief_prior_transitions=n,
+               initial_log_belief=[float(v) for v in adaptive.initial_log_belief])
   if primary == "adaptive":
     return {"policy": adaptive, "policy_fixed": fixed}, extra
   return {"policy": fixed, "policy_adaptive": adaptive}, extra
@@ -314,6 +341,9 @@ AGENTS = tuple(name for name, spec in AGENT_REGISTRY.items() if spec.offline)
 # The offline agents acted with a belief (over delta or over members) whose temperature a
 # run's --belief_temperature sets.
 BELIEF_AGENTS = ("ccvl", "fixed_ccvl", "aevl", "aevl_td")
+# The offline agents whose adaptive policy's belief starts from a run's --belief_prior (the
+# held-out errors that choose Fixed-CCVL's delta).
+BELIEF_PRIOR_AGENTS = ("ccvl", "fixed_ccvl")
 
 
 def check_taken(given, agents, what: str, offered) -> None:

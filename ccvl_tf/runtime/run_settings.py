@@ -24,6 +24,11 @@ def _count(default: int, help: str, lower_bound: int = 1,  # pylint: disable=red
                  parse_bounds=False)
 
 
+# Where the adaptive policy's belief starts (belief_prior; experiments/agent_registry.py
+# computes the informed ones with ccvl_tf.algorithm.belief.informed_log_prior).
+BELIEF_PRIORS = ("uniform", "heldout_mean", "heldout_sum")
+
+
 # The most TensorFlow threads (intra- and inter-op each) a thread setting may ask for. Every
 # thread setting is declared with it, so a count no machine runs is refused in the one
 # settings check before anything runs (`--tf_threads=100000` made train_offline.py hang
@@ -59,6 +64,13 @@ class RunSettings:
       None, "Temperature of the adaptive policy's belief update (unset: CCVL's is set from "
       "held-out data, 2 x the smallest mean squared Bellman error over the grid; AEVL's is "
       "its config's).", lower_bound=1e-12, upper_bound=1e12)
+  belief_prior: str = setting(
+      "uniform", "Where the adaptive policy's belief starts, from the held-out Bellman errors "
+      "e(delta) and temperature T that choose Fixed-CCVL's delta: uniform = -log K for every "
+      "grid delta; heldout_mean = log b_0 proportional to -e(delta)/T (the belief after one "
+      "transition of the data's mean errors); heldout_sum = -N e(delta)/T, N the held-out "
+      "transitions those errors average over (docs/belief_prior.md).",
+      enum_values=list(BELIEF_PRIORS))
   workers: int = _count(1, "Trainings run side by side, one process each (1: one after "
                         "another; the number of cores suits the CPU suites' small networks).")
   # The trained weights depend on the intra-op thread count, and TensorFlow's default is the

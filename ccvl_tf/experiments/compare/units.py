@@ -237,6 +237,8 @@ def evaluate_unit(suite: compare_suites.Suite, trained: TrainedUnit, method: str
              eval_seconds=round(time.time() - t1, 2),
              episode_scores=raw.tolist(), settings=unit_settings(suite, method, dataset, seed),
              mean_delta=[float(np.mean(r.deltas)) if r.deltas else None for r in records],
+             # The adaptive belief's per-episode summed squared Bellman errors (its record).
+             **rollouts.sq_error_fields(records),
              **dict(tf_settings or {}),
              **{k: v for k, v in extra.items()})
   path = result_path(cfg.output_dir, method, dataset, game, seed)

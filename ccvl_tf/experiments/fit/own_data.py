@@ -118,6 +118,11 @@ def plan(data, method: str, env: Optional[str], settings: fit_settings.FitSettin
     raise TypeError(f"data must be a ccvl_tf.Transitions, got {type(data).__name__}")
   settings.validate()
   spec = agent_registry.get_agent_spec(method, flag="method")
+  if (settings.belief_prior != "uniform"
+      and method not in agent_registry.BELIEF_PRIOR_AGENTS):
+    raise ValueError(f"belief_prior={settings.belief_prior} is a setting of the adaptive "
+                     f"policy of {', '.join(agent_registry.BELIEF_PRIOR_AGENTS)}; method="
+                     f"{method} has none: leave it out")
   image = len(data.observation_shape) == 3
   values = fit_settings.agent_values_for(learner_values, method, image)
   if network_config is None:
@@ -126,7 +131,8 @@ def plan(data, method: str, env: Optional[str], settings: fit_settings.FitSettin
   agent_settings = spec.resolve(agent_registry.AgentSettings(
       network_config=network_config, dataset_size=float(data.num_transitions),
       agent_values=values, num_grid_deltas=settings.num_grid_deltas,
-      belief_temperature=settings.belief_temperature, seed=settings.seed))
+      belief_temperature=settings.belief_temperature, belief_prior=settings.belief_prior,
+      seed=settings.seed))
   canonical = None if env is None else check_env(env, data)
   tss, action_spec = specs(data)
   return Run(data, method, settings, spec, agent_settings, canonical, tss, action_spec)
@@ -234,7 +240,9 @@ def data_episode_returns(data: transitions_lib.Transitions) -> np.ndarray:
 
 def results_table(run: Run, exports, log) -> List[Dict[str, object]]:
   """One row per policy (the method's, then a uniformly random policy, then the data's own
-  episodes): mean return over eval_episodes episodes with its 95% bootstrap CI."""
+  episodes): mean return over eval_episodes episodes with its 95% bootstrap CI; the adaptive
+  policy's row also lists the squared Bellman errors its belief summed in each episode
+  (`rollouts.sq_error_fields`: results.json, not results.csv)."""
   s = run.settings
   rows = []
   named = [(METHOD_NAMES.get(run.method, run.method) if n == "policy" else ROW_NAMES.get(n, n),
@@ -243,7 +251,9 @@ def results_table(run: Run, exports, log) -> List[Dict[str, object]]:
   for i, (name, policy) in enumerate(named):
     t0 = time.time()
     records = _evaluate(policy, run, s.eval_episodes, table_seed(s.seed, i))
-    rows.append(demo_report.score_row(name, [r.raw_score for r in records]))
+    # The adaptive policy's row: also its belief's per-episode summed squared Bellman errors.
+    rows.append(dict(demo_report.score_row(name, [r.raw_score for r in records]),
+                     **rollouts.sq_error_fields(records)))
     log(f"  {name}: {rows[-1]['mean']:.2f} over {s.eval_episodes} episodes "
         f"({time.time() - t0:.1f} s)")
   returns = data_episode_returns(run.data)

@@ -44,7 +44,7 @@ IMAGE_DEFAULTS: Dict[str, object] = {}
         **{name: "used after training, afresh at every call: the policies and the results "
                  "table are rebuilt from the checkpoint and summary.json records the value"
            for name in ("eval_episodes", "eval_max_steps", "eval_epsilon", "num_grid_deltas",
-                        "belief_temperature", "held_out_batches")}})
+                        "belief_temperature", "belief_prior", "held_out_batches")}})
 @dataclasses.dataclass(frozen=True)
 class FitSettings:
   """A run on a `Transitions` dataset: what `ccvl_tf.fit` takes besides the data, the method
@@ -65,6 +65,7 @@ class FitSettings:
   num_grid_deltas: int = run_settings.borrow("num_grid_deltas")
   belief_temperature: Optional[float] = run_settings.borrow(
       "belief_temperature", default=None, note="set from held-out data")
+  belief_prior: str = run_settings.borrow("belief_prior", default=config_flags.DECLARED)
   torso: str = setting("auto", "The network's torso: auto (from the observations: mlp for "
                        "vectors, nature for frames of at least 36x36, minatar for 10x10xC "
                        "grids), or one of mlp, nature, minatar.", enum_values=TORSOS)

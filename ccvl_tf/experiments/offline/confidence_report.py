@@ -56,7 +56,7 @@ def report(agent, held_out: Callable[[], Iterable[Dict]], grid: Sequence[float],
            out_dir: Optional[str], *, env_factory: Optional[Callable[[], object]] = None,
            records: Optional[Sequence[object]] = None, num_states: int = 256,
            seed: int = 0, value_max: Optional[float] = None,
-           checkpoint: Optional[str] = None,
+           checkpoint: Optional[str] = None, initial_log_belief=None,
            log: Callable[[str], None] = lambda s: None) -> Dict[str, object]:
   """Measures the delta family, the counts and the belief of a trained CCVLAgent.
 
@@ -75,6 +75,8 @@ def report(agent, held_out: Callable[[], Iterable[Dict]], grid: Sequence[float],
     checkpoint: the checkpoint the agent's weights were restored from or saved to. The
       result, and diagnostics.json, record it and the agent's train step ('step',
       'checkpoint'): a rerun of the diagnostics on an older checkpoint says which it describes.
+    initial_log_belief: log b_0 [K] the adaptive policy of `records` started from (its
+      `initial_log_belief`), what the belief's movement is measured from; None: uniform.
   """
   grid = np.asarray(grid, np.float32)
   # The diagnostic states: the first num_states held-out transitions (the same ones for the
@@ -114,7 +116,7 @@ def report(agent, held_out: Callable[[], Iterable[Dict]], grid: Sequence[float],
   if records:
     trace = diagnostics.belief_trace(records, grid)
     if trace:
-      movement = diagnostics.belief_movement(trace, grid)
+      movement = diagnostics.belief_movement(trace, grid, initial_log_belief)
       out["belief"] = {"movement": movement, "trace": trace}
   out["summary"] = diagnostics.summarize(family, separation, spectrum, movement, mean_x_size)
   acts = seen_actions - int(agent.action_spec.minimum)

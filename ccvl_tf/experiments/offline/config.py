@@ -75,7 +75,8 @@ class DiagnoseConfig:
 @config_flags.compared_settings(
     compared=("game", "dataset_dir", "subset", "pool_checkpoints", "pool_swap_steps", "agent",
               "num_steps", "batch_size", "preset", "agent_values", "num_grid_deltas",
-              "reference_agents", "belief_temperature", "eval_interval", "eval_episodes",
+              "reference_agents", "belief_temperature", "belief_prior", "eval_interval",
+              "eval_episodes",
               "eval_max_steps", "eval_epsilon", "eval_env", "belief_episodes",
               "default_dataset_steps", "default_dataset_policy", "default_dataset_env",
               "behaviour_epsilon", "seed", "eval_seed", "mixed_precision", "jit_compile",
@@ -144,6 +145,7 @@ class OfflineConfig:
       default_note=_RUN_NOTES["reference_agents"],
       parse=lambda text: None if text is None else parse_reference_agents(text))
   belief_temperature: Optional[float] = run_settings.borrow("belief_temperature")
+  belief_prior: str = run_settings.borrow("belief_prior", default=config_flags.DECLARED)
   checkpoint_interval: int = run_settings.borrow("checkpoint_interval", None,
                                                  _RUN_NOTES["checkpoint_interval"])
   log_interval: int = run_settings.borrow("log_interval")
@@ -284,6 +286,14 @@ class OfflineConfig:
         a in believers for a in (self.agent,) + tuple(self.reference_agents)):
       raise ValueError(f"--belief_temperature is a setting of the belief policies of "
                        f"{', '.join(believers)}; neither --agent={self.agent} nor "
+                       f"--reference_agents={','.join(self.reference_agents) or 'none'} "
+                       f"has one: leave it out")
+    priors = agent_registry.BELIEF_PRIOR_AGENTS
+    # (A value outside the choices: config_flags.check below names them.)
+    if self.belief_prior in run_settings.BELIEF_PRIORS[1:] and not any(
+        a in priors for a in (self.agent,) + tuple(self.reference_agents)):
+      raise ValueError(f"--belief_prior={self.belief_prior} is a setting of the adaptive policy "
+                       f"of {', '.join(priors)}; neither --agent={self.agent} nor "
                        f"--reference_agents={','.join(self.reference_agents) or 'none'} "
                        f"has one: leave it out")
     runs = dataset.dataset_dirs(self.dataset_dir)
@@ -473,7 +483,7 @@ class AgentPlan:
             **(config.record() if config is not None else {}),
             "network": dataclasses.asdict(network) if network is not None else None,
             "num_grid_deltas": s.num_grid_deltas, "belief_temperature": s.belief_temperature,
-            "reward_clip": s.reward_clip}
+            "belief_prior": s.belief_prior, "reward_clip": s.reward_clip}
 
   def build(self, time_step_spec, action_spec, weights_seed: int):
     """The learner, its initial weights a function of `weights_seed` (Seeds.weights)."""
@@ -549,7 +559,7 @@ def resolve(cfg: OfflineConfig) -> RunPlan:
         network_config=networks.QNetworkConfig(torso="nature"),
         agent_values=dict(given, **overrides[spec.train_key]),
         num_grid_deltas=cfg.num_grid_deltas, belief_temperature=cfg.belief_temperature,
-        reward_clip=1.0, seed=seeds.learner()))
+        belief_prior=cfg.belief_prior, reward_clip=1.0, seed=seeds.learner()))
     agent_config: q_agent_base.CommonQConfig = settings.agent_config
     agent_config.validate()  # against the agent's declarations: the preset's values too
     learners[name] = AgentPlan(name=name, spec=spec, overrides=overrides[spec.train_key],

@@ -147,7 +147,9 @@ def report(root_dir: str, game: str, policies: Mapping[str, object],
   env -> callable), then `policies` (name -> TF-Agents policy, evaluated; on the vector
   environment when `eval_env` is 'vector', ccvl_tf/evaluation/atari_vector.py) or `precomputed`
   (name -> episode scores already measured); `timer` (phase_times.PhaseTimes) times each
-  row's evaluation. Returns the rows (also in results.json)."""
+  row's evaluation. Returns the rows (also in results.json); the row of an adaptive policy
+  evaluated here (a CCVL reference agent) also lists the squared Bellman errors its belief
+  summed in each episode (`rollouts.sq_error_fields`)."""
   precomputed = dict(precomputed or {})
 
   def timed(name):
@@ -169,14 +171,17 @@ def report(root_dir: str, game: str, policies: Mapping[str, object],
       rows.append(score_row(name, precomputed[name]))
     else:
       compiled = rollouts.CompiledPolicy(policy)
-      if atari_vector.use_vector_env(game, eval_env):
-        with timed(name):
-          scores = [r.raw_score for r in atari_vector.evaluate_atari(
+      with timed(name):
+        if atari_vector.use_vector_env(game, eval_env):
+          records = atari_vector.evaluate_atari(
               compiled, game, episodes, seed=seed + policy_offset(i), epsilon=epsilon,
-              max_episode_steps=max_steps)]
-        rows.append(score_row(name, scores))
-        continue
-      rows.append(score_row(name, scores_of(lambda env, c=compiled: c, policy_offset(i), name)))
+              max_episode_steps=max_steps)
+        else:
+          records = episode_records(lambda env, c=compiled: c, env_factory, episodes,
+                                    max_steps, epsilon, seed + policy_offset(i))
+      # An adaptive policy's row also lists its belief's per-episode summed squared errors.
+      rows.append(dict(score_row(name, [r.raw_score for r in records]),
+                       **rollouts.sq_error_fields(records)))
   text = render(rows, game, note)
   with open(os.path.join(root_dir, "results.md"), "w") as f:
     f.write(text)

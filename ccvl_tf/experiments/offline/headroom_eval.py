@@ -108,7 +108,10 @@ def _played(path: str, key: dict) -> Optional[List[dict]]:
 def _record_dict(r) -> dict:
   return {"episode": r.episode, "raw_score": r.raw_score, "length": r.length,
           "mean_delta": float(np.mean(r.deltas)) if r.deltas else None,
-          "log_belief": None if r.log_belief is None else np.asarray(r.log_belief).tolist()}
+          "log_belief": None if r.log_belief is None else np.asarray(r.log_belief).tolist(),
+          "sq_error_sum": None if r.sq_error_sum is None else np.asarray(
+              r.sq_error_sum, np.float64).tolist(),
+          "sq_error_count": r.sq_error_count}
 
 
 def run(cfg: HeadroomConfig, log: Callable[[str], None] = print) -> Dict[str, object]:
@@ -189,7 +192,11 @@ def run(cfg: HeadroomConfig, log: Callable[[str], None] = print) -> Dict[str, ob
       [rollouts.EpisodeRecord(run=0, episode=e["episode"], return_=0.0,
                               raw_score=e["raw_score"], length=e["length"], deltas=[
                                   e["mean_delta"]] if e["mean_delta"] is not None else [],
-                              map_delta=float("nan"), log_belief=np.asarray(e["log_belief"]))
+                              map_delta=float("nan"), log_belief=np.asarray(e["log_belief"]),
+                              # Episodes played before the belief kept the record: none.
+                              sq_error_sum=(None if e.get("sq_error_sum") is None
+                                            else np.asarray(e["sq_error_sum"], np.float64)),
+                              sq_error_count=e.get("sq_error_count"))
        for e in played[ADAPTIVE] if e["log_belief"] is not None], grid)
   entropy = (headroom.as_sequences([t["entropy"] for t in trace], s)
              if len(trace) == episodes else None)
@@ -221,13 +228,17 @@ def _write(out_dir, result, played, members, trace, s, fixed_delta) -> None:
         w.writerow([name, members.get(name, ""), e["episode"], e["episode"] % s,
                     e["episode"] // s, e["raw_score"], e["length"],
                     "" if e["mean_delta"] is None else e["mean_delta"]])
+  # The squared Bellman errors the belief summed in each episode, where it recorded them.
+  sums = [c for c in dict.fromkeys(k for t in trace for k in t)
+          if c == "sq_error_count" or c.startswith(rollouts.SQ_ERROR_SUM_COLUMN)]
   with open(os.path.join(out_dir, "belief.csv"), "w", newline="") as f:
     w = csv.writer(f)
     w.writerow(["sequence", "position", "expected_delta", "entropy", "map_delta",
-                "delta_acted"])
+                "delta_acted"] + sums)
     for t in trace:
       w.writerow([t["episode"] % s, t["episode"] // s, t["expected_delta"], t["entropy"],
-                  t["map_delta"], t["mean_acted_delta"]])
+                  t["map_delta"], t["mean_acted_delta"]] + ["" if t.get(c) is None else t[c]
+                                                            for c in sums])
   plot(os.path.join(out_dir, "headroom.png"), result, played, members, fixed_delta)
 
 

@@ -296,7 +296,8 @@ def confidence_diagnostics(run_setup: Setup, exports, log,
       os.path.join(run_setup.root_dir, "diagnostics"),
       env_factory=lambda: atari.AtariEnvironment(evaluation.game, seed=seeds.diagnostics_env(),
                                                  max_episode_steps=evaluation.max_steps),
-      records=records, seed=seeds.diagnostics(), checkpoint=checkpoint, log=log)
+      records=records, seed=seeds.diagnostics(), checkpoint=checkpoint,
+      initial_log_belief=getattr(adaptive, "initial_log_belief", None), log=log)
   summary = dict(out["summary"], adaptive_mean_raw_score=float(
       np.mean([r.raw_score for r in records])))
   writer = tf.summary.create_file_writer(os.path.join(run_setup.root_dir, "summaries"))

@@ -3,6 +3,11 @@ import os
 
 os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+# Every process a test starts (a binary, a forked server, a Ray worker) imports this checkout's
+# ccvl_tf, not whichever checkout the environment has installed (another worktree's).
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (_ROOT, os.environ.get("PYTHONPATH")) if p)
 
 # The local cache (frame stores, verified replay files) of the test session, not the user's.
 import atexit  # noqa: E402

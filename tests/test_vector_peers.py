@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import ccvl_tf
+from ccvl_tf.evaluation import rollouts
 from ccvl_tf.evaluation import score_stats
 from ccvl_tf.experiments.fit import own_data
 from ccvl_tf.experiments.fit import settings as fit_settings
@@ -28,7 +29,10 @@ def _fake_policy():
 
 
 def _fake_records(n=1):
-  return [types.SimpleNamespace(raw_score=float(i), length=i + 1) for i in range(n)]
+  """n EpisodeRecords of a policy without a belief (scores 0, 1, ...; lengths 1, 2, ...)."""
+  return [rollouts.EpisodeRecord(run=0, episode=i, return_=float(i), raw_score=float(i),
+                                 length=i + 1, deltas=[], map_delta=float("nan"))
+          for i in range(n)]
 
 
 def test_d3rlpy_policies_meet_the_episodes_of_our_counterpart_row(monkeypatch):

@@ -32,6 +32,7 @@ from ccvl_tf.experiments.online import own_data
 from ccvl_tf.experiments.online import runner as online
 from ccvl_tf.runtime import training
 from tests import forked_binary
+from tests import run_copies
 from tests.test_fit import _random_cartpole
 
 ENV = "gymnasium:CartPole-v1"
@@ -208,32 +209,13 @@ def test_the_fine_tunes_own_settings_are_compared_on_a_rerun(fitted, finetuned, 
   assert summary["config_changes"] == [{"step": 30, "changes": ["offline_fraction: 0.5 -> 0.25"]}]
 
 
-def _copy_run(fitted, where, **changes):
-  """A copy of the fit run whose summary.json has `changes` (None: the key removed)."""
-  shutil.copytree(fitted.root, where)
-  path = os.path.join(where, "summary.json")
-  summary = _read(path)
-  for key, value in changes.items():
-    if value is None:
-      summary.pop(key)
-    else:
-      summary[key] = value
-  with open(path, "w") as f:
-    json.dump(summary, f)
-  return str(where)
-
-
 def test_wrong_combinations_are_refused_in_one_line_before_anything_is_written(
     fitted, tmp_path):
   other = str(tmp_path / "other.npz")  # other data: the first 200 steps, the last a time-out
   first = {k: v[:200].copy() for k, v in fitted.arrays.items()}
   first["timeouts"][-1] = not first["terminals"][-1]
   np.savez(other, **first)
-  no_env = _copy_run(fitted, tmp_path / "no_env")
-  summary = _read(os.path.join(no_env, "summary.json"))
-  summary["env"] = None
-  with open(os.path.join(no_env, "summary.json"), "w") as f:
-    json.dump(summary, f)
+  no_env = run_copies.copy_run(fitted.root, tmp_path / "no_env", env=None)
   cases = [
       # Acrobot-v1: 6 observations, 3 actions; the data's CartPole 4 and 2.
       (fitted.root, "gymnasium:Acrobot-v1", "ccvl",
@@ -249,20 +231,21 @@ def test_wrong_combinations_are_refused_in_one_line_before_anything_is_written(
       (fitted.root, ENV, "cql",
        r"^--offline_dir .*fit holds a ccvl run \(.*summary.json 'method' 'ccvl'\), not "
        r"--agent=cql"),
-      (_copy_run(fitted, tmp_path / "rem", method="rem"), ENV, "ccvl",
+      (run_copies.copy_run(fitted.root, tmp_path / "rem", method="rem"), ENV, "ccvl",
        r"^--offline_dir .*rem holds a rem run of ccvl_tf.fit .*: online fine-tuning starts "
        r"from a ccvl, cql, fixed_ccvl run$"),
-      (_copy_run(fitted, tmp_path / "old", data_spec=None), ENV, "ccvl",
+      (run_copies.copy_run(fitted.root, tmp_path / "old", data_spec=run_copies.REMOVED), ENV,
+       "ccvl",
        r"^.*summary.json has no 'data_spec' .*: rerun ccvl_tf.fit \(or train_offline.py "
        r"--dataset\) with the run's arguments"),
-      (_copy_run(fitted, tmp_path / "edited", network=dict(
+      (run_copies.copy_run(fitted.root, tmp_path / "edited", network=dict(
           fitted.result.summary["network"], mlp_units=[32])), ENV, "ccvl",
        r"^.*summary.json records 'network' = .*, but the checkpoints' .*fingerprint.json "
        r"records 'network'"),
-      (_copy_run(fitted, tmp_path / "in_memory", data="arrays"), ENV, "ccvl",
+      (run_copies.copy_run(fitted.root, tmp_path / "in_memory", data="arrays"), ENV, "ccvl",
        r"^--offline_fraction > 0 draws .* records 'data' = 'arrays': data the ccvl_tf.fit "
        r"call held in memory, which cannot be read again"),
-      (_copy_run(fitted, tmp_path / "replaced", data=other), ENV, "ccvl",
+      (run_copies.copy_run(fitted.root, tmp_path / "replaced", data=other), ENV, "ccvl",
        r"^--offline_fraction > 0 draws .*other.npz .* is not those transitions any more: its "
        r"fingerprint"),
       (fitted.root, "gymnasium:Pendulum-v1", "ccvl",

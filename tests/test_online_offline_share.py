@@ -9,7 +9,6 @@ dataset of 119 transitions whose every reward is -1 and whose frames are constan
 value 50-56: a Breakout reward is 0 or +1 (its frames are no such constant images), so each row
 of a fine-tuning batch names its source.
 """
-import json
 import os
 import shutil
 
@@ -25,6 +24,7 @@ from ccvl_tf.experiments.online import config as online_config
 from ccvl_tf.experiments.online import distributed
 from ccvl_tf.experiments.online import offline_share
 from ccvl_tf.experiments.online import runner as online
+from tests import run_copies
 
 OFFLINE_REWARD = -1.0
 FRAME_VALUES = tuple(range(50, 57))  # the dataset's frames; 0: Dopamine's episode-start padding
@@ -109,37 +109,21 @@ def test_atari_batches_hold_the_offline_runs_data_after_the_online_rows(
              for line in logs), logs
 
 
-def _copy_run(offline_dir, where, **summary_changes):
-  """A copy of the offline run whose summary.json has `summary_changes` (None: key removed)."""
-  shutil.copytree(offline_dir, where)
-  path = os.path.join(where, "summary.json")
-  with open(path) as f:
-    summary = json.load(f)
-  for key, value in summary_changes.items():
-    if value is None:
-      summary.pop(key)
-    else:
-      summary[key] = value
-  with open(path, "w") as f:
-    json.dump(summary, f)
-  return str(where)
-
-
 @pytest.mark.slow
 def test_a_missing_replaced_or_unrecorded_dataset_is_refused_before_anything_is_written(
     atari_offline, tmp_path):
   offline_dir, data = atari_offline
   cases = [
-      (_copy_run(offline_dir, tmp_path / "gone", dataset_dir=str(tmp_path / "nowhere")),
+      (run_copies.copy_run(offline_dir, tmp_path / "gone", dataset_dir=str(tmp_path / "nowhere")),
        r"dataset the offline run trained on \(.*summary.json 'dataset_dir'\), .*nowhere, which "
        r"does not exist"),
-      (_copy_run(offline_dir, tmp_path / "unrecorded", dataset_dir=None),
+      (run_copies.copy_run(offline_dir, tmp_path / "unrecorded", dataset_dir=run_copies.REMOVED),
        r"summary.json records no dataset \('dataset_dir' None, 'subset' 'all'; train_offline.py "
        r"and compare.py write both\): rerun the offline run"),
   ]
   other = str(tmp_path / "other_data")
   _write_dataset(other, num_steps=90)
-  cases.append((_copy_run(offline_dir, tmp_path / "elsewhere", dataset_dir=other),
+  cases.append((run_copies.copy_run(offline_dir, tmp_path / "elsewhere", dataset_dir=other),
                 r"is not that dataset any more: .*fingerprint.json records its 'dataset' as "
                 r".*differing: listing_sha256, path"))
   for run_dir, message in cases:

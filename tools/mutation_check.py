@@ -171,7 +171,7 @@ MUTATIONS = (
     Mutation("online_counts_keep_the_offline_trace",
              "agent: start_online_counts does not rebuild the traced train step",
              "ccvl_tf/agents/ccvl_agent.py",
-             "    self._train_on_batch_fn = tf.function(self._train_batch, reduce_retracing=True)\n"
+             "    self._train_on_batch_fn = common.function(self._train_batch)\n"
              "    return True",
              "    return True",
              ("tests/test_online_counts.py",)),

@@ -13,6 +13,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 from tf_agents.policies import epsilon_greedy_policy
+from tf_agents.utils import common
 
 from ccvl_tf.algorithm import belief
 from ccvl_tf.runtime import config_flags
@@ -189,8 +190,7 @@ class CCVLAgent(q_agent_base.GuardedLearner):
     self._inverse_count_fn = inverse_count_fn
     self._dataset_observations = dataset_observations
     # phi(s) of one observation batch through the online torso, traced once per batch shape.
-    self._phi_fn = tf.function(lambda obs: self._online.phi_model({"observation": obs}),
-                               reduce_retracing=True)
+    self._phi_fn = common.function(lambda obs: self._online.phi_model({"observation": obs}))
 
     # What the tape calls (`loss_and_grads`): the reading's own `objective`.
     self._reading = self._step_reading()
@@ -262,7 +262,7 @@ class CCVLAgent(q_agent_base.GuardedLearner):
     if self._counts is None:
       return False
     self._counts.start_online(online_rows, samples_per_insert)
-    self._train_on_batch_fn = tf.function(self._train_batch, reduce_retracing=True)
+    self._train_on_batch_fn = common.function(self._train_batch)
     return True
 
   @property

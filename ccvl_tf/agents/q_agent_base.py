@@ -15,6 +15,7 @@ import tensorflow as tf
 from tf_agents.agents import tf_agent
 from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import trajectory as trajectory_lib
+from tf_agents.utils import common
 
 from ccvl_tf.runtime import config_flags
 from ccvl_tf.algorithm import fused_adam
@@ -266,14 +267,13 @@ class GuardedLearner(tf_agent.TFAgent):
     self.set_jit_compile(jit_compile)
     tf_agent.TFAgent.__init__(self, time_step_spec, action_spec, policy, collect_policy,
                               train_sequence_length=2, train_step_counter=train_step_counter)
-    self._train_on_batch_fn = tf.function(self._train_batch, reduce_retracing=True)
+    self._train_on_batch_fn = common.function(self._train_batch)
 
   def set_jit_compile(self, jit_compile: bool) -> None:
     """XLA-compiles the loss-and-gradient computation of the guarded step (`loss_and_grads`)
     or not; takes effect from the next trace, so call it before the first step."""
     self._jit_compile = bool(jit_compile)
-    self._grads_fn = tf.function(self.loss_and_grads, jit_compile=self._jit_compile,
-                                 reduce_retracing=True)
+    self._grads_fn = common.function(self.loss_and_grads, jit_compile=self._jit_compile)
 
   @property
   def jit_compile(self) -> bool:

@@ -237,7 +237,7 @@ def _train_round_fn(agent):
   [k, B, ...] arrays, in order (the same updates as k calls, without k dispatches). Traced
   without autograph: converting TF-Agents' training code costs ~15 s of CPU, and it needs
   none."""
-  @tf.function(autograph=False)
+  @common.function(reduce_retracing=False)
   def train_round(obs, action, reward, discount, last, next_obs):
     def body(i, _):
       loss = agent.train(transition_batch(obs[i], action[i], reward[i], discount[i], last[i],
@@ -250,7 +250,7 @@ def _train_round_fn(agent):
 
 
 def _sync_fn(net, target):
-  @tf.function(autograph=False)
+  @common.function(reduce_retracing=False)
   def sync():
     common.soft_variables_update(net.variables, target.variables, tau=1.0)
   return sync

@@ -159,7 +159,7 @@ def make_agent(observation_spec, action_spec, config: BehaviourDQNConfig, seed: 
 
 
 def _greedy_fn(q_net, obs_shape):
-  @tf.function(input_signature=[tf.TensorSpec((1,) + tuple(obs_shape), tf.uint8)])
+  @common.function(reduce_retracing=False, input_signature=[tf.TensorSpec((1,) + tuple(obs_shape), tf.uint8)])
   def greedy(obs):
     q, _ = q_net(obs, training=False)                 # [1, A]
     return tf.argmax(q[0], output_type=tf.int32)
@@ -167,7 +167,7 @@ def _greedy_fn(q_net, obs_shape):
 
 
 def _train_fn(agent):
-  @tf.function
+  @common.function(reduce_retracing=False)
   def train(obs, action, reward, discount, last, next_obs):
     b = tf.shape(action)[0]
     mid = tf.fill([b], ts_lib.StepType.MID)

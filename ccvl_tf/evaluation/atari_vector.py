@@ -15,6 +15,7 @@ import numpy as np
 import tensorflow as tf
 from tf_agents.policies import tf_policy
 from tf_agents.trajectories import time_step as ts
+from tf_agents.utils import common
 
 from ccvl_tf.algorithm import belief
 from ccvl_tf.evaluation import rollouts
@@ -145,10 +146,10 @@ def _action_fn(policy):
   it); other objects' `action` is called as it is."""
   if isinstance(policy, rollouts.CompiledPolicy):
     if getattr(policy, "batched_action", None) is None:
-      policy.batched_action = tf.function(policy.policy.action, reduce_retracing=True)
+      policy.batched_action = common.function(policy.policy.action)
     return policy.batched_action
   if isinstance(policy, tf_policy.TFPolicy):
-    return tf.function(policy.action, reduce_retracing=True)
+    return common.function(policy.action)
   return policy.action
 
 

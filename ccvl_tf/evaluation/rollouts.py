@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import warnings
 from collections.abc import Mapping
 from typing import Callable, List, Optional, Sequence
 
@@ -243,12 +242,9 @@ class CompiledPolicy:
 
   def __init__(self, policy):
     # Here: TensorFlow (see the note at the top).
-    import tensorflow as tf  # pylint: disable=g-import-not-at-top
-    # AutoGraph's rewrite of TF-Agents' `state is not ()` checks triggers a harmless
-    # SyntaxWarning when the generated code is compiled.
-    warnings.filterwarnings("ignore", message=r'"is not" with a literal', category=SyntaxWarning)
+    from tf_agents.utils import common  # pylint: disable=g-import-not-at-top
     self.policy = policy
-    self.action = tf.function(policy.action)
+    self.action = common.function(policy.action, reduce_retracing=False)
     self.get_initial_state = policy.get_initial_state
 
 

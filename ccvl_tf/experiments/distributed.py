@@ -11,6 +11,7 @@ from typing import Callable, Dict
 import ccvl_tf  # noqa: F401
 
 import tensorflow as tf
+from tf_agents.utils import common
 
 from ccvl_tf.agents import q_agent_base
 
@@ -51,7 +52,7 @@ def make_train_step(strategy: tf.distribute.Strategy, agent) -> Callable[[Dict],
     rows = {k: v for k, v in metrics.items() if v.shape.rank != 0}   # [size, ...] each
     return scalars, grads, rows
 
-  @tf.function(reduce_retracing=True)
+  @common.function
   def step(batch):
     seed = agent.step_seed()
     scalars, grads, rows = strategy.run(replica_fn, args=(batch, seed))

@@ -16,7 +16,8 @@ import keras
 import numpy as np
 from keras import ops
 
-from ccvl_tf.algorithm.delta_heads import KnotDeltas, MonotoneDeltaHead  # noqa: F401  (part of this module's API)
+from ccvl_tf.algorithm.delta_heads import (  # noqa: F401  (part of this module's API)
+    KnotDeltas, MonotoneDeltaHead, QuantizedDeltaHead, member_index)
 from ccvl_tf.algorithm.support import SupportMask, validate_threshold
 
 NATURE_OBSERVATION_SHAPE = (84, 84, 4)
@@ -316,14 +317,46 @@ def _torso(observation, config: QNetworkConfig, name: str, init):
 
 # Over 80 lines with its docstring: one functional graph (torso, delta embedding, head) and
 # its feature models, built together so that they share layers.
-DELTA_HEADS = ("cosine", "monotone", "cosine_monotone")
+DELTA_HEADS = ("cosine", "monotone", "cosine_monotone", "quantized")
 MONOTONE_PIECES = 16  # J of MonotoneDeltaHead: pieces of width 1/16 (the belief grid has 8 bins)
+
+
+def quantized_members(q_model) -> Optional[int]:
+  """K, the members of the QuantizedDeltaHead in the Keras model `q_model` (searched through
+  nested models); None when it has none (another delta head, a hand-built contract model)."""
+  for layer in getattr(q_model, "layers", ()):
+    if isinstance(layer, QuantizedDeltaHead):
+      return layer.members
+    inner = quantized_members(layer) if isinstance(layer, keras.Model) else None
+    if inner is not None:
+      return inner
+  return None
+
+
+def check_grid(delta_members: int, num_grid_deltas: int) -> None:
+  """A one-line ValueError when the K = `delta_members` members of a quantized delta head are
+  not the grid deltas (k + 0.5) / K of a policy's grid of `num_grid_deltas`: the head is
+  constant on each of its K bins, so another grid would act with some members twice and
+  never with others."""
+  if int(num_grid_deltas) != int(delta_members):
+    raise ValueError(
+        f"num_grid_deltas must be {int(delta_members)}, the delta_members of "
+        f"delta_head='quantized' (one member per grid delta (k + 0.5) / K), got "
+        f"{int(num_grid_deltas)}")
+
+
+def check_model_grid(q_model, num_grid_deltas: int) -> None:
+  """`check_grid` for the quantized head in the Keras model `q_model`, if it has one."""
+  members = quantized_members(q_model)
+  if members is not None:
+    check_grid(members, num_grid_deltas)
 
 
 def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_actions: int,
                        config: QNetworkConfig = QNetworkConfig(),
                        name: str = "ccvl_q", delta_head: str = "cosine",
-                       delta_sign: float = 1.0, support_threshold: float = 0.0) -> CCVLNetwork:
+                       delta_sign: float = 1.0, support_threshold: float = 0.0,
+                       delta_members: Optional[int] = None) -> CCVLNetwork:
   """Builds Q(s, a, delta) and its feature models phi(s) (see the module notes).
 
   Args:
@@ -337,12 +370,20 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
       hidden_units > 0: Q monotone in delta for every state and action) or 'cosine_monotone'
       (MonotoneDeltaHead whose base and increments at the J + 1 knots delta_j = j / J are the
       cosine head's outputs at the knots, psi(s) * eta(delta_j) through the hidden layer and
-      the output: IQN's embedding, and Q monotone in delta by construction). The monotone heads
-      need delta_entry 'features'. One of DELTA_HEADS.
+      the output: IQN's embedding, and Q monotone in delta by construction) or 'quantized'
+      (paper Sec. 5's ensemble of fixed deltas: K = `delta_members` members on psi(s), member
+      k with its own hidden layer when hidden_units > 0 and its own output Dense, named
+      `{name}_m{k}_hidden`, `{name}_m{k}_q`; a delta in (0, 1) acts with the member of its
+      bin [k / K, (k + 1) / K), so Q is piecewise constant in delta and the grid deltas
+      (k + 0.5) / K of belief.delta_grid(K) are the members; QuantizedDeltaHead orders the
+      members by construction). The heads but 'cosine' need delta_entry 'features', and phi(s)
+      is then the torso output psi(s). One of DELTA_HEADS.
     delta_sign: +1 (Q nondecreasing in delta, the lower bound) or -1 (nonincreasing, the upper
-      bound); used by the monotone head only.
+      bound); used by the monotone and quantized heads.
     support_threshold: tau in (0, 1): a behaviour-cloning head on the torso features and
       Q masked outside the data's support (ccvl_tf/algorithm/support.py); 0: neither.
+    delta_members: K of the quantized head (required there, CCVLConfig.delta_members; the
+      adaptive policy's grid must have K deltas, `check_grid_members`); unused by the others.
 
   Raises:
     ValueError: a config value, num_actions or the observation spec the torso cannot take.
@@ -355,6 +396,10 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
   if delta_head != "cosine" and config.delta_entry != "features":
     raise ValueError(f"delta_head={delta_head!r} needs delta_entry='features', got "
                      f"{config.delta_entry!r}")
+  if delta_head == "quantized" and (delta_members is None or isinstance(delta_members, bool)
+                                    or int(delta_members) != delta_members or delta_members < 1):
+    raise ValueError(f"delta_head='quantized' needs delta_members, an integer >= 1 (K, one "
+                     f"member per grid delta), got {delta_members!r}")
   if support_threshold:
     validate_threshold(support_threshold)
   num_actions = int(num_actions)
@@ -393,6 +438,15 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
   elif delta_head == "cosine_monotone":
     knots = KnotDeltas(MONOTONE_PIECES, name=f"{name}_knots")
     mono = MonotoneDeltaHead(num_actions, MONOTONE_PIECES, delta_sign, name=f"{name}_monotone")
+  elif delta_head == "quantized":
+    # Member k's own layers on psi(s): a fresh initializer each, so the members start apart.
+    member_hidden = [keras.layers.Dense(config.hidden_units, activation="relu",
+                                        kernel_initializer=init(), name=f"{name}_m{k}_hidden")
+                     for k in range(int(delta_members))] if config.hidden_units else None
+    member_out = [keras.layers.Dense(num_actions, kernel_initializer=init(),
+                                     name=f"{name}_m{k}_q") for k in range(int(delta_members))]
+    quantized = QuantizedDeltaHead(num_actions, int(delta_members), delta_sign,
+                                   name=f"{name}_quantized")
 
   def head(features, deltas):
     # features [B, W]; deltas [B, K] -> (Q [B, K, A], penultimate [B, K, H]).
@@ -406,6 +460,11 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
       # [B, J+1, A] -> [B, (J+1)*A]: knot 0 the base b(s, a), knots 1..J the increments' x_j.
       params = ops.reshape(at_knots, (-1, (MONOTONE_PIECES + 1) * num_actions))
       return mono([params, deltas]), None                # [B, K, A]
+    if delta_head == "quantized":  # delta picks a member; each member its own layers on psi
+      raw = [out(features if member_hidden is None else member_hidden[k](features))
+             for k, out in enumerate(member_out)]      # K_members x [B, A]
+      stacked = ops.stack(raw, axis=1)                   # K_members x [B, A] -> [B, K_members, A]
+      return quantized([stacked, deltas]), None          # [B, K, A]
     eta = embed(cosine(deltas))  # [B, K, n_cos] -> [B, K, W]
     # [B, W] -> [B, 1, W], broadcast against [B, K, W]: the torso is shared by the K deltas.
     mixed = ops.expand_dims(features, 1) * eta

@@ -267,5 +267,6 @@ def test_other_invalid_combinations_are_refused_naming_the_setting():
     networks.build_ccvl_network((84, 84, 4), np.uint8, 3,
                                 networks.QNetworkConfig(delta_entry="conv"),
                                 delta_head="quantized", delta_members=8)
-  with pytest.raises(ValueError, match="delta_head='quantized' needs delta_members"):
-    networks.build_ccvl_network((5,), np.float32, 3, TINY, delta_head="quantized")
+  with pytest.raises(ValueError, match="^delta_members must be an integer >= 1"):
+    networks.build_ccvl_network((5,), np.float32, 3, TINY, delta_head="quantized",
+                                delta_members=0)

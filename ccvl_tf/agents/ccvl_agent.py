@@ -26,11 +26,6 @@ from ccvl_tf.algorithm.readings import paper
 
 from ccvl_tf.agents import q_agent_base
 
-# K of delta_head='quantized' by default: the policies' grid of 8 deltas
-# (run_settings.num_grid_deltas' default), one member per grid delta.
-DEFAULT_DELTA_MEMBERS = 8
-
-
 @dataclasses.dataclass(frozen=True)
 class CCVLConfig(q_agent_base.BaseQConfig):
   """Hyperparameters of CCVL, named after the paper's symbols: N (`num_deltas`), M
@@ -65,7 +60,7 @@ class CCVLConfig(q_agent_base.BaseQConfig):
       "shared torso, ordered in delta as Lemma 1 asks; delta_members of them).",
       enum_values=networks.DELTA_HEADS)
   delta_members: int = setting(
-      DEFAULT_DELTA_MEMBERS, "K of delta_head='quantized': its members, one per bin "
+      networks.DEFAULT_DELTA_MEMBERS, "K of delta_head='quantized': its members, one per bin "
       "[k / K, (k + 1) / K) of delta, whose midpoint is the grid delta (k + 0.5) / K; must "
       "equal the policies' grid (num_grid_deltas).", lower_bound=1, upper_bound=1024,
       parse_bounds=False)
@@ -103,7 +98,7 @@ class CCVLConfig(q_agent_base.BaseQConfig):
     losses.validate_num_samples(self.num_deltas, self.num_pairs)  # names them N and M
     config_flags.check(self)
     readings.validate(self.reading)
-    if self.delta_head != "quantized" and self.delta_members != DEFAULT_DELTA_MEMBERS:
+    if self.delta_head != "quantized" and self.delta_members != networks.DEFAULT_DELTA_MEMBERS:
       raise ValueError(
           f"delta_members takes effect only with delta_head='quantized' (got delta_head="
           f"{self.delta_head!r}, delta_members={self.delta_members!r}): leave it out or set "

@@ -319,6 +319,9 @@ def _torso(observation, config: QNetworkConfig, name: str, init):
 # its feature models, built together so that they share layers.
 DELTA_HEADS = ("cosine", "monotone", "cosine_monotone", "quantized")
 MONOTONE_PIECES = 16  # J of MonotoneDeltaHead: pieces of width 1/16 (the belief grid has 8 bins)
+# K of the quantized head by default (CCVLConfig.delta_members): the policies' grid of 8
+# deltas (run_settings.num_grid_deltas' default), one member per grid delta.
+DEFAULT_DELTA_MEMBERS = 8
 
 
 def quantized_members(q_model) -> Optional[int]:
@@ -356,7 +359,7 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
                        config: QNetworkConfig = QNetworkConfig(),
                        name: str = "ccvl_q", delta_head: str = "cosine",
                        delta_sign: float = 1.0, support_threshold: float = 0.0,
-                       delta_members: Optional[int] = None) -> CCVLNetwork:
+                       delta_members: int = DEFAULT_DELTA_MEMBERS) -> CCVLNetwork:
   """Builds Q(s, a, delta) and its feature models phi(s) (see the module notes).
 
   Args:
@@ -382,8 +385,8 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
       bound); used by the monotone and quantized heads.
     support_threshold: tau in (0, 1): a behaviour-cloning head on the torso features and
       Q masked outside the data's support (ccvl_tf/algorithm/support.py); 0: neither.
-    delta_members: K of the quantized head (required there, CCVLConfig.delta_members; the
-      adaptive policy's grid must have K deltas, `check_grid_members`); unused by the others.
+    delta_members: K of the quantized head (CCVLConfig.delta_members; the adaptive policy's
+      grid must have K deltas, `check_grid`); unused by the other heads.
 
   Raises:
     ValueError: a config value, num_actions or the observation spec the torso cannot take.
@@ -396,10 +399,10 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
   if delta_head != "cosine" and config.delta_entry != "features":
     raise ValueError(f"delta_head={delta_head!r} needs delta_entry='features', got "
                      f"{config.delta_entry!r}")
-  if delta_head == "quantized" and (delta_members is None or isinstance(delta_members, bool)
+  if delta_head == "quantized" and (isinstance(delta_members, bool)
                                     or int(delta_members) != delta_members or delta_members < 1):
-    raise ValueError(f"delta_head='quantized' needs delta_members, an integer >= 1 (K, one "
-                     f"member per grid delta), got {delta_members!r}")
+    raise ValueError(f"delta_members must be an integer >= 1 (K, one member per grid delta), "
+                     f"got {delta_members!r}")
   if support_threshold:
     validate_threshold(support_threshold)
   num_actions = int(num_actions)

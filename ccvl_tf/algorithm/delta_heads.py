@@ -4,10 +4,13 @@ Keras 3 layers with no weights of their own, used by
 `ccvl_tf.algorithm.networks.build_ccvl_network` with `delta_head='monotone'` (the increments
 from the state features alone), `'cosine_monotone'` (the increments from IQN's cosine
 embedding of each knot delta times the state features, `KnotDeltas`) and `'quantized'` (one
-member per bin of delta, each its own layers on the state features, `QuantizedDeltaHead`);
+member per bin of delta, each its own layers on the state features, `QuantizedDeltaHead`),
+and the check that a policy's delta grid is the quantized head's members (`check_grid`);
 docs/agent.md "The confidence family" explains the choice.
 """
 from __future__ import annotations
+
+from typing import Optional
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
@@ -100,6 +103,11 @@ class KnotDeltas(keras.layers.Layer):
     return {**super().get_config(), "pieces": self.pieces}
 
 
+# K of the quantized head by default (CCVLConfig.delta_members): the policies' grid of 8
+# deltas (run_settings.num_grid_deltas' default), one member per grid delta.
+DEFAULT_DELTA_MEMBERS = 8
+
+
 def member_index(delta, members: int):
   """The member (bin) of each confidence: k(delta) = min(floor(K delta), K - 1), clipped at 0,
   int32 of delta's shape. Bins are half-open, [k / K, (k + 1) / K): a bin edge k / K belongs to
@@ -174,3 +182,34 @@ class QuantizedDeltaHead(keras.layers.Layer):
   def get_config(self):
     return {**super().get_config(), "num_actions": self.num_actions, "members": self.members,
             "sign": self.sign}
+
+
+def quantized_members(q_model) -> Optional[int]:
+  """K, the members of the QuantizedDeltaHead in the Keras model `q_model` (searched through
+  nested models); None when it has none (another delta head, a hand-built contract model)."""
+  for layer in getattr(q_model, "layers", ()):
+    if isinstance(layer, QuantizedDeltaHead):
+      return layer.members
+    inner = quantized_members(layer) if isinstance(layer, keras.Model) else None
+    if inner is not None:
+      return inner
+  return None
+
+
+def check_grid(delta_members: int, num_grid_deltas: int) -> None:
+  """A one-line ValueError when the K = `delta_members` members of a quantized delta head are
+  not the grid deltas (k + 0.5) / K of a policy's grid of `num_grid_deltas`: the head is
+  constant on each of its K bins, so another grid would act with some members twice and
+  never with others."""
+  if int(num_grid_deltas) != int(delta_members):
+    raise ValueError(
+        f"num_grid_deltas must be {int(delta_members)}, the delta_members of "
+        f"delta_head='quantized' (one member per grid delta (k + 0.5) / K), got "
+        f"{int(num_grid_deltas)}")
+
+
+def check_model_grid(q_model, num_grid_deltas: int) -> None:
+  """`check_grid` for the quantized head in the Keras model `q_model`, if it has one."""
+  members = quantized_members(q_model)
+  if members is not None:
+    check_grid(members, num_grid_deltas)

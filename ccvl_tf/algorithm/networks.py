@@ -17,7 +17,8 @@ import numpy as np
 from keras import ops
 
 from ccvl_tf.algorithm.delta_heads import (  # noqa: F401  (part of this module's API)
-    KnotDeltas, MonotoneDeltaHead, QuantizedDeltaHead, member_index)
+    DEFAULT_DELTA_MEMBERS, KnotDeltas, MonotoneDeltaHead, QuantizedDeltaHead, check_grid,
+    check_model_grid, member_index, quantized_members)
 from ccvl_tf.algorithm.support import SupportMask, validate_threshold
 
 NATURE_OBSERVATION_SHAPE = (84, 84, 4)
@@ -319,40 +320,6 @@ def _torso(observation, config: QNetworkConfig, name: str, init):
 # its feature models, built together so that they share layers.
 DELTA_HEADS = ("cosine", "monotone", "cosine_monotone", "quantized")
 MONOTONE_PIECES = 16  # J of MonotoneDeltaHead: pieces of width 1/16 (the belief grid has 8 bins)
-# K of the quantized head by default (CCVLConfig.delta_members): the policies' grid of 8
-# deltas (run_settings.num_grid_deltas' default), one member per grid delta.
-DEFAULT_DELTA_MEMBERS = 8
-
-
-def quantized_members(q_model) -> Optional[int]:
-  """K, the members of the QuantizedDeltaHead in the Keras model `q_model` (searched through
-  nested models); None when it has none (another delta head, a hand-built contract model)."""
-  for layer in getattr(q_model, "layers", ()):
-    if isinstance(layer, QuantizedDeltaHead):
-      return layer.members
-    inner = quantized_members(layer) if isinstance(layer, keras.Model) else None
-    if inner is not None:
-      return inner
-  return None
-
-
-def check_grid(delta_members: int, num_grid_deltas: int) -> None:
-  """A one-line ValueError when the K = `delta_members` members of a quantized delta head are
-  not the grid deltas (k + 0.5) / K of a policy's grid of `num_grid_deltas`: the head is
-  constant on each of its K bins, so another grid would act with some members twice and
-  never with others."""
-  if int(num_grid_deltas) != int(delta_members):
-    raise ValueError(
-        f"num_grid_deltas must be {int(delta_members)}, the delta_members of "
-        f"delta_head='quantized' (one member per grid delta (k + 0.5) / K), got "
-        f"{int(num_grid_deltas)}")
-
-
-def check_model_grid(q_model, num_grid_deltas: int) -> None:
-  """`check_grid` for the quantized head in the Keras model `q_model`, if it has one."""
-  members = quantized_members(q_model)
-  if members is not None:
-    check_grid(members, num_grid_deltas)
 
 
 def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_actions: int,

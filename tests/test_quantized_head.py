@@ -171,6 +171,7 @@ def _moved(before, variables):
   return [v.path for v, b in zip(variables, before) if np.array_equal(v.numpy(), b)]
 
 
+@pytest.mark.slow
 def test_ccvl_train_step_touches_every_member():
   """32 transitions x N = 4 deltas ~ U(0, 1) span the 4 bins: the loss is finite and one Adam
   step moves every trainable variable (every member's layers, the torso)."""
@@ -184,6 +185,7 @@ def test_ccvl_train_step_touches_every_member():
   assert _moved(before, variables) == []
 
 
+@pytest.mark.slow
 def test_bounds_agent_trains_both_bounds_and_explores_on_the_members_grid():
   keras.utils.set_random_seed(0)
   bounds = ccvl_bounds_agent.BoundsConfig(num_grid_deltas=4)
@@ -204,6 +206,7 @@ def test_bounds_agent_trains_both_bounds_and_explores_on_the_members_grid():
   assert np.all(np.diff(qu, axis=1) <= 0)  # still ordered after training (by construction)
 
 
+@pytest.mark.slow
 def test_export_and_reload_acts_the_same(tmp_path):
   """The adaptive policy (belief over the 4 members) and Fixed-CCVL's at a grid delta, exported
   and run in a fresh TensorFlow-only process: the same actions, deltas and states."""

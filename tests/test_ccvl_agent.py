@@ -202,7 +202,8 @@ def test_the_step_calls_its_readings_objective_and_the_ablation_at_defaults_is_t
 @pytest.mark.parametrize("head,parts", [("cosine", ("mlp0", "delta_embed", "hidden", "_q/")),
                                          ("monotone", ("mlp0", "hidden", "_q/")),
                                          ("cosine_monotone",
-                                          ("mlp0", "delta_embed", "hidden", "_q/"))])
+                                          ("mlp0", "delta_embed", "hidden", "_q/")),
+                                         ("quantized", ("mlp0", "_m0_hidden", "_m7_q/"))])
 def test_gradients_reach_torso_embedding_and_head_but_not_target_or_counts(head, parts):
   agent = _tiny_agent(delta_head=head)
   batch = agent.prepare_batch(_random_batch(8, 5, 3))

@@ -56,6 +56,8 @@ def test_a_config_records_the_keys_older_runs_stored():
                                 count_gram_states=10).record()
   assert set(exact) == older | {"count_gram", "count_gram_states"}
   assert (exact["count_gram"], exact["count_gram_states"]) == ("exact", 10)
+  quantized = ccvl_agent.CCVLConfig(delta_head="quantized", delta_members=4).record()
+  assert set(quantized) == older | {"delta_members"} and quantized["delta_members"] == 4
 
 
 @pytest.mark.parametrize("flat,message", [

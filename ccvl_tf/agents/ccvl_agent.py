@@ -56,8 +56,15 @@ class CCVLConfig(q_agent_base.BaseQConfig):
   delta_head: str = setting(
       "cosine_monotone", "how delta enters Q(s, a, delta): 'cosine' (the IQN cosine embedding), "
       "'monotone' (nonnegative increments over delta from the state features: Q nondecreasing "
-      "in delta, Lemma 1) or 'cosine_monotone' (those increments from the cosine embedding).",
+      "in delta, Lemma 1), 'cosine_monotone' (those increments from the cosine embedding) or "
+      "'quantized' (paper Sec. 5: one member per grid delta, each its own output layers on the "
+      "shared torso, ordered in delta as Lemma 1 asks; delta_members of them).",
       enum_values=networks.DELTA_HEADS)
+  delta_members: int = setting(
+      networks.DEFAULT_DELTA_MEMBERS, "K of delta_head='quantized': its members, one per bin "
+      "[k / K, (k + 1) / K) of delta, whose midpoint is the grid delta (k + 0.5) / K; must "
+      "equal the policies' grid (num_grid_deltas).", lower_bound=1, upper_bound=1024,
+      parse_bounds=False)
   count_ridge: float = setting(
       1e-3, "lambda of the linear n(s)^-1 estimate ('absolute'), or its multiple of the mean "
       "eigenvalue trace(|D| C) / D ('relative').", above=0.0)
@@ -92,6 +99,11 @@ class CCVLConfig(q_agent_base.BaseQConfig):
     losses.validate_num_samples(self.num_deltas, self.num_pairs)  # names them N and M
     config_flags.check(self)
     readings.validate(self.reading)
+    if self.delta_head != "quantized" and self.delta_members != networks.DEFAULT_DELTA_MEMBERS:
+      raise ValueError(
+          f"delta_members takes effect only with delta_head='quantized' (got delta_head="
+          f"{self.delta_head!r}, delta_members={self.delta_members!r}): leave it out or set "
+          f"delta_head='quantized'")
     if self.count_gram == "exact" and self.count_normalization != "none":
       raise ValueError(
           f"count_gram='exact' rescales n(s)^-1 once by its dataset mean and takes no other "
@@ -112,7 +124,7 @@ class CCVLConfig(q_agent_base.BaseQConfig):
 
   # Settings added after runs were first recorded: written only when they differ from their
   # default, so that the fingerprint of a run stored before them still matches on resume.
-  _RECORDED_WHEN_SET = ("count_gram", "count_gram_states")
+  _RECORDED_WHEN_SET = ("count_gram", "count_gram_states", "delta_members")
 
   def record(self) -> Dict[str, object]:
     """The config flat, as runs record it (fingerprints, summary.json): its scalar settings
@@ -164,7 +176,8 @@ class CCVLAgent(q_agent_base.GuardedLearner):
     """
     obs_spec = self._begin_setup(config, time_step_spec, action_spec, name, "CCVLAgent")
     head = dict(delta_head=config.delta_head, delta_sign=self.DELTA_SIGN,
-                support_threshold=config.reading.support_threshold)
+                support_threshold=config.reading.support_threshold,
+                delta_members=config.delta_members)
     self._online = networks.build_ccvl_network(
         obs_spec.shape, obs_spec.dtype, self._num_actions, network_config, name="ccvl_online",
         **head)

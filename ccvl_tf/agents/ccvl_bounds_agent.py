@@ -139,7 +139,8 @@ class UpperCCVLAgent(ccvl_agent.CCVLAgent):
 
   Reuses CCVLAgent's guarded train step, counts, target updates, checkpoint, confidence
   sampling and n(s)^-1; only the objective its tape calls (`_step_reading`: UpperBound)
-  differs. With delta_head='monotone', Q_u falls as delta rises (DELTA_SIGN).
+  differs. With the ordered delta heads ('monotone', 'cosine_monotone', 'quantized'), Q_u
+  falls as delta rises (DELTA_SIGN).
   """
 
   DELTA_SIGN = -1.0

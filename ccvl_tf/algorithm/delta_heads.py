@@ -1,12 +1,16 @@
-"""The monotone delta head: Q(s, a, delta) ordered in delta by construction (Lemma 1).
+"""The ordered delta heads: Q(s, a, delta) ordered in delta by construction (Lemma 1).
 
 Keras 3 layers with no weights of their own, used by
 `ccvl_tf.algorithm.networks.build_ccvl_network` with `delta_head='monotone'` (the increments
-from the state features alone) and `'cosine_monotone'` (the increments from IQN's cosine
-embedding of each knot delta times the state features, `KnotDeltas`); docs/agent.md "The
-confidence family" explains the choice.
+from the state features alone), `'cosine_monotone'` (the increments from IQN's cosine
+embedding of each knot delta times the state features, `KnotDeltas`) and `'quantized'` (one
+member per bin of delta, each its own layers on the state features, `QuantizedDeltaHead`),
+and the check that a policy's delta grid is the quantized head's members (`check_grid`);
+docs/agent.md "The confidence family" explains the choice.
 """
 from __future__ import annotations
+
+from typing import Optional
 
 import ccvl_tf  # noqa: F401  (sets TF_USE_LEGACY_KERAS before TensorFlow loads)
 
@@ -97,3 +101,115 @@ class KnotDeltas(keras.layers.Layer):
 
   def get_config(self):
     return {**super().get_config(), "pieces": self.pieces}
+
+
+# K of the quantized head by default (CCVLConfig.delta_members): the policies' grid of 8
+# deltas (run_settings.num_grid_deltas' default), one member per grid delta.
+DEFAULT_DELTA_MEMBERS = 8
+
+
+def member_index(delta, members: int):
+  """The member (bin) of each confidence: k(delta) = min(floor(K delta), K - 1), clipped at 0,
+  int32 of delta's shape. Bins are half-open, [k / K, (k + 1) / K): a bin edge k / K belongs to
+  member k, delta = 1 to member K - 1; the grid deltas (k + 0.5) / K of belief.delta_grid(K)
+  are member k's."""
+  k = float(members)
+  return ops.cast(ops.clip(ops.floor(ops.cast(delta, "float32") * k), 0.0, k - 1.0), "int32")
+
+
+@keras.saving.register_keras_serializable(package="ccvl_tf")
+class QuantizedDeltaHead(keras.layers.Layer):
+  """Q(s, a, delta) piecewise constant in delta: K members, one per quantized confidence (paper
+  Sec. 5, "fix quantized values of delta, and model our Q-function as an ensemble where each
+  ensemble member corresponds to one fixed delta"), ordered in delta by construction (Lemma 1).
+
+  Member k holds the bin [k / K, (k + 1) / K) of (0, 1) (`member_index`), whose midpoint is the
+  grid delta (k + 0.5) / K. Each member j has one output x_j(s, a) from its own layers on the
+  shared torso psi(s); member 0's is the base, the others' are nonnegative steps:
+
+      u_j(s, a) = softplus(x_j(s, a)) / K >= 0,                     j = 1..K-1
+      Q_k(s, a) = x_0(s, a) + sum_{j=1..k} u_j(s, a)                (sign = +1, the lower bound)
+      Q_k(s, a) = x_0(s, a) + sum_{j=k+1..K-1} u_j(s, a)            (sign = -1, the upper bound)
+      Q(s, a, delta) = Q_{k(delta)}(s, a).
+
+  So Q is nondecreasing in delta (sign +1) or nonincreasing (sign -1) for every state, action
+  and weight; adjacent members differ by u_j > 0 (equal only in the limit x_j -> -inf). As in
+  MonotoneDeltaHead the steps are scaled by 1/K, so softplus(x_j) is the rise per unit delta
+  and Q(1) - Q(0) starts near softplus(0) whatever K. With sign -1 a Q_u that copies Q_l's
+  weights is Q_l's family reflected, Q_u(delta) = Q_l(0) + Q_l(1) - Q_l(delta). The price of
+  the ordering: Q_k depends on the layers of the base and of the steps on the way to it, so a
+  delta in bin k trains member 0's layers and those of members 1..k (sign +1; k+1..K-1 for
+  sign -1), never the others'.
+
+  Inputs: x [B, K, A] (member j's outputs in row j) and delta [B, D]; output [B, D, A]. No
+  weights of its own.
+  """
+
+  def __init__(self, num_actions: int, members: int = 8, sign: float = 1.0, **kwargs):
+    super().__init__(**kwargs)
+    if int(members) != members or members < 1:
+      raise ValueError(f"members must be an integer >= 1, got {members!r}")
+    if sign not in (1.0, -1.0, 1, -1):
+      raise ValueError(f"sign must be +1 or -1, got {sign!r}")
+    self.num_actions, self.members, self.sign = int(num_actions), int(members), float(sign)
+
+  def member_values(self, raw):
+    """Q_k(s, a) of every member: x [B, K, A] -> [B, K, A] (the formulas above)."""
+    # In float32 also under a mixed-precision policy (the steps are summed in float32).
+    raw = ops.cast(raw, "float32")
+    base = raw[:, :1, :]                                        # x_0 [B, 1, A]
+    steps = ops.softplus(raw[:, 1:, :]) / self.members          # u_1..u_{K-1} [B, K-1, A]
+    if self.sign > 0:  # sum_{j <= k} u_j: [0, u_1, u_1 + u_2, ...]
+      rise = ops.concatenate([ops.zeros_like(base), ops.cumsum(steps, axis=1)], axis=1)
+    else:  # sum_{j > k} u_j: [u_1 + ... + u_{K-1}, ..., u_{K-1}, 0], summed from the top
+      rise = ops.concatenate(
+          [ops.flip(ops.cumsum(ops.flip(steps, axis=1), axis=1), axis=1),
+           ops.zeros_like(base)], axis=1)
+    return base + rise                                          # [B, 1, A] + [B, K, A]
+
+  def call(self, inputs):
+    raw, delta = inputs
+    values = self.member_values(raw)                            # [B, K, A]
+    # The member of each delta as a one-hot row [B, D] -> [B, D, K]; its product with the
+    # member values selects Q_{k(delta)} and sends no gradient to the members not selected.
+    one_hot = ops.one_hot(member_index(delta, self.members), self.members)
+    return ops.einsum("bdk,bka->bda", one_hot, values)          # [B, D, A]
+
+  def compute_output_shape(self, input_shape):
+    raw_shape, delta_shape = input_shape
+    return (raw_shape[0], delta_shape[1], self.num_actions)
+
+  def get_config(self):
+    return {**super().get_config(), "num_actions": self.num_actions, "members": self.members,
+            "sign": self.sign}
+
+
+def quantized_members(q_model) -> Optional[int]:
+  """K, the members of the QuantizedDeltaHead in the Keras model `q_model` (searched through
+  nested models); None when it has none (another delta head, a hand-built contract model)."""
+  for layer in getattr(q_model, "layers", ()):
+    if isinstance(layer, QuantizedDeltaHead):
+      return layer.members
+    inner = quantized_members(layer) if isinstance(layer, keras.Model) else None
+    if inner is not None:
+      return inner
+  return None
+
+
+def check_grid(delta_members: int, num_grid_deltas: int) -> None:
+  """A one-line ValueError when the K = `delta_members` members of a quantized delta head are
+  not the grid deltas (k + 0.5) / K of a policy's grid of `num_grid_deltas`: the head is
+  constant on each of its K bins, so another grid would act with some members twice and
+  never with others."""
+  if int(num_grid_deltas) != int(delta_members):
+    raise ValueError(
+        f"num_grid_deltas must be {int(delta_members)}, the delta_members of "
+        f"delta_head='quantized' (one member per grid delta (k + 0.5) / K), got "
+        f"{int(num_grid_deltas)}")
+
+
+def check_model_grid(q_model, num_grid_deltas: int) -> None:
+  """`check_grid` for the quantized head in the Keras model `q_model`, if it has one."""
+  members = quantized_members(q_model)
+  if members is not None:
+    check_grid(members, num_grid_deltas)

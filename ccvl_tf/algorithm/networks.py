@@ -16,7 +16,9 @@ import keras
 import numpy as np
 from keras import ops
 
-from ccvl_tf.algorithm.delta_heads import KnotDeltas, MonotoneDeltaHead  # noqa: F401  (part of this module's API)
+from ccvl_tf.algorithm.delta_heads import (  # noqa: F401  (part of this module's API)
+    DEFAULT_DELTA_MEMBERS, KnotDeltas, MonotoneDeltaHead, QuantizedDeltaHead, check_grid,
+    check_model_grid, member_index, quantized_members)
 from ccvl_tf.algorithm.support import SupportMask, validate_threshold
 
 NATURE_OBSERVATION_SHAPE = (84, 84, 4)
@@ -316,14 +318,15 @@ def _torso(observation, config: QNetworkConfig, name: str, init):
 
 # Over 80 lines with its docstring: one functional graph (torso, delta embedding, head) and
 # its feature models, built together so that they share layers.
-DELTA_HEADS = ("cosine", "monotone", "cosine_monotone")
+DELTA_HEADS = ("cosine", "monotone", "cosine_monotone", "quantized")
 MONOTONE_PIECES = 16  # J of MonotoneDeltaHead: pieces of width 1/16 (the belief grid has 8 bins)
 
 
 def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_actions: int,
                        config: QNetworkConfig = QNetworkConfig(),
                        name: str = "ccvl_q", delta_head: str = "cosine",
-                       delta_sign: float = 1.0, support_threshold: float = 0.0) -> CCVLNetwork:
+                       delta_sign: float = 1.0, support_threshold: float = 0.0,
+                       delta_members: int = DEFAULT_DELTA_MEMBERS) -> CCVLNetwork:
   """Builds Q(s, a, delta) and its feature models phi(s) (see the module notes).
 
   Args:
@@ -337,12 +340,20 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
       hidden_units > 0: Q monotone in delta for every state and action) or 'cosine_monotone'
       (MonotoneDeltaHead whose base and increments at the J + 1 knots delta_j = j / J are the
       cosine head's outputs at the knots, psi(s) * eta(delta_j) through the hidden layer and
-      the output: IQN's embedding, and Q monotone in delta by construction). The monotone heads
-      need delta_entry 'features'. One of DELTA_HEADS.
+      the output: IQN's embedding, and Q monotone in delta by construction) or 'quantized'
+      (paper Sec. 5's ensemble of fixed deltas: K = `delta_members` members on psi(s), member
+      k with its own hidden layer when hidden_units > 0 and its own output Dense, named
+      `{name}_m{k}_hidden`, `{name}_m{k}_q`; a delta in (0, 1) acts with the member of its
+      bin [k / K, (k + 1) / K), so Q is piecewise constant in delta and the grid deltas
+      (k + 0.5) / K of belief.delta_grid(K) are the members; QuantizedDeltaHead orders the
+      members by construction). The heads but 'cosine' need delta_entry 'features', and phi(s)
+      is then the torso output psi(s). One of DELTA_HEADS.
     delta_sign: +1 (Q nondecreasing in delta, the lower bound) or -1 (nonincreasing, the upper
-      bound); used by the monotone head only.
+      bound); used by the monotone and quantized heads.
     support_threshold: tau in (0, 1): a behaviour-cloning head on the torso features and
       Q masked outside the data's support (ccvl_tf/algorithm/support.py); 0: neither.
+    delta_members: K of the quantized head (CCVLConfig.delta_members; the adaptive policy's
+      grid must have K deltas, `check_grid`); unused by the other heads.
 
   Raises:
     ValueError: a config value, num_actions or the observation spec the torso cannot take.
@@ -355,6 +366,10 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
   if delta_head != "cosine" and config.delta_entry != "features":
     raise ValueError(f"delta_head={delta_head!r} needs delta_entry='features', got "
                      f"{config.delta_entry!r}")
+  if delta_head == "quantized" and (isinstance(delta_members, bool)
+                                    or int(delta_members) != delta_members or delta_members < 1):
+    raise ValueError(f"delta_members must be an integer >= 1 (K, one member per grid delta), "
+                     f"got {delta_members!r}")
   if support_threshold:
     validate_threshold(support_threshold)
   num_actions = int(num_actions)
@@ -393,6 +408,15 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
   elif delta_head == "cosine_monotone":
     knots = KnotDeltas(MONOTONE_PIECES, name=f"{name}_knots")
     mono = MonotoneDeltaHead(num_actions, MONOTONE_PIECES, delta_sign, name=f"{name}_monotone")
+  elif delta_head == "quantized":
+    # Member k's own layers on psi(s): a fresh initializer each, so the members start apart.
+    member_hidden = [keras.layers.Dense(config.hidden_units, activation="relu",
+                                        kernel_initializer=init(), name=f"{name}_m{k}_hidden")
+                     for k in range(int(delta_members))] if config.hidden_units else None
+    member_out = [keras.layers.Dense(num_actions, kernel_initializer=init(),
+                                     name=f"{name}_m{k}_q") for k in range(int(delta_members))]
+    quantized = QuantizedDeltaHead(num_actions, int(delta_members), delta_sign,
+                                   name=f"{name}_quantized")
 
   def head(features, deltas):
     # features [B, W]; deltas [B, K] -> (Q [B, K, A], penultimate [B, K, H]).
@@ -406,6 +430,11 @@ def build_ccvl_network(observation_shape: Sequence[int], observation_dtype, num_
       # [B, J+1, A] -> [B, (J+1)*A]: knot 0 the base b(s, a), knots 1..J the increments' x_j.
       params = ops.reshape(at_knots, (-1, (MONOTONE_PIECES + 1) * num_actions))
       return mono([params, deltas]), None                # [B, K, A]
+    if delta_head == "quantized":  # delta picks a member; each member its own layers on psi
+      raw = [out(features if member_hidden is None else member_hidden[k](features))
+             for k, out in enumerate(member_out)]      # K_members x [B, A]
+      stacked = ops.stack(raw, axis=1)                   # K_members x [B, A] -> [B, K_members, A]
+      return quantized([stacked, deltas]), None          # [B, K, A]
     eta = embed(cosine(deltas))  # [B, K, n_cos] -> [B, K, W]
     # [B, W] -> [B, 1, W], broadcast against [B, K, W]: the torso is shared by the K deltas.
     mixed = ops.expand_dims(features, 1) * eta

@@ -21,6 +21,7 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import policy_step
 
 from ccvl_tf.algorithm import belief
+from ccvl_tf.algorithm import networks as networks_lib
 from ccvl_tf.algorithm import policy_export
 
 PolicyInfo = collections.namedtuple("PolicyInfo", ["delta"])
@@ -300,7 +301,8 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
     time_step_spec, action_spec: TF-Agents specs.
     q_network: contract Q-network (the lower bound Q_l when `upper_network` is given); the
       belief is always scored with this network.
-    num_grid_deltas: K, size of the quantized grid `belief.delta_grid(K)`.
+    num_grid_deltas: K, size of the quantized grid `belief.delta_grid(K)`; with a quantized
+      delta head, its delta_members (networks.check_grid).
     gamma: discount of the Bellman error (the training discount, 0.99 on Atari).
     temperature: T of the surrogate likelihood; smaller concentrates faster.
     sample_delta: True: delta ~ b; False: delta = argmax b.
@@ -335,6 +337,8 @@ class ConfidenceAdaptivePolicy(_CCVLPolicyBase):
     self._beta = None if beta is None else float(beta)
     self._grid = belief.delta_grid(num_grid_deltas)  # [K] numpy float32
     self._num_grid_deltas = int(num_grid_deltas)
+    for model in (q_network, upper_network):  # a quantized head: one member per grid delta
+      networks_lib.check_model_grid(model, self._num_grid_deltas)
     self._gamma = float(gamma)
     self._temperature = float(temperature)
     self._sample_delta = bool(sample_delta)

@@ -13,8 +13,9 @@ DqnAgent's loss + DR3 with the same single torso pass over [s; s'] as CCVL, c = 
 like-for-like comparison for CCVL's defaults.
 
 Variants (profiling where CCVL's time goes): the defaults; without DR3; without counts (a
-constant n(s)^-1 instead of the D x D linear estimate); XLA jit_compile; the IQN placement of
-delta (delta_entry='conv', 3136x512 per delta); and a few (N, M).
+constant n(s)^-1 instead of the D x D linear estimate); XLA jit_compile; the cosine and the
+quantized delta heads; the IQN placement of delta (delta_entry='conv', 3136x512 per delta); and
+a few (N, M).
 """
 from __future__ import annotations
 
@@ -149,6 +150,7 @@ def default_variants(quick: bool = False) -> List[Variant]:
       Variant("ccvl_count_refresh_every_step", r(base, count_refresh_period=1)),
       Variant("ccvl_jit", r(base, jit_compile=True)),
       Variant("ccvl_cosine_head", r(base, delta_head="cosine")),
+      Variant("ccvl_quantized_head", r(base, delta_head="quantized")),
       Variant("ccvl_delta_entry_conv", r(base, delta_head="cosine"),
               networks.QNetworkConfig(delta_entry="conv")),
       Variant("ccvl_N8_M4", r(base, num_deltas=8, num_pairs=4)),

@@ -24,10 +24,11 @@ from ccvl_tf.runtime import config_flags
 flags.disclaim_key_flags()
 
 # CCVL's own options: the reading (--reading, its older name --objective and the readings'
-# options, declared by the readings), the count estimate and the belief's resampling.
-CCVL_OPTIONS = readings.FLAGS + ("delta_head", "count_normalization", "count_ridge",
-                                 "count_ridge_mode", "count_gram", "count_gram_states",
-                                 "td_loss", "belief_resample")
+# options, declared by the readings), the delta head, the count estimate and the belief's
+# resampling.
+CCVL_OPTIONS = readings.FLAGS + ("delta_head", "delta_members", "count_normalization",
+                                 "count_ridge", "count_ridge_mode", "count_gram",
+                                 "count_gram_states", "td_loss", "belief_resample")
 # N, M and the delta of the greedy policy evaluated during training.
 CCVL_SAMPLING = ("num_deltas", "num_pairs", "policy_delta")
 # The training settings every learner of a run shares (CCVL's alpha also CQL's and AEVL's).

@@ -30,6 +30,7 @@ from ccvl_tf.agents import dqn_agent
 from ccvl_tf.agents import q_agent_base
 from ccvl_tf.agents import rem_agent
 from ccvl_tf.algorithm import belief
+from ccvl_tf.algorithm import networks
 from ccvl_tf.algorithm import policies
 from ccvl_tf.algorithm import readings
 from ccvl_tf.runtime import run_settings
@@ -65,6 +66,12 @@ class AgentSettings:
   reward_clip: Optional[float] = None           # clip rewards when scoring Bellman errors
   bounds: object = None                         # ccvl_bounds: BoundsConfig (None: defaults)
   seed: int = 0
+
+
+def policy_grid(s: AgentSettings) -> int:
+  """K of the delta grid the run's policies act on: the exploration belief's
+  (BoundsConfig.num_grid_deltas) for the online learners, else num_grid_deltas."""
+  return int(s.num_grid_deltas if s.bounds is None else s.bounds.num_grid_deltas)
 
 
 def make_settings(ccvl_options: Optional[Dict[str, object]] = None,
@@ -121,6 +128,8 @@ class AgentSpec:
     the values given of the settings it takes, the run's seed and `from_settings`."""
     config = self.config.with_values({n: settings.agent_values.get(n) for n in self.takes},
                                      seed=settings.seed, **self.from_settings(settings))
+    if getattr(config, "delta_head", None) == "quantized":  # refused before anything trains
+      networks.check_grid(config.delta_members, policy_grid(settings))
     return dataclasses.replace(settings, agent_config=config, agent_values={})
 
   def build(self, time_step_spec, action_spec, settings: AgentSettings):

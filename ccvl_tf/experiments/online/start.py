@@ -46,7 +46,7 @@ specs = online_config.specs
 # `alpha_and_dataset_size` and the restored optimizer) and what only acts (policy_delta:
 # --policy_delta; the belief's resampling).
 OFFLINE_SETTINGS = readings.FLAGS + (
-    "delta_head", "td_loss", "huber_kappa", "count_normalization", "count_ridge",
+    "delta_head", "delta_members", "td_loss", "huber_kappa", "count_normalization", "count_ridge",
     "count_ridge_mode", "count_decay", "count_refresh_period", "num_deltas", "num_pairs",
     "dr3_coef", "gamma", "adam_epsilon", "target_update_period")
 # train_offline.py's record keeps these at its top level ('config'), the CCVL options given under

@@ -21,24 +21,15 @@ from tf_agents.specs import tensor_spec
 from tf_agents.trajectories import policy_step
 
 from ccvl_tf.algorithm import belief
+# The adaptive policy's state: its keys, spec and initial belief check (part of this module's API).
+from ccvl_tf.algorithm.adaptive_state import (  # noqa: F401
+    DELTA_INDEX, HAS_PREV, LOG_BELIEF, PREV_ACTION, PREV_OBSERVATION, RNG, SQ_ERROR_COUNT,
+    SQ_ERROR_SUM, adaptive_state_spec, checked_log_belief)
 from ccvl_tf.algorithm import networks as networks_lib
 from ccvl_tf.algorithm import policy_export
 
 PolicyInfo = collections.namedtuple("PolicyInfo", ["delta"])
 PolicyInfo.__doc__ = "Side information of every CCVL policy: `delta` [B] float32 acted under."
-
-# Keys of the ConfidenceAdaptivePolicy state (a dict; each entry has a leading batch dim).
-LOG_BELIEF = "log_belief"          # [B, K] float32, normalized log b over delta_grid(K)
-PREV_OBSERVATION = "prev_observation"  # [B, *obs_shape], s of the last transition
-PREV_ACTION = "prev_action"        # [B] action dtype, a of the last transition
-HAS_PREV = "has_prev"              # [B] bool, whether (s, a) above is a real previous step
-RNG = "rng"                        # [B, 2] int64, stateless seed for sampling delta ~ b
-DELTA_INDEX = "delta_index"        # [B] int32, grid index of the delta acted with last
-# The record of what the belief summed (never reset inside a run: a caller takes differences,
-# e.g. per episode, as ccvl_tf.evaluation.rollouts.run_episodes does).
-SQ_ERROR_SUM = "sq_error_sum"      # [B, K] float64, sum of the e(delta) that updated log b
-SQ_ERROR_COUNT = "sq_error_count"  # [B] int64, number of transitions summed in sq_error_sum
-
 
 def _keras_variables(*models):
   """The underlying tf.Variables of Keras 3 models (what TFPolicy/PolicySaver can track).
@@ -534,49 +525,6 @@ class CCVLEpsilonGreedyPolicy(epsilon_greedy_policy.EpsilonGreedyPolicy):
       state[PREV_ACTION] = step.action
       step = step._replace(state=state)
     return step
-
-
-def adaptive_state_spec(observation_spec, action_spec) -> dict:
-  """The state of a ConfidenceAdaptivePolicy on `observation_spec` / `action_spec`, for any
-  grid size K (no batch dimension)."""
-  return {
-      LOG_BELIEF: tf.TensorSpec([None], tf.float32, name=LOG_BELIEF),
-      PREV_OBSERVATION: tf.TensorSpec(observation_spec.shape, observation_spec.dtype,
-                                      name=PREV_OBSERVATION),
-      PREV_ACTION: tf.TensorSpec((), action_spec.dtype, name=PREV_ACTION),
-      HAS_PREV: tf.TensorSpec((), tf.bool, name=HAS_PREV),
-      RNG: tf.TensorSpec([2], tf.int64, name=RNG),
-      DELTA_INDEX: tf.TensorSpec((), tf.int32, name=DELTA_INDEX),
-      SQ_ERROR_SUM: tf.TensorSpec([None], tf.float64, name=SQ_ERROR_SUM),
-      SQ_ERROR_COUNT: tf.TensorSpec((), tf.int64, name=SQ_ERROR_COUNT),
-  }
-
-
-def checked_log_belief(log_belief, num_grid_deltas: int, name: str = "initial_log_belief",
-                       tolerance: float = 1e-4) -> np.ndarray:
-  """`log_belief` as a float32 log-belief [K] over the K = `num_grid_deltas` grid deltas; a
-  ValueError of one line naming `name` unless it has K finite entries whose logsumexp is
-  within `tolerance` of 0 (a normalized log-belief, e.g. `belief.informed_log_prior`'s or
-  `belief.uniform_log_belief`'s; probabilities in place of their logs are refused so)."""
-  try:
-    x = np.asarray(log_belief, np.float64)
-  except (TypeError, ValueError):
-    x = None
-  shown = (repr(log_belief) if x is None else np.array2string(
-      x, separator=", ", max_line_width=10**9, threshold=12, precision=6))
-  if x is None or x.shape != (int(num_grid_deltas),):
-    raise ValueError(f"{name} must be a log-belief of {int(num_grid_deltas)} numbers (one per "
-                     f"grid delta, K = num_grid_deltas), got {shown}")
-  if not np.all(np.isfinite(x)):
-    raise ValueError(f"{name} must be finite (a log-belief; -inf would rule a delta out "
-                     f"forever), got {shown}")
-  top = x.max()
-  total = top + np.log(np.sum(np.exp(x - top)))
-  if not abs(total) <= tolerance:
-    raise ValueError(f"{name} must be normalized, logsumexp 0 (within {tolerance:g}): log "
-                     f"probabilities (subtract their logsumexp; not probabilities), got {shown} "
-                     f"with logsumexp {total:.6g}")
-  return x.astype(np.float32)
 
 
 def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None, **record) -> str:

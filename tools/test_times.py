@@ -21,14 +21,16 @@ BINARY_RUNS = {
     "test_alpha_sweep.py", "test_benchmark.py", "test_binary_inputs.py",
     "test_collect_dataset.py", "test_compare.py", "test_compare_ray.py", "test_config_flags.py",
     "test_default_dataset.py", "test_demo_seeds.py", "test_diagnose_binary.py",
-    "test_evaluate_binary.py", "test_finetune_minatar.py", "test_forked_binary.py",
-    "test_gridworld_binary.py",
+    "test_evaluate_binary.py", "test_finetune_minatar.py", "test_finetune_own_data.py",
+    "test_fit.py", "test_forked_binary.py", "test_gpu_check.py", "test_gridworld_binary.py",
+    "test_headroom.py", "test_pool_resume.py", "test_reverb_port.py", "test_untaken_settings.py",
     "test_minatar_datasets.py", "test_offline_reproducibility.py", "test_online.py",
     "test_online_deterministic.py", "test_online_scaleout.py", "test_quiet_start.py",
     "test_readme_commands.py", "test_reverb_faults.py", "test_run_lock.py",
     "test_short_run_regression.py", "test_strict_json.py", "test_train_offline.py",
     "test_train_offline_resume.py", "test_training_faults.py", "test_worker_lifetime.py"}
-FRESH_TF_PROCESSES = {"test_tf_agents_loaders.py", "test_policy_export.py", "test_support.py"}
+FRESH_TF_PROCESSES = {"test_tf_agents_loaders.py", "test_policy_export.py", "test_support.py",
+                      "test_compute.py", "test_quickstart.py"}
 BOOTSTRAPS = {"test_results_tables.py"}
 KINDS = ["binary runs (subprocess or forked)", "fresh TensorFlow-only processes",
          "rliable bootstraps of the results tables", "in the pytest process"]

@@ -8,7 +8,7 @@ from tf_agents.trajectories import time_step as ts
 
 import ccvl_tf  # noqa: F401
 from ccvl_tf.agents import aevl_agent
-from ccvl_tf.algorithm import belief, networks, policies
+from ccvl_tf.algorithm import belief, networks, policies, q_ensemble
 from test_cql_agent import LINEAR, Q_HAND, hand_batch, head_gradients, set_linear_q, specs
 
 
@@ -76,7 +76,7 @@ def test_the_contract_model_indexes_members_by_delta():
   q2 = agent.q_network({"observation": obs, "delta": np.full([2, 1], 0.99, np.float32)})
   np.testing.assert_allclose(q2.numpy()[:, 0], [[5, 6], [7, 8]])       # floor(0.99 * 2) = 1
   with pytest.raises(ValueError, match="mode"):
-    networks.contract_q_model(agent.online_network, "median")
+    q_ensemble.contract_q_model(agent.online_network, "median")
 
 
 def test_adaptive_policy_belief_over_members_by_hand():

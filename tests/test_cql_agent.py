@@ -8,7 +8,7 @@ from tf_agents.trajectories import time_step as ts
 
 import ccvl_tf  # noqa: F401
 from ccvl_tf.agents import cql_agent
-from ccvl_tf.algorithm import losses, networks
+from ccvl_tf.algorithm import losses, networks, q_ensemble
 
 # One-hot states of 2 cells, a 2-unit ReLU torso set to the identity, so Q(s) is a row of the
 # output kernel: a network whose Q values we choose.
@@ -20,7 +20,7 @@ def specs(num_obs=2, num_actions=2):
   return ts.time_step_spec(obs), tensor_spec.BoundedTensorSpec((), tf.int32, 0, num_actions - 1)
 
 
-def set_linear_q(net: networks.QEnsembleNetwork, kernels):
+def set_linear_q(net: q_ensemble.QEnsembleNetwork, kernels):
   """Member e: torso = identity, Q(s_i) = kernels[e][i] (output kernel rows), zero biases."""
   dense = [l for l in net.q_model.layers if isinstance(l, __import__("keras").layers.Dense)]
   torsos = [l for l in dense if "_mlp0" in l.name]

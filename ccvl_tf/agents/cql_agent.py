@@ -8,7 +8,7 @@ One train step on a batch of B transitions (s, a_D, r, s', terminal):
 
 with TD = Huber (Dopamine / DR3) or x^2 / 2. Pieces: `ccvl_tf.algorithm.losses.td_targets`,
 `cql_loss` (= `td_loss` + alpha * `cql_gap`), `dr3_penalty`. The network is the DQN
-architecture on the shared torso (`ccvl_tf.algorithm.networks.build_q_ensemble`, E = H = 1: Nature
+architecture on the shared torso (`ccvl_tf.algorithm.q_ensemble.build_q_ensemble`, E = H = 1: Nature
 conv, MLP or MinAtar torso + one linear layer), so CQL differs from CCVL's Fixed-delta policy only
 in the objective. The guarded step, checkpointing and Trajectory input come from
 `ccvl_tf/agents/q_agent_base.py`.

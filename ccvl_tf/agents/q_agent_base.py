@@ -22,6 +22,7 @@ from ccvl_tf.algorithm import fused_adam
 from ccvl_tf.algorithm import losses
 from ccvl_tf.algorithm import networks
 from ccvl_tf.algorithm import policies
+from ccvl_tf.algorithm import q_ensemble
 from ccvl_tf.runtime.config_flags import setting
 
 BATCH_KEYS = ("observation", "action", "reward", "next_observation", "terminal")
@@ -491,14 +492,14 @@ class OfflineQAgent(GuardedLearner):
              contract_mode: str, train_step_counter: Optional[tf.Variable], name: str):
     obs_spec = self._begin_setup(config, time_step_spec, action_spec, name, self.AGENT_NAME)
     prefix = name.lower()
-    self._online = networks.build_q_ensemble(
+    self._online = q_ensemble.build_q_ensemble(
         obs_spec.shape, obs_spec.dtype, self._num_actions, network_config,
         num_members=num_members, num_heads=num_heads, name=f"{prefix}_online")
-    self._target = networks.build_q_ensemble(
+    self._target = q_ensemble.build_q_ensemble(
         obs_spec.shape, obs_spec.dtype, self._num_actions, network_config,
         num_members=num_members, num_heads=num_heads, name=f"{prefix}_target")
-    networks.copy_ensemble_weights(self._online, self._target)
-    self._contract = networks.contract_q_model(self._online, contract_mode,
+    q_ensemble.copy_ensemble_weights(self._online, self._target)
+    self._contract = q_ensemble.contract_q_model(self._online, contract_mode,
                                                name=f"{prefix}_contract")
     policy = self._make_policy(time_step_spec, action_spec)
     self._init_learner(time_step_spec, action_spec, policy,

@@ -208,6 +208,19 @@ def test_the_belief_prior_reaches_the_adaptive_policy_or_is_refused_without_one(
     ccvl_tf.fit(data, "ccvl", root_dir=str(tmp_path / "r"), belief_prior="sum")
 
 
+def test_mlp_units_of_every_spelling_and_a_wrong_one_is_one_line_naming_it(data, tmp_path):
+  from ccvl_tf.experiments.fit import settings
+  for given in ("64,32", ["64", "32"], (64, 32), np.array([64, 32])):
+    assert settings.parse_units(given) == (64, 32)
+  assert settings.parse_units(64) == settings.parse_units(np.int64(64)) == (64,)  # one layer
+  for bad in (True, 64.5, None, (), "64,x", (64, 0), object()):
+    with pytest.raises(ValueError, match=r"^mlp_units must be one or more integers >= 1 "):
+      settings.parse_units(bad)
+  with pytest.raises(ValueError, match=r"^mlp_units must be one or more integers >= 1 .*got None$"):
+    ccvl_tf.fit(data, "cql", root_dir=str(tmp_path / "r"), mlp_units=None)
+  assert not (tmp_path / "r").exists()  # refused before the run directory is made
+
+
 def test_torso_follows_the_observations():
   from ccvl_tf.experiments.fit import settings
   assert settings.torso_for((4,), np.float32) == "mlp"

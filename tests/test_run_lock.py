@@ -123,6 +123,17 @@ def test_a_run_that_wrote_nothing_leaves_the_directory_as_it_found_it(tmp_path):
   assert open(ran / "run.lock").read() == ""  # beside outputs: kept, no holder recorded
 
 
+def test_a_run_directory_that_is_a_file_is_one_line_and_the_file_is_left_as_it_was(tmp_path):
+  path = tmp_path / "notes.txt"
+  path.write_text("mine")
+  with pytest.raises(ValueError, match=r"^--root_dir .*notes\.txt: is a file, expected a "
+                                       r"directory \(the run's directory, created when "
+                                       r"missing\)$"):
+    with run_lock.hold(str(path), "--root_dir"):
+      pass
+  assert path.read_text() == "mine"
+
+
 def test_a_lock_file_removed_while_being_taken_is_taken_again_at_its_path(tmp_path,
                                                                          monkeypatch):
   """Its holder removed the lock file between this taker's open and flock (made again by a

@@ -129,6 +129,9 @@ def require_held(run_dir: str, what: str, flag: str = "--root_dir") -> None:
 def _lock(run_dir: str, path: str, flag: str, attempts: int = 10) -> int:
   """An open descriptor of the lock file `path`, locked: the file that is at `path` once the
   lock is held (one another holder removed meanwhile is not it: then again)."""
+  if os.path.exists(run_dir) and not os.path.isdir(run_dir):
+    raise ValueError(f"{flag} {run_dir}: is a file, expected a directory (the run's "
+                     f"directory, created when missing)")
   for _ in range(attempts):
     try:
       os.makedirs(run_dir, exist_ok=True)

@@ -8,6 +8,7 @@ from `VECTOR_DEFAULTS` / `IMAGE_DEFAULTS` where not given (`agent_values_for`).
 from __future__ import annotations
 
 import dataclasses
+import numbers
 from typing import Dict, Mapping, Optional, Sequence, Tuple
 
 from ccvl_tf.runtime import config_flags
@@ -97,12 +98,14 @@ class DataSetting:
 
 
 def parse_units(value) -> Tuple[int, ...]:
-  """'64,64' or ['64', '64'] or (64, 64) -> (64, 64); ValueError for anything but integers
-  >= 1."""
-  items = value.split(",") if isinstance(value, str) else list(value)
+  """'64,64' or ['64', '64'] or (64, 64) -> (64, 64); 64 -> (64,) (one hidden layer);
+  ValueError for anything but integers >= 1."""
+  if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+    value = (int(value),)
   try:
+    items = value.split(",") if isinstance(value, str) else list(value)
     units = tuple(int(str(u).strip()) for u in items)
-  except ValueError:
+  except (TypeError, ValueError):
     units = ()
   if not units or any(u < 1 for u in units):
     raise ValueError(f"mlp_units must be one or more integers >= 1 (e.g. 256,256), got "

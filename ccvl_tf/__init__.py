@@ -33,7 +33,7 @@ _PUBLIC = {
     "finetune": "ccvl_tf.experiments.online.finetune",
     # data in (and a policy's play of a Gymnasium environment as such data)
     "Transitions": "ccvl_tf.data.transitions",
-    "collect": "ccvl_tf.data.gym_collection",
+    "collect": "ccvl_tf.experiments.offline.gym_dataset",
     # environments by name ('gymnasium:CartPole-v1', 'minatar/Breakout', 'Pong', 'gridworld')
     "make_env": "ccvl_tf.envs.factory",
     # the learners and their settings

@@ -197,7 +197,7 @@ def _replayed(data, seed, max_episode_steps=None):
 
 
 def test_collection_arrays_match_the_environment():
-  data = gym_collection.collect(CARTPOLE, 150, seed=3)
+  data = gym_dataset.collect(CARTPOLE, 150, seed=3)
   assert data["num_actions"] == 2
   assert data["observations"].shape == (150, 4) and data["observations"].dtype == np.float32
   for key, dtype in (("actions", np.int32), ("rewards", np.float32), ("terminals", bool),
@@ -211,15 +211,15 @@ def test_collection_arrays_match_the_environment():
   # The last step: the end of an episode, a timeout where the collection cut one short.
   assert data["timeouts"][-1] != data["terminals"][-1]
   assert data["timeouts"][:-1].sum() == 0  # CartPole's 500-step limit is never reached here
-  again = gym_collection.collect(CARTPOLE, 150, seed=3)
-  other = gym_collection.collect(CARTPOLE, 150, seed=4)
+  again = gym_dataset.collect(CARTPOLE, 150, seed=3)
+  other = gym_dataset.collect(CARTPOLE, 150, seed=4)
   for key in gym_collection.ARRAYS:
     np.testing.assert_array_equal(data[key], again[key])
   assert not np.array_equal(data["observations"], other["observations"])
 
 
 def test_collection_marks_truncations_and_the_cut_as_timeouts():
-  data = gym_collection.collect(CARTPOLE, 23, seed=0, max_episode_steps=4)
+  data = gym_dataset.collect(CARTPOLE, 23, seed=0, max_episode_steps=4)
   observations, ends = _replayed(data, 0, max_episode_steps=4)
   np.testing.assert_array_equal(data["observations"], observations)
   np.testing.assert_array_equal(data["terminals"], ends[:, 0])
@@ -232,12 +232,36 @@ def test_collection_with_a_policy_and_epsilon():
   env = factory.make_env(CARTPOLE).env
   tss = ts.time_step_spec(tensor_spec.from_spec(env.observation_spec()))
   right = fixed_policy.FixedPolicy(np.int32(1), tss, tensor_spec.from_spec(env.action_spec()))
-  greedy = gym_collection.collect(CARTPOLE, 40, seed=2, policy=right)
+  greedy = gym_dataset.collect(CARTPOLE, 40, seed=2, policy=right)
   assert np.all(greedy["actions"] == 1) and greedy["terminals"].any()
-  mixed = gym_collection.collect(CARTPOLE, 40, seed=2, policy=right, epsilon=0.5)
-  again = gym_collection.collect(CARTPOLE, 40, seed=2, policy=right, epsilon=0.5)
+  mixed = gym_dataset.collect(CARTPOLE, 40, seed=2, policy=right, epsilon=0.5)
+  again = gym_dataset.collect(CARTPOLE, 40, seed=2, policy=right, epsilon=0.5)
   assert 0 < np.sum(mixed["actions"] == 0) < 40
   np.testing.assert_array_equal(mixed["actions"], again["actions"])
+
+
+def test_collect_takes_a_policy_by_its_savedmodel_directory_as_the_binary_does(tmp_path):
+  from ccvl_tf.algorithm import policy_export
+  env = factory.make_env(CARTPOLE).env
+  tss = ts.time_step_spec(tensor_spec.from_spec(env.observation_spec()))
+  right = fixed_policy.FixedPolicy(np.int32(1), tss, tensor_spec.from_spec(env.action_spec()))
+  export = policy_export.export_policy(right, str(tmp_path / "right"), game=CARTPOLE,
+                                       action_set=env.action_set)
+  by_dir = ccvl_tf.collect(CARTPOLE, 40, seed=2, policy=export, epsilon=0.5)
+  by_object = ccvl_tf.collect(CARTPOLE, 40, seed=2, policy=right, epsilon=0.5)
+  np.testing.assert_array_equal(by_dir["actions"], by_object["actions"])
+  assert 0 < np.sum(by_dir["actions"] == 0) < 40  # epsilon's random actions among the policy's 1
+  with pytest.raises(ValueError, match=r"3 actions|num_actions|action"):
+    ccvl_tf.collect("gymnasium:Acrobot-v1", 10, policy=export)  # 3 actions, the export's 2
+  missing = str(tmp_path / "nope")
+  with pytest.raises(ValueError, match=rf"^policy must be 'random' or a SavedModel directory; "
+                                       rf"{missing} does not exist$"):
+    ccvl_tf.collect(CARTPOLE, 10, policy=missing)
+  assert np.array_equal(ccvl_tf.collect(CARTPOLE, 10, seed=1, policy="random")["actions"],
+                        ccvl_tf.collect(CARTPOLE, 10, seed=1)["actions"])
+  for seed in (-1, 1.5, "0", True):  # refused where every route makes its environment
+    with pytest.raises(ValueError, match=rf"^seed must be an integer >= 0, got {seed!r}$"):
+      ccvl_tf.collect(CARTPOLE, 10, seed=seed)
 
 
 def test_collect_dataset_config_writes_the_npz(tmp_path):
@@ -248,7 +272,7 @@ def test_collect_dataset_config_writes_the_npz(tmp_path):
   summary = gym_dataset.run(cfg, log=lines.append)
   saved = np.load(out)
   assert sorted(saved.files) == sorted(gym_collection.ARRAYS + ("num_actions",))
-  expected = gym_collection.collect(CARTPOLE, 60, seed=5)
+  expected = gym_dataset.collect(CARTPOLE, 60, seed=5)
   for key in gym_collection.ARRAYS:
     np.testing.assert_array_equal(saved[key], expected[key])
   assert int(saved["num_actions"]) == 2

@@ -1,7 +1,7 @@
 """Collecting a dataset in a Gymnasium environment (ccvl_tf.envs.gymnasium_env) as per-step
 arrays with the meaning of d3rlpy's MDPDataset, and saving them as an .npz.
 
-`collect(game, num_steps, ...)` plays a uniformly random policy, or a TF-Agents policy /
+`collect_steps(env, num_steps, ...)` plays a uniformly random policy, or a TF-Agents policy /
 loaded SavedModel epsilon-greedily, for `num_steps` agent steps and returns, for step t:
   observations [T, ...]  the observation the action was chosen on (the env's dtype)
   actions      [T]       int32, the action taken (0..num_actions-1)
@@ -13,7 +13,8 @@ loaded SavedModel epsilon-greedily, for `num_steps` agent steps and returns, for
   num_actions            int
 At most one of terminals[t], timeouts[t] is set. `save_npz` writes the five arrays and
 num_actions with np.savez_compressed: the .npz that ccvl_tf.data.transitions.Transitions.from_npz
-and train_offline.py --dataset read.
+and train_offline.py --dataset read. `ccvl_tf.collect` (experiments/offline/gym_dataset.py) is
+the call by the environment's name, with a policy by its SavedModel directory too.
 """
 from __future__ import annotations
 
@@ -23,7 +24,6 @@ from typing import Callable, Dict, Optional
 
 import numpy as np
 
-from ccvl_tf.envs import factory
 
 ARRAYS = ("observations", "actions", "rewards", "terminals", "timeouts")
 
@@ -125,30 +125,6 @@ def collect_steps(env, num_steps: int, *, policy=None, epsilon: float = 0.0, see
     out["timeouts"][-1] = True
   out["num_actions"] = num_actions
   return out
-
-
-def collect(game: str, num_steps: int, *, seed: int = 0, policy=None, epsilon: float = 0.0,
-            max_episode_steps: Optional[int] = None,
-            progress: Optional[Callable[[dict], None]] = None,
-            progress_every: int = 1000) -> Dict[str, object]:
-  """`collect_steps` in the Gymnasium environment of `game` ('gymnasium:<EnvId>',
-  ccvl_tf.envs.factory.make_env) made with `seed` and `max_episode_steps` (None: its
-  registered limit); the random actions seeded with `seed` too. The environment is closed
-  at the end.
-
-  Raises:
-    ValueError: `game` is not a Gymnasium environment's name (or is not one factory makes).
-  """
-  if not factory.is_gymnasium(game):
-    raise ValueError(f"game {game!r} is not a Gymnasium environment; expected "
-                     f"'{factory.GYMNASIUM_PREFIX}<EnvId>', e.g. "
-                     f"'{factory.GYMNASIUM_PREFIX}CartPole-v1'")
-  env = factory.make_env(game, seed, max_episode_steps).env
-  try:
-    return collect_steps(env, num_steps, policy=policy, epsilon=epsilon, seed=seed,
-                         progress=progress, progress_every=progress_every)
-  finally:
-    env.close()
 
 
 def save_npz(path: str, data: Mapping) -> None:

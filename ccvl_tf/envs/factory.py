@@ -114,8 +114,15 @@ def make_env(game: str, seed: int = 0, max_episode_steps: Optional[int] = None, 
       none.
 
   Raises:
-    ValueError: for an unknown game, listing the valid names.
+    ValueError: for an unknown game, listing the valid names; a seed that is not an integer
+      >= 0 (what Gymnasium, ALE and numpy take), naming it.
   """
+  try:
+    seed_ok = not isinstance(seed, bool) and int(seed) == seed and seed >= 0
+  except (TypeError, ValueError):
+    seed_ok = False
+  if not seed_ok:
+    raise ValueError(f"seed must be an integer >= 0, got {seed!r}")
   game = str(game).strip()
   if game.lower() == GRIDWORLD:
     world = (gridworld_env.eval_world() if max_episode_steps is None

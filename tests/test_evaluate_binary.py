@@ -156,6 +156,11 @@ def test_evaluate_binary_rejects_a_directory_that_is_not_a_saved_model(tmp_path)
 def test_evaluate_bad_inputs_fail_fast(tmp_path):
   three_actions = _export_gridworld_policy(tmp_path / "p3", num_actions=3)
   out = tmp_path / "o"
+  # The directory above an export (a run's --root_dir) names the exports inside it.
+  with pytest.raises(ValueError, match=rf"^'{tmp_path}' is a run's directory, not a SavedModel "
+                                       rf"directory: its exported policies are '{three_actions}'$"):
+    score_export.run(_config(str(tmp_path), "gridworld", out, episodes=1))
+  assert not out.exists()
   with pytest.raises(ValueError, match="has 3 actions but the game has 4"):
     score_export.run(_config(three_actions, "gridworld", out, episodes=1))
   with pytest.raises(ValueError, match="--episodes must be an integer >= 1"):

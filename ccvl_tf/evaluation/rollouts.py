@@ -255,11 +255,23 @@ def check_saved_model_dir(policy_dir: str) -> None:
   from ccvl_tf.runtime import training  # pylint: disable=g-import-not-at-top
   training.check_input_dir(policy_dir, "--policy_dir", "an exported policy's SavedModel "
                            "directory")
-  if not (paths.exists(os.path.join(policy_dir, "saved_model.pb"))
-          or paths.exists(os.path.join(policy_dir, "saved_model.pbtxt"))):
+  if not _has_saved_model(policy_dir):
+    # A run's directory (train_offline.py --root_dir, fit's root_dir): name its exports.
+    names = [] if paths.is_remote(policy_dir) else sorted(os.listdir(policy_dir))
+    inside = [os.path.join(policy_dir, n) for n in names
+              if _has_saved_model(os.path.join(policy_dir, n))]
+    if inside:
+      raise ValueError(
+          f"{policy_dir!r} is a run's directory, not a SavedModel directory: its exported "
+          f"policies are {' and '.join(repr(p) for p in inside)}")
     raise ValueError(
         f"{policy_dir!r} is not a SavedModel directory (no saved_model.pb); export a policy with "
         "ccvl_tf.algorithm.policies.export_policy (TF-Agents PolicySaver) first")
+
+
+def _has_saved_model(directory: str) -> bool:
+  return (paths.exists(os.path.join(directory, "saved_model.pb"))
+          or paths.exists(os.path.join(directory, "saved_model.pbtxt")))
 
 
 # The name of the record an export keeps of its game (ccvl_tf.algorithm.policy_export.POLICY_RECORD;

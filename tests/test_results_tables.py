@@ -651,3 +651,22 @@ def test_factorial_page_recomputes_from_its_episode_scores():
   page = open(_doc("results", "factorial.md")).read()
   assert headroom_eval.render_runs(exported) in page
   assert headroom_eval.render_runs(consistency) in page
+
+
+def test_vector_peers_page_recomputes_from_its_rows():
+  """docs/results/vector_peers/ is tools/peers/vector_peers.py's output: its table, goals and
+  speed table recompute from rows.csv and run.json, and the results page quotes them."""
+  from tools.peers import vector_speed, vector_table  # pylint: disable=g-import-not-at-top
+  rows = vector_table.read_rows(_doc("results", "vector_peers", "rows.csv"))
+  with open(_doc("results", "vector_peers", "run.json")) as f:
+    run = json.load(f)
+  assert run["seeds"] == [0, 1, 2, 3, 4] and run["settings"]["eval_episodes"] == 20
+  summary = run["speed"]["summary"]
+  page = vector_table.render(rows, run["tasks"], run["seeds"], speed=summary,
+                             speed_table=vector_speed.render(summary))
+  table_md = _doc("results", "vector_peers", "table.md")
+  assert open(table_md, encoding="utf-8").read().startswith(page)  # then only the note
+  quoted = _doc("results", "vector_peers.md")
+  for marker in ("| policy | CartPole-v1", "| method | threads"):
+    assert markdown_docs.table_after(quoted, marker) == markdown_docs.table_after(
+        table_md, marker)

@@ -99,7 +99,7 @@ def _records(tasks, seeds, means):
   return out
 
 
-def test_the_table_from_fake_rows():
+def test_the_table_from_fake_rows(tmp_path):
   tasks, seeds = ["A", "B"], [0, 1, 2, 3]
   refs = {"A": {"random": 0.0, "final_greedy": 10.0},
           "B": {"random": -100.0, "final_greedy": 100.0}}
@@ -114,6 +114,8 @@ def test_the_table_from_fake_rows():
   means[("Fixed-CCVL", "A", 0)] = 5.0   # one cell only: no IQM
   rows = vector_peers.rows_of(_records(tasks, seeds, means), refs)
   assert len(rows) == len(means)
+  vector_table.write_rows(str(tmp_path / "rows.csv"), rows)
+  assert vector_table.read_rows(str(tmp_path / "rows.csv")) == rows  # the page's rows, exactly
   for r in rows:
     assert r["normalized"] == pytest.approx(
         100 * (means[(r["policy"], r["task"], r["train_seed"])] - refs[r["task"]]["random"])

@@ -41,6 +41,16 @@ def write_rows(path: str, rows: Sequence[Mapping[str, object]]) -> None:
   os.replace(path + ".tmp", path)
 
 
+def read_rows(path: str) -> List[Dict[str, object]]:
+  """The rows `write_rows` wrote, typed as vector_peers made them (seeds and episode counts
+  int, scores float)."""
+  ints, floats = ("train_seed", "eval_seed", "episodes"), ("mean", "ci_low", "ci_high",
+                                                            "normalized")
+  with open(path, newline="") as f:
+    return [{k: int(v) if k in ints else float(v) if k in floats else v for k, v in r.items()}
+            for r in csv.DictReader(f)]
+
+
 def score_matrix(rows: Sequence[Mapping[str, object]], policy: str, tasks: Sequence[str],
                  seeds: Sequence[int]) -> Optional[np.ndarray]:
   """Normalized scores [seeds, tasks] of `policy`, or None when a cell is missing (a cell

@@ -147,3 +147,12 @@ def test_two_rows_for_one_cell_are_refused():
   row = {"policy": "BC", "task": "A", "train_seed": 0, "normalized": 1.0}
   with pytest.raises(ValueError, match="two rows"):
     vector_table.score_matrix([row, dict(row)], "BC", ["A"], [0])
+
+
+def test_bc_checks_paired_ci_by_hand():
+  from tools.peers import bc_check  # pylint: disable=g-import-not-at-top
+  assert bc_check.paired_ci([2.0, 2.0, 2.0]) == (2.0, 2.0, 2.0)  # no spread: every resample 2
+  mean, low, high = bc_check.paired_ci([-3.0, 1.0])
+  # Resamples of two: means -3, -1, 1 with chances 1/4, 1/2, 1/4: the 2.5% and 97.5% points.
+  assert (mean, low, high) == (-1.0, -3.0, 1.0)
+  assert bc_check.seed_list("0-3") == [0, 1, 2, 3] and bc_check.seed_list("4,7") == [4, 7]

@@ -670,3 +670,20 @@ def test_vector_peers_page_recomputes_from_its_rows():
   for marker in ("| policy | CartPole-v1", "| method | threads"):
     assert markdown_docs.table_after(quoted, marker) == markdown_docs.table_after(
         table_md, marker)
+
+
+def test_bc_check_recomputes_from_its_per_seed_scores():
+  """vector_peers.md's check of BC's gap: the paired bootstrap CI and the verdict recompute from
+  bc_check.json's per-seed scores by the rule on the page, and the page quotes them."""
+  from tools.peers import bc_check  # pylint: disable=g-import-not-at-top
+  with open(_doc("results", "vector_peers", "bc_check.json")) as f:
+    s = json.load(f)
+  assert s["seeds"] == list(range(10)) and s["task"] == "CartPole-v1" and s["dataset_seed"] == 100
+  mean, low, high = bc_check.paired_ci([a - b for a, b in zip(s["ours_normalized"],
+                                                              s["d3rlpy_normalized"])])
+  assert (mean, low, high) == (s["difference"]["mean"], s["difference"]["ci_low"],
+                               s["difference"]["ci_high"])
+  assert s["verdict"] == ("systematic" if high < 0 else "not shown")
+  text = " ".join(open(_doc("results", "vector_peers.md"), encoding="utf-8").read().split())
+  assert f"Ours minus DiscreteBC: {mean:+.1f} [{low:.1f}, {high:.1f}]" in text
+  assert f"**Result: {s['verdict']}.**" in text

@@ -1,0 +1,154 @@
+"""Matched learners (docs/matched_learners.md): the CQL alphas matched to the members' weights,
+and the greedy-action disagreements of the family's members and of the learners on one fixed
+set of probe states.
+
+  .venv/bin/python tools/matched_learners.py alphas
+  .venv/bin/python tools/matched_learners.py disagree --family=F --quantized=Q \
+      --learners=L0,...,L7 --floor=L7b --output=OUT.json
+
+`alphas` prints the table of the page (E w(delta_k) by a one-dimensional integral). `disagree`
+restores each run's newest checkpoint (runner.saved_plan / restore_finished, the learner of any
+--agent), takes P probe transitions of the family's dataset (ablation.probe_batch) and writes
+every disagreement the page reports with its bootstrap CI over the states.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+  sys.path.insert(0, ROOT)
+
+import numpy as np  # noqa: E402
+
+CCVL_ALPHA = 3.0
+NUM_GRID = 8
+PROBE_STATES, PROBE_SEED = 2048, 2026
+BOOTSTRAP_REPS, BOOTSTRAP_SEED = 10_000, 0
+
+
+def grid(k: int = NUM_GRID) -> np.ndarray:
+  """The policies' grid deltas (i + 0.5) / K."""
+  return (np.arange(k) + 0.5) / k
+
+
+def expected_weight(delta: float) -> float:
+  """E[max_{j=1,2} sqrt(log(1/delta_{j,1}))] with delta_{j,1} ~ U(0, delta):
+  E[sqrt(log(1/delta) + X)], X the larger of two Exp(1) draws (density 2 e^-x (1 - e^-x)),
+  by the trapezoid rule on [0, 60] (the tail beyond is below 1e-24)."""
+  x = np.linspace(0.0, 60.0, 600_001)
+  f = np.sqrt(math.log(1.0 / delta) + x) * 2.0 * np.exp(-x) * (1.0 - np.exp(-x))
+  return float(np.sum((f[1:] + f[:-1]) * 0.5 * np.diff(x)))
+
+
+def matched_alphas(alpha: float = CCVL_ALPHA, k: int = NUM_GRID):
+  """[(delta_k, E w(delta_k), alpha E w(delta_k))] over the grid."""
+  return [(float(d), expected_weight(d), alpha * expected_weight(d)) for d in grid(k)]
+
+
+def disagreement(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+  """Per state 1.0 where the greedy actions differ: [P]."""
+  return (np.asarray(a) != np.asarray(b)).astype(np.float64)
+
+
+def bootstrap_means(per_state, reps: int = BOOTSTRAP_REPS, seed: int = BOOTSTRAP_SEED):
+  """{name: (mean, low, high)}: each [P] series' mean and 95% percentile CI, all resampled
+  with the same state indices (so a difference of two series is paired)."""
+  names = list(per_state)
+  p = len(per_state[names[0]])
+  idx = np.random.default_rng(seed).integers(0, p, size=(reps, p))
+  out = {}
+  for n in names:
+    v = np.asarray(per_state[n], np.float64)
+    boot = v[idx].mean(axis=1)
+    out[n] = (float(v.mean()), float(np.percentile(boot, 2.5)), float(np.percentile(boot, 97.5)))
+  return out
+
+
+def greedy_actions(root_dir: str, observations, deltas) -> np.ndarray:
+  """The greedy actions [P, K] of a run's restored network at `deltas` (argmax of Q, ties to
+  the lowest index)."""
+  from ccvl_tf.evaluation import policy_diagnostics  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.offline import runner  # pylint: disable=g-import-not-at-top
+  plan = runner.saved_plan(root_dir, None)
+  setup, _ = runner.restore_finished(plan, lambda s: None, "the probe", "matched_learners")
+  q = policy_diagnostics._q_batched(  # pylint: disable=protected-access
+      setup.agent.q_network, observations, np.asarray(deltas, np.float32), 256)  # [P, K, A]
+  return np.argmax(q, axis=-1)
+
+
+def probe_states(root_dir: str):
+  """PROBE_STATES transitions of a run's dataset (observation [P, ...], action [P])."""
+  from ccvl_tf.experiments.offline import ablation, runner  # pylint: disable=g-import-not-at-top
+  plan = runner.saved_plan(root_dir, None)
+  setup = runner.setup(plan, lambda s: None, collect=False)
+  return ablation.probe_batch(setup.store, PROBE_STATES, PROBE_SEED)
+
+
+def disagree(family: str, quantized: str, learners, floor: str) -> dict:
+  probe = probe_states(family)
+  obs = probe["observation"]
+  g = grid()
+  per_state, acts = {}, {}
+  for name, root in (("F", family), ("Q", quantized)):
+    if root:
+      acts[name] = greedy_actions(root, obs, g)                         # [P, K]
+      for k in range(NUM_GRID - 1):
+        per_state[f"{name}_{k}_{k + 1}"] = disagreement(acts[name][:, k], acts[name][:, k + 1])
+      per_state[f"{name}_0_7"] = disagreement(acts[name][:, 0], acts[name][:, -1])
+      per_state[f"{name}_any"] = np.any(acts[name] != acts[name][:, :1], axis=1).astype(float)
+  lact = [greedy_actions(r, obs, [0.5])[:, 0] for r in learners]        # K x [P]
+  for k in range(len(lact) - 1):
+    per_state[f"L_{k}_{k + 1}"] = disagreement(lact[k], lact[k + 1])
+  per_state["L_0_7"] = disagreement(lact[0], lact[-1])
+  floor_act = greedy_actions(floor, obs, [0.5])[:, 0]
+  per_state["floor_7_7b"] = disagreement(lact[-1], floor_act)
+  per_state["rule1_L07_minus_floor"] = per_state["L_0_7"] - per_state["floor_7_7b"]
+  if "F" in acts:
+    per_state["rule3_L07_minus_F07"] = per_state["L_0_7"] - per_state["F_0_7"]
+  if "Q" in acts:
+    per_state["L07_minus_Q07"] = per_state["L_0_7"] - per_state["Q_0_7"]
+  stats = bootstrap_means(per_state)
+  return {"probe_states": PROBE_STATES, "probe_seed": PROBE_SEED,
+          "bootstrap": {"reps": BOOTSTRAP_REPS, "seed": BOOTSTRAP_SEED},
+          "runs": {"F": family, "Q": quantized, "learners": list(learners), "floor": floor},
+          "data_action_share": {int(a): float(np.mean(probe["action"] == a))
+                                for a in np.unique(probe["action"])},
+          "disagreement": {k: {"mean": m, "ci_low": lo, "ci_high": hi}
+                           for k, (m, lo, hi) in stats.items()}}
+
+
+def main(argv=None):
+  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  sub = parser.add_subparsers(dest="cmd", required=True)
+  sub.add_parser("alphas")
+  d = sub.add_parser("disagree")
+  d.add_argument("--family", required=True)
+  d.add_argument("--quantized", default="")
+  d.add_argument("--learners", required=True, help="L0,...,L7 run dirs, grid order")
+  d.add_argument("--floor", required=True)
+  d.add_argument("--output", required=True)
+  args = parser.parse_args(argv)
+  if args.cmd == "alphas":
+    print("| k | delta_k | E w(delta_k) | CQL learner's alpha a_k = 3 E w |")
+    print("| --- | --- | --- | --- |")
+    for k, (dk, w, a) in enumerate(matched_alphas()):
+      print(f"| {k} | {dk:.4f} | {w:.4f} | {a:.3f} |")
+    return
+  learners = [s for s in args.learners.split(",") if s]
+  if len(learners) != NUM_GRID:
+    sys.exit(f"matched_learners.py: error: --learners takes {NUM_GRID} run dirs, got "
+             f"{len(learners)}")
+  result = disagree(args.family, args.quantized, learners, args.floor)
+  with open(args.output, "w") as f:
+    json.dump(result, f, indent=1)
+  for k, v in result["disagreement"].items():
+    print(f"{k}: {v['mean']:.4f} [{v['ci_low']:.4f}, {v['ci_high']:.4f}]")
+
+
+if __name__ == "__main__":
+  main()

@@ -5,11 +5,17 @@ set of probe states.
   .venv/bin/python tools/matched_learners.py alphas
   .venv/bin/python tools/matched_learners.py disagree --family=F --quantized=Q \
       --learners=L0,...,L7 --floor=L7b --output=OUT.json
+  .venv/bin/python tools/matched_learners.py score --episodes_of=RUN --output_dir=OUT \
+      --policies=L0=RUN_L0,L7=RUN_L7,...
 
 `alphas` prints the table of the page (E w(delta_k) by a one-dimensional integral). `disagree`
 restores each run's newest checkpoint (runner.saved_plan / restore_finished, the learner of any
 --agent), takes P probe transitions of the family's dataset (ablation.probe_batch) and writes
-every disagreement the page reports with its bootstrap CI over the states.
+every disagreement the page reports with its bootstrap CI over the states. `score` plays each
+run's exported policy on the episodes binaries/headroom.py plays for a reference of the run
+--episodes_of (its seed's headroom_eval stream, 10 slots x 10 episodes, its epsilon and step
+cap; the same atari_vector.evaluate_atari call), one JSON per policy in headroom's episode
+format under OUT (a finished one is skipped).
 """
 from __future__ import annotations
 
@@ -122,6 +128,47 @@ def disagree(family: str, quantized: str, learners, floor: str) -> dict:
                            for k, (m, lo, hi) in stats.items()}}
 
 
+def score(episodes_of: str, policies, output_dir: str, sequences: int = 10,
+          episodes_per_sequence: int = 10, log=print) -> dict:
+  """{name: mean raw score} of each (name, run dir) in `policies` on headroom.py's reference
+  episodes of the run `episodes_of`."""
+  from ccvl_tf.evaluation import atari_vector, rollouts  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.offline import headroom_eval, runner  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.offline.seeds import Seeds  # pylint: disable=g-import-not-at-top
+  cfg = runner.saved_plan(episodes_of, None).config
+  seed = Seeds(cfg.seed, cfg.eval_seed).headroom_eval()
+  os.makedirs(output_dir, exist_ok=True)
+  means = {}
+  for name, root in policies:
+    path = os.path.join(output_dir, f"{name}.json")
+    if os.path.exists(path):
+      with open(path) as f:
+        done = json.load(f)["episodes"]
+    else:
+      with open(os.path.join(root, "summary.json")) as f:
+        summary = json.load(f)
+      policy_dir = summary["exported_policies"]["policy"]
+      run_cfg = runner.saved_plan(root, None).config
+      if (run_cfg.eval_epsilon, run_cfg.eval_max_steps) != (cfg.eval_epsilon, cfg.eval_max_steps):
+        raise ValueError(f"{root}: epsilon/step cap differ from {episodes_of}'s")
+      loaded, _ = rollouts.load_saved_policy(policy_dir, game=cfg.game)
+      records = atari_vector.evaluate_atari(
+          rollouts.CompiledPolicy(loaded), cfg.game, sequences * episodes_per_sequence,
+          seed=seed, epsilon=cfg.eval_epsilon, max_episode_steps=cfg.eval_max_steps,
+          max_slots=sequences)
+      done = [headroom_eval._record_dict(r) for r in records]  # pylint: disable=protected-access
+      with open(path + ".tmp", "w") as f:
+        json.dump({"key": {"policy": name, "path": os.path.abspath(policy_dir), "seed": seed,
+                           "sequences": sequences,
+                           "episodes_per_sequence": episodes_per_sequence,
+                           "epsilon": cfg.eval_epsilon, "max_steps": cfg.eval_max_steps},
+                   "episodes": done}, f)
+      os.replace(path + ".tmp", path)
+    means[name] = float(np.mean([e["raw_score"] for e in done]))
+    log(f"{name}: mean {means[name]:.2f} over {len(done)} episodes")
+  return means
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   sub = parser.add_subparsers(dest="cmd", required=True)
@@ -132,12 +179,20 @@ def main(argv=None):
   d.add_argument("--learners", required=True, help="L0,...,L7 run dirs, grid order")
   d.add_argument("--floor", required=True)
   d.add_argument("--output", required=True)
+  sc = sub.add_parser("score")
+  sc.add_argument("--episodes_of", required=True)
+  sc.add_argument("--policies", required=True, help="NAME=RUN_DIR,...")
+  sc.add_argument("--output_dir", required=True)
   args = parser.parse_args(argv)
   if args.cmd == "alphas":
     print("| k | delta_k | E w(delta_k) | CQL learner's alpha a_k = 3 E w |")
     print("| --- | --- | --- | --- |")
     for k, (dk, w, a) in enumerate(matched_alphas()):
       print(f"| {k} | {dk:.4f} | {w:.4f} | {a:.3f} |")
+    return
+  if args.cmd == "score":
+    pairs = [tuple(item.split("=", 1)) for item in args.policies.split(",") if item]
+    score(args.episodes_of, pairs, args.output_dir)
     return
   learners = [s for s in args.learners.split(",") if s]
   if len(learners) != NUM_GRID:

@@ -411,3 +411,19 @@ def test_benchmark_runs_small():
   # 4 float32 observations per stored row, 8 + 8 + 4 + 4 + 4 + 8 bytes per transition
   assert out["nbytes"] == 16 * m + 36 * n
   assert out["batches_per_s"] > 0
+
+
+def test_an_inferred_action_count_beyond_the_ceiling_is_refused():
+  # Action ids not numbered 0..A-1 would make a network of a million outputs: one line naming
+  # the largest action and where it is; a given num_actions means it.
+  big = ACTIONS.copy()
+  big[3] = 10**6
+  with pytest.raises(ValueError, match=r"^arrays: actions: the largest action is 1000000 "
+                     r"\(at row 3\), so the network would have 1000001 outputs for 4 "
+                     r"distinct actions: expected actions numbered 0\.\.A-1 with A <= 4096 "):
+    Transitions.from_arrays(**steps(actions=big))
+  assert Transitions.from_arrays(**steps(actions=big), num_actions=10**6 + 1).num_actions == (
+      10**6 + 1)
+  edge = ACTIONS.copy()
+  edge[3] = 4095  # the ceiling itself: inferred
+  assert Transitions.from_arrays(**steps(actions=edge)).num_actions == 4096

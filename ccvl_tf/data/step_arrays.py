@@ -167,6 +167,12 @@ def _flags(a, field, steps, fail) -> np.ndarray:
   return a != 0
 
 
+# The most actions inferred from the data alone (the largest action + 1): a larger count is
+# more often action ids that are not numbered 0..A-1 (a network with that many outputs) than a
+# discrete action space; a given num_actions may be larger.
+MAX_INFERRED_ACTIONS = 4096
+
+
 def _actions(a, rows, num_actions, steps, fail):
   """The transitions' actions as int32, and num_actions (given, or max + 1)."""
   if a.dtype.kind == "f":
@@ -183,9 +189,13 @@ def _actions(a, rows, num_actions, steps, fail):
       fail("actions", "expected integers >= 0, got {} at {}".format(a[i], steps.where(
           int(rows[i]))))
     num_actions = int(a.max()) + 1
-    if num_actions > np.iinfo(np.int32).max:
-      fail("actions", "expected discrete action numbers below 2**31 - 1, got {}".format(
-          num_actions - 1))
+    if num_actions > MAX_INFERRED_ACTIONS:
+      i = int(np.argmax(a))
+      fail("actions", "the largest action is {} (at {}), so the network would have {} "
+           "outputs for {} distinct actions: expected actions numbered 0..A-1 with A <= {} "
+           "when num_actions is not given (give num_actions to mean more)".format(
+               a[i], steps.where(int(rows[i])), num_actions, np.unique(a).size,
+               MAX_INFERRED_ACTIONS))
   else:
     if isinstance(num_actions, bool) or not isinstance(num_actions, (int, np.integer)) or (
         num_actions < 1):

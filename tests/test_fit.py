@@ -193,6 +193,33 @@ def test_unknown_settings_are_refused_naming_them(data, tmp_path):
     ccvl_tf.fit(data, "bc", root_dir=str(tmp_path / "r"), alpha=1.0)
 
 
+@pytest.mark.parametrize("env", ["gymnasium:CartPole-v1", "minatar/Breakout", "gridworld"])
+def test_a_directory_of_no_own_data_format_for_a_non_atari_env_is_one_line(env, tmp_path):
+  # A directory is read as DQN Replay data, which is Atari's: said before any run starts.
+  empty = tmp_path / "empty"
+  empty.mkdir()
+  with pytest.raises(ValueError, match=rf"^data {empty}: not an .npz file, a Minari dataset "
+                     rf"directory or 'tfds:<dir>', so it is read as a DQN Replay directory, "
+                     rf"which is Atari data; env '{env}' takes own data"):
+    ccvl_tf.fit(str(empty), "ccvl", env=env, root_dir=str(tmp_path / "r"))
+  assert not (tmp_path / "r").exists()
+
+
+def test_a_replay_directory_without_checkpoint_files_is_refused_before_reading(tmp_path):
+  # Every route's --dataset_dir check (OfflineConfig.validate): before the ALE starts.
+  from ccvl_tf.experiments.offline import config as offline_config
+  empty = tmp_path / "empty"
+  empty.mkdir()
+  with pytest.raises(ValueError, match=rf"^--dataset_dir {empty} holds no Dopamine checkpoint "
+                     rf"files \(expected a replay_logs directory"):
+    offline_config.OfflineConfig(dataset_dir=str(empty),
+                                 root_dir=str(tmp_path / "r")).validate()
+  (empty / "replay_logs").mkdir()  # the directory a run's replay_logs is read from
+  with pytest.raises(ValueError, match=r"empty/replay_logs holds no Dopamine checkpoint files"):
+    offline_config.OfflineConfig(dataset_dir=str(empty),
+                                 root_dir=str(tmp_path / "r")).validate()
+
+
 def test_the_belief_prior_reaches_the_adaptive_policy_or_is_refused_without_one(data, tmp_path):
   from ccvl_tf.experiments.fit import settings
   given = settings.FitSettings(root_dir=str(tmp_path / "r"), belief_prior="heldout_sum")

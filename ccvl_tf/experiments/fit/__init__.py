@@ -109,6 +109,12 @@ def fit(data=None, method: str = "ccvl", *, root_dir: str, env: Optional[str] = 
   if network_config is not None:
     raise ValueError("network_config is taken on own data (a Transitions); the Atari run's "
                      "network is the Nature DQN's")
+  from ccvl_tf.envs import factory, gymnasium_name  # pylint: disable=g-import-not-at-top
+  if data is not None and isinstance(env, str) and (
+      env == factory.GRIDWORLD or factory.is_minatar(env) or gymnasium_name.is_gymnasium(env)):
+    raise ValueError(f"data {data}: not an .npz file, a Minari dataset directory or "
+                     f"'tfds:<dir>', so it is read as a DQN Replay directory, which is Atari "
+                     f"data; env {env!r} takes own data (those formats, or a Transitions)")
   from ccvl_tf.experiments.fit import replay  # pylint: disable=g-import-not-at-top
   return replay.fit_replay(data, method, root_dir=root_dir, env=env, log=log, **settings)
 

@@ -357,9 +357,15 @@ def _check_dataset_dir(path: str) -> None:
                      f"replay_logs directory with $store$_observation_ckpt.N.gz files)")
   # A game folder (<game>/<run>/replay_logs) given for a run's replay_logs: named before
   # any data is read.
-  game_folder = replay_source.ReplaySource(path).game_folder_error()
+  source = replay_source.ReplaySource(path)
+  game_folder = source.game_folder_error()
   if game_folder is not None:
     raise ValueError(f"--dataset_dir {game_folder}")
+  # A directory without checkpoint files: named before the game's environment starts and the
+  # frames are read.
+  if not any(replay_files.CKPT_RE.match(n) for n in source.names or ()):
+    raise ValueError(f"--dataset_dir {path} holds no Dopamine checkpoint files (expected a "
+                     f"replay_logs directory with $store$_observation_ckpt.N.gz files)")
 
 
 # What the learned function depends on (the run fingerprint): these OfflineConfig fields, N,

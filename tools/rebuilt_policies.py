@@ -15,6 +15,10 @@ policy, and the belief after every episode.
 Bellman-consistency error (the same network on both sides) and the temperature 2 x its smallest
 grid value (auto_belief_temperature) whatever the run's settings, on the same held-out batches;
 it writes rebuilt_consistency.json.
+
+--rule=prior:NAME (NAME a belief_prior: heldout_mean, heldout_sum, uniform) rebuilds them by the
+run's own rules with the adaptive belief starting from that prior (docs/belief_prior.md, "On
+Breakout"); it writes rebuilt_prior_NAME.json.
 """
 from __future__ import annotations
 
@@ -46,6 +50,8 @@ def rescore(root_dir: str, rule: str = "current") -> dict:
   settings = run_setup.settings
   if rule == "consistency":
     settings = dataclasses.replace(settings, belief_episode_steps=None)
+  if rule.startswith("prior:"):
+    settings = dataclasses.replace(settings, belief_prior=rule.split(":", 1)[1])
   exports, extra = run_setup.spec.policies(run_setup.agent, run_setup.time_step_spec,
                                            run_setup.action_spec,
                                            run_setup.batches.held_out(), settings)
@@ -78,9 +84,9 @@ def rescore(root_dir: str, rule: str = "current") -> dict:
          "adaptive_scores": adaptive,
          "adaptive_mean_delta": [float(np.mean(r.deltas)) if r.deltas else None
                                  for r in records],
-         "belief_trace": trace, "analysis": result, "rule": rule}
-  path = os.path.join(root_dir, "headroom", "rebuilt.json" if rule == "current"
-                      else "rebuilt_consistency.json")
+         "belief_trace": trace, "analysis": result, "rule": rule,
+         "belief_prior": settings.belief_prior}
+  path = os.path.join(root_dir, "headroom", _file_name(rule))
   with open(path + ".tmp", "w") as f:
     strict_json.dump(out, f)
   os.replace(path + ".tmp", path)
@@ -88,12 +94,31 @@ def rescore(root_dir: str, rule: str = "current") -> dict:
   return out
 
 
+def _file_name(rule: str) -> str:
+  if rule == "current":
+    return "rebuilt.json"
+  if rule == "consistency":
+    return "rebuilt_consistency.json"
+  return f"rebuilt_prior_{rule.split(':', 1)[1]}.json"
+
+
+def check_rule(rule: str) -> None:
+  """ValueError naming --rule unless it is current, consistency or prior:<a belief_prior>."""
+  from ccvl_tf.runtime import run_settings  # pylint: disable=g-import-not-at-top
+  priors = [f"prior:{p}" for p in run_settings.BELIEF_PRIORS]
+  if rule not in ("current", "consistency", *priors):
+    raise ValueError(f"--rule must be current, consistency or one of {', '.join(priors)}, "
+                     f"got {rule!r}")
+
+
 if __name__ == "__main__":
   args = sys.argv[1:]
   chosen = "current"
   if args and args[0].startswith("--rule="):
     chosen = args.pop(0).split("=", 1)[1]
-  if chosen not in ("current", "consistency"):
-    sys.exit(f"--rule must be current or consistency, got {chosen!r}")
+  try:
+    check_rule(chosen)
+  except ValueError as e:
+    sys.exit(f"rebuilt_policies.py: error: {e}")
   for arg in args:
     rescore(arg, chosen)

@@ -85,6 +85,9 @@ def rescore(root_dir: str, rule: str = "current") -> dict:
          "adaptive_mean_delta": [float(np.mean(r.deltas)) if r.deltas else None
                                  for r in records],
          "belief_trace": trace, "analysis": result, "rule": rule,
+         "log_beliefs": [None if r.log_belief is None else
+                         np.asarray(r.log_belief, np.float64).reshape(-1).tolist()
+                         for r in records],
          "belief_prior": settings.belief_prior}
   path = os.path.join(root_dir, "headroom", _file_name(rule))
   with open(path + ".tmp", "w") as f:

@@ -68,6 +68,22 @@ def test_a_record_of_another_type_or_past_the_ceiling_is_refused_naming_the_key(
     config.resolve(config.from_record(record))
 
 
+@pytest.mark.parametrize("agent", ["cql", "bc", "rem", "dqn", "ccvl"])
+def test_every_agents_record_reads_back_as_its_run(agent, tmp_path):
+  """saved_plan's route (diagnose.py, headroom.py, tools): the record keeps N, M and
+  policy_delta in force for every agent; a CQL run's used to be refused as given settings it
+  does not take."""
+  cfg = config.OfflineConfig(root_dir=str(tmp_path / "run"), agent=agent,
+                             agent_values={"alpha": 2.0} if agent in ("cql", "ccvl") else {})
+  record = json.loads(json.dumps(config.record(cfg)))
+  assert record["num_deltas"] == 8  # in force, recorded whatever the agent
+  again = config.from_record(record)
+  assert config.resolve(again).learner.name == agent
+  assert again.agent_values == {**({"alpha": 2.0} if agent in ("cql", "ccvl") else {}),
+                                **({"num_deltas": 8, "num_pairs": 2, "policy_delta": 0.5}
+                                   if agent == "ccvl" else {})}
+
+
 def test_seed_streams_keep_their_values():
   s = Seeds(5)
   assert (s.weights(), s.learner(), s.data_order(), s.probe_env(), s.behaviour_policy(),

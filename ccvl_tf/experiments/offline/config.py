@@ -444,9 +444,14 @@ def changed_settings(saved: Mapping[str, object], cfg: OfflineConfig) -> List[st
 
 
 def from_record(saved: Dict[str, object]) -> OfflineConfig:
-  """The OfflineConfig of a summary.json's 'config' (`record`)."""
+  """The OfflineConfig of a summary.json's 'config' (`record`), for --agent's learner alone
+  (runner.saved_plan): the record keeps N, M and policy_delta in force whatever the agent, so
+  they are read back only for an agent that takes them (a CQL run's record is not refused for
+  CCVL's settings it never used)."""
   fields = {f.name for f in dataclasses.fields(OfflineConfig)}
-  values = {k: v for k, v in saved.items() if k in AGENT_FLAGS and v is not None}
+  spec = agent_registry.AGENT_REGISTRY.get(saved.get("agent"))
+  values = {k: v for k, v in saved.items() if k in AGENT_FLAGS and v is not None
+            and (k not in agent_options.CCVL_SAMPLING or spec is None or k in spec.takes)}
   values.update(saved.get("ccvl_options") or {})
   return OfflineConfig(agent_values=values,
                        **{k: v for k, v in saved.items() if k in fields})

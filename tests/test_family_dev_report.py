@@ -24,7 +24,7 @@ def _run():
   return {"headroom": {"sequences": S, "grid": [0.25, 0.75], "fixed_delta": 0.25,
                        "policies": {"delta=0.2500": _episodes(fixed),
                                     "delta=0.7500": _episodes(fixed),
-                                    "adaptive": _episodes(uniform)}},
+                                    "CCVL (adaptive)": _episodes(uniform)}},
           "priors": {"heldout_sum": {"adaptive_scores": _episodes(fixed),
                                      "log_beliefs": beliefs}}}
 

@@ -77,12 +77,13 @@ def prior_rows(run: dict) -> list:
   Fixed-CCVL (paired over the sequences), and the mean final belief mass on Fixed-CCVL's
   delta."""
   from ccvl_tf.evaluation import headroom  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.offline import headroom_eval  # pylint: disable=g-import-not-at-top
   h = run["headroom"]
   s = h["sequences"]
   grid = np.asarray(h["grid"])
   seq = lambda v: headroom.as_sequences(v, s)  # noqa: E731
   fixed = seq(h["policies"][f"delta={h['fixed_delta']:.4f}"])           # [S, L]
-  uniform = seq(h["policies"]["adaptive"])
+  uniform = seq(h["policies"][headroom_eval.ADAPTIVE])
   rows = []
   for name in PRIORS:
     if name == "uniform" and name not in run["priors"]:

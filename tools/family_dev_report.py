@@ -141,8 +141,9 @@ def render_diagnostics(runs: dict, c0: dict) -> str:
                   **rows}.items():
     d = r["diagnostics"]
     phi = r.get("phi_dead_fraction")
+    ends = d.get("family_differs_ends")
     lines.append(f"| {name} | {d['family_differs_any']:.4f} | "
-                 f"{d.get('family_differs_ends', float('nan')):.4f} | {d['lemma1_fraction']:.3f} | "
+                 f"{'-' if ends is None else format(ends, '.4f')} | {d['lemma1_fraction']:.3f} | "
                  f"{d['count_auc_random_policy']:.3f} | "
                  f"{'-' if phi is None else format(phi, '.3f')} | {r['fixed_delta']:.4f} |")
   return "\n".join(lines) + "\n"

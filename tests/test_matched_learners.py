@@ -34,3 +34,17 @@ def test_bootstrap_is_paired_over_states():
   assert stats["a"] == stats["b"]  # the same resampled states for every series
   assert stats["a"][1] < 0.5 < stats["a"][2]
   assert stats["d"][0] == 0.5 and 0.0 <= stats["d"][1] <= 0.5 <= stats["d"][2] <= 1.0
+
+
+def test_disagreements_from_greedy_actions_by_hand():
+  # 4 states, K = 8 members: F's members all alike but state 3 at member 7; learners L_0..L_7
+  # alike but L_0 differs at states 0 and 1; the floor differs from L_7 at state 0.
+  f = np.zeros((4, 8), int)
+  f[3, 7] = 2
+  learners = [np.array([1, 1, 0, 0])] + [np.zeros(4, int)] * 7
+  d = ml.summarize({"F": f, "L": learners, "floor": np.array([3, 0, 0, 0])})
+  assert d["F_any"]["mean"] == 0.25 and d["F_0_7"]["mean"] == 0.25 and d["F_0_1"]["mean"] == 0
+  assert d["F_6_7"]["mean"] == 0.25 and "Q_any" not in d
+  assert d["L_0_1"]["mean"] == 0.5 and d["L_1_2"]["mean"] == 0 and d["L_0_7"]["mean"] == 0.5
+  assert d["floor_7_7b"]["mean"] == 0.25
+  assert d["rule1_L07_minus_floor"]["mean"] == 0.25 and d["rule3_L07_minus_F07"]["mean"] == 0.25

@@ -95,37 +95,50 @@ def probe_states(root_dir: str):
   return ablation.probe_batch(setup.store, PROBE_STATES, PROBE_SEED)
 
 
-def disagree(family: str, quantized: str, learners, floor: str) -> dict:
-  probe = probe_states(family)
-  obs = probe["observation"]
-  g = grid()
-  per_state, acts = {}, {}
-  for name, root in (("F", family), ("Q", quantized)):
-    if root:
-      acts[name] = greedy_actions(root, obs, g)                         # [P, K]
-      for k in range(NUM_GRID - 1):
-        per_state[f"{name}_{k}_{k + 1}"] = disagreement(acts[name][:, k], acts[name][:, k + 1])
-      per_state[f"{name}_0_7"] = disagreement(acts[name][:, 0], acts[name][:, -1])
-      per_state[f"{name}_any"] = np.any(acts[name] != acts[name][:, :1], axis=1).astype(float)
-  lact = [greedy_actions(r, obs, [0.5])[:, 0] for r in learners]        # K x [P]
+def per_state_disagreements(greedy) -> dict:
+  """{name: [P] 0/1}: every disagreement the page reports, from the greedy actions
+  {'F': [P, K], 'Q': [P, K] (either may be absent), 'L': K x [P], 'floor': [P]}."""
+  per_state, fam = {}, {}
+  for name in ("F", "Q"):
+    if greedy.get(name) is not None:
+      a = fam[name] = np.asarray(greedy[name])                           # [P, K]
+      for k in range(a.shape[1] - 1):
+        per_state[f"{name}_{k}_{k + 1}"] = disagreement(a[:, k], a[:, k + 1])
+      per_state[f"{name}_0_7"] = disagreement(a[:, 0], a[:, -1])
+      per_state[f"{name}_any"] = np.any(a != a[:, :1], axis=1).astype(np.float64)
+  lact = [np.asarray(x) for x in greedy["L"]]                            # K x [P]
   for k in range(len(lact) - 1):
     per_state[f"L_{k}_{k + 1}"] = disagreement(lact[k], lact[k + 1])
   per_state["L_0_7"] = disagreement(lact[0], lact[-1])
-  floor_act = greedy_actions(floor, obs, [0.5])[:, 0]
-  per_state["floor_7_7b"] = disagreement(lact[-1], floor_act)
+  per_state["floor_7_7b"] = disagreement(lact[-1], np.asarray(greedy["floor"]))
   per_state["rule1_L07_minus_floor"] = per_state["L_0_7"] - per_state["floor_7_7b"]
-  if "F" in acts:
+  if "F" in fam:
     per_state["rule3_L07_minus_F07"] = per_state["L_0_7"] - per_state["F_0_7"]
-  if "Q" in acts:
+  if "Q" in fam:
     per_state["L07_minus_Q07"] = per_state["L_0_7"] - per_state["Q_0_7"]
-  stats = bootstrap_means(per_state)
+  return per_state
+
+
+def summarize(greedy) -> dict:
+  """{name: {'mean', 'ci_low', 'ci_high'}} of per_state_disagreements (paired bootstrap)."""
+  stats = bootstrap_means(per_state_disagreements(greedy))
+  return {k: {"mean": m, "ci_low": lo, "ci_high": hi} for k, (m, lo, hi) in stats.items()}
+
+
+def disagree(family: str, quantized: str, learners, floor: str) -> dict:
+  probe = probe_states(family)
+  obs = probe["observation"]
+  greedy = {"F": greedy_actions(family, obs, grid()),
+            "Q": greedy_actions(quantized, obs, grid()) if quantized else None,
+            "L": [greedy_actions(r, obs, [0.5])[:, 0] for r in learners],
+            "floor": greedy_actions(floor, obs, [0.5])[:, 0]}
+  as_lists = {k: (None if v is None else np.asarray(v).tolist()) for k, v in greedy.items()}
   return {"probe_states": PROBE_STATES, "probe_seed": PROBE_SEED,
           "bootstrap": {"reps": BOOTSTRAP_REPS, "seed": BOOTSTRAP_SEED},
           "runs": {"F": family, "Q": quantized, "learners": list(learners), "floor": floor},
           "data_action_share": {int(a): float(np.mean(probe["action"] == a))
                                 for a in np.unique(probe["action"])},
-          "disagreement": {k: {"mean": m, "ci_low": lo, "ci_high": hi}
-                           for k, (m, lo, hi) in stats.items()}}
+          "greedy": as_lists, "disagreement": summarize(greedy)}
 
 
 def score(episodes_of: str, policies, output_dir: str, sequences: int = 10,

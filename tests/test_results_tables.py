@@ -687,3 +687,38 @@ def test_bc_check_recomputes_from_its_per_seed_scores():
   text = " ".join(open(_doc("results", "vector_peers.md"), encoding="utf-8").read().split())
   assert f"Ours minus DiscreteBC: {mean:+.1f} [{low:.1f}, {high:.1f}]" in text
   assert f"**Result: {s['verdict']}.**" in text
+
+
+def test_family_dev_pages_recompute_from_their_records():
+  """docs/results/quantized_head.md, belief_prior_breakout.md and matched_learners.md from
+  family_dev_runs.json: every run's headroom numbers from its per-episode scores, the
+  disagreements from the recorded greedy actions, and each page's tables as
+  tools/family_dev_report.py renders them."""
+  from ccvl_tf.evaluation import headroom
+  from ccvl_tf.experiments.offline import headroom_eval
+  from tools import family_dev_report as report  # pylint: disable=g-import-not-at-top
+  from tools import matched_learners  # pylint: disable=g-import-not-at-top
+  data = json.load(open(_doc("results", "family_dev_runs.json")))
+  c0 = json.load(open(_doc("results", "factorial_runs.json")))["C0"]
+  runs = data["runs"]
+  for name, run in runs.items():
+    h = run["headroom"]
+    seq = lambda v, s=h["sequences"]: headroom.as_sequences(v, s)  # noqa: E731
+    grid = np.stack([seq(h["policies"][f"delta={d:.4f}"]) for d in h["grid"]])
+    out = headroom.analyze(h["grid"], grid, h["fixed_delta"],
+                           seq(h["policies"][headroom_eval.ADAPTIVE]), {},
+                           belief_entropy=h["belief_entropy"])
+    for key, value in out.items():
+      assert json.loads(json.dumps(value)) == h[key], (name, key)
+  matched = data["matched"]
+  again = matched_learners.summarize(matched["disagree"]["greedy"])
+  assert json.loads(json.dumps(again)) == matched["disagree"]["disagreement"]
+  quantized = open(_doc("results", "quantized_head.md")).read()
+  assert headroom_eval.render_runs({"C0 (headroom study)": c0["headroom"],
+                                    **{n: r["headroom"] for n, r in runs.items()}}) in quantized
+  assert report.render_diagnostics(runs, c0) in quantized
+  assert report.render_priors(runs) in open(_doc("results", "belief_prior_breakout.md")).read()
+  page = open(_doc("results", "matched_learners.md")).read()
+  assert report.render_matched(matched, runs["F"]["headroom"],
+                               matched_learners.matched_alphas()) in page
+  assert f"**Verdict: {report.verdicts(matched)['verdict']}**" in page

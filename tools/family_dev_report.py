@@ -216,6 +216,42 @@ def verdicts(matched: dict) -> dict:
   return {"rule1": rule1, "rule2": rule2, "verdict": verdict}
 
 
+def collect_wide(path: str, root: str) -> dict:
+  """Adds run W (docs/wide_span.md) to the record at `path`: its headroom record and
+  diagnostics, and its members' greedy actions on the matched study's probe states."""
+  from tools import matched_learners  # pylint: disable=g-import-not-at-top
+  data = _load(path)
+  probe = matched_learners.probe_states(root)
+  run = collect_run(root)
+  run["greedy"] = matched_learners.greedy_actions(
+      root, probe["observation"], matched_learners.grid()).tolist()
+  data["wide"] = run
+  return data
+
+
+def wide_rules(data: dict) -> dict:
+  """docs/wide_span.md's rules 1-4 from the record: W's headroom numbers, the paired difference
+  of the shares of probe states where some member's action differs (W minus F), and W's member
+  at 0.9375 minus its member at 0.0625 over the sequences."""
+  from ccvl_tf.evaluation import headroom  # pylint: disable=g-import-not-at-top
+  from tools import matched_learners  # pylint: disable=g-import-not-at-top
+  w, h = data["wide"], data["wide"]["headroom"]
+  any_w = matched_learners.per_state_disagreements(
+      {"F": w["greedy"], "L": data["matched"]["disagree"]["greedy"]["L"],
+       "floor": data["matched"]["disagree"]["greedy"]["floor"]})["F_any"]
+  any_f = matched_learners.per_state_disagreements(data["matched"]["disagree"]["greedy"])["F_any"]
+  stats = matched_learners.bootstrap_means({"W_any": any_w, "F_any": any_f,
+                                            "W_minus_F": any_w - any_f})
+  s = h["sequences"]
+  top = headroom.as_sequences(h["policies"][f"delta={h['grid'][-1]:.4f}"], s)
+  low = headroom.as_sequences(h["policies"][f"delta={h['grid'][0]:.4f}"], s)
+  return {"rule1": h["split_half_oracle_minus_fixed"]["ci_low"] > 0,
+          "rule2": h["adaptive_minus_fixed"]["ci_low"] > 0,
+          "differs_any": {k: {"mean": m, "ci_low": lo, "ci_high": hi}
+                          for k, (m, lo, hi) in stats.items()},
+          "top_minus_bottom": headroom.paired_difference(top, low)}
+
+
 def main(argv=None):
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   sub = parser.add_subparsers(dest="cmd", required=True)
@@ -225,12 +261,20 @@ def main(argv=None):
   c.add_argument("--matched", required=True)
   c.add_argument("--benchmark", default="")
   c.add_argument("--output", required=True)
+  w = sub.add_parser("collect_wide")
+  w.add_argument("--w", required=True)
+  w.add_argument("--record", required=True)
   r = sub.add_parser("render")
   r.add_argument("path")
   args = parser.parse_args(argv)
   if args.cmd == "collect":
     out = collect(args.q, args.f, args.matched, args.benchmark)
     with open(args.output, "w") as f:
+      json.dump(out, f)
+    return
+  if args.cmd == "collect_wide":
+    out = collect_wide(args.record, args.w)
+    with open(args.record, "w") as f:
       json.dump(out, f)
     return
   from ccvl_tf.experiments.offline import headroom_eval  # pylint: disable=g-import-not-at-top
@@ -244,6 +288,11 @@ def main(argv=None):
   print(render_priors(runs))
   print(render_matched(data["matched"], runs["F"]["headroom"], matched_learners.matched_alphas()))
   print(verdicts(data["matched"]))
+  if "wide" in data:
+    print(headroom_eval.render_runs({"F": runs["F"]["headroom"],
+                                     "W": data["wide"]["headroom"]}))
+    print(render_diagnostics({"F": runs["F"], "W": data["wide"]}, c0))
+    print(json.dumps(wide_rules(data), indent=1))
 
 
 if __name__ == "__main__":

@@ -722,3 +722,30 @@ def test_family_dev_pages_recompute_from_their_records():
   assert report.render_matched(matched, runs["F"]["headroom"],
                                matched_learners.matched_alphas()) in page
   assert f"**Verdict: {report.verdicts(matched)['verdict']}**" in page
+
+
+def test_wide_span_page_recomputes_from_its_record():
+  """docs/results/wide_span.md from family_dev_runs.json's 'wide' record: W's headroom numbers
+  from its per-episode scores, its tables as family_dev_report renders them, and the rules'
+  numbers the page states."""
+  from ccvl_tf.evaluation import headroom
+  from ccvl_tf.experiments.offline import headroom_eval
+  from tools import family_dev_report as report  # pylint: disable=g-import-not-at-top
+  data = json.load(open(_doc("results", "family_dev_runs.json")))
+  c0 = json.load(open(_doc("results", "factorial_runs.json")))["C0"]
+  h = data["wide"]["headroom"]
+  seq = lambda v, s=h["sequences"]: headroom.as_sequences(v, s)  # noqa: E731
+  grid = np.stack([seq(h["policies"][f"delta={d:.4f}"]) for d in h["grid"]])
+  out = headroom.analyze(h["grid"], grid, h["fixed_delta"],
+                         seq(h["policies"][headroom_eval.ADAPTIVE]), {},
+                         belief_entropy=h["belief_entropy"])
+  for key, value in out.items():
+    assert json.loads(json.dumps(value)) == h[key], key
+  page = open(_doc("results", "wide_span.md")).read()
+  assert headroom_eval.render_runs({"F": data["runs"]["F"]["headroom"], "W": h}) in page
+  assert report.render_diagnostics({"F": data["runs"]["F"], "W": data["wide"]}, c0) in page
+  rules = report.wide_rules(data)
+  assert not rules["rule1"] and not rules["rule2"]
+  d, t = rules["differs_any"]["W_minus_F"], rules["top_minus_bottom"]
+  assert f"+{100 * d['mean']:.1f}% [+{100 * d['ci_low']:.1f}%, +{100 * d['ci_high']:.1f}%]" in page
+  assert f"+{t['mean']:.2f} (+{t['ci_low']:.2f}, +{t['ci_high']:.2f})" in page

@@ -689,27 +689,32 @@ def test_bc_check_recomputes_from_its_per_seed_scores():
   assert f"**Result: {s['verdict']}.**" in text
 
 
+def _assert_headroom_recomputes(h):
+  """headroom.analyze of a headroom.json's per-episode scores gives its recorded numbers."""
+  from ccvl_tf.evaluation import headroom
+  from ccvl_tf.experiments.offline import headroom_eval
+  seq = lambda v, s=h["sequences"]: headroom.as_sequences(v, s)  # noqa: E731
+  grid = np.stack([seq(h["policies"][f"delta={d:.4f}"]) for d in h["grid"]])
+  out = headroom.analyze(h["grid"], grid, h["fixed_delta"],
+                         seq(h["policies"][headroom_eval.ADAPTIVE]), {},
+                         belief_entropy=h["belief_entropy"])
+  for key, value in out.items():
+    assert json.loads(json.dumps(value)) == h[key], key
+
+
 def test_family_dev_pages_recompute_from_their_records():
   """docs/results/quantized_head.md, belief_prior_breakout.md and matched_learners.md from
   family_dev_runs.json: every run's headroom numbers from its per-episode scores, the
   disagreements from the recorded greedy actions, and each page's tables as
   tools/family_dev_report.py renders them."""
-  from ccvl_tf.evaluation import headroom
   from ccvl_tf.experiments.offline import headroom_eval
   from tools import family_dev_report as report  # pylint: disable=g-import-not-at-top
   from tools import matched_learners  # pylint: disable=g-import-not-at-top
   data = json.load(open(_doc("results", "family_dev_runs.json")))
   c0 = json.load(open(_doc("results", "factorial_runs.json")))["C0"]
   runs = data["runs"]
-  for name, run in runs.items():
-    h = run["headroom"]
-    seq = lambda v, s=h["sequences"]: headroom.as_sequences(v, s)  # noqa: E731
-    grid = np.stack([seq(h["policies"][f"delta={d:.4f}"]) for d in h["grid"]])
-    out = headroom.analyze(h["grid"], grid, h["fixed_delta"],
-                           seq(h["policies"][headroom_eval.ADAPTIVE]), {},
-                           belief_entropy=h["belief_entropy"])
-    for key, value in out.items():
-      assert json.loads(json.dumps(value)) == h[key], (name, key)
+  for run in runs.values():
+    _assert_headroom_recomputes(run["headroom"])
   matched = data["matched"]
   again = matched_learners.summarize(matched["disagree"]["greedy"])
   assert json.loads(json.dumps(again)) == matched["disagree"]["disagreement"]
@@ -728,19 +733,12 @@ def test_wide_span_page_recomputes_from_its_record():
   """docs/results/wide_span.md from family_dev_runs.json's 'wide' record: W's headroom numbers
   from its per-episode scores, its tables as family_dev_report renders them, and the rules'
   numbers the page states."""
-  from ccvl_tf.evaluation import headroom
   from ccvl_tf.experiments.offline import headroom_eval
   from tools import family_dev_report as report  # pylint: disable=g-import-not-at-top
   data = json.load(open(_doc("results", "family_dev_runs.json")))
   c0 = json.load(open(_doc("results", "factorial_runs.json")))["C0"]
   h = data["wide"]["headroom"]
-  seq = lambda v, s=h["sequences"]: headroom.as_sequences(v, s)  # noqa: E731
-  grid = np.stack([seq(h["policies"][f"delta={d:.4f}"]) for d in h["grid"]])
-  out = headroom.analyze(h["grid"], grid, h["fixed_delta"],
-                         seq(h["policies"][headroom_eval.ADAPTIVE]), {},
-                         belief_entropy=h["belief_entropy"])
-  for key, value in out.items():
-    assert json.loads(json.dumps(value)) == h[key], key
+  _assert_headroom_recomputes(h)
   page = open(_doc("results", "wide_span.md")).read()
   assert headroom_eval.render_runs({"F": data["runs"]["F"]["headroom"], "W": h}) in page
   assert report.render_diagnostics({"F": data["runs"]["F"], "W": data["wide"]}, c0) in page

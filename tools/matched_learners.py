@@ -82,7 +82,7 @@ def greedy_actions(root_dir: str, observations, deltas) -> np.ndarray:
   from ccvl_tf.experiments.offline import runner  # pylint: disable=g-import-not-at-top
   plan = runner.saved_plan(root_dir, None)
   setup, _ = runner.restore_finished(plan, lambda s: None, "the probe", "matched_learners")
-  q = policy_diagnostics._q_batched(  # pylint: disable=protected-access
+  q = policy_diagnostics.q_at_deltas(
       setup.agent.q_network, observations, np.asarray(deltas, np.float32), 256)  # [P, K, A]
   return np.argmax(q, axis=-1)
 

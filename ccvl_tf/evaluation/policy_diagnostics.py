@@ -29,7 +29,7 @@ import tensorflow as tf
 from ccvl_tf.tabular import learners
 
 
-def _q_batched(q_model, observations, grid32: np.ndarray, batch_size: int) -> np.ndarray:
+def q_at_deltas(q_model, observations, grid32: np.ndarray, batch_size: int) -> np.ndarray:
   """Q(s, a, delta) for observations [S, ...] at every grid delta -> float64 [S, K, A]."""
   s = int(observations.shape[0])
   k = int(grid32.shape[0])
@@ -79,7 +79,7 @@ def greedy_action_stats(q_model, observations, actions, delta: float,
   """
   observations = np.asarray(observations)
   actions = _check_actions(actions, observations.shape[0])
-  q = _q_batched(q_model, observations, np.asarray([delta], np.float32),
+  q = q_at_deltas(q_model, observations, np.asarray([delta], np.float32),
                  max(1, observations.shape[0]))[:, 0, :]               # [B, A]
   greedy = np.argmax(q, axis=-1)                                      # [B]
   return {"greedy_mode_share": _mode_share(greedy, num_actions),
@@ -124,7 +124,7 @@ def family_action_stats(q_model, observations, actions, grid, num_actions: int,
   if observations.shape[0] < 1:
     raise ValueError("family_action_stats needs at least one observation")
   actions = _check_actions(actions, observations.shape[0])
-  q = _q_batched(q_model, observations, g.astype(np.float32), batch_size)  # [S, K, A]
+  q = q_at_deltas(q_model, observations, g.astype(np.float32), batch_size)  # [S, K, A]
   greedy = np.argmax(q, axis=-1)                                       # [S, K]
   q_data = np.take_along_axis(q, actions[:, None, None], axis=-1)[..., 0]  # [S, K]
   qmax = q.max(axis=-1, keepdims=True)                                 # [S, K, 1]

@@ -747,3 +747,27 @@ def test_wide_span_page_recomputes_from_its_record():
   d, t = rules["differs_any"]["W_minus_F"], rules["top_minus_bottom"]
   assert f"+{100 * d['mean']:.1f}% [+{100 * d['ci_low']:.1f}%, +{100 * d['ci_high']:.1f}%]" in page
   assert f"+{t['mean']:.2f} (+{t['ci_low']:.2f}, +{t['ci_high']:.2f})" in page
+
+
+def test_family_dev_cost_and_reproduction_statements_recompute_from_the_record():
+  """wide_span.md's per-step costs from the benchmark kept in family_dev_runs.json, and
+  quantized_head.md's 'Why F is not C0' from the reproduction record: bit-identical networks,
+  the same Fixed-CCVL delta, the same episodes for every policy, byte-identical data."""
+  from tools import family_dev_report as report  # pylint: disable=g-import-not-at-top
+  data = json.load(open(_doc("results", "family_dev_runs.json")))
+  page = open(_doc("results", "wide_span.md")).read()
+  bench = data["benchmarks"]["idle_2026_12_08"]
+  for variant in ("ccvl_default", "ccvl_pairs_at_delta", "ccvl_quantized_head"):
+    assert f"- {report.cost_line(bench, variant)}\n" in page
+  v = report.reproduction_verdict(data["reproduction"])
+  assert v == {"same_weights": True, "same_fixed_delta": True, "same_episodes": True,
+               "policies": 9, "episodes_each": 10, "same_data": True, "data_files": 7}
+  w = data["reproduction"]["weights"]["online"]
+  page = open(_doc("results", "quantized_head.md")).read()
+  assert f"({w['equal']} of {w['compared']} each" in page
+  assert f"same score, policy by policy, for all {v['policies']} policies" in page
+  assert f"byte-identical to the DEV both runs trained on ({v['data_files']} of 7" in page
+  h = data["runs"]["F"]["headroom"]
+  c0 = json.load(open(_doc("results", "headroom_runs.json")))["cosine_monotone"]["headroom"]
+  assert (f"differ by {c0['fixed_mean'] - h['fixed_mean']:.2f} in Fixed-CCVL and "
+          f"{c0['adaptive_mean'] - h['adaptive_mean']:.2f} in the adaptive row") in page

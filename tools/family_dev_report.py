@@ -5,6 +5,10 @@ tables rendered from it.
 
   .venv/bin/python tools/family_dev_report.py collect --q=RUN_Q --f=RUN_F --matched=DIR \
       [--benchmark=BENCH.json] --output=docs/results/family_dev_runs.json
+  .venv/bin/python tools/family_dev_report.py add_benchmark --record=docs/results/family_dev_runs.json \
+      --name=NAME BENCH.json        # a binaries/benchmark.py record, kept under 'benchmarks'
+  .venv/bin/python tools/family_dev_report.py add_reproduction --record=... --c0=RUN --f=RUN \
+      --eval_c0=HEADROOM_DIR --eval_f=HEADROOM_DIR --data_c0=DIR --data_f=DIR
   .venv/bin/python tools/family_dev_report.py render docs/results/family_dev_runs.json
 
 `collect` keeps the per-episode scores, beliefs and probe disagreements the tables need (so
@@ -229,6 +233,77 @@ def collect_wide(path: str, root: str) -> dict:
   return data
 
 
+def cost_line(bench: dict, variant: str) -> str:
+  """One variant's train step in a binaries/benchmark.py record: its median ms over rounds and
+  its median paired ratio to DqnAgent with the range of the paired ratios."""
+  v = bench["variants"][variant]
+  ratios = v["paired_ratios"]["dqn"] if isinstance(v["paired_ratios"], dict) else v["paired_ratios"]
+  return (f"`{variant}` {v['train_step_ms']:.1f} ms, {v['ratio_over_dqn']:.2f}x DqnAgent "
+          f"({min(ratios):.2f}-{max(ratios):.2f})")
+
+
+def add_benchmark(path: str, name: str, bench_path: str) -> dict:
+  """The record at `path` with the benchmark record `bench_path` under data['benchmarks'][name]."""
+  data = _load(path)
+  data.setdefault("benchmarks", {})[name] = _load(bench_path)
+  return data
+
+
+def _same_files(a: str, b: str) -> dict:
+  """{file name: byte-identical?} over the data files of two dataset directories (COMPLETE, a
+  marker holding its write time, left out)."""
+  import filecmp  # pylint: disable=g-import-not-at-top
+  names = sorted(n for n in os.listdir(a) if n != "COMPLETE")
+  return {n: os.path.isfile(os.path.join(b, n)) and filecmp.cmp(
+      os.path.join(a, n), os.path.join(b, n), shallow=False) for n in names}
+
+
+def add_reproduction(path: str, c0: str, f: str, eval_c0: str, eval_f: str, data_c0: str,
+                     data_f: str) -> dict:
+  """The record at `path` with the check of whether C0's code trains F's network: the two
+  runs' networks compared tensor by tensor (tools/same_weights.py), their Fixed-CCVL deltas,
+  the per-episode scores of the same headroom episodes played by each commit's evaluator, and
+  the datasets' files compared byte by byte; under data['reproduction']."""
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tools import same_weights  # pylint: disable=g-import-not-at-top
+  data = _load(path)
+
+  def newest(root):
+    return tf.train.latest_checkpoint(os.path.join(root, "checkpoints"))
+
+  nets = [same_weights.network_tensors(tf.train.load_checkpoint(newest(r))) for r in (c0, f)]
+  weights = {}
+  for net in same_weights.NETWORKS:
+    r = same_weights.compare(nets[0][net], nets[1][net])
+    weights[net] = {"compared": r["compared"], "equal": r["equal"],
+                    "max_abs_diff": r["max_abs_diff"],
+                    "only_c0": [list(x.shape) for x in r["only_a"]],
+                    "only_f": [x.ravel().tolist() for x in r["only_b"]]}
+  data["reproduction"] = {
+      "checkpoints": [os.path.basename(newest(r)) for r in (c0, f)],
+      "weights": weights,
+      "fixed_delta": {"c0_code": _load(os.path.join(c0, "summary.json"))["fixed_delta"],
+                      "f": _load(os.path.join(f, "summary.json"))["fixed_delta"]},
+      "episodes": {name: _load(os.path.join(d, "headroom.json"))["policies"]
+                   for name, d in (("c0_code", eval_c0), ("f", eval_f))},
+      "dataset_files_identical": _same_files(data_c0, data_f)}
+  return data
+
+
+def reproduction_verdict(rep: dict) -> dict:
+  """What the reproduction record says: the networks bit-identical (every paired tensor of both
+  networks), the Fixed-CCVL deltas equal, the evaluators' episodes equal policy by policy, the
+  datasets byte-identical."""
+  eps = rep["episodes"]
+  return {"same_weights": all(w["equal"] == w["compared"] for w in rep["weights"].values()),
+          "same_fixed_delta": rep["fixed_delta"]["c0_code"] == rep["fixed_delta"]["f"],
+          "same_episodes": sorted(eps["c0_code"]) == sorted(eps["f"]) and all(
+              eps["c0_code"][k] == eps["f"][k] for k in eps["f"]),
+          "policies": len(eps["f"]), "episodes_each": len(next(iter(eps["f"].values()))),
+          "same_data": all(rep["dataset_files_identical"].values()),
+          "data_files": len(rep["dataset_files_identical"])}
+
+
 def wide_rules(data: dict) -> dict:
   """docs/wide_span.md's rules 1-4 from the record: W's headroom numbers, the paired difference
   of the shares of probe states where some member's action differs (W minus F), and W's member
@@ -264,6 +339,14 @@ def main(argv=None):
   w = sub.add_parser("collect_wide")
   w.add_argument("--w", required=True)
   w.add_argument("--record", required=True)
+  b = sub.add_parser("add_benchmark")
+  b.add_argument("--record", required=True)
+  b.add_argument("--name", required=True)
+  b.add_argument("bench")
+  p = sub.add_parser("add_reproduction")
+  p.add_argument("--record", required=True)
+  for flag in ("c0", "f", "eval_c0", "eval_f", "data_c0", "data_f"):
+    p.add_argument(f"--{flag}", required=True)
   r = sub.add_parser("render")
   r.add_argument("path")
   args = parser.parse_args(argv)
@@ -272,8 +355,11 @@ def main(argv=None):
     with open(args.output, "w") as f:
       json.dump(out, f)
     return
-  if args.cmd == "collect_wide":
-    out = collect_wide(args.record, args.w)
+  if args.cmd in ("collect_wide", "add_benchmark", "add_reproduction"):
+    out = (collect_wide(args.record, args.w) if args.cmd == "collect_wide" else
+           add_benchmark(args.record, args.name, args.bench) if args.cmd == "add_benchmark" else
+           add_reproduction(args.record, args.c0, args.f, args.eval_c0, args.eval_f,
+                            args.data_c0, args.data_f))
     with open(args.record, "w") as f:
       json.dump(out, f)
     return
@@ -293,6 +379,11 @@ def main(argv=None):
                                      "W": data["wide"]["headroom"]}))
     print(render_diagnostics({"F": runs["F"], "W": data["wide"]}, c0))
     print(json.dumps(wide_rules(data), indent=1))
+  for name, bench in data.get("benchmarks", {}).items():
+    print(name + ": " + "; ".join(cost_line(bench, v) for v in (
+        "ccvl_default", "ccvl_quantized_head", "ccvl_pairs_at_delta") if v in bench["variants"]))
+  if "reproduction" in data:
+    print(json.dumps(reproduction_verdict(data["reproduction"])))
 
 
 if __name__ == "__main__":

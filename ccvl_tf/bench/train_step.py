@@ -14,8 +14,9 @@ like-for-like comparison for CCVL's defaults.
 
 Variants (profiling where CCVL's time goes): the defaults; without DR3; without counts (a
 constant n(s)^-1 instead of the D x D linear estimate); XLA jit_compile; the cosine and the
-quantized delta heads; the IQN placement of delta (delta_entry='conv', 3136x512 per delta); and
-a few (N, M).
+quantized delta heads; both of Algorithm 1's pair samplings at delta itself (reading 'ablation',
+delta_1 = delta_2 = delta: the M pairs are one pair, the wide-span family); the IQN placement of
+delta (delta_entry='conv', 3136x512 per delta); and a few (N, M).
 """
 from __future__ import annotations
 
@@ -151,6 +152,8 @@ def default_variants(quick: bool = False) -> List[Variant]:
       Variant("ccvl_jit", r(base, jit_compile=True)),
       Variant("ccvl_cosine_head", r(base, delta_head="cosine")),
       Variant("ccvl_quantized_head", r(base, delta_head="quantized")),
+      Variant("ccvl_pairs_at_delta", r(base, reading=readings.ablation.Ablation(
+          pair_delta_1="delta", pair_delta_2="delta"))),
       Variant("ccvl_delta_entry_conv", r(base, delta_head="cosine"),
               networks.QNetworkConfig(delta_entry="conv")),
       Variant("ccvl_N8_M4", r(base, num_deltas=8, num_pairs=4)),

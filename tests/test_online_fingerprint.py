@@ -78,6 +78,11 @@ def test_allow_config_change_records_the_change_at_its_step(finished, tmp_path):
       **_fields(cfg), "root_dir": copy, "offline_fraction": 0.25, "allow_config_change": True}),
                        log=lambda s: None)
   assert len(summary["config_changes"]) == 1
+  # Every start records the learner's machine (the first from the offline run's 20 steps); a
+  # rerun from the finished step supersedes the earlier start's entry from that step.
+  from ccvl_tf.runtime import machine
+  assert [m["from_step"] for m in summary["machines"]] == [20, step], summary["machines"]
+  assert summary["machines"][-1]["cpu"] == machine.cpu()
 
 
 def test_a_setting_not_compared_may_change(finished, tmp_path):

@@ -165,7 +165,7 @@ def test_disk_full_is_one_line_and_the_rerun_resumes_from_the_last_good_checkpoi
       f"[Op:SaveV2]; the last good checkpoint {ckpt}/ckpt-2 is intact: free space (or make the "
       f"path writable) and rerun the same command to resume from it"], r.stderr[-3000:]
   assert sorted(os.listdir(ckpt)) == ["checkpoint", "ckpt-2.data-00000-of-00001",
-                                      "ckpt-2.index", "fingerprint.json"]
+                                      "ckpt-2.index", "fingerprint.json", "machines.json"]
   r2 = _run(args, tmp_path)
   assert r2.returncode == 0, r2.stderr[-3000:]
   assert f"Resumed from {ckpt}/ckpt-2 (train step 2)" in r2.stdout

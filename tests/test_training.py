@@ -84,7 +84,7 @@ def test_outputs_progress_summaries_and_eval(tmp_path):
   assert evals == [2, 4]
   assert sorted(os.listdir(tmp_path / "checkpoints")) == sorted(
       ["checkpoint", "ckpt-2.index", "ckpt-2.data-00000-of-00001", "ckpt-4.index",
-       "ckpt-4.data-00000-of-00001"])
+       "ckpt-4.data-00000-of-00001", training.MACHINES])
   assert os.listdir(tmp_path / "summaries" / "train")
   rows = list(csv.reader(open(tmp_path / "eval.csv")))
   assert rows == [["step", "mean_return"], ["2", "2.0"], ["4", "4.0"]]
@@ -262,3 +262,26 @@ def test_an_interrupt_stops_the_input_pipeline_before_the_exception_leaves_the_l
     assert len(alive) == 1 and alive[0]() is None
   finally:
     gc.enable()
+
+
+def test_each_training_segment_records_its_machine(tmp_path):
+  """checkpoints/machines.json: one entry per segment that trains (from its first step), none
+  for a call with nothing left to train; `train` returns the record, which names this CPU."""
+  from ccvl_tf.runtime import machine
+  root = str(tmp_path / "run")
+  cfg = lambda n: training.LoopConfig(root, n, checkpoint_interval=3)
+  training.train(_agent(), _make_dataset(), cfg(3), log=lambda s: None)
+  out = training.train(_agent(), _make_dataset(), cfg(6), log=lambda s: None)
+  assert [m["from_step"] for m in out["machines"]] == [0, 3]
+  again = training.train(_agent(), _make_dataset(), cfg(6), log=lambda s: None)
+  assert [m["from_step"] for m in again["machines"]] == [0, 3]
+  here = machine.record()
+  assert out["machines"][1]["cpu"] == here["cpu"] and out["machines"][1]["versions"] == here["versions"]
+  assert out["machines"] == training.read_machines(os.path.join(root, "checkpoints"))
+  training.record_machine(os.path.join(root, "checkpoints"), 3)  # a restart from step 3
+  assert [m["from_step"] for m in training.read_machines(
+      os.path.join(root, "checkpoints"))] == [0, 3]
+  with open(os.path.join(root, "checkpoints", training.MACHINES), "w") as f:
+    f.write('[{"from_step": 0')
+  with pytest.raises(training.FingerprintMismatch, match="machines.json .* cannot be read"):
+    training.read_machines(os.path.join(root, "checkpoints"))

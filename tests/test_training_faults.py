@@ -307,7 +307,8 @@ def test_disk_full_during_a_checkpoint_is_one_line_and_the_run_resumes_from_the_
                  f"good checkpoint {ckpt}/ckpt-2 is intact: free space (or make the path "
                  f"writable) and rerun the same command to resume from it"), msg
   # Nothing of the failed save is left: no ckpt-4_temp/ folder, no partial ckpt-4 files.
-  assert _checkpoint_files(root) == ["checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index"]
+  assert _checkpoint_files(root) == ["checkpoint", "ckpt-2.data-00000-of-00001", "ckpt-2.index",
+                                     training.MACHINES]
   assert _eval_rows(root) == [(2, 2.0)]
   # The same command resumes from ckpt-2 and ends where an uninterrupted run ends.
   agent = tt._agent()

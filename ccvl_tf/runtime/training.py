@@ -19,6 +19,7 @@ import numpy as np
 import tensorflow as tf
 
 from ccvl_tf.runtime import config_flags
+from ccvl_tf.runtime import machine
 from ccvl_tf.runtime import writes
 from ccvl_tf.runtime import paths
 from ccvl_tf.runtime.paths import check_input_dir, check_output_dir  # noqa: F401  (the run's checks)
@@ -355,6 +356,40 @@ def read_changes(checkpoint_dir: str) -> list:
   return record if isinstance(record, list) else []
 
 
+MACHINES = "machines.json"
+
+
+def record_machine(checkpoint_dir: str, step: int, last_good: Optional[str] = None) -> None:
+  """Appends {'from_step': step, **machine.record()} to the run's MACHINES record: the machine
+  each training segment ran on (a resumed run may train on another; two CPU types train
+  different weights from one seed, docs/results/reproducibility.md). A segment that starts at
+  `step` supersedes the entries from `step` on: what they trained past the checkpoint it
+  resumes from is trained again."""
+  path = os.path.join(checkpoint_dir, MACHINES)
+  entries = [e for e in read_machines(checkpoint_dir) if e.get("from_step", -1) < step]
+  with writing(checkpoint_dir, last_good):
+    os.makedirs(checkpoint_dir, exist_ok=True)
+  entries.append({"from_step": int(step), **machine.record()})
+  _write_json_atomic(path, entries, last_good)
+
+
+def read_machines(checkpoint_dir: str) -> list:
+  """The MACHINES record of a run ([] before its first training segment, or a run trained
+  before runs recorded it); one that cannot be read is a FingerprintMismatch naming it."""
+  path = os.path.join(checkpoint_dir, MACHINES)
+  if not os.path.exists(path):
+    return []
+  try:
+    entries = json.loads(paths.read_text(path))
+    if not isinstance(entries, list):
+      raise ValueError(f"a JSON list, got {type(entries).__name__}")
+  except (OSError, UnicodeDecodeError, ValueError) as e:
+    raise FingerprintMismatch(
+        f"{path} (the machines this run trained on) cannot be read ({e}): it was cut short "
+        f"or edited. Restore it, or delete it (the record then starts again)") from None
+  return entries
+
+
 def check_fingerprint(checkpoint_dir: str, fingerprint: Optional[Mapping[str, object]],
                       allow_change: bool = False, log=print, remedy: str = _REMEDY,
                       normalize: Optional[Callable[[Dict], Dict]] = None,
@@ -433,7 +468,8 @@ class _Loop:
   def result(self, step: int) -> Dict[str, object]:
     """What `train` returns."""
     return dict(step=step, last_metrics=self.last_metrics, last_eval=self.latest_eval(),
-                checkpoint=self.manager.latest_checkpoint, resumed_from=self.start)
+                checkpoint=self.manager.latest_checkpoint, resumed_from=self.start,
+                machines=read_machines(os.path.join(self.cfg.root_dir, "checkpoints")))
 
   def is_eval_step(self, step: int) -> bool:
     return bool(self.cfg.eval_interval) and step % self.cfg.eval_interval == 0
@@ -576,6 +612,7 @@ def train(learner, make_dataset: Callable[[int], Iterable[Dict]], cfg: LoopConfi
     log(f"Already trained {start} >= {cfg.num_steps} steps; nothing to do.")
     return loop.result(start)
   log(f"Training from step {start} to {cfg.num_steps}.")
+  record_machine(ckpt_dir, start, manager.latest_checkpoint)
   interrupted = None
   try:
     step = loop.run_train_phase(make_dataset)

@@ -310,7 +310,7 @@ def run(data, method: str, env: Optional[str], settings: fit_settings.FitSetting
                    settings=dataclasses.asdict(s), config=r.agent_settings.agent_config.record(),
                    network=dataclasses.asdict(r.agent_settings.network_config),
                    reward_clip=r.agent_settings.reward_clip, tensorflow=tensorflow,
-                   last_eval=result.get("last_eval"),
+                   last_eval=result.get("last_eval"), machines=result["machines"],
                    **{k: v for k, v in extra.items()},
                    results=[{k: v for k, v in row.items() if k != "scores"} for row in table],
                    exported_policies=dirs)

@@ -83,6 +83,7 @@ def _run(plan: config.RunPlan, log: Callable[[str], None]) -> Trained:
                  subset=plan.data.subset, num_transitions=int(run_setup.batches.num_transitions),
                  step=result["step"], resumed_from=result["resumed_from"],
                  last_metrics=result["last_metrics"], last_eval=result["last_eval"],
+                 machines=result["machines"],
                  checkpoint=result["checkpoint"], policy_dir=dirs["policy"],
                  fixed_policy_dir=dirs.get("policy_fixed"), exported_policies=dirs,
                  config=plan.record, settings=plan.learner.overrides,

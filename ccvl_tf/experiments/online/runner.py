@@ -526,7 +526,8 @@ class _Runner:
                   replay_items=self.link.replay_items(step),
                   config=cfg.record(), policy_dirs=dirs,
                   config_changes=training.read_changes(
-                      os.path.join(cfg.root_dir, "checkpoints")))
+                      os.path.join(cfg.root_dir, "checkpoints")),
+                  machines=training.read_machines(os.path.join(cfg.root_dir, "checkpoints")))
     _write_json(os.path.join(cfg.root_dir, "summary.json"), result, last_good)
     return result
 
@@ -555,6 +556,8 @@ class _Runner:
     os.makedirs(cfg.root_dir, exist_ok=True)
     if not self.manager.latest_checkpoint:
       self._check_fingerprint()  # a fresh run stores its settings with its checkpoints
+    training.record_machine(os.path.join(cfg.root_dir, "checkpoints"), self.start_step,
+                            self.manager.latest_checkpoint)  # the learner's, per start
     if cfg.schedule == online_config.DETERMINISTIC:
       env_steps = int(self.env_steps.numpy())
       if self.offline_step_value < self.start_step and env_steps < cfg.num_env_steps:

@@ -40,3 +40,24 @@ def test_record_and_describe(tmp_path):
   assert machine.describe(r).endswith("(no AVX2 or later; ONEDNN_MAX_CPU_ISA=AVX512_CORE), "
                                       "GPUs: NVIDIA H100")
   assert machine.describe(None) == "unrecorded"
+
+
+def test_every_module_that_saves_training_checkpoints_records_the_machine():
+  """A training route with its own tf.train.CheckpointManager (outside runtime/training.py,
+  whose `train` records every segment) must call training.record_machine too: a route that
+  skips it leaves checkpoints whose machine nobody can tell."""
+  import os
+  root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "ccvl_tf")
+  makers, missing = [], []
+  for d, _, names in os.walk(root):
+    for n in names:
+      if n.endswith(".py"):
+        path = os.path.join(d, n)
+        text = open(path).read()
+        if "CheckpointManager(" in text:
+          makers.append(os.path.relpath(path, root))
+          if not path.endswith(os.path.join("runtime", "training.py")) and \
+              "record_machine(" not in text:
+            missing.append(os.path.relpath(path, root))
+  assert os.path.join("runtime", "training.py") in makers and len(makers) >= 2, makers
+  assert missing == [], missing

@@ -154,10 +154,10 @@ def test_offline_fraction_from_a_pooled_offline_run_says_pooling_is_not_supporte
 def test_an_alpha_and_learning_rate_change_is_named_once_each(tmp_path):
   """Before: one ~1,500-character line printing the learner's settings twice (the whole
   'learner' record, old and new)."""
-  from ccvl_tf.experiments.offline import config
+  from ccvl_tf.experiments.offline import config, run_fingerprint
   def fp(*args):
     plan = config.resolve(config.config_from_args([f"--root_dir={tmp_path}/r", *args]))
-    return config.fingerprint(plan.record, plan.learner, {}, 10)
+    return run_fingerprint.fingerprint(plan.record, plan.learner, {}, 10)
   ckpt = str(tmp_path / "ckpt")
   training.check_fingerprint(ckpt, fp(), **_check())
   with pytest.raises(training.FingerprintMismatch) as e:
@@ -169,8 +169,9 @@ def test_an_alpha_and_learning_rate_change_is_named_once_each(tmp_path):
 
 
 def _check():
-  from ccvl_tf.experiments.offline import config
-  return dict(normalize=config.normalize_fingerprint, since=config.FINGERPRINT_SINCE)
+  from ccvl_tf.experiments.offline import run_fingerprint
+  return dict(normalize=run_fingerprint.normalize_fingerprint,
+              since=run_fingerprint.FINGERPRINT_SINCE)
 
 
 # ------------------------------------------------------------------------- an exported policy

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from ccvl_tf.experiments.offline import config
+from ccvl_tf.experiments.offline import run_fingerprint
 from ccvl_tf.runtime import config_flags
 from ccvl_tf.algorithm.readings import bound, paper
 from ccvl_tf.experiments.offline.seeds import Seeds
@@ -110,8 +111,8 @@ def test_an_eval_seed_moves_only_the_evaluation_episodes():
   assert config.record(cfg)["eval_seed"] == 0
   # Not part of what the checkpoints were trained on: the fingerprint ignores it.
   other = config.OfflineConfig(seed=5)
-  assert (config.fingerprint(config.record(cfg), config.resolve(cfg).learner, {}, 10)
-          == config.fingerprint(config.record(other), config.resolve(other).learner, {}, 10))
+  assert (run_fingerprint.fingerprint(config.record(cfg), config.resolve(cfg).learner, {}, 10)
+          == run_fingerprint.fingerprint(config.record(other), config.resolve(other).learner, {}, 10))
 
 
 @pytest.mark.parametrize("env", ["vector", "sequential"])
@@ -240,8 +241,8 @@ def test_a_game_in_another_case_is_stored_in_its_one_spelling(tmp_path):
   assert (config.default_dataset_spec(lower).out_dir
           == config.default_dataset_spec(camel).out_dir
           == str(tmp_path / "run" / "default_dataset" / "Breakout"))
-  assert (config.fingerprint(config.record(lower), config.resolve(lower).learner, {}, 10)
-          == config.fingerprint(config.record(camel), config.resolve(camel).learner, {}, 10))
+  assert (run_fingerprint.fingerprint(config.record(lower), config.resolve(lower).learner, {}, 10)
+          == run_fingerprint.fingerprint(config.record(camel), config.resolve(camel).learner, {}, 10))
   assert config.OfflineConfig(game="SPACE_INVADERS").game == "SpaceInvaders"
   with pytest.raises(ValueError, match=r"unknown Atari game 'Breakot'; valid names: "):
     config.OfflineConfig(game="Breakot", root_dir=str(tmp_path / "run")).validate()
@@ -335,14 +336,14 @@ def test_an_option_the_reading_does_not_take_is_refused_before_anything_is_writt
 def test_ccvl_options_at_their_default_are_no_change_of_configuration():
   """Resuming a default run with --reading=paper (the default reading) was refused as a change
   of configuration: the fingerprint compared the flags given, not the settings in force."""
-  eff = config.effective_ccvl_options
+  eff = run_fingerprint.effective_ccvl_options
   assert eff({"reading": "paper"}) == {}
   assert eff({"reading": "bonus"}) == {"reading": "bonus"}
   assert eff({"reading": "bonus", "support_threshold": 0.0}) == {"reading": "bonus"}
   assert eff({"delta_head": "cosine_monotone", "count_ridge": 0.5}) == {"count_ridge": 0.5}
   given = {"agent": "ccvl", "ccvl_options": {"reading": "paper"}, "alpha": 3.0}
-  assert config.normalize_fingerprint(given) == dict(given, ccvl_options={})
-  assert config.normalize_fingerprint({"agent": "bc"}) == {"agent": "bc"}
+  assert run_fingerprint.normalize_fingerprint(given) == dict(given, ccvl_options={})
+  assert run_fingerprint.normalize_fingerprint({"agent": "bc"}) == {"agent": "bc"}
 
 
 def test_a_paper_preset_run_stored_when_the_preset_named_the_default_reading_resumes(tmp_path):
@@ -354,10 +355,10 @@ def test_a_paper_preset_run_stored_when_the_preset_named_the_default_reading_res
   assert "reading" not in today and today["delta_head"] == "cosine"
   stored = json.loads(json.dumps(dict(today, reading="paper")))
   now = json.loads(json.dumps(today))
-  assert config.normalize_fingerprint(stored) == config.normalize_fingerprint(now)
+  assert run_fingerprint.normalize_fingerprint(stored) == run_fingerprint.normalize_fingerprint(now)
   # A preset-set setting away from the default still counts.
-  assert config.normalize_fingerprint(dict(now, delta_head="monotone")) != \
-      config.normalize_fingerprint(now)
+  assert run_fingerprint.normalize_fingerprint(dict(now, delta_head="monotone")) != \
+      run_fingerprint.normalize_fingerprint(now)
 
 
 def test_device_settings_that_change_results_are_compared_on_resume_and_reuse(tmp_path):
@@ -371,7 +372,7 @@ def test_device_settings_that_change_results_are_compared_on_resume_and_reuse(tm
 
   def fingerprint(*args):
     plan = config.resolve(config.config_from_args(base + list(args)))
-    return config.fingerprint(plan.record, plan.learner, identity, 10)
+    return run_fingerprint.fingerprint(plan.record, plan.learner, identity, 10)
 
   default = fingerprint()
   assert "jit_compile" not in default and "distribute" not in default  # as before: unchanged

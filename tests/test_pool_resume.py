@@ -63,6 +63,7 @@ def test_pool_settings_are_refused_clearly(tmp_path):
 def test_pool_settings_in_the_config_record_and_fingerprint(tmp_path):
   import json  # pylint: disable=g-import-not-at-top
   from ccvl_tf.experiments.offline import config  # pylint: disable=g-import-not-at-top
+  from ccvl_tf.experiments.offline import run_fingerprint  # pylint: disable=g-import-not-at-top
   base = ["--game=Breakout", f"--root_dir={tmp_path / 'r'}", f"--dataset_dir={TESTDATA}"]
   saved = json.loads(json.dumps(config.record(config.config_from_args(base))))
   assert saved["pool_checkpoints"] == 0 and saved["pool_swap_steps"] == 62_500
@@ -74,11 +75,11 @@ def test_pool_settings_in_the_config_record_and_fingerprint(tmp_path):
       base + ["--pool_checkpoints=2"])) == ["pool_checkpoints: None -> 2"]
   plan = config.resolve(config.config_from_args(base))
   identity = {"path": TESTDATA}
-  assert "pool" not in config.fingerprint(plan.record, plan.learner, identity, 10)
+  assert "pool" not in run_fingerprint.fingerprint(plan.record, plan.learner, identity, 10)
   assert plan.data.pool is None
   pooled = config.resolve(config.config_from_args(
       base + ["--pool_checkpoints=2", "--pool_swap_steps=100", "--num_steps=1000"]))
-  assert config.fingerprint(pooled.record, pooled.learner, identity, 10)["pool"] == {
+  assert run_fingerprint.fingerprint(pooled.record, pooled.learner, identity, 10)["pool"] == {
       "checkpoints": 2, "swap_steps": 100}
   # Batches 900-999 are draw 9: the held-out batches' draw.
   assert pooled.data.pool.final_draw == 9

@@ -109,7 +109,7 @@ def test_the_binary_trains_the_network_of_the_library(runs):
   fingerprint = json.loads(
       (runs["binary"] / "run" / "checkpoints" / "fingerprint.json").read_text())
   assert fingerprint["dataset"].pop("path") == run.TESTDATA
-  # The learner's settings in force (offline.config.fingerprint's 'learner'): the run's own,
+  # The learner's settings in force (offline.run_fingerprint.fingerprint's 'learner'): the run's own,
   # without what does not change what is learned.
   learner = fingerprint.pop("learner")
   assert (learner["alpha"], learner["delta_head"], learner["num_deltas"], learner["objective"],

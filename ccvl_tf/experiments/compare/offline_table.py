@@ -10,7 +10,7 @@ from typing import Callable, Dict
 from ccvl_tf.algorithm import policies
 from ccvl_tf.runtime import run_lock, training
 from ccvl_tf.experiments.compare import config as compare_config
-from ccvl_tf.experiments.offline import demo_report, phase_times, placement
+from ccvl_tf.experiments.offline import demo_report, phase_times, placement, run_fingerprint
 from ccvl_tf.experiments.offline import config as offline_config
 from ccvl_tf.experiments.offline import runner as offline
 
@@ -86,7 +86,7 @@ def train_references(cfg: offline_config.OfflineConfig, run_setup: offline.Setup
       result = training.train(
           run_setup.trainer(agent), make_dataset, loop, log=lambda line, n=name: log(f"[{n}] {line}"),
           fingerprint=learner.fingerprint, allow_config_change=run_setup.allow_config_change,
-          **offline_config.FINGERPRINT_CHECK)
+          **run_fingerprint.FINGERPRINT_CHECK)
     exports, _ = learner.spec.policies(agent, run_setup.time_step_spec, run_setup.action_spec,
                                        run_setup.batches.held_out(), learner.settings)
     policy_dir = os.path.join(root, "policy")

@@ -2,7 +2,7 @@
 them alone: validation, the record summary.json keeps, and the run's configuration resolved
 once (`resolve` -> `RunPlan`): what each stage takes (the data's, the training loop's
 settings), each learner's own config (a CCVLConfig, CQLConfig, BCConfig, ...: alpha, lr and
-the rest in force) and the run's fingerprint.
+the rest in force) and the run's fingerprint (made by run_fingerprint.py).
 
 `OfflineConfig` holds the run-level settings and embeds the agent settings given as flags
 (`agent_values`, declared once in the agents' configs, experiments/agent_options.py); the
@@ -29,9 +29,9 @@ from ccvl_tf.data import replay_source
 from ccvl_tf.envs import atari
 from ccvl_tf.envs import factory
 from ccvl_tf.experiments import agent_options, agent_registry, compute
-from ccvl_tf.experiments.offline import dataset, default_dataset, presets
+from ccvl_tf.experiments.offline import dataset, default_dataset, presets, run_fingerprint
 from ccvl_tf.experiments.offline.seeds import Seeds
-from ccvl_tf.agents import ccvl_agent, q_agent_base
+from ccvl_tf.agents import q_agent_base
 
 # The agent settings train_offline.py takes as flags, declared in ccvl_tf.agents.ccvl_agent.CCVLConfig
 # (experiments/agent_options.py); the given ones are OfflineConfig.agent_values.
@@ -368,13 +368,6 @@ def _check_dataset_dir(path: str) -> None:
                      f"replay_logs directory with $store$_observation_ckpt.N.gz files)")
 
 
-# What the learned function depends on (the run fingerprint): these OfflineConfig fields, N,
-# M and policy_delta in force, the CCVL options given, and the preset's training settings
-# under the flags given; the others (num_steps, intervals, evaluation settings, root_dir) may
-# change between resumes.
-FINGERPRINT_FIELDS = ("game", "agent", "subset", "batch_size", "num_deltas",
-                      "num_pairs", "policy_delta", "seed", "ccvl_options",
-                      "default_dataset_steps", "default_dataset_policy", "behaviour_epsilon")
 
 
 def ccvl_options(cfg: OfflineConfig) -> Dict[str, object]:
@@ -421,7 +414,7 @@ _NOT_COMPARED = tuple(config_flags.comparison(OfflineConfig).not_compared)
 def changed_settings(saved: Mapping[str, object], cfg: OfflineConfig) -> List[str]:
   """'name: recorded -> now' for each setting of the record `saved` (a finished run's
   summary.json 'config') that the run config `cfg` would set otherwise: the CCVL options that
-  change what is learned (effective_ccvl_options: an explicit default is no change) and every
+  change what is learned (run_fingerprint.effective_ccvl_options: an explicit default is no change) and every
   other recorded field but those of _NOT_COMPARED."""
   now = record(cfg)
   out = []
@@ -433,7 +426,8 @@ def changed_settings(saved: Mapping[str, object], cfg: OfflineConfig) -> List[st
       continue  # a setting added since the record was written, left at its default
     a, b = saved.get(key), now.get(key)
     if key == "ccvl_options":
-      a, b = effective_ccvl_options(a or {}), effective_ccvl_options(b or {})
+      a, b = (run_fingerprint.effective_ccvl_options(a or {}),
+              run_fingerprint.effective_ccvl_options(b or {}))
     if isinstance(a, tuple):
       a = list(a)
     if isinstance(b, tuple):
@@ -538,7 +532,8 @@ class RunPlan:
     learners = {name: dataclasses.replace(
         plan, settings=dataclasses.replace(plan.settings, dataset_size=float(num_transitions),
                                            state_batches=state_batches),
-        fingerprint=fingerprint(self.record, plan, identity, num_transitions))
+        fingerprint=run_fingerprint.fingerprint(self.record, plan, identity,
+                                                num_transitions))
                 for name, plan in self.learners.items()}
     return dataclasses.replace(self, learners=learners)
 
@@ -588,84 +583,3 @@ def resolve(cfg: OfflineConfig) -> RunPlan:
       eval_interval=cfg.eval_interval)
   return RunPlan(agent=cfg.agent, data=data, loop=loop, learners=learners, record=saved,
                  preset_line=preset_line, config=dataclasses.replace(cfg))
-
-
-# Settings of an agent config's record that do not change what is learned (compilation,
-# acting): left out of the fingerprint's 'learner'.
-_NOT_LEARNED = ("jit_compile", "belief_resample", "collect_epsilon")
-# Keys the fingerprint gained after runs were first stored: compared only when the stored
-# fingerprint has them (training.check_fingerprint's `since`).
-FINGERPRINT_SINCE = ("learner",)
-
-
-def effective_ccvl_options(options: Mapping[str, object]) -> Dict[str, object]:
-  """The CCVL options of `options` that change CCVLConfig's resolved settings: one given at
-  its default (e.g. --reading=paper, the default reading) is left out, so that giving a
-  default explicitly is no change of configuration. A set that does not resolve is kept
-  whole (the run's validation names it)."""
-  base = ccvl_agent.CCVLConfig()
-  options = dict(options)
-  try:
-    full = base.with_values(options).record()
-  except (ValueError, TypeError):
-    return options
-  out = dict(options)
-  for key in sorted(options):
-    rest = {k: v for k, v in out.items() if k != key}
-    try:
-      if base.with_values(rest).record() == full:
-        out = rest
-    except (ValueError, TypeError):
-      pass
-  return out
-
-
-def normalize_fingerprint(fp: Dict[str, object]) -> Dict[str, object]:
-  """A fingerprint as it is compared (training.check_fingerprint's `normalize`): its CCVL
-  options without those at their default (`effective_ccvl_options`), both those given
-  ('ccvl_options') and those the preset set (top-level keys, e.g. a preset's reading 'paper',
-  CCVL's default)."""
-  out = dict(fp)
-  options = fp.get("ccvl_options")
-  if isinstance(options, dict):
-    out["ccvl_options"] = effective_ccvl_options(options)
-  preset_set = {k: v for k, v in fp.items() if k in agent_options.CCVL_OPTIONS}
-  kept = effective_ccvl_options(preset_set)
-  return {k: v for k, v in out.items() if k not in preset_set or k in kept}
-
-
-FINGERPRINT_CHECK = dict(fingerprint_normalize=normalize_fingerprint,
-                         fingerprint_since=FINGERPRINT_SINCE)
-
-
-def fingerprint(saved: Dict[str, object], plan: AgentPlan, identity: Dict[str, object],
-                num_transitions: int) -> Dict[str, object]:
-  """What the checkpoints of the learner `plan` were trained on (training.check_fingerprint):
-  the learned function's settings of the run's record `saved` with the preset resolved, the
-  dataset's identity (dataset.dataset_identity) and its size."""
-  out = {k: saved[k] for k in FINGERPRINT_FIELDS}
-  out["agent"] = plan.name
-  out.update(plan.overrides)  # alpha, learning_rate, ... in force
-  out["preset"] = saved["preset"]
-  out["ccvl_options"] = dict(sorted(saved["ccvl_options"].items()))
-  out["dataset"] = identity
-  out["num_transitions"] = int(num_transitions)
-  if saved.get("pool_checkpoints"):  # the batches come from other draws of checkpoints
-    out["pool"] = {"checkpoints": saved["pool_checkpoints"],
-                   "swap_steps": saved["pool_swap_steps"]}
-  # Mixed precision changes what is learned (and the optimizer's checkpoint under float16);
-  # recorded only when on, so that the fingerprints of float32 runs are unchanged.
-  if saved.get("mixed_precision", "off") != "off":
-    out["mixed_precision"] = saved["mixed_precision"]
-  # XLA and the replicas change CCVL's delta draws (and every learner's rounding): compared
-  # on resume like the precision, recorded only when on (default fingerprints unchanged).
-  if saved.get("jit_compile"):
-    out["jit_compile"] = True
-  if saved.get("distribute", "none") != "none":
-    out["distribute"] = saved["distribute"]
-  # The learner's settings in force (the agent config's defaults under the preset and the
-  # flags): a changed default is a change of configuration.
-  config = plan.settings.agent_config
-  if config is not None:
-    out["learner"] = {k: v for k, v in config.record().items() if k not in _NOT_LEARNED}
-  return out

@@ -29,7 +29,7 @@ from ccvl_tf.data import frame_store, replay_files
 from ccvl_tf.envs import atari, scores
 from ccvl_tf.experiments import agent_registry, tf_setup
 from ccvl_tf.experiments.offline import confidence_report
-from ccvl_tf.experiments.offline import config, dataset, phase_times
+from ccvl_tf.experiments.offline import config, dataset, phase_times, run_fingerprint
 from ccvl_tf.experiments.offline.config import OfflineConfig
 from ccvl_tf.experiments.offline.phase_times import PhaseTimes
 from ccvl_tf.experiments.offline.seeds import Seeds
@@ -248,7 +248,7 @@ def train(run_setup: Setup, log, timer: Optional[PhaseTimes] = None) -> Dict[str
                           run_setup.plan.loop,
                           evaluate=evaluate, log=log, fingerprint=learner.fingerprint,
                           allow_config_change=run_setup.allow_config_change,
-                          **config.FINGERPRINT_CHECK)
+                          **run_fingerprint.FINGERPRINT_CHECK)
 
 
 def export(run_setup: Setup, last_good: str, log, timer: Optional[PhaseTimes] = None):

@@ -281,7 +281,11 @@ def test_each_training_segment_records_its_machine(tmp_path):
   training.record_machine(os.path.join(root, "checkpoints"), 3)  # a restart from step 3
   assert [m["from_step"] for m in training.read_machines(
       os.path.join(root, "checkpoints"))] == [0, 3]
-  with open(os.path.join(root, "checkpoints", training.MACHINES), "w") as f:
-    f.write('[{"from_step": 0')
-  with pytest.raises(training.FingerprintMismatch, match="machines.json .* cannot be read"):
-    training.read_machines(os.path.join(root, "checkpoints"))
+  for text, said in (('[{"from_step": 0', "Expecting"), ('{"from_step": 0}', "a JSON list"),
+                     ('[3]', "entry 0 must be an object"),
+                     ('[{"from_step": 0}, {"from_step": "3"}]', "entry 1 must be .* got")):
+    with open(os.path.join(root, "checkpoints", training.MACHINES), "w") as f:
+      f.write(text)
+    with pytest.raises(training.FingerprintMismatch,
+                       match=f"machines.json .* cannot be read .*{said}"):
+      training.train(_agent(), _make_dataset(), cfg(9), log=lambda s: None)

@@ -366,7 +366,7 @@ def record_machine(checkpoint_dir: str, step: int, last_good: Optional[str] = No
   `step` supersedes the entries from `step` on: what they trained past the checkpoint it
   resumes from is trained again."""
   path = os.path.join(checkpoint_dir, MACHINES)
-  entries = [e for e in read_machines(checkpoint_dir) if e.get("from_step", -1) < step]
+  entries = [e for e in read_machines(checkpoint_dir) if e["from_step"] < step]
   with writing(checkpoint_dir, last_good):
     os.makedirs(checkpoint_dir, exist_ok=True)
   entries.append({"from_step": int(step), **machine.record()})
@@ -383,6 +383,11 @@ def read_machines(checkpoint_dir: str) -> list:
     entries = json.loads(paths.read_text(path))
     if not isinstance(entries, list):
       raise ValueError(f"a JSON list, got {type(entries).__name__}")
+    for i, e in enumerate(entries):
+      step = e.get("from_step") if isinstance(e, dict) else None
+      if not isinstance(step, int) or isinstance(step, bool) or step < 0:
+        raise ValueError(f"entry {i} must be an object with an integer 'from_step' >= 0, got "
+                         f"{json.dumps(e)[:80]}")
   except (OSError, UnicodeDecodeError, ValueError) as e:
     raise FingerprintMismatch(
         f"{path} (the machines this run trained on) cannot be read ({e}): it was cut short "

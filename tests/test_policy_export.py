@@ -114,3 +114,44 @@ def test_failed_export_leaves_the_previous_export_and_no_temporary(tmp_path, mon
   monkeypatch.undo()
   policies.export_policy(policy, str(out))  # and a later export replaces it
   assert sorted(os.listdir(tmp_path)) == ["policy"]
+
+
+def test_an_export_logs_none_of_its_known_notices_and_other_records_pass(tmp_path, caplog,
+                                                                         monkeypatch):
+  """PolicySaver's 'Could not serialize policy.distribution()' and TensorFlow's argument-name
+  sanitizing were printed by every export (also from Python, where no binary quiets absl);
+  they are dropped during the export, any other record passes, CCVL_VERBOSE=1 keeps them."""
+  import logging
+  import re
+  from ccvl_tf.runtime import quiet
+  monkeypatch.delenv("CCVL_VERBOSE", raising=False)
+  absl = logging.getLogger("absl")
+  with caplog.at_level(logging.WARNING, logger="absl"):
+    with quiet.notices_hidden():
+      absl.warning("WARNING: Could not serialize policy.distribution() for policy \"x\"")
+      absl.warning("`0/step_type` is not a valid tf.function parameter name. Sanitizing to x")
+      absl.warning("something else")
+    absl.warning("`1/x` is not a valid tf.function parameter name. Sanitizing to y")
+  assert [r.getMessage() for r in caplog.records] == [
+      "something else", "`1/x` is not a valid tf.function parameter name. Sanitizing to y"]
+  caplog.clear()
+  monkeypatch.setenv("CCVL_VERBOSE", "1")
+  with caplog.at_level(logging.WARNING, logger="absl"):
+    with quiet.notices_hidden():
+      absl.warning("WARNING: Could not serialize policy.distribution() for policy \"x\"")
+  assert len(caplog.records) == 1
+  # A real export logs both notices (CCVL_VERBOSE=1 keeps them) and, by default, neither.
+  from ccvl_tf.algorithm import policy_export
+  tss, aspec = specs(2, 3)
+  fixed = policies.FixedDeltaPolicy(tss, aspec, linear_q_model(W3, C3), delta=0.3)
+  for verbose, expected in (("1", 2), (None, 0)):
+    if verbose:
+      monkeypatch.setenv("CCVL_VERBOSE", verbose)
+    else:
+      monkeypatch.delenv("CCVL_VERBOSE", raising=False)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="absl"):
+      policy_export.export_policy(fixed, str(tmp_path / f"p{expected}"))
+    found = {p for r in caplog.records for p in quiet.EXPORT_NOTICES
+             if re.search(p, r.getMessage())}
+    assert len(found) == expected, [r.getMessage() for r in caplog.records]

@@ -27,6 +27,7 @@ from tf_agents.utils import nest_utils
 # key): tracing the export's functions under it once lets the save reuse them.
 from tensorflow.python.saved_model import save_context
 
+from ccvl_tf.runtime import quiet
 from ccvl_tf.runtime import strict_json
 
 
@@ -378,6 +379,12 @@ def export_policy(policy: tf_policy.TFPolicy, directory: str, train_step=None,
       by mistake; the export refuses each naming the state it takes. None, no state and ()
       are refused (or, for a policy without state, None) anyway.
   """
+  with quiet.notices_hidden():  # every export's absl notices (quiet.EXPORT_NOTICES)
+    return _export(policy, directory, train_step, game, action_set, other_states)
+
+
+def _export(policy, directory, train_step, game, action_set, other_states) -> str:
+  """export_policy's work."""
   view = _ActionOnlyPolicy(policy)
   # Traced under the save's own context and options (SAVE_OPTIONS): tf.function's cache key
   # holds the save context's variable policy, so functions traced outside it are all traced

@@ -12,13 +12,17 @@ silences exactly those:
   * AutoGraph's `"is" with a literal` SyntaxWarnings are filtered;
   * ale-py's logger is set to errors only (`ale_py.ALEInterface.setLoggerMode`).
 Set CCVL_VERBOSE=1 to keep all of it (BUILD.md, "A quiet start"); an explicit
-TF_CPP_MIN_LOG_LEVEL in the environment is respected.
+TF_CPP_MIN_LOG_LEVEL in the environment is respected. `notices_hidden()` drops, for one block,
+the log records of known notices (every policy export's, EXPORT_NOTICES), in the library's
+calls as in the binaries'.
 """
 from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
+import re
 import sys
 import warnings
 
@@ -51,3 +55,39 @@ def quiet_start() -> None:
     ale_py.ALEInterface.setLoggerMode(ale_py.LoggerMode.Error)
   except Exception:  # pylint: disable=broad-except
     pass
+
+
+# What every policy export logs through absl and no user can act on: TF-Agents' PolicySaver
+# says distribution() is not saved (by design: exported policies serve action() only) and
+# TensorFlow says the signature's argument names ('0/step_type') are sanitized.
+EXPORT_NOTICES = (r"Could not serialize policy\.distribution\(\)",
+                  r"is not a valid tf\.function parameter name\. Sanitizing")
+
+
+class _Drop(logging.Filter):
+  """Drops the log records whose message matches one of `patterns`."""
+
+  def __init__(self, patterns):
+    super().__init__()
+    self._patterns = [re.compile(p) for p in patterns]
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    message = record.getMessage()
+    return not any(p.search(message) for p in self._patterns)
+
+
+@contextlib.contextmanager
+def notices_hidden(patterns=EXPORT_NOTICES, logger: str = "absl"):
+  """Within the block, the `logger`'s records matching `patterns` are dropped (every other
+  record passes); nothing is dropped with CCVL_VERBOSE=1. For the library's calls as much as
+  the binaries': a Python user sees them too."""
+  if verbose_requested():
+    yield
+    return
+  drop = _Drop(patterns)
+  target = logging.getLogger(logger)
+  target.addFilter(drop)
+  try:
+    yield
+  finally:
+    target.removeFilter(drop)

@@ -140,18 +140,20 @@ def test_an_export_logs_none_of_its_known_notices_and_other_records_pass(tmp_pat
     with quiet.notices_hidden():
       absl.warning("WARNING: Could not serialize policy.distribution() for policy \"x\"")
   assert len(caplog.records) == 1
-  # A real export logs both notices (CCVL_VERBOSE=1 keeps them) and, by default, neither.
+  # A real export logs the distribution notice (CCVL_VERBOSE=1 keeps it; TensorFlow's
+  # sanitizing notice comes once per process) and, by default, neither.
   from ccvl_tf.algorithm import policy_export
   tss, aspec = specs(2, 3)
   fixed = policies.FixedDeltaPolicy(tss, aspec, linear_q_model(W3, C3), delta=0.3)
-  for verbose, expected in (("1", 2), (None, 0)):
+  for verbose, expected in (("1", True), (None, False)):
     if verbose:
       monkeypatch.setenv("CCVL_VERBOSE", verbose)
     else:
       monkeypatch.delenv("CCVL_VERBOSE", raising=False)
     caplog.clear()
     with caplog.at_level(logging.WARNING, logger="absl"):
-      policy_export.export_policy(fixed, str(tmp_path / f"p{expected}"))
+      policy_export.export_policy(fixed, str(tmp_path / f"p{int(expected)}"))
     found = {p for r in caplog.records for p in quiet.EXPORT_NOTICES
              if re.search(p, r.getMessage())}
-    assert len(found) == expected, [r.getMessage() for r in caplog.records]
+    messages = [r.getMessage() for r in caplog.records]
+    assert (quiet.EXPORT_NOTICES[0] in found) if expected else not found, messages

@@ -91,3 +91,14 @@ def test_the_ccvl_rows_are_placed_only_for_the_reported_delta_head():
   same = placement.place(_record(learner_settings={"delta_head": "cosine_monotone"}), rows,
                          reported)
   assert "Fixed-CCVL: 25.00 -- inside the reported range" in same[2]
+
+
+def test_the_header_names_both_machines_when_the_run_recorded_its_own():
+  rows = [{"policy": "BC", "mean": 21.0}]
+  assert placement.place(_record(), rows, REPORTED)[0].endswith(
+      "(5 training seeds on one machine; docs/results/demo_seeds.md):")
+  head = placement.place(_record(), rows, REPORTED, machine="AMD EPYC 7B13 (avx2, avx512f; "
+                         "ONEDNN_MAX_CPU_ISA=AVX512_CORE)")[0]
+  assert (f"5 training seeds on one machine, {placement.REPORTED_MACHINE}; this run trained on "
+          f"AMD EPYC 7B13 (avx2, avx512f; ONEDNN_MAX_CPU_ISA=AVX512_CORE): another CPU type "
+          f"trains other networks") in head

@@ -1,4 +1,4 @@
-"""tools/same_weights.py: network tensors compared across a renumbering, by hand-made checkpoints."""
+"""tools/same_weights.py: network tensors compared across a renumbering (hand-made checkpoints)."""
 import numpy as np
 import pytest
 

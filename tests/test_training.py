@@ -276,7 +276,8 @@ def test_each_training_segment_records_its_machine(tmp_path):
   again = training.train(_agent(), _make_dataset(), cfg(6), log=lambda s: None)
   assert [m["from_step"] for m in again["machines"]] == [0, 3]
   here = machine.record()
-  assert out["machines"][1]["cpu"] == here["cpu"] and out["machines"][1]["versions"] == here["versions"]
+  assert out["machines"][1]["cpu"] == here["cpu"]
+  assert out["machines"][1]["versions"] == here["versions"]
   assert out["machines"] == training.read_machines(os.path.join(root, "checkpoints"))
   training.record_machine(os.path.join(root, "checkpoints"), 3)  # a restart from step 3
   assert [m["from_step"] for m in training.read_machines(

@@ -5,8 +5,8 @@ tables rendered from it.
 
   .venv/bin/python tools/family_dev_report.py collect --q=RUN_Q --f=RUN_F --matched=DIR \
       [--benchmark=BENCH.json] --output=docs/results/family_dev_runs.json
-  .venv/bin/python tools/family_dev_report.py add_benchmark --record=docs/results/family_dev_runs.json \
-      --name=NAME BENCH.json        # a binaries/benchmark.py record, kept under 'benchmarks'
+  .venv/bin/python tools/family_dev_report.py add_benchmark --record=RECORD --name=NAME \
+      BENCH.json        # a binaries/benchmark.py record, kept under 'benchmarks'
   .venv/bin/python tools/family_dev_report.py add_reproduction --record=... --c0=RUN --f=RUN \
       --eval_c0=HEADROOM_DIR --eval_f=HEADROOM_DIR --data_c0=DIR --data_f=DIR
   .venv/bin/python tools/family_dev_report.py render docs/results/family_dev_runs.json

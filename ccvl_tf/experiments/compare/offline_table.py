@@ -8,6 +8,7 @@ import os
 from typing import Callable, Dict
 
 from ccvl_tf.algorithm import policies
+from ccvl_tf.runtime import machine
 from ccvl_tf.runtime import run_lock, training
 from ccvl_tf.experiments.compare import config as compare_config
 from ccvl_tf.experiments.offline import demo_report, phase_times, placement, run_fingerprint
@@ -41,9 +42,10 @@ def _run(cfg: offline_config.OfflineConfig, trained: offline.Trained,
         timer=timer)
   # Where the scores fall against the reported demo: the trained networks differ between
   # machines, so a run is placed against the reported seeds' range, not matched to one run.
+  last = (trained.summary.get("machines") or [None])[-1]  # None: trained before runs said
   placed = placement.place(dict(run_setup.plan.record,
                                 learner_settings=run_setup.plan.learner.resolved()),
-                           results_table)
+                           results_table, machine=None if last is None else machine.describe(last))
   for line in placed:
     log(line)
   added = dict(references={n: {k: v for k, v in r.items() if k != "policy"}

@@ -56,6 +56,9 @@ REPORTED: Dict[str, Sequence[float]] = {
     "Fixed-CCVL": [28.5, 23.0, 17.1, 24.4, 29.0],
 }
 REPORTED_EVAL_SEED = 0
+# The machine that trained the reported seeds (docs/results/five_seeds.md): its model and
+# flags were not recorded then; runs now record theirs (checkpoints/machines.json).
+REPORTED_MACHINE = "2 cores of an Intel Xeon with AVX-512"
 # Rows that do not depend on a trained network.
 _FIXED_ROWS = ("random", "behaviour")
 
@@ -81,9 +84,12 @@ def _is_fixed(policy: str) -> bool:
 
 
 def place(record: Mapping[str, object], rows: Sequence[Mapping[str, object]],
-          reported: Optional[Mapping[str, Sequence[float]]] = None) -> List[str]:
+          reported: Optional[Mapping[str, Sequence[float]]] = None,
+          machine: Optional[str] = None) -> List[str]:
   """Lines saying where each row of a results table (policy, mean) falls against the reported
-  five seeds (`reported`: REPORTED by default), or one line saying why the run is not placed."""
+  five seeds (`reported`: REPORTED by default), or one line saying why the run is not placed;
+  `machine` (ccvl_tf.runtime.machine.describe of the run's last training segment) is named
+  beside the reported runs' machine."""
   reported = REPORTED if reported is None else reported
   if not reported:
     return ["No reported demo to place this run against."]
@@ -93,8 +99,11 @@ def place(record: Mapping[str, object], rows: Sequence[Mapping[str, object]],
             "differ: " + "; ".join(diff) + "."]
   eval_seed = record.get("eval_seed")
   same_episodes = (record.get("seed") if eval_seed is None else eval_seed) == REPORTED_EVAL_SEED
+  where = "" if machine is None else (
+      f", {REPORTED_MACHINE}; this run trained on {machine}: another CPU type trains other "
+      f"networks, as a new seed does")
   lines = [f"Where this run falls against the reported demo ({len(next(iter(reported.values())))}"
-           f" training seeds on one machine; docs/results/demo_seeds.md):"]
+           f" training seeds on one machine{where}; docs/results/demo_seeds.md):"]
   for row in rows:
     name = str(row["policy"])
     if name not in reported:

@@ -57,7 +57,8 @@ REPORTED: Dict[str, Sequence[float]] = {
 }
 REPORTED_EVAL_SEED = 0
 # The machine that trained the reported seeds (docs/results/five_seeds.md): its model and
-# flags were not recorded then; runs now record theirs (checkpoints/machines.json).
+# flags were not recorded then (runs now record theirs, checkpoints/machines.json); `make demo`
+# on an Intel Xeon with AVX-512 and AMX reproduced seed 0's table (reproducibility.md).
 REPORTED_MACHINE = "2 cores of an Intel Xeon with AVX-512"
 # Rows that do not depend on a trained network.
 _FIXED_ROWS = ("random", "behaviour")

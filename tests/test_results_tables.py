@@ -763,7 +763,7 @@ def test_family_dev_cost_and_reproduction_statements_recompute_from_the_record()
   assert v == {"same_weights": True, "same_fixed_delta": True, "same_episodes": True,
                "policies": 9, "episodes_each": 10, "same_data": True, "data_files": 7}
   w = data["reproduction"]["weights"]["online"]
-  page = open(_doc("results", "quantized_head.md")).read()
+  page = " ".join(open(_doc("results", "quantized_head.md")).read().split())  # lines joined
   assert f"({w['equal']} of {w['compared']} each" in page
   assert f"same score, policy by policy, for all {v['policies']} policies" in page
   assert f"byte-identical to the DEV both runs trained on ({v['data_files']} of 7" in page
